@@ -1,0 +1,432 @@
+package spec
+
+import (
+	"bytes"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// MaxSpecSize bounds a spec document. Seeds carry kilobytes; a larger input
+// is a mistake (or an attack on the YAML parser).
+const MaxSpecSize = 16 << 20
+
+// MaxSourceFileSize bounds one files[].source.file.
+const MaxSourceFileSize = 64 << 20
+
+// Decode parses a spec document (YAML or JSON) strictly: an unknown or
+// misspelled field is an error naming the field and its line, and every
+// problem is reported, not only the first. It does not read source files or
+// validate values; Load does all three.
+//
+// When the document parses but has bad fields, Decode returns the Errors
+// together with the instance decoded as far as possible, so that callers
+// can go on to report validation problems in the same pass.
+func Decode(data []byte) (*Instance, *Positions, error) {
+	if len(data) > MaxSpecSize {
+		return nil, nil, Errors{{Message: fmt.Sprintf("document is %d bytes; the limit is %d", len(data), MaxSpecSize)}}
+	}
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, nil, Errors{syntaxError(err)}
+	}
+	if root.Kind == 0 || len(root.Content) == 0 {
+		return nil, nil, Errors{{Message: "document is empty; want an Instance (apiVersion: " + APIVersion + ")"}}
+	}
+	doc := root.Content[0]
+	pos := &Positions{lines: map[string]int{}}
+	var c errs
+	walkKnown(doc, reflect.TypeOf(Instance{}), "", pos, &c)
+
+	var inst Instance
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&inst); err != nil {
+		var te *yaml.TypeError
+		if !errors.As(err, &te) {
+			return nil, nil, Errors{syntaxError(err)}
+		}
+		for _, msg := range te.Errors {
+			c.list = append(c.list, typeError(msg, pos))
+		}
+	}
+	sortByLine(c.list)
+	return &inst, pos, c.err()
+}
+
+// Load reads a spec file, decodes it strictly, resolves files[].source.file
+// (relative to the spec's directory) and contentBase64, fills in defaults and
+// validates the result. On failure it returns Errors carrying the file name
+// and line of each problem.
+func Load(path string) (*Instance, error) {
+	data, err := readBounded(path, MaxSpecSize)
+	if err != nil {
+		return nil, err
+	}
+	inst, pos, err := Decode(data)
+	if inst == nil {
+		return nil, withFile(AsErrors(err), path, pos)
+	}
+	// Report every problem in one pass: decoding, unreadable sources and
+	// invalid values together.
+	all := AsErrors(err)
+	all = append(all, AsErrors(inst.Resolve(filepath.Dir(path)))...)
+	inst.Default()
+	all = append(all, dropShadowed(AsErrors(inst.Validate()), all)...)
+	if len(all) > 0 {
+		return nil, withFile(all, path, pos)
+	}
+	return inst, nil
+}
+
+// dropShadowed removes validation errors about fields that already failed
+// to decode: a mistyped field decodes as its zero value, and "required" on
+// top of "want a number" would only be noise.
+func dropShadowed(verrs, decoded Errors) Errors {
+	var out Errors
+	for _, v := range verrs {
+		shadowed := false
+		for _, d := range decoded {
+			if d.Field != "" && (v.Field == d.Field || strings.HasPrefix(v.Field, d.Field+".") || strings.HasPrefix(v.Field, d.Field+"[")) {
+				shadowed = true
+				break
+			}
+		}
+		if !shadowed {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func withFile(es Errors, path string, pos *Positions) error {
+	if es == nil {
+		return nil
+	}
+	{
+		for _, e := range es {
+			e.File = path
+			if e.Line == 0 && pos != nil {
+				e.Line = pos.Line(e.Field)
+			}
+		}
+		sortByLine(es)
+		return es
+	}
+}
+
+// Resolve reads each files[].source.file (relative to dir) and decodes each
+// contentBase64, so that File.Data is the content to write.
+func (in *Instance) Resolve(dir string) error {
+	var c errs
+	for i := range in.Spec.Files {
+		f := &in.Spec.Files[i]
+		field := fmt.Sprintf("spec.files[%d]", i)
+		switch {
+		case f.Content != nil:
+			f.data = []byte(*f.Content)
+		case f.ContentBase64 != "":
+			b, err := base64.StdEncoding.DecodeString(f.ContentBase64)
+			if err != nil {
+				c.add(field+".contentBase64", "not valid base64: %v", err)
+				continue
+			}
+			f.data = b
+		case f.Source != nil && f.Source.File != "":
+			p := f.Source.File
+			if !filepath.IsAbs(p) {
+				p = filepath.Join(dir, p)
+			}
+			b, err := readBounded(p, MaxSourceFileSize)
+			if err != nil {
+				c.add(field+".source.file", "%v", unwrapPathError(err))
+				continue
+			}
+			f.data = b
+		}
+	}
+	return c.err()
+}
+
+func readBounded(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file", path)
+	}
+	if st.Size() > limit {
+		return nil, fmt.Errorf("%s: %d bytes; the limit is %d", path, st.Size(), limit)
+	}
+	return os.ReadFile(path)
+}
+
+func unwrapPathError(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("cannot read %s: %v", pe.Path, pe.Err)
+	}
+	return err
+}
+
+// Positions maps field paths to the lines they were written on.
+type Positions struct{ lines map[string]int }
+
+// Line returns the line of field, or of its nearest ancestor that has one.
+func (p *Positions) Line(field string) int {
+	if p == nil {
+		return 0
+	}
+	for field != "" {
+		if l, ok := p.lines[field]; ok {
+			return l
+		}
+		i := strings.LastIndexAny(field, ".[")
+		if i < 0 {
+			break
+		}
+		field = field[:i]
+	}
+	return 0
+}
+
+// walkKnown records the line of every field and reports keys that the Go
+// type t does not have. yaml.v3's own KnownFields stops at type level and
+// reports no path; walking the node tree names the exact field.
+func walkKnown(n *yaml.Node, t reflect.Type, path string, pos *Positions, c *errs) {
+	if n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	if path != "" {
+		if _, seen := pos.lines[path]; !seen {
+			pos.lines[path] = n.Line
+		}
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Implements(unmarshalerType) || reflect.PointerTo(t).Implements(unmarshalerType) {
+		return
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			return // the decoder reports the type mismatch
+		}
+		fields := yamlFields(t)
+		seen := map[string]bool{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			child := join(path, k.Value)
+			if seen[k.Value] {
+				c.list = append(c.list, &FieldError{Field: child, Line: k.Line, Message: "field given twice"})
+			}
+			seen[k.Value] = true
+			ft, ok := fields[k.Value]
+			if !ok {
+				msg := "unknown field"
+				if s := suggest(k.Value, fields); s != "" {
+					msg += fmt.Sprintf(" (did you mean %q?)", s)
+				}
+				c.list = append(c.list, &FieldError{Field: child, Line: k.Line, Message: msg})
+				continue
+			}
+			pos.lines[child] = k.Line
+			walkKnown(v, ft, child, pos, c)
+		}
+	case reflect.Map:
+		if n.Kind != yaml.MappingNode || t.Elem().Kind() == reflect.Interface {
+			return
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			child := join(path, n.Content[i].Value)
+			pos.lines[child] = n.Content[i].Line
+			walkKnown(n.Content[i+1], t.Elem(), child, pos, c)
+		}
+	case reflect.Slice:
+		if n.Kind != yaml.SequenceNode {
+			return
+		}
+		for i, e := range n.Content {
+			walkKnown(e, t.Elem(), path+"["+strconv.Itoa(i)+"]", pos, c)
+		}
+	}
+}
+
+var unmarshalerType = reflect.TypeOf((*yaml.Unmarshaler)(nil)).Elem()
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// yamlFields maps a struct's YAML keys to their types, flattening inline
+// embedded structs.
+func yamlFields(t reflect.Type) map[string]reflect.Type {
+	m := map[string]reflect.Type{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		tag := f.Tag.Get("yaml")
+		name, opts, _ := strings.Cut(tag, ",")
+		if name == "-" {
+			continue
+		}
+		if strings.Contains(opts, "inline") {
+			for k, v := range yamlFields(f.Type) {
+				m[k] = v
+			}
+			continue
+		}
+		if name == "" {
+			name = strings.ToLower(f.Name)
+		}
+		m[name] = f.Type
+	}
+	return m
+}
+
+// suggest returns the known key closest to k, if it is close enough to be a
+// likely typo (case differences, a few edits).
+func suggest(k string, fields map[string]reflect.Type) string {
+	best, bestD := "", 4
+	for name := range fields {
+		if strings.EqualFold(name, k) {
+			return name
+		}
+		if d := editDistance(strings.ToLower(k), strings.ToLower(name)); d < bestD || d == bestD && name < best {
+			best, bestD = name, d
+		}
+	}
+	if bestD <= len(k)/2 {
+		return best
+	}
+	// sshKeys for sshAuthorizedKeys: a known name sharing the typed one's
+	// beginning and end.
+	lk := strings.ToLower(k)
+	for _, name := range slices.Sorted(maps.Keys(fields)) {
+		ln := strings.ToLower(name)
+		if len(lk) >= 3 && strings.HasPrefix(ln, lk[:3]) && strings.HasSuffix(ln, lk[len(lk)-3:]) {
+			return name
+		}
+	}
+	return ""
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+var lineRE = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
+
+func syntaxError(err error) *FieldError {
+	msg := err.Error()
+	if m := lineRE.FindStringSubmatch(msg); m != nil {
+		l, _ := strconv.Atoi(m[1])
+		return &FieldError{Line: l, Message: "YAML syntax: " + m[2]}
+	}
+	return &FieldError{Message: strings.TrimPrefix(msg, "yaml: ")}
+}
+
+// typeError turns one of yaml.v3's "line N: cannot unmarshal …" messages
+// into a FieldError naming the field on that line.
+func typeError(msg string, pos *Positions) *FieldError {
+	m := lineRE.FindStringSubmatch(msg)
+	if m == nil {
+		return &FieldError{Message: msg}
+	}
+	l, _ := strconv.Atoi(m[1])
+	text := m[2]
+	if t := unmarshalRE.FindStringSubmatch(text); t != nil {
+		text = fmt.Sprintf("want %s, got %s %s", goTypeName(t[3]), yamlKindName(t[1]), t[2])
+	}
+	// The field on that line: the deepest path recorded there.
+	field := ""
+	for p, pl := range pos.lines {
+		if pl == l && (len(p) > len(field) || len(p) == len(field) && p < field) {
+			field = p
+		}
+	}
+	return &FieldError{Line: l, Field: field, Message: text}
+}
+
+var unmarshalRE = regexp.MustCompile("^cannot unmarshal !!(\\w+) (?:`(.*)` )?into (.+)$")
+
+func yamlKindName(tag string) string {
+	switch tag {
+	case "str":
+		return "the string"
+	case "int", "float":
+		return "the number"
+	case "bool":
+		return "the boolean"
+	case "map":
+		return "a mapping"
+	case "seq":
+		return "a list"
+	}
+	return tag
+}
+
+func goTypeName(t string) string {
+	switch {
+	case strings.HasPrefix(t, "[]"):
+		return "a list"
+	case strings.HasPrefix(t, "map["), strings.HasPrefix(t, "spec."):
+		return "a mapping"
+	case strings.HasPrefix(t, "int"), strings.HasPrefix(t, "uint"), strings.HasPrefix(t, "float"):
+		return "a number"
+	case t == "bool":
+		return "true or false"
+	case t == "string":
+		return "a string"
+	}
+	return t
+}
+
+func sortByLine(es Errors) {
+	key := func(e *FieldError) int {
+		if e.Line == 0 {
+			return math.MaxInt // problems without a line go last, in their order
+		}
+		return e.Line
+	}
+	sort.SliceStable(es, func(i, j int) bool { return key(es[i]) < key(es[j]) })
+}

@@ -1,0 +1,87 @@
+package spec
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// ErrInvalid is matched (errors.Is) by every error that reports a problem
+// with a spec's content, as opposed to an I/O failure.
+var ErrInvalid = errors.New("invalid instance spec")
+
+// FieldError is one problem with one field.
+type FieldError struct {
+	// File is the spec file's name, when the spec came from a file.
+	File string `json:"file,omitempty"`
+	// Line is the 1-based line of the field in the file, 0 when unknown.
+	Line int `json:"line,omitempty"`
+	// Field is the field's path, e.g. spec.users[0].sshAuthorizedKeys[1].
+	Field string `json:"field"`
+	// Message says what is wrong and, where it can, what to do.
+	Message string `json:"message"`
+}
+
+func (e *FieldError) Error() string {
+	var b strings.Builder
+	if e.File != "" {
+		b.WriteString(e.File)
+		b.WriteByte(':')
+	}
+	if e.Line > 0 {
+		fmt.Fprintf(&b, "%d:", e.Line)
+	}
+	if b.Len() > 0 {
+		b.WriteByte(' ')
+	}
+	if e.Field != "" {
+		b.WriteString(e.Field)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Message)
+	return b.String()
+}
+
+// Is makes errors.Is(err, ErrInvalid) true.
+func (e *FieldError) Is(target error) bool { return target == ErrInvalid }
+
+// Errors is every problem found in a spec, in document order.
+type Errors []*FieldError
+
+func (es Errors) Error() string {
+	lines := make([]string, len(es))
+	for i, e := range es {
+		lines[i] = e.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Is makes errors.Is(err, ErrInvalid) true.
+func (es Errors) Is(target error) bool { return target == ErrInvalid }
+
+// errs collects field errors while walking a spec.
+type errs struct{ list Errors }
+
+func (c *errs) add(field, format string, args ...any) {
+	c.list = append(c.list, &FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
+}
+
+func (c *errs) err() error {
+	if len(c.list) == 0 {
+		return nil
+	}
+	return c.list
+}
+
+// AsErrors returns the field errors inside err, or nil if err holds none.
+func AsErrors(err error) Errors {
+	var es Errors
+	if errors.As(err, &es) {
+		return es
+	}
+	var fe *FieldError
+	if errors.As(err, &fe) {
+		return Errors{fe}
+	}
+	return nil
+}

@@ -1,0 +1,155 @@
+package spec
+
+// APIVersion and Kind identify an instance spec document.
+const (
+	APIVersion = "vminit.dev/v1alpha1"
+	Kind       = "Instance"
+)
+
+// Instance is one virtual machine's first-boot configuration: the document a
+// user writes. It renders to cloud-init and to Ignition with the same meaning.
+type Instance struct {
+	APIVersion string   `yaml:"apiVersion" json:"apiVersion"`
+	Kind       string   `yaml:"kind" json:"kind"`
+	Metadata   Metadata `yaml:"metadata" json:"metadata"`
+	Spec       Spec     `yaml:"spec" json:"spec"`
+}
+
+// Metadata names the instance.
+type Metadata struct {
+	// Name identifies the instance. The default hostname and instance-id
+	// are derived from it, so renaming an instance gives it a new identity.
+	Name   string            `yaml:"name" json:"name"`
+	Labels map[string]string `yaml:"labels,omitempty" json:"labels,omitempty"`
+}
+
+// Spec is what the guest gets on first boot.
+type Spec struct {
+	// Hostname is the short host name (one RFC 1123 label). Defaults to
+	// the first label of metadata.name.
+	Hostname string `yaml:"hostname,omitempty" json:"hostname,omitempty"`
+	// FQDN is the fully qualified name; its first label must equal Hostname
+	// when both are set.
+	FQDN string `yaml:"fqdn,omitempty" json:"fqdn,omitempty"`
+	// InstanceID is what cloud-init compares on every boot to decide whether
+	// this is a first boot. Defaults to a UUID derived from metadata.name
+	// (never random: a changing instance-id re-runs first boot).
+	InstanceID string `yaml:"instanceID,omitempty" json:"instanceID,omitempty"`
+	// SSHAuthorizedKeys go to the image's default user: cloud-init's
+	// meta-data public-keys (the distro's default user, e.g. "ubuntu") and
+	// Ignition's "core" user.
+	SSHAuthorizedKeys []string `yaml:"sshAuthorizedKeys,omitempty" json:"sshAuthorizedKeys,omitempty"`
+
+	Users        []User    `yaml:"users,omitempty" json:"users,omitempty"`
+	Files        []File    `yaml:"files,omitempty" json:"files,omitempty"`
+	Units        []Unit    `yaml:"units,omitempty" json:"units,omitempty"`
+	Commands     []Command `yaml:"commands,omitempty" json:"commands,omitempty"`
+	BootCommands []Command `yaml:"bootCommands,omitempty" json:"bootCommands,omitempty"`
+	Mounts       []Mount   `yaml:"mounts,omitempty" json:"mounts,omitempty"`
+	// Timezone is an IANA zone name such as "Europe/Berlin" or "UTC".
+	Timezone string `yaml:"timezone,omitempty" json:"timezone,omitempty"`
+	// Packages are installed by cloud-init's package module on first boot.
+	Packages []string `yaml:"packages,omitempty" json:"packages,omitempty"`
+	Network  *Network `yaml:"network,omitempty" json:"network,omitempty"`
+
+	CloudInit CloudInit `yaml:"cloudInit,omitempty" json:"cloudInit,omitempty"`
+}
+
+// User is a local account.
+type User struct {
+	Name  string `yaml:"name" json:"name"`
+	Gecos string `yaml:"gecos,omitempty" json:"gecos,omitempty"`
+	// PrimaryGroup defaults to a group named after the user.
+	PrimaryGroup string   `yaml:"primaryGroup,omitempty" json:"primaryGroup,omitempty"`
+	Groups       []string `yaml:"groups,omitempty" json:"groups,omitempty"`
+	Shell        string   `yaml:"shell,omitempty" json:"shell,omitempty"`
+	HomeDir      string   `yaml:"homeDir,omitempty" json:"homeDir,omitempty"`
+	// Sudo is a sudoers rule for this user, e.g. "ALL=(ALL) NOPASSWD:ALL".
+	Sudo string `yaml:"sudo,omitempty" json:"sudo,omitempty"`
+	// PasswordHash is a crypt(3) hash ($6$…, $y$…); generate one with
+	// `mkpasswd -m sha-512`. Plain-text passwords are refused.
+	PasswordHash string `yaml:"passwordHash,omitempty" json:"passwordHash,omitempty"`
+	// Password exists only to refuse it with a helpful error: plain text
+	// would sit readable in the seed image.
+	Password string `yaml:"password,omitempty" json:"password,omitempty"`
+	// LockPassword disables password login. Defaults to true, as in
+	// cloud-init, unless PasswordHash is set.
+	LockPassword      *bool    `yaml:"lockPassword,omitempty" json:"lockPassword,omitempty"`
+	SSHAuthorizedKeys []string `yaml:"sshAuthorizedKeys,omitempty" json:"sshAuthorizedKeys,omitempty"`
+	// System creates a system account (no home directory, low UID).
+	System bool `yaml:"system,omitempty" json:"system,omitempty"`
+}
+
+// File is a file written into the guest.
+type File struct {
+	// Path is absolute and clean.
+	Path string `yaml:"path" json:"path"`
+	// Mode is octal; defaults to 0644.
+	Mode *Mode `yaml:"mode,omitempty" json:"mode,omitempty"`
+	// Owner is "user", "user:group" or ":group"; defaults to root:root.
+	Owner string `yaml:"owner,omitempty" json:"owner,omitempty"`
+	// Exactly one of Content, ContentBase64 and Source may be set; none
+	// means an empty file.
+	Content       *string     `yaml:"content,omitempty" json:"content,omitempty"`
+	ContentBase64 string      `yaml:"contentBase64,omitempty" json:"contentBase64,omitempty"`
+	Source        *FileSource `yaml:"source,omitempty" json:"source,omitempty"`
+	// Append adds the content to an existing file instead of replacing it.
+	Append bool `yaml:"append,omitempty" json:"append,omitempty"`
+
+	// data is the resolved content (after base64 decoding or reading
+	// Source.File), filled by Load.
+	data []byte
+}
+
+// Data returns the file's resolved content. It is valid after Load or
+// Resolve.
+func (f *File) Data() []byte { return f.data }
+
+// FileSource takes a file's content from outside the spec.
+type FileSource struct {
+	// File is a path on the machine that builds the seed, relative to the
+	// spec file's directory.
+	File string `yaml:"file" json:"file"`
+}
+
+// Unit is a systemd unit.
+type Unit struct {
+	// Name includes the suffix, e.g. "app.service".
+	Name string `yaml:"name" json:"name"`
+	// Enabled enables the unit (from its [Install] section) at first boot.
+	Enabled *bool `yaml:"enabled,omitempty" json:"enabled,omitempty"`
+	// Content is the unit file; empty with Dropins set means the unit is
+	// provided by the image and only drop-ins are added.
+	Content string   `yaml:"content,omitempty" json:"content,omitempty"`
+	Dropins []Dropin `yaml:"dropins,omitempty" json:"dropins,omitempty"`
+}
+
+// Dropin is a systemd drop-in file, written to <unit>.d/<name>.
+type Dropin struct {
+	Name    string `yaml:"name" json:"name"`
+	Content string `yaml:"content" json:"content"`
+}
+
+// Mount is a filesystem mounted at boot (an fstab entry).
+type Mount struct {
+	// Device is a device path, LABEL=…, UUID=… or a network source.
+	Device string `yaml:"device" json:"device"`
+	// Path is the absolute mount point.
+	Path string `yaml:"path" json:"path"`
+	// Type is the filesystem type; defaults to "auto".
+	Type    string   `yaml:"type,omitempty" json:"type,omitempty"`
+	Options []string `yaml:"options,omitempty" json:"options,omitempty"`
+}
+
+// CloudInit holds cloud-init data passed through to the guest.
+type CloudInit struct {
+	// UserData is raw user-data. A #cloud-config document is merged into
+	// the generated one with cloud-init's merge rules; any other part type
+	// (#!, #include, MIME…) is combined with it as MIME multipart.
+	UserData string `yaml:"userData,omitempty" json:"userData,omitempty"`
+	// VendorData is written as vendor-data unchanged.
+	VendorData string `yaml:"vendorData,omitempty" json:"vendorData,omitempty"`
+	// MetaData adds keys to the generated meta-data. It may not override
+	// instance-id or local-hostname: set spec.instanceID or spec.hostname.
+	MetaData map[string]any `yaml:"metaData,omitempty" json:"metaData,omitempty"`
+}
