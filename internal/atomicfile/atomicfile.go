@@ -1,0 +1,83 @@
+// Package atomicfile writes outputs so that they are either complete or
+// absent: content goes to a temporary file beside the target, which is
+// synced and renamed into place only when everything succeeded. A failed or
+// interrupted build never leaves a half-written seed image where a
+// hypervisor would pick it up.
+package atomicfile
+
+import (
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// Write creates path with the given permissions from what fn writes. On any
+// error the temporary file is removed and path is left untouched.
+func Write(path string, perm fs.FileMode, fn func(w io.Writer) error) (err error) {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	tmp, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	if err = fn(tmp); err != nil {
+		return err
+	}
+	if err = tmp.Chmod(perm); err != nil {
+		return err
+	}
+	if err = tmp.Sync(); err != nil {
+		return err
+	}
+	if err = tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// WriteDir creates the directory path from what fn writes into a temporary
+// sibling directory, renaming it into place at the end. path must not exist
+// or be an empty directory: replacing a populated directory cannot be done
+// atomically, and deleting a user's files is not this package's call.
+func WriteDir(path string, fn func(dir string) error) (err error) {
+	if entries, statErr := os.ReadDir(path); statErr == nil {
+		if len(entries) > 0 {
+			return fmt.Errorf("%s exists and is not empty", path)
+		}
+	} else if !os.IsNotExist(statErr) {
+		return statErr
+	}
+	parent, base := filepath.Split(filepath.Clean(path))
+	if parent == "" {
+		parent = "."
+	}
+	tmp, err := os.MkdirTemp(parent, "."+base+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			os.RemoveAll(tmp)
+		}
+	}()
+	if err = os.Chmod(tmp, 0o755); err != nil {
+		return err
+	}
+	if err = fn(tmp); err != nil {
+		return err
+	}
+	// An empty directory in the way is replaced; rename fails on a
+	// non-empty one, which the check above has ruled out.
+	os.Remove(path)
+	return os.Rename(tmp, path)
+}
