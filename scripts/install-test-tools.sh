@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs every program vminit's tests use as an oracle, and the Linux kernel
+# that the QEMU tests boot. Safe to run again: it skips what is already there.
+# Needs root (apt-get); run as a user with sudo otherwise.
+set -euo pipefail
+
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
+
+packages=(
+  cloud-init            # cloud-init 22.4's own Python reads our seeds
+  ignition              # ignition-validate and the ignition binary
+  xorriso genisoimage   # xorriso -indev, isoinfo; genisoimage for the benchmarks
+  libarchive-tools      # bsdtar
+  p7zip-full            # 7z
+  dosfstools mtools     # fsck.fat, mdir/mtype/mlabel
+  util-linux            # blkid
+  etcd-server           # the metadata server's etcd store
+  busybox-static cpio   # the QEMU tests' initramfs
+  python3-yaml python3-jsonschema python3-netifaces
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+# QEMU without its recommends: the full set pulls in a desktop's worth of libraries.
+dpkg -s qemu-system-x86 >/dev/null 2>&1 || missing+=(qemu-system-x86)
+if [ ${#missing[@]} -gt 0 ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -q
+  $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+"$(dirname "$0")/install-test-kernel.sh"
