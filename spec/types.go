@@ -53,6 +53,7 @@ type Spec struct {
 	Network  *Network `yaml:"network,omitempty" json:"network,omitempty"`
 
 	CloudInit CloudInit `yaml:"cloudInit,omitempty" json:"cloudInit,omitempty"`
+	Ignition  Ignition  `yaml:"ignition,omitempty" json:"ignition,omitempty"`
 }
 
 // User is a local account.
@@ -152,4 +153,14 @@ type CloudInit struct {
 	// MetaData adds keys to the generated meta-data. It may not override
 	// instance-id or local-hostname: set spec.instanceID or spec.hostname.
 	MetaData map[string]any `yaml:"metaData,omitempty" json:"metaData,omitempty"`
+}
+
+// Ignition holds Ignition data supplied by the user, merged with the config
+// generated from the spec (the user's config is the child: its values win).
+type Ignition struct {
+	// Config is an Ignition config (JSON, any 3.x spec version).
+	Config string `yaml:"config,omitempty" json:"config,omitempty"`
+	// Butane is a Butane document (variants fcos, flatcar, or openshift
+	// translated as raw Ignition), translated and then merged like Config.
+	Butane string `yaml:"butane,omitempty" json:"butane,omitempty"`
 }

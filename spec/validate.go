@@ -87,6 +87,9 @@ func (in *Instance) Validate() error {
 		validateNetwork(&c, s.Network)
 	}
 	validateCloudInit(&c, &s.CloudInit)
+	if t := strings.TrimSpace(s.Ignition.Config); t != "" && !strings.HasPrefix(t, "{") {
+		c.add("spec.ignition.config", "an Ignition config is a JSON object; for Butane YAML use spec.ignition.butane")
+	}
 	return c.err()
 }
 
