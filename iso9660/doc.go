@@ -1,0 +1,47 @@
+// Package iso9660 writes and reads the small ISO 9660 images that carry
+// cloud-init (NoCloud "cidata", ConfigDrive "config-2") and Ignition seeds.
+//
+// A [Writer] takes a tree of files and streams one image to an [io.Writer]
+// in a single sequential pass. The image carries three name spaces over the
+// same file extents, because each consumer of a seed reads a different one:
+//
+//   - Rock Ridge (RRIP 1.10, ER "RRIP_1991A") for Linux, the BSDs and macOS.
+//     cloud-init opens "user-data" and "meta-data" by their exact names and has
+//     no fallback to the 8.3 names, so Rock Ridge is what makes a seed work.
+//   - Joliet level 3 for Windows (cloudbase-init), which has no Rock Ridge.
+//   - Level-1 style upper-case 8.3 names ("USER_DAT.;1") in the primary tree,
+//     which only exist because ECMA-119 requires them.
+//
+// It also writes L and M path tables for both trees (libarchive, and so
+// cloudbase-init's raw-disk path through bsdtar, reject an image without
+// them), pads the image to a 4 KiB multiple (QEMU refuses unaligned images on
+// 4Kn storage) and is reproducible: every date comes from [Options.ModTime],
+// owners are 0, modes are normalised, identifiers carry no host or version
+// strings, and records are sorted, so the same tree gives the same bytes
+// whatever order it was added in. blkid's UUID for an ISO is the PVD
+// modification date, so it is deterministic too.
+//
+// # Why not an existing library
+//
+// The package is hand-written because no Go library was correct on all of the
+// points above (see the project's research notes, docs in
+// shared/research/media.md §1.2 and §1.3, measured on go-diskfs v1.9.4 and
+// kdomanski/iso9660 v0.4.0):
+//
+//   - go-diskfs stages every file in an on-disk workspace directory, writes a
+//     file shorter than the volume size it declares (57,354 bytes for 29
+//     sectors), pads identifiers with NUL, stamps every date (including the
+//     expiration date) with time.Now, copies host uid/gid and the 0700 mode of
+//     its temporary directory, and writes the RRIP 1.12 "IEEE_P1282" ER that
+//     macOS and older BSD cd9660 reject. Its Rock Ridge data broke for
+//     directories longer than one sector (go-diskfs#295, lima#3845).
+//   - kdomanski/iso9660 also needs a staging directory, writes no path tables
+//     (bsdtar then lists nothing), no Rock Ridge and no Joliet, and time.Now
+//     dates.
+//
+// Nothing here needs cgo, a temporary directory or an external program.
+//
+// A small [Reader] (see [NewReader]) reads such images back as an [io/fs.FS].
+// It is strict and bounds-checked so that it can be pointed at untrusted
+// images; vminit uses it for "vminit inspect" and for round-trip tests.
+package iso9660
