@@ -1,0 +1,86 @@
+// Package vfat writes and reads small VFAT (FAT12/FAT16 with long file
+// names) images, such as the cloud-init NoCloud seed (label "cidata") and
+// the OpenStack ConfigDrive (label "config-2"), in-process and
+// byte-reproducibly.
+//
+// # Writing
+//
+// NewWriter, then AddFile, AddDir or AddFS in any order, then Close, which
+// lays the volume out and writes it to an io.Writer in one sequential pass.
+// No temporary files, no seeking, no whole-image buffer: the layout is known
+// once all names and sizes are, so the boot sector, both FATs, the root
+// directory and then the clusters are streamed in order, and file readers are
+// consumed one after another at Close.
+//
+// What the image contains, and why:
+//
+//   - 512-byte sectors, 1 reserved sector, 2 FATs, media 0xF8, at least 512
+//     root entries (more when the root needs them): the mkfs.fat layout that
+//     cloud-localds produces, which every consumer reads.
+//   - FAT12 while that fits with clusters of at most 4 KiB, otherwise FAT16
+//     (up to MaxSize, about 2 GiB). Windows, Linux and libblkid decide the
+//     type from the cluster count, not from the "FAT12   " string at offset
+//     54, so the count is chosen to match; it also stays 16 clusters away
+//     from the FAT12/FAT16 threshold, where libblkid and the kernel disagree.
+//   - The label both in the extended BPB and as a root-directory volume-label
+//     entry. blkid reports the first as LABEL_FATBOOT and the second as
+//     LABEL; cloud-init's ds-identify once missed seeds that had only the
+//     BPB label (cloud-init#3437).
+//   - An LFN entry set for every name that is not already an upper-case 8.3
+//     name ("user-data" has 9 characters, "meta_data.json" a 4-character
+//     extension), with a unique 8.3 alias (USER-D~1) derived in sorted order.
+//   - Subdirectories with "." and ".." entries.
+//   - A size that is a multiple of 4096 bytes (QEMU rejects raw images that
+//     are not, kubevirt#5785); by default the smallest such size that fits,
+//     but at least 128 KiB, cloud-localds's default.
+//
+// # Reproducibility
+//
+// The bytes depend only on Options and the set of (name, size, content)
+// entries: directories are sorted by name, clusters are allocated in a fixed
+// walk, every timestamp is Options.ModTime (FAT epoch if zero), the serial
+// is Options.Serial or a hash of the tree, the OEM name is fixed, and
+// nothing is read from the clock, the environment or the host.
+//
+// # Reading
+//
+// Open parses and checks a whole FAT12/16 volume and returns an *Image: the
+// two labels, the serial, and an fs.FS over the long names. It is strict and
+// bounded: every offset is checked against the image, every cluster chain
+// against the FAT (loops and cross-links are errors), and walking the tree
+// terminates on any input.
+//
+// # Why not go-diskfs
+//
+// The project prefers a maintained library where one is correct. go-diskfs
+// v1.9.4 (already a dependency) has FAT12/FAT16 writers with LFN and both
+// labels, and was evaluated first. Measured with an in-memory backend on a
+// 128 KiB FAT12 image holding the four NoCloud files:
+//
+//   - fsck.fat -n fails (exit 1) on every image: "Reclaimed 1 unused
+//     cluster", because Create marks cluster 2 as allocated although the
+//     FAT12/16 root directory does not live in a cluster.
+//   - Two names with the same 8.3 basis that need no "~N" truncation, such
+//     as "a+b" and "a,b", both get the short name A_B; fsck.fat reports
+//     "Duplicate directory entry" and a lookup by short name is ambiguous.
+//   - Timestamps (file entries, the volume-label entry) come from the wall
+//     clock, or from the process-wide SOURCE_DATE_EPOCH variable: there is
+//     no per-image option, so concurrent writers cannot have different
+//     times, and a library must not set the environment on its callers.
+//   - Media byte 0xF0 (floppy) for images up to 2 MiB, OEM "godiskfs".
+//   - It needs a random-access backend.Storage, so the whole image must be
+//     held in memory or in a file before it can be streamed anywhere; its
+//     build time grows with the image size (2.7 ms at 2 MiB, 5 ms at 8 MiB,
+//     versus 0.17 ms at 128 KiB).
+//
+// The first two make images that fail the independent checks this package
+// is tested against, so the writer is written here instead: a boot sector,
+// two FATs, a fixed root directory and a data region, small enough to read
+// in one sitting. The reader is written here too, to be strict and
+// fuzz-safe rather than a general read-write driver.
+//
+// Not supported: FAT32, exFAT, sector sizes other than 512 when writing,
+// NT lower-case flags (names that are not upper-case get LFN entries
+// instead), non-ASCII 8.3 aliases (such characters become '_'), and
+// writing into an existing image.
+package vfat

@@ -1,0 +1,153 @@
+package vfat
+
+// On-disk constants shared by the writer and the reader.
+const (
+	sectorSize      = 512
+	reservedSectors = 1 // boot sector only; FAT12/16 need no FSInfo
+	numFATs         = 2
+	minRootEntries  = 512 // what mkfs.fat uses for hard-disk media
+	maxRootEntries  = 65520
+	mediaFixed      = 0xF8
+	dirEntrySize    = 32
+	maxDirEntries   = 65536 // entry indexes are 16-bit in every FAT driver
+
+	// Windows and Linux both decide the FAT type from the cluster count,
+	// not from the BPB string: fewer than 4085 clusters is FAT12, fewer than
+	// 65525 FAT16 (the Microsoft specification; Linux fs/fat agrees). The
+	// reader uses exactly these limits.
+	maxFAT12Clusters = 4084
+	maxFAT16Clusters = 65524
+
+	// The writer keeps 16 clusters away from both thresholds, as the
+	// Microsoft specification advises, because not every reader draws the
+	// line in the same place: libblkid reports VERSION=FAT16 for exactly
+	// 4084 clusters, where the kernel mounts FAT12 (measured with
+	// util-linux blkid; its test is "count < 0xFF4").
+	writerMaxFAT12 = maxFAT12Clusters - 16
+	writerMinFAT16 = maxFAT12Clusters + 1 + 16
+	writerMaxFAT16 = maxFAT16Clusters - 16
+
+	// MinSize is the smallest image the writer chooses by itself: 128 KiB,
+	// cloud-localds's vfat default.
+	MinSize = 128 << 10
+	// Align is the granularity of every image size: QEMU refuses raw images
+	// that are not a multiple of the host's 4 KiB request alignment.
+	Align = 4096
+
+	alignSectors = Align / sectorSize
+
+	// maxSPC caps clusters at 32 KiB; 64 KiB clusters are not readable
+	// everywhere.
+	maxSPC = 64
+)
+
+// MaxSize is the largest image the writer produces: FAT16 with 32 KiB
+// clusters, rounded down to Align. Bigger seeds would need FAT32, which no
+// seed consumer requires.
+var MaxSize = maxImageSectors() * sectorSize
+
+const (
+	attrReadOnly = 0x01
+	attrHidden   = 0x02
+	attrSystem   = 0x04
+	attrVolumeID = 0x08
+	attrDir      = 0x10
+	attrArchive  = 0x20
+	attrLFN      = attrReadOnly | attrHidden | attrSystem | attrVolumeID
+)
+
+// geometry is the complete layout of one image.
+type geometry struct {
+	totalSectors int64
+	spc          int64 // sectors per cluster
+	rootEntries  int64
+	fatSectors   int64
+	clusters     int64 // number of data clusters
+	fat16        bool
+}
+
+func (g *geometry) clusterBytes() int64 { return g.spc * sectorSize }
+func (g *geometry) rootSectors() int64  { return g.rootEntries * dirEntrySize / sectorSize }
+func (g *geometry) fatStart() int64     { return reservedSectors }
+func (g *geometry) rootStart() int64    { return reservedSectors + numFATs*g.fatSectors }
+func (g *geometry) dataStart() int64    { return g.rootStart() + g.rootSectors() }
+
+// fatBytes is the number of bytes that n FAT entries occupy.
+func fatBytes(n int64, fat16 bool) int64 {
+	if fat16 {
+		return 2 * n
+	}
+	return (3*n + 1) / 2
+}
+
+// fit computes the FAT size and cluster count for a given sector count,
+// cluster size and FAT width. ok is false when the result is not a valid
+// volume of that FAT type.
+//
+// The FAT must cover clusters+2 entries, and the clusters are what is left
+// after the FATs; the smallest FAT that satisfies both is found by starting
+// from an upper bound and shrinking while it still fits.
+func fit(total, spc, rootEntries int64, fat16 bool) (g geometry, ok bool) {
+	rootSecs := rootEntries * dirEntrySize / sectorSize
+	avail := total - reservedSectors - rootSecs
+	if avail <= numFATs {
+		return g, false
+	}
+	count := func(fs int64) int64 { return (avail - numFATs*fs) / spc }
+	fits := func(fs int64) bool {
+		c := count(fs)
+		return c >= 1 && fatBytes(c+2, fat16) <= fs*sectorSize
+	}
+	fs := (fatBytes(avail/spc+2, fat16) + sectorSize - 1) / sectorSize
+	if fs < 1 {
+		fs = 1
+	}
+	if !fits(fs) {
+		return g, false
+	}
+	for fs > 1 && fits(fs-1) {
+		fs--
+	}
+	c := count(fs)
+	lo, hi := int64(1), int64(writerMaxFAT12)
+	if fat16 {
+		lo, hi = writerMinFAT16, writerMaxFAT16
+	}
+	if c < lo || c > hi {
+		return g, false
+	}
+	return geometry{total, spc, rootEntries, fs, c, fat16}, true
+}
+
+// chooseGeometry picks the layout for a volume of total sectors. Policy:
+// FAT12 with clusters of at most 4 KiB when that is possible (what a seed
+// consumer, and the expected blkid VERSION=FAT12, assumes for small media),
+// otherwise FAT16 with the smallest cluster that keeps the count in range.
+// Smallest clusters first keeps tiny seed files from wasting space.
+func chooseGeometry(total, rootEntries int64) (geometry, bool) {
+	for spc := int64(1); spc <= 8; spc *= 2 {
+		if g, ok := fit(total, spc, rootEntries, false); ok {
+			return g, true
+		}
+	}
+	for spc := int64(1); spc <= maxSPC; spc *= 2 {
+		if g, ok := fit(total, spc, rootEntries, true); ok {
+			return g, true
+		}
+	}
+	return geometry{}, false
+}
+
+func maxImageSectors() int64 {
+	// FAT16 with maxSPC and the largest count, plus its overhead.
+	fs := (fatBytes(writerMaxFAT16+2, true) + sectorSize - 1) / sectorSize
+	t := reservedSectors + numFATs*fs + minRootEntries*dirEntrySize/sectorSize + writerMaxFAT16*maxSPC
+	t -= t % alignSectors
+	for t > 0 {
+		if _, ok := chooseGeometry(t, minRootEntries); ok {
+			return t
+		}
+		t -= alignSectors
+	}
+	return 0
+}
