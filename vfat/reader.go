@@ -242,7 +242,11 @@ func (v *vol) walk() error {
 		isRoot := j.n == im.root
 		entries, label, err := parseDir(j.data, isRoot)
 		if err != nil {
-			return fmt.Errorf("%s: %w", j.path, err)
+			where := "directory " + j.path
+			if isRoot {
+				where = "root directory"
+			}
+			return fmt.Errorf("%s: %w", where, err)
 		}
 		if isRoot {
 			im.Label = label
