@@ -336,7 +336,7 @@ func parseDir(data []byte, isRoot bool) (out []*rnode, label string, err error) 
 			case e[0]&0x40 != 0 && seq >= 1 && seq <= 20:
 				lfn = make([]uint16, seq*13)
 				lfnSum, lfnNext, lfnValid = e[13], seq, true
-			case lfnValid && seq == lfnNext && e[13] == lfnSum && e[0]&0x40 == 0:
+			case lfnValid && seq >= 1 && seq == lfnNext && e[13] == lfnSum && e[0]&0x40 == 0:
 			default:
 				lfnValid = false // orphaned or out-of-order part: ignore it
 				continue

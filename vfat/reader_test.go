@@ -173,6 +173,15 @@ func TestReaderLFNFallbacks(t *testing.T) {
 	if _, err := im.Stat("USER-D~1"); err != nil {
 		t.Errorf("8.3 fallback: %v", err)
 	}
+	// An extra LFN part with sequence number 0 after a complete set (0x20
+	// is not an end or deleted marker) is ignored, not indexed.
+	b = bytes.Clone(base)
+	e = dirEntryAt(t, b, "USER-D~1   ")
+	copy(b[e:e+32], b[e-32:e])
+	b[e] = 0x20
+	// The 8.3 entry it replaced is gone, so the image is damaged anyway;
+	// what matters is that Open does not panic.
+	_, _ = Open(bytes.NewReader(b), int64(len(b)))
 	// NT lower-case flags on a plain 8.3 entry.
 	b = bytes.Clone(base)
 	e = dirEntryAt(t, b, "A          ")
