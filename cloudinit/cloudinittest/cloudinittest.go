@@ -1,0 +1,118 @@
+// Package cloudinittest runs cloud-init's own Python code from Go tests, so
+// that what vminit renders is checked by the program that consumes it rather
+// than by vminit's reading of cloud-init's documentation.
+//
+// It uses /usr/bin/python3 (the distribution's interpreter, where the
+// cloud-init package is installed; a pyenv or virtualenv python on PATH would
+// not see it). When that interpreter or the cloudinit module is missing, the
+// test is skipped locally and fails under CI (see internal/testtools).
+package cloudinittest
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/vminit/vminit/internal/testtools"
+)
+
+// Python is the interpreter the oracle scripts run with.
+const Python = "/usr/bin/python3"
+
+var (
+	checkOnce sync.Once
+	checkErr  string
+	version   string
+)
+
+// Require stops the test unless /usr/bin/python3 can import cloudinit, and
+// returns cloud-init's version string.
+func Require(t testing.TB) string {
+	t.Helper()
+	testtools.RequireFile(t, Python)
+	checkOnce.Do(func() {
+		out, err := exec.Command(Python, "-c", "from cloudinit import version; print(version.version_string())").CombinedOutput()
+		if err != nil {
+			checkErr = "cannot import cloudinit with " + Python + ": " + strings.TrimSpace(string(out))
+			return
+		}
+		version = strings.TrimSpace(string(out))
+	})
+	if checkErr != "" {
+		testtools.Missing(t, checkErr)
+	}
+	return version
+}
+
+// Run runs the Python script with in, JSON-encoded, on its standard input
+// and decodes its standard output as JSON into out (unless out is nil). The
+// script fails the test by exiting non-zero; its standard error is shown.
+func Run(t testing.TB, script string, in, out any) {
+	t.Helper()
+	if err := RunErr(t, script, in, out); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// RunErr is Run that returns the script's failure instead of failing the
+// test, for checks that expect cloud-init to reject something.
+func RunErr(t testing.TB, script string, in, out any) error {
+	t.Helper()
+	Require(t)
+	stdin, err := json.Marshal(in)
+	if err != nil {
+		t.Fatalf("encoding the oracle's input: %v", err)
+	}
+	cmd := exec.Command(Python, "-c", script)
+	cmd.Stdin = bytes.NewReader(stdin)
+	// Keep cloud-init's logging and Python's bytecode out of the tree.
+	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1", "PYTHONHASHSEED=0")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return &ScriptError{Err: err, Stderr: stderr.String()}
+	}
+	if out != nil {
+		if err := json.Unmarshal(stdout.Bytes(), out); err != nil {
+			t.Fatalf("decoding the oracle's output %q: %v\nstderr:\n%s", stdout.String(), err, stderr.String())
+		}
+	}
+	return nil
+}
+
+// ScriptError is a Python script's failure.
+type ScriptError struct {
+	Err    error
+	Stderr string
+}
+
+func (e *ScriptError) Error() string {
+	return "python oracle: " + e.Err.Error() + "\n" + e.Stderr
+}
+
+// Schema validates a cloud-config document with `cloud-init schema
+// --config-file`, the check cloud-init itself offers to users, and returns
+// its complaint, or nil when the document is valid.
+func Schema(t testing.TB, cloudConfig []byte) error {
+	t.Helper()
+	Require(t)
+	f := filepath.Join(t.TempDir(), "user-data")
+	if err := os.WriteFile(f, cloudConfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// /usr/bin/cloud-init is a Python entry point; run it with the same
+	// interpreter so a different python on PATH cannot interfere.
+	out, err := exec.Command(Python, "/usr/bin/cloud-init", "schema", "--config-file", f).CombinedOutput()
+	if err != nil {
+		return &ScriptError{Err: err, Stderr: string(out)}
+	}
+	if !strings.Contains(string(out), "Valid cloud-config") {
+		return &ScriptError{Err: os.ErrInvalid, Stderr: string(out)}
+	}
+	return nil
+}
