@@ -100,41 +100,58 @@ func FuzzWriter(f *testing.F) {
 }
 
 // FuzzReader feeds arbitrary bytes to Open and, when it accepts them, walks
-// and reads everything. It must neither panic nor loop.
+// and reads everything. It must neither panic nor loop. Each input is used
+// twice: as an image, and as a list of 3-byte patches (offset, value) to a
+// valid image, which reaches the directory and FAT parsing far more often
+// than random bytes do.
 func FuzzReader(f *testing.F) {
 	img := smallImage(f)
 	f.Add(img)
 	f.Add(img[:4096])
 	f.Add(buildImage(f, Options{Label: "config-2", Size: 24576}, configDriveTree()))
-	// A loop in a chain and a directory loop (see TestReaderRejectsCorruption).
+	// A loop in a chain (see TestReaderRejectsCorruption).
 	loop := bytes.Clone(img)
 	setFAT12(loop, 3, 2)
 	f.Add(loop)
+	// Patches: FAT12 entry 3 (byte 516) to point at cluster 2, a loop; and
+	// the sequence byte of the first LFN entry (root at 0x600, after the
+	// label entry) to 0x20.
+	f.Add([]byte{0x04, 0x02, 0x20, 0x20, 0x06, 0x20})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		im, err := Open(bytes.NewReader(data), int64(len(data)))
-		if err != nil {
-			if !errors.Is(err, ErrFormat) && !errors.Is(err, io.ErrUnexpectedEOF) {
-				t.Fatalf("unexpected error kind: %v", err)
-			}
-			return
+		readAll(t, data)
+		patched := bytes.Clone(img)
+		for i := 0; i+3 <= len(data); i += 3 {
+			off := (int(data[i]) | int(data[i+1])<<8) % len(patched)
+			patched[off] = data[i+2]
 		}
-		n := 0
-		err = fs.WalkDir(im, ".", func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
+		readAll(t, patched)
+	})
+}
+
+func readAll(t *testing.T, data []byte) {
+	im, err := Open(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		if !errors.Is(err, ErrFormat) && !errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Fatalf("unexpected error kind: %v", err)
+		}
+		return
+	}
+	n := 0
+	err = fs.WalkDir(im, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if n++; n > 1<<16 {
+			t.Fatal("walk does not end")
+		}
+		if !d.IsDir() {
+			if _, err := fs.ReadFile(im, p); err != nil {
 				return err
 			}
-			if n++; n > 1<<16 {
-				t.Fatal("walk does not end")
-			}
-			if !d.IsDir() {
-				if _, err := fs.ReadFile(im, p); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			t.Fatalf("walk of an accepted image: %v", err)
 		}
+		return nil
 	})
+	if err != nil {
+		t.Fatalf("walk of an accepted image: %v", err)
+	}
 }
