@@ -41,10 +41,11 @@ const (
 	maxSPC = 64
 )
 
-// MaxSize is the largest image the writer produces: FAT16 with 32 KiB
-// clusters, rounded down to Align. Bigger seeds would need FAT32, which no
-// seed consumer requires.
-var MaxSize = maxImageSectors() * sectorSize
+// MaxSize is the largest image the writer produces (2,146,877,440 bytes):
+// FAT16 with 32 KiB clusters, rounded down to Align. Bigger seeds would
+// need FAT32, which no seed consumer requires. TestMaxSize checks the value
+// against the layout rules.
+const MaxSize = 2146877440
 
 const (
 	attrReadOnly = 0x01
@@ -138,10 +139,13 @@ func chooseGeometry(total, rootEntries int64) (geometry, bool) {
 	return geometry{}, false
 }
 
+// maxImageSectors finds the largest Align-multiple volume that has a
+// geometry: FAT16 with maxSPC and writerMaxFAT16 clusters plus overhead is
+// an estimate, so search down from a little above it (every larger volume
+// would need more clusters or bigger ones).
 func maxImageSectors() int64 {
-	// FAT16 with maxSPC and the largest count, plus its overhead.
 	fs := (fatBytes(writerMaxFAT16+2, true) + sectorSize - 1) / sectorSize
-	t := reservedSectors + numFATs*fs + minRootEntries*dirEntrySize/sectorSize + writerMaxFAT16*maxSPC
+	t := reservedSectors + numFATs*fs + minRootEntries*dirEntrySize/sectorSize + (writerMaxFAT16+1)*maxSPC
 	t -= t % alignSectors
 	for t > 0 {
 		if _, ok := chooseGeometry(t, minRootEntries); ok {

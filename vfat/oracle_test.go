@@ -431,3 +431,76 @@ func TestGeometryBoundaries(t *testing.T) {
 		os.Remove(img)
 	}
 }
+
+// sparseWriter writes to a file, leaving all-zero blocks as holes, so that
+// a MaxSize image costs almost no disk.
+type sparseWriter struct {
+	f   *os.File
+	off int64
+}
+
+func (s *sparseWriter) Write(b []byte) (int, error) {
+	var zero [Align]byte
+	for i := 0; i < len(b); i += Align {
+		blk := b[i:min(i+Align, len(b))]
+		if !bytes.Equal(blk, zero[:len(blk)]) {
+			if _, err := s.f.WriteAt(blk, s.off+int64(i)); err != nil {
+				return i, err
+			}
+		}
+	}
+	s.off += int64(len(b))
+	return len(b), nil
+}
+
+// TestMaxSizeImage writes the largest image the writer allows (FAT16, 32 KiB
+// clusters) and has fsck.fat, blkid and the reader check it.
+func TestMaxSizeImage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes a 2 GiB sparse file")
+	}
+	fsck := testtools.Require(t, "fsck.fat")
+	blkid := testtools.Require(t, "blkid")
+	p := filepath.Join(t.TempDir(), "max.img")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sw := &sparseWriter{f: f}
+	w := NewWriter(sw, Options{Label: "cidata", Size: MaxSize})
+	for _, e := range mixedTree() {
+		var err error
+		if e.isDir {
+			err = w.AddDir(e.name)
+		} else {
+			err = w.AddFile(e.name, int64(len(e.content)), bytes.NewReader(e.content))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(sw.off); err != nil {
+		t.Fatal(err)
+	}
+	if sw.off != MaxSize {
+		t.Fatalf("wrote %d bytes", sw.off)
+	}
+	if out, err := run(t, fsck, "-n", p); err != nil || strings.Count(out, "\n") != 2 {
+		t.Errorf("fsck.fat: %v\n%s", err, out)
+	}
+	if out := runOK(t, blkid, "-p", "-o", "export", p); !strings.Contains(out, "VERSION=FAT16\n") || !strings.Contains(out, "LABEL=cidata\n") {
+		t.Errorf("blkid:\n%s", out)
+	}
+	im, err := Open(f, MaxSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if im.Type != "FAT16" || im.ClusterSize != 32<<10 {
+		t.Errorf("Type %s, cluster %d", im.Type, im.ClusterSize)
+	}
+	checkTree(t, im, mixedTree())
+}

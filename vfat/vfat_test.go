@@ -208,6 +208,26 @@ func TestSizes(t *testing.T) {
 	}
 }
 
+func TestMaxSize(t *testing.T) {
+	if got := maxImageSectors() * sectorSize; got != MaxSize {
+		t.Fatalf("MaxSize is %d, the layout rules give %d", MaxSize, got)
+	}
+	if _, ok := chooseGeometry(MaxSize/sectorSize+alignSectors, minRootEntries); ok {
+		t.Fatal("a volume above MaxSize still has a geometry")
+	}
+	b := buildImage(t, Options{Size: 20480}, []entry{{name: "user-data", content: []byte("x")}})
+	if len(b) != 20480 {
+		t.Fatalf("smallest volume: %d bytes", len(b))
+	}
+	w := NewWriter(io.Discard, Options{Size: 16384})
+	if err := w.AddFile("user-data", 1, strings.NewReader("x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); !errors.Is(err, ErrNoSpace) || !strings.Contains(err.Error(), "needs Size 20480") {
+		t.Errorf("16 KiB: %v", err)
+	}
+}
+
 func TestGeometryInvariants(t *testing.T) {
 	for total := int64(40); total*sectorSize <= MaxSize; total += alignSectors * 13 {
 		g, ok := chooseGeometry(total, minRootEntries)

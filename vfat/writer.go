@@ -31,7 +31,8 @@ type Options struct {
 	ModTime time.Time
 	// Size is the image size in bytes, a multiple of Align (4096) and at
 	// most MaxSize. 0 picks the smallest size that fits the content, but
-	// at least MinSize (128 KiB).
+	// at least MinSize (128 KiB). An explicit Size below MinSize is
+	// allowed if the content fits (the smallest volume is 20 KiB).
 	Size int64
 	// Serial is the volume serial number (blkid's UUID). 0 derives one from
 	// a SHA-256 over the label, ModTime and the sorted tree (paths, kinds,
@@ -301,15 +302,14 @@ func (w *Writer) plan() (*plan, error) {
 		return g, ok && need(g.spc) <= g.clusters
 	}
 
-	// The smallest size that fits: start from the bound that 512-byte
-	// clusters and a one-sector FAT would give and step by Align. Fit is
-	// not monotonic in size (a larger volume may get larger clusters), so
-	// this is a search rather than a formula.
-	autoSize := func() (int64, bool) {
+	// The smallest size that fits, not below floor sectors: start from the
+	// bound that 512-byte clusters and a one-sector FAT would give and step
+	// by Align. Fit is not monotonic in size (a larger volume may get
+	// larger clusters), so this is a search rather than a formula.
+	smallest := func(floor int64) (int64, bool) {
 		t := int64(reservedSectors) + numFATs + rootEntries*dirEntrySize/sectorSize + need(1)
 		t = (t + alignSectors - 1) / alignSectors * alignSectors
-		t = max(t, MinSize/sectorSize)
-		for ; t*sectorSize <= MaxSize; t += alignSectors {
+		for t = max(t, floor); t*sectorSize <= MaxSize; t += alignSectors {
 			if _, ok := fits(t); ok {
 				return t, true
 			}
@@ -319,7 +319,7 @@ func (w *Writer) plan() (*plan, error) {
 
 	total := w.opts.Size / sectorSize
 	if total == 0 {
-		t, ok := autoSize()
+		t, ok := smallest(MinSize / sectorSize)
 		if !ok {
 			return nil, pathErr("close", ".", fmt.Errorf("%w: the content needs more than MaxSize (%d bytes)", ErrNoSpace, MaxSize))
 		}
@@ -327,8 +327,8 @@ func (w *Writer) plan() (*plan, error) {
 	}
 	g, ok := fits(total)
 	if !ok {
-		msg := "more than MaxSize"
-		if t, ok := autoSize(); ok {
+		msg := fmt.Sprintf("more than MaxSize (%d bytes)", MaxSize)
+		if t, ok := smallest(0); ok {
 			msg = fmt.Sprintf("Size %d", t*sectorSize)
 		}
 		// Name the first entry that overflows, so the caller can see what
