@@ -24,9 +24,8 @@
 // # Why not an existing library
 //
 // The package is hand-written because no Go library was correct on all of the
-// points above (see the project's research notes, docs in
-// shared/research/media.md §1.2 and §1.3, measured on go-diskfs v1.9.4 and
-// kdomanski/iso9660 v0.4.0):
+// points above. The project's research notes on seed media (media.md §1.2,
+// §1.3 and §1.6) measured go-diskfs v1.9.4 and kdomanski/iso9660 v0.4.0:
 //
 //   - go-diskfs stages every file in an on-disk workspace directory, writes a
 //     file shorter than the volume size it declares (57,354 bytes for 29
@@ -38,8 +37,19 @@
 //   - kdomanski/iso9660 also needs a staging directory, writes no path tables
 //     (bsdtar then lists nothing), no Rock Ridge and no Joliet, and time.Now
 //     dates.
+//   - Both take 0.6-0.7 ms for a 3-file seed; this package takes a few
+//     microseconds, and genisoimage, run as a program, about 11 ms.
 //
 // Nothing here needs cgo, a temporary directory or an external program.
+//
+// # Limits
+//
+// Seeds need none of these, so they are left out: El Torito boot records,
+// symlinks and device files, files of 4 GiB or more (multi-extent), and
+// Rock Ridge directory relocation (trees deeper than 8 levels are refused).
+// cloudbase-init's raw-disk path reads only the low 16 bits of the volume
+// size, so images meant for it should stay under 128 MiB; the Writer does not
+// enforce that.
 //
 // A small [Reader] (see [NewReader]) reads such images back as an [io/fs.FS].
 // It is strict and bounds-checked so that it can be pointed at untrusted

@@ -274,10 +274,9 @@ func fillUCS2Spaces(b []byte) {
 	}
 }
 
-// dirRecord fills the fixed 33 bytes of a directory record plus a one-byte
-// identifier id (0 for ".", 1 for ".."), or leaves the identifier to the
-// caller when len(b) > 34 and id is not used. It returns nothing: the
-// caller appends the rest.
+// dirRecord fills a directory record (ECMA-119 9.1) whose length is
+// len(b): the fixed 33 bytes and a one-byte identifier id, 0 for "." and 1
+// for "..". recordHead overwrites the identifier for named entries.
 func (w *Writer) dirRecord(b []byte, id byte, extent, length uint32, dir bool) {
 	b[0] = byte(len(b))
 	put733(b[2:], extent)

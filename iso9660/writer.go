@@ -232,14 +232,63 @@ func (w *Writer) usable() error {
 	return w.err
 }
 
-// add validates name and inserts its node, creating implied parents.
+// add validates name and inserts its node, creating implied parents. A
+// rejected name changes nothing, not even implied parents.
 func (w *Writer) add(name string, isDir bool) (*node, error) {
+	// Validate every component before touching the tree.
+	depth := 0
+	for comp := range strings.SplitSeq(name, "/") {
+		if _, ok := checkComponent(comp); !ok {
+			return nil, &fs.PathError{Op: "add", Path: name, Err: fmt.Errorf("%w: component %q", ErrInvalidName, comp)}
+		}
+		depth++
+	}
+	dirDepth := depth
+	if !isDir {
+		dirDepth--
+	}
+	if dirDepth > maxDirDepth {
+		return nil, &fs.PathError{Op: "add", Path: name, Err: fmt.Errorf("%w: more than %d directory levels", ErrTooDeep, maxDirDepth+1)}
+	}
+
 	if w.index == nil {
 		w.index = make(map[string]*node)
 	}
 	parent := &w.root
-	depth := 0
-	for start := 0; ; {
+	level := 0
+	start := 0
+	// Walk down the part of the path that exists.
+	for {
+		end := strings.IndexByte(name[start:], '/')
+		last := end < 0
+		if last {
+			end = len(name)
+		} else {
+			end += start
+		}
+		n := w.index[name[:end]]
+		if n == nil {
+			break
+		}
+		if last {
+			if isDir && n.isDir && !n.explicit {
+				return n, nil
+			}
+			return nil, &fs.PathError{Op: "add", Path: name, Err: ErrDuplicate}
+		}
+		if !n.isDir {
+			return nil, &fs.PathError{Op: "add", Path: name, Err: fmt.Errorf("%w: %q is a file", ErrDuplicate, name[:end])}
+		}
+		parent = n
+		level++
+		start = end + 1
+	}
+	// Path table parent numbers are 16 bits, and the root is one of them.
+	if w.ndir+dirDepth-level > 0xfffe {
+		return nil, &fs.PathError{Op: "add", Path: name, Err: fmt.Errorf("%w: more than 65,535 directories", ErrTooLarge)}
+	}
+	// Everything from here down is new.
+	for {
 		end := strings.IndexByte(name[start:], '/')
 		last := end < 0
 		if last {
@@ -248,38 +297,10 @@ func (w *Writer) add(name string, isDir bool) (*node, error) {
 			end += start
 		}
 		comp := name[start:end]
-		jlen, ok := checkComponent(comp)
-		if !ok {
-			return nil, &fs.PathError{Op: "add", Path: name, Err: fmt.Errorf("%w: component %q", ErrInvalidName, comp)}
-		}
-		depth++
-		if (!last || isDir) && depth > maxDirDepth {
-			return nil, &fs.PathError{Op: "add", Path: name, Err: fmt.Errorf("%w: more than %d directory levels", ErrTooDeep, maxDirDepth+1)}
-		}
-		path := name[:end]
-		n := w.index[path]
-		if last {
-			if n != nil {
-				if isDir && n.isDir && !n.explicit {
-					return n, nil
-				}
-				return nil, &fs.PathError{Op: "add", Path: name, Err: ErrDuplicate}
-			}
-		} else if n != nil {
-			if !n.isDir {
-				return nil, &fs.PathError{Op: "add", Path: name, Err: fmt.Errorf("%w: %q is a file", ErrDuplicate, path)}
-			}
-			parent = n
-			start = end + 1
-			continue
-		}
-		// Path table parent numbers are 16 bits, and the root is one of them.
-		if w.ndir+1 > 0xfffe && (isDir || !last) {
-			return nil, &fs.PathError{Op: "add", Path: name, Err: fmt.Errorf("%w: more than 65,535 directories", ErrTooLarge)}
-		}
-		n = &node{name: comp, path: path, parent: parent, isDir: isDir || !last, jlen: uint8(jlen)}
+		jlen, _ := checkComponent(comp)
+		n := &node{name: comp, path: name[:end], parent: parent, isDir: isDir || !last, jlen: uint8(jlen)}
 		parent.kids = append(parent.kids, n)
-		w.index[path] = n
+		w.index[n.path] = n
 		if n.isDir {
 			w.ndir++
 			parent.nsub++

@@ -701,3 +701,28 @@ func (zeroReader) Read(p []byte) (int, error) {
 	clear(p)
 	return len(p), nil
 }
+
+// TestRejectedLeavesNoTrace: a rejected name must not leave the implied
+// parents it named behind.
+func TestRejectedLeavesNoTrace(t *testing.T) {
+	var a, b bytes.Buffer
+	w := NewWriter(&a, Options{Label: "x"})
+	for _, err := range []error{
+		w.AddFile("a/b/../c", 0, 0, strings.NewReader("")),
+		w.AddDir("1/2/3/4/5/6/7/8"),
+		w.AddFile("d/e/f?", 0, 0, strings.NewReader("")),
+	} {
+		if err == nil {
+			t.Fatal("accepted a bad name")
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := NewWriter(&b, Options{Label: "x"}).Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(a.Bytes(), b.Bytes()) {
+		t.Error("rejected names changed the image")
+	}
+}
