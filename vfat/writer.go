@@ -289,14 +289,16 @@ func (w *Writer) plan() (*plan, error) {
 	}
 	walk(w.root)
 
-	need := func(spc int64) int64 {
+	// Clusters needed at each cluster size, computed once: the size search
+	// below may try thousands of volume sizes.
+	needBySPC := map[int64]int64{}
+	for spc := int64(1); spc <= maxSPC; spc *= 2 {
 		cb := spc * sectorSize
-		var n int64
 		for _, x := range p.order {
-			n += (x.bytes() + cb - 1) / cb
+			needBySPC[spc] += (x.bytes() + cb - 1) / cb
 		}
-		return n
 	}
+	need := func(spc int64) int64 { return needBySPC[spc] }
 	fits := func(total int64) (geometry, bool) {
 		g, ok := chooseGeometry(total, rootEntries)
 		return g, ok && need(g.spc) <= g.clusters
