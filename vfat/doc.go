@@ -63,10 +63,12 @@
 //   - Two names with the same 8.3 basis that need no "~N" truncation, such
 //     as "a+b" and "a,b", both get the short name A_B; fsck.fat reports
 //     "Duplicate directory entry" and a lookup by short name is ambiguous.
-//   - Timestamps (file entries, the volume-label entry) come from the wall
-//     clock, or from the process-wide SOURCE_DATE_EPOCH variable: there is
-//     no per-image option, so concurrent writers cannot have different
-//     times, and a library must not set the environment on its callers.
+//   - Timestamps come from the wall clock, or from the process-wide
+//     SOURCE_DATE_EPOCH variable. Chtimes can reset a file's times after
+//     the fact, but the volume-label entry has no such hook, so without
+//     setting the environment (which a library must not do to its callers,
+//     and which concurrent writers would share) the bytes are not
+//     reproducible.
 //   - Media byte 0xF0 (floppy) for images up to 2 MiB, OEM "godiskfs".
 //   - It needs a random-access backend.Storage, so the whole image must be
 //     held in memory or in a file before it can be streamed anywhere; its

@@ -1,5 +1,16 @@
 package vfat
 
+// Image sizes.
+const (
+	// MinSize is the smallest image the writer chooses by itself: 128 KiB,
+	// cloud-localds's vfat default.
+	MinSize = 128 << 10
+	// Align is the granularity of every image size: QEMU refuses raw images
+	// that are not a multiple of the host's 4 KiB request alignment
+	// (kubevirt#5785).
+	Align = 4096
+)
+
 // On-disk constants shared by the writer and the reader.
 const (
 	sectorSize      = 512
@@ -26,13 +37,6 @@ const (
 	writerMaxFAT12 = maxFAT12Clusters - 16
 	writerMinFAT16 = maxFAT12Clusters + 1 + 16
 	writerMaxFAT16 = maxFAT16Clusters - 16
-
-	// MinSize is the smallest image the writer chooses by itself: 128 KiB,
-	// cloud-localds's vfat default.
-	MinSize = 128 << 10
-	// Align is the granularity of every image size: QEMU refuses raw images
-	// that are not a multiple of the host's 4 KiB request alignment.
-	Align = 4096
 
 	alignSectors = Align / sectorSize
 
