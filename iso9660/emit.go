@@ -250,8 +250,12 @@ func (w *Writer) volumeDescriptor(b []byte, joliet bool) {
 		binary.BigEndian.PutUint32(b[148:], l.ptM)
 		w.dirRecord(b[156:190], 0, root.extent, root.psecs*sectorSize, true)
 	}
-	spaces(b[190:702])            // volume set, publisher, preparer, application
-	spaces(b[702:813])            // copyright, abstract, bibliographic file
+	spaces(b[190:702]) // volume set, publisher, preparer, application
+	// Copyright, abstract and bibliographic file identifiers: 37 bytes
+	// each, so in Joliet each is 18 UCS-2 spaces and a zero byte.
+	spaces(b[702:739])
+	spaces(b[739:776])
+	spaces(b[776:813])
 	copy(b[813:830], l.date17[:]) // creation
 	copy(b[830:847], l.date17[:]) // modification: libblkid's UUID
 	copy(b[847:863], "0000000000000000")

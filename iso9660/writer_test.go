@@ -190,7 +190,9 @@ func TestVolumeDescriptors(t *testing.T) {
 	if got := string(utf16.Decode(u16(svd[40:72]))); got != "config-2"+strings.Repeat(" ", 8) {
 		t.Errorf("SVD label %q", got)
 	}
-	for _, f := range [][2]int{{8, 40}, {190, 702}} {
+	// The 37-byte file identifier fields are padded each on its own: 18
+	// UCS-2 spaces and a zero byte, as genisoimage and xorriso write them.
+	for _, f := range [][2]int{{8, 40}, {190, 702}, {702, 738}, {739, 775}, {776, 812}} {
 		if got := string(utf16.Decode(u16(svd[f[0]:f[1]]))); strings.Trim(got, " ") != "" {
 			t.Errorf("SVD bytes %d-%d: %q", f[0], f[1], got)
 		}
