@@ -1,2 +1,54 @@
-// Package cloudinit renders a vminit instance spec into cloud-init's data.
+// Package cloudinit renders a vminit instance spec into the data cloud-init
+// reads on first boot: user-data, vendor-data and meta-data, for the NoCloud
+// datasource (YAML meta-data) and the ConfigDrive datasource (OpenStack's
+// meta_data.json and vendor_data.json). Package seed lays these files out
+// as a datasource's file tree; package network renders network-config.
+//
+// Every function takes a defaulted, valid spec (spec.Load returns one) and
+// returns the same bytes for the same spec: no clock, no randomness, no map
+// iteration order. Problems come back as spec.Errors naming the spec field,
+// like validation errors.
+//
+// # User-data
+//
+// CloudConfig renders the spec as one #cloud-config document, its keys in
+// the order first boot uses them (hostname, users, write_files, timezone,
+// packages, bootcmd, runcmd). Decisions that are not a direct mapping:
+//
+//   - users starts with "default", the image's default user, so that the
+//     meta-data public-keys (spec.sshAuthorizedKeys) still have a home, as
+//     Ignition's "core" user always exists;
+//   - a user's primaryGroup is also listed under the top-level groups key,
+//     because cloud-init does not create a primary group and useradd fails
+//     on a missing one;
+//   - files become write_files entries, text as is and anything else
+//     base64, with octal permissions as a quoted string; a file owned by
+//     anyone but root is deferred to the final stage, after cloud-init has
+//     created users;
+//   - units and drop-ins become files under /etc/systemd/system, and runcmd
+//     starts with `systemctl daemon-reload` and `systemctl enable|disable
+//     --now --no-block` for units with enabled set;
+//   - mounts become systemd .mount units, enabled with `systemctl enable
+//     --now` before the units: cloud-init's mounts module (22.4) silently
+//     skips LABEL= and UUID= devices and any device that is not a whole
+//     disk present when it runs;
+//   - commands go to runcmd after the systemctl calls, bootCommands to
+//     bootcmd (which cloud-init runs on every boot); an argument list stays
+//     a list, a string is run by the shell;
+//   - with an FQDN, prefer_fqdn_over_hostname is false (the spec's hostname
+//     is the short name on every distribution) and manage_etc_hosts is
+//     "localhost", which maps the FQDN in /etc/hosts without rewriting it.
+//
+// UserData then combines that document with spec.cloudInit.userData
+// (Combine). A #cloud-config document is merged with cloud-init's own merge
+// rules (MergeCloudConfig), honouring its merge_how or merge_type, as if it
+// were the second part of a multipart message; note that cloud-init's
+// default, DefaultMergeHow, replaces a key given again, lists included, so
+// a user runcmd replaces the generated one unless merge_how says to append.
+// Any other kind of user-data becomes the second part of a MIME multipart
+// message with a boundary derived from the content.
+//
+// All YAML is written with package yaml11, which quotes exactly the strings
+// that cloud-init's YAML 1.1 loader would otherwise read as numbers,
+// booleans or dates.
 package cloudinit

@@ -151,7 +151,10 @@ func extractMergers(doc *yaml.Node) ([]mergerSpec, error) {
 			if len(m.Content) == 0 {
 				return nil, fmt.Errorf("merge_how entry on line %d is empty", m.Line)
 			}
-			if kindOf(m.Content[0]) != pyStr {
+			if first := m.Content[0]; kindOf(first) != pyStr {
+				if pyFalsy(first) {
+					continue // Python's `if name:` skips the entry
+				}
 				return nil, fmt.Errorf("merge_how entry on line %d: the merger name must be a string", m.Line)
 			}
 			name = m.Content[0].Value
@@ -491,4 +494,19 @@ func marshalCloudConfig(doc *yaml.Node) ([]byte, error) {
 		return nil, err
 	}
 	return append([]byte("#cloud-config\n"), body...), nil
+}
+
+// pyFalsy reports whether the Python value of n is false in a boolean
+// context: None, False, 0, 0.0, "" or an empty collection.
+func pyFalsy(n *yaml.Node) bool {
+	switch kindOf(n) {
+	case pyNull:
+		return true
+	case pyStr:
+		return n.Value == ""
+	case pyList, pyDict:
+		return len(n.Content) == 0
+	}
+	k, _ := pyKey(n)
+	return k == "i0" || k == "f0" || k == "f-0"
 }

@@ -126,13 +126,21 @@ func (nz *normalizer) node(n *yaml.Node) (*yaml.Node, error) {
 	out := &yaml.Node{Kind: n.Kind, Style: n.Style, Tag: n.Tag, Value: n.Value, Line: n.Line, Column: n.Column}
 	switch n.Kind {
 	case yaml.ScalarNode:
-		if n.Style&yaml.TaggedStyle == 0 && tag != yaml11.Str && strings.ContainsAny(n.Value, ":,[]{}# \t") {
-			// A plain 1:20 (sexagesimal 80) or a spaced timestamp may not
-			// stay plain when written back: yaml.v3's emitter quotes a
-			// scalar with ':' inside a flow sequence, which would turn
-			// PyYAML's number into a string. An explicit tag keeps the
-			// meaning whatever the quoting.
-			out.Tag, out.Style = tag, out.Style|yaml.TaggedStyle
+		if n.Style&yaml.TaggedStyle == 0 && tag != yaml11.Str {
+			switch {
+			case tag == yaml11.Null && n.Value == "":
+				// An empty plain scalar cannot always be written back
+				// plain (as a key it becomes ''), so spell the null.
+				out.Value = "null"
+			case strings.IndexFunc(n.Value, notPlainSafe) >= 0:
+				// A plain 1:20 (sexagesimal 80) or a spaced timestamp
+				// may not stay plain when written back: yaml.v3's
+				// emitter quotes a scalar with ':' inside a flow
+				// sequence, which would turn PyYAML's number into a
+				// string. An explicit tag keeps the meaning whatever
+				// the quoting.
+				out.Tag, out.Style = tag, out.Style|yaml.TaggedStyle
+			}
 		}
 		return out, nil
 	case yaml.SequenceNode:
@@ -349,4 +357,10 @@ func pyFloat(s string) (float64, bool) {
 	}
 	f, err := strconv.ParseFloat(v, 64)
 	return sign * f, err == nil
+}
+
+// notPlainSafe reports characters that may make the emitter quote a
+// scalar; non-string scalars made only of the others stay plain.
+func notPlainSafe(r rune) bool {
+	return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._+-~", r))
 }

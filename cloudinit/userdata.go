@@ -1,0 +1,282 @@
+package cloudinit
+
+import (
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/vminit/vminit/spec"
+)
+
+// MaxUserDataSize bounds user-data after gzip decompression, so that a
+// small compressed input cannot expand without limit.
+const MaxUserDataSize = 64 << 20
+
+// Content types of user-data parts, as cloud-init names them.
+const (
+	TypeCloudConfig        = "text/cloud-config"
+	TypeCloudConfigJSONP   = "text/cloud-config-jsonp"
+	TypeCloudConfigArchive = "text/cloud-config-archive"
+	TypeShellScript        = "text/x-shellscript"
+	TypeCloudBoothook      = "text/cloud-boothook"
+	TypeIncludeURL         = "text/x-include-url"
+	TypeIncludeOnceURL     = "text/x-include-once-url"
+	TypePartHandler        = "text/part-handler"
+	TypeJinja2             = "text/jinja2"
+)
+
+// startTypes is handlers.INCLUSION_TYPES_MAP, longest prefix first as
+// cloud-init searches it (so #cloud-config-archive is not #cloud-config).
+var startTypes = []struct{ prefix, ctype string }{
+	{"text/x-shellscript-per-instance", "text/x-shellscript-per-instance"},
+	{"text/x-shellscript-per-boot", "text/x-shellscript-per-boot"},
+	{"text/x-shellscript-per-once", "text/x-shellscript-per-once"},
+	{"#cloud-config-archive", TypeCloudConfigArchive},
+	{"#cloud-config-jsonp", TypeCloudConfigJSONP},
+	{"## template: jinja", TypeJinja2},
+	{"#cloud-boothook", TypeCloudBoothook},
+	{"#include-once", TypeIncludeOnceURL},
+	{"#cloud-config", TypeCloudConfig},
+	{"#part-handler", TypePartHandler},
+	{"#include", TypeIncludeURL},
+	{"#!", TypeShellScript},
+}
+
+// PartType returns the content type cloud-init gives a user-data part by
+// how it starts (handlers.type_from_starts_with: case-insensitive, after
+// leading white space), or "" when it recognises none, in which case
+// cloud-init ignores the part.
+func PartType(data []byte) string {
+	if !utf8.Valid(data) {
+		return ""
+	}
+	s := strings.TrimLeftFunc(string(data), pyIsSpace)
+	if len(s) > 64 {
+		s = s[:64]
+	}
+	s = strings.Map(asciiLower, s)
+	for _, t := range startTypes {
+		if strings.HasPrefix(s, t.prefix) {
+			return t.ctype
+		}
+	}
+	return ""
+}
+
+// pyIsSpace is Python's str.isspace, which str.lstrip uses.
+func pyIsSpace(r rune) bool { return unicode.IsSpace(r) || r >= 0x1c && r <= 0x1f }
+
+// asciiLower lowers what Python's str.lower lowers into ASCII; other
+// characters cannot start an ASCII prefix either way.
+func asciiLower(r rune) rune {
+	switch {
+	case r >= 'A' && r <= 'Z':
+		return r + 'a' - 'A'
+	case r == '\u212a': // KELVIN SIGN lowers to k
+		return 'k'
+	}
+	return r
+}
+
+// isMIME reports whether cloud-init parses user-data as a MIME message
+// (user_data.convert_string: "mime-version:" in the first 4096 bytes).
+func isMIME(data []byte) bool {
+	head := data[:min(len(data), 4096)]
+	return bytes.Contains(bytes.ToLower(head), []byte("mime-version:"))
+}
+
+// UserData renders the instance's user-data: the generated #cloud-config
+// (CloudConfig) combined with spec.cloudInit.userData (Combine). Problems
+// come back as spec.Errors naming the field.
+func UserData(inst *spec.Instance) ([]byte, error) {
+	gen, err := CloudConfig(inst)
+	if err != nil {
+		return nil, err
+	}
+	out, err := Combine(gen, []byte(inst.Spec.CloudInit.UserData))
+	if err != nil {
+		return nil, spec.Errors{{Field: "spec.cloudInit.userData", Message: err.Error()}}
+	}
+	return out, nil
+}
+
+// Combine combines a generated #cloud-config document with user-supplied
+// user-data so that cloud-init does what each says, the user's part coming
+// second:
+//
+//   - no user data: the generated document as is;
+//   - gzip: decompressed first, as cloud-init does;
+//   - a #cloud-config document: merged into the generated one with
+//     cloud-init's merge rules (MergeCloudConfig), giving one document;
+//   - any other part cloud-init knows (#!, #include, #cloud-boothook,
+//     ## template: jinja, #part-handler, #cloud-config-archive,
+//     #cloud-config-jsonp) or a MIME message: a MIME multipart message
+//     holding the generated document first and the user's data second (a
+//     user's MIME message is nested unchanged; cloud-init walks nested
+//     multiparts);
+//   - anything else is an error, since cloud-init would ignore it.
+//
+// The result is deterministic: the multipart boundary derives from a hash
+// of the content and the headers are fixed.
+func Combine(generated, user []byte) ([]byte, error) {
+	if len(bytes.TrimSpace(user)) == 0 {
+		return generated, nil
+	}
+	user, err := gunzip(user)
+	if err != nil {
+		return nil, err
+	}
+	if isMIME(user) {
+		if !utf8.Valid(user) {
+			return nil, errors.New("a MIME message must be UTF-8 text (cloud-init decodes it as such before parsing)")
+		}
+		return multipart(simplePart(TypeCloudConfig, generated), nestedPart(user)), nil
+	}
+	ctype := PartType(user)
+	switch ctype {
+	case "":
+		if !utf8.Valid(user) {
+			return nil, errors.New("is neither UTF-8 text nor gzip; cloud-init would ignore it")
+		}
+		return nil, errors.New("cloud-init does not recognise this user-data and would ignore it: start it with #cloud-config, #!, #include, #cloud-boothook, ## template: jinja, #part-handler or #cloud-config-archive, or give a MIME multipart message")
+	case TypeCloudConfig:
+		doc, err := normalize(user)
+		if err != nil {
+			return nil, fmt.Errorf("#cloud-config %w", err)
+		}
+		if doc == nil {
+			return generated, nil // cloud-init skips an empty part
+		}
+		if lookup(doc, "launch-index") != nil {
+			// cloud-init drops a part whose launch-index differs from the
+			// instance's; merged, it would take the generated data along.
+			break
+		}
+		return MergeCloudConfig(generated, user)
+	}
+	return multipart(simplePart(TypeCloudConfig, generated), simplePart(ctype, user)), nil
+}
+
+// gunzip decompresses gzip data, as cloud-init does before anything else
+// (util.decomp_gzip, which returns the input unchanged when it is not gzip).
+func gunzip(data []byte) ([]byte, error) {
+	if len(data) < 2 || data[0] != 0x1f || data[1] != 0x8b {
+		return data, nil
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		return data, nil
+	}
+	out, err := io.ReadAll(io.LimitReader(zr, MaxUserDataSize+1))
+	if err != nil {
+		return data, nil
+	}
+	if len(out) > MaxUserDataSize {
+		return nil, fmt.Errorf("decompresses to more than %d bytes", MaxUserDataSize)
+	}
+	return out, nil
+}
+
+// part is one body part of the multipart message.
+type part struct {
+	header string // header lines, each ending in "\n"; empty for a nested message
+	body   string // the encoded body, or the whole nested message
+}
+
+// simplePart encodes data as a part of the given type. Pure ASCII text is
+// left readable (7bit); anything else is base64, because cloud-init parses
+// the message from a Python str, and Python's email package then mangles
+// 8-bit bytes (a UTF-8 "ü" arrives as "\udcfc").
+func simplePart(ctype string, data []byte) part {
+	h := "Content-Type: " + ctype
+	if strings.HasPrefix(ctype, "text/") {
+		h += `; charset="utf-8"`
+	}
+	h += "\nMIME-Version: 1.0\n"
+	if is7bit(data) {
+		return part{header: h + "Content-Transfer-Encoding: 7bit\n", body: string(data)}
+	}
+	enc := base64.StdEncoding.EncodeToString(data)
+	var b strings.Builder
+	for len(enc) > 76 {
+		b.WriteString(enc[:76])
+		b.WriteByte('\n')
+		enc = enc[76:]
+	}
+	b.WriteString(enc)
+	return part{header: h + "Content-Transfer-Encoding: base64\n", body: b.String()}
+}
+
+// nestedPart carries a user's MIME message as a part of ours, headers and
+// all, so every part of it reaches cloud-init unchanged.
+func nestedPart(msg []byte) part { return part{body: string(msg)} }
+
+// is7bit reports whether data can travel as 7bit MIME text: ASCII without
+// NUL or bare CR, lines of at most 998 bytes (RFC 5322).
+func is7bit(data []byte) bool {
+	line := 0
+	for i, c := range data {
+		switch {
+		case c == '\n':
+			line = 0
+			continue
+		case c >= 0x80, c == 0, c == '\r' && (i+1 == len(data) || data[i+1] != '\n'):
+			return false
+		}
+		if line++; line > 998 {
+			return false
+		}
+	}
+	return true
+}
+
+// multipart assembles a multipart/mixed message. The boundary is a hash of
+// the parts, so the same input always gives the same bytes, and it is
+// checked against the content (a part cannot contain its own hash, but a
+// nested message could contain anything).
+func multipart(parts ...part) []byte {
+	h := sha256.New()
+	for _, p := range parts {
+		fmt.Fprintf(h, "%d:%s%d:%s", len(p.header), p.header, len(p.body), p.body)
+	}
+	sum := h.Sum(nil)
+	var boundary string
+	for i := 0; ; i++ {
+		boundary = fmt.Sprintf("vminit-%s", hex.EncodeToString(sum[:20]))
+		if i > 0 {
+			boundary += fmt.Sprintf("-%d", i)
+		}
+		clash := false
+		for _, p := range parts {
+			if strings.Contains(p.body, "--"+boundary) || strings.Contains(p.header, boundary) {
+				clash = true
+			}
+		}
+		if !clash {
+			break
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "Content-Type: multipart/mixed; boundary=\"%s\"\nMIME-Version: 1.0\n\n", boundary)
+	for _, p := range parts {
+		fmt.Fprintf(&b, "--%s\n", boundary)
+		if p.header != "" {
+			b.WriteString(p.header)
+			b.WriteByte('\n')
+		}
+		b.WriteString(p.body)
+		// The line break before a boundary belongs to the boundary, so
+		// this one keeps the body's own final newline, if any.
+		b.WriteByte('\n')
+	}
+	fmt.Fprintf(&b, "--%s--\n", boundary)
+	return []byte(b.String())
+}
