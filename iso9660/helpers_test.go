@@ -70,6 +70,8 @@ func fixtures() []fixture {
 			{name: "z", dir: true},
 		}},
 		{name: "wide", label: "wide", files: wide},
+		// The only file is empty, so its extent is the end of the data.
+		{name: "emptyonly", label: "e", files: []tfile{{name: "empty"}}},
 		{name: "special", label: "CIDATA", files: []tfile{
 			{name: "empty", data: ""},
 			{name: "also-empty", data: ""},

@@ -187,16 +187,17 @@ func (w *Writer) layout() error {
 		return fmt.Errorf("%w: image of more than 2^32 sectors", ErrTooLarge)
 	}
 	l.dataStart = uint32(cur)
+	emptyAtEnd := false
 	for _, d := range l.jdirs {
 		for _, k := range d.kids {
 			if k.isDir {
 				continue
 			}
 			// An empty file points at the next free sector and occupies
-			// none, so its extent is always inside the volume (libarchive
-			// checks).
+			// none, as with genisoimage.
 			k.extent = uint32(cur)
 			cur += sectors(k.size)
+			emptyAtEnd = k.size == 0
 			if cur > math.MaxUint32 {
 				return &fs.PathError{Op: "write", Path: k.path, Err: fmt.Errorf("%w: image of more than 2^32 sectors", ErrTooLarge)}
 			}
@@ -204,6 +205,10 @@ func (w *Writer) layout() error {
 	}
 	l.dataEnd = uint32(cur)
 	total := max(cur, minSectors)
+	if emptyAtEnd {
+		// Keep even an empty file's extent inside the volume.
+		total = max(total, cur+1)
+	}
 	align := w.opts.Alignment / sectorSize
 	total = (total + align - 1) / align * align
 	if total > math.MaxUint32 {

@@ -51,8 +51,7 @@ type Writer struct {
 	done  bool
 	root  node
 	index map[string]*node // full path -> node, for duplicate checks
-	nfile int
-	ndir  int
+	ndir  int              // directories, the root not counted
 
 	// Filled by Close.
 	l   layout
@@ -304,8 +303,6 @@ func (w *Writer) add(name string, isDir bool) (*node, error) {
 		if n.isDir {
 			w.ndir++
 			parent.nsub++
-		} else {
-			w.nfile++
 		}
 		if last {
 			return n, nil

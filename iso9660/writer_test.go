@@ -300,6 +300,7 @@ func TestDirectoryStructure(t *testing.T) {
 				vd := img[sector*2048:]
 				joliet := sector == 17
 				dirs := map[uint32]string{} // extent -> path
+				volSize := binary.LittleEndian.Uint32(vd[80:])
 				var walk func(extent, length uint32, p string, parent uint32)
 				walk = func(extent, length uint32, p string, parent uint32) {
 					dirs[extent] = p
@@ -344,6 +345,11 @@ func TestDirectoryStructure(t *testing.T) {
 								name = string(utf16.Decode(u16(id)))
 							}
 							ids = append(ids, name)
+							// Every extent, even an empty file's, lies inside
+							// the volume (libarchive checks the end).
+							if size := binary.LittleEndian.Uint32(rec[10:]); ext >= volSize || ext+(size+2047)/2048 > volSize {
+								t.Errorf("%s%s: extent %d+%d outside %d sectors", p, name, ext, size, volSize)
+							}
 							if rec[25]&2 != 0 {
 								subdirs++
 								walk(ext, binary.LittleEndian.Uint32(rec[10:]), p+name+"/", extent)

@@ -39,13 +39,13 @@ median() {
 
 # --- External tools ----------------------------------------------------------
 cd "$tmp/seed"
-# seconds per run, mean over $runs runs
+# seconds per run: the median with hyperfine, else the mean
 timeit() { # name, command...
   local name=$1
   shift
   if command -v hyperfine >/dev/null; then
     hyperfine -N --warmup 5 --runs "$runs" --export-json "$tmp/$name.json" "$*" >&2
-    grep -o '"mean": *[0-9.e-]*' "$tmp/$name.json" | head -1 | sed 's/.*: *//'
+    grep -o '"median": *[0-9.e-]*' "$tmp/$name.json" | head -1 | sed 's/.*: *//'
   else
     local t0 t1
     "$@" >/dev/null 2>&1
@@ -89,4 +89,4 @@ fi
 echo
 echo "Streaming one 64 MiB file to io.Discard (BenchmarkStream64MiB): $(median BenchmarkStream64MiB MB/s) MB/s, $(median BenchmarkStream64MiB allocs/op) allocs/op"
 echo
-echo "Go $(go env GOVERSION), $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'); external tools: $runs runs each$(command -v hyperfine >/dev/null && echo ' (hyperfine -N, mean)')"
+echo "Go $(go env GOVERSION), $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'); external tools: $runs runs each$(command -v hyperfine >/dev/null && echo ' (hyperfine -N, median)')"
