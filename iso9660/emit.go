@@ -102,12 +102,12 @@ func (o *out) readFrom(r io.Reader, size int64) (int64, error) {
 
 // at checks that the output is where the layout said a region starts. A
 // mismatch is a bug in this package, never in the input.
-func (o *out) at(sector uint32, what string) error {
+func (o *out) at(sector uint32, what, path string) error {
 	if o.err != nil {
 		return o.err
 	}
 	if p := o.pos(); p != int64(sector)*sectorSize {
-		return fmt.Errorf("iso9660: internal error: %s at byte %d, want sector %d", what, p, sector)
+		return fmt.Errorf("iso9660: internal error: %s %q at byte %d, want sector %d", what, path, p, sector)
 	}
 	return nil
 }
@@ -127,7 +127,7 @@ func (w *Writer) emit() error {
 	copy(term[1:6], "CD001")
 	term[6] = 1
 
-	if err := o.at(l.ptL, "path tables"); err != nil {
+	if err := o.at(l.ptL, "path tables", ""); err != nil {
 		return err
 	}
 	w.pathTable(false, binary.LittleEndian)
@@ -136,19 +136,19 @@ func (w *Writer) emit() error {
 	w.pathTable(true, binary.BigEndian)
 
 	for _, d := range l.pdirs {
-		if err := o.at(d.extent, "directory "+d.path); err != nil {
+		if err := o.at(d.extent, "directory", d.path); err != nil {
 			return err
 		}
 		w.primaryDir(d)
 	}
 
-	if err := o.at(l.ceStart, "continuation area"); err != nil {
+	if err := o.at(l.ceStart, "continuation area", ""); err != nil {
 		return err
 	}
 	w.continuationArea()
 
 	for _, d := range l.jdirs {
-		if err := o.at(d.jextent, "Joliet directory "+d.path); err != nil {
+		if err := o.at(d.jextent, "Joliet directory", d.path); err != nil {
 			return err
 		}
 		w.jolietDir(d)
@@ -159,7 +159,7 @@ func (w *Writer) emit() error {
 			if k.isDir {
 				continue
 			}
-			if err := o.at(k.extent, "file "+k.path); err != nil {
+			if err := o.at(k.extent, "file", k.path); err != nil {
 				return err
 			}
 			if err := w.fileData(k); err != nil {
@@ -168,7 +168,7 @@ func (w *Writer) emit() error {
 			o.padSector()
 		}
 	}
-	if err := o.at(l.dataEnd, "end of data"); err != nil {
+	if err := o.at(l.dataEnd, "end of data", ""); err != nil {
 		return err
 	}
 	o.padTo(int64(l.total) * sectorSize)

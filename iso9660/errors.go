@@ -2,8 +2,9 @@ package iso9660
 
 import "errors"
 
-// Errors returned by the Writer. A per-file error is an *[io/fs.PathError]
-// that names the file and wraps one of these, so test it with [errors.Is].
+// Errors returned by this package. A per-file error from the Writer is an
+// *[io/fs.PathError] that names the file and wraps one of these, so test it
+// with [errors.Is].
 var (
 	// ErrInvalidName: an empty, "." or ".." component, a leading or trailing
 	// slash, or a name Joliet cannot hold (more than 64 UCS-2 characters,
@@ -20,7 +21,7 @@ var (
 	// than 65,535 directories, or an image past 2^32 sectors.
 	ErrTooLarge = errors.New("iso9660: too large")
 	// ErrSize: a file's reader yielded fewer or more bytes than its declared
-	// size.
+	// size, or AddFile got a nil reader.
 	ErrSize = errors.New("iso9660: size mismatch")
 	// ErrNotRegular: AddFS met something that is neither a regular file nor a
 	// directory (a symlink, a device, ...), or AddFile got a mode with type

@@ -128,9 +128,10 @@ type node struct {
 	jnum    uint16 // path table number, Joliet tree
 }
 
-// AddDir adds an empty directory, or marks one that is already implied by an
-// earlier file. Parents are implied. name is a slash-separated relative
-// path such as "openstack/latest".
+// AddDir adds a directory, so that it exists even if no file is added
+// below it. Parents are implied, and adding a directory that an earlier file
+// implied is not a duplicate. name is a slash-separated relative path such
+// as "openstack/content". Errors are as for [Writer.AddFile].
 func (w *Writer) AddDir(name string) error {
 	if err := w.usable(); err != nil {
 		return err
