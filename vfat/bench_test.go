@@ -104,9 +104,5 @@ func BenchmarkMkfsMcopy(b *testing.B) {
 // BenchmarkManySmallFiles: 5,000 one-byte files in one directory with
 // similar names, the worst case for short-name tails and the size search.
 func BenchmarkManySmallFiles(b *testing.B) {
-	var tree []entry
-	for i := range 5000 {
-		tree = append(tree, entry{name: "d/instance-file-" + itoa(i), content: []byte{'x'}})
-	}
-	benchWrite(b, Options{Label: "cidata"}, tree)
+	benchWrite(b, Options{Label: "cidata"}, manySmallTree(5000))
 }

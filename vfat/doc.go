@@ -17,8 +17,9 @@
 //   - 512-byte sectors, 1 reserved sector, 2 FATs, media 0xF8, at least 512
 //     root entries (more when the root needs them): the mkfs.fat layout that
 //     cloud-localds produces, which every consumer reads.
-//   - FAT12 while that fits with clusters of at most 4 KiB, otherwise FAT16
-//     (up to MaxSize, about 2 GiB). Windows, Linux and libblkid decide the
+//   - FAT12 when it can hold the content with clusters of at most 4 KiB,
+//     otherwise FAT16 (up to MaxSize, about 2 GiB); the smallest cluster
+//     size that works. Windows, Linux and libblkid decide the
 //     type from the cluster count, not from the "FAT12   " string at offset
 //     54, so the count is chosen to match; it also stays 16 clusters away
 //     from the FAT12/FAT16 threshold, where libblkid and the kernel disagree.

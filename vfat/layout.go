@@ -124,20 +124,25 @@ func fit(total, spc, rootEntries int64, fat16 bool) (g geometry, ok bool) {
 	return geometry{total, spc, rootEntries, fs, c, fat16}, true
 }
 
-// chooseGeometry picks the layout for a volume of total sectors. Policy:
-// FAT12 with clusters of at most 4 KiB when that is possible (what a seed
-// consumer, and the expected blkid VERSION=FAT12, assumes for small media),
-// otherwise FAT16 with the smallest cluster that keeps the count in range.
-// Smallest clusters first keeps tiny seed files from wasting space.
-func chooseGeometry(total, rootEntries int64) (geometry, bool) {
-	for spc := int64(1); spc <= 8; spc *= 2 {
-		if g, ok := fit(total, spc, rootEntries, false); ok {
-			return g, true
+// chooseGeometry picks the layout for a volume of total sectors whose
+// content needs need(spc) clusters at spc sectors per cluster (nil: no
+// content). Policy: the first candidate that is a valid volume and holds
+// the content, trying FAT12 with clusters of 512 B to 4 KiB, then FAT16
+// with 512 B to 32 KiB. So small seeds are FAT12 (what cloud-localds
+// produces and consumers expect), FAT16 is used only when FAT12 cannot
+// hold the content, and the smallest clusters win because seed files are
+// tiny.
+func chooseGeometry(total, rootEntries int64, need func(spc int64) int64) (geometry, bool) {
+	for _, fat16 := range []bool{false, true} {
+		maxS := int64(8)
+		if fat16 {
+			maxS = maxSPC
 		}
-	}
-	for spc := int64(1); spc <= maxSPC; spc *= 2 {
-		if g, ok := fit(total, spc, rootEntries, true); ok {
-			return g, true
+		for spc := int64(1); spc <= maxS; spc *= 2 {
+			g, ok := fit(total, spc, rootEntries, fat16)
+			if ok && (need == nil || need(spc) <= g.clusters) {
+				return g, true
+			}
 		}
 	}
 	return geometry{}, false
@@ -152,7 +157,7 @@ func maxImageSectors() int64 {
 	t := reservedSectors + numFATs*fs + minRootEntries*dirEntrySize/sectorSize + (writerMaxFAT16+1)*maxSPC
 	t -= t % alignSectors
 	for t > 0 {
-		if _, ok := chooseGeometry(t, minRootEntries); ok {
+		if _, ok := chooseGeometry(t, minRootEntries, nil); ok {
 			return t
 		}
 		t -= alignSectors

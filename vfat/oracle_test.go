@@ -85,6 +85,14 @@ func manyRootTree() []entry {
 	return t
 }
 
+func manySmallTree(n int) []entry {
+	var t []entry
+	for i := range n {
+		t = append(t, entry{name: fmt.Sprintf("d/instance-file-%d", i), content: []byte{byte(i)}})
+	}
+	return t
+}
+
 func buildImage(t testing.TB, opts Options, tree []entry) []byte {
 	t.Helper()
 	var buf bytes.Buffer
@@ -168,6 +176,9 @@ func oracleCases() []oracleCase {
 		{"manyroot", Options{Label: "cidata"}, manyRootTree(), false},
 		{"fat16", Options{Label: "cidata", ModTime: mod, Size: 32 << 20}, append(noCloudTree(), mixedTree()...), true},
 		{"nolabel", Options{}, noCloudTree(), false},
+		// More files than FAT12 has clusters at any cluster size up to
+		// 4 KiB: a small FAT16 volume rather than a 16 MiB FAT12 one.
+		{"fat16-many-small", Options{Label: "cidata", ModTime: mod}, manySmallTree(4200), true},
 	}
 }
 
@@ -403,9 +414,9 @@ func TestGeometryBoundaries(t *testing.T) {
 	fsck := testtools.Require(t, "fsck.fat")
 	blkid := testtools.Require(t, "blkid")
 	var sizes []int64
-	prev, _ := chooseGeometry(MinSize/sectorSize, minRootEntries)
+	prev, _ := chooseGeometry(MinSize/sectorSize, minRootEntries, nil)
 	for total := int64(MinSize / sectorSize); total <= 33<<20/sectorSize; total += alignSectors {
-		g, _ := chooseGeometry(total, minRootEntries)
+		g, _ := chooseGeometry(total, minRootEntries, nil)
 		if g.spc != prev.spc || g.fat16 != prev.fat16 {
 			sizes = append(sizes, (total-alignSectors)*sectorSize, total*sectorSize)
 		}

@@ -212,7 +212,7 @@ func TestMaxSize(t *testing.T) {
 	if got := maxImageSectors() * sectorSize; got != MaxSize {
 		t.Fatalf("MaxSize is %d, the layout rules give %d", MaxSize, got)
 	}
-	if _, ok := chooseGeometry(MaxSize/sectorSize+alignSectors, minRootEntries); ok {
+	if _, ok := chooseGeometry(MaxSize/sectorSize+alignSectors, minRootEntries, nil); ok {
 		t.Fatal("a volume above MaxSize still has a geometry")
 	}
 	b := buildImage(t, Options{Size: 20480}, []entry{{name: "user-data", content: []byte("x")}})
@@ -230,7 +230,7 @@ func TestMaxSize(t *testing.T) {
 
 func TestGeometryInvariants(t *testing.T) {
 	for total := int64(40); total*sectorSize <= MaxSize; total += alignSectors * 13 {
-		g, ok := chooseGeometry(total, minRootEntries)
+		g, ok := chooseGeometry(total, minRootEntries, nil)
 		if !ok {
 			if total >= 64 {
 				t.Fatalf("no geometry for %d sectors", total)

@@ -299,15 +299,12 @@ func (w *Writer) plan() (*plan, error) {
 		}
 	}
 	need := func(spc int64) int64 { return needBySPC[spc] }
-	fits := func(total int64) (geometry, bool) {
-		g, ok := chooseGeometry(total, rootEntries)
-		return g, ok && need(g.spc) <= g.clusters
-	}
+	fits := func(total int64) (geometry, bool) { return chooseGeometry(total, rootEntries, need) }
 
 	// The smallest size that fits, not below floor sectors: start from the
 	// bound that 512-byte clusters and a one-sector FAT would give and step
-	// by Align. Fit is not monotonic in size (a larger volume may get
-	// larger clusters), so this is a search rather than a formula.
+	// by Align. A search rather than a formula: which FAT type and cluster
+	// size a volume gets depends on its size and the content together.
 	smallest := func(floor int64) (int64, bool) {
 		t := int64(reservedSectors) + numFATs + rootEntries*dirEntrySize/sectorSize + need(1)
 		t = (t + alignSectors - 1) / alignSectors * alignSectors
@@ -333,10 +330,10 @@ func (w *Writer) plan() (*plan, error) {
 		if t, ok := smallest(0); ok {
 			msg = fmt.Sprintf("Size %d", t*sectorSize)
 		}
-		// Name the first entry that overflows, so the caller can see what
-		// made the image too big.
+		// Name the first entry that overflows the layout the size would get
+		// without content, so the caller can see what made it too big.
 		culprit := "."
-		if gg, ok := chooseGeometry(total, rootEntries); ok {
+		if gg, ok := chooseGeometry(total, rootEntries, nil); ok {
 			var used int64
 			for _, x := range p.order {
 				used += (x.bytes() + gg.clusterBytes() - 1) / gg.clusterBytes()
