@@ -57,7 +57,7 @@ type Reader struct {
 	ra      io.ReaderAt
 	size    int64
 	root    *entry
-	visited []uint64 // directory sectors seen, one bit each
+	visited map[uint32]struct{} // directory sectors read
 	count   int
 	skip    int // SUSP LEN_SKP from the root's SP entry
 	rr      bool
@@ -128,7 +128,7 @@ func NewReader(r io.ReaderAt, size int64) (*Reader, error) {
 	if svd != nil {
 		z.JolietLabel = trimID(decodeUCS2(svd[40:72]))
 	}
-	z.visited = make([]uint64, (size/sectorSize+63)/64)
+	z.visited = make(map[uint32]struct{})
 
 	// Rock Ridge is announced by SP at the start of the root's "." System
 	// Use area and an ER entry naming RRIP.
@@ -201,18 +201,19 @@ func (z *Reader) readDir(d *entry, extent, length uint32, depth int) error {
 	if nsec == 0 || int64(extent)+nsec > z.size/sectorSize {
 		return fmt.Errorf("%w: directory extent %d+%d outside the image", ErrFormat, extent, length)
 	}
-	for s := int64(extent); s < int64(extent)+nsec; s++ {
-		if z.visited[s/64]&(1<<(s%64)) != 0 {
-			return fmt.Errorf("%w: directory sector %d used twice (a loop?)", ErrFormat, s)
-		}
-		z.visited[s/64] |= 1 << (s % 64)
-	}
 	sec := make([]byte, sectorSize)
 	var subdirs []*entry
 	var subext, sublen []uint32
 	seen := 0
 	for s := int64(0); s < nsec; s++ {
-		if err := z.readAt(sec, (int64(extent)+s)*sectorSize); err != nil {
+		// A sector is marked when it is read, so the set never outgrows
+		// what the image really holds, whatever size the caller claims.
+		abs := uint32(int64(extent) + s)
+		if _, ok := z.visited[abs]; ok {
+			return fmt.Errorf("%w: directory sector %d used twice (a loop?)", ErrFormat, abs)
+		}
+		z.visited[abs] = struct{}{}
+		if err := z.readAt(sec, int64(abs)*sectorSize); err != nil {
 			return err
 		}
 		lim := int(min(sectorSize, int64(length)-s*sectorSize))

@@ -136,3 +136,26 @@ func TestSparseImage(t *testing.T) {
 		}
 	}
 }
+
+// TestReaderClaimedSize: a size larger than the data must cost nothing in
+// proportion to the claim.
+func TestReaderClaimedSize(t *testing.T) {
+	img := build(t, Options{Label: "cidata"}, nocloudFiles())
+	r, err := NewReader(bytes.NewReader(img), 1<<60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := fs.ReadFile(r, "user-data"); err != nil || string(b) != nocloudFiles()[0].data {
+		t.Errorf("user-data: %q, %v", b, err)
+	}
+	// A directory whose extent lies past the real data fails on reading.
+	bad := bytes.Clone(img)
+	root := int(bad[16*2048+156+2])
+	p := root*2048 + int(bad[root*2048]) + int(bad[root*2048+int(bad[root*2048])])
+	bad[p+25] |= 2
+	bad[p+5] = 0x40 // extent 2^30
+	bad[p+13] = 0x40
+	if _, err := NewReader(bytes.NewReader(bad), 1<<60); err == nil {
+		t.Error("no error for a directory past the data")
+	}
+}

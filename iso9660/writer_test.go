@@ -8,6 +8,8 @@ import (
 	"io"
 	"io/fs"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -732,5 +734,42 @@ func TestRejectedLeavesNoTrace(t *testing.T) {
 	}
 	if !bytes.Equal(a.Bytes(), b.Bytes()) {
 		t.Error("rejected names changed the image")
+	}
+}
+
+// TestAddFSDisk adds a real directory: host modes collapse to 0444/0555,
+// and a symlink is refused by name.
+func TestAddFSDisk(t *testing.T) {
+	dir := t.TempDir()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.MkdirAll(filepath.Join(dir, "openstack", "latest"), 0o700))
+	must(os.WriteFile(filepath.Join(dir, "openstack", "latest", "meta_data.json"), []byte(`{"uuid":"x"}`), 0o600))
+	must(os.WriteFile(filepath.Join(dir, "hook.sh"), []byte("#!/bin/sh\n"), 0o750))
+	var buf bytes.Buffer
+	w := NewWriter(&buf, Options{Label: "config-2"})
+	must(w.AddFS(os.DirFS(dir)))
+	must(w.Close())
+	r, err := NewReader(bytes.NewReader(buf.Bytes()), int64(buf.Len()))
+	must(err)
+	for name, mode := range map[string]fs.FileMode{
+		"openstack":                       fs.ModeDir | 0o555,
+		"openstack/latest/meta_data.json": 0o444,
+		"hook.sh":                         0o555,
+	} {
+		info, err := fs.Stat(r, name)
+		if err != nil || info.Mode() != mode {
+			t.Errorf("%s: %v, %v; want %v", name, info, err, mode)
+		}
+	}
+
+	must(os.Symlink("hook.sh", filepath.Join(dir, "link")))
+	w = NewWriter(io.Discard, Options{Label: "config-2"})
+	if err := w.AddFS(os.DirFS(dir)); !errors.Is(err, ErrNotRegular) || !strings.Contains(err.Error(), "link") {
+		t.Errorf("symlink: %v", err)
 	}
 }

@@ -44,13 +44,17 @@ timeit() { # name, command...
   local name=$1
   shift
   if command -v hyperfine >/dev/null; then
-    hyperfine -N --warmup 5 --runs "$runs" --export-json "$tmp/$name.json" "$*" >&2
+    # One retry: on a busy machine xorrisofs has been seen to exit 1 once
+    # in a few hundred runs.
+    hyperfine -N --warmup 5 --runs "$runs" --export-json "$tmp/$name.json" "$*" >&2 ||
+      hyperfine -N --warmup 5 --runs "$runs" --export-json "$tmp/$name.json" "$*" >&2 ||
+      return 1
     grep -o '"median": *[0-9.e-]*' "$tmp/$name.json" | head -1 | sed 's/.*: *//'
   else
     local t0 t1
     "$@" >/dev/null 2>&1
     t0=$(date +%s%N)
-    for ((i = 0; i < runs; i++)); do "$@" >/dev/null 2>&1; done
+    for ((i = 0; i < runs; i++)); do "$@" >/dev/null 2>&1 || return 1; done
     t1=$(date +%s%N)
     awk -v d=$((t1 - t0)) -v n="$runs" 'BEGIN { printf "%.9f\n", d / n / 1e9 }'
   fi
@@ -75,14 +79,20 @@ row "vminit iso9660, fresh strings.Readers (BenchmarkVminitNoCloudSeed)" "$(medi
 row "go-diskfs v1.9.4, workspace on disk (BenchmarkGoDiskfsNoCloudSeed)" "$(median BenchmarkGoDiskfsNoCloudSeed ns/op)" ns \
   "$(median BenchmarkGoDiskfsNoCloudSeed image-bytes)" "$(median BenchmarkGoDiskfsNoCloudSeed allocs/op)"
 if command -v genisoimage >/dev/null; then
-  s=$(timeit genisoimage genisoimage -quiet -output "$tmp/gen.iso" -volid cidata -joliet -rock user-data meta-data network-config)
-  row "exec genisoimage -joliet -rock" "$s" s "$(stat -c %s "$tmp/gen.iso")" "—"
+  if s=$(timeit genisoimage genisoimage -quiet -output "$tmp/gen.iso" -volid cidata -joliet -rock user-data meta-data network-config); then
+    row "exec genisoimage -joliet -rock" "$s" s "$(stat -c %s "$tmp/gen.iso")" "—"
+  else
+    echo "| exec genisoimage -joliet -rock | failed (see stderr) | | | |"
+  fi
 else
   echo "| genisoimage | not installed | | | |"
 fi
 if command -v xorrisofs >/dev/null; then
-  s=$(timeit xorrisofs xorrisofs -quiet -o "$tmp/xo.iso" -V cidata -J -R user-data meta-data network-config)
-  row "exec xorrisofs -J -R" "$s" s "$(stat -c %s "$tmp/xo.iso")" "—"
+  if s=$(timeit xorrisofs xorrisofs -quiet -o "$tmp/xo.iso" -V cidata -J -R user-data meta-data network-config); then
+    row "exec xorrisofs -J -R" "$s" s "$(stat -c %s "$tmp/xo.iso")" "—"
+  else
+    echo "| exec xorrisofs -J -R | failed (see stderr) | | | |"
+  fi
 else
   echo "| xorrisofs | not installed | | | |"
 fi
