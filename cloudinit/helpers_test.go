@@ -86,6 +86,10 @@ spec:
     - path: /etc/hosts.extra
       append: true
       content: "192.0.2.9 extra\n"
+    - path: /etc/leading-newline
+      content: "\n\tindented after a blank line\n"
+    - path: /etc/folded
+      content: "\u2028 line separator\n"
     - path: /etc/empty
     - path: /etc/looks-like-yaml
       content: "yes"

@@ -1,6 +1,7 @@
 package cloudinit
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"math/big"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 
@@ -116,6 +118,10 @@ func (nz *normalizer) node(n *yaml.Node) (*yaml.Node, error) {
 		return nil, err
 	}
 	switch tag {
+	case yaml11.Binary:
+		if !pyBase64(n.Value) {
+			return nil, fmt.Errorf("line %d: !!binary value is not valid base64", n.Line)
+		}
 	case yaml11.Value, yaml11.Indicator, yaml11.MergeKey:
 		return nil, fmt.Errorf("line %d: cloud-init's YAML loader cannot construct the plain value %q; quote it", n.Line, n.Value)
 	case yaml11.Set, yaml11.Omap, yaml11.Pairs:
@@ -126,6 +132,17 @@ func (nz *normalizer) node(n *yaml.Node) (*yaml.Node, error) {
 	out := &yaml.Node{Kind: n.Kind, Style: n.Style, Tag: n.Tag, Value: n.Value, Line: n.Line, Column: n.Column}
 	switch n.Kind {
 	case yaml.ScalarNode:
+		if n.Style&yaml.FoldedStyle != 0 {
+			// The value is already unfolded; written back as a literal
+			// block (or quoted) it needs no folding rules to survive.
+			out.Style &^= yaml.FoldedStyle
+		}
+		if yaml11.LiteralUnsafe(n.Value) {
+			out.Style = out.Style&yaml.TaggedStyle | yaml.DoubleQuotedStyle
+			if n.Style&yaml.TaggedStyle == 0 && tag == yaml11.Str {
+				out.Tag = yaml11.Str
+			}
+		}
 		if n.Style&yaml.TaggedStyle == 0 && tag != yaml11.Str {
 			switch {
 			case tag == yaml11.Null && n.Value == "":
@@ -363,4 +380,21 @@ func pyFloat(s string) (float64, bool) {
 // scalar; non-string scalars made only of the others stay plain.
 func notPlainSafe(r rune) bool {
 	return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._+-~", r))
+}
+
+// pyBase64 reports whether PyYAML's construct_yaml_binary accepts s:
+// ASCII, decoded by base64.decodebytes, which skips characters outside the
+// alphabet but insists on correct padding.
+func pyBase64(s string) bool {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r >= utf8.RuneSelf:
+			return false
+		case r >= 'A' && r <= 'Z', r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '+', r == '/', r == '=':
+			b.WriteRune(r)
+		}
+	}
+	_, err := base64.StdEncoding.DecodeString(b.String())
+	return err == nil
 }

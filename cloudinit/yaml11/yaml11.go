@@ -135,10 +135,24 @@ func short(tag string) string {
 // switches multi-line strings to a literal block on its own.
 func String(s string) *yaml.Node {
 	n := &yaml.Node{Kind: yaml.ScalarNode, Tag: Str, Value: s}
-	if !plainSafe(s) {
+	if !plainSafe(s) || LiteralUnsafe(s) {
 		n.Style = yaml.DoubleQuotedStyle
 	}
 	return n
+}
+
+// LiteralUnsafe reports whether s must be double-quoted rather than left to
+// the encoder, which would write it plain or as a literal block, wrongly,
+// because of yaml.v3 (v3.0.1) bugs: its emitter drops a leading line break
+// ("\nx" comes back as "x") and writes the YAML 1.1 line breaks NEL, LS and
+// PS raw, where parsers then fold them; its parser refuses a literal block
+// whose first line starts with a tab (PyYAML reads it). Carriage returns
+// are quoted too, since a block scalar cannot hold one.
+func LiteralUnsafe(s string) bool {
+	if strings.ContainsAny(s, "\r\u0085\u2028\u2029") {
+		return true
+	}
+	return strings.Contains(s, "\n") && (s[0] == '\n' || s[0] == '\t')
 }
 
 // plainSafe reports whether s may be left to the encoder's choice of
