@@ -55,9 +55,13 @@ type Mount struct {
 	// Options are extra mount options appended to the view's, e.g.
 	// "check=strict" or "iocharset=iso8859-1". Optional.
 	Options string
+	// Disk attaches an ISO 9660 image as a virtio disk instead of a CD-ROM
+	// (as some clouds attach config drives). VFAT images are always disks.
+	Disk bool
 	// Label, when set, is looked up with busybox "findfs LABEL=<Label>"
 	// (busybox's own volume_id, not the kernel) and FS.LabelFound reports
-	// whether it resolved to this image's device.
+	// whether it resolved to this image's device. findfs stops at the first
+	// device with the label, so give each label to one attached image only.
 	Label string
 }
 
@@ -95,8 +99,12 @@ type FS struct {
 	// Dmesg holds the kernel messages logged from the mount to the unmount
 	// (warnings about the image show here).
 	Dmesg string
-	// LabelFound reports that Mount.Label resolved to this device.
-	LabelFound bool
+	// Device is the guest's device node, e.g. /dev/sr0 or /dev/vda.
+	Device string
+	// LabelFound reports that Mount.Label resolved to Device; LabelDevice
+	// is what it resolved to.
+	LabelFound  bool
+	LabelDevice string
 }
 
 // Paths returns the sorted paths of all entries.
@@ -143,8 +151,8 @@ func Inspect(t testing.TB, p Probe) *Report {
 			t.Fatal(err)
 		}
 		var dev string
-		switch mt.View {
-		case ISO9660, Joliet, ISO9660Plain:
+		switch {
+		case (mt.View == ISO9660 || mt.View == Joliet || mt.View == ISO9660Plain) && !mt.Disk:
 			n, ok := cdIndex[img]
 			if !ok {
 				n = len(m.CDROMs)
@@ -152,7 +160,7 @@ func Inspect(t testing.TB, p Probe) *Report {
 				m.CDROMs = append(m.CDROMs, img)
 			}
 			dev = fmt.Sprintf("qt_cdrom %d", n)
-		case VFAT:
+		case mt.View == ISO9660 || mt.View == Joliet || mt.View == ISO9660Plain || mt.View == VFAT:
 			n, ok := diskIndex[img]
 			if !ok {
 				n = len(m.Disks)
@@ -169,7 +177,7 @@ func Inspect(t testing.TB, p Probe) *Report {
 		}
 		fmt.Fprintf(&sc, "dev=$(%s) || { qt_error 'no device for mount %d (%s)'; exit 1; }\n", dev, i, mt.View)
 		if mt.Label != "" {
-			fmt.Fprintf(&sc, "[ \"$(findfs LABEL=%s 2>/dev/null)\" = \"$dev\" ] && echo | qt_emit label %d\n", shellQuote(mt.Label), i)
+			fmt.Fprintf(&sc, "findfs LABEL=%s 2>/dev/null | qt_emit label %d\n", shellQuote(mt.Label), i)
 		}
 		fmt.Fprintf(&sc, "qt_mountdump %d \"$dev\" %s %s || exit 1\n", i, mt.View.fsType(), shellQuote(opts))
 	}
@@ -196,7 +204,7 @@ func Inspect(t testing.TB, p Probe) *Report {
 			case r.Kind == "dmesg" && r.Name == tag:
 				f.Dmesg = string(r.Data)
 			case r.Kind == "label" && r.Name == tag:
-				f.LabelFound = true
+				f.LabelDevice = strings.TrimSpace(string(r.Data))
 			case r.Kind == "entry" && len(r.Fields) > 0 && r.Fields[0] == tag:
 				e, err := parseEntry(r)
 				if err != nil {
@@ -208,6 +216,8 @@ func Inspect(t testing.TB, p Probe) *Report {
 		if f.MountLine == "" {
 			t.Fatalf("qemutest: no mount record for %s (%s)\n%s", mt.Image, mt.View, res.ConsoleTail(40))
 		}
+		f.Device, _, _ = strings.Cut(f.MountLine, " ")
+		f.LabelFound = f.LabelDevice != "" && f.LabelDevice == f.Device
 		rep.FS = append(rep.FS, f)
 	}
 	for _, name := range names {

@@ -55,11 +55,11 @@ func run(t *testing.T, name string, args ...string) {
 }
 
 // referenceISO builds the seed with genisoimage, the reference tool.
-func referenceISO(t *testing.T) string {
+func referenceISO(t *testing.T, label string) string {
 	genisoimage := testtools.Require(t, "genisoimage")
 	root := writeTree(t, seedFiles)
-	iso := filepath.Join(t.TempDir(), "seed.iso")
-	run(t, genisoimage, "-quiet", "-o", iso, "-V", "cidata", "-J", "-R", root)
+	iso := filepath.Join(t.TempDir(), label+".iso")
+	run(t, genisoimage, "-quiet", "-o", iso, "-V", label, "-J", "-R", root)
 	return iso
 }
 
@@ -143,10 +143,12 @@ func checkTree(t *testing.T, what string, f *FS) {
 }
 
 // TestReferenceImages proves the harness in one boot: the guest kernel mounts
-// a genisoimage ISO through its Rock Ridge, Joliet and plain ISO 9660 views,
-// an mkfs.vfat+mtools image, and reads a 100 KiB fw_cfg blob.
+// a genisoimage ISO through its Rock Ridge, Joliet and plain ISO 9660 views
+// (as a CD-ROM) and as a virtio disk, an mkfs.vfat+mtools image, and reads a
+// 100 KiB fw_cfg blob.
 func TestReferenceImages(t *testing.T) {
-	iso := referenceISO(t)
+	iso := referenceISO(t, "cidata")
+	configDrive := referenceISO(t, "config-2") // OpenStack's config drive label
 	vfat := referenceVFAT(t)
 	blob := make([]byte, 100<<10)
 	rand.Read(blob)
@@ -163,11 +165,12 @@ func TestReferenceImages(t *testing.T) {
 			{Image: iso, View: Joliet},
 			{Image: iso, View: ISO9660Plain},
 			{Image: vfat, View: VFAT, Label: "CIDATA"},
+			{Image: configDrive, View: ISO9660, Disk: true, Label: "config-2"},
 		},
 		FwCfg: map[string]string{fwName: blobFile},
 	})
 	t.Logf("boot took %v (kernel %s)", time.Since(start), rep.Result.Kernel)
-	rock, joliet, plain, fat := rep.FS[0], rep.FS[1], rep.FS[2], rep.FS[3]
+	rock, joliet, plain, fat, isoDisk := rep.FS[0], rep.FS[1], rep.FS[2], rep.FS[3], rep.FS[4]
 
 	t.Run("RockRidge", func(t *testing.T) {
 		checkTree(t, "iso9660", rock)
@@ -182,7 +185,7 @@ func TestReferenceImages(t *testing.T) {
 			t.Errorf("user-data mode %v, want -rw-r--r--", m)
 		}
 		if !rock.LabelFound {
-			t.Errorf("findfs LABEL=cidata did not find the CD-ROM")
+			t.Errorf("findfs LABEL=cidata found %q, not %s", rock.LabelDevice, rock.Device)
 		}
 	})
 	t.Run("Joliet", func(t *testing.T) {
@@ -210,7 +213,16 @@ func TestReferenceImages(t *testing.T) {
 			t.Errorf("mount line %q", fat.MountLine)
 		}
 		if !fat.LabelFound {
-			t.Errorf("findfs LABEL=CIDATA did not find the disk")
+			t.Errorf("findfs LABEL=CIDATA found %q, not %s", fat.LabelDevice, fat.Device)
+		}
+	})
+	t.Run("ISOOnDisk", func(t *testing.T) {
+		checkTree(t, "iso9660 on virtio disk", isoDisk)
+		if !strings.HasPrefix(isoDisk.MountLine, "/dev/vd") {
+			t.Errorf("mount line %q: not a virtio disk", isoDisk.MountLine)
+		}
+		if !isoDisk.LabelFound {
+			t.Errorf("findfs LABEL=config-2 found %q, not %s", isoDisk.LabelDevice, isoDisk.Device)
 		}
 	})
 	t.Run("FwCfg", func(t *testing.T) {
@@ -250,11 +262,11 @@ func TestTimeout(t *testing.T) {
 		t.Skip("boots a VM that hangs")
 	}
 	start := time.Now()
-	_, err := Run(t, Machine{Script: "sleep 600", Timeout: 10 * time.Second})
+	_, err := Run(t, Machine{Script: "sleep 600", Timeout: 5 * time.Second})
 	if err == nil || !strings.Contains(err.Error(), "timed out") {
 		t.Fatalf("got %v, want a timeout", err)
 	}
-	if d := time.Since(start); d > 20*time.Second {
-		t.Errorf("Run returned after %v, want ~10s", d)
+	if d := time.Since(start); d > 15*time.Second {
+		t.Errorf("Run returned after %v, want ~5s", d)
 	}
 }
