@@ -1,0 +1,249 @@
+package network
+
+import (
+	"fmt"
+	"maps"
+	"net"
+	"net/netip"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/vminit/vminit/spec"
+)
+
+// iface is one interface of the spec in the order every renderer emits
+// them: ethernets, then bonds, then VLANs, each sorted by configuration ID
+// (bonds by their number when named bondN, so bond2 precedes bond10).
+type iface struct {
+	kind  string // "ethernets", "bonds" or "vlans"
+	id    string
+	field string // spec.network.<kind>.<id>
+	in    *spec.Interface
+	eth   *spec.Ethernet
+	bond  *spec.Bond
+	vlan  *spec.VLAN
+}
+
+func interfaces(n *spec.Network) []*iface {
+	var out []*iface
+	for _, id := range slices.Sorted(maps.Keys(n.Ethernets)) {
+		e := n.Ethernets[id]
+		out = append(out, &iface{kind: "ethernets", id: id, in: &e.Interface, eth: &e})
+	}
+	bonds := slices.Collect(maps.Keys(n.Bonds))
+	slices.SortFunc(bonds, compareBondIDs)
+	for _, id := range bonds {
+		b := n.Bonds[id]
+		out = append(out, &iface{kind: "bonds", id: id, in: &b.Interface, bond: &b})
+	}
+	for _, id := range slices.Sorted(maps.Keys(n.VLANs)) {
+		v := n.VLANs[id]
+		out = append(out, &iface{kind: "vlans", id: id, in: &v.Interface, vlan: &v})
+	}
+	for _, f := range out {
+		f.field = "spec.network." + f.kind + "." + f.id
+	}
+	return out
+}
+
+var bondNumRE = regexp.MustCompile(`^bond(0|[1-9][0-9]{0,8})$`)
+
+// bondNumber returns N for an ID "bondN".
+func bondNumber(id string) (int, bool) {
+	m := bondNumRE.FindStringSubmatch(id)
+	if m == nil {
+		return 0, false
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n, true
+}
+
+func compareBondIDs(a, b string) int {
+	na, oka := bondNumber(a)
+	nb, okb := bondNumber(b)
+	switch {
+	case oka && okb:
+		return na - nb
+	case oka:
+		return -1
+	case okb:
+		return 1
+	}
+	return strings.Compare(a, b)
+}
+
+// mac returns the canonical (lower-case, colon) form of a MAC address, or
+// "" for an empty one.
+func mac(s string) string {
+	if s == "" {
+		return ""
+	}
+	if hw, err := net.ParseMAC(s); err == nil {
+		return hw.String()
+	}
+	return strings.ToLower(s)
+}
+
+func (f *iface) matchMAC() string {
+	if f.eth != nil && f.eth.Match != nil {
+		return mac(f.eth.Match.MACAddress)
+	}
+	return ""
+}
+
+// hasGlob reports whether an interface name pattern is a shell glob.
+func hasGlob(s string) bool { return strings.ContainsAny(s, "*?[") }
+
+// literalName returns the interface name an ethernet is known to have
+// without renaming: its match.name when that is not a pattern, or its ID
+// when it has no match.
+func (f *iface) literalName() string {
+	if f.eth == nil {
+		return f.id
+	}
+	if f.eth.Match == nil {
+		return f.id
+	}
+	if n := f.eth.Match.Name; n != "" && !hasGlob(n) {
+		return n
+	}
+	return ""
+}
+
+// address is a static address of an interface.
+type address struct {
+	prefix netip.Prefix
+	field  string
+}
+
+func (f *iface) addresses(errs *errList) []address {
+	var out []address
+	for i, a := range f.in.Addresses {
+		field := fmt.Sprintf("%s.addresses[%d]", f.field, i)
+		p, err := netip.ParsePrefix(a)
+		if err != nil {
+			errs.add(field, "%q is not an address in CIDR form such as 192.0.2.10/24", a)
+			continue
+		}
+		out = append(out, address{p, field})
+	}
+	return out
+}
+
+// route is a static route; gateway4 and gateway6 become default routes
+// (0.0.0.0/0 and ::/0), listed first, so that every format carries the
+// same routes in the same order.
+type route struct {
+	to     netip.Prefix
+	via    netip.Addr // zero for an on-link route
+	metric *int
+	field  string
+}
+
+func (r route) is4() bool { return r.to.Addr().Is4() }
+
+func (f *iface) routes(errs *errList) []route {
+	var out []route
+	gw := func(field, s string, def netip.Prefix) {
+		if s == "" {
+			return
+		}
+		a, err := netip.ParseAddr(s)
+		if err != nil || a.Is4() != def.Addr().Is4() {
+			errs.add(field, "%q is not an IP address of the right family", s)
+			return
+		}
+		out = append(out, route{to: def, via: a, field: field})
+	}
+	gw(f.field+".gateway4", f.in.Gateway4, netip.MustParsePrefix("0.0.0.0/0"))
+	gw(f.field+".gateway6", f.in.Gateway6, netip.MustParsePrefix("::/0"))
+	for i, r := range f.in.Routes {
+		field := fmt.Sprintf("%s.routes[%d]", f.field, i)
+		var rt route
+		rt.field, rt.metric = field, r.Metric
+		if r.Via != "" {
+			a, err := netip.ParseAddr(r.Via)
+			if err != nil {
+				errs.add(field+".via", "%q is not an IP address", r.Via)
+				continue
+			}
+			rt.via = a
+		}
+		switch {
+		case r.To == "default" && rt.via.Is4():
+			rt.to = netip.MustParsePrefix("0.0.0.0/0")
+		case r.To == "default" && rt.via.IsValid():
+			rt.to = netip.MustParsePrefix("::/0")
+		case r.To == "default":
+			errs.add(field+".via", "required for a default route")
+			continue
+		default:
+			p, err := netip.ParsePrefix(r.To)
+			if err != nil {
+				errs.add(field+".to", "%q is not a CIDR or \"default\"", r.To)
+				continue
+			}
+			// The network, not an address in it: renderers differ on
+			// what they make of host bits in a destination.
+			rt.to = p.Masked()
+		}
+		if rt.via.IsValid() && rt.via.Is4() != rt.to.Addr().Is4() {
+			errs.add(field+".via", "%s and %s are of different address families", r.Via, r.To)
+			continue
+		}
+		out = append(out, rt)
+	}
+	return out
+}
+
+func (f *iface) nameservers() (addrs, search []string) {
+	if ns := f.in.Nameservers; ns != nil {
+		for _, a := range ns.Addresses {
+			if p, err := netip.ParseAddr(a); err == nil {
+				a = p.String()
+			}
+			addrs = append(addrs, a)
+		}
+		search = append(search, ns.Search...)
+	}
+	return addrs, search
+}
+
+// ipv4Mask returns the dotted netmask of an IPv4 prefix length.
+func ipv4Mask(bits int) string {
+	m := net.CIDRMask(bits, 32)
+	return net.IP(m).String()
+}
+
+// ipv6Mask returns the IPv6 netmask of a prefix length in the form
+// OpenStack writes it (ffff:ffff:ffff:ffff::).
+func ipv6Mask(bits int) string {
+	m := net.CIDRMask(bits, 128)
+	a, _ := netip.AddrFromSlice(m)
+	return a.String()
+}
+
+// errList collects spec.FieldErrors.
+type errList struct{ list spec.Errors }
+
+func (e *errList) add(field, format string, args ...any) {
+	e.list = append(e.list, &spec.FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
+}
+
+func (e *errList) err() error {
+	if len(e.list) == 0 {
+		return nil
+	}
+	return e.list
+}
+
+func appendUnique(list []string, items ...string) []string {
+	for _, it := range items {
+		if !slices.Contains(list, it) {
+			list = append(list, it)
+		}
+	}
+	return list
+}

@@ -1,0 +1,279 @@
+package network
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/vminit/vminit/spec"
+)
+
+// The network_data.json schema, fields in the order OpenStack Nova writes
+// them. cloud-init reads it in sources/helpers/openstack.py
+// (convert_net_json).
+type networkData struct {
+	Links    []link    `json:"links"`
+	Networks []osNet   `json:"networks"`
+	Services []service `json:"services"`
+}
+
+type link struct {
+	ID                 string   `json:"id"`
+	Type               string   `json:"type"`
+	EthernetMACAddress string   `json:"ethernet_mac_address,omitempty"`
+	MTU                int      `json:"mtu,omitempty"`
+	Name               string   `json:"name,omitempty"`
+	BondLinks          []string `json:"bond_links,omitempty"`
+	BondMode           string   `json:"bond_mode,omitempty"`
+	BondMIIMon         *int     `json:"bond_miimon,omitempty"`
+	BondLACPRate       string   `json:"bond_lacp_rate,omitempty"`
+	BondXmitHashPolicy string   `json:"bond_xmit_hash_policy,omitempty"`
+	BondPrimary        string   `json:"bond_primary,omitempty"`
+	VLANLink           string   `json:"vlan_link,omitempty"`
+	VLANID             int      `json:"vlan_id,omitempty"`
+	VLANMACAddress     string   `json:"vlan_mac_address,omitempty"`
+}
+
+type osNet struct {
+	ID             string    `json:"id"`
+	Type           string    `json:"type"`
+	Link           string    `json:"link"`
+	IPAddress      string    `json:"ip_address,omitempty"`
+	Netmask        string    `json:"netmask,omitempty"`
+	Routes         []osRoute `json:"routes,omitempty"`
+	DNSNameservers []string  `json:"dns_nameservers,omitempty"`
+	DNSSearch      []string  `json:"dns_search,omitempty"`
+}
+
+type osRoute struct {
+	Network string `json:"network"`
+	Netmask string `json:"netmask"`
+	Gateway string `json:"gateway,omitempty"`
+	Metric  *int   `json:"metric,omitempty"`
+}
+
+type service struct {
+	Type    string `json:"type"`
+	Address string `json:"address"`
+}
+
+// NetworkDataJSON renders n as OpenStack's network_data.json, the network
+// configuration of a ConfigDrive. Links are the ethernets (type phy), bonds
+// and VLANs; networks are their DHCP and static addresses (ipv4, ipv6,
+// ipv4_dhcp, ipv6_dhcp) with routes, the default routes included; services
+// are the DNS servers, one per entry.
+//
+// The format is narrower than the spec, and cloud-init reads it in set
+// ways, so NetworkDataJSON refuses what it cannot carry, naming the field:
+//
+//   - a NIC is found by its MAC address only, so every ethernet needs
+//     match.macAddress; an ethernet's setName is passed as the link's name
+//     (cloud-init renames the NIC to it), otherwise the guest's own name
+//     stays;
+//   - cloud-init names bonds bond0, bond1… in the order of the links, so
+//     bond IDs must be exactly those;
+//   - cloud-init names a VLAN <parent>.<VLAN ID>, so a VLAN's ID must be
+//     that, with a parent whose name is known (a bond, or an ethernet with
+//     setName or a literal match.name);
+//   - routes and search domains hang off an address: an interface with
+//     routes or search domains needs an address (or DHCP) of that family.
+//
+// It returns nil for a nil network.
+func NetworkDataJSON(n *spec.Network) ([]byte, error) {
+	if n == nil {
+		return nil, nil
+	}
+	var errs errList
+	ifs := interfaces(n)
+	byID := map[string]*iface{}
+	for _, f := range ifs {
+		byID[f.id] = f
+	}
+	// osName returns the interface name cloud-init will give f, or "".
+	osName := func(f *iface) string {
+		switch {
+		case f.eth != nil && f.eth.SetName != "":
+			return f.eth.SetName
+		case f.eth != nil:
+			return f.literalName()
+		}
+		return f.id
+	}
+	nd := networkData{Links: []link{}, Networks: []osNet{}, Services: []service{}}
+	var dns []string
+	bondIndex := 0
+	for _, f := range ifs {
+		l := link{ID: f.id, MTU: f.in.MTU}
+		switch {
+		case f.eth != nil:
+			l.Type = "phy"
+			l.EthernetMACAddress = f.matchMAC()
+			l.Name = f.eth.SetName
+			if l.EthernetMACAddress == "" {
+				field := f.field + ".match.macAddress"
+				errs.add(field, "ConfigDrive's network_data.json matches NICs by MAC address; add one")
+			} else if f.in.MACAddress != "" && mac(f.in.MACAddress) != l.EthernetMACAddress {
+				errs.add(f.field+".macAddress", "network_data.json cannot change a NIC's MAC address (ethernet_mac_address selects the NIC)")
+			}
+		case f.bond != nil:
+			l.Type = "bond"
+			if want := "bond" + strconv.Itoa(bondIndex); f.id != want {
+				errs.add(f.field, "cloud-init names the bonds of network_data.json bond0, bond1… in order, so this bond would become %s; use that ID", want)
+			}
+			bondIndex++
+			l.EthernetMACAddress = mac(f.in.MACAddress)
+			l.BondLinks = f.bond.Interfaces
+			if p := f.bond.Parameters; p != nil {
+				l.BondMode, l.BondMIIMon, l.BondLACPRate, l.BondXmitHashPolicy = p.Mode, p.MIIMonitorInterval, p.LACPRate, p.TransmitHashPolicy
+				if p.Primary != "" {
+					if m := byID[p.Primary]; m != nil && osName(m) != "" {
+						l.BondPrimary = osName(m)
+					} else {
+						errs.add(f.field+".parameters.primary", "network_data.json names the primary by its interface name, which for %s depends on the guest; give it a setName", p.Primary)
+					}
+				}
+			}
+		case f.vlan != nil:
+			l.Type = "vlan"
+			l.VLANLink, l.VLANID = f.vlan.Link, f.vlan.ID
+			parent := byID[f.vlan.Link]
+			if parent == nil {
+				errs.add(f.field+".link", "%q is not defined in spec.network", f.vlan.Link)
+				break
+			}
+			// cloud-init requires vlan_mac_address; a VLAN has its
+			// parent's MAC unless set.
+			l.VLANMACAddress = mac(f.in.MACAddress)
+			if l.VLANMACAddress == "" {
+				l.VLANMACAddress = parentMAC(parent, byID)
+			}
+			if l.VLANMACAddress == "" {
+				errs.add(f.field+".macAddress", "network_data.json needs a VLAN's MAC address, and its parent %s has none to inherit; set one", f.vlan.Link)
+			}
+			if pn := osName(parent); pn == "" {
+				errs.add(f.field+".link", "cloud-init names a network_data.json VLAN after its parent's interface name, which for %s depends on the guest; give %s a setName", parent.field, f.vlan.Link)
+			} else if want := fmt.Sprintf("%s.%d", pn, f.vlan.ID); f.id != want {
+				errs.add(f.field, "cloud-init names a network_data.json VLAN <parent>.<VLAN ID>, so this one would become %s; use that ID", want)
+			}
+		}
+		nd.Links = append(nd.Links, l)
+		nd.Networks = append(nd.Networks, osNetworks(f, len(nd.Networks), &dns, &errs)...)
+	}
+	for _, a := range dns {
+		nd.Services = append(nd.Services, service{Type: "dns", Address: a})
+	}
+	if err := errs.err(); err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(nd); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// parentMAC is the MAC address a VLAN on p inherits: an ethernet's, or a
+// bond's own, else its first member's (a Linux bond takes its first
+// member's address).
+func parentMAC(p *iface, byID map[string]*iface) string {
+	switch {
+	case p.eth != nil:
+		if m := mac(p.in.MACAddress); m != "" {
+			return m
+		}
+		return p.matchMAC()
+	case p.bond != nil:
+		if m := mac(p.in.MACAddress); m != "" {
+			return m
+		}
+		if len(p.bond.Interfaces) > 0 {
+			if m := byID[p.bond.Interfaces[0]]; m != nil {
+				return parentMAC(m, byID)
+			}
+		}
+	}
+	return ""
+}
+
+// osNetworks returns the networks of one link: DHCP first, then static
+// addresses. Routes go to the first network of their family (static
+// before DHCP), DNS servers and search domains to the first static network
+// (or the first network); the servers are also collected into dns for the
+// services list.
+func osNetworks(f *iface, next int, dns *[]string, errs *errList) []osNet {
+	var nets []osNet
+	add := func(n osNet) {
+		n.ID, n.Link = "network"+strconv.Itoa(next+len(nets)), f.id
+		nets = append(nets, n)
+	}
+	if f.in.DHCP4 {
+		add(osNet{Type: "ipv4_dhcp"})
+	}
+	if f.in.DHCP6 {
+		add(osNet{Type: "ipv6_dhcp"})
+	}
+	first4, first6, firstStatic := -1, -1, -1
+	for _, a := range f.addresses(errs) {
+		n := osNet{Type: "ipv4", IPAddress: a.prefix.Addr().String(), Netmask: ipv4Mask(a.prefix.Bits())}
+		if !a.prefix.Addr().Is4() {
+			n.Type, n.Netmask = "ipv6", ipv6Mask(a.prefix.Bits())
+		}
+		if firstStatic < 0 {
+			firstStatic = len(nets)
+		}
+		if n.Type == "ipv4" && first4 < 0 {
+			first4 = len(nets)
+		}
+		if n.Type == "ipv6" && first6 < 0 {
+			first6 = len(nets)
+		}
+		add(n)
+	}
+	for i, n := range nets {
+		if n.Type == "ipv4_dhcp" && first4 < 0 {
+			first4 = i
+		}
+		if n.Type == "ipv6_dhcp" && first6 < 0 {
+			first6 = i
+		}
+	}
+	for _, r := range f.routes(errs) {
+		target, fam := first4, "IPv4"
+		if !r.is4() {
+			target, fam = first6, "IPv6"
+		}
+		if target < 0 {
+			errs.add(r.field, "network_data.json attaches routes to a network; give this interface an %s address or DHCP", fam)
+			continue
+		}
+		or := osRoute{Network: r.to.Addr().String(), Metric: r.metric}
+		if r.is4() {
+			or.Netmask = ipv4Mask(r.to.Bits())
+		} else {
+			or.Netmask = ipv6Mask(r.to.Bits())
+		}
+		if r.via.IsValid() {
+			or.Gateway = r.via.String()
+		}
+		nets[target].Routes = append(nets[target].Routes, or)
+	}
+	addrs, search := f.nameservers()
+	*dns = appendUnique(*dns, addrs...)
+	if len(addrs)+len(search) > 0 {
+		target := firstStatic
+		if target < 0 && len(nets) > 0 {
+			target = 0
+		}
+		switch {
+		case target >= 0:
+			nets[target].DNSNameservers, nets[target].DNSSearch = addrs, search
+		case len(search) > 0:
+			errs.add(f.field+".nameservers.search", "network_data.json carries search domains on an interface's networks, and this interface has no address or DHCP")
+		}
+	}
+	return nets
+}

@@ -1,0 +1,143 @@
+package network
+
+import (
+	"gopkg.in/yaml.v3"
+
+	"github.com/vminit/vminit/cloudinit/yaml11"
+	"github.com/vminit/vminit/spec"
+)
+
+// V2 renders n as cloud-init network-config version 2 (netplan's format):
+// a YAML document whose top level is `version: 2` with ethernets, bonds and
+// vlans beside it. It is not wrapped in a top-level `network:` key: cloud-init
+// 22.4 strips such a key, but older releases and the NoCloud docs expect the
+// bare form, which every release reads.
+//
+// gateway4 is written as a default route (to 0.0.0.0/0), as netplan now
+// prefers, and so is a route "to: default": cloud-init's own v2 parser
+// (used on distributions without netplan) cannot read "default". The IPv6
+// default route (gateway6, or the first IPv6 default route without a
+// metric) stays gateway6, because that parser turns to: ::/0 into ::/64;
+// netplan reads it with a deprecation notice. It returns nil for a nil
+// network.
+func V2(n *spec.Network) ([]byte, error) {
+	if n == nil {
+		return nil, nil
+	}
+	var errs errList
+	doc := yaml11.Mapping("version", yaml11.IntNode(2))
+	sections := map[string]*yaml.Node{}
+	for _, f := range interfaces(n) {
+		sec := sections[f.kind]
+		if sec == nil {
+			sec = yaml11.Mapping()
+			sections[f.kind] = sec
+			yaml11.AddPair(doc, f.kind, sec)
+		}
+		yaml11.AddPair(sec, f.id, v2Interface(f, &errs))
+	}
+	if err := errs.err(); err != nil {
+		return nil, err
+	}
+	return yaml11.Marshal(doc)
+}
+
+func v2Interface(f *iface, errs *errList) *yaml.Node {
+	m := yaml11.Mapping()
+	add := func(k string, v *yaml.Node) { yaml11.AddPair(m, k, v) }
+	switch {
+	case f.eth != nil:
+		if mt := f.eth.Match; mt != nil {
+			match := yaml11.Mapping()
+			if mt.MACAddress != "" {
+				yaml11.AddPair(match, "macaddress", yaml11.String(mac(mt.MACAddress)))
+			}
+			if mt.Name != "" {
+				yaml11.AddPair(match, "name", yaml11.String(mt.Name))
+			}
+			add("match", match)
+		}
+		if f.eth.SetName != "" {
+			add("set-name", yaml11.String(f.eth.SetName))
+		}
+	case f.bond != nil:
+		add("interfaces", yaml11.Flow(yaml11.Strings(f.bond.Interfaces)))
+		if p := f.bond.Parameters; p != nil {
+			params := yaml11.Mapping()
+			str := func(k, v string) {
+				if v != "" {
+					yaml11.AddPair(params, k, yaml11.String(v))
+				}
+			}
+			str("mode", p.Mode)
+			if p.MIIMonitorInterval != nil {
+				yaml11.AddPair(params, "mii-monitor-interval", yaml11.IntNode(int64(*p.MIIMonitorInterval)))
+			}
+			str("lacp-rate", p.LACPRate)
+			str("transmit-hash-policy", p.TransmitHashPolicy)
+			str("primary", p.Primary)
+			if len(params.Content) > 0 {
+				add("parameters", params)
+			}
+		}
+	case f.vlan != nil:
+		add("id", yaml11.IntNode(int64(f.vlan.ID)))
+		add("link", yaml11.String(f.vlan.Link))
+	}
+	if f.in.MACAddress != "" {
+		add("macaddress", yaml11.String(mac(f.in.MACAddress)))
+	}
+	if f.in.MTU != 0 {
+		add("mtu", yaml11.IntNode(int64(f.in.MTU)))
+	}
+	if f.in.DHCP4 {
+		add("dhcp4", yaml11.BoolNode(true))
+	}
+	if f.in.DHCP6 {
+		add("dhcp6", yaml11.BoolNode(true))
+	}
+	if addrs := f.addresses(errs); len(addrs) > 0 {
+		seq := yaml11.Sequence()
+		for _, a := range addrs {
+			seq.Content = append(seq.Content, yaml11.String(a.prefix.String()))
+		}
+		add("addresses", yaml11.Flow(seq))
+	}
+	routes := f.routes(errs)
+	for i, r := range routes {
+		if !r.is4() && r.to.Bits() == 0 && r.via.IsValid() && r.metric == nil {
+			// cloud-init 22.4's own v2 parser (distributions without
+			// netplan) normalizes a route twice and loses prefix 0 on
+			// the way, turning to: ::/0 into ::/64; gateway6 it reads
+			// right. netplan reads both.
+			add("gateway6", yaml11.String(r.via.String()))
+			routes = append(routes[:i:i], routes[i+1:]...)
+			break
+		}
+	}
+	if len(routes) > 0 {
+		seq := yaml11.Sequence()
+		for _, r := range routes {
+			rm := yaml11.Mapping("to", yaml11.String(r.to.String()))
+			if r.via.IsValid() {
+				yaml11.AddPair(rm, "via", yaml11.String(r.via.String()))
+			}
+			if r.metric != nil {
+				yaml11.AddPair(rm, "metric", yaml11.IntNode(int64(*r.metric)))
+			}
+			seq.Content = append(seq.Content, rm)
+		}
+		add("routes", seq)
+	}
+	if addrs, search := f.nameservers(); len(addrs)+len(search) > 0 {
+		ns := yaml11.Mapping()
+		if len(addrs) > 0 {
+			yaml11.AddPair(ns, "addresses", yaml11.Flow(yaml11.Strings(addrs)))
+		}
+		if len(search) > 0 {
+			yaml11.AddPair(ns, "search", yaml11.Flow(yaml11.Strings(search)))
+		}
+		add("nameservers", ns)
+	}
+	return m
+}
