@@ -1,0 +1,305 @@
+package seed
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/vminit/vminit/cloudinit/cloudinittest"
+	"github.com/vminit/vminit/spec"
+)
+
+// pyFinalConfig is shared by both readers: it runs the user-data through
+// cloud-init's UserDataProcessor and merges its cloud-config parts with the
+// cloud-config handler, as first boot does, and lists the part types.
+const pyFinalConfig = `
+import base64
+from cloudinit import user_data as ud, util
+from cloudinit.handlers.cloud_config import CloudConfigPartHandler
+
+def final_config(blob):
+    p = ud.UserDataProcessor.__new__(ud.UserDataProcessor)
+    p.paths, p.ssl_details = None, None
+    h = CloudConfigPartHandler.__new__(CloudConfigPartHandler)
+    h.cloud_buf = {}
+    types = []
+    for part in p.process(blob).walk():
+        if ud.is_skippable(part):
+            continue
+        types.append(part.get_content_type())
+        if part.get_content_type() == "text/cloud-config":
+            h._merge_part(util.fully_decoded_payload(part), part)
+    return h.cloud_buf, types
+
+def b64(b):
+    if isinstance(b, str):
+        b = b.encode()
+    return base64.b64encode(b or b"").decode()
+`
+
+// pyNoCloud reads a seed directory as DataSourceNoCloud reads a cidata
+// disk: pathprefix2dict with its required and optional files, then its
+// _merge_new_seed.
+const pyNoCloud = pyFinalConfig + `
+import json, sys
+from cloudinit.sources import DataSourceNoCloud as nc
+inp = json.load(sys.stdin)
+seeded = util.pathprefix2dict(inp["dir"], required=["user-data", "meta-data"], optional=["vendor-data", "network-config"])
+data = nc._merge_new_seed({"meta-data": {}, "user-data": "", "vendor-data": "", "network-config": None}, seeded)
+ds = nc.DataSourceNoCloud.__new__(nc.DataSourceNoCloud)
+ds.metadata = data["meta-data"]
+cfg, types = final_config(data["user-data"])
+json.dump({
+    "instance_id": ds.get_instance_id(),
+    "hostname": ds.get_hostname().hostname,
+    "fqdn": ds.get_hostname(fqdn=True).hostname,
+    "keys": ds.get_public_ssh_keys(),
+    "user_data": b64(data["user-data"]),
+    "vendor_data": b64(data["vendor-data"]),
+    "network_config": data["network-config"],
+    "metadata": data["meta-data"],
+    "config": cfg,
+    "part_types": types,
+}, sys.stdout, default=str)
+`
+
+// pyConfigDrive reads a seed directory with ConfigDriveReader.read_v2, as
+// DataSourceConfigDrive reads a config-2 disk, and converts its
+// network_data.json to a network state.
+const pyConfigDrive = pyFinalConfig + `
+import json, sys
+from unittest import mock
+import cloudinit.net
+from cloudinit import sources
+from cloudinit.net import network_state as ns
+from cloudinit.sources.helpers import openstack
+inp = json.load(sys.stdin)
+r = openstack.ConfigDriveReader(inp["dir"]).read_v2()
+md = r["metadata"]
+cfg, types = final_config(r["userdata"])
+net = None
+if r.get("networkdata") is not None:
+    with mock.patch.object(cloudinit.net, "get_ib_hwaddrs_by_interface", return_value={}):
+        conv = openstack.convert_net_json(r["networkdata"], known_macs=inp["known_macs"])
+    state = ns.parse_net_config_data(conv)
+    net = {i["name"]: {"type": i["type"], "mac": i.get("mac_address"), "vlan_id": i.get("vlan_id"),
+                       "link": i.get("vlan-raw-device"), "master": i.get("bond-master"),
+                       "addresses": sorted("%s/%s" % (s["address"], s["prefix"]) for s in i.get("subnets", []) if s.get("address"))}
+           for i in state.iter_interfaces()}
+json.dump({
+    "instance_id": md["instance-id"],
+    "hostname": md.get("local-hostname"),
+    "keys": sources.normalize_pubkey_data(md.get("public_keys")),
+    "user_data": b64(r["userdata"]),
+    "vendor_data": sources.convert_vendordata(r.get("vendordata")),
+    "metadata": md,
+    "network": net,
+    "config": cfg,
+    "part_types": types,
+}, sys.stdout, default=str)
+`
+
+type readBack struct {
+	InstanceID    string         `json:"instance_id"`
+	Hostname      string         `json:"hostname"`
+	FQDN          string         `json:"fqdn"`
+	Keys          []string       `json:"keys"`
+	UserData      []byte         `json:"user_data"`
+	VendorData    any            `json:"vendor_data"`
+	NetworkConfig map[string]any `json:"network_config"`
+	Metadata      map[string]any `json:"metadata"`
+	Config        map[string]any `json:"config"`
+	PartTypes     []string       `json:"part_types"`
+	Network       map[string]struct {
+		Type      string   `json:"type"`
+		MAC       string   `json:"mac"`
+		VLANID    int      `json:"vlan_id"`
+		Link      string   `json:"link"`
+		Master    string   `json:"master"`
+		Addresses []string `json:"addresses"`
+	} `json:"network"`
+}
+
+func readWith(t *testing.T, script string, s *Seed, knownMACs map[string]string) readBack {
+	t.Helper()
+	dir := t.TempDir()
+	if err := s.WriteDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	var rb readBack
+	cloudinittest.Run(t, script, map[string]any{"dir": dir, "known_macs": knownMACs}, &rb)
+	return rb
+}
+
+func keysOf(inst *spec.Instance) []string {
+	var out []string
+	for _, k := range inst.Spec.SSHAuthorizedKeys {
+		out = append(out, strings.TrimSpace(k))
+	}
+	return out
+}
+
+func TestNoCloudReadByCloudInit(t *testing.T) {
+	for name := range goldenCases {
+		inst := load(t, name)
+		for _, opts := range []Options{{}, {NetworkConfigVersion: 1}} {
+			s, err := Build(inst, NoCloud, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rb := readWith(t, pyNoCloud, s, nil)
+			ud, _ := s.Lookup("user-data")
+			vd, _ := s.Lookup("vendor-data")
+			wantHost := inst.Spec.Hostname
+			wantFQDN := inst.Spec.FQDN
+			if wantFQDN == "" {
+				wantFQDN = wantHost
+			}
+			switch {
+			case rb.InstanceID != inst.Spec.InstanceID:
+				t.Errorf("%s: instance-id %q, want %q", name, rb.InstanceID, inst.Spec.InstanceID)
+			case rb.Hostname != wantHost || rb.FQDN != wantFQDN:
+				t.Errorf("%s: hostname %q fqdn %q, want %q %q", name, rb.Hostname, rb.FQDN, wantHost, wantFQDN)
+			case strings.Join(rb.Keys, "\n") != strings.Join(keysOf(inst), "\n"):
+				t.Errorf("%s: public keys %q", name, rb.Keys)
+			case !bytes.Equal(rb.UserData, ud):
+				t.Errorf("%s: user-data differs", name)
+			}
+			if got := base64Bytes(rb.VendorData); !bytes.Equal(got, vd) {
+				t.Errorf("%s: vendor-data %q, want %q", name, got, vd)
+			}
+			nc, _ := s.Lookup("network-config")
+			if inst.Spec.Network == nil {
+				if rb.NetworkConfig != nil {
+					t.Errorf("%s: network-config %v", name, rb.NetworkConfig)
+				}
+			} else {
+				var want map[string]any
+				yaml.Unmarshal(nc, &want)
+				if show(rb.NetworkConfig) != show(want) {
+					t.Errorf("%s: cloud-init reads network-config\n%s\nwe wrote\n%s", name, show(rb.NetworkConfig), nc)
+				}
+				if v := rb.NetworkConfig["version"]; v != float64(max(opts.NetworkConfigVersion, 1)) && !(opts.NetworkConfigVersion == 0 && v == 2.0) {
+					t.Errorf("%s: network-config version %v", name, v)
+				}
+			}
+			if rb.Config["hostname"] != inst.Spec.Hostname {
+				t.Errorf("%s: the final cloud-config has hostname %v", name, rb.Config["hostname"])
+			}
+			for k, v := range inst.Spec.CloudInit.MetaData {
+				if show(rb.Metadata[k]) != show(v) {
+					t.Errorf("%s: meta-data %s = %v, want %v", name, k, rb.Metadata[k], v)
+				}
+			}
+		}
+	}
+}
+
+func base64Bytes(v any) []byte {
+	s, _ := v.(string)
+	b, _ := base64.StdEncoding.DecodeString(s)
+	return b
+}
+
+func show(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+func TestConfigDriveReadByCloudInit(t *testing.T) {
+	for name, renders := range goldenCases {
+		inst := load(t, name)
+		ok := false
+		for _, r := range renders {
+			ok = ok || r.ds == ConfigDrive
+		}
+		s, err := Build(inst, ConfigDrive, Options{})
+		if err != nil {
+			if ok && name != "ubuntu-server" {
+				t.Errorf("%s: %v", name, err)
+			}
+			continue
+		}
+		known := map[string]string{}
+		if n := inst.Spec.Network; n != nil {
+			// The guest's names for NICs without a setName.
+			for id, e := range n.Ethernets {
+				if e.SetName == "" && e.Match != nil && e.Match.MACAddress != "" {
+					known[strings.ToLower(e.Match.MACAddress)] = id
+				}
+			}
+		}
+		rb := readWith(t, pyConfigDrive, s, known)
+		ud, _ := s.Lookup("openstack/latest/user_data")
+		wantHost := inst.Spec.Hostname
+		if inst.Spec.FQDN != "" {
+			wantHost = inst.Spec.FQDN
+		}
+		if rb.InstanceID != inst.Spec.InstanceID || rb.Hostname != wantHost {
+			t.Errorf("%s: instance-id %q hostname %q", name, rb.InstanceID, rb.Hostname)
+		}
+		if strings.Join(rb.Keys, "\n") != strings.Join(keysOf(inst), "\n") {
+			t.Errorf("%s: public keys %q, want %q", name, rb.Keys, keysOf(inst))
+		}
+		if !bytes.Equal(rb.UserData, ud) {
+			t.Errorf("%s: user_data differs", name)
+		}
+		if vd := inst.Spec.CloudInit.VendorData; vd == "" && rb.VendorData != nil || vd != "" && rb.VendorData != vd {
+			t.Errorf("%s: vendor data %#v, want %q", name, rb.VendorData, vd)
+		}
+		if rb.Config["hostname"] != inst.Spec.Hostname {
+			t.Errorf("%s: the final cloud-config has hostname %v", name, rb.Config["hostname"])
+		}
+		if n := inst.Spec.Network; n != nil {
+			// cloud-init's names are the spec's configuration IDs (or
+			// setNames), bonds and VLANs included.
+			for id, e := range n.Ethernets {
+				name := id
+				if e.SetName != "" {
+					name = e.SetName
+				}
+				if got := rb.Network[name]; got.Type != "physical" || got.MAC != strings.ToLower(e.Match.MACAddress) {
+					t.Errorf("ethernet %s: %+v", name, got)
+				}
+			}
+			for id, b := range n.Bonds {
+				if got := rb.Network[id]; got.Type != "bond" || len(got.Addresses) != len(b.Addresses) {
+					t.Errorf("bond %s: %+v", id, got)
+				}
+				for _, m := range b.Interfaces {
+					if rb.Network[m].Master != id {
+						t.Errorf("bond member %s: %+v", m, rb.Network[m])
+					}
+				}
+			}
+			for id, v := range n.VLANs {
+				if got := rb.Network[id]; got.Type != "vlan" || got.VLANID != v.ID || got.Link != v.Link {
+					t.Errorf("vlan %s: %+v (network %v)", id, got, rb.Network)
+				}
+			}
+		}
+	}
+}
+
+func TestUserDataAsCloudInitSeesIt(t *testing.T) {
+	s, err := Build(load(t, "merge"), NoCloud, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb := readWith(t, pyNoCloud, s, nil)
+	if show(rb.Config["packages"]) != `["git","docker.io"]` || show(rb.Config["runcmd"]) != `[["systemctl","enable","--now","docker"],["usermod","-aG","docker","ubuntu"]]` || rb.Config["ssh_pwauth"] != false {
+		t.Errorf("merged config: %s", show(rb.Config))
+	}
+	s, err = Build(load(t, "script"), NoCloud, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb = readWith(t, pyNoCloud, s, nil)
+	if show(rb.PartTypes) != `["text/cloud-config","text/x-shellscript"]` {
+		t.Errorf("parts: %v", rb.PartTypes)
+	}
+}

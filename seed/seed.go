@@ -1,0 +1,211 @@
+// Package seed lays out the files of a cloud-init datasource for an
+// instance spec, as plain data that the media writers (iso9660, vfat) turn
+// into a disk image, or that a caller writes to a directory.
+//
+// Two datasources are supported:
+//
+//   - NoCloud (filesystem label "cidata"): user-data and meta-data at the
+//     root, always, since cloud-init rejects a seed without either;
+//     network-config when the spec has a network (network-config v2 by
+//     default, v1 on request); vendor-data when the spec has vendor data.
+//   - ConfigDrive (label "config-2"): openstack/latest/meta_data.json and
+//     user_data, always; network_data.json and vendor_data.json when there
+//     is something to put in them. Only the "latest" version directory is
+//     written: cloud-init falls back to it, and cloudbase-init and Ignition
+//     read nothing else.
+//
+// The same spec always gives the same bytes. Problems are returned as
+// spec.Errors naming the spec field, so a CLI can list them all at once.
+package seed
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/vminit/vminit/cloudinit"
+	"github.com/vminit/vminit/network"
+	"github.com/vminit/vminit/spec"
+)
+
+// Datasource is a cloud-init datasource that reads its data from a disk.
+type Datasource string
+
+const (
+	// NoCloud is cloud-init's NoCloud datasource: a filesystem labelled
+	// cidata with user-data and meta-data at its root.
+	NoCloud Datasource = "nocloud"
+	// ConfigDrive is OpenStack's config drive: a filesystem labelled
+	// config-2 with an openstack/latest directory.
+	ConfigDrive Datasource = "configdrive"
+)
+
+// Datasources lists the supported datasources.
+var Datasources = []Datasource{NoCloud, ConfigDrive}
+
+// ParseDatasource parses a datasource name, case-insensitively; "cidata"
+// and "config-2" (the labels) are accepted as well.
+func ParseDatasource(s string) (Datasource, error) {
+	switch strings.ToLower(s) {
+	case "nocloud", "cidata":
+		return NoCloud, nil
+	case "configdrive", "config-drive", "config-2":
+		return ConfigDrive, nil
+	}
+	return "", fmt.Errorf("unknown datasource %q: want nocloud or configdrive", s)
+}
+
+// Label returns the filesystem label cloud-init looks for: "cidata" or
+// "config-2" (lower case: both cloud-init and Ignition accept it, and
+// Ignition's kubevirt and proxmoxve providers accept only lower-case
+// cidata).
+func (d Datasource) Label() string {
+	switch d {
+	case NoCloud:
+		return "cidata"
+	case ConfigDrive:
+		return "config-2"
+	}
+	return ""
+}
+
+// File is one file of a seed.
+type File struct {
+	// Path is slash-separated and relative to the filesystem root, e.g.
+	// "user-data" or "openstack/latest/meta_data.json".
+	Path string
+	Data []byte
+}
+
+// Seed is the content of one datasource disk.
+type Seed struct {
+	Datasource Datasource
+	// Label is the filesystem label the datasource is found by.
+	Label string
+	// Files are sorted by Path.
+	Files []File
+}
+
+// Options tune Build.
+type Options struct {
+	// NetworkConfigVersion selects NoCloud's network-config format: 2
+	// (netplan-like; the default when zero) or 1. ConfigDrive always
+	// carries OpenStack's network_data.json and ignores it.
+	NetworkConfigVersion int
+}
+
+// Build renders inst (defaulted and valid, as spec.Load returns it) into
+// the files of datasource ds. Every problem found is returned together as
+// spec.Errors.
+func Build(inst *spec.Instance, ds Datasource, opts Options) (*Seed, error) {
+	if inst == nil {
+		return nil, errors.New("seed: nil instance")
+	}
+	s := &Seed{Datasource: ds, Label: ds.Label()}
+	var problems spec.Errors
+	var fatal error
+	add := func(p string, data []byte, err error) {
+		if err != nil {
+			if es := spec.AsErrors(err); es != nil {
+				problems = append(problems, es...)
+			} else if fatal == nil {
+				fatal = fmt.Errorf("seed: rendering %s: %w", p, err)
+			}
+			return
+		}
+		if data != nil {
+			s.Files = append(s.Files, File{Path: p, Data: data})
+		}
+	}
+	net := inst.Spec.Network
+	userData, err := cloudinit.UserData(inst)
+	switch ds {
+	case NoCloud:
+		add("user-data", userData, err)
+		md, err := cloudinit.MetaData(inst)
+		add("meta-data", md, err)
+		if net != nil {
+			var nc []byte
+			var err error
+			switch opts.NetworkConfigVersion {
+			case 0, 2:
+				nc, err = network.V2(net)
+			case 1:
+				nc, err = network.V1(net)
+			default:
+				return nil, fmt.Errorf("seed: network-config version %d: want 1 or 2", opts.NetworkConfigVersion)
+			}
+			add("network-config", nc, err)
+		}
+		add("vendor-data", cloudinit.VendorData(inst), nil)
+	case ConfigDrive:
+		const dir = "openstack/latest/"
+		add(dir+"user_data", userData, err)
+		md, err := cloudinit.ConfigDriveMetaData(inst)
+		add(dir+"meta_data.json", md, err)
+		if net != nil {
+			nd, err := network.NetworkDataJSON(net)
+			add(dir+"network_data.json", nd, err)
+		}
+		vd, err := cloudinit.ConfigDriveVendorData(inst)
+		add(dir+"vendor_data.json", vd, err)
+	default:
+		return nil, fmt.Errorf("seed: unknown datasource %q", ds)
+	}
+	if fatal != nil {
+		return nil, fatal
+	}
+	if len(problems) > 0 {
+		return nil, problems
+	}
+	slices.SortFunc(s.Files, func(a, b File) int { return strings.Compare(a.Path, b.Path) })
+	return s, nil
+}
+
+// Lookup returns the content of the file at path, if the seed has one.
+func (s *Seed) Lookup(path string) ([]byte, bool) {
+	for _, f := range s.Files {
+		if f.Path == path {
+			return f.Data, true
+		}
+	}
+	return nil, false
+}
+
+// WriteDir writes the seed's files under dir, creating directories as
+// needed. Files are written 0600 and directories 0700: user-data can hold
+// password hashes.
+func (s *Seed) WriteDir(dir string) error {
+	for _, f := range s.Files {
+		if !fs.ValidPath(f.Path) {
+			return fmt.Errorf("seed: invalid path %q", f.Path)
+		}
+		p := filepath.Join(dir, filepath.FromSlash(f.Path))
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			return err
+		}
+		if err := os.WriteFile(p, f.Data, 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// dirs returns every directory that holds a file, parents first.
+func (s *Seed) dirs() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, f := range s.Files {
+		for d := path.Dir(f.Path); d != "." && !seen[d]; d = path.Dir(d) {
+			seen[d] = true
+			out = append(out, d)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
