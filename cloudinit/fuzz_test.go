@@ -1,6 +1,11 @@
 package cloudinit
 
 import (
+	"bytes"
+	"io"
+	"mime"
+	mimemultipart "mime/multipart"
+	"net/mail"
 	"testing"
 
 	"gopkg.in/yaml.v3"
@@ -39,6 +44,60 @@ func FuzzMerge(f *testing.F) {
 		}
 		if string(again) != string(out) {
 			t.Fatalf("merging the output into nothing changes it:\n%s\n---\n%s", out, again)
+		}
+	})
+}
+
+// FuzzCombine combines arbitrary user-data with a generated document. It
+// must never panic; a multipart result must parse (Go's mime/multipart
+// stands in for Python's email package here; TestCombineMIMEParts checks
+// the real one) into the generated part followed by the user's data.
+func FuzzCombine(f *testing.F) {
+	for _, s := range []string{"#!/bin/sh\necho hi\n", "#cloud-config\na: 1\n", "#include\nhttp://x\n", "## template: jinja\n{{ x }}", "MIME-Version: 1.0\nContent-Type: text/x-shellscript\n\n#!/bin/sh\n", "#cloud-config-archive\n- a\n", "\x1f\x8b", "--vminit-"} {
+		f.Add([]byte(s))
+	}
+	gen := []byte("#cloud-config\nhostname: x\n")
+	f.Fuzz(func(t *testing.T, user []byte) {
+		out, err := Combine(gen, user)
+		if err != nil {
+			return
+		}
+		head, body, ok := bytes.Cut(out, []byte("\n\n"))
+		if !bytes.HasPrefix(head, []byte("Content-Type: multipart/mixed")) {
+			return // merged, checked by FuzzMerge
+		}
+		if u, _ := gunzip(user); isMIME(u) {
+			// A user's message is nested as given, and Python's parser
+			// takes liberties (headers without a blank line after them)
+			// that Go's does not.
+			return
+		}
+		msg, err := mail.ReadMessage(bytes.NewReader(out))
+		if err != nil || !ok {
+			t.Fatalf("not a message: %v\n%s", err, out)
+		}
+		_, params, err := mime.ParseMediaType(msg.Header.Get("Content-Type"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := mimemultipart.NewReader(bytes.NewReader(body), params["boundary"])
+		var n int
+		for {
+			p, err := r.NextRawPart()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatalf("part %d: %v\n%q", n, err, out)
+			}
+			data, _ := io.ReadAll(p)
+			if n == 0 && !bytes.Equal(data, gen) {
+				t.Fatalf("first part %q", data)
+			}
+			n++
+		}
+		if n != 2 {
+			t.Fatalf("%d parts in\n%q", n, out)
 		}
 	})
 }
