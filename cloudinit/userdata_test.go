@@ -220,3 +220,22 @@ func TestUserDataNamesTheField(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+func TestCheckUserData(t *testing.T) {
+	for in, want := range map[string]string{
+		"":                                   "",
+		"\n":                                 "",
+		"#!/bin/sh\necho\n":                  "",
+		"#cloud-config\na: 1\n":              "",
+		"#cloud-config\nmerge_how: 'x(y)'\n": `unknown merger "x"`,
+		"#cloud-config\n[a]\n":               "must be a mapping",
+		gz("#cloud-config\na: 1\n"):          "",
+		"text\n":                             "does not recognise",
+		"MIME-Version: 1.0\n\n":              "",
+	} {
+		err := CheckUserData([]byte(in))
+		if want == "" && err != nil || want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
+			t.Errorf("CheckUserData(%q) = %v, want %q", in, err, want)
+		}
+	}
+}

@@ -1,0 +1,295 @@
+package seed
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"slices"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/vminit/vminit/cloudinit"
+	"github.com/vminit/vminit/spec"
+)
+
+// The files each datasource reads, as cloud-init names them.
+var (
+	noCloudFiles     = []string{"meta-data", "network-config", "user-data", "vendor-data"}
+	configDriveFiles = []string{"meta_data.json", "network_data.json", "user_data", "vendor_data.json", "vendor_data2.json"}
+	// openStackVersions are the openstack/<version> directories cloud-init
+	// knows, oldest first; it reads the newest present, else "latest".
+	openStackVersions = []string{"2012-08-10", "2013-04-04", "2013-10-17", "2015-10-15", "2016-06-30", "2016-10-06", "2017-02-22", "2018-08-27"}
+)
+
+// MaxFileSize bounds each file Read loads; seeds hold kilobytes.
+const MaxFileSize = 64 << 20
+
+// Read recognises the seed in fsys, the file system of a datasource disk
+// whose volume label is label (anyone's, not only vminit's), and loads the
+// files cloud-init would read from it. The datasource follows from the
+// label (cidata or config-2, in any case) or, failing that, from the
+// layout; Check then reports what cloud-init would make of it.
+func Read(fsys fs.FS, label string) (*Seed, error) {
+	s := &Seed{Label: label}
+	switch {
+	case strings.EqualFold(label, NoCloud.Label()):
+		s.Datasource = NoCloud
+	case strings.EqualFold(label, ConfigDrive.Label()):
+		s.Datasource = ConfigDrive
+	case exists(fsys, "user-data") || exists(fsys, "meta-data"):
+		s.Datasource = NoCloud
+	case configDriveDir(fsys) != "":
+		s.Datasource = ConfigDrive
+	default:
+		return nil, fmt.Errorf("no cloud-init seed: the label %q is neither cidata nor config-2, and there is no user-data, meta-data or openstack/latest/meta_data.json", label)
+	}
+	names := noCloudFiles
+	dir := "."
+	if s.Datasource == ConfigDrive {
+		names = configDriveFiles
+		if dir = configDriveDir(fsys); dir == "" {
+			dir = "openstack/latest"
+		}
+	}
+	for _, name := range names {
+		p := path.Join(dir, name)
+		fi, err := fs.Stat(fsys, p)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if !fi.Mode().IsRegular() {
+			return nil, fmt.Errorf("%s: not a regular file", p)
+		}
+		if fi.Size() > MaxFileSize {
+			return nil, fmt.Errorf("%s: %d bytes; the limit is %d", p, fi.Size(), MaxFileSize)
+		}
+		data, err := fs.ReadFile(fsys, p)
+		if err != nil {
+			return nil, err
+		}
+		s.Files = append(s.Files, File{Path: p, Data: data})
+	}
+	slices.SortFunc(s.Files, func(a, b File) int { return strings.Compare(a.Path, b.Path) })
+	return s, nil
+}
+
+func exists(fsys fs.FS, p string) bool {
+	_, err := fs.Stat(fsys, p)
+	return err == nil
+}
+
+// configDriveDir returns the openstack/<version> directory cloud-init would
+// read: the newest known version present, else latest; "" if neither has a
+// meta_data.json.
+func configDriveDir(fsys fs.FS) string {
+	for _, v := range slices.Backward(openStackVersions) {
+		if d := "openstack/" + v; exists(fsys, d) {
+			if exists(fsys, d+"/meta_data.json") {
+				return d
+			}
+			return ""
+		}
+	}
+	if exists(fsys, "openstack/latest/meta_data.json") {
+		return "openstack/latest"
+	}
+	return ""
+}
+
+// Check reports the problems cloud-init would have with s: a label it does
+// not look for, a missing required file, meta-data without an instance-id,
+// user-data it ignores, files it cannot parse, and the network_data.json
+// entries it fails on. They come back as spec.Errors whose Field is
+// "label" or the file's path.
+func Check(s *Seed) error {
+	var es spec.Errors
+	add := func(field, format string, args ...any) {
+		es = append(es, &spec.FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
+	}
+	switch s.Datasource {
+	case NoCloud:
+		if s.Label != "cidata" && s.Label != "CIDATA" {
+			add("label", "%q: cloud-init's NoCloud looks for the label cidata (or CIDATA), exactly", s.Label)
+		}
+		checkNoCloud(s, add)
+	case ConfigDrive:
+		if s.Label != "config-2" && s.Label != "CONFIG-2" {
+			add("label", "%q: cloud-init's ConfigDrive looks for the label config-2 (or CONFIG-2), exactly", s.Label)
+		}
+		checkConfigDrive(s, add)
+	default:
+		return fmt.Errorf("seed: unknown datasource %q", s.Datasource)
+	}
+	if len(es) > 0 {
+		return es
+	}
+	return nil
+}
+
+type addFunc func(field, format string, args ...any)
+
+func checkNoCloud(s *Seed, add addFunc) {
+	for _, req := range []string{"meta-data", "user-data"} {
+		if _, ok := s.Lookup(req); !ok {
+			add(req, "missing: cloud-init's NoCloud needs both user-data and meta-data (an empty file will do) and otherwise rejects the disk")
+		}
+	}
+	if md, ok := s.Lookup("meta-data"); ok {
+		var v any
+		if err := yaml.Unmarshal(md, &v); err != nil {
+			add("meta-data", "not YAML: %v", strings.TrimPrefix(err.Error(), "yaml: "))
+		} else if m, ok := v.(map[string]any); !ok && v != nil {
+			add("meta-data", "must be a mapping (YAML or JSON object)")
+		} else if id, _ := m["instance-id"].(string); id == "" {
+			add("meta-data", "no instance-id: cloud-init then uses \"nocloud\", the same for every VM, and cannot tell a new VM from a reboot")
+		}
+	}
+	for _, f := range []string{"user-data", "vendor-data"} {
+		if data, ok := s.Lookup(f); ok {
+			if err := cloudinit.CheckUserData(data); err != nil {
+				add(f, "%v", err)
+			}
+		}
+	}
+	if nc, ok := s.Lookup("network-config"); ok && len(nc) > 0 {
+		checkNetworkConfig(nc, add)
+	}
+}
+
+func checkNetworkConfig(data []byte, add addFunc) {
+	var v any
+	if err := yaml.Unmarshal(data, &v); err != nil {
+		add("network-config", "not YAML: %v", strings.TrimPrefix(err.Error(), "yaml: "))
+		return
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		add("network-config", "must be a mapping with version: 1 or version: 2")
+		return
+	}
+	if inner, ok := m["network"].(map[string]any); ok {
+		add("network-config", "wrapped in a top-level network: key; cloud-init 22.4 and later unwrap it, older releases find no configuration: put version: at the top level")
+		m = inner
+	}
+	switch m["version"] {
+	case 1:
+		if _, ok := m["config"].([]any); !ok {
+			add("network-config", "version 1 needs a config: list")
+		}
+	case 2:
+		for k := range m {
+			switch k {
+			case "version", "renderer", "ethernets", "bonds", "bridges", "vlans", "wifis":
+			default:
+				add("network-config", "version 2 has no %q section (cloud-init fails on it)", k)
+			}
+		}
+	default:
+		add("network-config", "version must be 1 or 2, not %v", m["version"])
+	}
+}
+
+func checkConfigDrive(s *Seed, add addFunc) {
+	var dir string
+	for _, f := range s.Files {
+		if path.Base(f.Path) == "meta_data.json" {
+			dir = path.Dir(f.Path)
+		}
+	}
+	if dir == "" {
+		add("openstack/latest/meta_data.json", "missing: cloud-init's ConfigDrive needs it and otherwise ignores the disk")
+		return
+	}
+	get := func(name string) ([]byte, string, bool) {
+		p := path.Join(dir, name)
+		data, ok := s.Lookup(p)
+		return data, p, ok
+	}
+	data, p, _ := get("meta_data.json")
+	var md map[string]any
+	if err := json.Unmarshal(data, &md); err != nil {
+		add(p, "not a JSON object: %v", err)
+	} else {
+		if _, ok := md["uuid"]; !ok {
+			add(p, "no uuid: cloud-init takes the instance-id from it and rejects the drive as BrokenMetadata without it")
+		}
+		if _, ok := md["public-keys"]; ok && md["public_keys"] == nil {
+			add(p, "public-keys is read only from the legacy (v1) layout; under openstack/ cloud-init reads public_keys")
+		}
+	}
+	if data, p, ok := get("user_data"); ok {
+		if err := cloudinit.CheckUserData(data); err != nil {
+			add(p, "%v", err)
+		}
+	}
+	for _, name := range []string{"vendor_data.json", "vendor_data2.json"} {
+		data, p, ok := get(name)
+		if !ok {
+			continue
+		}
+		var v any
+		if err := json.Unmarshal(data, &v); err != nil {
+			add(p, "not JSON: %v", err)
+			continue
+		}
+		if m, ok := v.(map[string]any); ok {
+			v = m["cloud-init"]
+		}
+		switch t := v.(type) {
+		case string:
+			if err := cloudinit.CheckUserData([]byte(t)); err != nil {
+				add(p, "%v", err)
+			}
+		case nil, []any:
+		default:
+			add(p, "cloud-init takes vendor data from a string, a list or an object's \"cloud-init\" member, and ignores this %T", t)
+		}
+	}
+	if data, p, ok := get("network_data.json"); ok {
+		checkNetworkData(data, p, add)
+	}
+}
+
+// checkNetworkData looks for what makes cloud-init's convert_net_json fail.
+func checkNetworkData(data []byte, p string, add addFunc) {
+	var nd struct {
+		Links    []map[string]any `json:"links"`
+		Networks []map[string]any `json:"networks"`
+	}
+	if err := json.Unmarshal(data, &nd); err != nil {
+		add(p, "not the network_data.json format: %v", err)
+		return
+	}
+	ids := map[any]bool{}
+	for i, l := range nd.Links {
+		ids[l["id"]] = true
+		switch l["type"] {
+		case "bond":
+			if _, ok := l["bond_links"].([]any); !ok {
+				add(p, "links[%d]: a bond needs bond_links", i)
+			}
+		case "vlan":
+			if l["vlan_mac_address"] == nil || l["vlan_link"] == nil || l["vlan_id"] == nil {
+				add(p, "links[%d]: a VLAN needs vlan_link, vlan_id and vlan_mac_address (cloud-init fails without them)", i)
+			}
+		default:
+			if l["ethernet_mac_address"] == nil && l["name"] == nil {
+				add(p, "links[%d]: without ethernet_mac_address (or a name) cloud-init cannot find the NIC and fails", i)
+			}
+		}
+	}
+	for i, n := range nd.Networks {
+		if !ids[n["link"]] {
+			add(p, "networks[%d]: link %v is not a link id", i, n["link"])
+		}
+		if n["type"] == nil {
+			add(p, "networks[%d]: no type", i)
+		}
+	}
+}
