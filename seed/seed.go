@@ -123,6 +123,9 @@ func Build(inst *spec.Instance, ds Datasource, opts Options) (*Seed, error) {
 		}
 	}
 	net := inst.Spec.Network
+	if err := cloudinit.CheckUserData(cloudinit.VendorData(inst)); err != nil {
+		problems = append(problems, &spec.FieldError{Field: "spec.cloudInit.vendorData", Message: err.Error()})
+	}
 	userData, err := cloudinit.UserData(inst)
 	switch ds {
 	case NoCloud:

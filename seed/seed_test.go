@@ -183,6 +183,11 @@ func TestErrorsNameFields(t *testing.T) {
 	if _, err := Build(load(t, "ubuntu-server"), NoCloud, Options{NetworkConfigVersion: 3}); err == nil {
 		t.Error("network-config version 3 accepted")
 	}
+	inst := load(t, "dev-vm")
+	inst.Spec.CloudInit.VendorData = "just text"
+	if _, err := Build(inst, NoCloud, Options{}); err == nil || !strings.HasPrefix(err.Error(), "spec.cloudInit.vendorData: cloud-init does not recognise") {
+		t.Errorf("vendor data cloud-init ignores: %v", err)
+	}
 	if _, err := Build(load(t, "dev-vm"), "floppy", Options{}); err == nil {
 		t.Error("unknown datasource accepted")
 	}
