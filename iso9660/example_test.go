@@ -48,7 +48,7 @@ func Example() {
 		fmt.Println(info.Mode(), info.Size(), e.Name())
 	}
 	// Output:
-	// image bytes: 61440
+	// image bytes: 69632
 	// label: cidata | Joliet label: cidata | Rock Ridge: RRIP_1991A | UUID: 2023-11-14-22-13-20-00
 	// -r--r--r-- 22 meta-data
 	// -r--r--r-- 11 network-config

@@ -13,8 +13,13 @@ const (
 	// firstFreeSector follows the system area (0-15), the PVD (16), the
 	// Joliet SVD (17) and the terminator (18).
 	firstFreeSector = 19
-	// minSectors: libarchive rejects a volume of 20 sectors or fewer.
-	minSectors = 21
+	// minSectors is the smallest volume written: 0x11000 bytes. libarchive
+	// rejects a volume of 20 sectors or fewer, and busybox's volume_id
+	// (findfs and blkid in CirrOS and busybox initramfs images) reads a
+	// 0x11000-byte buffer before it probes iso9660 and gives up on a
+	// shorter device, so a smaller seed has no label there (found by booting
+	// a 30-sector seed under QEMU: findfs LABEL=cidata found nothing).
+	minSectors = 0x11000 / sectorSize
 	// maxRecord: a directory record length is one byte, and kept even.
 	maxRecord = 254
 
