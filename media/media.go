@@ -1,0 +1,218 @@
+// Package media puts a seed on the medium a hypervisor attaches to a VM: an
+// ISO9660 image (Rock Ridge and Joliet), a VFAT image, a tar archive or a
+// plain directory, and reads such images back for inspection.
+//
+// Every format is byte-reproducible: the one timestamp comes from
+// Options.ModTime (callers pass SOURCE_DATE_EPOCH), owners are root, modes
+// are normalised and entries are sorted.
+package media
+
+import (
+	"archive/tar"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/vminit/vminit/iso9660"
+	"github.com/vminit/vminit/seed"
+	"github.com/vminit/vminit/vfat"
+)
+
+// Format is a kind of seed medium.
+type Format string
+
+// The formats Write and WriteDir produce.
+const (
+	ISO9660 Format = "iso9660"
+	VFAT    Format = "vfat"
+	Tar     Format = "tar"
+	Dir     Format = "dir"
+)
+
+// Formats lists every Format, for flag help and completion.
+var Formats = []Format{ISO9660, VFAT, Tar, Dir}
+
+// ErrUnknownFormat is returned for a Format this package does not write.
+var ErrUnknownFormat = errors.New("unknown media format")
+
+// ParseFormat checks a format name.
+func ParseFormat(s string) (Format, error) {
+	for _, f := range Formats {
+		if string(f) == s {
+			return f, nil
+		}
+	}
+	return "", fmt.Errorf("%w %q (want iso9660, vfat, tar or dir)", ErrUnknownFormat, s)
+}
+
+// FormatFor guesses the format from an output file name: .img, .vfat and
+// .fat are VFAT, .tar is tar, anything else ISO9660.
+func FormatFor(name string) Format {
+	switch strings.ToLower(filepath.Ext(name)) {
+	case ".img", ".vfat", ".fat":
+		return VFAT
+	case ".tar":
+		return Tar
+	}
+	return ISO9660
+}
+
+// Options tune the image.
+type Options struct {
+	// ModTime is the single timestamp written everywhere a format keeps
+	// one. The zero value means the Unix epoch.
+	ModTime time.Time
+	// Alignment pads an ISO9660 image to a multiple of this many bytes; 0
+	// means 4096 (QEMU refuses raw images that are not 4 KiB aligned).
+	Alignment int64
+	// Size fixes a VFAT image's size in bytes; 0 picks the smallest size
+	// that fits.
+	Size int64
+}
+
+func (o Options) modTime() time.Time {
+	if o.ModTime.IsZero() {
+		return time.Unix(0, 0).UTC()
+	}
+	return o.ModTime.UTC()
+}
+
+// Write writes the seed as an image of format f (ISO9660, VFAT or Tar) to w.
+func Write(w io.Writer, s *seed.Seed, f Format, o Options) error {
+	switch f {
+	case ISO9660:
+		iw := iso9660.NewWriter(w, iso9660.Options{Label: s.Label, ModTime: o.modTime(), Alignment: o.Alignment})
+		if err := iw.AddFS(s.FS()); err != nil {
+			return err
+		}
+		return iw.Close()
+	case VFAT:
+		vw := vfat.NewWriter(w, vfat.Options{Label: s.Label, ModTime: o.modTime(), Size: o.Size})
+		if err := vw.AddFS(s.FS()); err != nil {
+			return err
+		}
+		return vw.Close()
+	case Tar:
+		return writeTar(w, s, o.modTime())
+	case Dir:
+		return fmt.Errorf("%w: a directory is written with WriteDir", ErrUnknownFormat)
+	}
+	return fmt.Errorf("%w %q", ErrUnknownFormat, f)
+}
+
+// writeTar writes a USTAR archive whose entries are sorted and carry no
+// host data, so that the archive is as reproducible as the images.
+func writeTar(w io.Writer, s *seed.Seed, mtime time.Time) error {
+	tw := tar.NewWriter(w)
+	dirs := map[string]bool{}
+	for _, f := range s.Files {
+		for _, d := range parents(f.Path) {
+			if dirs[d] {
+				continue
+			}
+			dirs[d] = true
+			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: 0o755, ModTime: mtime, Format: tar.FormatUSTAR}); err != nil {
+				return err
+			}
+		}
+		hdr := &tar.Header{Typeflag: tar.TypeReg, Name: f.Path, Mode: 0o644, Size: int64(len(f.Data)), ModTime: mtime, Format: tar.FormatUSTAR}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		if _, err := tw.Write(f.Data); err != nil {
+			return err
+		}
+	}
+	return tw.Close()
+}
+
+// parents returns the directories above a slash path, outermost first.
+func parents(p string) []string {
+	var out []string
+	for d := path.Dir(p); d != "."; d = path.Dir(d) {
+		out = append([]string{d}, out...)
+	}
+	return out
+}
+
+// WriteDir writes the seed's files under dir, which must exist.
+func WriteDir(dir string, s *seed.Seed) error {
+	for _, f := range s.Files {
+		p := filepath.Join(dir, filepath.FromSlash(f.Path))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(p, f.Data, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Image is a seed image read back.
+type Image struct {
+	Format Format
+	// Label is the volume label; for VFAT the root-directory label, which
+	// is what blkid reports as LABEL.
+	Label string
+	// Labels lists every place the image records a label, e.g. the PVD and
+	// the Joliet SVD, or the boot sector and the root directory, so that a
+	// mismatch between them is visible.
+	Labels map[string]string
+	// FS is the image's file tree, with the names a Linux guest sees.
+	FS fs.FS
+}
+
+// ErrNotAnImage is returned by Open for data that is neither ISO9660 nor
+// FAT.
+var ErrNotAnImage = errors.New("not an ISO9660 or FAT image")
+
+// Open reads an ISO9660 or VFAT image.
+func Open(r io.ReaderAt, size int64) (*Image, error) {
+	var magic [5]byte
+	if _, err := r.ReadAt(magic[:], 16*2048+1); err == nil && string(magic[:]) == "CD001" {
+		img, err := iso9660.NewReader(r, size)
+		if err != nil {
+			return nil, err
+		}
+		return isoImage(img), nil
+	}
+	var boot [512]byte
+	if _, err := r.ReadAt(boot[:], 0); err == nil && boot[510] == 0x55 && boot[511] == 0xAA {
+		img, err := vfat.Open(r, size)
+		if err != nil {
+			return nil, err
+		}
+		return fatImage(img), nil
+	}
+	return nil, ErrNotAnImage
+}
+
+// isoImage reports the label as libblkid (and so /dev/disk/by-label) does:
+// the Joliet label when there is one that differs from the primary label.
+func isoImage(r *iso9660.Reader) *Image {
+	img := &Image{Format: ISO9660, Label: r.Label, Labels: map[string]string{"primary": r.Label}, FS: r}
+	if r.JolietLevel > 0 {
+		img.Labels["joliet"] = r.JolietLabel
+		if r.JolietLabel != "" && r.JolietLabel != r.Label {
+			img.Label = r.JolietLabel
+		}
+	}
+	return img
+}
+
+// fatImage reports the root-directory label as the label, as blkid's LABEL
+// does; the boot-sector copy is blkid's LABEL_FATBOOT.
+func fatImage(v *vfat.Image) *Image {
+	img := &Image{Format: VFAT, Label: v.Label, Labels: map[string]string{"root": v.Label, "boot": v.BootLabel}, FS: v}
+	if img.Label == "" {
+		img.Label = v.BootLabel
+	}
+	return img
+}
