@@ -54,6 +54,9 @@ type Spec struct {
 
 	CloudInit CloudInit `yaml:"cloudInit,omitempty" json:"cloudInit,omitempty"`
 	Ignition  Ignition  `yaml:"ignition,omitempty" json:"ignition,omitempty"`
+	// MetadataServer tells `vminit serve` how to recognise and serve this
+	// instance over HTTP. Seeds ignore it.
+	MetadataServer *MetadataServer `yaml:"metadataServer,omitempty" json:"metadataServer,omitempty"`
 }
 
 // User is a local account.
@@ -163,4 +166,25 @@ type Ignition struct {
 	// Butane is a Butane document (variants fcos, flatcar, or openshift
 	// translated as raw Ignition), translated and then merged like Config.
 	Butane string `yaml:"butane,omitempty" json:"butane,omitempty"`
+}
+
+// MetadataServer configures how the metadata server identifies and serves
+// an instance.
+type MetadataServer struct {
+	// Addresses are the source IP addresses the instance's requests come
+	// from. The server answers a request only with the data of the
+	// instance that owns its source address.
+	Addresses []string `yaml:"addresses" json:"addresses"`
+	// IMDSv2 is "optional" (default: tokens accepted, not required, as on
+	// EC2 by default) or "required" (token-less EC2 requests get 401).
+	IMDSv2 string `yaml:"imdsv2,omitempty" json:"imdsv2,omitempty"`
+	// TokenHopLimit is the IP TTL of IMDSv2 token responses (default 1, as
+	// on EC2: a token cannot leave the VM through a router or container
+	// bridge). 1–64.
+	TokenHopLimit int `yaml:"tokenHopLimit,omitempty" json:"tokenHopLimit,omitempty"`
+	// Region, AvailabilityZone and InstanceType fill the EC2 placement and
+	// instance-type keys; defaults "vminit", "vminit-a" and "vminit.vm".
+	Region           string `yaml:"region,omitempty" json:"region,omitempty"`
+	AvailabilityZone string `yaml:"availabilityZone,omitempty" json:"availabilityZone,omitempty"`
+	InstanceType     string `yaml:"instanceType,omitempty" json:"instanceType,omitempty"`
 }

@@ -87,6 +87,9 @@ func (in *Instance) Validate() error {
 		validateNetwork(&c, s.Network)
 	}
 	validateCloudInit(&c, &s.CloudInit)
+	if ms := s.MetadataServer; ms != nil {
+		validateMetadataServer(&c, ms)
+	}
 	if t := strings.TrimSpace(s.Ignition.Config); t != "" && !strings.HasPrefix(t, "{") {
 		c.add("spec.ignition.config", "an Ignition config is a JSON object; for Butane YAML use spec.ignition.butane")
 	}
@@ -476,3 +479,34 @@ func checkMAC(c *errs, field, s string) (string, bool) {
 }
 
 func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
+
+func validateMetadataServer(c *errs, ms *MetadataServer) {
+	const f = "spec.metadataServer"
+	if len(ms.Addresses) == 0 {
+		c.add(f+".addresses", "required: the source addresses the instance's requests come from")
+	}
+	seen := map[netip.Addr]int{}
+	for i, a := range ms.Addresses {
+		af := fmt.Sprintf("%s.addresses[%d]", f, i)
+		ip, err := netip.ParseAddr(a)
+		if err != nil || ip.Zone() != "" {
+			c.add(af, "%q is not an IP address", a)
+			continue
+		}
+		if j, dup := seen[ip.Unmap()]; dup {
+			c.add(af, "%s is already listed at %s.addresses[%d]", a, f, j)
+		}
+		seen[ip.Unmap()] = i
+	}
+	if ms.IMDSv2 != "" && ms.IMDSv2 != "optional" && ms.IMDSv2 != "required" {
+		c.add(f+".imdsv2", "%q: want optional or required", ms.IMDSv2)
+	}
+	if ms.TokenHopLimit != 0 && (ms.TokenHopLimit < 1 || ms.TokenHopLimit > 64) {
+		c.add(f+".tokenHopLimit", "%d is out of range (1–64)", ms.TokenHopLimit)
+	}
+	for _, kv := range [][2]string{{"region", ms.Region}, {"availabilityZone", ms.AvailabilityZone}, {"instanceType", ms.InstanceType}} {
+		if kv[1] != "" && !packageRE.MatchString(kv[1]) {
+			c.add(f+"."+kv[0], "%q: use letters, digits, '.', '-' and '_'", kv[1])
+		}
+	}
+}
