@@ -55,8 +55,11 @@ func jsonString(v any) string {
 }
 
 func TestConfigDriveMetaDataRefusesGeneratedKeys(t *testing.T) {
-	doc := minimalSpec + "  cloudInit:\n    metaData:\n      uuid: x\n      launch_index: 2\n      other: fine\n"
-	_, err := ConfigDriveMetaData(loadSpec(t, doc, nil))
+	// spec.Validate refuses these keys too; the renderer checks again for
+	// library users who build an Instance in Go without validating it.
+	inst := loadSpec(t, minimalSpec, nil)
+	inst.Spec.CloudInit.MetaData = map[string]any{"uuid": "x", "launch_index": 2, "other": "fine"}
+	_, err := ConfigDriveMetaData(inst)
 	for _, want := range []string{"spec.cloudInit.metaData.launch_index: generated for ConfigDrive", "spec.cloudInit.metaData.uuid: generated for ConfigDrive from spec.instanceID"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("got %v, want %q", err, want)

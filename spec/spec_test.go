@@ -152,6 +152,8 @@ func TestBadSpecs(t *testing.T) {
 		{"bad timezone", header + "spec:\n  timezone: 'Europe/../etc'\n", []string{"spec.timezone:"}},
 		{"bad package", header + "spec:\n  packages: ['a b']\n", []string{`spec.packages[0]: "a b" is not a package name`}},
 		{"reserved metadata", header + "spec:\n  cloudInit:\n    metaData: {instance-id: x}\n", []string{"spec.cloudInit.metaData.instance-id: generated from the spec: set spec.instanceID instead"}},
+		{"numeric owner", header + "spec:\n  files:\n    - path: /etc/x\n      owner: '1000:1000'\n", []string{"spec.files[0].owner", "numeric IDs cannot work"}},
+		{"configdrive metadata key", header + "spec:\n  cloudInit:\n    metaData: {public_keys: {}}\n", []string{"spec.cloudInit.metaData.public_keys: generated from the spec: set spec.sshAuthorizedKeys instead"}},
 		{"bad cloud-config", header + "spec:\n  cloudInit:\n    userData: \"#cloud-config\\n- a\\n\"\n", []string{"spec.cloudInit.userData: #cloud-config must be a mapping"}},
 		{"bad mac", header + "spec:\n  network:\n    ethernets:\n      e0:\n        match: {macAddress: 'zz'}\n", []string{`spec.network.ethernets.e0.match.macAddress: "zz" is not a MAC address`}},
 		{"bad cidr", header + "spec:\n  network:\n    ethernets:\n      eth0:\n        addresses: [10.0.0.1]\n", []string{`spec.network.ethernets.eth0.addresses[0]: "10.0.0.1" is not an address in CIDR form`}},
@@ -218,6 +220,17 @@ func TestEveryProblemListed(t *testing.T) {
 		if e.Field != wantFields[i] || e.Line != wantLines[i] {
 			t.Errorf("error %d = %s (line %d), want %s (line %d)", i, e.Field, e.Line, wantFields[i], wantLines[i])
 		}
+	}
+}
+
+func TestCloudConfigDetection(t *testing.T) {
+	// cloud-init picks the part type by the longest prefix, after leading
+	// whitespace, ignoring case: an archive is not a #cloud-config mapping.
+	if _, err := load(t, header+"spec:\n  cloudInit:\n    userData: \"#cloud-config-archive\\n- {content: x}\\n\"\n"); err != nil {
+		t.Errorf("#cloud-config-archive refused: %v", err)
+	}
+	if _, err := load(t, header+"spec:\n  cloudInit:\n    userData: \"\\n  #Cloud-Config\\n- a\\n\"\n"); err == nil {
+		t.Error("an indented, capitalised #cloud-config list was accepted")
 	}
 }
 

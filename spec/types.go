@@ -40,10 +40,12 @@ type Spec struct {
 	// Ignition's "core" user.
 	SSHAuthorizedKeys []string `yaml:"sshAuthorizedKeys,omitempty" json:"sshAuthorizedKeys,omitempty"`
 
-	Users        []User    `yaml:"users,omitempty" json:"users,omitempty"`
-	Files        []File    `yaml:"files,omitempty" json:"files,omitempty"`
-	Units        []Unit    `yaml:"units,omitempty" json:"units,omitempty"`
-	Commands     []Command `yaml:"commands,omitempty" json:"commands,omitempty"`
+	Users []User `yaml:"users,omitempty" json:"users,omitempty"`
+	Files []File `yaml:"files,omitempty" json:"files,omitempty"`
+	Units []Unit `yaml:"units,omitempty" json:"units,omitempty"`
+	// Commands run once, on first boot, in order, late in boot.
+	Commands []Command `yaml:"commands,omitempty" json:"commands,omitempty"`
+	// BootCommands run early on every boot (cloud-init's bootcmd).
 	BootCommands []Command `yaml:"bootCommands,omitempty" json:"bootCommands,omitempty"`
 	Mounts       []Mount   `yaml:"mounts,omitempty" json:"mounts,omitempty"`
 	// Timezone is an IANA zone name such as "Europe/Berlin" or "UTC".
@@ -134,7 +136,10 @@ type Dropin struct {
 	Content string `yaml:"content" json:"content"`
 }
 
-// Mount is a filesystem mounted at boot (an fstab entry).
+// Mount is a filesystem mounted at boot. It is rendered as a systemd mount
+// unit rather than an fstab line: cloud-init 22.4's mounts module drops
+// LABEL= and UUID= devices. Add the nofail option for a device that may be
+// absent, or boot waits for it.
 type Mount struct {
 	// Device is a device path, LABEL=…, UUID=… or a network source.
 	Device string `yaml:"device" json:"device"`

@@ -17,7 +17,7 @@ import (
 var (
 	labelRE    = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 	userRE     = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,30}\$?$`)
-	ownerRE    = regexp.MustCompile(`^([a-z_][a-z0-9_-]*\$?|[0-9]+)?(:([a-z_][a-z0-9_-]*\$?|[0-9]+))?$`)
+	ownerRE    = regexp.MustCompile(`^([a-z_][a-z0-9_-]*\$?)?(:[a-z_][a-z0-9_-]*\$?)?$`)
 	cryptRE    = regexp.MustCompile(`^\$(1|2[abxy]|5|6|y|gy|7|sha1|md5)\$[./A-Za-z0-9$=,+-]+$`)
 	unitRE     = regexp.MustCompile(`^[A-Za-z0-9:_.\\@-]+\.(service|socket|timer|mount|automount|target|path|slice|swap|device|scope)$`)
 	dropinRE   = regexp.MustCompile(`^[A-Za-z0-9:_.@-]+\.conf$`)
@@ -30,6 +30,12 @@ var (
 		"instance-id":    "set spec.instanceID",
 		"local-hostname": "set spec.hostname",
 		"public-keys":    "set spec.sshAuthorizedKeys",
+		// ConfigDrive's meta_data.json names for the same things.
+		"uuid":         "set spec.instanceID",
+		"hostname":     "set spec.hostname",
+		"name":         "set metadata.name",
+		"public_keys":  "set spec.sshAuthorizedKeys",
+		"launch_index": "it is always 0 for a single instance; leave it out",
 	}
 )
 
@@ -216,7 +222,7 @@ func validateFiles(c *errs, files []File) {
 			c.add(f, "set only one of content, contentBase64 and source")
 		}
 		if fl.Owner != "" && !ownerRE.MatchString(fl.Owner) {
-			c.add(f+".owner", "%q: want \"user\", \"user:group\" or \":group\"", fl.Owner)
+			c.add(f+".owner", "%q: want \"user\", \"user:group\" or \":group\" by name (cloud-init looks owners up by name, so numeric IDs cannot work)", fl.Owner)
 		}
 	}
 }
@@ -288,7 +294,7 @@ func validateMounts(c *errs, mounts []Mount) {
 
 func validateCloudInit(c *errs, ci *CloudInit) {
 	checkCloudConfig := func(field, data string) {
-		if !strings.HasPrefix(data, "#cloud-config") {
+		if !isCloudConfig(data) {
 			return
 		}
 		var v any
@@ -509,4 +515,16 @@ func validateMetadataServer(c *errs, ms *MetadataServer) {
 			c.add(f+"."+kv[0], "%q: use letters, digits, '.', '-' and '_'", kv[1])
 		}
 	}
+}
+
+// isCloudConfig reports whether user-data is a #cloud-config document the
+// way cloud-init decides it: after leading whitespace, case-insensitively,
+// by the longest matching prefix (#cloud-config-archive and
+// #cloud-config-jsonp are other part types).
+func isCloudConfig(data string) bool {
+	lc := strings.ToLower(strings.TrimLeft(data, " \t\r\n"))
+	if strings.HasPrefix(lc, "#cloud-config-archive") || strings.HasPrefix(lc, "#cloud-config-jsonp") {
+		return false
+	}
+	return strings.HasPrefix(lc, "#cloud-config")
 }
