@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -41,7 +42,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return ExitOK
 	}
 	var ue usageError
-	if errors.As(err, &ue) {
+	// cobra reports an unknown subcommand as a plain error.
+	if errors.As(err, &ue) || strings.HasPrefix(err.Error(), "unknown command") {
 		fmt.Fprintf(stderr, "vminit: %v\nRun 'vminit --help' for usage.\n", err)
 		return ExitUsage
 	}
