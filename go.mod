@@ -1,6 +1,6 @@
 module github.com/vminit/vminit
 
-go 1.26.8
+go 1.25.0
 
 require (
 	github.com/anchore/go-lzo v0.1.0 // indirect
