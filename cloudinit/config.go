@@ -32,7 +32,7 @@ func CloudConfig(inst *spec.Instance) ([]byte, error) {
 
 func cloudConfig(inst *spec.Instance) (*yaml.Node, error) {
 	s := &inst.Spec
-	var errs errList
+	var errs spec.ErrorList
 	doc := yaml11.Mapping()
 	add := func(k string, v *yaml.Node) { yaml11.AddPair(doc, k, v) }
 
@@ -78,7 +78,7 @@ func cloudConfig(inst *spec.Instance) (*yaml.Node, error) {
 	if len(run) > 0 {
 		add("runcmd", yaml11.Sequence(run...))
 	}
-	if err := errs.err(); err != nil {
+	if err := errs.Err(); err != nil {
 		return nil, err
 	}
 	return doc, nil
@@ -142,12 +142,12 @@ func users(list []spec.User) *yaml.Node {
 // writeFiles renders spec.files, the units and the mount units as
 // write_files entries, and returns the systemctl commands that must start
 // runcmd for the units and mounts to take effect.
-func writeFiles(s *spec.Spec, errs *errList) (files *yaml.Node, run []*yaml.Node) {
+func writeFiles(s *spec.Spec, errs *spec.ErrorList) (files *yaml.Node, run []*yaml.Node) {
 	files = yaml11.Sequence()
 	written := map[string]string{} // path -> the field that writes it
 	claim := func(p, field string) bool {
 		if prev, dup := written[p]; dup {
-			errs.add(field, "%s is already written by %s", p, prev)
+			errs.Add(field, "%s is already written by %s", p, prev)
 			return false
 		}
 		written[p] = field
@@ -164,7 +164,7 @@ func writeFiles(s *spec.Spec, errs *errList) (files *yaml.Node, run []*yaml.Node
 		if f.Owner != "" {
 			var problem string
 			if deferred, problem = nonRootOwner(f.Owner); problem != "" {
-				errs.add(field+".owner", "%s", problem)
+				errs.Add(field+".owner", "%s", problem)
 			}
 		}
 		// write_files runs before cloud-init creates users and groups; the

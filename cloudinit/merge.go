@@ -349,6 +349,13 @@ func (m *merger) mergeSameKey(r *lookupMerger, old, new *yaml.Node) (*yaml.Node,
 	if m.method == "replace" {
 		return new, nil
 	}
+	return m.recurseOr(r, old, new, old)
+}
+
+// recurseOr merges new into old when the merger's recurse_* setting covers
+// new's kind, and otherwise returns keep: m_dict keeps the old value for a
+// key, m_list takes the new one for an index.
+func (m *merger) recurseOr(r *lookupMerger, old, new, keep *yaml.Node) (*yaml.Node, error) {
 	switch kindOf(new) {
 	case pyList:
 		if m.recurseArray {
@@ -363,7 +370,7 @@ func (m *merger) mergeSameKey(r *lookupMerger, old, new *yaml.Node) (*yaml.Node,
 			return r.merge(old, new)
 		}
 	}
-	return old, nil
+	return keep, nil
 }
 
 func (m *merger) onList(r *lookupMerger, value, with *yaml.Node) (*yaml.Node, error) {
@@ -394,31 +401,13 @@ func (m *merger) onList(r *lookupMerger, value, with *yaml.Node) (*yaml.Node, er
 		if m.method == "no_replace" {
 			continue
 		}
-		nv, err := m.mergeSameIndex(r, out.Content[i], items[i])
+		nv, err := m.recurseOr(r, out.Content[i], items[i], items[i])
 		if err != nil {
 			return nil, err
 		}
 		out.Content[i] = nv
 	}
 	return &out, nil
-}
-
-func (m *merger) mergeSameIndex(r *lookupMerger, old, new *yaml.Node) (*yaml.Node, error) {
-	switch kindOf(new) {
-	case pyList:
-		if m.recurseArray {
-			return r.merge(old, new)
-		}
-	case pyStr:
-		if m.recurseStr {
-			return r.merge(old, new)
-		}
-	case pyDict:
-		if m.recurseDict {
-			return r.merge(old, new)
-		}
-	}
-	return new, nil
 }
 
 // iterate is Python's iteration of a value being merged into a list: a

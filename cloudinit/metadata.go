@@ -74,17 +74,17 @@ func ConfigDriveMetaData(inst *spec.Instance) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	var errs errList
+	var errs spec.ErrorList
 	for _, k := range slices.Sorted(maps.Keys(extra)) {
 		if instead, ok := configDriveKeys[k]; ok {
 			if instead == "" {
-				errs.add("spec.cloudInit.metaData."+k, "generated for ConfigDrive and cannot be overridden")
+				errs.Add("spec.cloudInit.metaData."+k, "generated for ConfigDrive and cannot be overridden")
 			} else {
-				errs.add("spec.cloudInit.metaData."+k, "generated for ConfigDrive from %s; set that instead", instead)
+				errs.Add("spec.cloudInit.metaData."+k, "generated for ConfigDrive from %s; set that instead", instead)
 			}
 		}
 	}
-	if err := errs.err(); err != nil {
+	if err := errs.Err(); err != nil {
 		return nil, err
 	}
 	var o jsonObject

@@ -118,13 +118,13 @@ type address struct {
 	field  string
 }
 
-func (f *iface) addresses(errs *errList) []address {
+func (f *iface) addresses(errs *spec.ErrorList) []address {
 	var out []address
 	for i, a := range f.in.Addresses {
 		field := fmt.Sprintf("%s.addresses[%d]", f.field, i)
 		p, err := netip.ParsePrefix(a)
 		if err != nil {
-			errs.add(field, "%q is not an address in CIDR form such as 192.0.2.10/24", a)
+			errs.Add(field, "%q is not an address in CIDR form such as 192.0.2.10/24", a)
 			continue
 		}
 		out = append(out, address{p, field})
@@ -144,7 +144,7 @@ type route struct {
 
 func (r route) is4() bool { return r.to.Addr().Is4() }
 
-func (f *iface) routes(errs *errList) []route {
+func (f *iface) routes(errs *spec.ErrorList) []route {
 	var out []route
 	gw := func(field, s string, def netip.Prefix) {
 		if s == "" {
@@ -152,7 +152,7 @@ func (f *iface) routes(errs *errList) []route {
 		}
 		a, err := netip.ParseAddr(s)
 		if err != nil || a.Is4() != def.Addr().Is4() {
-			errs.add(field, "%q is not an IP address of the right family", s)
+			errs.Add(field, "%q is not an IP address of the right family", s)
 			return
 		}
 		out = append(out, route{to: def, via: a, field: field})
@@ -166,7 +166,7 @@ func (f *iface) routes(errs *errList) []route {
 		if r.Via != "" {
 			a, err := netip.ParseAddr(r.Via)
 			if err != nil {
-				errs.add(field+".via", "%q is not an IP address", r.Via)
+				errs.Add(field+".via", "%q is not an IP address", r.Via)
 				continue
 			}
 			rt.via = a
@@ -177,12 +177,12 @@ func (f *iface) routes(errs *errList) []route {
 		case r.To == "default" && rt.via.IsValid():
 			rt.to = netip.MustParsePrefix("::/0")
 		case r.To == "default":
-			errs.add(field+".via", "required for a default route")
+			errs.Add(field+".via", "required for a default route")
 			continue
 		default:
 			p, err := netip.ParsePrefix(r.To)
 			if err != nil {
-				errs.add(field+".to", "%q is not a CIDR or \"default\"", r.To)
+				errs.Add(field+".to", "%q is not a CIDR or \"default\"", r.To)
 				continue
 			}
 			// The network, not an address in it: renderers differ on
@@ -190,7 +190,7 @@ func (f *iface) routes(errs *errList) []route {
 			rt.to = p.Masked()
 		}
 		if rt.via.IsValid() && rt.via.Is4() != rt.to.Addr().Is4() {
-			errs.add(field+".via", "%s and %s are of different address families", r.Via, r.To)
+			errs.Add(field+".via", "%s and %s are of different address families", r.Via, r.To)
 			continue
 		}
 		out = append(out, rt)
@@ -225,19 +225,6 @@ func ipv6Mask(bits int) string {
 	return a.String()
 }
 
-// errList collects spec.FieldErrors.
-type errList struct{ list spec.Errors }
-
-func (e *errList) add(field, format string, args ...any) {
-	e.list = append(e.list, &spec.FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
-}
-
-func (e *errList) err() error {
-	if len(e.list) == 0 {
-		return nil
-	}
-	return e.list
-}
 
 func appendUnique(list []string, items ...string) []string {
 	for _, it := range items {

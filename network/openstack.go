@@ -84,7 +84,7 @@ func NetworkDataJSON(n *spec.Network) ([]byte, error) {
 	if n == nil {
 		return nil, nil
 	}
-	var errs errList
+	var errs spec.ErrorList
 	ifs := interfaces(n)
 	byID := map[string]*iface{}
 	for _, f := range ifs {
@@ -112,14 +112,14 @@ func NetworkDataJSON(n *spec.Network) ([]byte, error) {
 			l.Name = f.eth.SetName
 			if l.EthernetMACAddress == "" {
 				field := f.field + ".match.macAddress"
-				errs.add(field, "ConfigDrive's network_data.json matches NICs by MAC address; add one")
+				errs.Add(field, "ConfigDrive's network_data.json matches NICs by MAC address; add one")
 			} else if f.in.MACAddress != "" && mac(f.in.MACAddress) != l.EthernetMACAddress {
-				errs.add(f.field+".macAddress", "network_data.json cannot change a NIC's MAC address (ethernet_mac_address selects the NIC)")
+				errs.Add(f.field+".macAddress", "network_data.json cannot change a NIC's MAC address (ethernet_mac_address selects the NIC)")
 			}
 		case f.bond != nil:
 			l.Type = "bond"
 			if want := "bond" + strconv.Itoa(bondIndex); f.id != want {
-				errs.add(f.field, "cloud-init names the bonds of network_data.json bond0, bond1… in order, so this bond would become %s; use that ID", want)
+				errs.Add(f.field, "cloud-init names the bonds of network_data.json bond0, bond1… in order, so this bond would become %s; use that ID", want)
 			}
 			bondIndex++
 			l.EthernetMACAddress = mac(f.in.MACAddress)
@@ -130,7 +130,7 @@ func NetworkDataJSON(n *spec.Network) ([]byte, error) {
 					if m := byID[p.Primary]; m != nil && osName(m) != "" {
 						l.BondPrimary = osName(m)
 					} else {
-						errs.add(f.field+".parameters.primary", "network_data.json names the primary by its interface name, which for %s depends on the guest; give it a setName", p.Primary)
+						errs.Add(f.field+".parameters.primary", "network_data.json names the primary by its interface name, which for %s depends on the guest; give it a setName", p.Primary)
 					}
 				}
 			}
@@ -139,7 +139,7 @@ func NetworkDataJSON(n *spec.Network) ([]byte, error) {
 			l.VLANLink, l.VLANID = f.vlan.Link, f.vlan.ID
 			parent := byID[f.vlan.Link]
 			if parent == nil {
-				errs.add(f.field+".link", "%q is not defined in spec.network", f.vlan.Link)
+				errs.Add(f.field+".link", "%q is not defined in spec.network", f.vlan.Link)
 				break
 			}
 			// cloud-init requires vlan_mac_address; a VLAN has its
@@ -149,12 +149,12 @@ func NetworkDataJSON(n *spec.Network) ([]byte, error) {
 				l.VLANMACAddress = parentMAC(parent, byID)
 			}
 			if l.VLANMACAddress == "" {
-				errs.add(f.field+".macAddress", "network_data.json needs a VLAN's MAC address, and its parent %s has none to inherit; set one", f.vlan.Link)
+				errs.Add(f.field+".macAddress", "network_data.json needs a VLAN's MAC address, and its parent %s has none to inherit; set one", f.vlan.Link)
 			}
 			if pn := osName(parent); pn == "" {
-				errs.add(f.field+".link", "cloud-init names a network_data.json VLAN after its parent's interface name, which for %s depends on the guest; give %s a setName", parent.field, f.vlan.Link)
+				errs.Add(f.field+".link", "cloud-init names a network_data.json VLAN after its parent's interface name, which for %s depends on the guest; give %s a setName", parent.field, f.vlan.Link)
 			} else if want := fmt.Sprintf("%s.%d", pn, f.vlan.ID); f.id != want {
-				errs.add(f.field, "cloud-init names a network_data.json VLAN <parent>.<VLAN ID>, so this one would become %s; use that ID", want)
+				errs.Add(f.field, "cloud-init names a network_data.json VLAN <parent>.<VLAN ID>, so this one would become %s; use that ID", want)
 			}
 		}
 		nd.Links = append(nd.Links, l)
@@ -163,7 +163,7 @@ func NetworkDataJSON(n *spec.Network) ([]byte, error) {
 	for _, a := range dns {
 		nd.Services = append(nd.Services, service{Type: "dns", Address: a})
 	}
-	if err := errs.err(); err != nil {
+	if err := errs.Err(); err != nil {
 		return nil, err
 	}
 	var b bytes.Buffer
@@ -204,7 +204,7 @@ func parentMAC(p *iface, byID map[string]*iface) string {
 // before DHCP), DNS servers and search domains to the first static network
 // (or the first network); the servers are also collected into dns for the
 // services list.
-func osNetworks(f *iface, next int, dns *[]string, errs *errList) []osNet {
+func osNetworks(f *iface, next int, dns *[]string, errs *spec.ErrorList) []osNet {
 	var nets []osNet
 	add := func(n osNet) {
 		n.ID, n.Link = "network"+strconv.Itoa(next+len(nets)), f.id
@@ -247,7 +247,7 @@ func osNetworks(f *iface, next int, dns *[]string, errs *errList) []osNet {
 			target, fam = first6, "IPv6"
 		}
 		if target < 0 {
-			errs.add(r.field, "network_data.json attaches routes to a network; give this interface an %s address or DHCP", fam)
+			errs.Add(r.field, "network_data.json attaches routes to a network; give this interface an %s address or DHCP", fam)
 			continue
 		}
 		or := osRoute{Network: r.to.Addr().String(), Metric: r.metric}
@@ -272,7 +272,7 @@ func osNetworks(f *iface, next int, dns *[]string, errs *errList) []osNet {
 		case target >= 0:
 			nets[target].DNSNameservers, nets[target].DNSSearch = addrs, search
 		case len(search) > 0:
-			errs.add(f.field+".nameservers.search", "network_data.json carries search domains on an interface's networks, and this interface has no address or DHCP")
+			errs.Add(f.field+".nameservers.search", "network_data.json carries search domains on an interface's networks, and this interface has no address or DHCP")
 		}
 	}
 	return nets

@@ -31,7 +31,7 @@ func V1(n *spec.Network) ([]byte, error) {
 	if n == nil {
 		return nil, nil
 	}
-	var errs errList
+	var errs spec.ErrorList
 	ifs := interfaces(n)
 	names := map[string]string{} // configuration ID -> v1 name
 	for _, f := range ifs {
@@ -49,10 +49,10 @@ func V1(n *spec.Network) ([]byte, error) {
 			if m := f.matchMAC(); m != "" {
 				add("mac_address", yaml11.String(m))
 				if f.in.MACAddress != "" && mac(f.in.MACAddress) != m {
-					errs.add(f.field+".macAddress", "network-config v1 cannot change a NIC's MAC address (its mac_address selects the NIC)")
+					errs.Add(f.field+".macAddress", "network-config v1 cannot change a NIC's MAC address (its mac_address selects the NIC)")
 				}
 			} else if f.in.MACAddress != "" {
-				errs.add(f.field+".macAddress", "network-config v1 cannot change a NIC's MAC address (its mac_address selects the NIC)")
+				errs.Add(f.field+".macAddress", "network-config v1 cannot change a NIC's MAC address (its mac_address selects the NIC)")
 			}
 		case f.bond != nil:
 			add("type", yaml11.String("bond"))
@@ -111,26 +111,26 @@ func V1(n *spec.Network) ([]byte, error) {
 		}
 		config.Content = append(config.Content, ns)
 	}
-	if err := errs.err(); err != nil {
+	if err := errs.Err(); err != nil {
 		return nil, err
 	}
 	return yaml11.Marshal(yaml11.Mapping("version", yaml11.IntNode(1), "config", config))
 }
 
 // v1Name returns the name version 1 gives an interface (see V1).
-func v1Name(f *iface, errs *errList) string {
+func v1Name(f *iface, errs *spec.ErrorList) string {
 	if f.eth == nil {
 		return f.id
 	}
 	mt := f.eth.Match
 	if f.eth.SetName != "" {
 		if f.matchMAC() == "" {
-			errs.add(f.field+".setName", "network-config v1 renames only a NIC matched by MAC address; add match.macAddress")
+			errs.Add(f.field+".setName", "network-config v1 renames only a NIC matched by MAC address; add match.macAddress")
 		}
 		return f.eth.SetName
 	}
 	if mt != nil && mt.Name != "" && hasGlob(mt.Name) && f.matchMAC() == "" {
-		errs.add(f.field+".match.name", "network-config v1 cannot match interfaces by a name pattern (%q); use match.macAddress or a literal name", mt.Name)
+		errs.Add(f.field+".match.name", "network-config v1 cannot match interfaces by a name pattern (%q); use match.macAddress or a literal name", mt.Name)
 	}
 	if n := f.literalName(); n != "" {
 		return n
@@ -138,7 +138,7 @@ func v1Name(f *iface, errs *errList) string {
 	return f.id
 }
 
-func v1Subnets(f *iface, dnsAddrs, dnsSearch []string, errs *errList) *yaml.Node {
+func v1Subnets(f *iface, dnsAddrs, dnsSearch []string, errs *spec.ErrorList) *yaml.Node {
 	subnets := yaml11.Sequence()
 	var first4, first6, firstStatic, dhcp4, dhcp6 *yaml.Node
 	if f.in.DHCP4 {
@@ -179,7 +179,7 @@ func v1Subnets(f *iface, dnsAddrs, dnsSearch []string, errs *errList) *yaml.Node
 			target, fam = first6, "IPv6"
 		}
 		if target == nil {
-			errs.add(r.field, "network-config v1 attaches routes to an address; give this interface an %s address or DHCP", fam)
+			errs.Add(r.field, "network-config v1 attaches routes to an address; give this interface an %s address or DHCP", fam)
 			continue
 		}
 		if routes[target] == nil {

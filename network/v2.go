@@ -24,7 +24,7 @@ func V2(n *spec.Network) ([]byte, error) {
 	if n == nil {
 		return nil, nil
 	}
-	var errs errList
+	var errs spec.ErrorList
 	doc := yaml11.Mapping("version", yaml11.IntNode(2))
 	sections := map[string]*yaml.Node{}
 	for _, f := range interfaces(n) {
@@ -36,13 +36,13 @@ func V2(n *spec.Network) ([]byte, error) {
 		}
 		yaml11.AddPair(sec, f.id, v2Interface(f, &errs))
 	}
-	if err := errs.err(); err != nil {
+	if err := errs.Err(); err != nil {
 		return nil, err
 	}
 	return yaml11.Marshal(doc)
 }
 
-func v2Interface(f *iface, errs *errList) *yaml.Node {
+func v2Interface(f *iface, errs *spec.ErrorList) *yaml.Node {
 	m := yaml11.Mapping()
 	add := func(k string, v *yaml.Node) { yaml11.AddPair(m, k, v) }
 	switch {

@@ -47,7 +47,7 @@ func Decode(data []byte) (*Instance, *Positions, error) {
 	}
 	doc := root.Content[0]
 	pos := &Positions{lines: map[string]int{}}
-	var c errs
+	var c ErrorList
 	walkKnown(doc, reflect.TypeOf(Instance{}), "", pos, &c)
 
 	var inst Instance
@@ -62,7 +62,7 @@ func Decode(data []byte) (*Instance, *Positions, error) {
 		}
 	}
 	sortByLine(c.list)
-	return &inst, pos, c.err()
+	return &inst, pos, c.Err()
 }
 
 // Load reads a spec file, decodes it strictly, resolves files[].source.file
@@ -129,7 +129,7 @@ func withFile(es Errors, path string, pos *Positions) error {
 // Resolve reads each files[].source.file (relative to dir) and decodes each
 // contentBase64, so that File.Data is the content to write.
 func (in *Instance) Resolve(dir string) error {
-	var c errs
+	var c ErrorList
 	for i := range in.Spec.Files {
 		f := &in.Spec.Files[i]
 		field := fmt.Sprintf("spec.files[%d]", i)
@@ -139,7 +139,7 @@ func (in *Instance) Resolve(dir string) error {
 		case f.ContentBase64 != "":
 			b, err := base64.StdEncoding.DecodeString(f.ContentBase64)
 			if err != nil {
-				c.add(field+".contentBase64", "not valid base64: %v", err)
+				c.Add(field+".contentBase64", "not valid base64: %v", err)
 				continue
 			}
 			f.data = b
@@ -150,13 +150,13 @@ func (in *Instance) Resolve(dir string) error {
 			}
 			b, err := readBounded(p, MaxSourceFileSize)
 			if err != nil {
-				c.add(field+".source.file", "%v", unwrapPathError(err))
+				c.Add(field+".source.file", "%v", unwrapPathError(err))
 				continue
 			}
 			f.data = b
 		}
 	}
-	return c.err()
+	return c.Err()
 }
 
 func readBounded(path string, limit int64) ([]byte, error) {
@@ -210,7 +210,7 @@ func (p *Positions) Line(field string) int {
 // walkKnown records the line of every field and reports keys that the Go
 // type t does not have. yaml.v3's own KnownFields stops at type level and
 // reports no path; walking the node tree names the exact field.
-func walkKnown(n *yaml.Node, t reflect.Type, path string, pos *Positions, c *errs) {
+func walkKnown(n *yaml.Node, t reflect.Type, path string, pos *Positions, c *ErrorList) {
 	if n.Kind == yaml.AliasNode {
 		n = n.Alias
 	}

@@ -59,14 +59,18 @@ func (es Errors) Error() string {
 // Is makes errors.Is(err, ErrInvalid) true.
 func (es Errors) Is(target error) bool { return target == ErrInvalid }
 
-// errs collects field errors while walking a spec.
-type errs struct{ list Errors }
+// ErrorList collects FieldErrors. The renderers use it too, so that a
+// problem found while rendering names its spec field just as validation
+// does, and the CLI lists both the same way.
+type ErrorList struct{ list Errors }
 
-func (c *errs) add(field, format string, args ...any) {
+// Add records a problem with field.
+func (c *ErrorList) Add(field, format string, args ...any) {
 	c.list = append(c.list, &FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
 }
 
-func (c *errs) err() error {
+// Err returns the problems as Errors, or nil when there are none.
+func (c *ErrorList) Err() error {
 	if len(c.list) == 0 {
 		return nil
 	}

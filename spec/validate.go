@@ -42,35 +42,35 @@ var (
 // Validate checks every field and returns all problems as Errors, each
 // naming its field. Call Default first (Load does both).
 func (in *Instance) Validate() error {
-	var c errs
+	var c ErrorList
 	if in.APIVersion != APIVersion {
-		c.add("apiVersion", "is %q; want %q", in.APIVersion, APIVersion)
+		c.Add("apiVersion", "is %q; want %q", in.APIVersion, APIVersion)
 	}
 	if in.Kind != Kind {
-		c.add("kind", "is %q; want %q", in.Kind, Kind)
+		c.Add("kind", "is %q; want %q", in.Kind, Kind)
 	}
 	name := in.Metadata.Name
 	switch {
 	case name == "":
-		c.add("metadata.name", "required: the instance's name (hostname and instance-id derive from it)")
+		c.Add("metadata.name", "required: the instance's name (hostname and instance-id derive from it)")
 	case !validDNSName(name):
-		c.add("metadata.name", "%q is not a valid name: use lowercase letters, digits, '-' and '.' (RFC 1123)", name)
+		c.Add("metadata.name", "%q is not a valid name: use lowercase letters, digits, '-' and '.' (RFC 1123)", name)
 	}
 	s := &in.Spec
 	if s.Hostname != "" && !labelRE.MatchString(s.Hostname) {
-		c.add("spec.hostname", "%q is not a valid host name: one RFC 1123 label, lowercase letters, digits and '-', at most 63 characters", s.Hostname)
+		c.Add("spec.hostname", "%q is not a valid host name: one RFC 1123 label, lowercase letters, digits and '-', at most 63 characters", s.Hostname)
 	}
 	if s.FQDN != "" {
 		first, _, _ := strings.Cut(s.FQDN, ".")
 		switch {
 		case !validDNSName(s.FQDN) || !strings.Contains(s.FQDN, "."):
-			c.add("spec.fqdn", "%q is not a fully qualified domain name (RFC 1123, with at least one dot)", s.FQDN)
+			c.Add("spec.fqdn", "%q is not a fully qualified domain name (RFC 1123, with at least one dot)", s.FQDN)
 		case s.Hostname != "" && first != s.Hostname:
-			c.add("spec.fqdn", "%q does not start with the hostname %q", s.FQDN, s.Hostname)
+			c.Add("spec.fqdn", "%q does not start with the hostname %q", s.FQDN, s.Hostname)
 		}
 	}
 	if id := s.InstanceID; id != "" && (len(id) > 255 || strings.ContainsAny(id, " \t\r\n/\\\"'") || !printable(id)) {
-		c.add("spec.instanceID", "%q: use at most 255 printable characters without spaces, quotes or slashes", id)
+		c.Add("spec.instanceID", "%q: use at most 255 printable characters without spaces, quotes or slashes", id)
 	}
 	for i, k := range s.SSHAuthorizedKeys {
 		checkSSHKey(&c, fmt.Sprintf("spec.sshAuthorizedKeys[%d]", i), k)
@@ -82,11 +82,11 @@ func (in *Instance) Validate() error {
 	validateCommands(&c, "spec.bootCommands", s.BootCommands)
 	validateMounts(&c, s.Mounts)
 	if s.Timezone != "" && (!tzRE.MatchString(s.Timezone) || strings.Contains(s.Timezone, "..")) {
-		c.add("spec.timezone", "%q is not an IANA time zone name such as \"UTC\" or \"Europe/Berlin\"", s.Timezone)
+		c.Add("spec.timezone", "%q is not an IANA time zone name such as \"UTC\" or \"Europe/Berlin\"", s.Timezone)
 	}
 	for i, p := range s.Packages {
 		if !packageRE.MatchString(p) {
-			c.add(fmt.Sprintf("spec.packages[%d]", i), "%q is not a package name (optionally name=version)", p)
+			c.Add(fmt.Sprintf("spec.packages[%d]", i), "%q is not a package name (optionally name=version)", p)
 		}
 	}
 	if s.Network != nil {
@@ -97,9 +97,9 @@ func (in *Instance) Validate() error {
 		validateMetadataServer(&c, ms)
 	}
 	if t := strings.TrimSpace(s.Ignition.Config); t != "" && !strings.HasPrefix(t, "{") {
-		c.add("spec.ignition.config", "an Ignition config is a JSON object; for Butane YAML use spec.ignition.butane")
+		c.Add("spec.ignition.config", "an Ignition config is a JSON object; for Butane YAML use spec.ignition.butane")
 	}
-	return c.err()
+	return c.Err()
 }
 
 func validDNSName(s string) bool {
@@ -123,52 +123,52 @@ func printable(s string) bool {
 	return true
 }
 
-func checkSSHKey(c *errs, field, key string) {
+func checkSSHKey(c *ErrorList, field, key string) {
 	if strings.ContainsAny(strings.TrimRight(key, "\n"), "\r\n") {
-		c.add(field, "one key per entry: this entry spans several lines")
+		c.Add(field, "one key per entry: this entry spans several lines")
 		return
 	}
 	if _, _, _, _, err := ssh.ParseAuthorizedKey([]byte(key)); err != nil {
-		c.add(field, "not an SSH public key (want an authorized_keys line such as \"ssh-ed25519 AAAA… user@host\")")
+		c.Add(field, "not an SSH public key (want an authorized_keys line such as \"ssh-ed25519 AAAA… user@host\")")
 	}
 }
 
-func checkPath(c *errs, field, p string) {
+func checkPath(c *ErrorList, field, p string) {
 	switch {
 	case p == "":
-		c.add(field, "required")
+		c.Add(field, "required")
 	case !strings.HasPrefix(p, "/"):
-		c.add(field, "%q is not absolute", p)
+		c.Add(field, "%q is not absolute", p)
 	case path.Clean(p) != p:
-		c.add(field, "%q is not clean; write %q", p, path.Clean(p))
+		c.Add(field, "%q is not clean; write %q", p, path.Clean(p))
 	case p == "/":
-		c.add(field, "must name something below /")
+		c.Add(field, "must name something below /")
 	case strings.ContainsAny(p, "\x00\n\r"):
-		c.add(field, "%q contains a NUL or newline", p)
+		c.Add(field, "%q contains a NUL or newline", p)
 	}
 }
 
-func validateUsers(c *errs, users []User) {
+func validateUsers(c *ErrorList, users []User) {
 	seen := map[string]int{}
 	for i, u := range users {
 		f := fmt.Sprintf("spec.users[%d]", i)
 		switch {
 		case u.Name == "":
-			c.add(f+".name", "required")
+			c.Add(f+".name", "required")
 		case !userRE.MatchString(u.Name):
-			c.add(f+".name", "%q is not a valid user name: lowercase letters, digits, '_' and '-', starting with a letter or '_', at most 32 characters", u.Name)
+			c.Add(f+".name", "%q is not a valid user name: lowercase letters, digits, '_' and '-', starting with a letter or '_', at most 32 characters", u.Name)
 		}
 		if j, dup := seen[u.Name]; dup && u.Name != "" {
-			c.add(f+".name", "user %q is already defined at spec.users[%d]", u.Name, j)
+			c.Add(f+".name", "user %q is already defined at spec.users[%d]", u.Name, j)
 		} else {
 			seen[u.Name] = i
 		}
 		if u.PrimaryGroup != "" && !userRE.MatchString(u.PrimaryGroup) {
-			c.add(f+".primaryGroup", "%q is not a valid group name", u.PrimaryGroup)
+			c.Add(f+".primaryGroup", "%q is not a valid group name", u.PrimaryGroup)
 		}
 		for j, g := range u.Groups {
 			if !userRE.MatchString(g) {
-				c.add(fmt.Sprintf("%s.groups[%d]", f, j), "%q is not a valid group name", g)
+				c.Add(fmt.Sprintf("%s.groups[%d]", f, j), "%q is not a valid group name", g)
 			}
 		}
 		if u.Shell != "" {
@@ -178,16 +178,16 @@ func validateUsers(c *errs, users []User) {
 			checkPath(c, f+".homeDir", u.HomeDir)
 		}
 		if strings.ContainsAny(u.Sudo, "\n\r") {
-			c.add(f+".sudo", "one sudoers rule on one line, e.g. \"ALL=(ALL) NOPASSWD:ALL\"")
+			c.Add(f+".sudo", "one sudoers rule on one line, e.g. \"ALL=(ALL) NOPASSWD:ALL\"")
 		}
 		if strings.ContainsAny(u.Gecos, ":\n") {
-			c.add(f+".gecos", "may not contain ':' or a newline (it is a passwd field)")
+			c.Add(f+".gecos", "may not contain ':' or a newline (it is a passwd field)")
 		}
 		if u.Password != "" {
-			c.add(f+".password", "plain-text passwords are refused (they would sit readable on the seed): put a crypt hash in passwordHash, e.g. from `mkpasswd -m sha-512`")
+			c.Add(f+".password", "plain-text passwords are refused (they would sit readable on the seed): put a crypt hash in passwordHash, e.g. from `mkpasswd -m sha-512`")
 		}
 		if u.PasswordHash != "" && !cryptRE.MatchString(u.PasswordHash) {
-			c.add(f+".passwordHash", "not a crypt(3) hash such as \"$6$salt$…\" (generate one with `mkpasswd -m sha-512`)")
+			c.Add(f+".passwordHash", "not a crypt(3) hash such as \"$6$salt$…\" (generate one with `mkpasswd -m sha-512`)")
 		}
 		for j, k := range u.SSHAuthorizedKeys {
 			checkSSHKey(c, fmt.Sprintf("%s.sshAuthorizedKeys[%d]", f, j), k)
@@ -195,13 +195,13 @@ func validateUsers(c *errs, users []User) {
 	}
 }
 
-func validateFiles(c *errs, files []File) {
+func validateFiles(c *ErrorList, files []File) {
 	seen := map[string]int{}
 	for i, fl := range files {
 		f := fmt.Sprintf("spec.files[%d]", i)
 		checkPath(c, f+".path", fl.Path)
 		if j, dup := seen[fl.Path]; dup && fl.Path != "" {
-			c.add(f+".path", "%q is already written by spec.files[%d]", fl.Path, j)
+			c.Add(f+".path", "%q is already written by spec.files[%d]", fl.Path, j)
 		} else {
 			seen[fl.Path] = i
 		}
@@ -215,111 +215,111 @@ func validateFiles(c *errs, files []File) {
 		if fl.Source != nil {
 			n++
 			if fl.Source.File == "" {
-				c.add(f+".source.file", "required: a path relative to the spec file")
+				c.Add(f+".source.file", "required: a path relative to the spec file")
 			}
 		}
 		if n > 1 {
-			c.add(f, "set only one of content, contentBase64 and source")
+			c.Add(f, "set only one of content, contentBase64 and source")
 		}
 		if fl.Owner != "" && !ownerRE.MatchString(fl.Owner) {
-			c.add(f+".owner", "%q: want \"user\", \"user:group\" or \":group\" by name (cloud-init looks owners up by name, so numeric IDs cannot work)", fl.Owner)
+			c.Add(f+".owner", "%q: want \"user\", \"user:group\" or \":group\" by name (cloud-init looks owners up by name, so numeric IDs cannot work)", fl.Owner)
 		}
 	}
 }
 
-func validateUnits(c *errs, units []Unit) {
+func validateUnits(c *ErrorList, units []Unit) {
 	seen := map[string]int{}
 	for i, u := range units {
 		f := fmt.Sprintf("spec.units[%d]", i)
 		if !unitRE.MatchString(u.Name) {
-			c.add(f+".name", "%q is not a systemd unit name with its type suffix, e.g. \"app.service\"", u.Name)
+			c.Add(f+".name", "%q is not a systemd unit name with its type suffix, e.g. \"app.service\"", u.Name)
 		}
 		if j, dup := seen[u.Name]; dup {
-			c.add(f+".name", "unit %q is already defined at spec.units[%d]", u.Name, j)
+			c.Add(f+".name", "unit %q is already defined at spec.units[%d]", u.Name, j)
 		} else {
 			seen[u.Name] = i
 		}
 		if u.Content == "" && len(u.Dropins) == 0 && u.Enabled == nil {
-			c.add(f, "nothing to do: give content, dropins or enabled")
+			c.Add(f, "nothing to do: give content, dropins or enabled")
 		}
 		dseen := map[string]bool{}
 		for j, d := range u.Dropins {
 			df := fmt.Sprintf("%s.dropins[%d]", f, j)
 			if !dropinRE.MatchString(d.Name) {
-				c.add(df+".name", "%q: a drop-in name ends in .conf", d.Name)
+				c.Add(df+".name", "%q: a drop-in name ends in .conf", d.Name)
 			}
 			if dseen[d.Name] {
-				c.add(df+".name", "drop-in %q is given twice", d.Name)
+				c.Add(df+".name", "drop-in %q is given twice", d.Name)
 			}
 			dseen[d.Name] = true
 		}
 	}
 }
 
-func validateCommands(c *errs, field string, cmds []Command) {
+func validateCommands(c *ErrorList, field string, cmds []Command) {
 	for i, cmd := range cmds {
 		f := fmt.Sprintf("%s[%d]", field, i)
 		if cmd.Argv == nil && strings.TrimSpace(cmd.Shell) == "" {
-			c.add(f, "empty command")
+			c.Add(f, "empty command")
 		}
 		if cmd.Argv != nil && (len(cmd.Argv) == 0 || cmd.Argv[0] == "") {
-			c.add(f, "an argument list needs a program as its first element")
+			c.Add(f, "an argument list needs a program as its first element")
 		}
 	}
 }
 
-func validateMounts(c *errs, mounts []Mount) {
+func validateMounts(c *ErrorList, mounts []Mount) {
 	seen := map[string]int{}
 	for i, m := range mounts {
 		f := fmt.Sprintf("spec.mounts[%d]", i)
 		if m.Device == "" || strings.ContainsAny(m.Device, " \t\n") {
-			c.add(f+".device", "required, without whitespace (a device path, LABEL=…, UUID=… or server:/export)")
+			c.Add(f+".device", "required, without whitespace (a device path, LABEL=…, UUID=… or server:/export)")
 		}
 		checkPath(c, f+".path", m.Path)
 		if j, dup := seen[m.Path]; dup && m.Path != "" {
-			c.add(f+".path", "%q is already mounted by spec.mounts[%d]", m.Path, j)
+			c.Add(f+".path", "%q is already mounted by spec.mounts[%d]", m.Path, j)
 		} else {
 			seen[m.Path] = i
 		}
 		if m.Type != "" && !fstypeRE.MatchString(m.Type) {
-			c.add(f+".type", "%q is not a filesystem type", m.Type)
+			c.Add(f+".type", "%q is not a filesystem type", m.Type)
 		}
 		for j, o := range m.Options {
 			if o == "" || strings.ContainsAny(o, ", \t\n") {
-				c.add(fmt.Sprintf("%s.options[%d]", f, j), "%q: one option per entry, without commas or whitespace", o)
+				c.Add(fmt.Sprintf("%s.options[%d]", f, j), "%q: one option per entry, without commas or whitespace", o)
 			}
 		}
 	}
 }
 
-func validateCloudInit(c *errs, ci *CloudInit) {
+func validateCloudInit(c *ErrorList, ci *CloudInit) {
 	checkCloudConfig := func(field, data string) {
 		if !isCloudConfig(data) {
 			return
 		}
 		var v any
 		if err := yaml3.Unmarshal([]byte(data), &v); err != nil {
-			c.add(field, "#cloud-config is not valid YAML: %v", strings.TrimPrefix(err.Error(), "yaml: "))
+			c.Add(field, "#cloud-config is not valid YAML: %v", strings.TrimPrefix(err.Error(), "yaml: "))
 			return
 		}
 		if _, ok := v.(map[string]any); !ok && v != nil {
-			c.add(field, "#cloud-config must be a mapping of module keys")
+			c.Add(field, "#cloud-config must be a mapping of module keys")
 		}
 	}
 	checkCloudConfig("spec.cloudInit.userData", ci.UserData)
 	checkCloudConfig("spec.cloudInit.vendorData", ci.VendorData)
 	for _, k := range sortedKeys(ci.MetaData) {
 		if hint, ok := reservedMD[k]; ok {
-			c.add("spec.cloudInit.metaData."+k, "generated from the spec: %s instead", hint)
+			c.Add("spec.cloudInit.metaData."+k, "generated from the spec: %s instead", hint)
 		}
 	}
 }
 
-func validateNetwork(c *errs, n *Network) {
+func validateNetwork(c *ErrorList, n *Network) {
 	ids := map[string]string{}
 	claim := func(kind, id string) {
 		if prev, dup := ids[id]; dup {
-			c.add("spec.network."+kind+"."+id, "configuration ID %q is also used under %s", id, prev)
+			c.Add("spec.network."+kind+"."+id, "configuration ID %q is also used under %s", id, prev)
 		}
 		ids[id] = kind
 	}
@@ -338,26 +338,26 @@ func validateNetwork(c *errs, n *Network) {
 		f := "spec.network.ethernets." + id
 		if e.Match != nil {
 			if e.Match.MACAddress == "" && e.Match.Name == "" {
-				c.add(f+".match", "give macAddress or name")
+				c.Add(f+".match", "give macAddress or name")
 			}
 			if e.Match.MACAddress != "" {
 				if mac, ok := checkMAC(c, f+".match.macAddress", e.Match.MACAddress); ok {
 					if other, dup := macs[mac]; dup {
-						c.add(f+".match.macAddress", "%s is also matched by %s", mac, other)
+						c.Add(f+".match.macAddress", "%s is also matched by %s", mac, other)
 					}
 					macs[mac] = f
 				}
 			}
 		} else {
 			if !ifnameRE.MatchString(id) {
-				c.add(f, "without match, the ID is the interface name, and %q is not one (at most 15 characters); add match.macAddress or match.name", id)
+				c.Add(f, "without match, the ID is the interface name, and %q is not one (at most 15 characters); add match.macAddress or match.name", id)
 			}
 			if e.SetName != "" {
-				c.add(f+".setName", "needs match: only a matched interface can be renamed")
+				c.Add(f+".setName", "needs match: only a matched interface can be renamed")
 			}
 		}
 		if e.SetName != "" && !ifnameRE.MatchString(e.SetName) {
-			c.add(f+".setName", "%q is not an interface name (at most 15 characters)", e.SetName)
+			c.Add(f+".setName", "%q is not an interface name (at most 15 characters)", e.SetName)
 		}
 		validateInterface(c, f, &e.Interface)
 	}
@@ -366,26 +366,26 @@ func validateNetwork(c *errs, n *Network) {
 		b := n.Bonds[id]
 		f := "spec.network.bonds." + id
 		if !ifnameRE.MatchString(id) {
-			c.add(f, "%q is not an interface name (at most 15 characters)", id)
+			c.Add(f, "%q is not an interface name (at most 15 characters)", id)
 		}
 		if len(b.Interfaces) == 0 {
-			c.add(f+".interfaces", "required: the ethernets IDs this bond aggregates")
+			c.Add(f+".interfaces", "required: the ethernets IDs this bond aggregates")
 		}
 		for i, m := range b.Interfaces {
 			mf := fmt.Sprintf("%s.interfaces[%d]", f, i)
 			eth, ok := n.Ethernets[m]
 			switch {
 			case !ok:
-				c.add(mf, "%q is not defined under spec.network.ethernets", m)
+				c.Add(mf, "%q is not defined under spec.network.ethernets", m)
 			case inBond[m] != "":
-				c.add(mf, "%q is already a member of bond %q", m, inBond[m])
+				c.Add(mf, "%q is already a member of bond %q", m, inBond[m])
 			case eth.DHCP4 || eth.DHCP6 || len(eth.Addresses) > 0:
-				c.add(mf, "%q has its own addresses or DHCP; configure them on the bond", m)
+				c.Add(mf, "%q has its own addresses or DHCP; configure them on the bond", m)
 			}
 			inBond[m] = id
 		}
 		if p := b.Parameters; p != nil && p.Mode != "" && !slices.Contains(bondModes, p.Mode) {
-			c.add(f+".parameters.mode", "%q is not a bonding mode (one of %s)", p.Mode, strings.Join(bondModes, ", "))
+			c.Add(f+".parameters.mode", "%q is not a bonding mode (one of %s)", p.Mode, strings.Join(bondModes, ", "))
 		}
 		validateInterface(c, f, &b.Interface)
 	}
@@ -393,22 +393,22 @@ func validateNetwork(c *errs, n *Network) {
 		v := n.VLANs[id]
 		f := "spec.network.vlans." + id
 		if !ifnameRE.MatchString(id) {
-			c.add(f, "%q is not an interface name (at most 15 characters)", id)
+			c.Add(f, "%q is not an interface name (at most 15 characters)", id)
 		}
 		if v.ID < 1 || v.ID > 4094 {
-			c.add(f+".id", "%d is not a VLAN ID (1–4094)", v.ID)
+			c.Add(f+".id", "%d is not a VLAN ID (1–4094)", v.ID)
 		}
 		if _, ok := ids[v.Link]; !ok || v.Link == id {
-			c.add(f+".link", "%q is not an ethernet or bond defined in spec.network", v.Link)
+			c.Add(f+".link", "%q is not an ethernet or bond defined in spec.network", v.Link)
 		}
 		validateInterface(c, f, &v.Interface)
 	}
 }
 
-func validateInterface(c *errs, f string, in *Interface) {
+func validateInterface(c *ErrorList, f string, in *Interface) {
 	for i, a := range in.Addresses {
 		if _, err := netip.ParsePrefix(a); err != nil {
-			c.add(fmt.Sprintf("%s.addresses[%d]", f, i), "%q is not an address in CIDR form such as 192.0.2.10/24", a)
+			c.Add(fmt.Sprintf("%s.addresses[%d]", f, i), "%q is not an address in CIDR form such as 192.0.2.10/24", a)
 		}
 	}
 	checkGW := func(field, gw string, v4 bool) {
@@ -421,7 +421,7 @@ func validateInterface(c *errs, f string, in *Interface) {
 			if v4 {
 				fam = "IPv4"
 			}
-			c.add(field, "%q is not an %s address", gw, fam)
+			c.Add(field, "%q is not an %s address", gw, fam)
 		}
 	}
 	checkGW(f+".gateway4", in.Gateway4, true)
@@ -432,41 +432,41 @@ func validateInterface(c *errs, f string, in *Interface) {
 		switch {
 		case r.To == "default":
 		case r.To == "":
-			c.add(rf+".to", "required: a CIDR or \"default\"")
+			c.Add(rf+".to", "required: a CIDR or \"default\"")
 		default:
 			var err error
 			if to, err = netip.ParsePrefix(r.To); err != nil {
-				c.add(rf+".to", "%q is not a CIDR or \"default\"", r.To)
+				c.Add(rf+".to", "%q is not a CIDR or \"default\"", r.To)
 			}
 		}
 		if r.Via != "" {
 			via, err := netip.ParseAddr(r.Via)
 			if err != nil {
-				c.add(rf+".via", "%q is not an IP address", r.Via)
+				c.Add(rf+".via", "%q is not an IP address", r.Via)
 			} else if to.IsValid() && via.Is4() != to.Addr().Is4() {
-				c.add(rf+".via", "%s and %s are of different address families", r.Via, r.To)
+				c.Add(rf+".via", "%s and %s are of different address families", r.Via, r.To)
 			}
 		} else if r.To == "default" {
-			c.add(rf+".via", "required for a default route")
+			c.Add(rf+".via", "required for a default route")
 		}
 		if r.Metric != nil && *r.Metric < 0 {
-			c.add(rf+".metric", "must not be negative")
+			c.Add(rf+".metric", "must not be negative")
 		}
 	}
 	if ns := in.Nameservers; ns != nil {
 		for i, a := range ns.Addresses {
 			if _, err := netip.ParseAddr(a); err != nil {
-				c.add(fmt.Sprintf("%s.nameservers.addresses[%d]", f, i), "%q is not an IP address", a)
+				c.Add(fmt.Sprintf("%s.nameservers.addresses[%d]", f, i), "%q is not an IP address", a)
 			}
 		}
 		for i, d := range ns.Search {
 			if !validDNSName(strings.TrimSuffix(d, ".")) {
-				c.add(fmt.Sprintf("%s.nameservers.search[%d]", f, i), "%q is not a domain name", d)
+				c.Add(fmt.Sprintf("%s.nameservers.search[%d]", f, i), "%q is not a domain name", d)
 			}
 		}
 	}
 	if in.MTU != 0 && (in.MTU < 68 || in.MTU > 65535) {
-		c.add(f+".mtu", "%d is out of range (68–65535)", in.MTU)
+		c.Add(f+".mtu", "%d is out of range (68–65535)", in.MTU)
 	}
 	if in.MACAddress != "" {
 		checkMAC(c, f+".macAddress", in.MACAddress)
@@ -475,10 +475,10 @@ func validateInterface(c *errs, f string, in *Interface) {
 
 // checkMAC validates a 48-bit MAC address and returns it in canonical
 // lowercase colon form.
-func checkMAC(c *errs, field, s string) (string, bool) {
+func checkMAC(c *ErrorList, field, s string) (string, bool) {
 	hw, err := net.ParseMAC(s)
 	if err != nil || len(hw) != 6 {
-		c.add(field, "%q is not a MAC address such as 52:54:00:12:34:56", s)
+		c.Add(field, "%q is not a MAC address such as 52:54:00:12:34:56", s)
 		return "", false
 	}
 	return hw.String(), true
@@ -486,33 +486,33 @@ func checkMAC(c *errs, field, s string) (string, bool) {
 
 func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
 
-func validateMetadataServer(c *errs, ms *MetadataServer) {
+func validateMetadataServer(c *ErrorList, ms *MetadataServer) {
 	const f = "spec.metadataServer"
 	if len(ms.Addresses) == 0 {
-		c.add(f+".addresses", "required: the source addresses the instance's requests come from")
+		c.Add(f+".addresses", "required: the source addresses the instance's requests come from")
 	}
 	seen := map[netip.Addr]int{}
 	for i, a := range ms.Addresses {
 		af := fmt.Sprintf("%s.addresses[%d]", f, i)
 		ip, err := netip.ParseAddr(a)
 		if err != nil || ip.Zone() != "" {
-			c.add(af, "%q is not an IP address", a)
+			c.Add(af, "%q is not an IP address", a)
 			continue
 		}
 		if j, dup := seen[ip.Unmap()]; dup {
-			c.add(af, "%s is already listed at %s.addresses[%d]", a, f, j)
+			c.Add(af, "%s is already listed at %s.addresses[%d]", a, f, j)
 		}
 		seen[ip.Unmap()] = i
 	}
 	if ms.IMDSv2 != "" && ms.IMDSv2 != "optional" && ms.IMDSv2 != "required" {
-		c.add(f+".imdsv2", "%q: want optional or required", ms.IMDSv2)
+		c.Add(f+".imdsv2", "%q: want optional or required", ms.IMDSv2)
 	}
 	if ms.TokenHopLimit != 0 && (ms.TokenHopLimit < 1 || ms.TokenHopLimit > 64) {
-		c.add(f+".tokenHopLimit", "%d is out of range (1–64)", ms.TokenHopLimit)
+		c.Add(f+".tokenHopLimit", "%d is out of range (1–64)", ms.TokenHopLimit)
 	}
 	for _, kv := range [][2]string{{"region", ms.Region}, {"availabilityZone", ms.AvailabilityZone}, {"instanceType", ms.InstanceType}} {
 		if kv[1] != "" && !packageRE.MatchString(kv[1]) {
-			c.add(f+"."+kv[0], "%q: use letters, digits, '.', '-' and '_'", kv[1])
+			c.Add(f+"."+kv[0], "%q: use letters, digits, '.', '-' and '_'", kv[1])
 		}
 	}
 }
