@@ -11,6 +11,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/vminit/vminit/cloudinit/yaml11"
+	"github.com/vminit/vminit/internal/systemd"
 	"github.com/vminit/vminit/spec"
 )
 
@@ -178,12 +179,12 @@ func writeFiles(s *spec.Spec, errs *spec.ErrorList) (files *yaml.Node, run []*ya
 	var mountCmds, unitCmds []*yaml.Node
 	for i, m := range s.Mounts {
 		field := fmt.Sprintf("spec.mounts[%d]", i)
-		name := mountUnitName(m.Path)
-		p := path.Join(systemdUnitDir, name)
+		name := systemd.MountUnitName(m.Path)
+		p := path.Join(systemd.UnitDir, name)
 		if !claim(p, field) {
 			continue
 		}
-		files.Content = append(files.Content, fileEntry(p, []byte(mountUnit(m)), 0o644, "", false, false))
+		files.Content = append(files.Content, fileEntry(p, []byte(systemd.MountUnit(m)), 0o644, "", false, false))
 		reload = true
 		// Started synchronously, unlike units: commands that follow may
 		// write into the mount.
@@ -192,14 +193,14 @@ func writeFiles(s *spec.Spec, errs *spec.ErrorList) (files *yaml.Node, run []*ya
 	for i, u := range s.Units {
 		field := fmt.Sprintf("spec.units[%d]", i)
 		if u.Content != "" {
-			p := path.Join(systemdUnitDir, u.Name)
+			p := path.Join(systemd.UnitDir, u.Name)
 			if claim(p, field+".name") {
 				files.Content = append(files.Content, fileEntry(p, []byte(u.Content), 0o644, "", false, false))
 				reload = true
 			}
 		}
 		for j, d := range u.Dropins {
-			p := path.Join(systemdUnitDir, u.Name+".d", d.Name)
+			p := path.Join(systemd.UnitDir, u.Name+".d", d.Name)
 			if claim(p, fmt.Sprintf("%s.dropins[%d].name", field, j)) {
 				files.Content = append(files.Content, fileEntry(p, []byte(d.Content), 0o644, "", false, false))
 				reload = true

@@ -192,26 +192,6 @@ json.dump({d: cc_mounts.sanitize_devname(d, lambda x: None, log) for d in json.l
 	}
 }
 
-func TestMountUnit(t *testing.T) {
-	for _, c := range []struct{ path, want string }{
-		{"/srv/data", "srv-data.mount"},
-		{"/home/shared-nfs", `home-shared\x2dnfs.mount`},
-		{"/mnt/.hidden/x y", `mnt-.hidden-x\x20y.mount`},
-		{"/.snapshots", `\x2esnapshots.mount`},
-		{"/data/ü", `data-\xc3\xbc.mount`},
-	} {
-		if got := mountUnitName(c.path); got != c.want {
-			t.Errorf("mountUnitName(%q) = %q, want %q", c.path, got, c.want)
-		}
-	}
-	if got := mountWhat("LABEL=my data/1"); got != `/dev/disk/by-label/my\x20data\x2f1` {
-		t.Errorf("mountWhat = %q", got)
-	}
-	if got := mountWhat("/dev/vdb1"); got != "/dev/vdb1" {
-		t.Errorf("mountWhat = %q", got)
-	}
-}
-
 func TestCloudConfigErrors(t *testing.T) {
 	doc := strings.Replace(minimalSpec, "spec:\n", `spec:
   files:
