@@ -303,12 +303,25 @@ func TestUnsupportedFeatures(t *testing.T) {
 	}
 }
 
+// BenchmarkRender renders and validates: Typical is a small config (a
+// default-user key, a user with sudo, two files, a unit, one command);
+// Large is the FCOS example (network keyfile, mounts, 9 files).
 func BenchmarkRender(b *testing.B) {
-	inst := load(b, "../examples/fcos-server.yaml")
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := Render(inst, Options{}); err != nil {
-			b.Fatal(err)
-		}
+	typical := load(b, "../examples/fcos-server.yaml")
+	typical.Spec.Network, typical.Spec.Mounts, typical.Spec.Timezone = nil, nil, ""
+	typical.Spec.Units = typical.Spec.Units[:1]
+	typical.Spec.Commands = typical.Spec.Commands[:1]
+	for _, c := range []struct {
+		name string
+		inst *spec.Instance
+	}{{"Typical", typical}, {"Large", load(b, "../examples/fcos-server.yaml")}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := Render(c.inst, Options{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
