@@ -1,10 +1,12 @@
 package seed
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"path"
 	"slices"
 	"strings"
@@ -13,6 +15,8 @@ import (
 
 	"github.com/vminit/vminit/cloudinit"
 	"github.com/vminit/vminit/spec"
+
+	ignconfig "github.com/coreos/ignition/v2/config"
 )
 
 // The files each datasource reads, as cloud-init names them.
@@ -150,11 +154,12 @@ func checkNoCloud(s *Seed, add addFunc) {
 			add("meta-data", "no instance-id: cloud-init then uses \"nocloud\", the same for every VM, and cannot tell a new VM from a reboot")
 		}
 	}
-	for _, f := range []string{"user-data", "vendor-data"} {
-		if data, ok := s.Lookup(f); ok {
-			if err := cloudinit.CheckUserData(data); err != nil {
-				add(f, "%v", err)
-			}
+	if data, ok := s.Lookup("user-data"); ok {
+		checkUserData("user-data", data, add)
+	}
+	if data, ok := s.Lookup("vendor-data"); ok {
+		if err := cloudinit.CheckUserData(data); err != nil {
+			add("vendor-data", "%v", err)
 		}
 	}
 	if nc, ok := s.Lookup("network-config"); ok && len(nc) > 0 {
@@ -183,7 +188,7 @@ func checkNetworkConfig(data []byte, add addFunc) {
 			add("network-config", "version 1 needs a config: list")
 		}
 	case 2:
-		for k := range m {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
 			switch k {
 			case "version", "renderer", "ethernets", "bonds", "bridges", "vlans", "wifis":
 			default:
@@ -224,9 +229,7 @@ func checkConfigDrive(s *Seed, add addFunc) {
 		}
 	}
 	if data, p, ok := get("user_data"); ok {
-		if err := cloudinit.CheckUserData(data); err != nil {
-			add(p, "%v", err)
-		}
+		checkUserData(p, data, add)
 	}
 	for _, name := range []string{"vendor_data.json", "vendor_data2.json"} {
 		data, p, ok := get(name)
@@ -291,5 +294,25 @@ func checkNetworkData(data []byte, p string, add addFunc) {
 		if n["type"] == nil {
 			add(p, "networks[%d]: no type", i)
 		}
+	}
+}
+
+// checkUserData checks user data as its consumer reads it: an Ignition
+// config (a JSON object with an "ignition" key, which Ignition's
+// openstack, kubevirt, proxmoxve and ibmcloud platforms read from these
+// drives) with Ignition's own parser, anything else as cloud-init would.
+func checkUserData(field string, data []byte, add addFunc) {
+	if t := bytes.TrimSpace(data); len(t) > 0 && t[0] == '{' && bytes.Contains(t, []byte(`"ignition"`)) {
+		if _, rep, err := ignconfig.Parse(data); err != nil || rep.IsFatal() {
+			msg := strings.TrimSpace(rep.String())
+			if err != nil {
+				msg = strings.TrimSpace(err.Error() + "; " + msg)
+			}
+			add(field, "Ignition config does not validate: %s", strings.TrimSuffix(msg, ";"))
+		}
+		return
+	}
+	if err := cloudinit.CheckUserData(data); err != nil {
+		add(field, "%v", err)
 	}
 }

@@ -65,9 +65,11 @@ func parseDatasource(s string) (seed.Datasource, error) {
 func newBuildCommand() *cobra.Command {
 	var (
 		sf        seedFlags
+		ig        ignitionFlags
 		out, fsys string
 		ts, align string
 		size      string
+		format    string
 	)
 	cmd := &cobra.Command{
 		Use:   "build SPEC -o OUTPUT",
@@ -80,6 +82,7 @@ image goes to standard output.
 Timestamps come from --timestamp, else $SOURCE_DATE_EPOCH, else the Unix
 epoch: the same spec always gives the same bytes.`,
 		Example: `  vminit build examples/dev-vm.yaml -o seed.iso
+  vminit build examples/fcos-server.yaml --format ignition -o config.ign
   vminit build instance.yaml -o seed.img --fs vfat
   vminit build instance.yaml -o config.iso --datasource configdrive --align 1MiB`,
 		Args: exactArgs(1, "one SPEC file"),
@@ -87,10 +90,17 @@ epoch: the same spec always gives the same bytes.`,
 			if out == "" {
 				return usagef("-o OUTPUT is required")
 			}
-			format := media.FormatFor(out)
+			switch format {
+			case "seed":
+			case "ignition":
+				return ig.build(cmd, args[0], out, sf.datasource, fsys, ts)
+			default:
+				return usagef("--format=%q: want seed or ignition", format)
+			}
+			mediaFormat := media.FormatFor(out)
 			if fsys != "" {
 				var err error
-				if format, err = media.ParseFormat(fsys); err != nil {
+				if mediaFormat, err = media.ParseFormat(fsys); err != nil {
 					return usageError{err}
 				}
 			}
@@ -112,10 +122,10 @@ epoch: the same spec always gives the same bytes.`,
 			if err != nil {
 				return err
 			}
-			if format == media.Dir {
+			if mediaFormat == media.Dir {
 				return atomicfile.WriteDir(out, func(dir string) error { return media.WriteDir(dir, s) })
 			}
-			write := func(w io.Writer) error { return media.Write(w, s, format, opts) }
+			write := func(w io.Writer) error { return media.Write(w, s, mediaFormat, opts) }
 			if out == "-" {
 				return write(cmd.OutOrStdout())
 			}
@@ -127,11 +137,14 @@ epoch: the same spec always gives the same bytes.`,
 				return err
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s: %s %s, label %s, %d files, %d bytes\n",
-				out, s.Datasource, format, s.Label, len(s.Files), st.Size())
+				out, s.Datasource, mediaFormat, s.Label, len(s.Files), st.Size())
 			return nil
 		},
 	}
 	sf.register(cmd)
+	ig.register(cmd)
+	cmd.Flags().StringVar(&format, "format", "seed", "what to build: seed (cloud-init) or ignition (a .ign config, or a config drive carrying it when -o ends in .iso or .img)")
+	cmd.RegisterFlagCompletionFunc("format", cobra.FixedCompletions([]string{"seed", "ignition"}, cobra.ShellCompDirectiveNoFileComp))
 	cmd.Flags().StringVarP(&out, "output", "o", "", "output file (or directory with --fs dir; - for standard output)")
 	cmd.Flags().StringVar(&fsys, "fs", "", "image format: iso9660, vfat, tar or dir (default: from the output's extension, else iso9660)")
 	cmd.Flags().StringVar(&ts, "timestamp", "", "the one timestamp in the image, Unix seconds or RFC 3339 (default $SOURCE_DATE_EPOCH, else 0)")

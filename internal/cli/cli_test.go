@@ -247,3 +247,54 @@ func TestCompletion(t *testing.T) {
 		t.Errorf("completion bash: exit %d", code)
 	}
 }
+
+func TestBuildIgnition(t *testing.T) {
+	validate := testtools.Require(t, "ignition-validate")
+	dir := t.TempDir()
+	fcos := "../../examples/fcos-server.yaml"
+	ign := filepath.Join(dir, "config.ign")
+	if code, _, stderr := run(t, "build", fcos, "--format", "ignition", "-o", ign); code != ExitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if out, err := exec.Command(validate, ign).CombinedOutput(); err != nil || len(bytes.TrimSpace(out)) > 0 {
+		t.Errorf("ignition-validate: %v %s", err, out)
+	}
+	if st, _ := os.Stat(ign); st == nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("the config is not 0600: %v", st)
+	}
+	// A config drive carrying it, as Ignition's openstack platform reads it.
+	cd := filepath.Join(dir, "config.iso")
+	if code, _, stderr := run(t, "build", fcos, "--format", "ignition", "--datasource", "configdrive", "-o", cd); code != ExitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if code, stdout, _ := run(t, "inspect", cd); code != ExitOK || !strings.Contains(stdout, "openstack/latest/user_data") {
+		t.Errorf("inspect: exit %d\n%s", code, stdout)
+	}
+	// Ubuntu's packages cannot be expressed: exit 1 naming the field,
+	// unless --allow-partial.
+	if code, _, stderr := run(t, "build", examples[1], "--format", "ignition", "-o", filepath.Join(dir, "u.ign")); code != ExitInvalid || !strings.Contains(stderr, "spec.packages") {
+		t.Errorf("packages: exit %d %s", code, stderr)
+	}
+	if code, _, stderr := run(t, "build", examples[1], "--format", "ignition", "--allow-partial", "-o", filepath.Join(dir, "u.ign")); code != ExitOK || !strings.Contains(stderr, "warning: spec.packages") {
+		t.Errorf("--allow-partial: exit %d %s", code, stderr)
+	}
+	// Too large for KubeVirt's inline user data: an error naming the
+	// sizes, or a pointer config with --publish-url.
+	k := filepath.Join(dir, "k.ign")
+	if code, _, stderr := run(t, "build", fcos, "--format", "ignition", "--transport", "kubevirt", "-o", k); code != ExitInvalid || !strings.Contains(stderr, "allows 2048") {
+		t.Errorf("over budget: exit %d %s", code, stderr)
+	}
+	full := filepath.Join(dir, "full.ign")
+	if code, _, stderr := run(t, "build", fcos, "--format", "ignition", "--transport", "kubevirt", "--publish-url", "https://cfg.example.com/fcos-1.ign", "--publish-out", full, "-o", k); code != ExitOK {
+		t.Fatalf("pointer: exit %d %s", code, stderr)
+	}
+	if p, _ := os.ReadFile(k); !strings.Contains(string(p), `"replace"`) || !strings.Contains(string(p), "sha512-") {
+		t.Errorf("pointer config = %s", p)
+	}
+	if code, stdout, _ := run(t, "deliver", ign, "--to", "qemu"); code != ExitOK || !strings.Contains(stdout, "name=opt/com.coreos/config,file="+ign) {
+		t.Errorf("deliver: exit %d %s", code, stdout)
+	}
+	if code, _, _ := run(t, "build", fcos, "--format", "ignition", "--variant", "windows", "-o", ign); code != ExitUsage {
+		t.Errorf("--variant windows: exit %d", code)
+	}
+}

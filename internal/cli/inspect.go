@@ -91,7 +91,7 @@ configuration. It exits 1 when it finds a problem.`,
 			} else if err != nil {
 				rep.Problems = spec.Errors{{Message: err.Error()}}
 			}
-			sort.Slice(rep.Problems, func(i, j int) bool { return rep.Problems[i].Field < rep.Problems[j].Field })
+			sort.SliceStable(rep.Problems, func(i, j int) bool { return rep.Problems[i].Field < rep.Problems[j].Field })
 			if output == "json" {
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
