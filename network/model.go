@@ -225,7 +225,6 @@ func ipv6Mask(bits int) string {
 	return a.String()
 }
 
-
 func appendUnique(list []string, items ...string) []string {
 	for _, it := range items {
 		if !slices.Contains(list, it) {
