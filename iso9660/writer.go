@@ -259,13 +259,7 @@ func (w *Writer) add(name string, isDir bool) (*node, error) {
 	start := 0
 	// Walk down the part of the path that exists.
 	for {
-		end := strings.IndexByte(name[start:], '/')
-		last := end < 0
-		if last {
-			end = len(name)
-		} else {
-			end += start
-		}
+		end, last := nextComponent(name, start)
 		n := w.index[name[:end]]
 		if n == nil {
 			break
@@ -289,13 +283,7 @@ func (w *Writer) add(name string, isDir bool) (*node, error) {
 	}
 	// Everything from here down is new.
 	for {
-		end := strings.IndexByte(name[start:], '/')
-		last := end < 0
-		if last {
-			end = len(name)
-		} else {
-			end += start
-		}
+		end, last := nextComponent(name, start)
 		comp := name[start:end]
 		jlen, _ := checkComponent(comp)
 		n := &node{name: comp, path: name[:end], parent: parent, isDir: isDir || !last, jlen: uint8(jlen)}
@@ -334,4 +322,14 @@ func (w *Writer) Close() error {
 	w.err = w.emit()
 	w.index = nil
 	return w.err
+}
+
+// nextComponent returns where the path component of name that starts at
+// start ends, and whether it is the last one.
+func nextComponent(name string, start int) (end int, last bool) {
+	end = strings.IndexByte(name[start:], '/')
+	if end < 0 {
+		return len(name), true
+	}
+	return start + end, false
 }
