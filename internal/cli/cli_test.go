@@ -298,3 +298,28 @@ func TestBuildIgnition(t *testing.T) {
 		t.Errorf("--variant windows: exit %d", code)
 	}
 }
+
+func TestConvert(t *testing.T) {
+	dir := t.TempDir()
+	ud := filepath.Join(dir, "user-data")
+	os.WriteFile(ud, []byte("#cloud-config\nhostname: n1\nwrite_files: [{path: /etc/x, content: y, permissions: '0600'}]\nruncmd: [echo hi]\n"), 0o644)
+	ign := filepath.Join(dir, "c.ign")
+	if code, _, stderr := run(t, "convert", ud, "--to", "ignition", "-o", ign); code != ExitOK {
+		t.Fatalf("exit %d %s", code, stderr)
+	}
+	if b, _ := os.ReadFile(ign); !strings.Contains(string(b), `"path":"/etc/x"`) || !strings.Contains(string(b), "vminit-first-boot.service") {
+		t.Errorf("config = %s", b)
+	}
+	code, stdout, _ := run(t, "convert", ud, "--to", "spec")
+	if code != ExitOK || !strings.Contains(stdout, "apiVersion: vminit.dev/v1alpha1") || !strings.Contains(stdout, "hostname: n1") {
+		t.Errorf("--to spec: exit %d\n%s", code, stdout)
+	}
+	os.WriteFile(ud, []byte("#cloud-config\napt: {}\nsnap: {}\n"), 0o644)
+	code, _, stderr := run(t, "convert", ud)
+	if code != ExitInvalid || !strings.Contains(stderr, "apt:") || !strings.Contains(stderr, "snap:") {
+		t.Errorf("unsupported keys: exit %d %s", code, stderr)
+	}
+	if code, _, stderr := run(t, "convert", ud, "--allow-partial"); code != ExitOK || !strings.Contains(stderr, "warning: apt") {
+		t.Errorf("--allow-partial: exit %d %s", code, stderr)
+	}
+}
