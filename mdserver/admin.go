@@ -1,0 +1,509 @@
+package mdserver
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/vminit/vminit/ignition"
+	"github.com/vminit/vminit/seed"
+	"github.com/vminit/vminit/spec"
+)
+
+// This file holds the administration side of the server: the helpers the
+// stores share (DecodeDocument, ResolveChanges) and the admin HTTP API
+// (NewAdminHandler).
+
+// DecodeDocument parses, resolves, defaults and validates one spec document
+// and returns its Record, with a content hash as Revision. Every problem is
+// returned together as spec.Errors, each with the line it was found on.
+//
+// dir is the directory files[].source.file is relative to. An empty dir
+// refuses source.file altogether: documents that arrive over the admin API
+// or from etcd must not make the server read its own files (a document
+// naming /etc/shadow would otherwise be served to a VM). Inline the
+// content with content or contentBase64 instead; `vminit instances put`
+// does so for local spec files.
+func DecodeDocument(doc []byte, dir string) (*Record, error) {
+	inst, pos, err := spec.Decode(doc)
+	if inst == nil {
+		return nil, err
+	}
+	all := spec.AsErrors(err)
+	if dir == "" {
+		for i, f := range inst.Spec.Files {
+			if f.Source != nil && f.Source.File != "" {
+				all = append(all, &spec.FieldError{Field: fmt.Sprintf("spec.files[%d].source.file", i),
+					Message: "not allowed in a document stored through the admin API or etcd: inline the content (content or contentBase64; `vminit instances put` does this for local files)"})
+				inst.Spec.Files[i].Source = nil
+			}
+		}
+	}
+	all = append(all, spec.AsErrors(inst.Resolve(dir))...)
+	inst.Default()
+	for _, v := range spec.AsErrors(inst.Validate()) {
+		if !shadowed(v, all) {
+			all = append(all, v)
+		}
+	}
+	if len(all) > 0 {
+		for _, e := range all {
+			if e.Line == 0 {
+				e.Line = pos.Line(e.Field)
+			}
+		}
+		slices.SortStableFunc(all, func(a, b *spec.FieldError) int { return a.Line - b.Line })
+		return nil, all
+	}
+	h := sha256.New()
+	h.Write(doc)
+	for _, f := range inst.Spec.Files {
+		h.Write([]byte{0})
+		h.Write(f.Data())
+	}
+	return NewRecord(inst, hex.EncodeToString(h.Sum(nil))[:20])
+}
+
+// shadowed reports whether v is about a field that already failed to decode
+// (a mistyped field decodes as its zero value; "required" on top of "want a
+// number" is noise).
+func shadowed(v *spec.FieldError, decoded spec.Errors) bool {
+	for _, d := range decoded {
+		if d.Field != "" && (v.Field == d.Field || strings.HasPrefix(v.Field, d.Field+".") || strings.HasPrefix(v.Field, d.Field+"[")) {
+			return true
+		}
+	}
+	return false
+}
+
+// ResolveChanges is the conflict rule every store applies when its backend
+// changes. served maps a source key (a file name, an etcd key) to the record
+// currently served from it; changes maps keys to their new record, or to
+// nil for a key that is gone. Records that are being served keep their
+// names and addresses: a changed record that would take a name or an
+// address from another key is refused (the newcomer loses) and that key
+// keeps serving its previous record, if it had one. Changes are tried in
+// the order of keys (the caller sorts them, e.g. by file name or etcd
+// revision); a change that was refused only because of another change in
+// the same batch is retried until nothing more can be applied.
+//
+// The result is the new key → record map and the refused keys with why.
+func ResolveChanges(served map[string]*Record, changes map[string]*Record, keys []string) (map[string]*Record, map[string]error) {
+	out := make(map[string]*Record, len(served)+len(changes))
+	for k, r := range served {
+		if c, changed := changes[k]; changed && c == nil {
+			continue // deleted
+		}
+		out[k] = r
+	}
+	names := make(map[string]string, len(out))
+	addrs := make(map[string]string, len(out))
+	claim := func(k string, r *Record) {
+		names[r.Name] = k
+		for _, a := range r.Addresses {
+			addrs[a.String()] = k
+		}
+	}
+	release := func(r *Record) {
+		delete(names, r.Name)
+		for _, a := range r.Addresses {
+			delete(addrs, a.String())
+		}
+	}
+	for k, r := range out {
+		claim(k, r)
+	}
+	pending := make([]string, 0, len(keys))
+	for _, k := range keys {
+		if c := changes[k]; c != nil {
+			pending = append(pending, k)
+		}
+	}
+	refused := map[string]error{}
+	for progress := true; progress && len(pending) > 0; {
+		progress = false
+		rest := pending[:0]
+		for _, k := range pending {
+			nr := changes[k]
+			old := out[k]
+			if old != nil {
+				release(old)
+			}
+			var err error
+			if o, taken := names[nr.Name]; taken && o != k {
+				err = fmt.Errorf("instance %q is already defined by %s", nr.Name, o)
+			}
+			for _, a := range nr.Addresses {
+				if err != nil {
+					break
+				}
+				if o, taken := addrs[a.String()]; taken && o != k {
+					err = fmt.Errorf("%w: %s is claimed by %s (instance %q)", ErrAddressConflict, a, o, out[o].Name)
+				}
+			}
+			if err != nil {
+				if old != nil {
+					claim(k, old)
+				}
+				refused[k] = err
+				rest = append(rest, k)
+				continue
+			}
+			delete(refused, k)
+			out[k] = nr
+			claim(k, nr)
+			progress = true
+		}
+		pending = rest
+	}
+	return out, refused
+}
+
+// AdminOptions configure the admin API.
+type AdminOptions struct {
+	// Token is the bearer token every request must carry
+	// (Authorization: Bearer <token>). An empty token refuses every
+	// request: the admin API is never open.
+	Token string
+	// MaxBodyBytes bounds a PUT body; default 1 MiB, at most
+	// spec.MaxSpecSize.
+	MaxBodyBytes int64
+	// Logger receives one line per change (put, delete); default
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// LoadToken reads a bearer token from a file (surrounding white space
+// removed). Tokens shorter than 16 bytes are refused.
+func LoadToken(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	t := strings.TrimSpace(string(b))
+	if len(t) < 16 {
+		return "", fmt.Errorf("%s: the token is %d bytes; use at least 16 (e.g. head -c 32 /dev/urandom | base64)", path, len(t))
+	}
+	return t, nil
+}
+
+// AdminTLSConfig is the listener configuration for serving the admin API
+// over TLS: a certificate and key (PEM files), TLS 1.2 or newer, and, when
+// clientCAFile is set, client certificates required and verified against
+// that CA bundle (mutual TLS on top of the bearer token). Use it as
+// http.Server.TLSConfig and call ServeTLS(l, "", "").
+func AdminTLSConfig(certFile, keyFile, clientCAFile string) (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, err
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
+	if clientCAFile != "" {
+		pem, err := os.ReadFile(clientCAFile)
+		if err != nil {
+			return nil, err
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("%s: no PEM certificates", clientCAFile)
+		}
+		cfg.ClientCAs = pool
+		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return cfg, nil
+}
+
+// Admin API wire types.
+type (
+	// InstanceSummary is one entry of GET /v1/instances.
+	InstanceSummary struct {
+		Name      string   `json:"name"`
+		Addresses []string `json:"addresses"`
+		Revision  string   `json:"revision"`
+	}
+	// InstanceList is the body of GET /v1/instances.
+	InstanceList struct {
+		Instances []InstanceSummary `json:"instances"`
+	}
+	// PreviewFile is one file of a preview. Content is set for UTF-8 text,
+	// ContentBase64 otherwise.
+	PreviewFile struct {
+		Path          string `json:"path"`
+		Content       string `json:"content,omitempty"`
+		ContentBase64 string `json:"contentBase64,omitempty"`
+	}
+	// Preview is the body of GET /v1/instances/{name}/preview.
+	Preview struct {
+		Name     string        `json:"name"`
+		Dialect  string        `json:"dialect"`
+		Revision string        `json:"revision"`
+		Files    []PreviewFile `json:"files"`
+		Warnings []string      `json:"warnings,omitempty"`
+	}
+	// ErrorBody is every error response: field errors for invalid specs
+	// (422), one message otherwise.
+	ErrorBody struct {
+		Errors []*spec.FieldError `json:"errors"`
+	}
+)
+
+// PreviewDialects are the dialects the preview endpoint renders.
+var PreviewDialects = []string{"nocloud", "configdrive", "ignition"}
+
+// NewAdminHandler returns the admin API over store:
+//
+//	GET    /v1/instances                   names, addresses, revisions
+//	GET    /v1/instances/{name}            the stored spec (YAML, defaults filled in)
+//	PUT    /v1/instances/{name}            store a spec document (YAML or JSON)
+//	DELETE /v1/instances/{name}            remove an instance
+//	GET    /v1/instances/{name}/preview?dialect=nocloud|configdrive|ignition[&variant=fcos|flatcar|rhcos]
+//
+// Every request needs the bearer token; errors are JSON ErrorBody.
+func NewAdminHandler(store Store, opts AdminOptions) http.Handler {
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = 1 << 20
+	}
+	opts.MaxBodyBytes = min(opts.MaxBodyBytes, spec.MaxSpecSize)
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	a := &admin{store: store, opts: opts, tokenHash: sha256.Sum256([]byte(opts.Token))}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/instances", a.list)
+	mux.HandleFunc("GET /v1/instances/{name}", a.get)
+	mux.HandleFunc("PUT /v1/instances/{name}", a.put)
+	mux.HandleFunc("DELETE /v1/instances/{name}", a.delete)
+	mux.HandleFunc("GET /v1/instances/{name}/preview", a.preview)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path)
+	})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		if !a.authorized(r) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="vminit-admin"`)
+			writeError(w, http.StatusUnauthorized, "missing or wrong bearer token")
+			return
+		}
+		// A mux 405 is plain text; make it JSON like every other error.
+		if _, pattern := mux.Handler(r); pattern == "" || pattern == "/" {
+			if strings.HasPrefix(r.URL.Path, "/v1/instances") {
+				writeError(w, http.StatusMethodNotAllowed, "method %s not allowed on %s", r.Method, r.URL.Path)
+				return
+			}
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+type admin struct {
+	store     Store
+	opts      AdminOptions
+	tokenHash [32]byte
+}
+
+func (a *admin) authorized(r *http.Request) bool {
+	if a.opts.Token == "" {
+		return false
+	}
+	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		return false
+	}
+	// Comparing hashes keeps the comparison constant-time in the length
+	// of the token too.
+	h := sha256.Sum256([]byte(strings.TrimSpace(tok)))
+	return subtle.ConstantTimeCompare(h[:], a.tokenHash[:]) == 1
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, format string, args ...any) {
+	writeJSON(w, status, ErrorBody{Errors: []*spec.FieldError{{Message: fmt.Sprintf(format, args...)}}})
+}
+
+func (a *admin) list(w http.ResponseWriter, r *http.Request) {
+	snap := a.store.Snapshot()
+	out := InstanceList{Instances: make([]InstanceSummary, 0, snap.Len())}
+	for _, n := range snap.Names() {
+		rec, _ := snap.ByName(n)
+		s := InstanceSummary{Name: n, Addresses: make([]string, len(rec.Addresses)), Revision: rec.Revision}
+		for i, ad := range rec.Addresses {
+			s.Addresses[i] = ad.String()
+		}
+		out.Instances = append(out.Instances, s)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (a *admin) lookup(w http.ResponseWriter, r *http.Request) (*Record, bool) {
+	name := r.PathValue("name")
+	rec, ok := a.store.Snapshot().ByName(name)
+	if !ok {
+		writeError(w, http.StatusNotFound, "instance %q not found", name)
+	}
+	return rec, ok
+}
+
+func (a *admin) get(w http.ResponseWriter, r *http.Request) {
+	rec, ok := a.lookup(w, r)
+	if !ok {
+		return
+	}
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(rec.Instance); err != nil {
+		writeError(w, http.StatusInternalServerError, "encoding %s: %v", rec.Name, err)
+		return
+	}
+	enc.Close()
+	w.Header().Set("Content-Type", "application/yaml")
+	w.Header().Set("ETag", `"`+rec.Revision+`"`)
+	w.Write(buf.Bytes())
+}
+
+func (a *admin) put(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.opts.MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeError(w, http.StatusRequestEntityTooLarge, "the document is larger than %d bytes", mbe.Limit)
+			return
+		}
+		writeError(w, http.StatusBadRequest, "reading the body: %v", err)
+		return
+	}
+	// Validate here first so that a name mismatch is reported together
+	// with every other problem, and the store is not touched.
+	rec, err := DecodeDocument(body, "")
+	if err != nil {
+		a.putError(w, err)
+		return
+	}
+	if rec.Name != name {
+		writeJSON(w, http.StatusUnprocessableEntity, ErrorBody{Errors: []*spec.FieldError{{Field: "metadata.name",
+			Message: fmt.Sprintf("is %q but the URL names %q", rec.Name, name)}}})
+		return
+	}
+	rec, err = a.store.Put(r.Context(), body)
+	if err != nil {
+		a.putError(w, err)
+		return
+	}
+	a.opts.Logger.Info("admin: instance stored", "instance", rec.Name, "revision", rec.Revision, "remote", r.RemoteAddr)
+	s := InstanceSummary{Name: rec.Name, Revision: rec.Revision, Addresses: []string{}}
+	for _, ad := range rec.Addresses {
+		s.Addresses = append(s.Addresses, ad.String())
+	}
+	writeJSON(w, http.StatusOK, s)
+}
+
+func (a *admin) putError(w http.ResponseWriter, err error) {
+	switch es := spec.AsErrors(err); {
+	case es != nil:
+		for _, e := range es {
+			e.File = ""
+		}
+		writeJSON(w, http.StatusUnprocessableEntity, ErrorBody{Errors: es})
+	case errors.Is(err, ErrAddressConflict), errors.Is(err, ErrConflict):
+		writeError(w, http.StatusConflict, "%v", err)
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, ErrUnavailable):
+		writeError(w, http.StatusServiceUnavailable, "%v", err)
+	default:
+		writeError(w, http.StatusInternalServerError, "%v", err)
+	}
+}
+
+// ErrConflict is returned by a store's Put when the document would take a
+// name from another source (another file defines the instance).
+var ErrConflict = errors.New("conflicting instance")
+
+// ErrUnavailable is returned by a store's Put and Delete when its backend
+// cannot be reached; the snapshot keeps being served.
+var ErrUnavailable = errors.New("store backend unavailable")
+
+func (a *admin) delete(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	err := a.store.Delete(r.Context(), name)
+	switch {
+	case err == nil:
+		a.opts.Logger.Info("admin: instance deleted", "instance", name, "remote", r.RemoteAddr)
+		w.WriteHeader(http.StatusNoContent)
+	case errors.Is(err, ErrNotFound):
+		writeError(w, http.StatusNotFound, "instance %q not found", name)
+	default:
+		a.putError(w, err)
+	}
+}
+
+func (a *admin) preview(w http.ResponseWriter, r *http.Request) {
+	rec, ok := a.lookup(w, r)
+	if !ok {
+		return
+	}
+	dialect := r.URL.Query().Get("dialect")
+	if dialect == "" {
+		dialect = "nocloud"
+	}
+	p := Preview{Name: rec.Name, Dialect: dialect, Revision: rec.Revision, Files: []PreviewFile{}}
+	switch dialect {
+	case "nocloud", "configdrive":
+		ds, _ := seed.ParseDatasource(dialect)
+		s, err := seed.Build(rec.Instance, ds, seed.Options{})
+		if err != nil {
+			a.putError(w, err)
+			return
+		}
+		for _, f := range s.Files {
+			p.Files = append(p.Files, previewFile(f.Path, f.Data))
+		}
+	case "ignition":
+		res, err := ignition.Render(rec.Instance, ignition.Options{
+			Variant: ignition.Variant(r.URL.Query().Get("variant")), AllowPartial: true})
+		if err != nil {
+			a.putError(w, err)
+			return
+		}
+		p.Files = append(p.Files, previewFile("config.ign", res.Config))
+		p.Warnings = res.Warnings
+	case "ec2", "openstack":
+		writeError(w, http.StatusNotImplemented, "dialect %q: the preview renders seeds and Ignition only (%s); the %s tree is what `vminit serve` answers", dialect, strings.Join(PreviewDialects, ", "), dialect)
+		return
+	default:
+		writeError(w, http.StatusBadRequest, "dialect %q: want one of %s", dialect, strings.Join(PreviewDialects, ", "))
+		return
+	}
+	writeJSON(w, http.StatusOK, p)
+}
+
+func previewFile(path string, data []byte) PreviewFile {
+	if utf8.Valid(data) {
+		return PreviewFile{Path: path, Content: string(data)}
+	}
+	return PreviewFile{Path: path, ContentBase64: base64.StdEncoding.EncodeToString(data)}
+}

@@ -1,0 +1,521 @@
+// Package dirstore is the metadata server's default store: a directory of
+// instance spec files (*.yaml, *.yml, *.json; one instance per file;
+// files[].source.file relative to the spec file; subdirectories and dot
+// files ignored).
+//
+// Every file is parsed once, at Open (in parallel across cores), into an
+// in-memory mdserver.Snapshot that requests read without locks or I/O.
+// When the directory changes (inotify; an mtime poll where inotify is not
+// available) the changed files alone are re-read after a short debounce and
+// a new snapshot is swapped in atomically.
+//
+// A file that fails to load (invalid spec, or one whose name or address
+// another file already holds) is logged with every problem, and the
+// instance keeps its last good version: an edit in progress or a typo
+// never takes a running VM's metadata away. Deleting a file removes its
+// instance. Reload re-reads everything (for SIGHUP; also picks up changed
+// source.file content, which is not watched).
+package dirstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/vminit/vminit/internal/atomicfile"
+	"github.com/vminit/vminit/mdserver"
+	"github.com/vminit/vminit/spec"
+)
+
+// Options tune a Store.
+type Options struct {
+	// Logger receives load problems and reloads; default slog.Default().
+	Logger *slog.Logger
+	// Debounce is how long after the first change event the directory is
+	// re-read, collecting the burst of events an editor or a
+	// `kubectl apply` of a ConfigMap makes; default 200 ms.
+	Debounce time.Duration
+	// PollInterval > 0 watches by comparing modification times at that
+	// interval instead of inotify. When inotify cannot be set up the store
+	// polls every 2 s.
+	PollInterval time.Duration
+	// NoWatch disables watching: the directory is read at Open and on
+	// Reload only.
+	NoWatch bool
+	// Workers parse files in parallel; default GOMAXPROCS.
+	Workers int
+}
+
+// Store is a directory of spec files. It implements mdserver.Store.
+type Store struct {
+	dir  string
+	opts Options
+	log  *slog.Logger
+	snap atomic.Pointer[mdserver.Snapshot]
+
+	mu     sync.Mutex        // serialises reloads and writes
+	files  map[string]*entry // by base name
+	served map[string]*mdserver.Record
+
+	watching string // "inotify", "poll" or ""
+	stop     chan struct{}
+	done     chan struct{}
+	closeFn  func()
+	once     sync.Once
+	reloads  atomic.Int64
+}
+
+// entry is what the store knows about one file.
+type entry struct {
+	stamp stamp
+	// pending is a parsed version that was refused because another file
+	// holds its name or an address; it is retried on every reload.
+	pending *mdserver.Record
+	refused string // the last refusal logged, to log each one once
+}
+
+// stamp identifies a version of a file without reading it.
+type stamp struct {
+	ino, size       int64
+	mtime, ctime    int64
+	dev             uint64
+	isRegular, isOK bool
+}
+
+func stampOf(fi os.FileInfo) stamp {
+	s := stamp{size: fi.Size(), mtime: fi.ModTime().UnixNano(), isRegular: fi.Mode().IsRegular(), isOK: true}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		s.ino, s.dev = int64(st.Ino), uint64(st.Dev)
+		s.ctime = st.Ctim.Sec*1e9 + st.Ctim.Nsec
+	}
+	return s
+}
+
+// IsSpecFile reports whether a directory entry name is read as a spec.
+func IsSpecFile(name string) bool {
+	if strings.HasPrefix(name, ".") {
+		return false
+	}
+	switch filepath.Ext(name) {
+	case ".yaml", ".yml", ".json":
+		return true
+	}
+	return false
+}
+
+// Open reads every spec file in dir and, unless opts.NoWatch, starts
+// watching it. Files that fail to load are logged and left out; Open fails
+// only when the directory cannot be read.
+func Open(dir string, opts Options) (*Store, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Debounce <= 0 {
+		opts.Debounce = 200 * time.Millisecond
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = runtime.GOMAXPROCS(0)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{dir: abs, opts: opts, log: opts.Logger.With("store", "dir", "dir", abs),
+		files: map[string]*entry{}, served: map[string]*mdserver.Record{},
+		stop: make(chan struct{}), done: make(chan struct{})}
+	empty, _ := mdserver.NewSnapshot(nil)
+	s.snap.Store(empty)
+	if err := s.reload(true); err != nil {
+		return nil, err
+	}
+	if opts.NoWatch {
+		close(s.done)
+		return s, nil
+	}
+	if opts.PollInterval > 0 {
+		s.watching = "poll"
+		go s.poll(opts.PollInterval)
+		return s, nil
+	}
+	if err := s.startInotify(); err != nil {
+		s.log.Warn("dirstore: inotify unavailable; polling every 2s", "err", err)
+		s.watching = "poll"
+		go s.poll(2 * time.Second)
+	}
+	return s, nil
+}
+
+// Dir is the directory the store reads.
+func (s *Store) Dir() string { return s.dir }
+
+// Watching says how changes are noticed: "inotify", "poll" or "" (not
+// watched).
+func (s *Store) Watching() string { return s.watching }
+
+// Reloads counts the reloads that changed the snapshot.
+func (s *Store) Reloads() int64 { return s.reloads.Load() }
+
+// Snapshot returns the current index (an atomic load).
+func (s *Store) Snapshot() *mdserver.Snapshot { return s.snap.Load() }
+
+// Reload re-reads every file, changed or not (for SIGHUP).
+func (s *Store) Reload() error { return s.reload(true) }
+
+// Close stops watching.
+func (s *Store) Close() error {
+	s.once.Do(func() {
+		close(s.stop)
+		if s.closeFn != nil {
+			s.closeFn()
+		}
+	})
+	<-s.done
+	return nil
+}
+
+type parsed struct {
+	name string
+	st   stamp
+	rec  *mdserver.Record
+	err  error
+}
+
+// reload scans the directory and applies what changed. With force, every
+// file is re-read even when its stamp is unchanged.
+func (s *Store) reload(force bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ents, err := os.ReadDir(s.dir)
+	if err != nil {
+		s.log.Error("dirstore: cannot read the directory; serving the last snapshot", "err", err)
+		return err
+	}
+	present := map[string]stamp{}
+	var changed []string
+	for _, de := range ents {
+		name := de.Name()
+		if !IsSpecFile(name) {
+			continue
+		}
+		fi, err := os.Stat(filepath.Join(s.dir, name)) // follows ConfigMap symlinks
+		if err != nil {
+			if !errors.Is(err, os.ErrNotExist) {
+				s.log.Error("dirstore: cannot stat a spec file", "file", name, "err", err)
+			}
+			continue
+		}
+		if fi.IsDir() {
+			continue
+		}
+		st := stampOf(fi)
+		present[name] = st
+		if e, ok := s.files[name]; force || !ok || e.stamp != st {
+			changed = append(changed, name)
+		}
+	}
+	results := s.parseAll(changed, present)
+
+	changes := map[string]*mdserver.Record{}
+	var order []string
+	for name := range s.files {
+		if _, ok := present[name]; !ok {
+			changes[name] = nil
+			order = append(order, name)
+			delete(s.files, name)
+			s.log.Info("dirstore: file removed", "file", name)
+		}
+	}
+	for _, p := range results {
+		e := s.files[p.name]
+		if e == nil {
+			e = &entry{}
+			s.files[p.name] = e
+		}
+		e.stamp = p.st
+		if p.err != nil {
+			e.pending = nil
+			attrs := []any{"file", p.name}
+			for i, fe := range spec.AsErrors(p.err) {
+				fe.File = ""
+				attrs = append(attrs, fmt.Sprintf("problem%d", i+1), fe.Error())
+			}
+			if spec.AsErrors(p.err) == nil {
+				attrs = append(attrs, "err", p.err)
+			}
+			if old := s.served[p.name]; old != nil {
+				attrs = append(attrs, "serving", "the last good version (revision "+old.Revision+")")
+			} else {
+				attrs = append(attrs, "serving", "nothing from this file")
+			}
+			s.log.Error("dirstore: invalid spec file", attrs...)
+			continue
+		}
+		if old := s.served[p.name]; old != nil && old.Revision == p.rec.Revision && !force {
+			e.pending = nil
+			continue
+		}
+		e.pending = p.rec
+	}
+	// Retry every pending version (refused earlier, or new now).
+	for name, e := range s.files {
+		if e.pending != nil {
+			changes[name] = e.pending
+			order = append(order, name)
+		}
+	}
+	if len(changes) == 0 {
+		return nil
+	}
+	slices.Sort(order)
+	order = slices.Compact(order)
+	served, refused := mdserver.ResolveChanges(s.served, changes, order)
+	for name, e := range s.files {
+		if e.pending == nil {
+			continue
+		}
+		if err, ok := refused[name]; ok {
+			if msg := err.Error(); msg != e.refused {
+				e.refused = msg
+				s.log.Error("dirstore: spec file refused", "file", name, "instance", e.pending.Name, "problem", msg,
+					"serving", servingWhat(s.served[name]))
+			}
+			continue
+		}
+		e.pending, e.refused = nil, ""
+	}
+	recs := slices.Collect(maps.Values(served))
+	snap, err := mdserver.NewSnapshot(recs)
+	if err != nil { // ResolveChanges makes this unreachable
+		s.log.Error("dirstore: cannot index the instances; serving the last snapshot", "err", err)
+		return err
+	}
+	s.served = served
+	s.snap.Store(snap)
+	s.reloads.Add(1)
+	s.log.Debug("dirstore: snapshot replaced", "instances", snap.Len(), "changed", len(changes))
+	return nil
+}
+
+func servingWhat(r *mdserver.Record) string {
+	if r == nil {
+		return "nothing from this file"
+	}
+	return "the last good version (revision " + r.Revision + ")"
+}
+
+// parseAll loads the named files on opts.Workers goroutines.
+func (s *Store) parseAll(names []string, stamps map[string]stamp) []parsed {
+	out := make([]parsed, len(names))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(s.opts.Workers, len(names)) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(names) {
+					return
+				}
+				n := names[i]
+				out[i] = parsed{name: n, st: stamps[n]}
+				out[i].rec, out[i].err = loadFile(filepath.Join(s.dir, n))
+			}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+func loadFile(path string) (*mdserver.Record, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, spec.MaxSpecSize+1))
+	if err != nil {
+		return nil, err
+	}
+	return mdserver.DecodeDocument(data, filepath.Dir(path))
+}
+
+// Put validates doc and writes it atomically (temporary file + rename) as
+// <name>.yaml, replacing the file the instance was defined in (if it had
+// another name, that file is removed). source.file is refused: a document
+// from the API must not read the server's files.
+func (s *Store) Put(ctx context.Context, doc []byte) (*mdserver.Record, error) {
+	rec, err := mdserver.DecodeDocument(doc, "")
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	target := rec.Name + ".yaml"
+	var previous string
+	for f, r := range s.served {
+		if r.Name == rec.Name {
+			previous = f
+		}
+	}
+	// Refuse before writing: a file that would be refused on load helps
+	// nobody.
+	check := map[string]*mdserver.Record{target: rec}
+	if previous != "" && previous != target {
+		check[previous] = nil
+	}
+	if _, refused := mdserver.ResolveChanges(s.served, check, []string{previous, target}); refused[target] != nil {
+		s.mu.Unlock()
+		return nil, refused[target]
+	}
+	if e := s.files[target]; e != nil && previous != target {
+		// target exists but defines another instance (or nothing valid).
+		if r := s.served[target]; r != nil {
+			s.mu.Unlock()
+			return nil, fmt.Errorf("%w: %s defines instance %q", mdserver.ErrConflict, target, r.Name)
+		}
+	}
+	err = atomicfile.Write(filepath.Join(s.dir, target), 0o600, func(w io.Writer) error { _, err := w.Write(doc); return err })
+	if err == nil && previous != "" && previous != target {
+		err = os.Remove(filepath.Join(s.dir, previous))
+	}
+	s.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	if err := s.reload(false); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e := s.files[target]; e != nil && e.pending != nil {
+		return nil, errors.New(e.refused)
+	}
+	got := s.served[target]
+	if got == nil || got.Revision != rec.Revision {
+		return nil, fmt.Errorf("%s was changed concurrently", target)
+	}
+	return got, nil
+}
+
+// Delete removes the file that defines the instance.
+func (s *Store) Delete(ctx context.Context, name string) error {
+	s.mu.Lock()
+	var file string
+	for f, r := range s.served {
+		if r.Name == name {
+			file = f
+		}
+	}
+	s.mu.Unlock()
+	if file == "" {
+		return fmt.Errorf("%w: %q", mdserver.ErrNotFound, name)
+	}
+	if err := os.Remove(filepath.Join(s.dir, file)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return s.reload(false)
+}
+
+// watchLoop coalesces change notifications: the first one starts the
+// debounce timer, those arriving before it fires are absorbed, then the
+// directory is re-read once.
+func (s *Store) watchLoop(events <-chan struct{}) {
+	defer close(s.done)
+	for {
+		select {
+		case <-s.stop:
+			return
+		case _, ok := <-events:
+			if !ok {
+				return
+			}
+		}
+		t := time.NewTimer(s.opts.Debounce)
+	drain:
+		for {
+			select {
+			case <-s.stop:
+				t.Stop()
+				return
+			case <-events:
+			case <-t.C:
+				break drain
+			}
+		}
+		s.reload(false)
+	}
+}
+
+func (s *Store) poll(every time.Duration) {
+	defer close(s.done)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			s.reload(false)
+		}
+	}
+}
+
+func (s *Store) startInotify() error {
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		return err
+	}
+	const mask = unix.IN_CREATE | unix.IN_CLOSE_WRITE | unix.IN_MOVED_TO | unix.IN_MOVED_FROM |
+		unix.IN_DELETE | unix.IN_ATTRIB | unix.IN_MODIFY | unix.IN_DELETE_SELF | unix.IN_MOVE_SELF
+	if _, err := unix.InotifyAddWatch(fd, s.dir, mask); err != nil {
+		unix.Close(fd)
+		return err
+	}
+	// A non-blocking fd in an os.File goes through the runtime poller, so
+	// Close unblocks the reader.
+	f := os.NewFile(uintptr(fd), "inotify")
+	events := make(chan struct{}, 1)
+	s.watching = "inotify"
+	s.closeFn = func() { f.Close() }
+	go func() {
+		defer close(events)
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := f.Read(buf)
+			if err != nil {
+				select {
+				case <-s.stop:
+				default:
+					s.log.Error("dirstore: inotify read failed; changes are no longer noticed (send SIGHUP to reload)", "err", err)
+				}
+				return
+			}
+			for off := 0; off+unix.SizeofInotifyEvent <= n; {
+				ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
+				if ev.Mask&(unix.IN_DELETE_SELF|unix.IN_MOVE_SELF|unix.IN_IGNORED) != 0 {
+					s.log.Error("dirstore: the watched directory was removed or moved; serving the last snapshot")
+				}
+				off += unix.SizeofInotifyEvent + int(ev.Len)
+			}
+			select {
+			case events <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	go s.watchLoop(events)
+	return nil
+}
