@@ -1,0 +1,470 @@
+// Package etcdstore keeps the metadata server's instances in etcd, so that
+// a fleet of `vminit serve` replicas shares one set of instances: each
+// instance is one key, <prefix><metadata.name>, whose value is the spec
+// document (YAML or JSON, files inlined: source.file is refused).
+//
+// Each Store keeps the whole set in memory: a full Get at Open, then a
+// Watch from the revision after it. Requests are answered from that memory
+// (Snapshot is an atomic load and never waits for etcd), so replicas keep
+// serving while etcd is unreachable and catch up when it returns. When the
+// watch fails or its revision was compacted away, the store lists the
+// prefix again and re-watches, backing off exponentially.
+//
+// A document in etcd that does not load (invalid, or taking another
+// instance's name or address) is logged with its key and every problem,
+// and the instance keeps its last good version. Put and Delete are etcd
+// transactions; Put refuses a document that would be refused on load.
+package etcdstore
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/vminit/vminit/mdserver"
+	"github.com/vminit/vminit/spec"
+)
+
+// DefaultPrefix is the key prefix instances live under.
+const DefaultPrefix = "/vminit/instances/"
+
+// Config configures a Store.
+type Config struct {
+	// Endpoints are etcd client URLs, e.g. https://etcd-0:2379.
+	Endpoints []string
+	// Prefix is the key prefix; default DefaultPrefix. Keys below it are
+	// <prefix><instance name>.
+	Prefix string
+	// TLS, when set, is used for the client connections (server CA and,
+	// for client-certificate auth, the client certificate).
+	TLS *tls.Config
+	// Username and Password for etcd's own authentication (optional).
+	Username, Password string
+	// DialTimeout bounds connecting; default 5 s.
+	DialTimeout time.Duration
+	// RequestTimeout bounds each list, Put and Delete; default 5 s.
+	RequestTimeout time.Duration
+	// MinBackoff and MaxBackoff bound the wait between re-list attempts
+	// after a watch failure; defaults 100 ms and 10 s.
+	MinBackoff, MaxBackoff time.Duration
+	// Logger receives bad documents and watch failures; default
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// Store is an etcd-backed mdserver.Store.
+type Store struct {
+	cfg  Config
+	cli  *clientv3.Client
+	log  *slog.Logger
+	snap atomic.Pointer[mdserver.Snapshot]
+
+	mu      sync.Mutex
+	keys    map[string]*entry
+	served  map[string]*mdserver.Record // by key
+	rev     int64                       // the etcd revision the index reflects
+	revSig  chan struct{}               // closed and replaced when rev moves
+	relists atomic.Int64
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+type entry struct {
+	modRev  int64
+	pending *mdserver.Record // loaded but refused (conflict); retried on every change
+	refused string
+}
+
+// beforeWatch is a test hook run before each Watch call.
+var beforeWatch func()
+
+// Open connects, lists the prefix and starts watching it. It fails when
+// the first list fails (a replica with nothing to serve should not pretend
+// to be ready); after that, etcd outages only delay updates.
+func Open(ctx context.Context, cfg Config) (*Store, error) {
+	if cfg.Prefix == "" {
+		cfg.Prefix = DefaultPrefix
+	}
+	if !strings.HasSuffix(cfg.Prefix, "/") {
+		cfg.Prefix += "/"
+	}
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = 5 * time.Second
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = 5 * time.Second
+	}
+	if cfg.MinBackoff <= 0 {
+		cfg.MinBackoff = 100 * time.Millisecond
+	}
+	if cfg.MaxBackoff < cfg.MinBackoff {
+		cfg.MaxBackoff = max(10*time.Second, cfg.MinBackoff)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if len(cfg.Endpoints) == 0 {
+		return nil, errors.New("etcdstore: no endpoints")
+	}
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   cfg.Endpoints,
+		DialTimeout: cfg.DialTimeout,
+		TLS:         cfg.TLS,
+		Username:    cfg.Username,
+		Password:    cfg.Password,
+		Logger:      zap.NewNop(),
+		// Notice a dead server within seconds, not minutes.
+		DialKeepAliveTime:    5 * time.Second,
+		DialKeepAliveTimeout: 3 * time.Second,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("etcdstore: %w", err)
+	}
+	s := &Store{cfg: cfg, cli: cli, log: cfg.Logger.With("store", "etcd", "prefix", cfg.Prefix),
+		keys: map[string]*entry{}, served: map[string]*mdserver.Record{}, revSig: make(chan struct{}), done: make(chan struct{})}
+	empty, _ := mdserver.NewSnapshot(nil)
+	s.snap.Store(empty)
+	lctx, cancel := context.WithTimeout(ctx, cfg.RequestTimeout)
+	rev, err := s.list(lctx)
+	cancel()
+	if err != nil {
+		cli.Close()
+		return nil, fmt.Errorf("etcdstore: listing %s: %w", cfg.Prefix, err)
+	}
+	runCtx, stop := context.WithCancel(context.Background())
+	s.cancel = stop
+	go s.run(runCtx, rev)
+	return s, nil
+}
+
+// Snapshot returns the current index (an atomic load; never waits for etcd).
+func (s *Store) Snapshot() *mdserver.Snapshot { return s.snap.Load() }
+
+// Revision is the etcd revision the snapshot reflects.
+func (s *Store) Revision() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rev
+}
+
+// Relists counts full re-lists after watch failures or compaction.
+func (s *Store) Relists() int64 { return s.relists.Load() }
+
+// Close stops watching and closes the client.
+func (s *Store) Close() error {
+	s.cancel()
+	<-s.done
+	return s.cli.Close()
+}
+
+// version is one key's value at a revision; nil in a change set means the
+// key was deleted.
+type version struct {
+	value  []byte
+	modRev int64
+}
+
+// list reads the whole prefix and applies it as the complete state.
+func (s *Store) list(ctx context.Context) (int64, error) {
+	resp, err := s.cli.Get(ctx, s.cfg.Prefix, clientv3.WithPrefix())
+	if err != nil {
+		return 0, err
+	}
+	changes := map[string]*version{}
+	seen := map[string]bool{}
+	for _, kv := range resp.Kvs {
+		k := string(kv.Key)
+		seen[k] = true
+		changes[k] = &version{value: kv.Value, modRev: kv.ModRevision}
+	}
+	s.mu.Lock()
+	for k := range s.keys {
+		if !seen[k] {
+			changes[k] = nil
+		}
+	}
+	s.mu.Unlock()
+	s.apply(changes, resp.Header.Revision)
+	return resp.Header.Revision, nil
+}
+
+// run watches from rev+1; on a failed or compacted watch it re-lists and
+// re-watches with exponential backoff.
+func (s *Store) run(ctx context.Context, rev int64) {
+	defer close(s.done)
+	backoff := s.cfg.MinBackoff
+	sleep := func() bool {
+		d := backoff/2 + rand.N(backoff/2+1)
+		backoff = min(backoff*2, s.cfg.MaxBackoff)
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(d):
+			return true
+		}
+	}
+	for ctx.Err() == nil {
+		if rev == 0 {
+			lctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+			r, err := s.list(lctx)
+			cancel()
+			if err != nil {
+				if ctx.Err() == nil {
+					s.log.Warn("etcdstore: re-list failed; serving from memory", "err", err, "retry_in", backoff)
+				}
+				if !sleep() {
+					return
+				}
+				continue
+			}
+			s.relists.Add(1)
+			s.log.Info("etcdstore: re-listed", "revision", r, "instances", s.Snapshot().Len())
+			rev = r
+		}
+		if beforeWatch != nil {
+			beforeWatch()
+		}
+		wctx, wcancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		wch := s.cli.Watch(wctx, s.cfg.Prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithProgressNotify())
+		failed := false
+		for resp := range wch {
+			if resp.CompactRevision != 0 {
+				s.log.Warn("etcdstore: watch revision compacted; re-listing", "wanted", rev+1, "compacted", resp.CompactRevision)
+				failed = true
+				break
+			}
+			if err := resp.Err(); err != nil {
+				s.log.Warn("etcdstore: watch failed; re-listing", "err", err)
+				failed = true
+				break
+			}
+			backoff = s.cfg.MinBackoff
+			if len(resp.Events) == 0 { // progress notification
+				s.apply(nil, resp.Header.Revision)
+				rev = resp.Header.Revision
+				continue
+			}
+			changes := map[string]*version{}
+			for _, ev := range resp.Events {
+				k := string(ev.Kv.Key)
+				if ev.Type == clientv3.EventTypeDelete {
+					changes[k] = nil
+				} else {
+					changes[k] = &version{value: ev.Kv.Value, modRev: ev.Kv.ModRevision}
+				}
+			}
+			s.apply(changes, resp.Header.Revision)
+			rev = resp.Header.Revision
+		}
+		wcancel()
+		if ctx.Err() != nil {
+			return
+		}
+		if !failed {
+			s.log.Warn("etcdstore: watch closed; re-listing")
+		}
+		rev = 0
+		if !sleep() {
+			return
+		}
+	}
+}
+
+// apply loads the changed keys and swaps in a new snapshot.
+func (s *Store) apply(changes map[string]*version, rev int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	recs := map[string]*mdserver.Record{}
+	for k, v := range changes {
+		if v == nil {
+			if _, ok := s.keys[k]; ok {
+				delete(s.keys, k)
+				recs[k] = nil
+			}
+			continue
+		}
+		e := s.keys[k]
+		if e != nil && e.modRev == v.modRev {
+			continue // unchanged (a re-list)
+		}
+		if e == nil {
+			e = &entry{}
+			s.keys[k] = e
+		}
+		e.modRev = v.modRev
+		rec, err := s.decode(k, v.value)
+		if err != nil {
+			e.pending, e.refused = nil, ""
+			attrs := []any{"key", k, "mod_revision", v.modRev}
+			if es := spec.AsErrors(err); es != nil {
+				for i, fe := range es {
+					attrs = append(attrs, fmt.Sprintf("problem%d", i+1), fe.Error())
+				}
+			} else {
+				attrs = append(attrs, "err", err)
+			}
+			attrs = append(attrs, "serving", servingWhat(s.served[k]))
+			s.log.Error("etcdstore: invalid document skipped", attrs...)
+			continue
+		}
+		e.pending = rec
+	}
+	for k, e := range s.keys {
+		if e.pending != nil {
+			recs[k] = e.pending
+		}
+	}
+	if len(recs) > 0 {
+		order := slices.SortedFunc(maps.Keys(recs), func(a, b string) int {
+			ra, rb := int64(0), int64(0)
+			if e := s.keys[a]; e != nil {
+				ra = e.modRev
+			}
+			if e := s.keys[b]; e != nil {
+				rb = e.modRev
+			}
+			if ra != rb {
+				return int(ra - rb)
+			}
+			return strings.Compare(a, b)
+		})
+		served, refused := mdserver.ResolveChanges(s.served, recs, order)
+		for k, e := range s.keys {
+			if e.pending == nil {
+				continue
+			}
+			if err, ok := refused[k]; ok {
+				if msg := err.Error(); msg != e.refused {
+					e.refused = msg
+					s.log.Error("etcdstore: document refused", "key", k, "problem", msg, "serving", servingWhat(s.served[k]))
+				}
+				continue
+			}
+			e.pending, e.refused = nil, ""
+		}
+		snap, err := mdserver.NewSnapshot(slices.Collect(maps.Values(served)))
+		if err != nil {
+			s.log.Error("etcdstore: cannot index the instances; serving the last snapshot", "err", err)
+		} else {
+			s.served = served
+			s.snap.Store(snap)
+		}
+	}
+	if rev > s.rev {
+		s.rev = rev
+		close(s.revSig)
+		s.revSig = make(chan struct{})
+	}
+}
+
+func servingWhat(r *mdserver.Record) string {
+	if r == nil {
+		return "nothing from this key"
+	}
+	return "the last good version (revision " + r.Revision + ")"
+}
+
+func (s *Store) decode(key string, value []byte) (*mdserver.Record, error) {
+	rec, err := mdserver.DecodeDocument(value, "")
+	if err != nil {
+		return nil, err
+	}
+	if want := strings.TrimPrefix(key, s.cfg.Prefix); rec.Name != want {
+		return nil, spec.Errors{{Field: "metadata.name", Message: fmt.Sprintf("is %q but the key names %q", rec.Name, want)}}
+	}
+	return rec, nil
+}
+
+// waitRev waits until the index reflects rev (the store's own writes are
+// visible to its Snapshot when Put and Delete return).
+func (s *Store) waitRev(ctx context.Context, rev int64) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	defer cancel()
+	for {
+		s.mu.Lock()
+		cur, sig := s.rev, s.revSig
+		s.mu.Unlock()
+		if cur >= rev {
+			return nil
+		}
+		select {
+		case <-sig:
+		case <-ctx.Done():
+			return fmt.Errorf("%w: the change was written (revision %d) but the watch has not delivered it yet", mdserver.ErrUnavailable, rev)
+		}
+	}
+}
+
+// Put stores doc under <prefix><metadata.name> in a transaction that
+// checks the key is still at the version this store's conflict check saw.
+func (s *Store) Put(ctx context.Context, doc []byte) (*mdserver.Record, error) {
+	rec, err := mdserver.DecodeDocument(doc, "")
+	if err != nil {
+		return nil, err
+	}
+	key := s.cfg.Prefix + rec.Name
+	for range 5 {
+		s.mu.Lock()
+		_, refused := mdserver.ResolveChanges(s.served, map[string]*mdserver.Record{key: rec}, []string{key})
+		var modRev int64
+		if e := s.keys[key]; e != nil {
+			modRev = e.modRev
+		}
+		s.mu.Unlock()
+		if err := refused[key]; err != nil {
+			return nil, err
+		}
+		tctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+		resp, err := s.cli.Txn(tctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", modRev)).
+			Then(clientv3.OpPut(key, string(doc))).Commit()
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", mdserver.ErrUnavailable, err)
+		}
+		if err := s.waitRev(ctx, resp.Header.Revision); err != nil {
+			return nil, err
+		}
+		if !resp.Succeeded {
+			continue // changed by someone else meanwhile; check again
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if e := s.keys[key]; e != nil && e.pending != nil && e.refused != "" {
+			return nil, fmt.Errorf("%w: %s", mdserver.ErrAddressConflict, e.refused)
+		}
+		if got := s.served[key]; got != nil && got.Revision == rec.Revision {
+			return got, nil
+		}
+		return rec, nil // superseded by a later write already
+	}
+	return nil, fmt.Errorf("%w: %s keeps changing concurrently", mdserver.ErrConflict, key)
+}
+
+// Delete removes the instance's key; ErrNotFound if etcd has no such key.
+func (s *Store) Delete(ctx context.Context, name string) error {
+	key := s.cfg.Prefix + name
+	tctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	resp, err := s.cli.Txn(tctx).If(clientv3.Compare(clientv3.CreateRevision(key), ">", 0)).
+		Then(clientv3.OpDelete(key)).Commit()
+	cancel()
+	if err != nil {
+		return fmt.Errorf("%w: %v", mdserver.ErrUnavailable, err)
+	}
+	if !resp.Succeeded {
+		return fmt.Errorf("%w: %q", mdserver.ErrNotFound, name)
+	}
+	return s.waitRev(ctx, resp.Header.Revision)
+}

@@ -1,0 +1,344 @@
+package etcdstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/vminit/vminit/internal/testtools"
+	"github.com/vminit/vminit/mdserver"
+)
+
+// etcdServer is a real etcd process on loopback ports with its data under
+// t.TempDir(); it is killed at cleanup.
+type etcdServer struct {
+	t                  *testing.T
+	bin, dir           string
+	clientURL, peerURL string
+	cmd                *exec.Cmd
+	exited             chan struct{}
+	log                *bytes.Buffer
+}
+
+func freePort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func startEtcd(t *testing.T) *etcdServer {
+	bin := testtools.Require(t, "etcd")
+	e := &etcdServer{t: t, bin: bin, dir: filepath.Join(t.TempDir(), "etcd"),
+		clientURL: fmt.Sprintf("http://127.0.0.1:%d", freePort(t)),
+		peerURL:   fmt.Sprintf("http://127.0.0.1:%d", freePort(t))}
+	e.start()
+	t.Cleanup(e.kill)
+	return e
+}
+
+func (e *etcdServer) start() {
+	e.t.Helper()
+	e.log = &bytes.Buffer{}
+	e.cmd = exec.Command(e.bin, "--name", "test", "--data-dir", e.dir,
+		"--listen-client-urls", e.clientURL, "--advertise-client-urls", e.clientURL,
+		"--listen-peer-urls", e.peerURL, "--initial-advertise-peer-urls", e.peerURL,
+		"--initial-cluster", "test="+e.peerURL, "--log-outputs", "stderr", "--logger", "zap")
+	e.cmd.Stdout, e.cmd.Stderr = e.log, e.log
+	if err := e.cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	e.exited = make(chan struct{})
+	go func() { e.cmd.Wait(); close(e.exited) }()
+	// Ready when a Get succeeds.
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{e.clientURL}, DialTimeout: time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer cli.Close()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := cli.Get(ctx, "ready")
+		cancel()
+		if err == nil {
+			return
+		}
+		select {
+		case <-e.exited:
+			e.t.Fatalf("etcd exited: %s", e.log)
+		default:
+		}
+		if time.Now().After(deadline) {
+			e.kill()
+			e.t.Fatalf("etcd did not become ready: %v\n%s", err, e.log)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (e *etcdServer) kill() {
+	if e.cmd != nil && e.cmd.Process != nil {
+		e.cmd.Process.Kill()
+		<-e.exited
+	}
+}
+
+func (e *etcdServer) client(t *testing.T) *clientv3.Client {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{e.clientURL}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func open(t *testing.T, e *etcdServer, prefix string) (*Store, *syncBuf) {
+	t.Helper()
+	logs := &syncBuf{}
+	s, err := Open(context.Background(), Config{Endpoints: []string{e.clientURL}, Prefix: prefix,
+		DialTimeout: 2 * time.Second, RequestTimeout: 3 * time.Second, MaxBackoff: 500 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, logs
+}
+
+func doc(name, addr, host string) string {
+	return fmt.Sprintf("apiVersion: vminit.dev/v1alpha1\nkind: Instance\nmetadata: {name: %s}\nspec:\n  hostname: %s\n  metadataServer: {addresses: [%q]}\n", name, host, addr)
+}
+
+func hostname(s *Store, name string) string {
+	if r, ok := s.Snapshot().ByName(name); ok {
+		return r.Instance.Spec.Hostname
+	}
+	return ""
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestStore(t *testing.T) {
+	e := startEtcd(t)
+	cli := e.client(t)
+	ctx := context.Background()
+	// A document written before Open is in the initial list.
+	if _, err := cli.Put(ctx, DefaultPrefix+"pre", doc("pre", "10.1.0.1", "pre")); err != nil {
+		t.Fatal(err)
+	}
+	a, logsA := open(t, e, "")
+	b, _ := open(t, e, "")
+	if hostname(a, "pre") != "pre" {
+		t.Fatalf("initial list: %v", a.Snapshot().Names())
+	}
+
+	// Put through one replica is visible there on return and reaches the other by watch.
+	rec, err := a.Put(ctx, []byte(doc("web", "10.1.0.2", "web")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hostname(a, "web") != "web" || rec.Name != "web" {
+		t.Fatal("Put is not visible in its own store on return")
+	}
+	eventually(t, "replica b to see a's Put", func() bool { return hostname(b, "web") == "web" })
+	if _, err := b.Put(ctx, []byte(doc("web", "10.1.0.2", "web2"))); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "replica a to see b's update", func() bool { return hostname(a, "web") == "web2" })
+
+	// Writes straight to etcd are watched too.
+	cli.Put(ctx, DefaultPrefix+"direct", doc("direct", "10.1.0.3", "direct"))
+	eventually(t, "a direct write", func() bool { return hostname(a, "direct") == "direct" && hostname(b, "direct") == "direct" })
+
+	// A bad document is logged and skipped; the last good version stays.
+	cli.Put(ctx, DefaultPrefix+"web", "apiVersion: vminit.dev/v1alpha1\nkind: Instance\nmetadata: {name: web}\nspec: {hostname: Bad_Name, bogus: 1}\n")
+	eventually(t, "the bad document to be logged", func() bool { return strings.Contains(logsA.String(), "invalid document skipped") })
+	for _, want := range []string{"key=/vminit/instances/web", "spec.bogus", "spec.hostname", "last good version"} {
+		if !strings.Contains(logsA.String(), want) {
+			t.Errorf("log lacks %q: %s", want, logsA.String())
+		}
+	}
+	if hostname(a, "web") != "web2" || hostname(b, "web") != "web2" {
+		t.Error("the last good version is not served")
+	}
+	// A document under the wrong key, and one stealing an address, are refused.
+	cli.Put(ctx, DefaultPrefix+"wrong-key", doc("other", "10.1.0.9", "x"))
+	cli.Put(ctx, DefaultPrefix+"thief", doc("thief", "10.1.0.1", "x"))
+	eventually(t, "the refusals to be logged", func() bool {
+		return strings.Contains(logsA.String(), `key names \"wrong-key\"`) && strings.Contains(logsA.String(), "document refused")
+	})
+	if r, _ := a.Snapshot().ByAddr(netip.MustParseAddr("10.1.0.1")); r == nil || r.Name != "pre" {
+		t.Errorf("10.1.0.1 → %v", r)
+	}
+	// Put refuses an address conflict and invalid documents up front.
+	if _, err := a.Put(ctx, []byte(doc("thief2", "10.1.0.1", "x"))); !errors.Is(err, mdserver.ErrAddressConflict) {
+		t.Errorf("Put with a taken address: %v", err)
+	}
+	if _, err := a.Put(ctx, []byte("kind: nope\n")); err == nil {
+		t.Error("Put of an invalid document succeeded")
+	}
+
+	// Delete.
+	if err := b.Delete(ctx, "direct"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := b.Snapshot().ByName("direct"); ok {
+		t.Error("Delete is not visible in its own store on return")
+	}
+	eventually(t, "a to see the delete", func() bool { _, ok := a.Snapshot().ByName("direct"); return !ok })
+	if err := a.Delete(ctx, "direct"); !errors.Is(err, mdserver.ErrNotFound) {
+		t.Errorf("deleting a missing key: %v", err)
+	}
+	// Deleting the incumbent lets the refused thief in.
+	a.Delete(ctx, "pre")
+	eventually(t, "the refused document to be accepted", func() bool {
+		r, _ := a.Snapshot().ByAddr(netip.MustParseAddr("10.1.0.1"))
+		return r != nil && r.Name == "thief"
+	})
+}
+
+func TestPrefixes(t *testing.T) {
+	e := startEtcd(t)
+	a, _ := open(t, e, "/fleet-a/")
+	b, _ := open(t, e, "/fleet-b")
+	if _, err := a.Put(context.Background(), []byte(doc("x", "10.2.0.1", "x"))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Put(context.Background(), []byte(doc("y", "10.2.0.1", "y"))); err != nil {
+		t.Fatalf("the same address under another prefix: %v", err)
+	}
+	if a.Snapshot().Len() != 1 || b.Snapshot().Len() != 1 {
+		t.Errorf("prefixes leak: %v %v", a.Snapshot().Names(), b.Snapshot().Names())
+	}
+}
+
+// TestEtcdOutage kills etcd while stores are serving, checks they keep
+// answering from memory, restarts etcd on the same data directory, changes
+// an instance, and checks both stores catch up.
+func TestEtcdOutage(t *testing.T) {
+	e := startEtcd(t)
+	a, logs := open(t, e, "")
+	b, _ := open(t, e, "")
+	ctx := context.Background()
+	if _, err := a.Put(ctx, []byte(doc("vm", "10.3.0.1", "before"))); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "b to see the instance", func() bool { return hostname(b, "vm") == "before" })
+
+	e.kill()
+	// Served from memory, without waiting on etcd.
+	for _, s := range []*Store{a, b} {
+		start := time.Now()
+		for range 1000 {
+			r, ok := s.Snapshot().ByAddr(netip.MustParseAddr("10.3.0.1"))
+			if !ok || r.Instance.Spec.Hostname != "before" {
+				t.Fatal("the instance vanished while etcd is down")
+			}
+		}
+		if d := time.Since(start); d > time.Second {
+			t.Errorf("1000 lookups took %v with etcd down", d)
+		}
+	}
+	// Writes fail (bounded by RequestTimeout) and say why.
+	if _, err := a.Put(ctx, []byte(doc("vm", "10.3.0.1", "during"))); !errors.Is(err, mdserver.ErrUnavailable) {
+		t.Errorf("Put with etcd down: %v", err)
+	}
+	if hostname(a, "vm") != "before" {
+		t.Error("a failed Put changed the snapshot")
+	}
+
+	e.start() // same data dir and ports
+	cli := e.client(t)
+	// Made after the restart, by another client: both stores must catch up.
+	var err error
+	for range 50 {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err = cli.Put(cctx, DefaultPrefix+"vm", doc("vm", "10.3.0.1", "after"))
+		cancel()
+		if err == nil {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli.Put(ctx, DefaultPrefix+"new", doc("new", "10.3.0.2", "new"))
+	eventually(t, "both stores to catch up", func() bool {
+		return hostname(a, "vm") == "after" && hostname(b, "vm") == "after" && hostname(a, "new") == "new" && hostname(b, "new") == "new"
+	})
+	// And writes through the store work again.
+	if _, err := a.Put(ctx, []byte(doc("vm", "10.3.0.1", "again"))); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "b to see the write after recovery", func() bool { return hostname(b, "vm") == "again" })
+	t.Logf("relists: a=%d b=%d; log:\n%s", a.Relists(), b.Relists(), logs)
+}
+
+// TestCompaction compacts away the revision the store's first watch
+// starts from, so the watch fails and the store must re-list to catch up.
+func TestCompaction(t *testing.T) {
+	e := startEtcd(t)
+	cli := e.client(t)
+	ctx := context.Background()
+	cli.Put(ctx, DefaultPrefix+"c", doc("c", "10.4.0.1", "h0"))
+	var once sync.Once
+	beforeWatch = func() {
+		once.Do(func() {
+			for i := 1; i <= 3; i++ {
+				cli.Put(ctx, DefaultPrefix+"c", doc("c", "10.4.0.1", fmt.Sprintf("h%d", i)))
+			}
+			resp, _ := cli.Put(ctx, DefaultPrefix+"d", doc("d", "10.4.0.2", "d"))
+			if _, err := cli.Compact(ctx, resp.Header.Revision); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	t.Cleanup(func() { beforeWatch = nil })
+	s, logs := open(t, e, "")
+	eventually(t, "the re-list after compaction", func() bool { return hostname(s, "c") == "h3" && hostname(s, "d") == "d" })
+	if s.Relists() < 1 || !strings.Contains(logs.String(), "compacted") {
+		t.Errorf("no re-list logged (%d):\n%s", s.Relists(), logs)
+	}
+}
