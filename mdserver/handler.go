@@ -1,0 +1,319 @@
+package mdserver
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/vminit/vminit/ignition"
+)
+
+// Options configure NewHandler. The zero value is usable: no trusted
+// proxies, no rate limit, slog.Default, the real clock.
+type Options struct {
+	// TrustedProxies are the source networks allowed to name an instance
+	// with the signed X-Vminit-Instance header (or, failing that, with
+	// X-Forwarded-For). Requests from anywhere else are identified by
+	// their source address only, whatever headers they carry.
+	TrustedProxies []netip.Prefix
+	// HMACKey verifies X-Vminit-Instance (see SignInstance). Without a
+	// key the header is refused even from trusted proxies.
+	HMACKey []byte
+	// TokenKey signs IMDSv2 session tokens. Servers that share it accept
+	// each other's tokens; empty means a random key per process (tokens do
+	// not survive a restart; clients get 401 and ask for a new one).
+	TokenKey []byte
+	// Rate is the sustained number of requests per second each instance
+	// may make (a token bucket of Burst requests); 0 disables the limit.
+	Rate float64
+	// Burst defaults to max(100, 2*Rate): a cloud-init crawl is 20–100
+	// requests in a fraction of a second.
+	Burst int
+	// Logger receives one audit line per request (instance, dialect,
+	// path, status, duration; never a payload). Default slog.Default().
+	Logger *slog.Logger
+	// Metrics, when set, counts requests; serve it on an admin listener
+	// (it is never routed to VMs by this handler).
+	Metrics *Metrics
+	// Now is the clock (tests inject one); default time.Now.
+	Now func() time.Time
+	// IgnitionVariant is the variant Ignition configs are rendered for
+	// (default fcos).
+	IgnitionVariant ignition.Variant
+	// MaxBodyBytes bounds PUT and POST bodies; default 4096.
+	MaxBodyBytes int64
+}
+
+// Header names.
+const (
+	// HeaderInstance is the signed instance header a trusted proxy adds:
+	// "<name>;<unix-expiry>;<hex HMAC-SHA256(key, name;expiry)>".
+	HeaderInstance = "X-Vminit-Instance"
+	// HeaderToken carries an IMDSv2 session token on GETs.
+	HeaderToken = "X-Aws-Ec2-Metadata-Token"
+	// HeaderTokenTTL is the token lifetime in seconds, asked for on the
+	// PUT and echoed on its response.
+	HeaderTokenTTL = "X-Aws-Ec2-Metadata-Token-Ttl-Seconds"
+)
+
+// Dialects, as they appear in metrics and logs.
+const (
+	DialectEC2       = "ec2"
+	DialectOpenStack = "openstack"
+	DialectNoCloud   = "nocloud"
+	DialectIgnition  = "ignition"
+	DialectOther     = "other"
+)
+
+var dialects = [...]string{DialectEC2, DialectOpenStack, DialectNoCloud, DialectIgnition, DialectOther}
+
+// handler is the http.Handler NewHandler returns.
+type handler struct {
+	store   Store
+	opts    Options
+	log     *slog.Logger
+	metrics *Metrics
+	mux     *http.ServeMux
+	tokens  tokenSigner
+
+	cache     sync.Map // name → *entry
+	lastSnap  atomic.Pointer[Snapshot]
+	limits    sync.Map // name → *bucket
+	passwords sync.Map // name+"\x00"+revision → []byte (OpenStack password, write-once)
+}
+
+type ctxKey int
+
+const (
+	recKey ctxKey = iota
+	connKey
+)
+
+// NewHandler returns the metadata server: every dialect on one handler,
+// each request answered with the data of the instance it comes from.
+//
+// Paths (ver is an EC2 version such as 2009-04-04 or latest; osver an
+// OpenStack version such as 2018-08-27 or latest):
+//
+//	GET  /                                       EC2 version list
+//	GET  /{ver}/ , /{ver}/meta-data/…, /{ver}/user-data, /{ver}/dynamic/…
+//	PUT  /latest/api/token                       IMDSv2 session token
+//	GET  /openstack , /openstack/{osver}/        OpenStack version and file lists
+//	GET  /openstack/{osver}/meta_data.json, user_data, network_data.json,
+//	     vendor_data.json, vendor_data2.json
+//	GET|POST /openstack/{osver}/password         write-once password
+//	GET  /nocloud/meta-data, user-data, vendor-data, network-config
+//	GET  /ignition/config                        the instance's Ignition config
+//	GET  /ignition/pointer[?transport=ec2|…]     a pointer config with sha512
+//
+// Requests are identified by source address (see Options.TrustedProxies
+// for proxies); a request nobody owns gets an empty 404. The IMDSv2 hop
+// limit needs the connection: serve the handler with NewServer, or set
+// http.Server.ConnContext to ConnContext.
+func NewHandler(store Store, opts Options) http.Handler {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = 4096
+	}
+	if opts.Burst <= 0 {
+		opts.Burst = max(100, int(2*opts.Rate))
+	}
+	if opts.IgnitionVariant == "" {
+		opts.IgnitionVariant = ignition.FCOS
+	}
+	h := &handler{store: store, opts: opts, log: opts.Logger, metrics: opts.Metrics, tokens: newTokenSigner(opts.TokenKey)}
+	if h.metrics != nil {
+		h.metrics.attach(h)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", h.ec2Versions)
+	mux.HandleFunc("PUT /latest/api/token", h.ec2Token)
+	mux.HandleFunc("GET /{ver}", h.ec2)
+	mux.HandleFunc("GET /{ver}/{path...}", h.ec2)
+	mux.HandleFunc("GET /openstack", h.openstackVersions)
+	mux.HandleFunc("GET /openstack/{$}", h.openstackVersions)
+	mux.HandleFunc("GET /openstack/{ver}", h.openstack)
+	mux.HandleFunc("GET /openstack/{ver}/{file...}", h.openstack)
+	mux.HandleFunc("POST /openstack/{ver}/password", h.openstackPasswordPost)
+	mux.HandleFunc("GET /nocloud/{file}", h.nocloud)
+	mux.HandleFunc("GET /ignition/config", h.ignitionConfig)
+	mux.HandleFunc("GET /ignition/pointer", h.ignitionPointer)
+	h.mux = mux
+	return h
+}
+
+// statusWriter records the status and size of a response.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	n      int64
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.n += int64(n)
+	return n, err
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+var swPool = sync.Pool{New: func() any { return new(statusWriter) }}
+
+func dialectOf(path string) string {
+	switch {
+	case strings.HasPrefix(path, "/openstack"):
+		return DialectOpenStack
+	case strings.HasPrefix(path, "/nocloud/"):
+		return DialectNoCloud
+	case strings.HasPrefix(path, "/ignition/"):
+		return DialectIgnition
+	case path == "/":
+		return DialectEC2
+	}
+	if v, _, _ := strings.Cut(path[1:], "/"); ec2Level(v) >= 0 {
+		return DialectEC2
+	}
+	return DialectOther
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := h.opts.Now()
+	sw := swPool.Get().(*statusWriter)
+	*sw = statusWriter{ResponseWriter: w}
+	w = sw
+	w.Header().Set("Cache-Control", "no-store")
+	dialect := dialectOf(r.URL.Path)
+	name := ""
+	defer func() {
+		d := h.opts.Now().Sub(start)
+		status := sw.status
+		if status == 0 {
+			status = http.StatusOK
+		}
+		if h.metrics != nil {
+			h.metrics.observe(dialect, status, d)
+		}
+		h.log.LogAttrs(r.Context(), slog.LevelInfo, "fetch",
+			slog.String("instance", name), slog.String("dialect", dialect),
+			slog.String("method", r.Method), slog.String("path", r.URL.Path),
+			slog.Int("status", status), slog.Duration("duration", d),
+			slog.String("remote", r.RemoteAddr))
+		sw.ResponseWriter = nil
+		swPool.Put(sw)
+	}()
+
+	rec, status := h.identify(r)
+	if rec == nil {
+		emptyStatus(w, status)
+		return
+	}
+	name = rec.Name
+	if h.opts.Rate > 0 {
+		if wait := h.limit(rec.Name); wait > 0 {
+			if h.metrics != nil {
+				h.metrics.rateLimited.Add(1)
+			}
+			w.Header().Set("Retry-After", retryAfter(wait))
+			emptyStatus(w, http.StatusTooManyRequests)
+			return
+		}
+	}
+	if dialect == DialectEC2 && r.Method != http.MethodPut && !h.ec2Authorized(r, rec) {
+		emptyStatus(w, http.StatusUnauthorized)
+		return
+	}
+	if r.Method == http.MethodPut || r.Method == http.MethodPost {
+		r.Body = http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes)
+	}
+	r = r.WithContext(context.WithValue(r.Context(), recKey, rec))
+	h.mux.ServeHTTP(w, r)
+}
+
+// emptyStatus answers with a status and an empty body (never HTML: clients
+// such as Ignition and coreos-cloudinit have parsed 404 pages as data).
+func emptyStatus(w http.ResponseWriter, status int) {
+	w.Header().Set("Content-Length", "0")
+	w.WriteHeader(status)
+}
+
+func recordOf(r *http.Request) *Record {
+	rec, _ := r.Context().Value(recKey).(*Record)
+	return rec
+}
+
+// serveBytes writes a payload with its content type.
+func serveBytes(w http.ResponseWriter, ctype string, b []byte) {
+	hd := w.Header()
+	hd.Set("Content-Type", ctype)
+	hd.Set("Content-Length", itoa(len(b)))
+	w.WriteHeader(http.StatusOK)
+	w.Write(b)
+}
+
+func itoa(n int) string {
+	if n < 10 {
+		return string(rune('0' + n))
+	}
+	var b [20]byte
+	i := len(b)
+	for n > 0 {
+		i--
+		b[i] = byte('0' + n%10)
+		n /= 10
+	}
+	return string(b[i:])
+}
+
+const textPlain = "text/plain; charset=utf-8"
+
+// bucket is one instance's token bucket.
+type bucket struct {
+	mu     sync.Mutex
+	tokens float64
+	last   time.Time
+}
+
+// limit takes a token from the instance's bucket and returns 0, or how
+// long until one is available.
+func (h *handler) limit(name string) time.Duration {
+	now := h.opts.Now()
+	v, ok := h.limits.Load(name)
+	if !ok {
+		v, _ = h.limits.LoadOrStore(name, &bucket{tokens: float64(h.opts.Burst), last: now})
+	}
+	b := v.(*bucket)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.tokens = min(float64(h.opts.Burst), b.tokens+now.Sub(b.last).Seconds()*h.opts.Rate)
+	b.last = now
+	if b.tokens >= 1 {
+		b.tokens--
+		return 0
+	}
+	return time.Duration((1 - b.tokens) / h.opts.Rate * float64(time.Second))
+}
+
+func retryAfter(d time.Duration) string {
+	return itoa(int((d + time.Second - 1) / time.Second))
+}

@@ -1,0 +1,69 @@
+package mdserver
+
+import (
+	"errors"
+	"net"
+	"net/http"
+	"syscall"
+)
+
+// errNoConn is returned when the handler runs without ConnContext.
+var errNoConn = errors.New("the connection is not in the request context")
+
+// setHopLimit sets the IP TTL (IPv4) or unicast hop limit (IPv6) of the
+// request's connection, so the IMDSv2 token response cannot travel more
+// than hops routers. The setting stays for the rest of the connection:
+// resetting it after the response would be unsound, because TCP
+// retransmissions of the token use the socket's current value.
+func setHopLimit(r *http.Request, hops int) error {
+	c, _ := r.Context().Value(connKey).(net.Conn)
+	if c == nil {
+		return errNoConn
+	}
+	return SetConnHopLimit(c, hops)
+}
+
+// SetConnHopLimit sets the IP TTL and, on IPv6 sockets, the unicast hop
+// limit of a TCP connection.
+func SetConnHopLimit(c net.Conn, hops int) error {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return errors.New("connection has no socket")
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return err
+	}
+	v6 := false
+	if a, ok := c.LocalAddr().(*net.TCPAddr); ok && a.IP.To4() == nil {
+		v6 = true
+	}
+	var serr error
+	err = raw.Control(func(fd uintptr) {
+		serr = setTTL(fd, hops, v6)
+	})
+	if err != nil {
+		return err
+	}
+	return serr
+}
+
+// ConnHopLimit reads back the IPv4 TTL of a connection (for tests and
+// diagnostics).
+func ConnHopLimit(c net.Conn) (int, error) {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return 0, errors.New("connection has no socket")
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var v int
+	var serr error
+	err = raw.Control(func(fd uintptr) { v, serr = getTTL(fd) })
+	if err != nil {
+		return 0, err
+	}
+	return v, serr
+}

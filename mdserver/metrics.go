@@ -1,0 +1,138 @@
+package mdserver
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+)
+
+// Metrics counts what the metadata server does, in the Prometheus text
+// exposition format. Pass it in Options.Metrics and serve it on an
+// admin listener (never to VMs): it is an http.Handler for /metrics.
+//
+// Series:
+//
+//	vminit_mdserver_requests_total{dialect,code}
+//	vminit_mdserver_request_duration_seconds{dialect} (histogram)
+//	vminit_mdserver_instances_loaded
+//	vminit_mdserver_rate_limited_total
+//	vminit_mdserver_cache_entries, vminit_mdserver_cache_bytes
+type Metrics struct {
+	requests    [len(dialects)][len(statusCodes) + 1]atomic.Uint64
+	buckets     [len(dialects)][len(latencyBuckets) + 1]atomic.Uint64
+	sumNanos    [len(dialects)]atomic.Uint64
+	rateLimited atomic.Uint64
+
+	cacheEntries atomic.Int64
+	cacheBytes   atomic.Int64
+
+	h atomic.Pointer[handler]
+}
+
+// NewMetrics returns empty metrics.
+func NewMetrics() *Metrics { return &Metrics{} }
+
+var statusCodes = [...]int{200, 400, 401, 403, 404, 405, 409, 413, 429, 500}
+
+var latencyBuckets = [...]float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1}
+
+func (m *Metrics) attach(h *handler) { m.h.Store(h) }
+
+func dialectIndex(d string) int {
+	for i, x := range dialects {
+		if x == d {
+			return i
+		}
+	}
+	return len(dialects) - 1
+}
+
+func (m *Metrics) observe(dialect string, status int, d time.Duration) {
+	di := dialectIndex(dialect)
+	si := len(statusCodes)
+	for i, c := range statusCodes {
+		if c == status {
+			si = i
+			break
+		}
+	}
+	m.requests[di][si].Add(1)
+	s := d.Seconds()
+	bi := len(latencyBuckets)
+	for i, b := range latencyBuckets {
+		if s <= b {
+			bi = i
+			break
+		}
+	}
+	m.buckets[di][bi].Add(1)
+	m.sumNanos[di].Add(uint64(d))
+}
+
+// ServeHTTP writes the metrics.
+func (m *Metrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	m.WriteTo(w)
+}
+
+// WriteTo writes the metrics in the Prometheus text format.
+func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
+	cw := &countWriter{w: w}
+	p := func(format string, args ...any) { fmt.Fprintf(cw, format, args...) }
+	p("# HELP vminit_mdserver_requests_total Metadata requests by dialect and status code.\n# TYPE vminit_mdserver_requests_total counter\n")
+	for di, d := range dialects {
+		for si := range len(statusCodes) + 1 {
+			n := m.requests[di][si].Load()
+			if n == 0 {
+				continue
+			}
+			code := "other"
+			if si < len(statusCodes) {
+				code = strconv.Itoa(statusCodes[si])
+			}
+			p("vminit_mdserver_requests_total{dialect=%q,code=%q} %d\n", d, code, n)
+		}
+	}
+	p("# HELP vminit_mdserver_request_duration_seconds Time to answer a metadata request.\n# TYPE vminit_mdserver_request_duration_seconds histogram\n")
+	for di, d := range dialects {
+		var cum uint64
+		for bi := range len(latencyBuckets) + 1 {
+			cum += m.buckets[di][bi].Load()
+			le := "+Inf"
+			if bi < len(latencyBuckets) {
+				le = strconv.FormatFloat(latencyBuckets[bi], 'g', -1, 64)
+			}
+			p("vminit_mdserver_request_duration_seconds_bucket{dialect=%q,le=%q} %d\n", d, le, cum)
+		}
+		p("vminit_mdserver_request_duration_seconds_sum{dialect=%q} %g\n", d, float64(m.sumNanos[di].Load())/1e9)
+		p("vminit_mdserver_request_duration_seconds_count{dialect=%q} %d\n", d, cum)
+	}
+	loaded := 0
+	if h := m.h.Load(); h != nil {
+		loaded = h.store.Snapshot().Len()
+	}
+	p("# HELP vminit_mdserver_instances_loaded Instances in the current snapshot.\n# TYPE vminit_mdserver_instances_loaded gauge\nvminit_mdserver_instances_loaded %d\n", loaded)
+	p("# HELP vminit_mdserver_rate_limited_total Requests refused with 429.\n# TYPE vminit_mdserver_rate_limited_total counter\nvminit_mdserver_rate_limited_total %d\n", m.rateLimited.Load())
+	p("# HELP vminit_mdserver_cache_entries Instances with rendered payloads in the cache.\n# TYPE vminit_mdserver_cache_entries gauge\nvminit_mdserver_cache_entries %d\n", m.cacheEntries.Load())
+	p("# HELP vminit_mdserver_cache_bytes Bytes of rendered payloads in the cache.\n# TYPE vminit_mdserver_cache_bytes gauge\nvminit_mdserver_cache_bytes %d\n", m.cacheBytes.Load())
+	return cw.n, cw.err
+}
+
+type countWriter struct {
+	w   io.Writer
+	n   int64
+	err error
+}
+
+func (c *countWriter) Write(b []byte) (int, error) {
+	if c.err != nil {
+		return 0, c.err
+	}
+	n, err := c.w.Write(b)
+	c.n += int64(n)
+	c.err = err
+	return n, err
+}
