@@ -1,0 +1,157 @@
+package mdserver
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/vminit/vminit/cloudinit/cloudinittest"
+)
+
+// pySource makes every urllib3 connection (requests, hence cloud-init's
+// url_helper) come from the source address in the input, so that one test
+// can play several VMs on 127.0.0.0/8.
+const pySource = `
+import json, sys, tempfile
+from unittest import mock
+inp = json.load(sys.stdin)
+import urllib3.util.connection as _uc
+_orig = _uc.create_connection
+def _cc(address, timeout=None, source_address=None, socket_options=None, **kw):
+    import socket
+    if timeout is None:
+        timeout = socket._GLOBAL_DEFAULT_TIMEOUT
+    return _orig(address, timeout, (inp["src"], 0), socket_options, **kw)
+_uc.create_connection = _cc
+def out(v):
+    json.dump(v, sys.stdout, default=lambda o: o.decode() if isinstance(o, bytes) else str(o))
+`
+
+const pyEc2 = pySource + `
+from cloudinit import helpers
+from cloudinit.sources import DataSourceEc2
+tmp = tempfile.mkdtemp()
+ds = DataSourceEc2.DataSourceEc2(
+    sys_cfg={"datasource": {"Ec2": {"metadata_urls": [inp["base"]], "strict_id": False, "max_wait": 5, "timeout": 2}}},
+    distro=mock.MagicMock(), paths=helpers.Paths({"run_dir": tmp}))
+if inp["aws"]:
+    plat = {"uuid": "ec2e1916-9099-7caf-fd21-012345abcdef", "serial": "ec2e1916-9099-7caf-fd21-012345abcdef",
+            "uuid_source": "dmi", "asset_tag": "", "vendor": "Amazon EC2", "product_name": ""}
+else:
+    plat = {"uuid": "6b6f2f3c-0000-0000-0000-000000000000", "serial": "x", "uuid_source": "dmi",
+            "asset_tag": "", "vendor": "QEMU", "product_name": "Standard PC"}
+with mock.patch("cloudinit.sources.DataSourceEc2._collect_platform_data", return_value=plat):
+    ok = ds.get_data()
+out({"ok": ok, "cloud": ds.cloud_name, "metadata": ds.metadata, "instance_id": ds.get_instance_id(),
+     "userdata": ds.userdata_raw, "keys": ds.get_public_ssh_keys(), "identity": ds.identity,
+     "hostname": ds.get_hostname().hostname, "token": bool(getattr(ds, "_api_token", None))})
+`
+
+func TestCloudInitEc2(t *testing.T) {
+	cloudinittest.Require(t)
+	store := testStore(t,
+		testRecord(t, instanceDoc("vm-a", []string{"127.0.0.2"}, "    imdsv2: required\n"), "1"),
+		testRecord(t, instanceDoc("vm-bb", []string{"127.0.0.3"}, ""), "1"))
+	srv, _ := serve(t, NewHandler(store, Options{Logger: quietLogger()}))
+	for _, tc := range []struct {
+		name, src, inst string
+		aws             bool
+	}{
+		{"aws-imdsv2-required", "127.0.0.2", "vm-a", true},
+		{"plain", "127.0.0.3", "vm-bb", false},
+		{"aws-optional", "127.0.0.3", "vm-bb", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got struct {
+				OK         bool
+				Cloud      string
+				Metadata   map[string]any
+				InstanceID string `json:"instance_id"`
+				Userdata   string
+				Keys       []string
+				Identity   map[string]any
+				Hostname   string
+				Token      bool
+			}
+			cloudinittest.Run(t, pyEc2, map[string]any{"base": srv.URL, "src": tc.src, "aws": tc.aws}, &got)
+			rec, _ := store.Snapshot().ByName(tc.inst)
+			if !got.OK || got.InstanceID != rec.Instance.Spec.InstanceID {
+				t.Fatalf("get_data: %+v", got)
+			}
+			if got.Token != tc.aws || (tc.aws && got.Cloud != "aws") {
+				t.Errorf("token used %v, cloud %q", got.Token, got.Cloud)
+			}
+			if !strings.HasPrefix(got.Userdata, "#cloud-config") || !strings.Contains(got.Userdata, "alice") {
+				t.Errorf("user-data %q", got.Userdata)
+			}
+			if len(got.Keys) != 1 || got.Keys[0] != testKey {
+				t.Errorf("keys %q", got.Keys)
+			}
+			if got.Hostname != tc.inst {
+				t.Errorf("hostname %q", got.Hostname)
+			}
+			if got.Metadata["local-ipv4"] == nil || got.Metadata["placement"] == nil {
+				t.Errorf("metadata %v", got.Metadata)
+			}
+			if tc.aws && got.Identity["instanceId"] != rec.Instance.Spec.InstanceID {
+				t.Errorf("identity %v", got.Identity)
+			}
+		})
+	}
+}
+
+const pyOpenStack = pySource + `
+from cloudinit.sources.helpers import openstack
+with mock.patch("cloudinit.sources.helpers.ec2.get_instance_metadata", return_value={}):
+    r = openstack.MetadataReader(inp["base"], timeout=2, retries=0).read_v2()
+out({"metadata": r.get("metadata"), "userdata": r.get("userdata"), "networkdata": r.get("networkdata"),
+     "vendordata": r.get("vendordata"), "version": r.get("version")})
+`
+
+func TestCloudInitOpenStack(t *testing.T) {
+	cloudinittest.Require(t)
+	store := twoInstances(t, "")
+	srv, _ := serve(t, NewHandler(store, Options{Logger: quietLogger()}))
+	var got struct {
+		Metadata    map[string]any
+		Userdata    string
+		Networkdata map[string]any
+	}
+	cloudinittest.Run(t, pyOpenStack, map[string]any{"base": srv.URL, "src": "127.0.0.3"}, &got)
+	rec, _ := store.Snapshot().ByName("vm-bb")
+	if got.Metadata["uuid"] != rec.Instance.Spec.InstanceID || got.Metadata["hostname"] != "vm-bb.example.com" {
+		t.Errorf("metadata %v", got.Metadata)
+	}
+	if !strings.HasPrefix(got.Userdata, "#cloud-config") {
+		t.Errorf("userdata %q", got.Userdata)
+	}
+	if links, _ := got.Networkdata["links"].([]any); len(links) != 1 {
+		t.Errorf("network data %v", got.Networkdata)
+	}
+}
+
+const pyNoCloud = pySource + `
+from cloudinit import util
+md, ud, vd = util.read_seeded(inp["base"], timeout=2, retries=0)
+out({"md": md, "ud": ud, "vd": vd})
+`
+
+func TestCloudInitNoCloud(t *testing.T) {
+	cloudinittest.Require(t)
+	store := twoInstances(t, "")
+	srv, _ := serve(t, NewHandler(store, Options{Logger: quietLogger()}))
+	for _, who := range [][2]string{{"127.0.0.2", "vm-a"}, {"127.0.0.3", "vm-bb"}} {
+		var got struct {
+			MD map[string]any
+			UD string
+		}
+		cloudinittest.Run(t, pyNoCloud, map[string]any{"base": srv.URL + "/nocloud/", "src": who[0]}, &got)
+		rec, _ := store.Snapshot().ByName(who[1])
+		if got.MD["instance-id"] != rec.Instance.Spec.InstanceID || got.MD["local-hostname"] != who[1]+".example.com" {
+			t.Errorf("%s: meta-data %v", who[1], got.MD)
+		}
+		if !strings.HasPrefix(got.UD, "#cloud-config") {
+			t.Errorf("%s: user-data %q", who[1], got.UD)
+		}
+	}
+
+}
