@@ -1,0 +1,231 @@
+package mdserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// memStore is a minimal Store for the admin API tests (the real stores
+// have their own tests and import this package).
+type memStore struct {
+	mu   sync.Mutex
+	recs map[string]*Record
+	snap *Snapshot
+}
+
+func newMemStore() *memStore {
+	s := &memStore{recs: map[string]*Record{}}
+	s.snap, _ = NewSnapshot(nil)
+	return s
+}
+
+func (m *memStore) Snapshot() *Snapshot {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.snap
+}
+
+func (m *memStore) Put(_ context.Context, doc []byte) (*Record, error) {
+	rec, err := DecodeDocument(doc, "")
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	served, refused := ResolveChanges(m.recs, map[string]*Record{rec.Name: rec}, []string{rec.Name})
+	if err := refused[rec.Name]; err != nil {
+		return nil, err
+	}
+	var list []*Record
+	for _, r := range served {
+		list = append(list, r)
+	}
+	m.recs = served
+	m.snap, err = NewSnapshot(list)
+	return rec, err
+}
+
+func (m *memStore) Delete(_ context.Context, name string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.recs[name]; !ok {
+		return ErrNotFound
+	}
+	delete(m.recs, name)
+	var list []*Record
+	for _, r := range m.recs {
+		list = append(list, r)
+	}
+	m.snap, _ = NewSnapshot(list)
+	return nil
+}
+
+func (m *memStore) Close() error { return nil }
+
+const adminToken = "test-token-0123456789abcdef"
+
+const webSpec = `apiVersion: vminit.dev/v1alpha1
+kind: Instance
+metadata:
+  name: web
+spec:
+  sshAuthorizedKeys:
+    - ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl user@example
+  files:
+    - path: /etc/motd
+      content: "hello\n"
+  metadataServer:
+    addresses: ["10.9.0.1"]
+`
+
+func call(t *testing.T, srv *httptest.Server, method, path, token, body string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestAdminAPI(t *testing.T) {
+	store := newMemStore()
+	srv := httptest.NewServer(NewAdminHandler(store, AdminOptions{Token: adminToken, MaxBodyBytes: 4096, Logger: slog.New(slog.DiscardHandler)}))
+	defer srv.Close()
+
+	// Auth on every endpoint.
+	for _, tok := range []string{"", "wrong", adminToken + "x"} {
+		for _, ep := range [][2]string{{"GET", "/v1/instances"}, {"PUT", "/v1/instances/web"}, {"DELETE", "/v1/instances/web"}, {"GET", "/v1/instances/web/preview"}, {"GET", "/nope"}} {
+			if code, body := call(t, srv, ep[0], ep[1], tok, webSpec); code != 401 || !strings.Contains(body, `"errors"`) {
+				t.Errorf("%s %s with token %q: %d %s", ep[0], ep[1], tok, code, body)
+			}
+		}
+	}
+	// An empty configured token refuses everything.
+	open := httptest.NewServer(NewAdminHandler(store, AdminOptions{}))
+	if code, _ := call(t, open, "GET", "/v1/instances", "", ""); code != 401 {
+		t.Errorf("no token configured: %d", code)
+	}
+	open.Close()
+
+	// Invalid spec → 422 with field errors and lines.
+	code, body := call(t, srv, "PUT", "/v1/instances/web", adminToken, strings.Replace(webSpec, "path: /etc/motd", "path: etc/motd\n      bogus: 1", 1))
+	var eb ErrorBody
+	json.Unmarshal([]byte(body), &eb)
+	if code != 422 || len(eb.Errors) < 2 {
+		t.Fatalf("invalid spec: %d %s", code, body)
+	}
+	fields := map[string]int{}
+	for _, e := range eb.Errors {
+		fields[e.Field] = e.Line
+	}
+	if fields["spec.files[0].bogus"] != 10 || fields["spec.files[0].path"] != 9 {
+		t.Errorf("field errors: %s", body)
+	}
+	// Name mismatch, source.file, too large, bad method.
+	if code, body := call(t, srv, "PUT", "/v1/instances/other", adminToken, webSpec); code != 422 || !strings.Contains(body, `"field": "metadata.name"`) {
+		t.Errorf("name mismatch: %d %s", code, body)
+	}
+	if code, body := call(t, srv, "PUT", "/v1/instances/web", adminToken, strings.Replace(webSpec, `content: "hello\n"`, "source: {file: /etc/passwd}", 1)); code != 422 || !strings.Contains(body, "source.file") {
+		t.Errorf("source.file: %d %s", code, body)
+	}
+	if code, _ := call(t, srv, "PUT", "/v1/instances/web", adminToken, webSpec+"# "+strings.Repeat("x", 5000)+"\n"); code != 413 {
+		t.Errorf("oversized body: %d", code)
+	}
+	if code, body := call(t, srv, "POST", "/v1/instances", adminToken, ""); code != 405 || !strings.Contains(body, `"errors"`) {
+		t.Errorf("POST: %d %s", code, body)
+	}
+
+	// put / get / list / conflict / delete.
+	if code, body := call(t, srv, "PUT", "/v1/instances/web", adminToken, webSpec); code != 200 || !strings.Contains(body, `"10.9.0.1"`) {
+		t.Fatalf("put: %d %s", code, body)
+	}
+	if code, body := call(t, srv, "GET", "/v1/instances/web", adminToken, ""); code != 200 || !strings.Contains(body, "name: web") || !strings.Contains(body, "/etc/motd") {
+		t.Errorf("get: %d %s", code, body)
+	} else if rec, err := DecodeDocument([]byte(body), ""); err != nil || rec.Name != "web" {
+		t.Errorf("the stored spec does not load back: %v", err)
+	}
+	code, body = call(t, srv, "GET", "/v1/instances", adminToken, "")
+	var list InstanceList
+	json.Unmarshal([]byte(body), &list)
+	if code != 200 || len(list.Instances) != 1 || list.Instances[0].Name != "web" || list.Instances[0].Addresses[0] != "10.9.0.1" {
+		t.Errorf("list: %d %s", code, body)
+	}
+	thief := strings.ReplaceAll(webSpec, "name: web", "name: thief")
+	if code, body := call(t, srv, "PUT", "/v1/instances/thief", adminToken, thief); code != 409 {
+		t.Errorf("address conflict: %d %s", code, body)
+	}
+
+	// Preview.
+	for dialect, want := range map[string][]string{
+		"nocloud":     {"meta-data", "user-data", "instance-id"},
+		"configdrive": {"openstack/latest/meta_data.json", "openstack/latest/user_data"},
+		"ignition":    {"config.ign", "/etc/motd"},
+	} {
+		code, body := call(t, srv, "GET", "/v1/instances/web/preview?dialect="+dialect, adminToken, "")
+		var p Preview
+		json.Unmarshal([]byte(body), &p)
+		if code != 200 || p.Dialect != dialect || len(p.Files) == 0 {
+			t.Errorf("preview %s: %d %s", dialect, code, body)
+			continue
+		}
+		for _, w := range want {
+			if !strings.Contains(body, w) {
+				t.Errorf("preview %s lacks %q: %s", dialect, w, body)
+			}
+		}
+	}
+	if code, _ := call(t, srv, "GET", "/v1/instances/web/preview?dialect=gopher", adminToken, ""); code != 400 {
+		t.Errorf("unknown dialect: %d", code)
+	}
+	if code, _ := call(t, srv, "GET", "/v1/instances/nope/preview", adminToken, ""); code != 404 {
+		t.Errorf("preview of a missing instance: %d", code)
+	}
+
+	if code, _ := call(t, srv, "DELETE", "/v1/instances/web", adminToken, ""); code != 204 {
+		t.Errorf("delete: %d", code)
+	}
+	if code, _ := call(t, srv, "DELETE", "/v1/instances/web", adminToken, ""); code != 404 {
+		t.Errorf("delete again: %d", code)
+	}
+	if code, _ := call(t, srv, "GET", "/v1/instances/web", adminToken, ""); code != 404 {
+		t.Errorf("get after delete: %d", code)
+	}
+}
+
+func TestResolveChanges(t *testing.T) {
+	a, b := record(t, "a", "10.0.0.1"), record(t, "b", "10.0.0.2")
+	served := map[string]*Record{"a.yaml": a, "b.yaml": b}
+	// b gives up its address while c takes it in the same batch: c is
+	// tried first, refused, and retried after b's change.
+	b2, c := record(t, "b", "10.0.0.3"), record(t, "c", "10.0.0.2")
+	out, refused := ResolveChanges(served, map[string]*Record{"b.yaml": b2, "c.yaml": c}, []string{"c.yaml", "b.yaml"})
+	if len(refused) != 0 || out["c.yaml"] != c || out["b.yaml"] != b2 {
+		t.Errorf("batch: %v %v", out, refused)
+	}
+	// A newcomer on an incumbent's address is refused; the incumbent keeps
+	// serving its previous version when its own change is refused.
+	a2 := record(t, "a", "10.0.0.3")
+	out, refused = ResolveChanges(out, map[string]*Record{"a.yaml": a2}, []string{"a.yaml"})
+	if !errors.Is(refused["a.yaml"], ErrAddressConflict) || out["a.yaml"] != a {
+		t.Errorf("refusal: %v %v", out, refused)
+	}
+	// Deletion.
+	out, _ = ResolveChanges(out, map[string]*Record{"a.yaml": nil}, []string{"a.yaml"})
+	if _, ok := out["a.yaml"]; ok || len(out) != 2 {
+		t.Errorf("delete: %v", out)
+	}
+}
