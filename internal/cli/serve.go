@@ -1,0 +1,256 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vminit/vminit/ignition"
+	"github.com/vminit/vminit/mdserver"
+	"github.com/vminit/vminit/mdserver/dirstore"
+	"github.com/vminit/vminit/mdserver/etcdstore"
+)
+
+type serveFlags struct {
+	listen          []string
+	instances       string
+	etcdEndpoints   []string
+	etcdPrefix      string
+	trustedProxies  []string
+	hmacKeyFile     string
+	tokenKeyFile    string
+	metricsListen   string
+	adminListen     string
+	adminTokenFile  string
+	rate            float64
+	burst           int
+	logFormat       string
+	ignitionVariant string
+	shutdownTimeout time.Duration
+}
+
+func newServeCommand() *cobra.Command {
+	var f serveFlags
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve instances' first-boot data over HTTP (EC2 IMDS, OpenStack, NoCloud-net, Ignition)",
+		Long: `serve answers each VM's metadata requests with the data of the instance
+that owns the request's source address (spec.metadataServer.addresses), in
+every dialect guests speak:
+
+  EC2 IMDS     /, /{2009-04-04,2016-09-02,2018-09-24,2019-10-01,2021-03-23,latest}/...
+               PUT /latest/api/token (IMDSv2)
+  OpenStack    /openstack, /openstack/{version}/{meta_data.json,user_data,...}
+  NoCloud-net  /nocloud/{meta-data,user-data,vendor-data,network-config}
+               (kernel argument ds=nocloud-net;s=http://HOST:PORT/nocloud/)
+  Ignition     /ignition/config, /ignition/pointer[?transport=ec2]
+
+Instances come from a directory of spec files (--instances, reloaded on
+change and on SIGHUP) or from etcd (--etcd-endpoints). SIGTERM and SIGINT
+shut down gracefully. Metrics (Prometheus) are served only on
+--metrics-listen, the admin API only on --admin-listen.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runServe(cmd.Context(), f, cmd.ErrOrStderr())
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringArrayVar(&f.listen, "listen", []string{"169.254.169.254:80"}, "address to serve guests on (repeatable)")
+	fl.StringVar(&f.instances, "instances", "", "directory of instance spec files")
+	fl.StringSliceVar(&f.etcdEndpoints, "etcd-endpoints", nil, "etcd client URLs (instead of --instances)")
+	fl.StringVar(&f.etcdPrefix, "etcd-prefix", etcdstore.DefaultPrefix, "etcd key prefix of the instances")
+	fl.StringArrayVar(&f.trustedProxies, "trusted-proxy", nil, "CIDR of a proxy allowed to name instances with the signed X-Vminit-Instance header (repeatable)")
+	fl.StringVar(&f.hmacKeyFile, "hmac-key-file", "", "file holding the key that signs X-Vminit-Instance headers")
+	fl.StringVar(&f.tokenKeyFile, "token-key-file", "", "file holding the IMDSv2 token key (share it between replicas; default: random per process)")
+	fl.StringVar(&f.metricsListen, "metrics-listen", "", "address to serve Prometheus /metrics on (never on --listen)")
+	fl.StringVar(&f.adminListen, "admin-listen", "", "address to serve the admin API on")
+	fl.StringVar(&f.adminTokenFile, "admin-token-file", "", "file holding the admin API bearer token (required with --admin-listen)")
+	fl.Float64Var(&f.rate, "rate", 0, "requests per second each instance may make (0: unlimited)")
+	fl.IntVar(&f.burst, "burst", 0, "rate-limit burst (default max(100, 2*rate))")
+	fl.StringVar(&f.logFormat, "log-format", "json", "log format: json or text")
+	fl.StringVar(&f.ignitionVariant, "ignition-variant", "fcos", "Ignition variant to render: fcos, rhcos or flatcar")
+	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long to let requests in flight finish on SIGTERM")
+	return cmd
+}
+
+func readKey(path, what string) ([]byte, error) {
+	if path == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	k := []byte(strings.TrimSpace(string(b)))
+	if len(k) < 16 {
+		return nil, fmt.Errorf("%s: the %s is %d bytes; use at least 16", path, what, len(k))
+	}
+	return k, nil
+}
+
+func runServe(ctx context.Context, f serveFlags, stderr interface{ Write([]byte) (int, error) }) error {
+	var logger *slog.Logger
+	switch f.logFormat {
+	case "json":
+		logger = slog.New(slog.NewJSONHandler(stderr, nil))
+	case "text":
+		logger = slog.New(slog.NewTextHandler(stderr, nil))
+	default:
+		return usagef("--log-format %q: want json or text", f.logFormat)
+	}
+	if (f.instances == "") == (len(f.etcdEndpoints) == 0) {
+		return usagef("give exactly one of --instances DIR and --etcd-endpoints")
+	}
+	if len(f.listen) == 0 {
+		return usagef("--listen: give at least one address")
+	}
+	var proxies []netip.Prefix
+	for _, c := range f.trustedProxies {
+		p, err := netip.ParsePrefix(c)
+		if err != nil {
+			return usagef("--trusted-proxy %q: %v", c, err)
+		}
+		proxies = append(proxies, p.Masked())
+	}
+	hmacKey, err := readKey(f.hmacKeyFile, "HMAC key")
+	if err != nil {
+		return err
+	}
+	if len(proxies) > 0 && hmacKey == nil {
+		logger.Warn("--trusted-proxy without --hmac-key-file: proxies can name instances by X-Forwarded-For only")
+	}
+	tokenKey, err := readKey(f.tokenKeyFile, "token key")
+	if err != nil {
+		return err
+	}
+	var adminToken string
+	if f.adminListen != "" {
+		if f.adminTokenFile == "" {
+			return usagef("--admin-listen needs --admin-token-file")
+		}
+		if adminToken, err = mdserver.LoadToken(f.adminTokenFile); err != nil {
+			return err
+		}
+	}
+
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
+	start := time.Now()
+	var store mdserver.Store
+	if f.instances != "" {
+		store, err = dirstore.Open(f.instances, dirstore.Options{Logger: logger})
+	} else {
+		store, err = etcdstore.Open(ctx, etcdstore.Config{Endpoints: f.etcdEndpoints, Prefix: f.etcdPrefix, Logger: logger})
+	}
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	logger.Info("instances loaded", "count", store.Snapshot().Len(), "duration", time.Since(start))
+
+	metrics := mdserver.NewMetrics()
+	h := mdserver.NewHandler(store, mdserver.Options{
+		TrustedProxies: proxies, HMACKey: hmacKey, TokenKey: tokenKey,
+		Rate: f.rate, Burst: f.burst, Logger: logger, Metrics: metrics,
+		IgnitionVariant: ignition.Variant(f.ignitionVariant),
+	})
+
+	var servers []*http.Server
+	var listeners []net.Listener
+	add := func(addr string, srv *http.Server) error {
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			return err
+		}
+		servers = append(servers, srv)
+		listeners = append(listeners, l)
+		logger.Info("listening", "address", l.Addr().String())
+		return nil
+	}
+	closeAll := func() {
+		for _, l := range listeners {
+			l.Close()
+		}
+	}
+	for _, a := range f.listen {
+		if err := add(a, mdserver.NewServer(h)); err != nil {
+			closeAll()
+			return err
+		}
+	}
+	if f.metricsListen != "" {
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", metrics)
+		if err := add(f.metricsListen, &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}); err != nil {
+			closeAll()
+			return err
+		}
+	}
+	if f.adminListen != "" {
+		ah := mdserver.NewAdminHandler(store, mdserver.AdminOptions{Token: adminToken, Logger: logger})
+		if err := add(f.adminListen, &http.Server{Handler: ah, ReadHeaderTimeout: 5 * time.Second, MaxHeaderBytes: 16 << 10}); err != nil {
+			closeAll()
+			return err
+		}
+	}
+
+	errc := make(chan error, len(servers))
+	var wg sync.WaitGroup
+	for i, srv := range servers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := srv.Serve(listeners[i]); !errors.Is(err, http.ErrServerClosed) {
+				errc <- err
+			}
+		}()
+	}
+
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	var serveErr error
+loop:
+	for {
+		select {
+		case <-hup:
+			if r, ok := store.(mdserver.Reloader); ok {
+				if err := r.Reload(); err != nil {
+					logger.Error("reload failed; still serving the previous snapshot", "error", err)
+				} else {
+					logger.Info("reloaded", "instances", store.Snapshot().Len())
+				}
+			} else {
+				logger.Info("SIGHUP: this store follows its backend by itself; nothing to reload")
+			}
+		case serveErr = <-errc:
+			break loop
+		case <-ctx.Done():
+			break loop
+		}
+	}
+	logger.Info("shutting down", "timeout", f.shutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), f.shutdownTimeout)
+	defer cancel()
+	for _, srv := range servers {
+		if err := srv.Shutdown(sctx); err != nil {
+			logger.Warn("shutdown", "error", err)
+			srv.Close()
+		}
+	}
+	wg.Wait()
+	return serveErr
+}
