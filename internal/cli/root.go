@@ -81,7 +81,7 @@ in-process, byte-reproducible, and checked before boot.`,
 		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newBuildCommand(), newRenderCommand(), newValidateCommand(), newInspectCommand(), newDeliverCommand(), newConvertCommand(), newServeCommand())
+	root.AddCommand(newBuildCommand(), newRenderCommand(), newValidateCommand(), newInspectCommand(), newDeliverCommand(), newConvertCommand(), newServeCommand(), newInstancesCommand())
 	return root
 }
 

@@ -1,0 +1,275 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"gopkg.in/yaml.v3"
+
+	"github.com/vminit/vminit/mdserver"
+	"github.com/vminit/vminit/spec"
+)
+
+// adminClient talks to a metadata server's admin API.
+type adminClient struct {
+	server, tokenFile string
+	token             string
+	http              *http.Client
+}
+
+func (c *adminClient) flags(cmd *cobra.Command) {
+	cmd.PersistentFlags().StringVar(&c.server, "server", "", "admin API URL, e.g. https://mds.example:8443 (default $VMINIT_ADMIN_URL)")
+	cmd.PersistentFlags().StringVar(&c.tokenFile, "token-file", "", "file holding the admin bearer token (default $VMINIT_ADMIN_TOKEN)")
+}
+
+func (c *adminClient) setup() error {
+	if c.server == "" {
+		c.server = os.Getenv("VMINIT_ADMIN_URL")
+	}
+	if c.server == "" {
+		return usagef("no admin server: pass --server URL or set VMINIT_ADMIN_URL")
+	}
+	u, err := url.Parse(c.server)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return usagef("--server=%q: want an http:// or https:// URL", c.server)
+	}
+	c.server = strings.TrimRight(c.server, "/")
+	switch {
+	case c.tokenFile != "":
+		b, err := os.ReadFile(c.tokenFile)
+		if err != nil {
+			return usagef("--token-file: %v", err)
+		}
+		c.token = strings.TrimSpace(string(b))
+	default:
+		c.token = strings.TrimSpace(os.Getenv("VMINIT_ADMIN_TOKEN"))
+	}
+	if c.token == "" {
+		return usagef("no admin token: pass --token-file FILE or set VMINIT_ADMIN_TOKEN")
+	}
+	if c.http == nil {
+		c.http = &http.Client{Timeout: 30 * time.Second}
+	}
+	return nil
+}
+
+// do sends a request and decodes a JSON error body into an error; for
+// 422 the error is spec.Errors naming file (the spec's path) when given.
+func (c *adminClient) do(method, path string, body []byte, file string) ([]byte, error) {
+	req, err := http.NewRequest(method, c.server+path, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/yaml")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode/100 == 2 {
+		return data, nil
+	}
+	var eb mdserver.ErrorBody
+	if json.Unmarshal(data, &eb) != nil || len(eb.Errors) == 0 {
+		return nil, fmt.Errorf("%s %s: %s", method, path, resp.Status)
+	}
+	if resp.StatusCode == http.StatusUnprocessableEntity {
+		for _, e := range eb.Errors {
+			e.File = file
+		}
+		return nil, spec.Errors(eb.Errors)
+	}
+	msgs := make([]string, len(eb.Errors))
+	for i, e := range eb.Errors {
+		msgs[i] = e.Error()
+	}
+	return nil, fmt.Errorf("%s (%s)", strings.Join(msgs, "; "), resp.Status)
+}
+
+func newInstancesCommand() *cobra.Command {
+	c := &adminClient{}
+	cmd := &cobra.Command{
+		Use:   "instances",
+		Short: "Manage the instances a metadata server serves (admin API)",
+		Long: `Instances lists, shows, stores, deletes and previews the instances of a
+running 'vminit serve' through its admin API. The server URL comes from
+--server or $VMINIT_ADMIN_URL, the bearer token from --token-file or
+$VMINIT_ADMIN_TOKEN.`,
+		Example: `  export VMINIT_ADMIN_URL=https://mds.example:8443 VMINIT_ADMIN_TOKEN=$(cat token)
+  vminit instances put web-1.yaml web-2.yaml
+  vminit instances list
+  vminit instances preview web-1 --dialect ignition`,
+		PersistentPreRunE: func(*cobra.Command, []string) error { return c.setup() },
+	}
+	c.flags(cmd)
+
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List instance names and addresses",
+		Args:  exactArgs(0, "no arguments"),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			data, err := c.do("GET", "/v1/instances", nil, "")
+			if err != nil {
+				return err
+			}
+			var l mdserver.InstanceList
+			if err := json.Unmarshal(data, &l); err != nil {
+				return fmt.Errorf("the server's answer: %v", err)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 8, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tADDRESSES\tREVISION")
+			for _, i := range l.Instances {
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", i.Name, strings.Join(i.Addresses, ","), i.Revision)
+			}
+			return tw.Flush()
+		},
+	}
+	get := &cobra.Command{
+		Use:   "get NAME",
+		Short: "Print an instance's stored spec (YAML, defaults filled in)",
+		Args:  exactArgs(1, "one NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			data, err := c.do("GET", "/v1/instances/"+url.PathEscape(args[0]), nil, "")
+			if err != nil {
+				return err
+			}
+			_, err = cmd.OutOrStdout().Write(data)
+			return err
+		},
+	}
+	put := &cobra.Command{
+		Use:   "put SPEC...",
+		Short: "Validate spec files locally and store them on the server",
+		Long: `Put loads each spec file as 'vminit validate' does (every problem listed
+with its line), inlines files[].source.file content (the server never reads
+its own files for a stored spec), and stores it. A spec the server refuses
+(an address another instance holds, for example) fails with exit code 1;
+the specs before it stay stored.`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usagef("want at least one SPEC file")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			for _, path := range args {
+				name, doc, err := inlineSpec(path)
+				if err != nil {
+					return err
+				}
+				data, err := c.do("PUT", "/v1/instances/"+url.PathEscape(name), doc, path)
+				if err != nil {
+					return err
+				}
+				var s mdserver.InstanceSummary
+				json.Unmarshal(data, &s)
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: stored %s (revision %s)\n", path, s.Name, s.Revision)
+			}
+			return nil
+		},
+	}
+	del := &cobra.Command{
+		Use:   "delete NAME",
+		Short: "Remove an instance",
+		Args:  exactArgs(1, "one NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if _, err := c.do("DELETE", "/v1/instances/"+url.PathEscape(args[0]), nil, ""); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "deleted %s\n", args[0])
+			return nil
+		},
+	}
+	var dialect, output string
+	preview := &cobra.Command{
+		Use:   "preview NAME",
+		Short: "Show what the instance's VM would get (nocloud, configdrive or ignition)",
+		Args:  exactArgs(1, "one NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if output != "text" && output != "json" {
+				return usagef("--output=%q: want text or json", output)
+			}
+			data, err := c.do("GET", "/v1/instances/"+url.PathEscape(args[0])+"/preview?dialect="+url.QueryEscape(dialect), nil, "")
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			if output == "json" {
+				_, err := w.Write(data)
+				return err
+			}
+			var p mdserver.Preview
+			if err := json.Unmarshal(data, &p); err != nil {
+				return fmt.Errorf("the server's answer: %v", err)
+			}
+			for _, f := range p.Files {
+				fmt.Fprintf(w, "==> %s <==\n", f.Path)
+				if f.ContentBase64 != "" {
+					fmt.Fprintf(w, "(binary, base64)\n%s\n", f.ContentBase64)
+				} else {
+					io.WriteString(w, f.Content)
+					if !strings.HasSuffix(f.Content, "\n") {
+						fmt.Fprintln(w)
+					}
+				}
+			}
+			for _, wn := range p.Warnings {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", wn)
+			}
+			return nil
+		},
+	}
+	preview.Flags().StringVar(&dialect, "dialect", "nocloud", "nocloud, configdrive or ignition")
+	preview.Flags().StringVar(&output, "output", "text", "text (each file under a ==> path <== header) or json")
+	cmd.AddCommand(list, get, put, del, preview)
+	return cmd
+}
+
+// inlineSpec loads and validates a spec file and returns its name and the
+// document to send: the file itself, or, when it uses files[].source.file,
+// the loaded spec re-encoded with that content inlined as contentBase64.
+func inlineSpec(path string) (string, []byte, error) {
+	inst, err := spec.Load(path)
+	if err != nil {
+		return "", nil, err
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return "", nil, err
+	}
+	inlined := false
+	for i := range inst.Spec.Files {
+		f := &inst.Spec.Files[i]
+		if f.Source != nil {
+			f.ContentBase64 = base64.StdEncoding.EncodeToString(f.Data())
+			f.Source, f.Content = nil, nil
+			inlined = true
+		}
+	}
+	if !inlined {
+		return inst.Metadata.Name, raw, nil
+	}
+	doc, err := yaml.Marshal(inst)
+	if err != nil {
+		return "", nil, errors.Join(fmt.Errorf("%s: re-encoding with source files inlined", path), err)
+	}
+	return inst.Metadata.Name, doc, nil
+}
