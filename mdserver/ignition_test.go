@@ -1,0 +1,149 @@
+package mdserver
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vminit/vminit/internal/testtools"
+)
+
+const ignitionBin = "/usr/lib/dracut/modules.d/30ignition/ignition"
+
+// ignitionInstance is an Ignition instance (its user data in every
+// dialect is the Ignition config) identified by addrs.
+func ignitionInstance(t testing.TB, addrs ...string) *Record {
+	doc := instanceDoc("ign-1", addrs, "") + `  files:
+    - path: /etc/served-by-vminit
+      content: "hello from the metadata server\n"
+`
+	doc = strings.Replace(doc, "metadata:\n  name: ign-1\n", "metadata:\n  name: ign-1\n  labels:\n    vminit.dev/user-data: ignition\n", 1)
+	return testRecord(t, doc, "1")
+}
+
+// runIgnition runs the fetch stage and returns the cached config.
+func runIgnition(t testing.TB, platform string, env ...string) (string, error) {
+	tmp := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, ignitionBin, "-platform", platform, "-stage", "fetch", "-log-to-stdout",
+		"-fetch-timeout", "20s", "-config-cache", filepath.Join(tmp, "cache.json"),
+		"-state-file", filepath.Join(tmp, "state"), "-root", filepath.Join(tmp, "root"))
+	cmd.Env = append(os.Environ(), env...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return "", &exec.ExitError{ProcessState: cmd.ProcessState, Stderr: out.Bytes()}
+	}
+	b, err := os.ReadFile(filepath.Join(tmp, "cache.json"))
+	return string(b), err
+}
+
+// TestIgnitionFilePlatform: the real ignition binary, -platform file, with
+// the server's pointer config (ignition.config.replace + sha512) as its
+// config: it fetches /ignition/config, verifies the hash and caches it.
+func TestIgnitionFilePlatform(t *testing.T) {
+	testtools.RequireFile(t, ignitionBin)
+	srv, _ := serve(t, NewHandler(testStore(t, ignitionInstance(t, "127.0.0.1")), Options{Logger: quietLogger()}))
+	c := clientFrom("127.0.0.1")
+	ptr := get(t, c, srv.URL+"/ignition/pointer")
+	cfgFile := filepath.Join(t.TempDir(), "pointer.ign")
+	os.WriteFile(cfgFile, []byte(ptr.body), 0o644)
+	cache, err := runIgnition(t, "file", "IGNITION_CONFIG_FILE="+cfgFile)
+	if err != nil {
+		t.Fatalf("ignition: %v\n%s", err, err.(*exec.ExitError).Stderr)
+	}
+	if !strings.Contains(cache, "/etc/served-by-vminit") {
+		t.Errorf("cache lacks the served config:\n%s", cache)
+	}
+	// A tampered hash is refused by Ignition.
+	i := strings.Index(ptr.body, "sha512-") + len("sha512-")
+	flip := "1"
+	if ptr.body[i] == '1' {
+		flip = "2"
+	}
+	os.WriteFile(cfgFile, []byte(ptr.body[:i]+flip+ptr.body[i+1:]), 0o644)
+	if _, err := runIgnition(t, "file", "IGNITION_CONFIG_FILE="+cfgFile); err == nil {
+		t.Error("ignition accepted a config whose sha512 does not match")
+	} else if !strings.Contains(string(err.(*exec.ExitError).Stderr), "hash") {
+		t.Errorf("ignition failed, but not on the hash:\n%s", err.(*exec.ExitError).Stderr)
+	}
+}
+
+// TestIgnitionProviders runs ignition -platform aws and -platform
+// openstack against the server at 169.254.169.254:80 inside a network
+// namespace this test creates (the test binary re-executes itself under
+// unshare -n; needs root).
+func TestIgnitionProviders(t *testing.T) {
+	if os.Getenv("VMINIT_NETNS_HELPER") != "" {
+		return
+	}
+	testtools.RequireFile(t, ignitionBin)
+	unshare := testtools.Require(t, "unshare")
+	testtools.Require(t, "ip")
+	if os.Geteuid() != 0 {
+		testtools.Missing(t, "network namespaces need root")
+	}
+	for _, platform := range []string{"aws", "openstack"} {
+		t.Run(platform, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, unshare, "-n", "--", os.Args[0], "-test.run=^TestNetnsHelper$", "-test.v")
+			cmd.Env = append(os.Environ(), "VMINIT_NETNS_HELPER="+platform)
+			out, err := cmd.CombinedOutput()
+			if err != nil || !strings.Contains(string(out), "--- PASS: TestNetnsHelper") {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			t.Logf("%s", out)
+		})
+	}
+}
+
+// TestNetnsHelper runs inside the namespace TestIgnitionProviders made.
+func TestNetnsHelper(t *testing.T) {
+	platform := os.Getenv("VMINIT_NETNS_HELPER")
+	if platform == "" {
+		t.Skip("helper for TestIgnitionProviders")
+	}
+	for _, args := range [][]string{{"link", "set", "lo", "up"}, {"addr", "add", "169.254.169.254/32", "dev", "lo"}} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %v: %v %s", args, err, out)
+		}
+	}
+	rec := ignitionInstance(t, "169.254.169.254", "127.0.0.1")
+	m := NewMetrics()
+	h := NewHandler(testStore(t, rec), Options{Logger: quietLogger(), Metrics: m})
+	l, err := net.Listen("tcp", "169.254.169.254:80")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := NewServer(h)
+	go srv.Serve(l)
+	defer srv.Close()
+	cache, err := runIgnition(t, platform)
+	if err != nil {
+		t.Fatalf("ignition -platform %s: %v\n%s", platform, err, err.(*exec.ExitError).Stderr)
+	}
+	if !strings.Contains(cache, "/etc/served-by-vminit") {
+		t.Errorf("cache lacks the served config:\n%s", cache)
+	}
+	var sb strings.Builder
+	m.WriteTo(&sb)
+	t.Logf("requests:\n%s", grepLines(sb.String(), "requests_total"))
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) && !strings.HasPrefix(l, "#") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
