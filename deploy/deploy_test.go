@@ -1,0 +1,243 @@
+// Package deploy holds deployment files; this test checks they parse and
+// hang together.
+package deploy
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+)
+
+type object struct {
+	APIVersion string `yaml:"apiVersion"`
+	Kind       string `yaml:"kind"`
+	Metadata   struct {
+		Name   string            `yaml:"name"`
+		Labels map[string]string `yaml:"labels"`
+	} `yaml:"metadata"`
+	Data       map[string]string `yaml:"data"`
+	StringData map[string]string `yaml:"stringData"`
+	Spec       struct {
+		Selector any `yaml:"selector"` // Service: map; workloads: {matchLabels}
+		Ports    []struct {
+			Name       string `yaml:"name"`
+			TargetPort any    `yaml:"targetPort"`
+		} `yaml:"ports"`
+		Template struct {
+			Metadata struct {
+				Labels map[string]string `yaml:"labels"`
+			} `yaml:"metadata"`
+			Spec struct {
+				HostNetwork bool `yaml:"hostNetwork"`
+				Containers  []struct {
+					Name  string   `yaml:"name"`
+					Image string   `yaml:"image"`
+					Args  []string `yaml:"args"`
+					Ports []struct {
+						Name string `yaml:"name"`
+					} `yaml:"ports"`
+					SecurityContext struct {
+						AllowPrivilegeEscalation *bool `yaml:"allowPrivilegeEscalation"`
+						ReadOnlyRootFilesystem   bool  `yaml:"readOnlyRootFilesystem"`
+						Capabilities             struct {
+							Drop []string `yaml:"drop"`
+						} `yaml:"capabilities"`
+					} `yaml:"securityContext"`
+					VolumeMounts []struct {
+						Name      string `yaml:"name"`
+						MountPath string `yaml:"mountPath"`
+					} `yaml:"volumeMounts"`
+				} `yaml:"containers"`
+				Volumes []struct {
+					Name   string `yaml:"name"`
+					Secret *struct {
+						SecretName string `yaml:"secretName"`
+					} `yaml:"secret"`
+					ConfigMap *struct {
+						Name string `yaml:"name"`
+					} `yaml:"configMap"`
+				} `yaml:"volumes"`
+			} `yaml:"spec"`
+		} `yaml:"template"`
+	} `yaml:"spec"`
+}
+
+var required = map[string]string{"Secret": "v1", "ConfigMap": "v1", "Service": "v1", "Deployment": "apps/v1", "DaemonSet": "apps/v1"}
+
+func load(t *testing.T, path string) []object {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(false)
+	var objs []object
+	for {
+		var o object
+		if err := dec.Decode(&o); errors.Is(err, io.EOF) {
+			return objs
+		} else if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if want, ok := required[o.Kind]; !ok || o.APIVersion != want || o.Metadata.Name == "" {
+			t.Errorf("%s: %s %q: unexpected kind, apiVersion %q or no name", path, o.Kind, o.Metadata.Name, o.APIVersion)
+		}
+		objs = append(objs, o)
+	}
+}
+
+func TestManifests(t *testing.T) {
+	files, _ := filepath.Glob("kubernetes/*.yaml")
+	if len(files) < 2 {
+		t.Fatalf("manifests: %v", files)
+	}
+	kinds := map[string]int{}
+	for _, f := range files {
+		objs := load(t, f)
+		byKind := map[string]map[string]object{}
+		for _, o := range objs {
+			kinds[o.Kind]++
+			if byKind[o.Kind] == nil {
+				byKind[o.Kind] = map[string]object{}
+			}
+			byKind[o.Kind][o.Metadata.Name] = o
+		}
+		for _, o := range objs {
+			switch o.Kind {
+			case "Deployment", "DaemonSet":
+				sel, _ := o.Spec.Selector.(map[string]any)["matchLabels"].(map[string]any)
+				if len(sel) == 0 {
+					t.Errorf("%s: %s has no selector.matchLabels", f, o.Metadata.Name)
+				}
+				for k, v := range sel {
+					if o.Spec.Template.Metadata.Labels[k] != v {
+						t.Errorf("%s: %s selector %s=%v does not match the pod labels", f, o.Metadata.Name, k, v)
+					}
+				}
+				ps := o.Spec.Template.Spec
+				if len(ps.Containers) == 0 {
+					t.Fatalf("%s: %s has no containers", f, o.Metadata.Name)
+				}
+				vols := map[string]bool{}
+				for _, v := range ps.Volumes {
+					vols[v.Name] = true
+					if v.Secret != nil && byKind["Secret"][v.Secret.SecretName].Kind == "" {
+						t.Errorf("%s: volume %s names Secret %q, not in the file", f, v.Name, v.Secret.SecretName)
+					}
+					if v.ConfigMap != nil && byKind["ConfigMap"][v.ConfigMap.Name].Kind == "" {
+						t.Errorf("%s: volume %s names ConfigMap %q, not in the file", f, v.Name, v.ConfigMap.Name)
+					}
+				}
+				for _, c := range ps.Containers {
+					if c.Image == "" || len(c.Args) == 0 || c.Args[0] != "serve" {
+						t.Errorf("%s: container %s: image %q args %v", f, c.Name, c.Image, c.Args)
+					}
+					sc := c.SecurityContext
+					if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || !sc.ReadOnlyRootFilesystem || len(sc.Capabilities.Drop) == 0 {
+						t.Errorf("%s: container %s is not hardened: %+v", f, c.Name, sc)
+					}
+					for _, m := range c.VolumeMounts {
+						if !vols[m.Name] {
+							t.Errorf("%s: mount %s has no volume", f, m.Name)
+						}
+					}
+					// Every file a flag names must be mounted.
+					for _, a := range c.Args {
+						if _, p, ok := strings.Cut(a, "-file="); ok {
+							found := false
+							for _, m := range c.VolumeMounts {
+								found = found || strings.HasPrefix(p, m.MountPath+"/")
+							}
+							if !found {
+								t.Errorf("%s: %s names %s, which no volume provides", f, a, p)
+							}
+						}
+					}
+				}
+				if o.Kind == "DaemonSet" && !ps.HostNetwork {
+					t.Errorf("%s: the node DaemonSet must use hostNetwork", f)
+				}
+			case "Service":
+				sel, _ := o.Spec.Selector.(map[string]any)
+				matched := false
+				for _, d := range byKind["Deployment"] {
+					ok := len(sel) > 0
+					for k, v := range sel {
+						ok = ok && d.Spec.Template.Metadata.Labels[k] == v
+					}
+					matched = matched || ok
+				}
+				if !matched {
+					t.Errorf("%s: Service %s selects no Deployment in the file", f, o.Metadata.Name)
+				}
+			case "Secret":
+				for _, k := range []string{"admin-token", "hmac-key"} {
+					if o.StringData[k] == "" {
+						t.Errorf("%s: Secret %s lacks %s", f, o.Metadata.Name, k)
+					}
+				}
+			case "ConfigMap":
+				for k := range o.Data {
+					if !strings.HasSuffix(k, ".yaml") {
+						t.Errorf("%s: ConfigMap key %s is not a spec file name", f, k)
+					}
+				}
+			}
+		}
+	}
+	for _, k := range []string{"Deployment", "DaemonSet", "Service", "Secret", "ConfigMap"} {
+		if kinds[k] == 0 {
+			t.Errorf("no %s in deploy/kubernetes", k)
+		}
+	}
+}
+
+// TestSystemdUnit checks the unit's sections and hardening directives.
+func TestSystemdUnit(t *testing.T) {
+	f, err := os.Open("systemd/vminit-serve.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	keys := map[string][]string{}
+	section := ""
+	sc := bufio.NewScanner(f)
+	cont := false
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		wasCont := cont
+		cont = strings.HasSuffix(line, "\\")
+		if wasCont || line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if strings.HasPrefix(line, "[") {
+			section = strings.Trim(line, "[]")
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if !ok {
+			t.Errorf("not key=value: %q", line)
+		}
+		keys[section+"."+k] = append(keys[section+"."+k], v)
+	}
+	for k, want := range map[string]string{
+		"Service.DynamicUser": "yes", "Service.ProtectSystem": "strict", "Service.NoNewPrivileges": "yes",
+		"Service.AmbientCapabilities": "CAP_NET_BIND_SERVICE", "Service.CapabilityBoundingSet": "CAP_NET_BIND_SERVICE",
+		"Service.ReadWritePaths": "/var/lib/vminit/instances", "Install.WantedBy": "multi-user.target",
+	} {
+		if got := keys[k]; len(got) != 1 || got[0] != want {
+			t.Errorf("%s = %v, want %q", k, got, want)
+		}
+	}
+	if e := keys["Service.ExecStart"]; len(e) != 1 || !strings.Contains(e[0], "vminit serve") {
+		t.Errorf("ExecStart = %v", e)
+	}
+}
