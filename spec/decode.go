@@ -1,7 +1,6 @@
 package spec
 
 import (
-	"bytes"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -51,8 +50,10 @@ func Decode(data []byte) (*Instance, *Positions, error) {
 	walkKnown(doc, reflect.TypeOf(Instance{}), "", pos, &c)
 
 	var inst Instance
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&inst); err != nil {
+	// Decode the tree already parsed: parsing twice was most of the cost
+	// of loading a large directory of specs. walkKnown has reported the
+	// unknown fields, so the decoder's own KnownFields is not needed.
+	if err := doc.Decode(&inst); err != nil {
 		var te *yaml.TypeError
 		if !errors.As(err, &te) {
 			return nil, nil, Errors{syntaxError(err)}
