@@ -1,27 +1,82 @@
 // Package ignition renders an instance spec to an Ignition config for
 // Fedora CoreOS, RHCOS and Flatcar, with the same meaning as the cloud-init
-// rendering: the same users, files, units, mounts and first-boot commands.
+// rendering of the same spec: the same users, files, units, mounts, network
+// and first-boot commands.
 //
-// The config is built with the types of github.com/coreos/ignition/v2 and
-// validated by its own parser for the exact spec version emitted. By
-// default that version is the lowest stable one that can express the
-// config (3.0.0 unless a feature or a user-supplied config needs more), so
-// the widest range of guests accepts it; Options.Version forces one.
+// The config is built with the types of github.com/coreos/ignition/v2,
+// merged with the user's own Ignition (spec.ignition.config) and Butane
+// (spec.ignition.butane) by Ignition's merge rules, and validated by
+// Ignition's own validator for the exact spec version emitted. Output is
+// compact JSON in the order of Ignition's schema, as Butane writes it,
+// without the empty objects and nulls encoding/json writes for unset
+// fields, and the same bytes for the same spec.
+//
+// # Spec versions
+//
+// By default Render emits the lowest stable spec version that can express
+// the config, so that the widest range of guests accepts it: 3.0.0, unless
+// a file has setuid, setgid or sticky bits (honoured only from 3.6.0) or a
+// merged config uses something newer. Whether a merged config fits an older
+// version is decided by Ignition itself: the config must parse as that
+// version without unknown keys or new warnings and translate back up to
+// exactly the same config. Options.Version forces a version ("3.0.0" …
+// "3.6.0", or the legacy "2.2.0" and "2.3.0", translated with
+// ign-converter for RHCOS before 4.6 and Flatcar's spec 2 readers); a
+// config the forced version cannot express is an error naming the version
+// that can. Experimental versions are never emitted.
+//
+// # How the spec maps
+//
+//   - users: passwd.users. A locked password (lockPassword, the default
+//     without passwordHash) is the hash "!", what `passwd -l` leaves on an
+//     account without a password, so users that already exist in the image
+//     are locked too, as cloud-init's lock_passwd locks them; a locked
+//     passwordHash gets a "!" prefix, as `passwd -l` adds. A system user
+//     gets no home directory (noCreateHome), as cloud-init's system: true.
+//     spec.sshAuthorizedKeys go to the image's "core" user. A primary group,
+//     and a supplementary group that is not in the images' /etc/group, is
+//     created with passwd.groups, as cloud-init creates missing groups.
+//   - sudo: /etc/sudoers.d/vminit-<user>, mode 0440. The prefix names the
+//     file's origin and sorts it after the images' own files, so that the
+//     rule is the last match, as cloud-init's 90-cloud-init-users.
+//   - hostname: /etc/hostname holds the short name, as cloud-init's
+//     rendering (prefer_fqdn_over_hostname: false) leaves it.
+//   - files: storage.files with data: URLs (the shortest of percent-encoded,
+//     base64 and, from 1 KiB, gzip+base64 with compression "gzip";
+//     deterministic bytes), overwrite true (cloud-init's write_files
+//     replaces files) or append. Directories between a user's home and a
+//     file that user owns are created owned by the user.
+//   - units and mounts: systemd.units; mounts as .mount units named like
+//     `systemd-escape --path`, the same units the cloud-init rendering writes.
+//   - commands: /etc/vminit/first-boot.sh run by vminit-first-boot.service
+//     once, late in the first boot (after network-online.target and
+//     multi-user.target, where cloud-init's runcmd runs), guarded by the stamp
+//     /var/lib/vminit/first-boot.done, which is written before the commands
+//     run: like cloud-init's per-instance semaphore, a failed run is not
+//     repeated. The first failing command stops the rest and is named in the
+//     journal.
+//   - bootCommands: /etc/vminit/boot.sh run by vminit-boot.service on every
+//     boot, where cloud-init's bootcmd runs: after the network service has
+//     started (and after the wait-online services when something wants them),
+//     before network-online.target, sshd and user logins; INSTANCE_ID is
+//     set as cloud-init sets it. Unlike bootcmd on a first boot, it runs
+//     after the users and files exist: Ignition wrote them in the initramfs.
+//   - timezone: the /etc/localtime link timedatectl writes.
+//   - network: NetworkManager keyfiles for fcos and rhcos, systemd-networkd
+//     files for flatcar (package network).
+//   - packages: an error (Ignition cannot install packages: layer them with
+//     rpm-ostree or a systemd-sysext image), or a warning with
+//     Options.AllowPartial.
+//   - cloudInit: ignored with a warning (an error with Options.Strict).
 package ignition
 
 import (
-	"bytes"
-	"compress/gzip"
-	"encoding/base64"
 	"fmt"
-	"path"
 	"strings"
-	"sync"
 
 	"github.com/coreos/go-semver/semver"
 	types "github.com/coreos/ignition/v2/config/v3_0/types"
 
-	"github.com/vminit/vminit/internal/systemd"
 	"github.com/vminit/vminit/spec"
 )
 
@@ -44,28 +99,38 @@ const DefaultUser = "core"
 type Options struct {
 	// Variant defaults to FCOS.
 	Variant Variant
-	// Version forces the emitted spec version, e.g. "3.4.0". Empty means
-	// the lowest stable version that can express the config.
+	// Version forces the emitted spec version: "3.0.0" … "3.6.0", "2.2.0"
+	// or "2.3.0" (Versions lists them). Empty means the lowest stable
+	// version that can express the config.
 	Version string
 	// AllowPartial turns spec features Ignition cannot express (packages,
-	// cloud-init data) into warnings instead of errors.
+	// memberships in groups Ignition cannot see) into warnings, dropping
+	// them, instead of errors.
 	AllowPartial bool
-	// Strict turns the warnings of user-supplied Ignition and Butane
-	// (unused keys and the like) into errors.
+	// Strict turns warnings about the spec and the user's Ignition and
+	// Butane (unused keys, ignored cloudInit data, units enabled without an
+	// [Install] section) into errors.
 	Strict bool
+	// FilesDir is the directory Butane's local: references
+	// (contents.local, ssh_authorized_keys_local…) are relative to; empty
+	// forbids them.
+	FilesDir string
 }
 
 // Result is a rendered config.
 type Result struct {
-	// Config is the Ignition config, compact JSON with sorted keys.
+	// Config is the Ignition config: compact JSON, fields in the order of
+	// Ignition's schema, unset fields left out.
 	Config []byte
-	// Version is its spec version.
+	// Version is its spec version, e.g. "3.0.0".
 	Version string
-	// Warnings are problems that did not stop the rendering.
+	// Warnings are problems that did not stop the rendering, each naming
+	// the spec field it concerns.
 	Warnings []string
 }
 
 // Render renders a defaulted, valid instance (spec.Load gives one).
+// Problems with the spec come back as spec.Errors naming the field.
 func Render(inst *spec.Instance, opts Options) (*Result, error) {
 	if opts.Variant == "" {
 		opts.Variant = FCOS
@@ -75,7 +140,14 @@ func Render(inst *spec.Instance, opts Options) (*Result, error) {
 	default:
 		return nil, fmt.Errorf("unknown Ignition variant %q (want fcos, rhcos or flatcar)", opts.Variant)
 	}
-	r := &renderer{inst: inst, opts: opts, need: semver.Version{Major: 3}}
+	r := &renderer{inst: inst, opts: opts, floor: v300, claims: map[string]string{}}
+	if opts.Version != "" {
+		sv, ok := lookupVersion(opts.Version)
+		if !ok {
+			return nil, fmt.Errorf("Ignition spec version %q: want one of %s", opts.Version, strings.Join(Versions(), ", "))
+		}
+		r.forced = &sv
+	}
 	cfg := r.build()
 	if err := r.errs.Err(); err != nil {
 		return nil, err
@@ -86,260 +158,91 @@ func Render(inst *spec.Instance, opts Options) (*Result, error) {
 type renderer struct {
 	inst     *spec.Instance
 	opts     Options
+	forced   *specVersion
 	errs     spec.ErrorList
 	warnings []string
-	need     semver.Version // lowest spec version the generated part needs
+	// floor is the lowest spec version the generated config needs, and
+	// floorField and floorWhy the feature that needs it.
+	floor                semver.Version
+	floorField, floorWhy string
+	// claims maps each path the config writes to the spec field that
+	// writes it, to report two fields writing one file.
+	claims map[string]string
+	// dirs are the directories created for ownership, by path.
+	dirs map[string]bool
+}
+
+// warn records a warning about field, an error under Strict.
+func (r *renderer) warn(field, format string, args ...any) {
+	if r.opts.Strict {
+		r.errs.Add(field, format+" (an error with Strict / --strict)", args...)
+		return
+	}
+	r.warnings = append(r.warnings, field+": "+fmt.Sprintf(format, args...))
 }
 
 // unsupported reports a spec feature Ignition cannot express: an error,
-// or a warning with AllowPartial.
+// or, with AllowPartial, a warning (the feature is dropped).
 func (r *renderer) unsupported(field, format string, args ...any) {
 	if r.opts.AllowPartial {
-		r.warnings = append(r.warnings, field+": "+fmt.Sprintf(format, args...))
+		r.warnings = append(r.warnings, field+": "+fmt.Sprintf(format, args...)+"; dropped (AllowPartial)")
 		return
 	}
 	r.errs.Add(field, format+" (AllowPartial / --allow-partial drops it with a warning)", args...)
 }
 
+// needs raises the lowest spec version the generated config needs.
+func (r *renderer) needs(v semver.Version, field, why string) {
+	if r.floor.LessThan(v) {
+		r.floor, r.floorField, r.floorWhy = v, field, why
+	}
+}
+
+// claim records that field writes p, and reports a second writer.
+func (r *renderer) claim(p, field string) bool {
+	if prev, dup := r.claims[p]; dup {
+		r.errs.Add(field, "%s is already written by %s", p, prev)
+		return false
+	}
+	r.claims[p] = field
+	return true
+}
+
+// build renders the spec's own part of the config. It uses only spec 3.0.0
+// fields, which every later 3.x version has unchanged, so stamping the
+// target version is its whole translation.
 func (r *renderer) build() types.Config {
 	s := &r.inst.Spec
 	var cfg types.Config
 	cfg.Ignition.Version = "3.0.0"
 
-	r.users(&cfg)
-	if s.Hostname != "" {
-		// cloud-init's rendering keeps the short name in /etc/hostname
-		// (prefer_fqdn_over_hostname: false); so does this one.
+	// Generated paths are claimed first, so that a conflict is reported
+	// on the spec.files entry rather than on, say, spec.hostname.
+	if s.Hostname != "" && r.claim("/etc/hostname", "spec.hostname") {
 		r.addFile(&cfg, "/etc/hostname", []byte(s.Hostname+"\n"), 0o644, "", false)
 	}
-	for i := range s.Files {
-		f := &s.Files[i]
-		mode := 0o644
-		if f.Mode != nil {
-			mode = int(*f.Mode)
-		}
-		if mode&0o7000 != 0 {
-			// Ignition before spec 3.6 ignores setuid, setgid and sticky
-			// bits, and 3.6 masks them off older configs it translates.
-			r.needs(semver.Version{Major: 3, Minor: 6}, fmt.Sprintf("spec.files[%d].mode %04o (setuid, setgid or sticky bits)", i, mode))
-		}
-		r.addFile(&cfg, f.Path, f.Data(), mode, f.Owner, f.Append)
-	}
-	for _, u := range s.Units {
-		unit := types.Unit{Name: u.Name, Enabled: u.Enabled}
-		if u.Content != "" {
-			unit.Contents = strPtr(u.Content)
-		}
-		for _, d := range u.Dropins {
-			unit.Dropins = append(unit.Dropins, types.Dropin{Name: d.Name, Contents: strPtr(d.Content)})
-		}
-		cfg.Systemd.Units = append(cfg.Systemd.Units, unit)
-	}
-	for _, m := range s.Mounts {
-		cfg.Systemd.Units = append(cfg.Systemd.Units, types.Unit{
-			Name: systemd.MountUnitName(m.Path), Contents: strPtr(systemd.MountUnit(m)), Enabled: boolPtr(true),
-		})
-	}
-	r.commandUnits(&cfg)
-	if s.Timezone != "" {
-		// What timedatectl set-timezone (cloud-init's timezone module on
-		// systemd distributions) leaves behind.
+	r.users(&cfg)
+	if s.Timezone != "" && r.claim("/etc/localtime", "spec.timezone") {
 		cfg.Storage.Links = append(cfg.Storage.Links, types.Link{
 			Node:          types.Node{Path: "/etc/localtime", Overwrite: boolPtr(true)},
 			LinkEmbedded1: types.LinkEmbedded1{Target: "../usr/share/zoneinfo/" + s.Timezone},
 		})
 	}
-	if len(s.Packages) > 0 {
-		r.unsupported("spec.packages", "Ignition cannot install packages; layer them with rpm-ostree (Fedora CoreOS, RHCOS) or a systemd-sysext image (Flatcar)")
-	}
-	if s.CloudInit.UserData != "" || s.CloudInit.VendorData != "" || len(s.CloudInit.MetaData) > 0 {
-		r.unsupported("spec.cloudInit", "cloud-init data has no meaning to Ignition; express it with the spec's own fields or spec.ignition")
-	}
+	r.commandUnits(&cfg)
 	if s.Network != nil {
 		r.network(&cfg)
 	}
+	r.units(&cfg)
+	r.files(&cfg)
+
+	if len(s.Packages) > 0 {
+		r.unsupported("spec.packages", "Ignition cannot install packages; layer them with rpm-ostree (Fedora CoreOS, RHCOS) or a systemd-sysext image (Flatcar)")
+	}
+	ci := &s.CloudInit
+	if ci.UserData != "" || ci.VendorData != "" || len(ci.MetaData) > 0 {
+		r.warn("spec.cloudInit", "cloud-init data has no meaning to Ignition and is left out; express it with the spec's own fields or spec.ignition")
+	}
 	return cfg
-}
-
-func (r *renderer) users(cfg *types.Config) {
-	s := &r.inst.Spec
-	if len(s.SSHAuthorizedKeys) > 0 {
-		core := types.PasswdUser{Name: DefaultUser}
-		for _, k := range s.SSHAuthorizedKeys {
-			core.SSHAuthorizedKeys = append(core.SSHAuthorizedKeys, types.SSHAuthorizedKey(k))
-		}
-		cfg.Passwd.Users = append(cfg.Passwd.Users, core)
-	}
-	groups := map[string]bool{}
-	for _, u := range s.Users {
-		pu := types.PasswdUser{Name: u.Name, Gecos: optStr(u.Gecos), HomeDir: optStr(u.HomeDir), Shell: optStr(u.Shell), PrimaryGroup: optStr(u.PrimaryGroup)}
-		if u.System {
-			pu.System = boolPtr(true)
-		}
-		for _, g := range u.Groups {
-			pu.Groups = append(pu.Groups, types.Group(g))
-		}
-		// useradd leaves a new account's password locked ("!"); a hash is
-		// locked the same way by prefixing "!", which cloud-init's
-		// lock_passwd does too (passwd -l).
-		switch locked := u.LockPassword != nil && *u.LockPassword; {
-		case u.PasswordHash != "" && locked:
-			pu.PasswordHash = strPtr("!" + u.PasswordHash)
-		case u.PasswordHash != "":
-			pu.PasswordHash = strPtr(u.PasswordHash)
-		}
-		for _, k := range u.SSHAuthorizedKeys {
-			pu.SSHAuthorizedKeys = append(pu.SSHAuthorizedKeys, types.SSHAuthorizedKey(k))
-		}
-		if u.PrimaryGroup != "" && !groups[u.PrimaryGroup] {
-			// useradd --gid needs the group to exist; cloud-init's
-			// rendering creates it too.
-			groups[u.PrimaryGroup] = true
-			cfg.Passwd.Groups = append(cfg.Passwd.Groups, types.PasswdGroup{Name: u.PrimaryGroup})
-		}
-		cfg.Passwd.Users = append(cfg.Passwd.Users, pu)
-		if u.Sudo != "" {
-			r.addFile(cfg, "/etc/sudoers.d/vminit-"+u.Name, []byte(u.Name+" "+u.Sudo+"\n"), 0o440, "", false)
-		}
-	}
-}
-
-// firstBoot is the unit that runs spec.commands once; its stamp file is
-// what makes it first-boot only, as cloud-init's per-instance semaphore.
-const (
-	firstBootUnit   = "vminit-first-boot.service"
-	firstBootScript = "/etc/vminit/first-boot.sh"
-	firstBootStamp  = "/var/lib/vminit/first-boot.done"
-	bootUnit        = "vminit-boot.service"
-	bootScript      = "/etc/vminit/boot.sh"
-)
-
-func (r *renderer) commandUnits(cfg *types.Config) {
-	s := &r.inst.Spec
-	if len(s.Commands) > 0 {
-		r.addFile(cfg, firstBootScript, script(s.Commands), 0o700, "", false)
-		cfg.Systemd.Units = append(cfg.Systemd.Units, types.Unit{Name: firstBootUnit, Enabled: boolPtr(true), Contents: strPtr(`# Generated by vminit: spec.commands, once, in order, late in the first boot
-# (as cloud-init's runcmd). The stamp makes later boots skip it.
-[Unit]
-Description=vminit first-boot commands
-Wants=network-online.target
-After=network-online.target multi-user.target
-ConditionPathExists=!` + firstBootStamp + `
-
-[Service]
-Type=oneshot
-RemainAfterExit=yes
-ExecStart=` + firstBootScript + `
-ExecStartPost=/bin/mkdir -p ` + path.Dir(firstBootStamp) + `
-ExecStartPost=/bin/touch ` + firstBootStamp + `
-
-[Install]
-WantedBy=multi-user.target
-`)})
-	}
-	if len(s.BootCommands) > 0 {
-		r.addFile(cfg, bootScript, script(s.BootCommands), 0o700, "", false)
-		cfg.Systemd.Units = append(cfg.Systemd.Units, types.Unit{Name: bootUnit, Enabled: boolPtr(true), Contents: strPtr(`# Generated by vminit: spec.bootCommands, early on every boot (as
-# cloud-init's bootcmd), before the network is configured.
-[Unit]
-Description=vminit boot commands
-DefaultDependencies=no
-After=local-fs.target
-Before=network-pre.target sysinit.target
-Wants=network-pre.target
-
-[Service]
-Type=oneshot
-RemainAfterExit=yes
-ExecStart=` + bootScript + `
-
-[Install]
-WantedBy=sysinit.target
-`)})
-	}
-}
-
-// script runs commands in order and stops at the first failure, so a
-// failed step is visible in the unit's status instead of being skipped.
-func script(cmds []spec.Command) []byte {
-	var b strings.Builder
-	b.WriteString("#!/bin/sh\n# Generated by vminit.\nset -e\n")
-	for _, c := range cmds {
-		b.WriteString(c.ShellLine())
-		b.WriteByte('\n')
-	}
-	return []byte(b.String())
-}
-
-// addFile adds a file with its content as a data URL (the shortest of
-// percent-encoded, base64 and gzip+base64).
-func (r *renderer) addFile(cfg *types.Config, p string, data []byte, mode int, owner string, appendTo bool) {
-	f := types.File{Node: types.Node{Path: p}, FileEmbedded1: types.FileEmbedded1{Mode: intPtr(mode)}}
-	if owner != "" {
-		user, group, _ := strings.Cut(owner, ":")
-		f.User.Name, f.Group.Name = optStr(user), optStr(group)
-	}
-	contents := dataURL(data)
-	if appendTo {
-		f.Append = []types.FileContents{contents}
-	} else {
-		// cloud-init's write_files replaces an existing file.
-		f.Overwrite = boolPtr(true)
-		f.Contents = contents
-	}
-	cfg.Storage.Files = append(cfg.Storage.Files, f)
-}
-
-func dataURL(data []byte) types.FileContents {
-	best := "data:," + percentEncode(data)
-	if b64 := "data:;base64," + base64.StdEncoding.EncodeToString(data); len(b64) < len(best) {
-		best = b64
-	}
-	// gzip's 18 bytes of framing and base64's third more rarely pay off
-	// below a kilobyte, and resetting a compressor costs more than the
-	// rest of a file's rendering.
-	if len(data) < 1024 {
-		return types.FileContents{Source: &best}
-	}
-	var zb bytes.Buffer
-	zw := gzipPool.Get().(*gzip.Writer)
-	zw.Reset(&zb) // zero header: no name, no mtime, so the bytes are stable
-	zw.Write(data)
-	zw.Close()
-	gzipPool.Put(zw)
-	if gz := "data:;base64," + base64.StdEncoding.EncodeToString(zb.Bytes()); len(gz) < len(best) {
-		return types.FileContents{Source: &gz, Compression: strPtr("gzip")}
-	}
-	return types.FileContents{Source: &best}
-}
-
-// gzipPool keeps compressors: each holds about 800 KB of state, which
-// dominated rendering time when allocated per file.
-var gzipPool = sync.Pool{New: func() any {
-	zw, _ := gzip.NewWriterLevel(nil, gzip.BestCompression)
-	return zw
-}}
-
-// percentEncode escapes everything but unreserved URL characters and a few
-// that are safe in a data URL's payload, keeping text readable.
-func percentEncode(data []byte) string {
-	var b strings.Builder
-	for _, c := range data {
-		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("-_.~/:=@", c) >= 0 {
-			b.WriteByte(c)
-		} else {
-			fmt.Fprintf(&b, "%%%02X", c)
-		}
-	}
-	return b.String()
-}
-
-// needs raises the lowest spec version the config needs.
-func (r *renderer) needs(v semver.Version, why string) {
-	if r.need.LessThan(v) {
-		r.need = v
-		r.warnings = append(r.warnings, fmt.Sprintf("%s needs Ignition spec %s", why, v))
-	}
 }
 
 func strPtr(s string) *string { return &s }

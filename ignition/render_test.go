@@ -10,7 +10,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vminit/vminit/internal/ignitiontest"
+	"github.com/coreos/go-semver/semver"
+	"github.com/coreos/ign-converter/translate/v23tov30"
+	v23 "github.com/coreos/ignition/config/v2_3"
+
 	"github.com/vminit/vminit/internal/testtools"
 	"github.com/vminit/vminit/spec"
 )
@@ -26,235 +29,180 @@ func load(t testing.TB, p string) *spec.Instance {
 	return inst
 }
 
-// goldenCases are the configs compared with testdata/*.ign and checked by
-// the real ignition-validate and ignition binaries.
-var goldenCases = []struct {
+type goldenCase struct {
 	name, spec string
 	opts       Options
-}{
-	{"fcos-server", "../examples/fcos-server.yaml", Options{}},
-	{"fcos-server-flatcar", "../examples/fcos-server.yaml", Options{Variant: Flatcar}},
-	{"ubuntu-server-partial", "../examples/ubuntu-server/instance.yaml", Options{AllowPartial: true}},
-	{"ubuntu-server-flatcar-partial", "../examples/ubuntu-server/instance.yaml", Options{Variant: Flatcar, AllowPartial: true}},
-	{"dev-vm-partial", "../examples/dev-vm.yaml", Options{AllowPartial: true}},
+	version    string // the spec version the config must have
+	// adjust adds what a merged user config asks for to the guest the
+	// spec describes.
+	adjust func(*guest)
+}
+
+// goldenCases are compared with testdata/<name>.ign, and those of spec
+// 3.3.0 or older (the newest Debian's Ignition 2.14 reads) are checked by
+// the real ignition-validate and applied by the real ignition binary.
+var goldenCases = []goldenCase{
+	{name: "fcos-server", spec: "../examples/fcos-server.yaml", version: "3.0.0"},
+	{name: "fcos-server-flatcar", spec: "../examples/fcos-server.yaml", opts: Options{Variant: Flatcar}, version: "3.0.0"},
+	{name: "fcos-server-rhcos-2.2", spec: "../examples/fcos-server.yaml", opts: Options{Variant: RHCOS, Version: "2.2.0"}, version: "2.2.0"},
+	{name: "fcos-server-flatcar-2.3", spec: "../examples/fcos-server.yaml", opts: Options{Variant: Flatcar, Version: "2.3.0"}, version: "2.3.0"},
+	{name: "ubuntu-server-partial", spec: "../examples/ubuntu-server/instance.yaml", opts: Options{AllowPartial: true}, version: "3.0.0"},
+	{name: "ubuntu-server-flatcar-partial", spec: "../examples/ubuntu-server/instance.yaml", opts: Options{Variant: Flatcar, AllowPartial: true}, version: "3.0.0"},
+	{name: "dev-vm-partial", spec: "../examples/dev-vm.yaml", opts: Options{AllowPartial: true}, version: "3.0.0"},
+	{name: "users", spec: "testdata/specs/users.yaml", version: "3.0.0"},
+	{name: "users-flatcar-2.3", spec: "testdata/specs/users.yaml", opts: Options{Variant: Flatcar, Version: "2.3.0"}, version: "2.3.0"},
+	{name: "files", spec: "testdata/specs/files.yaml", version: "3.0.0"},
+	{name: "system", spec: "testdata/specs/system.yaml", version: "3.0.0"},
+	{name: "system-3.3", spec: "testdata/specs/system.yaml", opts: Options{Version: "3.3.0"}, version: "3.3.0"},
+	{name: "network-fcos", spec: "testdata/specs/network.yaml", version: "3.0.0"},
+	{name: "network-flatcar", spec: "testdata/specs/network.yaml", opts: Options{Variant: Flatcar}, version: "3.0.0"},
+	{name: "merge-config", spec: "testdata/specs/merge-config.yaml", version: "3.0.0", adjust: func(g *guest) {
+		g.files["etc/motd"] = wantFile{data: strp("from the user's Ignition\n"), mode: 0o644, user: "root", group: "root"}
+		g.files["etc/systemd/system/hello.service"] = wantFile{mode: 0o644, user: "root", group: "root"}
+		g.presets["hello.service"] = "enable"
+		g.users[DefaultUser].keys = append(g.users[DefaultUser].keys, "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIIOcQfB+HkOOjJNE+kDUn8dHs94p8jX2ceyNdSdYS5bh alice@example.com")
+	}},
+	{name: "merge-butane", spec: "testdata/specs/merge-butane.yaml", version: "3.0.0", adjust: func(g *guest) {
+		g.files["etc/motd"] = wantFile{data: strp("from Butane\n"), mode: 0o644, user: "root", group: "root"}
+		g.files["etc/from-butane.conf"] = wantFile{data: strp("key = value\n"), mode: 0o640, user: "root", group: "root"}
+		g.files["etc/systemd/system/butane-hello.service"] = wantFile{mode: 0o644, user: "root", group: "root"}
+		g.dirs["var/lib/from-butane"] = wantFile{user: "root", group: "root"}
+		g.presets["butane-hello.service"] = "enable"
+	}},
+	{name: "special-modes", spec: "testdata/specs/special-modes.yaml", version: "3.6.0"},
+}
+
+func (c goldenCase) path() string { return filepath.Join("testdata", c.name+".ign") }
+
+// render renders a golden case, checking that rendering twice gives the
+// same bytes.
+func (c goldenCase) render(t *testing.T) *Result {
+	t.Helper()
+	res, err := Render(load(t, c.spec), c.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := Render(load(t, c.spec), c.opts)
+	if err != nil || !bytes.Equal(again.Config, res.Config) {
+		t.Fatalf("two renderings differ (%v)", err)
+	}
+	if res.Version != c.version {
+		t.Errorf("version %s, want %s", res.Version, c.version)
+	}
+	return res
+}
+
+// applicable reports whether Debian's Ignition 2.14 reads the case's
+// config: spec 3.0.0 to 3.3.0.
+func (c goldenCase) applicable() bool {
+	v := semver.New(c.version)
+	return v.Major == 3 && v.Minor <= 3
 }
 
 func TestGolden(t *testing.T) {
 	for _, c := range goldenCases {
 		t.Run(c.name, func(t *testing.T) {
-			res, err := Render(load(t, c.spec), c.opts)
-			if err != nil {
-				t.Fatal(err)
-			}
+			res := c.render(t)
 			var pretty bytes.Buffer
 			json.Indent(&pretty, res.Config, "", "  ")
 			pretty.WriteByte('\n')
-			golden := filepath.Join("testdata", c.name+".ign")
 			if *update {
-				os.MkdirAll("testdata", 0o755)
-				if err := os.WriteFile(golden, pretty.Bytes(), 0o644); err != nil {
+				if err := os.WriteFile(c.path(), pretty.Bytes(), 0o644); err != nil {
 					t.Fatal(err)
 				}
 			}
-			want, err := os.ReadFile(golden)
+			want, err := os.ReadFile(c.path())
 			if err != nil {
-				t.Fatalf("%v (run go test ./ignition -update)", err)
+				t.Fatalf("%v (go test ./ignition -update writes it)", err)
 			}
 			if !bytes.Equal(pretty.Bytes(), want) {
-				t.Errorf("%s differs from the rendering (go test ./ignition -update rewrites it)", golden)
+				t.Errorf("%s differs from the rendering (go test ./ignition -update rewrites it)", c.path())
 			}
-			again, _ := Render(load(t, c.spec), c.opts)
-			if !bytes.Equal(again.Config, res.Config) {
-				t.Error("two renderings differ")
+			if bytes.Contains(res.Config, []byte("{}")) || bytes.Contains(res.Config, []byte("null")) || bytes.Contains(res.Config, []byte("[]")) {
+				t.Errorf("empty objects or nulls in the output:\n%s", res.Config)
 			}
 		})
 	}
 }
 
 // TestIgnitionValidate runs Debian's ignition-validate (Ignition 2.14,
-// specs up to 3.3) on every golden config.
+// specs up to 3.3.0) on every golden config it reads: exit 0, no output
+// (no warnings either).
 func TestIgnitionValidate(t *testing.T) {
 	validate := testtools.Require(t, "ignition-validate")
 	for _, c := range goldenCases {
-		golden := filepath.Join("testdata", c.name+".ign")
-		out, err := exec.Command(validate, golden).CombinedOutput()
+		if !c.applicable() {
+			continue
+		}
+		out, err := exec.Command(validate, c.path()).CombinedOutput()
 		if err != nil || len(bytes.TrimSpace(out)) > 0 {
-			t.Errorf("ignition-validate %s: %v\n%s", golden, err, out)
+			t.Errorf("ignition-validate %s: %v\n%s", c.path(), err, out)
 		}
 	}
 }
 
-// TestIgnitionApplies applies the FCOS example with the real ignition
-// binary and checks the tree it leaves.
+// TestIgnitionApplies applies every golden config Debian's Ignition reads
+// with the real ignition binary, and checks the root it leaves against
+// what the spec asks for: files with their content, modes and owners,
+// units, drop-ins and presets, links, users with their groups, passwords
+// and keys, and nothing else. Spec 2.x configs are first translated to 3.0
+// with ign-converter, as Flatcar's Ignition does at boot.
 func TestIgnitionApplies(t *testing.T) {
-	res, err := Render(load(t, "../examples/fcos-server.yaml"), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	root := ignitiontest.Apply(t, res.Config)
-	read := func(p string) string {
-		b, err := os.ReadFile(filepath.Join(root, p))
+	for _, c := range goldenCases {
+		config, err := os.ReadFile(c.path())
 		if err != nil {
-			t.Error(err)
+			t.Fatal(err)
 		}
-		return string(b)
-	}
-	mode := func(p string) os.FileMode {
-		st, err := os.Lstat(filepath.Join(root, p))
-		if err != nil {
-			t.Error(err)
-			return 0
-		}
-		return st.Mode()
-	}
-	for p, want := range map[string]string{
-		"etc/hostname":               "fcos-1\n",
-		"etc/motd.d/vminit":          "fcos-1: managed by vminit.\n",
-		"var/srv/app/env":            "LISTEN=:8080\n",
-		"etc/sudoers.d/vminit-alice": "alice ALL=(ALL) NOPASSWD:ALL\n",
-	} {
-		if got := read(p); got != want {
-			t.Errorf("%s = %q, want %q", p, got, want)
-		}
-	}
-	for p, want := range map[string]os.FileMode{
-		"var/srv/app/env":            0o600,
-		"etc/sudoers.d/vminit-alice": 0o440,
-		"etc/vminit/first-boot.sh":   0o700,
-		"etc/NetworkManager/system-connections/vminit-nic0.nmconnection": 0o600,
-	} {
-		if got := mode(p).Perm(); got != want {
-			t.Errorf("%s mode %v, want %v", p, got, want)
-		}
-	}
-	if l, err := os.Readlink(filepath.Join(root, "etc/localtime")); err != nil || l != "../usr/share/zoneinfo/Europe/Berlin" {
-		t.Errorf("etc/localtime -> %q, %v", l, err)
-	}
-	for _, p := range []string{"etc/systemd/system/app.service", "etc/systemd/system/zincati.service.d/10-delay.conf",
-		`etc/systemd/system/var-srv-data.mount`, "etc/systemd/system/vminit-first-boot.service", "etc/systemd/network/10-vminit-nic0.link"} {
-		if _, err := os.Stat(filepath.Join(root, p)); err != nil {
-			t.Error(err)
-		}
-	}
-	preset := read("etc/systemd/system-preset/20-ignition.preset")
-	for _, u := range []string{"enable app.service", "enable var-srv-data.mount", "enable vminit-first-boot.service"} {
-		if !strings.Contains(preset, u) {
-			t.Errorf("preset lacks %q:\n%s", u, preset)
-		}
-	}
-	if passwd := read("etc/passwd"); !strings.Contains(passwd, "alice:x:") {
-		t.Errorf("alice not in passwd:\n%s", passwd)
-	}
-	if g := read("etc/group"); !strings.Contains(g, "wheel:x:10:alice") {
-		t.Errorf("alice not in wheel:\n%s", g)
-	}
-	st, err := os.Stat(filepath.Join(root, "var/srv/app/env"))
-	if err == nil {
-		// useradd gave alice the next free uid after core's.
-		if uid := fileUID(st); uid != 1001 {
-			t.Errorf("var/srv/app/env owned by uid %d, want alice's 1001", uid)
-		}
-	}
-	keys := read("home/alice/.ssh/authorized_keys.d/ignition")
-	if !strings.Contains(keys, "alice@example.com") {
-		t.Errorf("alice's keys: %q", keys)
-	}
-	if core := read("home/core/.ssh/authorized_keys.d/ignition"); !strings.Contains(core, "ops@example.com") {
-		t.Errorf("core's keys: %q", core)
-	}
-	nm := read("etc/NetworkManager/system-connections/vminit-nic0.nmconnection")
-	for _, want := range []string{"interface-name=nic0", "mac-address=52:54:00:12:34:01", "method=manual", "address1=192.0.2.20/24", "gateway=192.0.2.1", "dns=192.0.2.53;", "dns-search=example.com;"} {
-		if !strings.Contains(strings.ToLower(nm), strings.ToLower(want)) {
-			t.Errorf("keyfile lacks %q:\n%s", want, nm)
-		}
-	}
-}
-
-func TestVersionSelection(t *testing.T) {
-	inst := load(t, "../examples/fcos-server.yaml")
-	res, err := Render(inst, Options{})
-	if err != nil || res.Version != "3.0.0" {
-		t.Fatalf("default version %q, %v; want the lowest, 3.0.0", res.Version, err)
-	}
-	for _, v := range Versions() {
-		res, err := Render(inst, Options{Version: v})
-		if err != nil || res.Version != v || !strings.Contains(string(res.Config), `"version":"`+v+`"`) {
-			t.Errorf("forced %s: %v %v", v, res, err)
-		}
-	}
-	if _, err := Render(inst, Options{Version: "3.7.0-experimental"}); err == nil {
-		t.Error("an experimental version was accepted")
-	}
-	// setuid bits are honoured only from spec 3.6.
-	m := spec.Mode(0o4755)
-	inst.Spec.Files = append(inst.Spec.Files, spec.File{Path: "/usr/local/bin/x", Mode: &m})
-	if res, err := Render(inst, Options{}); err != nil || res.Version != "3.6.0" {
-		t.Errorf("setuid file: version %v, %v; want 3.6.0", res, err)
-	}
-	_, err = Render(inst, Options{Version: "3.3.0"})
-	if err == nil || !strings.Contains(err.Error(), "needs Ignition spec 3.6.0") {
-		t.Errorf("setuid file forced to 3.3.0: %v", err)
-	}
-}
-
-func TestUserConfigAndButaneMerge(t *testing.T) {
-	inst := load(t, "../examples/fcos-server.yaml")
-	inst.Spec.Ignition.Config = `{"ignition":{"version":"3.4.0"},"storage":{"files":[{"path":"/etc/hostname","overwrite":true,"contents":{"source":"data:,override%0A"}}]}}`
-	inst.Spec.Ignition.Butane = "variant: fcos\nversion: 1.1.0\nstorage:\n  files:\n    - path: /etc/from-butane\n      contents:\n        inline: hi\n"
-	res, err := Render(inst, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Version != "3.4.0" {
-		t.Errorf("version %s, want the user config's 3.4.0", res.Version)
-	}
-	cfg := string(res.Config)
-	if !strings.Contains(cfg, "data:,override%0A") || strings.Contains(cfg, "data:,fcos-1%0A") {
-		t.Errorf("the user's /etc/hostname did not win the merge:\n%s", cfg)
-	}
-	if !strings.Contains(cfg, "/etc/from-butane") {
-		t.Errorf("the Butane file is missing:\n%s", cfg)
-	}
-	inst.Spec.Ignition.Butane = "variant: fcos\nversion: 1.1.0\nstorage:\n  filez: []\n"
-	if _, err := Render(inst, Options{Strict: true}); err == nil || !strings.Contains(err.Error(), "spec.ignition.butane") {
-		t.Errorf("an unused Butane key under Strict: %v", err)
-	}
-	if res, err := Render(inst, Options{}); err != nil || len(res.Warnings) == 0 {
-		t.Errorf("an unused Butane key without Strict: %v, warnings %v", err, res)
-	}
-}
-
-func TestUnsupportedFeatures(t *testing.T) {
-	inst := load(t, "../examples/ubuntu-server/instance.yaml")
-	_, err := Render(inst, Options{})
-	if err == nil || !strings.Contains(err.Error(), "spec.packages: Ignition cannot install packages") {
-		t.Errorf("packages without AllowPartial: %v", err)
-	}
-	res, err := Render(inst, Options{AllowPartial: true})
-	if err != nil || len(res.Warnings) == 0 {
-		t.Errorf("AllowPartial: %v, %v", res, err)
-	}
-}
-
-// BenchmarkRender renders and validates: Typical is a small config (a
-// default-user key, a user with sudo, two files, a unit, one command);
-// Large is the FCOS example (network keyfile, mounts, 9 files).
-func BenchmarkRender(b *testing.B) {
-	typical := load(b, "../examples/fcos-server.yaml")
-	typical.Spec.Network, typical.Spec.Mounts, typical.Spec.Timezone = nil, nil, ""
-	typical.Spec.Units = typical.Spec.Units[:1]
-	typical.Spec.Commands = typical.Spec.Commands[:1]
-	for _, c := range []struct {
-		name string
-		inst *spec.Instance
-	}{{"Typical", typical}, {"Large", load(b, "../examples/fcos-server.yaml")}} {
-		b.Run(c.name, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := Render(c.inst, Options{}); err != nil {
-					b.Fatal(err)
-				}
+		switch {
+		case c.version == "2.3.0":
+			cfg, rpt, err := v23.Parse(config)
+			if err != nil || len(rpt.Entries) > 0 {
+				t.Fatalf("%s: %v %v", c.name, err, rpt)
 			}
+			up, err := v23tov30.Translate(cfg, nil)
+			if err != nil {
+				t.Fatalf("%s: %v", c.name, err)
+			}
+			if config, err = json.Marshal(up); err != nil {
+				t.Fatal(err)
+			}
+		case !c.applicable():
+			continue
+		}
+		t.Run(c.name, func(t *testing.T) {
+			inst := load(t, c.spec)
+			variant := c.opts.Variant
+			if variant == "" {
+				variant = FCOS
+			}
+			g := expect(t, inst, variant)
+			if c.adjust != nil {
+				c.adjust(g)
+			}
+			root := applyIgnition(t, config)
+			checkGuest(t, root, g)
 		})
+	}
+}
+
+func TestExamplesRenderForEveryVariant(t *testing.T) {
+	for _, p := range []string{"../examples/fcos-server.yaml", "../examples/ubuntu-server/instance.yaml", "../examples/dev-vm.yaml"} {
+		for _, v := range []Variant{FCOS, RHCOS, Flatcar} {
+			if _, err := Render(load(t, p), Options{Variant: v, AllowPartial: true}); err != nil {
+				t.Errorf("%s as %s: %v", p, v, err)
+			}
+		}
+	}
+}
+
+func TestOptions(t *testing.T) {
+	inst := load(t, "../examples/fcos-server.yaml")
+	if _, err := Render(inst, Options{Variant: "coreos"}); err == nil || !strings.Contains(err.Error(), "unknown Ignition variant") {
+		t.Errorf("unknown variant: %v", err)
+	}
+	for _, v := range []string{"3.7.0-experimental", "3.4.0-experimental", "2.4.0", "4.0.0", "x"} {
+		if _, err := Render(inst, Options{Version: v}); err == nil || !strings.Contains(err.Error(), "want one of 2.2.0, 2.3.0, 3.0.0") {
+			t.Errorf("version %q: %v", v, err)
+		}
 	}
 }

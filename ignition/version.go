@@ -2,74 +2,142 @@ package ignition
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"reflect"
+	"slices"
 	"strings"
+	"sync"
 
 	"github.com/coreos/butane/config"
 	"github.com/coreos/butane/config/common"
 	"github.com/coreos/go-semver/semver"
 	"github.com/coreos/ignition/v2/config/util"
-	"github.com/coreos/ignition/v2/config/v3_0"
-	"github.com/coreos/ignition/v2/config/v3_1"
-	"github.com/coreos/ignition/v2/config/v3_2"
-	"github.com/coreos/ignition/v2/config/v3_3"
-	"github.com/coreos/ignition/v2/config/v3_4"
-	"github.com/coreos/ignition/v2/config/v3_5"
 	"github.com/coreos/ignition/v2/config/v3_6"
 	"github.com/coreos/ignition/v2/config/validate"
+	"github.com/coreos/vcontext/path"
 	"github.com/coreos/vcontext/report"
+	vvalidate "github.com/coreos/vcontext/validate"
+	"gopkg.in/yaml.v3"
 
 	types "github.com/coreos/ignition/v2/config/v3_0/types"
+	t31 "github.com/coreos/ignition/v2/config/v3_1/types"
+	t32 "github.com/coreos/ignition/v2/config/v3_2/types"
+	t33 "github.com/coreos/ignition/v2/config/v3_3/types"
+	t34 "github.com/coreos/ignition/v2/config/v3_4/types"
+	t35 "github.com/coreos/ignition/v2/config/v3_5/types"
+	t36 "github.com/coreos/ignition/v2/config/v3_6/types"
 )
 
-// specVersion is one stable Ignition spec version and the library calls
-// that work in its types. Experimental versions are never emitted: a guest
-// whose Ignition stabilised that number rejects them.
+// specVersion is a spec version Render can emit. Experimental versions
+// are never emitted: a guest whose Ignition has since stabilised that
+// number rejects them.
 type specVersion struct {
-	v semver.Version
-	// merge parses both configs (any version up to v, translated up) and
-	// merges child into parent with Ignition's own rules.
-	merge func(parent, child []byte) ([]byte, report.Report, error)
-	// check validates a config of version v by Ignition's rules.
-	check func(raw []byte) (report.Report, error)
+	v      semver.Version
+	legacy bool
+	// emit turns a config stamped with this 3.x version into the output:
+	// decoded into the version's types, validated by Ignition's rules for
+	// the version, and marshalled cleanly.
+	emit func(raw []byte) ([]byte, report.Report, error)
 }
 
-func entry[C any](v string, compat func([]byte) (C, report.Report, error), merge func(C, C) C) specVersion {
-	return specVersion{
-		v: *semver.New(v),
-		merge: func(parent, child []byte) ([]byte, report.Report, error) {
-			p, rp, err := compat(parent)
-			if err != nil {
-				return nil, rp, err
-			}
-			c, rc, err := compat(child)
-			if err != nil {
-				return nil, rc, err
-			}
-			out, err := json.Marshal(merge(p, c))
-			return out, rc, err
-		},
-		check: func(raw []byte) (report.Report, error) {
-			// The generated config has no unknown keys to warn about and
-			// needs no line numbers, so validating the typed struct gives
-			// Ignition's verdict without its position tree (3x faster).
-			var c C
-			if err := json.Unmarshal(raw, &c); err != nil {
-				return report.Report{}, err
-			}
-			return validate.ValidateWithContext(c, nil), nil
-		},
+// emitter is specVersion.emit for the version whose config type is C.
+// Validating the struct gives the verdict of the version's Parse (which
+// also insists on the version) without the position tree Parse builds for
+// line numbers, three times faster; every config it sees is ours,
+// marshalled from Ignition's types, with no unknown keys to warn about.
+func emitter[C any]() func([]byte) ([]byte, report.Report, error) {
+	return func(raw []byte) ([]byte, report.Report, error) {
+		var c C
+		if err := json.Unmarshal(raw, &c); err != nil {
+			return nil, report.Report{}, err
+		}
+		rpt := validateStruct(c)
+		out, err := marshalClean(c)
+		return out, rpt, err
 	}
 }
 
+// validateStruct is validate.ValidateWithContext(cfg, nil) in one walk of
+// the config instead of two: its two validators, each type's own Validate
+// and the duplicate check, run at every node of the same reflective walk,
+// each only where it can find something (a type with a Validate method; a
+// struct with list fields), which they would otherwise find out at every
+// node at the cost of an allocation. The walk is most of a Render's time.
+func validateStruct(cfg any) report.Report {
+	return vvalidate.ValidateCustom(cfg, "json", func(v reflect.Value, c path.ContextPath) (r report.Report) {
+		ti := typeInfoOf(v.Type())
+		if ti.validates {
+			r = vvalidate.DefaultValidator(v, c)
+		}
+		if ti.hasLists {
+			r.Merge(validate.ValidateDups(v, c))
+		}
+		return r
+	})
+}
+
+type typeInfo struct{ validates, hasLists bool }
+
+var (
+	typeInfos     sync.Map // reflect.Type -> typeInfo
+	validatorType = reflect.TypeFor[interface {
+		Validate(path.ContextPath) report.Report
+	}]()
+)
+
+func typeInfoOf(t reflect.Type) typeInfo {
+	if ti, ok := typeInfos.Load(t); ok {
+		return ti.(typeInfo)
+	}
+	// DefaultValidator calls Validate on values (not pointers) whose type
+	// has it; ValidateDups looks at the list fields of structs, embedded
+	// structs' included.
+	ti := typeInfo{validates: t.Kind() != reflect.Pointer && t.Implements(validatorType), hasLists: hasLists(t)}
+	typeInfos.Store(t, ti)
+	return ti
+}
+
+func hasLists(t reflect.Type) bool {
+	if t.Kind() != reflect.Struct {
+		return false
+	}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		switch {
+		case f.Type.Kind() == reflect.Slice:
+			return true
+		case f.Anonymous && f.Type.Kind() == reflect.Struct:
+			if hasLists(f.Type) {
+				return true
+			}
+		case f.Anonymous:
+			return true // resolved only at run time: let ValidateDups look
+		}
+	}
+	return false
+}
+
+// specVersions are oldest first: the 2.x versions, then 3.0.0 to 3.6.0.
 var specVersions = []specVersion{
-	entry("3.0.0", v3_0.ParseCompatibleVersion, v3_0.Merge),
-	entry("3.1.0", v3_1.ParseCompatibleVersion, v3_1.Merge),
-	entry("3.2.0", v3_2.ParseCompatibleVersion, v3_2.Merge),
-	entry("3.3.0", v3_3.ParseCompatibleVersion, v3_3.Merge),
-	entry("3.4.0", v3_4.ParseCompatibleVersion, v3_4.Merge),
-	entry("3.5.0", v3_5.ParseCompatibleVersion, v3_5.Merge),
-	entry("3.6.0", v3_6.ParseCompatibleVersion, v3_6.Merge),
+	{v: *semver.New("2.2.0"), legacy: true},
+	{v: *semver.New("2.3.0"), legacy: true},
+	{v: *semver.New("3.0.0"), emit: emitter[types.Config]()},
+	{v: *semver.New("3.1.0"), emit: emitter[t31.Config]()},
+	{v: *semver.New("3.2.0"), emit: emitter[t32.Config]()},
+	{v: *semver.New("3.3.0"), emit: emitter[t33.Config]()},
+	{v: *semver.New("3.4.0"), emit: emitter[t34.Config]()},
+	{v: *semver.New("3.5.0"), emit: emitter[t35.Config]()},
+	{v: *semver.New("3.6.0"), emit: emitter[t36.Config]()},
+}
+
+// at is the 3.x version a config must be expressible in to be emitted as
+// sv: sv itself, or 3.0.0, which the 2.x versions are translated from.
+func (sv specVersion) at() semver.Version {
+	if sv.legacy {
+		return v300
+	}
+	return sv.v
 }
 
 // Versions lists the spec versions Render can emit, oldest first.
@@ -81,156 +149,370 @@ func Versions() []string {
 	return out
 }
 
-func lookupVersion(v semver.Version) (specVersion, bool) {
+func lookupVersion(s string) (specVersion, bool) {
+	v, err := semver.NewVersion(s)
+	if err != nil {
+		return specVersion{}, false
+	}
 	for _, sv := range specVersions {
-		if sv.v == v {
+		if sv.v == *v {
 			return sv, true
 		}
 	}
 	return specVersion{}, false
 }
 
-// finish picks the spec version, merges the user's Ignition and Butane
-// into the generated config, validates the result and canonicalises it.
-func (r *renderer) finish(generated *types.Config) (*Result, error) {
-	ig := r.inst.Spec.Ignition
-	type child struct {
-		field string
-		raw   []byte
+// stable3 are the 3.x versions, oldest first.
+func stable3() []specVersion {
+	var out []specVersion
+	for _, sv := range specVersions {
+		if !sv.legacy {
+			out = append(out, sv)
+		}
 	}
-	var children []child
+	return out
+}
+
+// child is a user-supplied config to merge into the generated one.
+type child struct {
+	field string
+	raw   []byte
+}
+
+// finish merges the user's Ignition and Butane into the generated config,
+// picks the spec version, validates the result and canonicalises it.
+func (r *renderer) finish(generated *types.Config) (*Result, error) {
+	children := r.children()
+	if err := r.errs.Err(); err != nil {
+		return nil, err
+	}
+	var (
+		target specVersion
+		out    []byte
+		rpt    report.Report
+		err    error
+	)
+	if len(children) == 0 {
+		// The common case, kept fast: the generated config needs r.floor.
+		target, _ = lookupVersion(r.floor.String())
+		if f := r.forced; f != nil {
+			if f.at().LessThan(r.floor) {
+				return nil, r.tooOld(f.v, r.floor, r.floorField, r.floorWhy)
+			}
+			target = *f
+		}
+		generated.Ignition.Version = target.at().String()
+		switch {
+		case target.v == v300:
+			// The struct is already of the version's types.
+			rpt = validateStruct(*generated)
+			out, err = marshalClean(generated)
+		case target.legacy:
+			var raw []byte
+			if raw, err = json.Marshal(generated); err == nil {
+				if raw, err = canonical(raw); err == nil {
+					out, rpt, err = r.toLegacy(raw, target)
+				}
+			}
+		default:
+			var raw []byte
+			if raw, err = json.Marshal(generated); err == nil {
+				out, rpt, err = target.emit(raw)
+			}
+		}
+	} else {
+		merged, parts, merr := r.merge(generated, children)
+		if merr != nil {
+			return nil, merr
+		}
+		// The lowest version is the highest any part needs: each user
+		// config is tried on its own, so that the reason for a version
+		// names the config and its own key.
+		lowest := r.floor
+		for _, p := range parts {
+			for _, sv := range stable3() {
+				if !sv.v.LessThan(lowest) {
+					if ok, _ := expressible(p.cfg, p.base, sv.v); ok {
+						lowest = sv.v
+						break
+					}
+				}
+			}
+		}
+		// Merging only combines what the parts say, but the merged
+		// config is what is emitted: check it too.
+		_, mergedBase, perr := v3_6.Parse(merged)
+		if perr != nil {
+			return nil, perr
+		}
+		for ok, _ := expressible(merged, mergedBase, lowest); !ok && lowest != v360; ok, _ = expressible(merged, mergedBase, lowest) {
+			lowest = stable3()[slices.IndexFunc(stable3(), func(sv specVersion) bool { return sv.v == lowest })+1].v
+		}
+		target, _ = lookupVersion(lowest.String())
+		if f := r.forced; f != nil {
+			if at := f.at(); at.LessThan(lowest) {
+				if at.LessThan(r.floor) {
+					return nil, r.tooOld(f.v, r.floor, r.floorField, r.floorWhy)
+				}
+				field, why := "spec.ignition", ""
+				for _, p := range parts {
+					if ok, reason := expressible(p.cfg, p.base, at); !ok {
+						field, why = p.field, reason
+						break
+					}
+				}
+				if why == "" {
+					_, why = expressible(merged, mergedBase, at)
+					why = "the merged config " + why
+				}
+				return nil, r.tooOld(f.v, lowest, field, why)
+			}
+			target = *f
+		}
+		raw, serr := restamp(merged, target.at())
+		if serr != nil {
+			return nil, serr
+		}
+		if target.legacy {
+			out, rpt, err = r.toLegacy(raw, target)
+		} else {
+			out, rpt, err = target.emit(raw)
+		}
+	}
+	if rerr := r.errs.Err(); rerr != nil {
+		return nil, rerr // toLegacy's
+	}
+	switch {
+	case (err != nil || rpt.IsFatal()) && len(children) == 0:
+		return nil, fmt.Errorf("internal error: the rendered Ignition %s config does not validate: %v%s", target.v, err, reportSuffix(rpt))
+	case err != nil, rpt.IsFatal():
+		r.errs.Add("spec.ignition", "merged with the generated config, it does not validate as Ignition %s: %v%s", target.v, err, reportSuffix(rpt))
+	}
+	for _, e := range rpt.Entries {
+		if e.Kind != report.Error {
+			r.warn(r.fieldOf(e.Context.String(), generated), "%s", e.Message)
+		}
+	}
+	if err := r.errs.Err(); err != nil {
+		return nil, err
+	}
+	return &Result{Config: out, Version: target.v.String(), Warnings: r.warnings}, nil
+}
+
+// tooOld is the error for a forced version below what the config needs.
+func (r *renderer) tooOld(forced, need semver.Version, field, why string) error {
+	if forced.Major == 2 {
+		r.errs.Add(field, "needs Ignition spec %s, and spec %s is made from spec 3.0.0: %s", need, forced, why)
+	} else {
+		r.errs.Add(field, "needs Ignition spec %s or newer, and %s was requested: %s", need, forced, why)
+	}
+	return r.errs.Err()
+}
+
+// fieldOf names the spec field behind a path in the rendered config, for
+// warnings of Ignition's validator.
+func (r *renderer) fieldOf(p string, generated *types.Config) string {
+	var i int
+	if _, err := fmt.Sscanf(p, "$.systemd.units.%d", &i); err == nil && i < len(generated.Systemd.Units) {
+		name := generated.Systemd.Units[i].Name
+		for j, u := range r.inst.Spec.Units {
+			if u.Name == name {
+				return fmt.Sprintf("spec.units[%d]", j)
+			}
+		}
+		return "systemd unit " + name
+	}
+	return "the rendered config, " + p
+}
+
+// children collects spec.ignition.config and the translation of
+// spec.ignition.butane.
+func (r *renderer) children() []child {
+	ig := r.inst.Spec.Ignition
+	var out []child
 	if strings.TrimSpace(ig.Config) != "" {
-		children = append(children, child{"spec.ignition.config", []byte(ig.Config)})
+		out = append(out, child{"spec.ignition.config", []byte(ig.Config)})
 	}
 	if strings.TrimSpace(ig.Butane) != "" {
-		out, rep, err := config.TranslateBytes([]byte(ig.Butane), common.TranslateBytesOptions{Raw: true})
-		r.report("spec.ignition.butane", rep)
-		if err != nil {
-			r.errs.Add("spec.ignition.butane", "%v", err)
-		} else {
-			children = append(children, child{"spec.ignition.butane", out})
+		const field = "spec.ignition.butane"
+		var head struct {
+			Variant string `yaml:"variant"`
 		}
-	}
-	for _, c := range children {
-		v, rep, err := util.GetConfigVersion(c.raw)
-		if err != nil {
-			r.errs.Add(c.field, "%v%s", err, reportSuffix(rep))
-			continue
+		yaml.Unmarshal([]byte(ig.Butane), &head)
+		if want := map[string]Variant{"fcos": FCOS, "openshift": RHCOS, "flatcar": Flatcar}[head.Variant]; want != "" && want != r.opts.Variant {
+			r.warn(field, "Butane variant %q is meant for %s guests, and this config is for %s", head.Variant, want, r.opts.Variant)
 		}
-		if _, ok := lookupVersion(v); !ok {
-			r.errs.Add(c.field, "Ignition spec version %s is not a stable 3.x version (%s)", v, strings.Join(Versions(), ", "))
-			continue
-		}
-		r.needs(v, c.field)
-	}
-	target := r.need
-	if r.opts.Version != "" {
-		forced, err := semver.NewVersion(r.opts.Version)
-		if _, ok := lookupVersion(derefVersion(forced)); err != nil || !ok {
-			return nil, fmt.Errorf("Ignition spec version %q: want one of %s", r.opts.Version, strings.Join(Versions(), ", "))
-		}
-		if forced.LessThan(r.need) {
-			r.errs.Add("", "the config needs Ignition spec %s or newer (%s), and %s was requested", r.need, strings.Join(r.warnings, "; "), forced)
-		}
-		target = *forced
-	}
-	if err := r.errs.Err(); err != nil {
-		return nil, err
-	}
-	sv, _ := lookupVersion(target)
-	// The generated part uses only 3.0 fields, which every later 3.x
-	// version has unchanged: stamping the target version is the whole
-	// translation.
-	generated.Ignition.Version = target.String()
-	cfg, err := json.Marshal(generated)
-	if err != nil {
-		return nil, err
-	}
-	for _, c := range children {
-		merged, rep, err := sv.merge(cfg, c.raw)
-		r.report(c.field, rep)
-		if err != nil {
-			r.errs.Add(c.field, "%v%s", err, reportSuffix(rep))
-			continue
-		}
-		cfg = merged
-	}
-	if err := r.errs.Err(); err != nil {
-		return nil, err
-	}
-	cfg, err = canonical(cfg)
-	if err != nil {
-		return nil, err
-	}
-	rep, err := sv.check(cfg)
-	if err != nil || rep.IsFatal() {
-		return nil, fmt.Errorf("internal error: the rendered Ignition %s config does not validate: %v%s", target, err, reportSuffix(rep))
-	}
-	return &Result{Config: cfg, Version: target.String(), Warnings: r.warnings}, nil
-}
-
-func derefVersion(v *semver.Version) semver.Version {
-	if v == nil {
-		return semver.Version{}
-	}
-	return *v
-}
-
-// report records a library report's entries: errors as field errors,
-// warnings as warnings (errors under Strict).
-func (r *renderer) report(field string, rep report.Report) {
-	for _, e := range rep.Entries {
+		// Raw: the openshift variant's bare Ignition, not a MachineConfig.
+		out1, rpt, err := config.TranslateBytes([]byte(ig.Butane), common.TranslateBytesOptions{
+			TranslateOptions: common.TranslateOptions{FilesDir: r.opts.FilesDir},
+			Raw:              true,
+		})
+		r.report(field, rpt)
 		switch {
-		case e.Kind == report.Error:
-			r.errs.Add(field, "%s", e.String())
-		case r.opts.Strict:
-			r.errs.Add(field, "%s (an error under --strict)", e.String())
-		default:
-			r.warnings = append(r.warnings, field+": "+e.String())
+		case err != nil && !rpt.IsFatal():
+			r.errs.Add(field, "%s", butaneError(err))
+		case err == nil:
+			out = append(out, child{field, out1})
+		}
+	}
+	for _, c := range out {
+		v, rpt, err := util.GetConfigVersion(c.raw)
+		switch {
+		case err != nil:
+			r.errs.Add(c.field, "%v%s", err, reportSuffix(rpt))
+		case v.Major != 3 || v.PreRelease != "" || v360.LessThan(v):
+			r.errs.Add(c.field, "Ignition spec %s: want a stable 3.x version, 3.0.0 to 3.6.0 (translate 2.x configs with ign-converter)", v)
+		}
+	}
+	return out
+}
+
+// butaneError words Butane's errors, which may carry the YAML position.
+func butaneError(err error) string {
+	var ue common.ErrUnmarshal
+	if errors.As(err, &ue) {
+		return strings.TrimPrefix(ue.Detail, "yaml: ")
+	}
+	return strings.TrimPrefix(err.Error(), "yaml: ")
+}
+
+// part is a user config translated to spec 3.6.0: canonical JSON and the
+// report of its validation there.
+type part struct {
+	field string
+	cfg   []byte
+	base  report.Report
+}
+
+// merge merges the children into the generated config, in spec 3.6.0
+// types (every stable config translates up to it), and returns the result
+// as canonical JSON, with each child on its own for version selection.
+func (r *renderer) merge(generated *types.Config, children []child) ([]byte, []part, error) {
+	generated.Ignition.Version = v360.String()
+	raw, err := json.Marshal(generated)
+	if err != nil {
+		return nil, nil, err
+	}
+	merged, rpt, err := v3_6.Parse(raw)
+	if err != nil {
+		return nil, nil, fmt.Errorf("internal error: the generated config does not parse as 3.6.0: %v%s", err, reportSuffix(rpt))
+	}
+	var parts []part
+	for _, c := range children {
+		cfg, rpt, err := v3_6.ParseCompatibleVersion(c.raw)
+		r.report(c.field, rpt)
+		if err != nil {
+			if !rpt.IsFatal() {
+				r.errs.Add(c.field, "%v", err)
+			}
+			continue
+		}
+		p := part{field: c.field}
+		if p.cfg, err = json.Marshal(cfg); err == nil {
+			p.cfg, err = canonical(p.cfg)
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		if _, p.base, err = v3_6.Parse(p.cfg); err != nil {
+			return nil, nil, fmt.Errorf("internal error: %s does not parse again as 3.6.0: %v", c.field, err)
+		}
+		parts = append(parts, p)
+		// Ignition's own merge: the user's config is the child, so its
+		// values win, and lists keyed by path or name merge by key.
+		merged = v3_6.Merge(merged, cfg)
+	}
+	if err := r.errs.Err(); err != nil {
+		return nil, nil, err
+	}
+	out, err := json.Marshal(merged)
+	if err == nil {
+		out, err = canonical(out)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, base, err := v3_6.Parse(out); err != nil {
+		r.errs.Add("spec.ignition", "merged with the generated config, it does not validate: %v%s", err, reportSuffix(base))
+		return nil, nil, r.errs.Err()
+	}
+	return out, parts, nil
+}
+
+// expressible reports whether a canonical 3.6.0 config means the same as
+// version v: Ignition parses it as v without anything it did not already
+// report at 3.6.0 (an unknown key is a warning), and translates it back up
+// to the same config (setuid, setgid and sticky bits do not survive). If
+// not, it says why.
+func expressible(cfg36 []byte, base report.Report, v semver.Version) (bool, string) {
+	if v == v360 {
+		return true, ""
+	}
+	raw, err := restamp(cfg36, v)
+	if err != nil {
+		return false, err.Error()
+	}
+	up, rpt, err := v3_6.ParseCompatibleVersion(raw)
+	known := map[string]bool{}
+	for _, e := range base.Entries {
+		known[e.Kind.String()+e.Context.String()+e.Message] = true
+	}
+	for _, e := range rpt.Entries {
+		if !known[e.Kind.String()+e.Context.String()+e.Message] {
+			return false, fmt.Sprintf("at %s: %s (spec %s)", e.Context, e.Message, v)
+		}
+	}
+	if err != nil {
+		return false, fmt.Sprintf("does not parse as spec %s: %v", v, err)
+	}
+	back, err := json.Marshal(up)
+	if err == nil {
+		back, err = canonical(back)
+	}
+	if err != nil {
+		return false, err.Error()
+	}
+	if p, same := diff(cfg36, back); !same {
+		return false, fmt.Sprintf("at %s: does not mean the same in spec %s", p, v)
+	}
+	return true, ""
+}
+
+// report records a library report's entries about field: errors as field
+// errors, warnings as warnings (errors under Strict).
+func (r *renderer) report(field string, rpt report.Report) {
+	for _, e := range rpt.Entries {
+		msg := entryString(e)
+		if e.Kind == report.Error {
+			r.errs.Add(field, "%s", msg)
+		} else {
+			r.warn(field, "%s", msg)
 		}
 	}
 }
 
-func reportSuffix(rep report.Report) string {
-	if len(rep.Entries) == 0 {
+// entryString words a report entry with its position in the user's text
+// first, the way editors expect: "line 3 col 5: unused key filez
+// ($.storage.filez)".
+func entryString(e report.Entry) string {
+	var b strings.Builder
+	if p := e.Marker.StartP; p != nil && p.Line > 0 {
+		fmt.Fprintf(&b, "line %d col %d: ", p.Line, p.Column)
+	}
+	b.WriteString(e.Message)
+	if c := e.Context.String(); c != "" && c != "$" {
+		fmt.Fprintf(&b, " (%s)", c)
+	}
+	return b.String()
+}
+
+func reportSuffix(rpt report.Report) string {
+	if len(rpt.Entries) == 0 {
 		return ""
 	}
-	return ": " + strings.TrimSpace(rep.String())
-}
-
-// canonical drops what encoding/json writes for unset optional structs
-// ("verification":{}, "user":{}, empty lists) and sorts keys, so that the
-// same spec always gives the same, smallest config.
-func canonical(raw []byte) ([]byte, error) {
-	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return nil, err
+	var s []string
+	for _, e := range rpt.Entries {
+		s = append(s, e.Kind.String()+": "+entryString(e))
 	}
-	v, _ = prune(v)
-	return json.Marshal(v)
-}
-
-func prune(v any) (any, bool) {
-	switch t := v.(type) {
-	case map[string]any:
-		for k, e := range t {
-			if pe, keep := prune(e); keep {
-				t[k] = pe
-			} else {
-				delete(t, k)
-			}
-		}
-		return t, len(t) > 0
-	case []any:
-		out := t[:0]
-		for _, e := range t {
-			if pe, keep := prune(e); keep {
-				out = append(out, pe)
-			}
-		}
-		return out, len(out) > 0
-	case nil:
-		return nil, false
-	}
-	return v, true
+	return ": " + strings.Join(s, "; ")
 }
