@@ -61,23 +61,38 @@ func emitter[C any]() func([]byte) ([]byte, report.Report, error) {
 // validateStruct is validate.ValidateWithContext(cfg, nil) in one walk of
 // the config instead of two: its two validators, each type's own Validate
 // and the duplicate check, run at every node of the same reflective walk,
-// each only where it can find something (a type with a Validate method; a
-// struct with list fields), which they would otherwise find out at every
-// node at the cost of an allocation. The walk is most of a Render's time.
+// each only where it can find something: Validate on types that have it,
+// the duplicate check on structs whose lists hold two entries or more
+// between them (a duplicate takes two). Both would otherwise find out at
+// every node, at the cost of allocations; the walk is most of a Render's
+// time. TestValidateStructIsIgnitions holds it to Ignition's verdict.
 func validateStruct(cfg any) report.Report {
 	return vvalidate.ValidateCustom(cfg, "json", func(v reflect.Value, c path.ContextPath) (r report.Report) {
 		ti := typeInfoOf(v.Type())
 		if ti.validates {
 			r = vvalidate.DefaultValidator(v, c)
 		}
-		if ti.hasLists {
+		if ti.dynamic || ti.entries(v) >= 2 {
 			r.Merge(validate.ValidateDups(v, c))
 		}
 		return r
 	})
 }
 
-type typeInfo struct{ validates, hasLists bool }
+type typeInfo struct {
+	validates bool
+	lists     [][]int // index paths of the list fields, embedded structs' included
+	dynamic   bool    // an embedded pointer or interface: only known at run time
+}
+
+// entries counts the elements of a struct's lists.
+func (ti typeInfo) entries(v reflect.Value) int {
+	n := 0
+	for _, idx := range ti.lists {
+		n += v.FieldByIndex(idx).Len()
+	}
+	return n
+}
 
 var (
 	typeInfos     sync.Map // reflect.Type -> typeInfo
@@ -91,31 +106,30 @@ func typeInfoOf(t reflect.Type) typeInfo {
 		return ti.(typeInfo)
 	}
 	// DefaultValidator calls Validate on values (not pointers) whose type
-	// has it; ValidateDups looks at the list fields of structs, embedded
-	// structs' included.
-	ti := typeInfo{validates: t.Kind() != reflect.Pointer && t.Implements(validatorType), hasLists: hasLists(t)}
+	// has it; ValidateDups looks at the list fields of structs.
+	ti := typeInfo{validates: t.Kind() != reflect.Pointer && t.Implements(validatorType)}
+	if t.Kind() == reflect.Struct {
+		ti.lists, ti.dynamic = listFields(t, nil)
+	}
 	typeInfos.Store(t, ti)
 	return ti
 }
 
-func hasLists(t reflect.Type) bool {
-	if t.Kind() != reflect.Struct {
-		return false
-	}
+func listFields(t reflect.Type, prefix []int) (lists [][]int, dynamic bool) {
 	for i := range t.NumField() {
 		f := t.Field(i)
+		idx := append(slices.Clone(prefix), i)
 		switch {
 		case f.Type.Kind() == reflect.Slice:
-			return true
+			lists = append(lists, idx)
 		case f.Anonymous && f.Type.Kind() == reflect.Struct:
-			if hasLists(f.Type) {
-				return true
-			}
+			l, d := listFields(f.Type, idx)
+			lists, dynamic = append(lists, l...), dynamic || d
 		case f.Anonymous:
-			return true // resolved only at run time: let ValidateDups look
+			dynamic = true
 		}
 	}
-	return false
+	return lists, dynamic
 }
 
 // specVersions are oldest first: the 2.x versions, then 3.0.0 to 3.6.0.
