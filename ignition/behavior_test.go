@@ -315,3 +315,36 @@ func TestCompression(t *testing.T) {
 		}
 	}
 }
+
+// TestValidatorWarnings: what Ignition's validator warns about in the
+// rendered config is a warning naming the spec field (an error with
+// Strict).
+func TestValidatorWarnings(t *testing.T) {
+	inst := specFrom(t, "spec:\n  units:\n    - {name: x.service, enabled: true, content: \"[Service]\\nExecStart=/bin/true\\n\"}\n")
+	res, err := Render(inst, Options{})
+	if err != nil || len(res.Warnings) != 1 || res.Warnings[0] != `spec.units[0]: unit "x.service" is enabled, but has no install section so enable does nothing` {
+		t.Errorf("%v %q", err, res.Warnings)
+	}
+	if _, err := Render(inst, Options{Strict: true}); err == nil || !strings.Contains(err.Error(), "spec.units[0]: unit \"x.service\" is enabled") {
+		t.Errorf("Strict: %v", err)
+	}
+}
+
+// TestNetworkErrors: what the network files cannot express is an error
+// naming the spec field, for the variant whose format cannot.
+func TestNetworkErrors(t *testing.T) {
+	inst := specFrom(t, `spec:
+  network:
+    ethernets:
+      a: {match: {macAddress: "52:54:00:00:00:0a"}}
+      b: {match: {macAddress: "52:54:00:00:00:0b"}}
+    bonds:
+      bond0: {interfaces: [a, b], parameters: {mode: active-backup, primary: a}, dhcp4: true}
+`)
+	if _, err := Render(inst, Options{}); err == nil || !strings.HasPrefix(err.Error(), "spec.network.bonds.bond0.parameters.primary: ") {
+		t.Errorf("fcos: %v", err)
+	}
+	if _, err := Render(inst, Options{Variant: Flatcar}); err != nil {
+		t.Errorf("flatcar: %v", err)
+	}
+}
