@@ -30,7 +30,7 @@ func (f *ignitionFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.variant, "variant", "fcos", "Ignition guest: fcos, rhcos or flatcar (decides how network settings are written)")
 	fl.StringVar(&f.version, "ignition-version", "", "force the Ignition spec version, e.g. 3.4.0 (default: the lowest that expresses the config)")
-	fl.BoolVar(&f.allowPartial, "allow-partial", false, "drop spec features Ignition cannot express (packages, cloud-init data) with a warning instead of failing")
+	fl.BoolVar(&f.allowPartial, "allow-partial", false, "drop spec features Ignition cannot express (packages, groups the image keeps outside /etc/group) with a warning instead of failing; cloud-init data is always only a warning")
 	fl.BoolVar(&f.strict, "strict", false, "treat warnings from spec.ignition config and Butane as errors")
 	fl.StringVar(&f.transport, "transport", "", "check the config against a transport's size budget: "+transportNames())
 	fl.StringVar(&f.publishURL, "publish-url", "", "with --transport: when the config is too large, emit a pointer config fetching it from this URL")
