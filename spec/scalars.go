@@ -50,6 +50,23 @@ func (m Mode) MarshalYAML() (any, error) { return m.String(), nil }
 // MarshalJSON writes the mode as an octal string.
 func (m Mode) MarshalJSON() ([]byte, error) { return json.Marshal(m.String()) }
 
+// UnmarshalJSON reads an octal string, or a number's literal digits as
+// octal, by the same rule as UnmarshalYAML.
+func (m *Mode) UnmarshalJSON(b []byte) error {
+	s := string(b)
+	if len(b) > 0 && b[0] == '"' {
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+	}
+	v, err := ParseMode(s)
+	if err != nil {
+		return err
+	}
+	*m = v
+	return nil
+}
+
 // Command is a first-boot command: either an argument vector run without a
 // shell, or a string run by /bin/sh -c.
 type Command struct {
@@ -89,6 +106,21 @@ func (c Command) MarshalJSON() ([]byte, error) {
 		return json.Marshal(c.Argv)
 	}
 	return json.Marshal(c.Shell)
+}
+
+// UnmarshalJSON accepts a string (shell) or a list of strings (argv).
+func (c *Command) UnmarshalJSON(b []byte) error {
+	*c = Command{}
+	if len(b) > 0 && b[0] == '[' {
+		if err := json.Unmarshal(b, &c.Argv); err != nil {
+			return err
+		}
+		if c.Argv == nil { // "[]" must stay an (empty) argv
+			c.Argv = []string{}
+		}
+		return nil
+	}
+	return json.Unmarshal(b, &c.Shell)
 }
 
 // ShellLine returns the command as one /bin/sh line, quoting argv elements.

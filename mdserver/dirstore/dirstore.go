@@ -58,6 +58,13 @@ type Options struct {
 	NoWatch bool
 	// Workers parse files in parallel; default GOMAXPROCS.
 	Workers int
+	// CacheFile, when set, is a start-up cache (see cache.go): the
+	// instances as last served, so that a restart parses only the files
+	// that changed since. It is rewritten after changes, at most once per
+	// CacheInterval (default 1 min), and at Close. Put it in a directory
+	// only the server can write; never in the spec directory.
+	CacheFile     string
+	CacheInterval time.Duration
 }
 
 // Store is a directory of spec files. It implements mdserver.Store.
@@ -74,6 +81,15 @@ type Store struct {
 	watching string // "inotify", "poll" or ""
 	stop     chan struct{}
 	done     chan struct{}
+
+	// The start-up cache: startCache is read during Open only; the rest
+	// belongs to cacheLoop.
+	startCache map[string]cached
+	cacheHits  atomic.Int64
+	cacheDirty bool // under mu
+	cacheKick  chan struct{}
+	cacheDone  chan struct{}
+	verified   map[string]bool
 	closeFn  func()
 	once     sync.Once
 	reloads  atomic.Int64
@@ -82,11 +98,20 @@ type Store struct {
 // entry is what the store knows about one file.
 type entry struct {
 	stamp stamp
+	// racy is set when the file was read within racyWindow of its last
+	// change: a write in the same timestamp tick could leave the stamp
+	// unchanged, so the file is re-read on the next reload and kept out of
+	// the cache.
+	racy bool
 	// pending is a parsed version that was refused because another file
 	// holds its name or an address; it is retried on every reload.
 	pending *mdserver.Record
 	refused string // the last refusal logged, to log each one once
 }
+
+// racyWindow is longer than any file system's timestamp granularity
+// (Linux takes file times from a clock that ticks every few milliseconds).
+var racyWindow = 2 * time.Second
 
 // stamp identifies a version of a file without reading it.
 type stamp struct {
@@ -129,6 +154,9 @@ func Open(dir string, opts Options) (*Store, error) {
 	if opts.Workers <= 0 {
 		opts.Workers = runtime.GOMAXPROCS(0)
 	}
+	if opts.CacheInterval <= 0 {
+		opts.CacheInterval = time.Minute
+	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, err
@@ -138,8 +166,38 @@ func Open(dir string, opts Options) (*Store, error) {
 		stop: make(chan struct{}), done: make(chan struct{})}
 	empty, _ := mdserver.NewSnapshot(nil)
 	s.snap.Store(empty)
-	if err := s.reload(true); err != nil {
+	if opts.CacheFile != "" {
+		c, err := readCache(opts.CacheFile, abs)
+		switch {
+		case errors.Is(err, errStaleCache):
+			s.log.Info("dirstore: start-up cache written by another build; parsing every file", "cache", opts.CacheFile)
+		case err != nil:
+			s.log.Warn("dirstore: start-up cache unusable; parsing every file", "cache", opts.CacheFile, "err", err)
+		}
+		s.startCache = c
+		s.verified = map[string]bool{}
+		s.cacheKick = make(chan struct{}, 1)
+		s.cacheDone = make(chan struct{})
+	}
+	err = s.reload(true)
+	if s.startCache != nil {
+		hits := int(s.cacheHits.Load())
+		s.log.Info("dirstore: start-up cache used", "instances", s.Snapshot().Len(), "fromCache", hits)
+		// Rewrite the cache only if it no longer matches the directory.
+		if hits == len(s.startCache) && hits == s.Snapshot().Len() {
+			s.cacheDirty = false
+			select {
+			case <-s.cacheKick:
+			default:
+			}
+		}
+	}
+	s.startCache = nil
+	if err != nil {
 		return nil, err
+	}
+	if opts.CacheFile != "" {
+		go s.cacheLoop()
 	}
 	if opts.NoWatch {
 		close(s.done)
@@ -183,7 +241,55 @@ func (s *Store) Close() error {
 		}
 	})
 	<-s.done
+	if s.cacheDone != nil {
+		<-s.cacheDone
+	}
 	return nil
+}
+
+// cacheLoop writes the start-up cache after changes: at once the first
+// time, then at most once per CacheInterval, and a last time at Close.
+func (s *Store) cacheLoop() {
+	defer close(s.cacheDone)
+	for {
+		select {
+		case <-s.stop:
+			s.writeCache()
+			return
+		case <-s.cacheKick:
+		}
+		s.writeCache()
+		select {
+		case <-s.stop:
+			s.writeCache()
+			return
+		case <-time.After(s.opts.CacheInterval):
+		}
+	}
+}
+
+func (s *Store) writeCache() {
+	s.mu.Lock()
+	if !s.cacheDirty {
+		s.mu.Unlock()
+		return
+	}
+	s.cacheDirty = false
+	items := make([]cacheItem, 0, len(s.served))
+	for name, rec := range s.served {
+		if e := s.files[name]; e != nil && !e.racy && e.pending == nil {
+			items = append(items, cacheItem{file: name, stamp: e.stamp, rec: rec})
+		}
+	}
+	s.mu.Unlock()
+	slices.SortFunc(items, func(a, b cacheItem) int { return strings.Compare(a.file, b.file) })
+	start := time.Now()
+	n, err := writeCache(s.opts.CacheFile, s.dir, items, s.verified)
+	if err != nil {
+		s.log.Error("dirstore: cannot write the start-up cache", "cache", s.opts.CacheFile, "err", err)
+		return
+	}
+	s.log.Debug("dirstore: start-up cache written", "cache", s.opts.CacheFile, "entries", n, "duration", time.Since(start))
 }
 
 // scanned is what one worker found for one directory entry.
@@ -192,6 +298,8 @@ type scanned struct {
 	st      stamp
 	present bool // a regular file (or a link to one) that could be read
 	changed bool // read and parsed: new, different from its stamp, or forced
+	racy    bool // see entry.racy
+	cached  bool // rec came from the start-up cache
 	rec     *mdserver.Record
 	err     error
 }
@@ -246,7 +354,10 @@ func (s *Store) reload(force bool) error {
 			e = &entry{}
 			s.files[p.name] = e
 		}
-		e.stamp = p.st
+		e.stamp, e.racy = p.st, p.racy
+		if p.cached {
+			s.verified[p.rec.Revision] = true // cacheLoop is not running yet
+		}
 		if p.err != nil {
 			e.pending = nil
 			attrs := []any{"file", p.name}
@@ -303,6 +414,13 @@ func (s *Store) reload(force bool) error {
 	s.served = served
 	s.snap.Store(snap)
 	s.reloads.Add(1)
+	if s.cacheKick != nil {
+		s.cacheDirty = true
+		select {
+		case s.cacheKick <- struct{}{}:
+		default:
+		}
+	}
 	s.log.Debug("dirstore: snapshot replaced", "instances", snap.Len(), "changed", len(changes))
 	return nil
 }
@@ -357,9 +475,19 @@ func (s *Store) scan(dirfd int, name string, force bool) scanned {
 		if st.Mode&unix.S_IFMT == unix.S_IFDIR {
 			return r
 		}
-		if e, ok := s.files[name]; ok && e.stamp == stampOf(&st) {
+		if e, ok := s.files[name]; ok && e.stamp == stampOf(&st) && !e.racy {
 			r.present, r.st = true, e.stamp
 			return r
+		}
+	}
+	if c, ok := s.startCache[name]; ok {
+		var st unix.Stat_t
+		if unix.Fstatat(dirfd, name, &st, 0) == nil && stampOf(&st) == c.stamp {
+			if rec, err := fromCache(c); err == nil {
+				s.cacheHits.Add(1)
+				r.present, r.changed, r.st, r.rec, r.cached = true, true, c.stamp, rec, true
+				return r
+			}
 		}
 	}
 	// O_NONBLOCK: a FIFO named like a spec must not hang the reload.
@@ -386,6 +514,7 @@ func (s *Store) scan(dirfd int, name string, force bool) scanned {
 		return r
 	}
 	r.present, r.changed, r.st = true, true, stampOf(&st)
+	r.racy = time.Now().UnixNano()-r.st.ctime < int64(racyWindow) || time.Now().UnixNano()-r.st.mtime < int64(racyWindow)
 	if st.Size > spec.MaxSpecSize {
 		r.err = fmt.Errorf("%d bytes; the limit is %d", st.Size, spec.MaxSpecSize)
 		return r

@@ -359,3 +359,35 @@ func BenchmarkDecodeDocument(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkLoad100kWarm measures Open on the files of BenchmarkLoad100k
+// when the start-up cache is current (a restart): the files are stat'ed,
+// not parsed.
+func BenchmarkLoad100kWarm(b *testing.B) {
+	old := racyWindow
+	racyWindow = 0 // the files were just written
+	defer func() { racyWindow = old }()
+	dir, cache := b.TempDir(), filepath.Join(b.TempDir(), "instances.cache")
+	writeMany(b, dir, 100_000)
+	opts := Options{NoWatch: true, Logger: slog.New(slog.DiscardHandler), CacheFile: cache}
+	s, err := Open(dir, opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s.Close()
+	fi, _ := os.Stat(cache)
+	b.ResetTimer()
+	for b.Loop() {
+		s, err := Open(dir, opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if s.cacheHits.Load() != 100_000 {
+			b.Fatalf("%d from the cache", s.cacheHits.Load())
+		}
+		b.StopTimer()
+		s.Close()
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(fi.Size())/100_000, "cache-B/instance")
+}

@@ -1,0 +1,242 @@
+package dirstore
+
+// The start-up cache (Options.CacheFile).
+//
+// Parsing YAML is the cost of opening a large directory: yaml.v3 takes
+// 30-60 µs for a small spec, so 100,000 specs are 3-6 CPU-seconds, well
+// over the 2 s a restart of the server may take. The cache keeps every
+// served instance as JSON (which encoding/json decodes several times
+// faster, in parallel) together with the stamp (inode, size, mtime, ctime)
+// of the file it came from. At Open, a file whose stamp matches its cache
+// entry is stat'ed instead of read and parsed; any other file is parsed as
+// usual. The cache is only ever a shortcut to the result parsing would
+// give:
+//
+//   - An entry is written only for an instance whose JSON decodes back to
+//     exactly the same value (checked with reflect.DeepEqual when the
+//     entry is first written), and never for one that reads a
+//     files[].source.file, whose content the stamp does not cover.
+//   - The whole cache is ignored if it was written by another build of the
+//     program (its key is a hash of the executable, so a new validation
+//     rule is never skipped), for another directory, or if its checksum
+//     does not match.
+//
+// The file holds the instances' data (keys, password hashes): it is
+// written with mode 0600, atomically, and belongs in a directory only the
+// server can write, such as systemd's CacheDirectory.
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"reflect"
+	"sync"
+
+	"github.com/vminit/vminit/internal/atomicfile"
+	"github.com/vminit/vminit/mdserver"
+	"github.com/vminit/vminit/spec"
+)
+
+const cacheMagic = "vminit-dirstore-cache-1\n"
+
+// cached is one entry of the start-up cache.
+type cached struct {
+	stamp    stamp
+	revision string
+	instance []byte // JSON
+}
+
+// programKey identifies the running build: a cache written by another
+// build may hold instances that build's validation accepted and this one
+// would not.
+var programKey = sync.OnceValues(func() ([32]byte, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return [32]byte{}, err
+	}
+	f, err := os.Open(exe)
+	if err != nil {
+		return [32]byte{}, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return [32]byte{}, err
+	}
+	return [32]byte(h.Sum(nil)), nil
+})
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// readCache loads a cache file written for dir by this build. A missing
+// file is no cache and no error.
+func readCache(path, dir string) (map[string]cached, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	key, err := programKey()
+	if err != nil {
+		return nil, fmt.Errorf("cannot identify this program: %w", err)
+	}
+	if len(data) < len(cacheMagic)+4 || string(data[:len(cacheMagic)]) != cacheMagic {
+		return nil, errors.New("not a cache file of this version")
+	}
+	body, sum := data[:len(data)-4], binary.LittleEndian.Uint32(data[len(data)-4:])
+	if crc32.Checksum(body, castagnoli) != sum {
+		return nil, errors.New("checksum mismatch")
+	}
+	r := &cacheReader{b: body[len(cacheMagic):]}
+	if k := r.bytes(); !bytes.Equal(k, key[:]) {
+		return nil, errStaleCache
+	}
+	if d := string(r.bytes()); d != dir {
+		return nil, fmt.Errorf("written for directory %s", d)
+	}
+	out := map[string]cached{}
+	for len(r.b) > 0 && r.err == nil {
+		name := string(r.bytes())
+		var c cached
+		c.stamp = stamp{ino: int64(r.u64()), dev: r.u64(), size: int64(r.u64()),
+			mtime: int64(r.u64()), ctime: int64(r.u64()), isRegular: true, isOK: true}
+		c.revision = string(r.bytes())
+		c.instance = r.bytes()
+		if r.err != nil {
+			break
+		}
+		out[name] = c
+	}
+	if r.err != nil {
+		return nil, errors.New("malformed")
+	}
+	return out, nil
+}
+
+// errStaleCache is a cache written by another build: expected after an
+// upgrade, so not logged as a problem.
+var errStaleCache = errors.New("written by another build of vminit")
+
+type cacheReader struct {
+	b   []byte
+	err error
+}
+
+func (r *cacheReader) u64() uint64 {
+	if len(r.b) < 8 {
+		r.err, r.b = io.ErrUnexpectedEOF, nil
+		return 0
+	}
+	v := binary.LittleEndian.Uint64(r.b)
+	r.b = r.b[8:]
+	return v
+}
+
+func (r *cacheReader) bytes() []byte {
+	n := r.u64()
+	if n > uint64(len(r.b)) {
+		r.err, r.b = io.ErrUnexpectedEOF, nil
+		return nil
+	}
+	v := r.b[:n:n]
+	r.b = r.b[n:]
+	return v
+}
+
+// fromCache rebuilds a record from its cache entry.
+func fromCache(c cached) (*mdserver.Record, error) {
+	inst := new(spec.Instance)
+	if err := json.Unmarshal(c.instance, inst); err != nil {
+		return nil, err
+	}
+	// Only file content given inline is cached, so this reads nothing.
+	if err := inst.Resolve(""); err != nil {
+		return nil, err
+	}
+	return mdserver.NewRecord(inst, c.revision)
+}
+
+// toCache encodes a record for the cache, or returns nil for one that
+// must always be parsed from its file.
+func toCache(r *mdserver.Record, verified bool) []byte {
+	for _, f := range r.Instance.Spec.Files {
+		if f.Source != nil {
+			return nil
+		}
+	}
+	b, err := json.Marshal(r.Instance)
+	if err != nil {
+		return nil
+	}
+	if !verified {
+		back, err := fromCache(cached{instance: b, revision: r.Revision})
+		if err != nil || !reflect.DeepEqual(back.Instance, r.Instance) {
+			return nil
+		}
+	}
+	return b
+}
+
+// cacheItem is one served file, as the writer sees it.
+type cacheItem struct {
+	file  string
+	stamp stamp
+	rec   *mdserver.Record
+}
+
+// writeCache writes items to path atomically and returns how many it
+// wrote. verified holds the revisions whose JSON is already known to decode
+// back exactly (it is updated); entries that do not round-trip are left
+// out.
+func writeCache(path, dir string, items []cacheItem, verified map[string]bool) (int, error) {
+	key, err := programKey()
+	if err != nil {
+		return 0, err
+	}
+	written := 0
+	err = atomicfile.Write(path, 0o600, func(w io.Writer) error {
+		sum := crc32.New(castagnoli)
+		bw := bufio.NewWriterSize(io.MultiWriter(w, sum), 1<<20)
+		var num [8]byte
+		u64 := func(v uint64) {
+			binary.LittleEndian.PutUint64(num[:], v)
+			bw.Write(num[:])
+		}
+		str := func(b []byte) {
+			u64(uint64(len(b)))
+			bw.Write(b)
+		}
+		bw.WriteString(cacheMagic)
+		str(key[:])
+		str([]byte(dir))
+		for _, it := range items {
+			b := toCache(it.rec, verified[it.rec.Revision])
+			if b == nil || !it.stamp.isRegular {
+				continue
+			}
+			verified[it.rec.Revision] = true
+			str([]byte(it.file))
+			for _, v := range []uint64{uint64(it.stamp.ino), it.stamp.dev, uint64(it.stamp.size), uint64(it.stamp.mtime), uint64(it.stamp.ctime)} {
+				u64(v)
+			}
+			str([]byte(it.rec.Revision))
+			str(b)
+			written++
+		}
+		if err := bw.Flush(); err != nil {
+			return err
+		}
+		_, err := w.Write(binary.LittleEndian.AppendUint32(nil, sum.Sum32()))
+		return err
+	})
+	return written, err
+}
