@@ -90,9 +90,9 @@ type Store struct {
 	cacheKick  chan struct{}
 	cacheDone  chan struct{}
 	verified   map[string]bool
-	closeFn  func()
-	once     sync.Once
-	reloads  atomic.Int64
+	closeFn    func()
+	once       sync.Once
+	reloads    atomic.Int64
 }
 
 // entry is what the store knows about one file.
