@@ -188,6 +188,10 @@ type AdminOptions struct {
 	// Logger receives one line per change (put, delete); default
 	// slog.Default().
 	Logger *slog.Logger
+	// Metadata is the handler NewHandler returned for the same store. The
+	// ec2 and openstack previews ask it what the instance would be served;
+	// without it they answer 501.
+	Metadata http.Handler
 }
 
 // LoadToken reads a bearer token from a file (surrounding white space
@@ -265,7 +269,7 @@ type (
 )
 
 // PreviewDialects are the dialects the preview endpoint renders.
-var PreviewDialects = []string{"nocloud", "configdrive", "ignition"}
+var PreviewDialects = []string{"nocloud", "configdrive", "ignition", DialectEC2, DialectOpenStack}
 
 // NewAdminHandler returns the admin API over store:
 //
@@ -273,7 +277,10 @@ var PreviewDialects = []string{"nocloud", "configdrive", "ignition"}
 //	GET    /v1/instances/{name}            the stored spec (YAML, defaults filled in)
 //	PUT    /v1/instances/{name}            store a spec document (YAML or JSON)
 //	DELETE /v1/instances/{name}            remove an instance
-//	GET    /v1/instances/{name}/preview?dialect=nocloud|configdrive|ignition[&variant=fcos|flatcar|rhcos]
+//	GET    /v1/instances/{name}/preview?dialect=nocloud|configdrive|ignition|ec2|openstack[&variant=fcos|flatcar|rhcos]
+//
+// The ec2 and openstack previews are every path the guest would fetch
+// from AdminOptions.Metadata, crawled as cloud-init does.
 //
 // Every request needs the bearer token; errors are JSON ErrorBody.
 func NewAdminHandler(store Store, opts AdminOptions) http.Handler {
@@ -491,9 +498,17 @@ func (a *admin) preview(w http.ResponseWriter, r *http.Request) {
 		}
 		p.Files = append(p.Files, previewFile("config.ign", res.Config))
 		p.Warnings = res.Warnings
-	case "ec2", "openstack":
-		writeError(w, http.StatusNotImplemented, "dialect %q: the preview renders seeds and Ignition only (%s); the %s tree is what `vminit serve` answers", dialect, strings.Join(PreviewDialects, ", "), dialect)
-		return
+	case DialectEC2, DialectOpenStack:
+		h, ok := a.opts.Metadata.(*handler)
+		if !ok {
+			writeError(w, http.StatusNotImplemented, "dialect %q: this admin API was started without the metadata handler (AdminOptions.Metadata), so it can preview only nocloud, configdrive and ignition", dialect)
+			return
+		}
+		files, err := h.crawl(r.Context(), rec, dialect)
+		if err != nil {
+			p.Warnings = append(p.Warnings, err.Error())
+		}
+		p.Files = append(p.Files, files...)
 	default:
 		writeError(w, http.StatusBadRequest, "dialect %q: want one of %s", dialect, strings.Join(PreviewDialects, ", "))
 		return

@@ -103,7 +103,8 @@ func call(t *testing.T, srv *httptest.Server, method, path, token, body string) 
 
 func TestAdminAPI(t *testing.T) {
 	store := newMemStore()
-	srv := httptest.NewServer(NewAdminHandler(store, AdminOptions{Token: adminToken, MaxBodyBytes: 4096, Logger: slog.New(slog.DiscardHandler)}))
+	md := NewHandler(store, Options{Logger: slog.New(slog.DiscardHandler)})
+	srv := httptest.NewServer(NewAdminHandler(store, AdminOptions{Token: adminToken, MaxBodyBytes: 4096, Logger: slog.New(slog.DiscardHandler), Metadata: md}))
 	defer srv.Close()
 
 	// Auth on every endpoint.
@@ -174,6 +175,9 @@ func TestAdminAPI(t *testing.T) {
 		"nocloud":     {"meta-data", "user-data", "instance-id"},
 		"configdrive": {"openstack/latest/meta_data.json", "openstack/latest/user_data"},
 		"ignition":    {"config.ign", "/etc/motd"},
+		"ec2": {"/latest/meta-data/instance-id", "/latest/meta-data/public-keys/0/openssh-key",
+			"/latest/meta-data/placement/availability-zone", "/latest/user-data", "/latest/dynamic/instance-identity/document"},
+		"openstack": {"/openstack/latest/meta_data.json", "/openstack/latest/user_data", "/openstack/latest/vendor_data2.json"},
 	} {
 		code, body := call(t, srv, "GET", "/v1/instances/web/preview?dialect="+dialect, adminToken, "")
 		var p Preview
@@ -187,6 +191,11 @@ func TestAdminAPI(t *testing.T) {
 				t.Errorf("preview %s lacks %q: %s", dialect, w, body)
 			}
 		}
+	}
+	noMD := httptest.NewServer(NewAdminHandler(store, AdminOptions{Token: adminToken, Logger: slog.New(slog.DiscardHandler)}))
+	defer noMD.Close()
+	if code, body := call(t, noMD, "GET", "/v1/instances/web/preview?dialect=ec2", adminToken, ""); code != 501 || !strings.Contains(body, "AdminOptions.Metadata") {
+		t.Errorf("ec2 preview without the metadata handler: %d %s", code, body)
 	}
 	if code, _ := call(t, srv, "GET", "/v1/instances/web/preview?dialect=gopher", adminToken, ""); code != 400 {
 		t.Errorf("unknown dialect: %d", code)

@@ -237,7 +237,7 @@ the specs before it stay stored.`,
 			return nil
 		},
 	}
-	preview.Flags().StringVar(&dialect, "dialect", "nocloud", "nocloud, configdrive or ignition")
+	preview.Flags().StringVar(&dialect, "dialect", "nocloud", "nocloud, configdrive, ignition, ec2 or openstack (ec2 and openstack: every path the guest would fetch)")
 	preview.Flags().StringVar(&output, "output", "text", "text (each file under a ==> path <== header) or json")
 	cmd.AddCommand(list, get, put, del, preview)
 	return cmd

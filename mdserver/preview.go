@@ -1,0 +1,112 @@
+package mdserver
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+)
+
+// maxPreviewFetches bounds a preview crawl; the EC2 tree of an instance
+// with many interfaces is a few hundred paths.
+const maxPreviewFetches = 2000
+
+// crawl returns what a guest of rec is served in the ec2 or openstack
+// dialect, fetched from h itself the way cloud-init walks the tree: every
+// listed name, directories recursively, public keys by index. The
+// requests skip identification, rate limits, metrics and audit lines:
+// they are the administrator's, not the guest's.
+func (h *handler) crawl(ctx context.Context, rec *Record, dialect string) ([]PreviewFile, error) {
+	c := &crawler{h: h, ctx: context.WithValue(ctx, recKey, rec)}
+	switch dialect {
+	case DialectEC2:
+		c.tree("/latest/meta-data/")
+		c.leaf("/latest/user-data")
+		c.leaf("/latest/dynamic/instance-identity/document")
+	case DialectOpenStack:
+		c.tree("/openstack/latest/")
+	default:
+		return nil, fmt.Errorf("no crawl for dialect %q", dialect)
+	}
+	return c.files, c.err
+}
+
+type crawler struct {
+	h       *handler
+	ctx     context.Context
+	files   []PreviewFile
+	fetches int
+	err     error
+}
+
+func (c *crawler) get(path string) (int, []byte) {
+	if c.fetches++; c.fetches > maxPreviewFetches {
+		if c.err == nil {
+			c.err = fmt.Errorf("more than %d paths; the preview stops there", maxPreviewFetches)
+		}
+		return 0, nil
+	}
+	req, err := http.NewRequestWithContext(c.ctx, http.MethodGet, path, nil)
+	if err != nil {
+		c.err = err
+		return 0, nil
+	}
+	rw := &recorder{header: http.Header{}}
+	c.h.mux.ServeHTTP(rw, req)
+	if rw.status == 0 {
+		rw.status = http.StatusOK
+	}
+	return rw.status, rw.body.Bytes()
+}
+
+// leaf adds the file at path, if the guest would get one.
+func (c *crawler) leaf(path string) {
+	if status, b := c.get(path); status == http.StatusOK {
+		c.files = append(c.files, previewFile(path, b))
+	}
+}
+
+// tree walks a listing: "name/" is a directory, "0=key-name" is the
+// directory "0/" (EC2 public keys), anything else a file.
+func (c *crawler) tree(dir string) {
+	status, b := c.get(dir)
+	if status != http.StatusOK || c.err != nil {
+		return
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if line == "" || c.err != nil {
+			continue
+		}
+		if i := strings.IndexByte(line, '='); i > 0 {
+			line = line[:i] + "/"
+		}
+		if strings.HasSuffix(line, "/") {
+			c.tree(dir + line)
+		} else {
+			c.leaf(dir + line)
+		}
+	}
+}
+
+// recorder is the ResponseWriter of a crawl request.
+type recorder struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (r *recorder) Header() http.Header { return r.header }
+
+func (r *recorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.body.Write(b)
+}
