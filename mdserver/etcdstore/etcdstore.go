@@ -24,6 +24,7 @@ import (
 	"log/slog"
 	"maps"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -287,6 +288,7 @@ func (s *Store) run(ctx context.Context, rev int64) {
 func (s *Store) apply(changes map[string]*version, rev int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	decoded := s.decodeAll(changes)
 	recs := map[string]*mdserver.Record{}
 	for k, v := range changes {
 		if v == nil {
@@ -305,7 +307,7 @@ func (s *Store) apply(changes map[string]*version, rev int64) {
 			s.keys[k] = e
 		}
 		e.modRev = v.modRev
-		rec, err := s.decode(k, v.value)
+		rec, err := decoded[k].rec, decoded[k].err
 		if err != nil {
 			e.pending, e.refused = nil, ""
 			attrs := []any{"key", k, "mod_revision", v.modRev}
@@ -375,6 +377,43 @@ func servingWhat(r *mdserver.Record) string {
 		return "nothing from this key"
 	}
 	return "the last good version (revision " + r.Revision + ")"
+}
+
+type decoded struct {
+	rec *mdserver.Record
+	err error
+}
+
+// decodeAll decodes the changed versions on every core: the first list of
+// a large prefix is otherwise seconds of YAML parsing on one. Called with
+// s.mu held (it reads s.keys).
+func (s *Store) decodeAll(changes map[string]*version) map[string]decoded {
+	var keys []string
+	for k, v := range changes {
+		if v != nil && (s.keys[k] == nil || s.keys[k].modRev != v.modRev) {
+			keys = append(keys, k)
+		}
+	}
+	out := make([]decoded, len(keys))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(keys)) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(keys) {
+					return
+				}
+				out[i].rec, out[i].err = s.decode(keys[i], changes[keys[i]].value)
+			}
+		})
+	}
+	wg.Wait()
+	m := make(map[string]decoded, len(keys))
+	for i, k := range keys {
+		m[k] = out[i]
+	}
+	return m
 }
 
 func (s *Store) decode(key string, value []byte) (*mdserver.Record, error) {
