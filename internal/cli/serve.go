@@ -26,6 +26,7 @@ import (
 type serveFlags struct {
 	listen          []string
 	instances       string
+	instancesCache  string
 	etcdEndpoints   []string
 	etcdPrefix      string
 	trustedProxies  []string
@@ -69,6 +70,7 @@ shut down gracefully. Metrics (Prometheus) are served only on
 	fl := cmd.Flags()
 	fl.StringArrayVar(&f.listen, "listen", []string{"169.254.169.254:80"}, "address to serve guests on (repeatable)")
 	fl.StringVar(&f.instances, "instances", "", "directory of instance spec files")
+	fl.StringVar(&f.instancesCache, "instances-cache", "", "start-up cache for --instances: a restart parses only the spec files changed since (a file in a directory only vminit writes, e.g. systemd's $CACHE_DIRECTORY)")
 	fl.StringSliceVar(&f.etcdEndpoints, "etcd-endpoints", nil, "etcd client URLs (instead of --instances)")
 	fl.StringVar(&f.etcdPrefix, "etcd-prefix", etcdstore.DefaultPrefix, "etcd key prefix of the instances")
 	fl.StringArrayVar(&f.trustedProxies, "trusted-proxy", nil, "CIDR of a proxy allowed to name instances with the signed X-Vminit-Instance header (repeatable)")
@@ -113,6 +115,9 @@ func runServe(ctx context.Context, f serveFlags, stderr interface{ Write([]byte)
 	if (f.instances == "") == (len(f.etcdEndpoints) == 0) {
 		return usagef("give exactly one of --instances DIR and --etcd-endpoints")
 	}
+	if f.instancesCache != "" && f.instances == "" {
+		return usagef("--instances-cache is for --instances DIR; the etcd store keeps no cache")
+	}
 	if len(f.listen) == 0 {
 		return usagef("--listen: give at least one address")
 	}
@@ -151,7 +156,7 @@ func runServe(ctx context.Context, f serveFlags, stderr interface{ Write([]byte)
 	start := time.Now()
 	var store mdserver.Store
 	if f.instances != "" {
-		store, err = dirstore.Open(f.instances, dirstore.Options{Logger: logger})
+		store, err = dirstore.Open(f.instances, dirstore.Options{Logger: logger, CacheFile: f.instancesCache})
 	} else {
 		store, err = etcdstore.Open(ctx, etcdstore.Config{Endpoints: f.etcdEndpoints, Prefix: f.etcdPrefix, Logger: logger})
 	}
@@ -200,7 +205,7 @@ func runServe(ctx context.Context, f serveFlags, stderr interface{ Write([]byte)
 		}
 	}
 	if f.adminListen != "" {
-		ah := mdserver.NewAdminHandler(store, mdserver.AdminOptions{Token: adminToken, Logger: logger})
+		ah := mdserver.NewAdminHandler(store, mdserver.AdminOptions{Token: adminToken, Logger: logger, Metadata: h})
 		if err := add(f.adminListen, &http.Server{Handler: ah, ReadHeaderTimeout: 5 * time.Second, MaxHeaderBytes: 16 << 10}); err != nil {
 			closeAll()
 			return err

@@ -38,7 +38,8 @@ spec:
 	root := NewRootCommand()
 	var stderr bytes.Buffer
 	root.SetErr(&stderr)
-	root.SetArgs([]string{"serve", "--listen", addr, "--instances", dir, "--metrics-listen", maddr, "--log-format", "text"})
+	cache := filepath.Join(t.TempDir(), "instances.cache")
+	root.SetArgs([]string{"serve", "--listen", addr, "--instances", dir, "--instances-cache", cache, "--metrics-listen", maddr, "--log-format", "text"})
 	done := make(chan error, 1)
 	go func() { done <- root.ExecuteContext(ctx) }()
 	getBody := func(url string) string {
@@ -71,6 +72,11 @@ spec:
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("serve did not stop")
+	}
+	// The spec was written just now, so the cache exists but may not
+	// hold it yet (see dirstore's racy-file rule).
+	if _, err := os.Stat(cache); err != nil {
+		t.Errorf("no start-up cache after shutdown: %v", err)
 	}
 	if !strings.Contains(stderr.String(), "msg=fetch") || !strings.Contains(stderr.String(), "instance=vm-1") {
 		t.Errorf("no audit line:\n%s", stderr.String())

@@ -207,3 +207,10 @@ func TestCacheNotRewrittenWhenCurrent(t *testing.T) {
 		t.Errorf("a cache that matched the directory was rewritten")
 	}
 }
+
+func TestCacheInSpecDirRefused(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := Open(dir, Options{NoWatch: true, CacheFile: filepath.Join(dir, "x.cache")}); err == nil || !strings.Contains(err.Error(), "outside the spec directory") {
+		t.Errorf("err = %v", err)
+	}
+}

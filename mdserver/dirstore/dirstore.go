@@ -167,6 +167,9 @@ func Open(dir string, opts Options) (*Store, error) {
 	empty, _ := mdserver.NewSnapshot(nil)
 	s.snap.Store(empty)
 	if opts.CacheFile != "" {
+		if ca, err := filepath.Abs(opts.CacheFile); err != nil || filepath.Dir(ca) == abs {
+			return nil, fmt.Errorf("cache file %s: put it outside the spec directory (writing it there would wake the watcher)", opts.CacheFile)
+		}
 		c, err := readCache(opts.CacheFile, abs)
 		switch {
 		case errors.Is(err, errStaleCache):
