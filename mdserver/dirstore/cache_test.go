@@ -1,6 +1,8 @@
 package dirstore
 
 import (
+	"encoding/binary"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -213,4 +215,54 @@ func TestCacheInSpecDirRefused(t *testing.T) {
 	if _, err := Open(dir, Options{NoWatch: true, CacheFile: filepath.Join(dir, "x.cache")}); err == nil || !strings.Contains(err.Error(), "outside the spec directory") {
 		t.Errorf("err = %v", err)
 	}
+}
+
+// FuzzCache feeds the cache reader well-framed files (magic, this
+// build's key, the directory, a valid checksum) around arbitrary entries:
+// it must refuse or read them without panicking, and every entry it reads
+// must rebuild or fail cleanly.
+func FuzzCache(f *testing.F) {
+	key, err := programKey()
+	if err != nil {
+		f.Skip(err)
+	}
+	dir := "/srv/specs"
+	frame := func(body []byte) []byte {
+		var b []byte
+		b = append(b, cacheMagic...)
+		b = binary.LittleEndian.AppendUint64(b, uint64(len(key)))
+		b = append(b, key[:]...)
+		b = binary.LittleEndian.AppendUint64(b, uint64(len(dir)))
+		b = append(b, dir...)
+		b = append(b, body...)
+		return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+	}
+	entry := func(name, rev, inst string) []byte {
+		var b []byte
+		b = binary.LittleEndian.AppendUint64(b, uint64(len(name)))
+		b = append(b, name...)
+		for range 5 {
+			b = binary.LittleEndian.AppendUint64(b, 7)
+		}
+		b = binary.LittleEndian.AppendUint64(b, uint64(len(rev)))
+		b = append(b, rev...)
+		b = binary.LittleEndian.AppendUint64(b, uint64(len(inst)))
+		return append(b, inst...)
+	}
+	f.Add(entry("a.yaml", "r1", `{"apiVersion":"vminit.dev/v1alpha1","kind":"Instance","metadata":{"name":"a"},"spec":{"files":[{"path":"/x","mode":"0644","content":""}],"commands":[[],"ls"]}}`))
+	f.Add(entry("b.yaml", "r2", `{"spec":{"metadataServer":{"addresses":["not an address"]}}}`))
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
+	f.Fuzz(func(t *testing.T, body []byte) {
+		path := filepath.Join(t.TempDir(), "c")
+		if err := os.WriteFile(path, frame(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		entries, err := readCache(path, dir)
+		if err != nil {
+			return
+		}
+		for _, c := range entries {
+			fromCache(c)
+		}
+	})
 }
