@@ -16,7 +16,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -42,35 +41,9 @@ import (
 // content with content or contentBase64 instead; `vminit instances put`
 // does so for local spec files.
 func DecodeDocument(doc []byte, dir string) (*Record, error) {
-	inst, pos, err := spec.Decode(doc)
-	if inst == nil {
+	inst, err := spec.Parse(doc, dir)
+	if err != nil {
 		return nil, err
-	}
-	all := spec.AsErrors(err)
-	if dir == "" {
-		for i, f := range inst.Spec.Files {
-			if f.Source != nil && f.Source.File != "" {
-				all = append(all, &spec.FieldError{Field: fmt.Sprintf("spec.files[%d].source.file", i),
-					Message: "not allowed in a document stored through the admin API or etcd: inline the content (content or contentBase64; `vminit instances put` does this for local files)"})
-				inst.Spec.Files[i].Source = nil
-			}
-		}
-	}
-	all = append(all, spec.AsErrors(inst.Resolve(dir))...)
-	inst.Default()
-	for _, v := range spec.AsErrors(inst.Validate()) {
-		if !shadowed(v, all) {
-			all = append(all, v)
-		}
-	}
-	if len(all) > 0 {
-		for _, e := range all {
-			if e.Line == 0 {
-				e.Line = pos.Line(e.Field)
-			}
-		}
-		slices.SortStableFunc(all, func(a, b *spec.FieldError) int { return a.Line - b.Line })
-		return nil, all
 	}
 	h := sha256.New()
 	h.Write(doc)
@@ -79,18 +52,6 @@ func DecodeDocument(doc []byte, dir string) (*Record, error) {
 		h.Write(f.Data())
 	}
 	return NewRecord(inst, hex.EncodeToString(h.Sum(nil))[:20])
-}
-
-// shadowed reports whether v is about a field that already failed to decode
-// (a mistyped field decodes as its zero value; "required" on top of "want a
-// number" is noise).
-func shadowed(v *spec.FieldError, decoded spec.Errors) bool {
-	for _, d := range decoded {
-		if d.Field != "" && (v.Field == d.Field || strings.HasPrefix(v.Field, d.Field+".") || strings.HasPrefix(v.Field, d.Field+"[")) {
-			return true
-		}
-	}
-	return false
 }
 
 // ResolveChanges is the conflict rule every store applies when its backend

@@ -67,29 +67,57 @@ func Decode(data []byte) (*Instance, *Positions, error) {
 	return &inst, pos, c.Err()
 }
 
-// Load reads a spec file, decodes it strictly, resolves files[].source.file
-// (relative to the spec's directory) and contentBase64, fills in defaults and
-// validates the result. On failure it returns Errors carrying the file name
-// and line of each problem.
+// Load reads a spec file and parses it as Parse does, with
+// files[].source.file relative to the spec's directory. On failure it
+// returns Errors carrying the file name and line of each problem.
 func Load(path string) (*Instance, error) {
 	data, err := readBounded(path, MaxSpecSize)
 	if err != nil {
 		return nil, err
 	}
+	inst, err := Parse(data, filepath.Dir(path))
+	for _, e := range AsErrors(err) {
+		e.File = path
+	}
+	return inst, err
+}
+
+// Parse decodes a spec document strictly, resolves files[].source.file
+// (relative to dir) and contentBase64, fills in defaults and validates the
+// result, reporting every problem of every stage together, each with its
+// line.
+//
+// An empty dir refuses files[].source.file: a document that arrives over
+// an API must not make its receiver read its own files (a document naming
+// /etc/shadow would otherwise hand it out).
+func Parse(data []byte, dir string) (*Instance, error) {
 	inst, pos, err := Decode(data)
 	if inst == nil {
-		return nil, withFile(AsErrors(err), path, pos)
+		return nil, err
 	}
-	// Report every problem in one pass: decoding, unreadable sources and
-	// invalid values together.
 	all := AsErrors(err)
-	all = append(all, AsErrors(inst.Resolve(filepath.Dir(path)))...)
+	if dir == "" {
+		for i, f := range inst.Spec.Files {
+			if f.Source != nil && f.Source.File != "" {
+				all = append(all, &FieldError{Field: fmt.Sprintf("spec.files[%d].source.file", i),
+					Message: "not allowed in a document sent over an API (the admin API, etcd): inline the content with content or contentBase64 (`vminit instances put` does this for local files)"})
+				inst.Spec.Files[i].Source = nil
+			}
+		}
+	}
+	all = append(all, AsErrors(inst.Resolve(dir))...)
 	inst.Default()
 	all = append(all, dropShadowed(AsErrors(inst.Validate()), all)...)
-	if len(all) > 0 {
-		return nil, withFile(all, path, pos)
+	if len(all) == 0 {
+		return inst, nil
 	}
-	return inst, nil
+	for _, e := range all {
+		if e.Line == 0 {
+			e.Line = pos.Line(e.Field)
+		}
+	}
+	sortByLine(all)
+	return nil, all
 }
 
 // dropShadowed removes validation errors about fields that already failed
@@ -110,22 +138,6 @@ func dropShadowed(verrs, decoded Errors) Errors {
 		}
 	}
 	return out
-}
-
-func withFile(es Errors, path string, pos *Positions) error {
-	if es == nil {
-		return nil
-	}
-	{
-		for _, e := range es {
-			e.File = path
-			if e.Line == 0 && pos != nil {
-				e.Line = pos.Line(e.Field)
-			}
-		}
-		sortByLine(es)
-		return es
-	}
 }
 
 // Resolve reads each files[].source.file (relative to dir) and decodes each

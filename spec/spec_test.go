@@ -268,3 +268,39 @@ func TestRoundTrip(t *testing.T) {
 		t.Errorf("round trip differs:\n%s", out)
 	}
 }
+
+// Parse reports the problems of every stage together, each with its line,
+// and refuses source.file when there is no directory to read from.
+func TestParseAllStages(t *testing.T) {
+	doc := `apiVersion: vminit.dev/v1alpha1
+kind: Instance
+metadata: {name: web}
+spec:
+  hostnmae: web
+  files:
+    - path: /etc/motd
+      source: {file: /etc/shadow}
+    - path: relative
+      contentBase64: "!!"
+`
+	_, err := spec.Parse([]byte(doc), "")
+	es := spec.AsErrors(err)
+	want := map[string]int{
+		"spec.hostnmae":               5,
+		"spec.files[0].source.file":   8,
+		"spec.files[1].path":          9,
+		"spec.files[1].contentBase64": 10,
+	}
+	got := map[string]int{}
+	for _, e := range es {
+		got[e.Field] = e.Line
+	}
+	for f, line := range want {
+		if l, ok := got[f]; !ok || l != line {
+			t.Errorf("%s: line %d (reported: %v), want line %d", f, l, ok, line)
+		}
+	}
+	if t.Failed() {
+		t.Logf("errors:\n%v", err)
+	}
+}
