@@ -2,6 +2,8 @@ package cli
 
 import (
 	"bytes"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -24,6 +26,8 @@ import (
 // adminClient talks to a metadata server's admin API.
 type adminClient struct {
 	server, tokenFile string
+	caFile            string
+	certFile, keyFile string
 	token             string
 	http              *http.Client
 }
@@ -31,6 +35,9 @@ type adminClient struct {
 func (c *adminClient) flags(cmd *cobra.Command) {
 	cmd.PersistentFlags().StringVar(&c.server, "server", "", "admin API URL, e.g. https://mds.example:8443 (default $VMINIT_ADMIN_URL)")
 	cmd.PersistentFlags().StringVar(&c.tokenFile, "token-file", "", "file holding the admin bearer token (default $VMINIT_ADMIN_TOKEN)")
+	cmd.PersistentFlags().StringVar(&c.caFile, "ca-file", "", "PEM CA bundle that signed the admin API's certificate (default: the system's)")
+	cmd.PersistentFlags().StringVar(&c.certFile, "cert", "", "PEM client certificate, for an admin API that requires one (with --key)")
+	cmd.PersistentFlags().StringVar(&c.keyFile, "key", "", "PEM private key of --cert")
 }
 
 func (c *adminClient) setup() error {
@@ -58,8 +65,34 @@ func (c *adminClient) setup() error {
 	if c.token == "" {
 		return usagef("no admin token: pass --token-file FILE or set VMINIT_ADMIN_TOKEN")
 	}
+	if (c.certFile == "") != (c.keyFile == "") {
+		return usagef("--cert and --key go together")
+	}
+	if (c.caFile != "" || c.certFile != "") && u.Scheme != "https" {
+		return usagef("--ca-file, --cert and --key are for an https:// --server")
+	}
 	if c.http == nil {
-		c.http = &http.Client{Timeout: 30 * time.Second}
+		tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12}
+		if c.caFile != "" {
+			pem, err := os.ReadFile(c.caFile)
+			if err != nil {
+				return usagef("--ca-file: %v", err)
+			}
+			tlsConfig.RootCAs = x509.NewCertPool()
+			if !tlsConfig.RootCAs.AppendCertsFromPEM(pem) {
+				return usagef("--ca-file %s: no PEM certificates in it", c.caFile)
+			}
+		}
+		if c.certFile != "" {
+			cert, err := tls.LoadX509KeyPair(c.certFile, c.keyFile)
+			if err != nil {
+				return usagef("--cert/--key: %v", err)
+			}
+			tlsConfig.Certificates = []tls.Certificate{cert}
+		}
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.TLSClientConfig = tlsConfig
+		c.http = &http.Client{Timeout: 30 * time.Second, Transport: tr}
 	}
 	return nil
 }

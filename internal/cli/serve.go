@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -35,6 +36,9 @@ type serveFlags struct {
 	metricsListen   string
 	adminListen     string
 	adminTokenFile  string
+	adminTLSCert    string
+	adminTLSKey     string
+	adminClientCA   string
 	rate            float64
 	burst           int
 	logFormat       string
@@ -79,12 +83,28 @@ shut down gracefully. Metrics (Prometheus) are served only on
 	fl.StringVar(&f.metricsListen, "metrics-listen", "", "address to serve Prometheus /metrics on (never on --listen)")
 	fl.StringVar(&f.adminListen, "admin-listen", "", "address to serve the admin API on")
 	fl.StringVar(&f.adminTokenFile, "admin-token-file", "", "file holding the admin API bearer token (required with --admin-listen)")
+	fl.StringVar(&f.adminTLSCert, "admin-tls-cert", "", "PEM certificate (chain) for HTTPS on --admin-listen (with --admin-tls-key)")
+	fl.StringVar(&f.adminTLSKey, "admin-tls-key", "", "PEM private key of --admin-tls-cert")
+	fl.StringVar(&f.adminClientCA, "admin-client-ca", "", "PEM CA bundle: admin clients must also present a certificate it signed (mutual TLS)")
 	fl.Float64Var(&f.rate, "rate", 0, "requests per second each instance may make (0: unlimited)")
 	fl.IntVar(&f.burst, "burst", 0, "rate-limit burst (default max(100, 2*rate))")
 	fl.StringVar(&f.logFormat, "log-format", "json", "log format: json or text")
 	fl.StringVar(&f.ignitionVariant, "ignition-variant", "fcos", "Ignition variant to render: fcos, rhcos or flatcar")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long to let requests in flight finish on SIGTERM")
 	return cmd
+}
+
+// isLoopback reports whether a listen address stays on this host.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
 }
 
 func readKey(path, what string) ([]byte, error) {
@@ -141,12 +161,29 @@ func runServe(ctx context.Context, f serveFlags, stderr interface{ Write([]byte)
 		return err
 	}
 	var adminToken string
+	var adminTLS *tls.Config
+	if (f.adminTLSCert == "") != (f.adminTLSKey == "") {
+		return usagef("--admin-tls-cert and --admin-tls-key go together")
+	}
+	if f.adminClientCA != "" && f.adminTLSCert == "" {
+		return usagef("--admin-client-ca needs --admin-tls-cert and --admin-tls-key (client certificates are checked in the TLS handshake)")
+	}
+	if f.adminTLSCert != "" && f.adminListen == "" {
+		return usagef("--admin-tls-cert is for the admin API: give --admin-listen too")
+	}
 	if f.adminListen != "" {
 		if f.adminTokenFile == "" {
 			return usagef("--admin-listen needs --admin-token-file")
 		}
 		if adminToken, err = mdserver.LoadToken(f.adminTokenFile); err != nil {
 			return err
+		}
+		if f.adminTLSCert != "" {
+			if adminTLS, err = mdserver.AdminTLSConfig(f.adminTLSCert, f.adminTLSKey, f.adminClientCA); err != nil {
+				return fmt.Errorf("admin TLS: %w", err)
+			}
+		} else if !isLoopback(f.adminListen) {
+			logger.Warn("the admin API listens beyond loopback without TLS: its bearer token and every spec cross the network in clear; give --admin-tls-cert and --admin-tls-key", "address", f.adminListen)
 		}
 	}
 
@@ -175,10 +212,16 @@ func runServe(ctx context.Context, f serveFlags, stderr interface{ Write([]byte)
 
 	var servers []*http.Server
 	var listeners []net.Listener
-	add := func(addr string, srv *http.Server) error {
+	add := func(addr string, srv *http.Server, tlsConfig *tls.Config) error {
 		l, err := net.Listen("tcp", addr)
 		if err != nil {
 			return err
+		}
+		if tlsConfig != nil {
+			l = tls.NewListener(l, tlsConfig)
+		}
+		if srv.ErrorLog == nil { // TLS handshake and accept errors, as structured lines
+			srv.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelWarn)
 		}
 		servers = append(servers, srv)
 		listeners = append(listeners, l)
@@ -191,7 +234,7 @@ func runServe(ctx context.Context, f serveFlags, stderr interface{ Write([]byte)
 		}
 	}
 	for _, a := range f.listen {
-		if err := add(a, mdserver.NewServer(h)); err != nil {
+		if err := add(a, mdserver.NewServer(h), nil); err != nil {
 			closeAll()
 			return err
 		}
@@ -199,14 +242,14 @@ func runServe(ctx context.Context, f serveFlags, stderr interface{ Write([]byte)
 	if f.metricsListen != "" {
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", metrics)
-		if err := add(f.metricsListen, &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}); err != nil {
+		if err := add(f.metricsListen, &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, nil); err != nil {
 			closeAll()
 			return err
 		}
 	}
 	if f.adminListen != "" {
 		ah := mdserver.NewAdminHandler(store, mdserver.AdminOptions{Token: adminToken, Logger: logger, Metadata: h})
-		if err := add(f.adminListen, &http.Server{Handler: ah, ReadHeaderTimeout: 5 * time.Second, MaxHeaderBytes: 16 << 10}); err != nil {
+		if err := add(f.adminListen, &http.Server{Handler: ah, ReadHeaderTimeout: 5 * time.Second, MaxHeaderBytes: 16 << 10}, adminTLS); err != nil {
 			closeAll()
 			return err
 		}
