@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -30,6 +31,11 @@ type serveFlags struct {
 	instancesCache  string
 	etcdEndpoints   []string
 	etcdPrefix      string
+	etcdCA          string
+	etcdCert        string
+	etcdKey         string
+	etcdUser        string
+	etcdPassFile    string
 	trustedProxies  []string
 	hmacKeyFile     string
 	tokenKeyFile    string
@@ -77,6 +83,11 @@ shut down gracefully. Metrics (Prometheus) are served only on
 	fl.StringVar(&f.instancesCache, "instances-cache", "", "start-up cache for --instances: a restart parses only the spec files changed since (a file in a directory only vminit writes, e.g. systemd's $CACHE_DIRECTORY)")
 	fl.StringSliceVar(&f.etcdEndpoints, "etcd-endpoints", nil, "etcd client URLs (instead of --instances)")
 	fl.StringVar(&f.etcdPrefix, "etcd-prefix", etcdstore.DefaultPrefix, "etcd key prefix of the instances")
+	fl.StringVar(&f.etcdCA, "etcd-ca", "", "PEM CA bundle that signed etcd's certificate (https:// endpoints; default: the system's)")
+	fl.StringVar(&f.etcdCert, "etcd-cert", "", "PEM client certificate for etcd's --client-cert-auth (with --etcd-key)")
+	fl.StringVar(&f.etcdKey, "etcd-key", "", "PEM private key of --etcd-cert")
+	fl.StringVar(&f.etcdUser, "etcd-username", "", "etcd user (etcd's own authentication; with --etcd-password-file)")
+	fl.StringVar(&f.etcdPassFile, "etcd-password-file", "", "file holding the password of --etcd-username")
 	fl.StringArrayVar(&f.trustedProxies, "trusted-proxy", nil, "CIDR of a proxy allowed to name instances with the signed X-Vminit-Instance header (repeatable)")
 	fl.StringVar(&f.hmacKeyFile, "hmac-key-file", "", "file holding the key that signs X-Vminit-Instance headers")
 	fl.StringVar(&f.tokenKeyFile, "token-key-file", "", "file holding the IMDSv2 token key (share it between replicas; default: random per process)")
@@ -92,6 +103,58 @@ shut down gracefully. Metrics (Prometheus) are served only on
 	fl.StringVar(&f.ignitionVariant, "ignition-variant", "fcos", "Ignition variant to render: fcos, rhcos or flatcar")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long to let requests in flight finish on SIGTERM")
 	return cmd
+}
+
+// etcdConfig turns the --etcd-* flags into a store configuration.
+func etcdConfig(f serveFlags) (etcdstore.Config, error) {
+	cfg := etcdstore.Config{Endpoints: f.etcdEndpoints, Prefix: f.etcdPrefix, Username: f.etcdUser}
+	if len(f.etcdEndpoints) == 0 {
+		if f.etcdCA != "" || f.etcdCert != "" || f.etcdKey != "" || f.etcdUser != "" || f.etcdPassFile != "" {
+			return cfg, usagef("the --etcd-* flags need --etcd-endpoints")
+		}
+		return cfg, nil
+	}
+	if (f.etcdCert == "") != (f.etcdKey == "") {
+		return cfg, usagef("--etcd-cert and --etcd-key go together")
+	}
+	if (f.etcdUser == "") != (f.etcdPassFile == "") {
+		return cfg, usagef("--etcd-username and --etcd-password-file go together (a password is never given on the command line)")
+	}
+	tlsWanted := f.etcdCA != "" || f.etcdCert != ""
+	for _, ep := range f.etcdEndpoints {
+		if tlsWanted && !strings.HasPrefix(ep, "https://") {
+			return cfg, usagef("--etcd-endpoints %s: --etcd-ca and --etcd-cert need https:// endpoints", ep)
+		}
+		tlsWanted = tlsWanted || strings.HasPrefix(ep, "https://")
+	}
+	if tlsWanted {
+		cfg.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
+		if f.etcdCA != "" {
+			b, err := os.ReadFile(f.etcdCA)
+			if err != nil {
+				return cfg, usagef("--etcd-ca: %v", err)
+			}
+			cfg.TLS.RootCAs = x509.NewCertPool()
+			if !cfg.TLS.RootCAs.AppendCertsFromPEM(b) {
+				return cfg, usagef("--etcd-ca %s: no PEM certificates in it", f.etcdCA)
+			}
+		}
+		if f.etcdCert != "" {
+			cert, err := tls.LoadX509KeyPair(f.etcdCert, f.etcdKey)
+			if err != nil {
+				return cfg, usagef("--etcd-cert/--etcd-key: %v", err)
+			}
+			cfg.TLS.Certificates = []tls.Certificate{cert}
+		}
+	}
+	if f.etcdPassFile != "" {
+		b, err := os.ReadFile(f.etcdPassFile)
+		if err != nil {
+			return cfg, usagef("--etcd-password-file: %v", err)
+		}
+		cfg.Password = strings.TrimRight(string(b), "\r\n")
+	}
+	return cfg, nil
 }
 
 // isLoopback reports whether a listen address stays on this host.
@@ -134,6 +197,10 @@ func runServe(ctx context.Context, f serveFlags, stderr interface{ Write([]byte)
 	}
 	if (f.instances == "") == (len(f.etcdEndpoints) == 0) {
 		return usagef("give exactly one of --instances DIR and --etcd-endpoints")
+	}
+	etcd, err := etcdConfig(f)
+	if err != nil {
+		return err
 	}
 	if f.instancesCache != "" && f.instances == "" {
 		return usagef("--instances-cache is for --instances DIR; the etcd store keeps no cache")
@@ -195,7 +262,8 @@ func runServe(ctx context.Context, f serveFlags, stderr interface{ Write([]byte)
 	if f.instances != "" {
 		store, err = dirstore.Open(f.instances, dirstore.Options{Logger: logger, CacheFile: f.instancesCache})
 	} else {
-		store, err = etcdstore.Open(ctx, etcdstore.Config{Endpoints: f.etcdEndpoints, Prefix: f.etcdPrefix, Logger: logger})
+		etcd.Logger = logger
+		store, err = etcdstore.Open(ctx, etcd)
 	}
 	if err != nil {
 		return err

@@ -3,65 +3,25 @@ package cli
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-)
 
-// testPKI writes a CA, a server certificate for 127.0.0.1 and a client
-// certificate, all signed by the CA, and returns their file names.
-func testPKI(t *testing.T) (ca, srvCert, srvKey, cliCert, cliKey string) {
-	t.Helper()
-	dir := t.TempDir()
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "vminit test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caCert, _ := x509.ParseCertificate(caDER)
-	writePEM := func(name, typ string, der []byte) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	leaf := func(name string, serial int64, usage x509.ExtKeyUsage) (string, string) {
-		k, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name},
-			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
-			IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &k.PublicKey, caKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		kd, _ := x509.MarshalECPrivateKey(k)
-		return writePEM(name+".pem", "CERTIFICATE", der), writePEM(name+"-key.pem", "EC PRIVATE KEY", kd)
-	}
-	ca = writePEM("ca.pem", "CERTIFICATE", caDER)
-	srvCert, srvKey = leaf("server", 2, x509.ExtKeyUsageServerAuth)
-	cliCert, cliKey = leaf("client", 3, x509.ExtKeyUsageClientAuth)
-	return
-}
+	"github.com/vminit/vminit/internal/etcdtest"
+	"github.com/vminit/vminit/internal/testpki"
+	"github.com/vminit/vminit/mdserver/etcdstore"
+)
 
 // TestServeAdminTLS runs `vminit serve` with the admin API on HTTPS with
 // client certificates, and `vminit instances` against it.
 func TestServeAdminTLS(t *testing.T) {
-	ca, srvCert, srvKey, cliCert, cliKey := testPKI(t)
+	pki := testpki.New(t)
+	ca, srvCert, srvKey, cliCert, cliKey := pki.CA, pki.ServerCert, pki.ServerKey, pki.ClientCert, pki.ClientKey
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "vm.yaml"), []byte("apiVersion: vminit.dev/v1alpha1\nkind: Instance\nmetadata: {name: vm-tls}\nspec:\n  metadataServer: {addresses: [127.0.0.9]}\n"), 0o600)
 	tokenFile := filepath.Join(t.TempDir(), "token")
@@ -138,5 +98,72 @@ func TestIsLoopback(t *testing.T) {
 		if got := isLoopback(addr); got != want {
 			t.Errorf("isLoopback(%q) = %v", addr, got)
 		}
+	}
+}
+
+// TestServeEtcdTLS runs `vminit serve` against a real etcd that requires
+// TLS and client certificates.
+func TestServeEtcdTLS(t *testing.T) {
+	pki := testpki.New(t)
+	e := etcdtest.Start(t, pki)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	doc := "apiVersion: vminit.dev/v1alpha1\nkind: Instance\nmetadata: {name: vm-etcd}\nspec:\n  instanceID: i-etcd-tls\n  metadataServer: {addresses: [127.0.0.1]}\n"
+	if _, err := e.Client().Put(ctx, etcdstore.DefaultPrefix+"vm-etcd", doc); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	base := []string{"serve", "--listen", addr, "--etcd-endpoints", e.ClientURL, "--log-format", "text"}
+
+	// Flag mistakes are usage errors; a missing client certificate is
+	// refused by etcd and serve exits 1 saying so.
+	for _, args := range [][]string{
+		{"--etcd-cert", pki.ClientCert},
+		{"--etcd-username", "root"},
+		{"--etcd-ca", pki.CA, "--etcd-endpoints", "http://127.0.0.1:1"},
+	} {
+		if code, _, stderr := run(t, append(append([]string{}, base...), args...)...); code != ExitUsage {
+			t.Errorf("%v: exit %d %s", args, code, stderr)
+		}
+	}
+	if code, _, stderr := run(t, append(base, "--etcd-ca", pki.CA)...); code != ExitInvalid {
+		t.Errorf("without a client certificate: exit %d %s", code, stderr)
+	}
+
+	sctx, scancel := context.WithCancel(context.Background())
+	defer scancel()
+	root := NewRootCommand()
+	var stderr bytes.Buffer
+	root.SetErr(&stderr)
+	root.SetArgs(append(base, "--etcd-ca", pki.CA, "--etcd-cert", pki.ClientCert, "--etcd-key", pki.ClientKey))
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(sctx) }()
+	var got string
+	for range 250 {
+		res, err := http.Get("http://" + addr + "/latest/meta-data/instance-id")
+		if err == nil {
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			got = string(b)
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got != "i-etcd-tls" {
+		t.Errorf("instance-id %q through etcd over mutual TLS\n%s", got, &stderr)
+	}
+	scancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("serve did not stop")
 	}
 }

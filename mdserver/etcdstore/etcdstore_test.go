@@ -6,107 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/netip"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
-
-	"github.com/vminit/vminit/internal/testtools"
+	"github.com/vminit/vminit/internal/etcdtest"
 	"github.com/vminit/vminit/mdserver"
 )
 
-// etcdServer is a real etcd process on loopback ports with its data under
-// t.TempDir(); it is killed at cleanup.
-type etcdServer struct {
-	t                  *testing.T
-	bin, dir           string
-	clientURL, peerURL string
-	cmd                *exec.Cmd
-	exited             chan struct{}
-	log                *bytes.Buffer
-}
-
-func freePort(t *testing.T) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-func startEtcd(t *testing.T) *etcdServer {
-	bin := testtools.Require(t, "etcd")
-	e := &etcdServer{t: t, bin: bin, dir: filepath.Join(t.TempDir(), "etcd"),
-		clientURL: fmt.Sprintf("http://127.0.0.1:%d", freePort(t)),
-		peerURL:   fmt.Sprintf("http://127.0.0.1:%d", freePort(t))}
-	e.start()
-	t.Cleanup(e.kill)
-	return e
-}
-
-func (e *etcdServer) start() {
-	e.t.Helper()
-	e.log = &bytes.Buffer{}
-	e.cmd = exec.Command(e.bin, "--name", "test", "--data-dir", e.dir,
-		"--listen-client-urls", e.clientURL, "--advertise-client-urls", e.clientURL,
-		"--listen-peer-urls", e.peerURL, "--initial-advertise-peer-urls", e.peerURL,
-		"--initial-cluster", "test="+e.peerURL, "--log-outputs", "stderr", "--logger", "zap")
-	e.cmd.Stdout, e.cmd.Stderr = e.log, e.log
-	if err := e.cmd.Start(); err != nil {
-		e.t.Fatal(err)
-	}
-	e.exited = make(chan struct{})
-	go func() { e.cmd.Wait(); close(e.exited) }()
-	// Ready when a Get succeeds.
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{e.clientURL}, DialTimeout: time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer cli.Close()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_, err := cli.Get(ctx, "ready")
-		cancel()
-		if err == nil {
-			return
-		}
-		select {
-		case <-e.exited:
-			e.t.Fatalf("etcd exited: %s", e.log)
-		default:
-		}
-		if time.Now().After(deadline) {
-			e.kill()
-			e.t.Fatalf("etcd did not become ready: %v\n%s", err, e.log)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func (e *etcdServer) kill() {
-	if e.cmd != nil && e.cmd.Process != nil {
-		e.cmd.Process.Kill()
-		<-e.exited
-	}
-}
-
-func (e *etcdServer) client(t *testing.T) *clientv3.Client {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{e.clientURL}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	return cli
-}
+func startEtcd(t *testing.T) *etcdtest.Server { return etcdtest.Start(t, nil) }
 
 type syncBuf struct {
 	mu sync.Mutex
@@ -125,10 +35,10 @@ func (s *syncBuf) String() string {
 	return s.b.String()
 }
 
-func open(t *testing.T, e *etcdServer, prefix string) (*Store, *syncBuf) {
+func open(t *testing.T, e *etcdtest.Server, prefix string) (*Store, *syncBuf) {
 	t.Helper()
 	logs := &syncBuf{}
-	s, err := Open(context.Background(), Config{Endpoints: []string{e.clientURL}, Prefix: prefix,
+	s, err := Open(context.Background(), Config{Endpoints: []string{e.ClientURL}, Prefix: prefix,
 		DialTimeout: 2 * time.Second, RequestTimeout: 3 * time.Second, MaxBackoff: 500 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
@@ -162,7 +72,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 
 func TestStore(t *testing.T) {
 	e := startEtcd(t)
-	cli := e.client(t)
+	cli := e.Client()
 	ctx := context.Background()
 	// A document written before Open is in the initial list.
 	if _, err := cli.Put(ctx, DefaultPrefix+"pre", doc("pre", "10.1.0.1", "pre")); err != nil {
@@ -267,7 +177,7 @@ func TestEtcdOutage(t *testing.T) {
 	}
 	eventually(t, "b to see the instance", func() bool { return hostname(b, "vm") == "before" })
 
-	e.kill()
+	e.Kill()
 	// Served from memory, without waiting on etcd.
 	for _, s := range []*Store{a, b} {
 		start := time.Now()
@@ -289,8 +199,8 @@ func TestEtcdOutage(t *testing.T) {
 		t.Error("a failed Put changed the snapshot")
 	}
 
-	e.start() // same data dir and ports
-	cli := e.client(t)
+	e.Restart() // same data dir and ports
+	cli := e.Client()
 	// Made after the restart, by another client: both stores must catch up.
 	var err error
 	for range 50 {
@@ -320,7 +230,7 @@ func TestEtcdOutage(t *testing.T) {
 // starts from, so the watch fails and the store must re-list to catch up.
 func TestCompaction(t *testing.T) {
 	e := startEtcd(t)
-	cli := e.client(t)
+	cli := e.Client()
 	ctx := context.Background()
 	cli.Put(ctx, DefaultPrefix+"c", doc("c", "10.4.0.1", "h0"))
 	var once sync.Once

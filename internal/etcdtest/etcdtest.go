@@ -1,0 +1,133 @@
+// Package etcdtest runs a real etcd server (Debian's etcd-server) for
+// tests: on free 127.0.0.1 ports, its data under t.TempDir(), killed at
+// cleanup, optionally with TLS and client-certificate authentication.
+package etcdtest
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/vminit/vminit/internal/testpki"
+	"github.com/vminit/vminit/internal/testtools"
+)
+
+// Server is one etcd process.
+type Server struct {
+	// ClientURL is the URL clients connect to (https:// with TLS).
+	ClientURL string
+	// TLS, when the server was started with a PKI, is a client
+	// configuration that trusts it and presents the client certificate.
+	TLS *tls.Config
+
+	t        testing.TB
+	bin, dir string
+	peerURL  string
+	pki      *testpki.PKI
+	cmd      *exec.Cmd
+	exited   chan struct{}
+	log      *bytes.Buffer
+}
+
+// Start starts etcd (skipping the test when it is not installed, unless
+// VMINIT_REQUIRE_TOOLS=1). With a PKI, clients must connect over TLS and
+// present a certificate the PKI's CA signed.
+func Start(t testing.TB, pki *testpki.PKI) *Server {
+	bin := testtools.Require(t, "etcd")
+	scheme := "http"
+	if pki != nil {
+		scheme = "https"
+	}
+	e := &Server{t: t, bin: bin, dir: filepath.Join(t.TempDir(), "etcd"), pki: pki,
+		ClientURL: fmt.Sprintf("%s://127.0.0.1:%d", scheme, freePort(t)),
+		peerURL:   fmt.Sprintf("http://127.0.0.1:%d", freePort(t))}
+	if pki != nil {
+		cfg, err := pki.ClientTLS()
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.TLS = cfg
+	}
+	e.Restart()
+	t.Cleanup(e.Kill)
+	return e
+}
+
+func freePort(t testing.TB) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// Restart starts the process again (same data directory and ports) after
+// Kill, and waits until it answers.
+func (e *Server) Restart() {
+	e.t.Helper()
+	e.log = &bytes.Buffer{}
+	args := []string{"--name", "test", "--data-dir", e.dir,
+		"--listen-client-urls", e.ClientURL, "--advertise-client-urls", e.ClientURL,
+		"--listen-peer-urls", e.peerURL, "--initial-advertise-peer-urls", e.peerURL,
+		"--initial-cluster", "test=" + e.peerURL, "--log-outputs", "stderr", "--logger", "zap"}
+	if e.pki != nil {
+		args = append(args, "--cert-file", e.pki.ServerCert, "--key-file", e.pki.ServerKey,
+			"--trusted-ca-file", e.pki.CA, "--client-cert-auth")
+	}
+	e.cmd = exec.Command(e.bin, args...)
+	e.cmd.Stdout, e.cmd.Stderr = e.log, e.log
+	if err := e.cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	e.exited = make(chan struct{})
+	go func() { e.cmd.Wait(); close(e.exited) }()
+	cli := e.Client()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := cli.Get(ctx, "ready")
+		cancel()
+		if err == nil {
+			return
+		}
+		select {
+		case <-e.exited:
+			e.t.Fatalf("etcd exited: %s", e.log)
+		default:
+		}
+		if time.Now().After(deadline) {
+			e.Kill()
+			e.t.Fatalf("etcd did not become ready: %v\n%s", err, e.log)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Kill stops the process (SIGKILL) and waits for it.
+func (e *Server) Kill() {
+	if e.cmd != nil && e.cmd.Process != nil {
+		e.cmd.Process.Kill()
+		<-e.exited
+	}
+}
+
+// Client returns a client of the server, closed at cleanup.
+func (e *Server) Client() *clientv3.Client {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{e.ClientURL}, DialTimeout: 2 * time.Second,
+		TLS: e.TLS, Logger: zap.NewNop()})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { cli.Close() })
+	return cli
+}
