@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"net"
@@ -11,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vminit/vminit/internal/testtools"
 )
 
 func TestServe(t *testing.T) {
@@ -24,24 +25,9 @@ spec:
   metadataServer:
     addresses: [127.0.0.1]
 `), 0o644)
-	free := func() string {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		return l.Addr().String()
-	}
-	addr, maddr := free(), free()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	root := NewRootCommand()
-	var stderr bytes.Buffer
-	root.SetErr(&stderr)
+	addr, maddr := freeAddr(t), freeAddr(t)
 	cache := filepath.Join(t.TempDir(), "instances.cache")
-	root.SetArgs([]string{"serve", "--listen", addr, "--instances", dir, "--instances-cache", cache, "--metrics-listen", maddr, "--log-format", "text"})
-	done := make(chan error, 1)
-	go func() { done <- root.ExecuteContext(ctx) }()
+	stop := startServe(t, "--listen", addr, "--instances", dir, "--instances-cache", cache, "--metrics-listen", maddr, "--log-format", "text")
 	getBody := func(url string) string {
 		for range 100 {
 			res, err := http.Get(url)
@@ -64,21 +50,55 @@ spec:
 	if res, err := http.Get("http://" + addr + "/metrics"); err == nil && res.StatusCode != 404 {
 		t.Errorf("/metrics on the guest listener: %d", res.StatusCode)
 	}
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("serve did not stop")
-	}
+	stderr := stop()
 	// The spec was written just now, so the cache exists but may not
 	// hold it yet (see dirstore's racy-file rule).
 	if _, err := os.Stat(cache); err != nil {
 		t.Errorf("no start-up cache after shutdown: %v", err)
 	}
-	if !strings.Contains(stderr.String(), "msg=fetch") || !strings.Contains(stderr.String(), "instance=vm-1") {
-		t.Errorf("no audit line:\n%s", stderr.String())
+	if !strings.Contains(stderr, "msg=fetch") || !strings.Contains(stderr, "instance=vm-1") {
+		t.Errorf("no audit line:\n%s", stderr)
 	}
+}
+
+// freeAddr returns a loopback address nothing listens on.
+func freeAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// startServe runs `vminit serve args...` in the background. stop cancels
+// it, waits until it has returned (failing the test on an error) and
+// returns what it logged.
+func startServe(t *testing.T, args ...string) (stop func() string) {
+	ctx, cancel := context.WithCancel(context.Background())
+	root := NewRootCommand()
+	stderr := &testtools.SyncBuffer{}
+	root.SetErr(stderr)
+	root.SetArgs(append([]string{"serve"}, args...))
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx) }()
+	stopped := false
+	stop = func() string {
+		if stopped {
+			return stderr.String()
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("serve: %v\n%s", err, stderr)
+			}
+		case <-time.After(15 * time.Second):
+			t.Errorf("serve did not stop")
+		}
+		return stderr.String()
+	}
+	t.Cleanup(func() { stop() })
+	return stop
 }

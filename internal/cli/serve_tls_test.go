@@ -1,10 +1,8 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -26,15 +24,7 @@ func TestServeAdminTLS(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "vm.yaml"), []byte("apiVersion: vminit.dev/v1alpha1\nkind: Instance\nmetadata: {name: vm-tls}\nspec:\n  metadataServer: {addresses: [127.0.0.9]}\n"), 0o600)
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	os.WriteFile(tokenFile, []byte("tls-test-token-0123456789\n"), 0o600)
-	free := func() string {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		return l.Addr().String()
-	}
-	addr, admin := free(), free()
+	addr, admin := freeAddr(t), freeAddr(t)
 
 	// Usage errors first: exit 2, nothing started.
 	for _, tc := range []struct{ args []string }{
@@ -48,16 +38,9 @@ func TestServeAdminTLS(t *testing.T) {
 		}
 	}
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	root := NewRootCommand()
-	var stderr bytes.Buffer
-	root.SetErr(&stderr)
-	root.SetArgs([]string{"serve", "--listen", addr, "--instances", dir, "--log-format", "text",
+	stop := startServe(t, "--listen", addr, "--instances", dir, "--log-format", "text",
 		"--admin-listen", admin, "--admin-token-file", tokenFile,
-		"--admin-tls-cert", srvCert, "--admin-tls-key", srvKey, "--admin-client-ca", ca})
-	done := make(chan error, 1)
-	go func() { done <- root.ExecuteContext(ctx) }()
+		"--admin-tls-cert", srvCert, "--admin-tls-key", srvKey, "--admin-client-ca", ca)
 
 	base := []string{"instances", "list", "--server", "https://" + admin, "--token-file", tokenFile}
 	var code int
@@ -81,15 +64,7 @@ func TestServeAdminTLS(t *testing.T) {
 	if code, _, e := run(t, "instances", "list", "--server", "http://"+admin, "--token-file", tokenFile, "--ca-file", ca); code != ExitUsage {
 		t.Errorf("--ca-file with http://: exit %d %s", code, e)
 	}
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("serve did not stop")
-	}
+	stop()
 }
 
 func TestIsLoopback(t *testing.T) {
@@ -112,12 +87,7 @@ func TestServeEtcdTLS(t *testing.T) {
 	if _, err := e.Client().Put(ctx, etcdstore.DefaultPrefix+"vm-etcd", doc); err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := freeAddr(t)
 	base := []string{"serve", "--listen", addr, "--etcd-endpoints", e.ClientURL, "--log-format", "text"}
 
 	// Flag mistakes are usage errors; a missing client certificate is
@@ -135,14 +105,7 @@ func TestServeEtcdTLS(t *testing.T) {
 		t.Errorf("without a client certificate: exit %d %s", code, stderr)
 	}
 
-	sctx, scancel := context.WithCancel(context.Background())
-	defer scancel()
-	root := NewRootCommand()
-	var stderr bytes.Buffer
-	root.SetErr(&stderr)
-	root.SetArgs(append(base, "--etcd-ca", pki.CA, "--etcd-cert", pki.ClientCert, "--etcd-key", pki.ClientKey))
-	done := make(chan error, 1)
-	go func() { done <- root.ExecuteContext(sctx) }()
+	stop := startServe(t, append(base[1:], "--etcd-ca", pki.CA, "--etcd-cert", pki.ClientCert, "--etcd-key", pki.ClientKey)...)
 	var got string
 	for range 250 {
 		res, err := http.Get("http://" + addr + "/latest/meta-data/instance-id")
@@ -155,15 +118,7 @@ func TestServeEtcdTLS(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	if got != "i-etcd-tls" {
-		t.Errorf("instance-id %q through etcd over mutual TLS\n%s", got, &stderr)
+		t.Errorf("instance-id %q through etcd over mutual TLS\n%s", got, stop())
 	}
-	scancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("serve did not stop")
-	}
+	stop()
 }

@@ -1,7 +1,6 @@
 package dirstore
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vminit/vminit/internal/testtools"
 	"github.com/vminit/vminit/mdserver"
 	"github.com/vminit/vminit/spec"
 )
@@ -34,23 +34,7 @@ spec:
 `, name, hostname, addr)
 }
 
-// syncBuf is a log sink tests can read while the store writes to it.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuf = testtools.SyncBuffer
 
 func write(t *testing.T, dir, name, content string) {
 	t.Helper()

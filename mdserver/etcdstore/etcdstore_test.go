@@ -1,7 +1,6 @@
 package etcdstore
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,27 +12,13 @@ import (
 	"time"
 
 	"github.com/vminit/vminit/internal/etcdtest"
+	"github.com/vminit/vminit/internal/testtools"
 	"github.com/vminit/vminit/mdserver"
 )
 
 func startEtcd(t *testing.T) *etcdtest.Server { return etcdtest.Start(t, nil) }
 
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuf = testtools.SyncBuffer
 
 func open(t *testing.T, e *etcdtest.Server, prefix string) (*Store, *syncBuf) {
 	t.Helper()
