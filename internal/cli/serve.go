@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -13,13 +12,13 @@ import (
 	"os"
 	"os/signal"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/vminit/vminit/ignition"
+	"github.com/vminit/vminit/internal/serve"
 	"github.com/vminit/vminit/mdserver"
 	"github.com/vminit/vminit/mdserver/dirstore"
 	"github.com/vminit/vminit/mdserver/etcdstore"
@@ -254,6 +253,13 @@ func runServe(ctx context.Context, f serveFlags, stderr interface{ Write([]byte)
 		}
 	}
 
+	// SIGHUP is caught before the store loads, which can take seconds:
+	// SIGHUP's default action is to exit, and a reload asked for meanwhile
+	// (systemctl reload) must not stop the server. It is applied once
+	// serving starts.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 
@@ -278,11 +284,13 @@ func runServe(ctx context.Context, f serveFlags, stderr interface{ Write([]byte)
 		IgnitionVariant: ignition.Variant(f.ignitionVariant),
 	})
 
-	var servers []*http.Server
-	var listeners []net.Listener
-	add := func(addr string, srv *http.Server, tlsConfig *tls.Config) error {
+	var listeners []serve.Listener
+	add := func(name, addr string, srv *http.Server, tlsConfig *tls.Config) error {
 		l, err := net.Listen("tcp", addr)
 		if err != nil {
+			for _, o := range listeners {
+				o.Listener.Close()
+			}
 			return err
 		}
 		if tlsConfig != nil {
@@ -291,82 +299,27 @@ func runServe(ctx context.Context, f serveFlags, stderr interface{ Write([]byte)
 		if srv.ErrorLog == nil { // TLS handshake and accept errors, as structured lines
 			srv.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelWarn)
 		}
-		servers = append(servers, srv)
-		listeners = append(listeners, l)
-		logger.Info("listening", "address", l.Addr().String())
+		listeners = append(listeners, serve.Listener{Name: name, Listener: l, Server: srv})
 		return nil
 	}
-	closeAll := func() {
-		for _, l := range listeners {
-			l.Close()
-		}
-	}
 	for _, a := range f.listen {
-		if err := add(a, mdserver.NewServer(h), nil); err != nil {
-			closeAll()
+		if err := add("metadata", a, mdserver.NewServer(h), nil); err != nil {
 			return err
 		}
 	}
 	if f.metricsListen != "" {
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", metrics)
-		if err := add(f.metricsListen, &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, nil); err != nil {
-			closeAll()
+		if err := add("metrics", f.metricsListen, &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, nil); err != nil {
 			return err
 		}
 	}
 	if f.adminListen != "" {
 		ah := mdserver.NewAdminHandler(store, mdserver.AdminOptions{Token: adminToken, Logger: logger, Metadata: h})
-		if err := add(f.adminListen, &http.Server{Handler: ah, ReadHeaderTimeout: 5 * time.Second, MaxHeaderBytes: 16 << 10}, adminTLS); err != nil {
-			closeAll()
+		if err := add("admin", f.adminListen, &http.Server{Handler: ah, ReadHeaderTimeout: 5 * time.Second, MaxHeaderBytes: 16 << 10}, adminTLS); err != nil {
 			return err
 		}
 	}
-
-	errc := make(chan error, len(servers))
-	var wg sync.WaitGroup
-	for i, srv := range servers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := srv.Serve(listeners[i]); !errors.Is(err, http.ErrServerClosed) {
-				errc <- err
-			}
-		}()
-	}
-
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	var serveErr error
-loop:
-	for {
-		select {
-		case <-hup:
-			if r, ok := store.(mdserver.Reloader); ok {
-				if err := r.Reload(); err != nil {
-					logger.Error("reload failed; still serving the previous snapshot", "error", err)
-				} else {
-					logger.Info("reloaded", "instances", store.Snapshot().Len())
-				}
-			} else {
-				logger.Info("SIGHUP: this store follows its backend by itself; nothing to reload")
-			}
-		case serveErr = <-errc:
-			break loop
-		case <-ctx.Done():
-			break loop
-		}
-	}
-	logger.Info("shutting down", "timeout", f.shutdownTimeout)
-	sctx, cancel := context.WithTimeout(context.Background(), f.shutdownTimeout)
-	defer cancel()
-	for _, srv := range servers {
-		if err := srv.Shutdown(sctx); err != nil {
-			logger.Warn("shutdown", "error", err)
-			srv.Close()
-		}
-	}
-	wg.Wait()
-	return serveErr
+	return serve.Run(ctx, serve.Config{Listeners: listeners, Store: store, Reload: hup,
+		ShutdownTimeout: f.shutdownTimeout, Logger: logger})
 }
