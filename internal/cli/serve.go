@@ -67,10 +67,21 @@ every dialect guests speak:
                (kernel argument ds=nocloud-net;s=http://HOST:PORT/nocloud/)
   Ignition     /ignition/config, /ignition/pointer[?transport=ec2]
 
-Instances come from a directory of spec files (--instances, reloaded on
-change and on SIGHUP) or from etcd (--etcd-endpoints). SIGTERM and SIGINT
-shut down gracefully. Metrics (Prometheus) are served only on
---metrics-listen, the admin API only on --admin-listen.`,
+Instances come from a directory of spec files (--instances, re-read on
+change; SIGHUP re-reads every file, including files[].source.file content)
+or from etcd (--etcd-endpoints, followed by watch; over TLS with --etcd-ca
+and, for client-certificate auth, --etcd-cert/--etcd-key; etcd users with
+--etcd-username/--etcd-password-file). A reload swaps the instances in at
+once: no request fails or sees a partial state.
+
+SIGTERM and SIGINT stop accepting connections at once and close idle
+ones; requests already accepted finish, for at most --shutdown-timeout,
+after which the rest are cut (and counted in the log).
+
+Metrics (Prometheus) are served only on --metrics-listen, the admin API
+only on --admin-listen: over HTTPS with --admin-tls-cert/--admin-tls-key,
+and with client certificates required with --admin-client-ca. Clear-text
+admin listeners beyond loopback are logged as a warning.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runServe(cmd.Context(), f, cmd.ErrOrStderr())
@@ -100,7 +111,7 @@ shut down gracefully. Metrics (Prometheus) are served only on
 	fl.IntVar(&f.burst, "burst", 0, "rate-limit burst (default max(100, 2*rate))")
 	fl.StringVar(&f.logFormat, "log-format", "json", "log format: json or text")
 	fl.StringVar(&f.ignitionVariant, "ignition-variant", "fcos", "Ignition variant to render: fcos, rhcos or flatcar")
-	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long to let requests in flight finish on SIGTERM")
+	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long requests in flight may finish on SIGTERM or SIGINT before they are cut")
 	return cmd
 }
 
