@@ -11,13 +11,17 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/vminit/vminit/internal/cli"
 )
 
 type object struct {
 	APIVersion string `yaml:"apiVersion"`
 	Kind       string `yaml:"kind"`
+	Type       string `yaml:"type"` // Secret
 	Metadata   struct {
 		Name   string            `yaml:"name"`
 		Labels map[string]string `yaml:"labels"`
@@ -35,11 +39,19 @@ type object struct {
 				Labels map[string]string `yaml:"labels"`
 			} `yaml:"metadata"`
 			Spec struct {
-				HostNetwork bool `yaml:"hostNetwork"`
-				Containers  []struct {
-					Name  string   `yaml:"name"`
-					Image string   `yaml:"image"`
-					Args  []string `yaml:"args"`
+				HostNetwork                   bool   `yaml:"hostNetwork"`
+				TerminationGracePeriodSeconds *int64 `yaml:"terminationGracePeriodSeconds"`
+				Containers                    []struct {
+					Name      string   `yaml:"name"`
+					Image     string   `yaml:"image"`
+					Args      []string `yaml:"args"`
+					Lifecycle struct {
+						PreStop struct {
+							Sleep struct {
+								Seconds int64 `yaml:"seconds"`
+							} `yaml:"sleep"`
+						} `yaml:"preStop"`
+					} `yaml:"lifecycle"`
 					Ports []struct {
 						Name string `yaml:"name"`
 					} `yaml:"ports"`
@@ -67,6 +79,12 @@ type object struct {
 			} `yaml:"spec"`
 		} `yaml:"template"`
 	} `yaml:"spec"`
+}
+
+// fileFlags are the serve flags, besides --*-file, that name a file.
+var fileFlags = map[string]bool{
+	"--admin-tls-cert": true, "--admin-tls-key": true, "--admin-client-ca": true,
+	"--etcd-ca": true, "--etcd-cert": true, "--etcd-key": true,
 }
 
 var required = map[string]string{"Secret": "v1", "ConfigMap": "v1", "Service": "v1", "Deployment": "apps/v1", "DaemonSet": "apps/v1"}
@@ -149,9 +167,20 @@ func TestManifests(t *testing.T) {
 							t.Errorf("%s: mount %s has no volume", f, m.Name)
 						}
 					}
+					shutdown := serveFlags(t, f+": "+c.Name, c.Args)
+					grace := 30 * time.Second // Kubernetes' default
+					if g := ps.TerminationGracePeriodSeconds; g != nil {
+						grace = time.Duration(*g) * time.Second
+					}
+					if pre := c.Lifecycle.PreStop.Sleep.Seconds; grace <= time.Duration(pre)*time.Second+shutdown {
+						t.Errorf("%s: %s: terminationGracePeriodSeconds %v is not longer than the preStop sleep (%ds) and --shutdown-timeout (%v)", f, c.Name, grace, pre, shutdown)
+					}
 					// Every file a flag names must be mounted.
+					flags := map[string]string{}
 					for _, a := range c.Args {
-						if _, p, ok := strings.Cut(a, "-file="); ok {
+						name, p, _ := strings.Cut(a, "=")
+						flags[name] = p
+						if strings.HasSuffix(name, "-file") || fileFlags[name] {
 							found := false
 							for _, m := range c.VolumeMounts {
 								found = found || strings.HasPrefix(p, m.MountPath+"/")
@@ -160,6 +189,10 @@ func TestManifests(t *testing.T) {
 								t.Errorf("%s: %s names %s, which no volume provides", f, a, p)
 							}
 						}
+					}
+					// The bearer token and specs never cross a network in clear.
+					if a, ok := flags["--admin-listen"]; ok && !strings.HasPrefix(a, "127.") && flags["--admin-tls-cert"] == "" {
+						t.Errorf("%s: container %s serves the admin API on %s without --admin-tls-cert", f, c.Name, a)
 					}
 				}
 				if o.Kind == "DaemonSet" && !ps.HostNetwork {
@@ -179,7 +212,11 @@ func TestManifests(t *testing.T) {
 					t.Errorf("%s: Service %s selects no Deployment in the file", f, o.Metadata.Name)
 				}
 			case "Secret":
-				for _, k := range []string{"admin-token", "hmac-key"} {
+				want := []string{"admin-token", "hmac-key"}
+				if o.Type == "kubernetes.io/tls" {
+					want = []string{"tls.crt", "tls.key"}
+				}
+				for _, k := range want {
 					if o.StringData[k] == "" {
 						t.Errorf("%s: Secret %s lacks %s", f, o.Metadata.Name, k)
 					}
@@ -210,12 +247,18 @@ func TestSystemdUnit(t *testing.T) {
 	keys := map[string][]string{}
 	section := ""
 	sc := bufio.NewScanner(f)
-	cont := false
+	cont, last := false, ""
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
 		wasCont := cont
 		cont = strings.HasSuffix(line, "\\")
-		if wasCont || line == "" || strings.HasPrefix(line, "#") {
+		line = strings.TrimSpace(strings.TrimSuffix(line, "\\"))
+		if wasCont {
+			vs := keys[last]
+			vs[len(vs)-1] += " " + line
+			continue
+		}
+		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
 		if strings.HasPrefix(line, "[") {
@@ -226,7 +269,8 @@ func TestSystemdUnit(t *testing.T) {
 		if !ok {
 			t.Errorf("not key=value: %q", line)
 		}
-		keys[section+"."+k] = append(keys[section+"."+k], v)
+		last = section + "." + k
+		keys[last] = append(keys[last], v)
 	}
 	for k, want := range map[string]string{
 		"Service.DynamicUser": "yes", "Service.ProtectSystem": "strict", "Service.NoNewPrivileges": "yes",
@@ -237,7 +281,30 @@ func TestSystemdUnit(t *testing.T) {
 			t.Errorf("%s = %v, want %q", k, got, want)
 		}
 	}
-	if e := keys["Service.ExecStart"]; len(e) != 1 || !strings.Contains(e[0], "vminit serve") {
-		t.Errorf("ExecStart = %v", e)
+	e := keys["Service.ExecStart"]
+	if len(e) != 1 || !strings.Contains(e[0], "vminit serve") {
+		t.Fatalf("ExecStart = %v", e)
 	}
+	shutdown := serveFlags(t, "ExecStart", strings.Fields(e[0])[1:])
+	stop, err := time.ParseDuration(strings.Join(keys["Service.TimeoutStopSec"], ""))
+	if err != nil || stop <= shutdown {
+		t.Errorf("TimeoutStopSec = %v (%v): systemd must wait longer than --shutdown-timeout %v before SIGKILL", keys["Service.TimeoutStopSec"], err, shutdown)
+	}
+}
+
+// serveFlags parses args as `vminit serve` does, so that a misspelt or
+// removed flag fails here rather than at deployment, and returns the
+// shutdown timeout they set.
+func serveFlags(t *testing.T, where string, args []string) time.Duration {
+	t.Helper()
+	cmd, rest, err := cli.NewRootCommand().Find(args)
+	if err != nil || cmd.Name() != "serve" {
+		t.Errorf("%s: %v is not a serve command line (%v)", where, args, err)
+		return 0
+	}
+	if err := cmd.ParseFlags(rest); err != nil {
+		t.Errorf("%s: %v", where, err)
+	}
+	d, _ := cmd.Flags().GetDuration("shutdown-timeout")
+	return d
 }
