@@ -21,9 +21,12 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"math/rand/v2"
+	"net"
+	"net/url"
 	"runtime"
 	"slices"
 	"strings"
@@ -143,6 +146,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	cancel()
 	if err != nil {
 		cli.Close()
+		if why := probe(ctx, cfg); why != nil {
+			err = fmt.Errorf("%w; %w", err, why)
+		}
 		return nil, fmt.Errorf("etcdstore: listing %s: %w", cfg.Prefix, err)
 	}
 	runCtx, stop := context.WithCancel(context.Background())
@@ -506,4 +512,66 @@ func (s *Store) Delete(ctx context.Context, name string) error {
 		return fmt.Errorf("%w: %q", mdserver.ErrNotFound, name)
 	}
 	return s.waitRev(ctx, resp.Header.Revision)
+}
+
+// probe finds out why etcd could not be reached, after the first list
+// failed. The gRPC client retries connection errors until the request
+// times out and then reports only "context deadline exceeded", which hides
+// the usual cause (a TLS handshake refused: no client certificate, an
+// unknown CA, TLS against a plain-HTTP port). probe connects to each
+// endpoint itself and returns the first such error, or nil when every
+// endpoint accepts a connection (the failure lies elsewhere).
+func probe(ctx context.Context, cfg Config) error {
+	var errs []error
+	for _, ep := range cfg.Endpoints {
+		if err := probeEndpoint(ctx, ep, cfg); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", ep, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func probeEndpoint(ctx context.Context, endpoint string, cfg Config) error {
+	u, err := url.Parse(endpoint)
+	if err != nil || u.Host == "" {
+		return nil // the client's own error says it
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
+	defer cancel()
+	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", u.Host)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if u.Scheme != "https" && u.Scheme != "unixs" {
+		return nil
+	}
+	tc := cfg.TLS
+	if tc == nil {
+		tc = &tls.Config{}
+	}
+	tc = tc.Clone()
+	if tc.ServerName == "" {
+		tc.ServerName = u.Hostname()
+	}
+	c := tls.Client(conn, tc)
+	if err := c.HandshakeContext(ctx); err != nil {
+		return fmt.Errorf("TLS handshake: %w", err)
+	}
+	// With TLS 1.3 the server checks the client's certificate after the
+	// client's side of the handshake is done, and says so in an alert
+	// that arrives on the first read. A server that accepted us sends
+	// nothing and waits for gRPC's preface, so the read times out.
+	c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+	if _, err := c.Read(make([]byte, 1)); err != nil {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return nil
+		}
+		if errors.Is(err, io.EOF) {
+			return errors.New("TLS: the server closed the connection after the handshake (does it require a client certificate?)")
+		}
+		return fmt.Errorf("TLS: %w", err)
+	}
+	return nil
 }
