@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -167,6 +168,23 @@ func etcdConfig(f serveFlags) (etcdstore.Config, error) {
 	return cfg, nil
 }
 
+// etcdHint names the flags that fix the usual reasons etcd refuses a
+// replica.
+func etcdHint(err error) error {
+	msg := err.Error()
+	var unknown x509.UnknownAuthorityError
+	switch {
+	case errors.As(err, &unknown):
+		return fmt.Errorf("%w\n(etcd's certificate is not signed by a CA vminit trusts: give that CA with --etcd-ca)", err)
+	case strings.Contains(msg, "bad certificate") || strings.Contains(msg, "certificate required") ||
+		strings.Contains(msg, "unknown certificate authority") || strings.Contains(msg, "require a client certificate"):
+		return fmt.Errorf("%w\n(etcd wants a client certificate signed by its --trusted-ca-file: give --etcd-cert and --etcd-key)", err)
+	case strings.Contains(msg, "authentication failed") || strings.Contains(msg, "user name is empty") || strings.Contains(msg, "permission denied"):
+		return fmt.Errorf("%w\n(check --etcd-username and --etcd-password-file, and the user's read access to --etcd-prefix)", err)
+	}
+	return err
+}
+
 // isLoopback reports whether a listen address stays on this host.
 func isLoopback(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
@@ -280,7 +298,9 @@ func runServe(ctx context.Context, f serveFlags, stderr interface{ Write([]byte)
 		store, err = dirstore.Open(f.instances, dirstore.Options{Logger: logger, CacheFile: f.instancesCache})
 	} else {
 		etcd.Logger = logger
-		store, err = etcdstore.Open(ctx, etcd)
+		if store, err = etcdstore.Open(ctx, etcd); err != nil {
+			err = etcdHint(err)
+		}
 	}
 	if err != nil {
 		return err

@@ -101,7 +101,7 @@ func TestServeEtcdTLS(t *testing.T) {
 			t.Errorf("%v: exit %d %s", args, code, stderr)
 		}
 	}
-	if code, _, stderr := run(t, append(base, "--etcd-ca", pki.CA)...); code != ExitInvalid {
+	if code, _, stderr := run(t, append(base, "--etcd-ca", pki.CA)...); code != ExitInvalid || !strings.Contains(stderr, "--etcd-cert and --etcd-key") {
 		t.Errorf("without a client certificate: exit %d %s", code, stderr)
 	}
 
