@@ -131,13 +131,23 @@ func etcdConfig(f serveFlags) (etcdstore.Config, error) {
 	if (f.etcdUser == "") != (f.etcdPassFile == "") {
 		return cfg, usagef("--etcd-username and --etcd-password-file go together (a password is never given on the command line)")
 	}
-	tlsWanted := f.etcdCA != "" || f.etcdCert != ""
+	var secure, plain []string
 	for _, ep := range f.etcdEndpoints {
-		if tlsWanted && !strings.HasPrefix(ep, "https://") {
-			return cfg, usagef("--etcd-endpoints %s: --etcd-ca and --etcd-cert need https:// endpoints", ep)
+		if strings.HasPrefix(ep, "https://") {
+			secure = append(secure, ep)
+		} else {
+			plain = append(plain, ep)
 		}
-		tlsWanted = tlsWanted || strings.HasPrefix(ep, "https://")
 	}
+	// The client uses one TLS setting for every endpoint.
+	if len(secure) > 0 && len(plain) > 0 {
+		return cfg, usagef("--etcd-endpoints: %s is https:// but %s is not; give every endpoint the same scheme", secure[0], plain[0])
+	}
+	tlsWanted := f.etcdCA != "" || f.etcdCert != ""
+	if tlsWanted && len(plain) > 0 {
+		return cfg, usagef("--etcd-endpoints %s: --etcd-ca and --etcd-cert need https:// endpoints", plain[0])
+	}
+	tlsWanted = tlsWanted || len(secure) > 0
 	if tlsWanted {
 		cfg.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
 		if f.etcdCA != "" {
