@@ -1,0 +1,300 @@
+// Package mdbench is the fixture the metadata server benchmarks share: the
+// command bench/mdserver (run by bench/mdserver/run.sh, with wrk) and the
+// testing.B benchmarks in package mdserver. Both load the same in-memory
+// instances, compare against the same bare net/http handler and drive the
+// same cloud-init crawl, so their numbers can be set side by side in
+// docs/benchmarks.md.
+//
+// Instance i is identified by Addr(i): 127.(1+i/65536).(i/256%256).(i%256),
+// except instance 0, which owns 127.0.0.1 so that a client connecting from
+// the default loopback address (wrk, Go's dialer) reads its data. Every
+// socket is on 127.0.0.0/8.
+package mdbench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/vminit/vminit/mdserver"
+	"github.com/vminit/vminit/spec"
+)
+
+// Addr is the source address that identifies instance i.
+func Addr(i int) netip.Addr {
+	if i == 0 {
+		return netip.MustParseAddr("127.0.0.1")
+	}
+	return netip.AddrFrom4([4]byte{127, byte(1 + i/65536), byte(i / 256 % 256), byte(i % 256)})
+}
+
+// MaxInstances is how many distinct addresses Addr hands out before the
+// second octet would leave 127.0.0.0/8.
+const MaxInstances = 254 * 65536
+
+// Instance is a small cloud-init instance (a user, a key, a package) as a
+// fleet would have thousands of.
+func Instance(i int) *spec.Instance {
+	inst := &spec.Instance{APIVersion: spec.APIVersion, Kind: spec.Kind, Metadata: spec.Metadata{Name: fmt.Sprintf("vm-%06d", i)},
+		Spec: spec.Spec{
+			SSHAuthorizedKeys: []string{"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGClPAdKZWvfQndmz2tRFw+JMNfVSzOuyotc5XUqX77L ops@example.com"},
+			Users:             []spec.User{{Name: "ops", Sudo: "ALL=(ALL) NOPASSWD:ALL"}},
+			Packages:          []string{"nginx"},
+			MetadataServer:    &spec.MetadataServer{Addresses: []string{Addr(i).String()}},
+		}}
+	inst.Default()
+	return inst
+}
+
+// AuditLogger is the audit logger the benchmarks run with. "json" (the
+// default of vminit serve) formats every line and writes it to
+// io.Discard, so formatting is measured but no disk or pipe is; "none"
+// drops lines before they are formatted.
+func AuditLogger(kind string) (*slog.Logger, error) {
+	switch kind {
+	case "json", "discard":
+		return slog.New(slog.NewJSONHandler(io.Discard, nil)), nil
+	case "none":
+		return slog.New(slog.DiscardHandler), nil
+	}
+	return nil, fmt.Errorf("audit log %q: want json or none", kind)
+}
+
+// Loaded is a handler over n in-memory instances and what loading cost.
+type Loaded struct {
+	Handler http.Handler
+	Store   *mdserver.StaticStore
+	N       int
+	// Took is the time to build the records, the snapshot index and the
+	// handler (the start-up cost with a store that has its specs parsed).
+	Took time.Duration
+	// HeapPerInstance is the live heap the loaded set adds, divided by N,
+	// before anything is rendered.
+	HeapPerInstance float64
+}
+
+// Load builds n instances in memory (mdserver.NewStaticStore) and the
+// handler over them.
+func Load(n int, opts mdserver.Options) (*Loaded, error) {
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	start := time.Now()
+	recs := make([]*mdserver.Record, n)
+	for i := range recs {
+		r, err := mdserver.NewRecord(Instance(i), "1")
+		if err != nil {
+			return nil, err
+		}
+		recs[i] = r
+	}
+	store, err := mdserver.NewStaticStore(recs)
+	if err != nil {
+		return nil, err
+	}
+	h := mdserver.NewHandler(store, opts)
+	took := time.Since(start)
+	recs = nil // the snapshot holds the records; only its index should count
+	runtime.GC()
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	return &Loaded{Handler: h, Store: store, N: n, Took: took,
+		HeapPerInstance: float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / float64(n)}, nil
+}
+
+// Constant is what the bare handler serves: a user-data of the size a
+// minimal cloud-config has.
+var Constant = []byte("#cloud-config\nusers: []\n")
+
+// Bare is the yardstick: a net/http handler that writes Constant with a
+// content type, and nothing else.
+func Bare() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Write(Constant)
+	})
+}
+
+// BareServer is the http.Server the bare handler runs in: net/http's
+// defaults plus the header timeout any exposed server needs.
+func BareServer() *http.Server { return &http.Server{ReadHeaderTimeout: 5 * time.Second} }
+
+// Listen serves srv (with h as its handler) on a fresh 127.0.0.1 port and
+// returns the address and a function that closes the server.
+func Listen(h http.Handler, srv *http.Server) (string, func(), error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	srv.Handler = h
+	go srv.Serve(l)
+	return l.Addr().String(), func() { srv.Close() }, nil
+}
+
+// CrawlPaths is cloud-init 22.4's request sequence on a non-AWS VM (the
+// small tree of research §1.3) plus the 2021-03-23 network entries.
+var CrawlPaths = []string{
+	"/2009-04-04/meta-data/instance-id", "/2021-03-23/meta-data/instance-id", "/2021-03-23/user-data",
+	"/2021-03-23/meta-data/", "/2021-03-23/meta-data/block-device-mapping/", "/2021-03-23/meta-data/block-device-mapping/ami",
+	"/2021-03-23/meta-data/block-device-mapping/root", "/2021-03-23/meta-data/placement/",
+	"/2021-03-23/meta-data/placement/availability-zone", "/2021-03-23/meta-data/placement/region",
+	"/2021-03-23/meta-data/public-keys/", "/2021-03-23/meta-data/public-keys/0/openssh-key",
+	"/2021-03-23/meta-data/ami-id", "/2021-03-23/meta-data/ami-launch-index", "/2021-03-23/meta-data/ami-manifest-path",
+	"/2021-03-23/meta-data/hostname", "/2021-03-23/meta-data/instance-action", "/2021-03-23/meta-data/instance-type",
+	"/2021-03-23/meta-data/local-hostname", "/2021-03-23/meta-data/local-ipv4",
+}
+
+// Result is what a load generator measured.
+type Result struct {
+	Requests int
+	Errors   int64
+	FirstErr error
+	Wall     time.Duration
+	// Latencies of the requests that got an answer, sorted.
+	Latencies []time.Duration
+}
+
+// Quantile returns the q-quantile (0 ≤ q ≤ 1) of the latencies.
+func (r Result) Quantile(q float64) time.Duration {
+	if len(r.Latencies) == 0 {
+		return 0
+	}
+	return r.Latencies[int(q*float64(len(r.Latencies)-1))]
+}
+
+// PerSecond is the rate of answered requests.
+func (r Result) PerSecond() float64 { return float64(len(r.Latencies)) / r.Wall.Seconds() }
+
+func (r Result) String() string {
+	us := func(d time.Duration) time.Duration { return d.Round(time.Microsecond) }
+	return fmt.Sprintf("requests=%d errors=%d wall=%v req/s=%.0f p50=%v p99=%v max=%v",
+		r.Requests, r.Errors, r.Wall.Round(time.Millisecond), r.PerSecond(), us(r.Quantile(0.5)), us(r.Quantile(0.99)), us(r.Quantile(1)))
+}
+
+// recorder collects latencies and errors from many goroutines.
+type recorder struct {
+	mu       sync.Mutex
+	lat      []time.Duration
+	errs     atomic.Int64
+	firstErr error
+}
+
+func (r *recorder) fail(err error) {
+	if r.errs.Add(1) == 1 {
+		r.mu.Lock()
+		r.firstErr = err
+		r.mu.Unlock()
+	}
+}
+
+func (r *recorder) add(lat []time.Duration) {
+	r.mu.Lock()
+	r.lat = append(r.lat, lat...)
+	r.mu.Unlock()
+}
+
+func (r *recorder) result(requests int, wall time.Duration) Result {
+	slices.Sort(r.lat)
+	return Result{Requests: requests, Errors: r.errs.Load(), FirstErr: r.firstErr, Wall: wall, Latencies: r.lat}
+}
+
+// get fetches url with c and discards the body; anything but 200 is an
+// error.
+func get(ctx context.Context, c *http.Client, url string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	res, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	if err != nil {
+		return err
+	}
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, res.Status)
+	}
+	return nil
+}
+
+// Storm runs vms simulated cloud-init crawls of CrawlPaths against addr,
+// conc of them at a time. VM v comes from Addr(first+v) and opens a new
+// TCP connection for every request, as cloud-init does.
+func Storm(ctx context.Context, addr string, first, vms, conc int) Result {
+	if first+vms > MaxInstances {
+		panic("mdbench: more VMs than loopback addresses")
+	}
+	var rec recorder
+	start := time.Now()
+	var wg sync.WaitGroup
+	next := atomic.Int64{}
+	for range min(conc, vms) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			mine := make([]time.Duration, 0, len(CrawlPaths))
+			for {
+				v := int(next.Add(1)) - 1
+				if v >= vms {
+					return
+				}
+				d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: Addr(first + v).AsSlice()}, Timeout: 5 * time.Second}
+				c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: d.DialContext, DisableKeepAlives: true}}
+				mine = mine[:0]
+				for _, p := range CrawlPaths {
+					t0 := time.Now()
+					if err := get(ctx, c, "http://"+addr+p); err != nil {
+						rec.fail(err)
+						continue
+					}
+					mine = append(mine, time.Since(t0))
+				}
+				rec.add(mine)
+			}
+		}()
+	}
+	wg.Wait()
+	return rec.result(vms*len(CrawlPaths), time.Since(start))
+}
+
+// KeepAlive sends n GETs of url over conns kept-alive connections from
+// 127.0.0.1 (the address of instance 0).
+func KeepAlive(ctx context.Context, url string, conns, n int) Result {
+	tr := &http.Transport{MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Timeout: 10 * time.Second, Transport: tr}
+	var rec recorder
+	start := time.Now()
+	var wg sync.WaitGroup
+	next := atomic.Int64{}
+	for range min(conns, n) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var mine []time.Duration
+			for next.Add(1) <= int64(n) {
+				t0 := time.Now()
+				if err := get(ctx, c, url); err != nil {
+					rec.fail(err)
+					continue
+				}
+				mine = append(mine, time.Since(t0))
+			}
+			rec.add(mine)
+		}()
+	}
+	wg.Wait()
+	return rec.result(n, time.Since(start))
+}
