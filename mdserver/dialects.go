@@ -60,7 +60,7 @@ func (h *handler) openstack(w http.ResponseWriter, r *http.Request) {
 		emptyStatus(w, http.StatusNotFound)
 		return
 	}
-	rec := recordOf(r)
+	rec := recordOf(w)
 	_, p, err := h.payloads(rec)
 	if h.failed(w, rec, err) {
 		return
@@ -108,7 +108,7 @@ func (h *handler) openstackPasswordPost(w http.ResponseWriter, r *http.Request) 
 		emptyStatus(w, http.StatusNotFound)
 		return
 	}
-	rec := recordOf(r)
+	rec := recordOf(w)
 	b, err := io.ReadAll(io.LimitReader(r.Body, MaxPasswordBytes+1))
 	if err != nil {
 		var mbe *http.MaxBytesError
@@ -134,7 +134,7 @@ func (h *handler) openstackPasswordPost(w http.ResponseWriter, r *http.Request) 
 // ds=nocloud-net;s=http://HOST:PORT/nocloud/ (the trailing slash is
 // required: cloud-init 22.4 appends the file names to the URL as is).
 func (h *handler) nocloud(w http.ResponseWriter, r *http.Request) {
-	rec := recordOf(r)
+	rec := recordOf(w)
 	file := r.PathValue("file")
 	switch file {
 	case "user-data":
@@ -173,7 +173,7 @@ func configURL(r *http.Request) string {
 }
 
 func (h *handler) ignitionConfig(w http.ResponseWriter, r *http.Request) {
-	rec := recordOf(r)
+	rec := recordOf(w)
 	if _, _, err := h.payloads(rec); h.failed(w, rec, err) {
 		return
 	}
@@ -189,7 +189,7 @@ func (h *handler) ignitionConfig(w http.ResponseWriter, r *http.Request) {
 // ?transport=NAME (a delivery.Transports name) the pointer is checked
 // against that transport's budget (413 if even the pointer is too large).
 func (h *handler) ignitionPointer(w http.ResponseWriter, r *http.Request) {
-	rec := recordOf(r)
+	rec := recordOf(w)
 	if _, _, err := h.payloads(rec); h.failed(w, rec, err) {
 		return
 	}

@@ -326,7 +326,7 @@ func (h *handler) ec2(w http.ResponseWriter, r *http.Request) {
 		emptyStatus(w, http.StatusNotFound)
 		return
 	}
-	rec := recordOf(r)
+	rec := recordOf(w)
 	p := r.PathValue("path")
 	if p == "user-data" {
 		b, ctype, err := h.userData(r, rec, "ec2")
@@ -427,7 +427,7 @@ func (h *handler) ec2Authorized(r *http.Request, rec *Record) bool {
 const MaxTokenTTL = 21600
 
 func (h *handler) ec2Token(w http.ResponseWriter, r *http.Request) {
-	rec := recordOf(r)
+	rec := recordOf(w)
 	// A token request that went through a proxy is refused, as on EC2: an
 	// SSRF through an open proxy must not obtain a token.
 	if len(r.Header.Values("X-Forwarded-For")) > 0 {

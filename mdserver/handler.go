@@ -1,7 +1,6 @@
 package mdserver
 
 import (
-	"context"
 	"log/slog"
 	"net/http"
 	"net/netip"
@@ -89,10 +88,7 @@ type handler struct {
 
 type ctxKey int
 
-const (
-	recKey ctxKey = iota
-	connKey
-)
+const connKey ctxKey = 0
 
 // NewHandler returns the metadata server: every dialect on one handler,
 // each request answered with the data of the instance it comes from.
@@ -152,12 +148,22 @@ func NewHandler(store Store, opts Options) http.Handler {
 	return h
 }
 
-// statusWriter records the status and size of a response.
+// statusWriter records the status and size of a response, and carries
+// the identified record to the dialect handlers: passing it in the
+// request's context instead would copy the request (r.WithContext) on
+// every request.
 type statusWriter struct {
 	http.ResponseWriter
 	status int
 	n      int64
+	rec    *Record
 }
+
+func (w *statusWriter) record() *Record { return w.rec }
+
+// recordWriter is a ResponseWriter that knows whose request it answers:
+// statusWriter for guests, the preview crawler's recorder for admins.
+type recordWriter interface{ record() *Record }
 
 func (w *statusWriter) WriteHeader(code int) {
 	if w.status == 0 {
@@ -202,7 +208,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	sw := swPool.Get().(*statusWriter)
 	*sw = statusWriter{ResponseWriter: w}
 	w = sw
-	w.Header().Set("Cache-Control", "no-store")
+	w.Header()["Cache-Control"] = hdrNoStore
 	dialect := dialectOf(r.URL.Path)
 	name := ""
 	defer func() {
@@ -219,7 +225,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			slog.String("method", r.Method), slog.String("path", r.URL.Path),
 			slog.Int("status", status), slog.Duration("duration", d),
 			slog.String("remote", r.RemoteAddr))
-		sw.ResponseWriter = nil
+		*sw = statusWriter{}
 		swPool.Put(sw)
 	}()
 
@@ -246,27 +252,52 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodPut || r.Method == http.MethodPost {
 		r.Body = http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes)
 	}
-	r = r.WithContext(context.WithValue(r.Context(), recKey, rec))
+	sw.rec = rec
 	h.mux.ServeHTTP(w, r)
 }
 
 // emptyStatus answers with a status and an empty body (never HTML: clients
 // such as Ignition and coreos-cloudinit have parsed 404 pages as data).
 func emptyStatus(w http.ResponseWriter, status int) {
-	w.Header().Set("Content-Length", "0")
+	w.Header()["Content-Length"] = hdrZero
 	w.WriteHeader(status)
 }
 
-func recordOf(r *http.Request) *Record {
-	rec, _ := r.Context().Value(recKey).(*Record)
-	return rec
+// recordOf returns the record ServeHTTP identified (nil if w is not one
+// of ours).
+func recordOf(w http.ResponseWriter) *Record {
+	rw, _ := w.(recordWriter)
+	if rw == nil {
+		return nil
+	}
+	return rw.record()
 }
+
+// Header values every response shares. net/http only reads header values
+// (Header.Add appends to a copy: each slice is full), and Header.Set would
+// allocate a new slice per response.
+var (
+	hdrNoStore     = []string{"no-store"}
+	hdrZero        = []string{"0"}
+	hdrTextPlain   = []string{textPlain}
+	hdrJSON        = []string{"application/json"}
+	hdrIgnitionCfg = []string{ignitionType}
+)
 
 // serveBytes writes a payload with its content type.
 func serveBytes(w http.ResponseWriter, ctype string, b []byte) {
 	hd := w.Header()
-	hd.Set("Content-Type", ctype)
-	hd.Set("Content-Length", itoa(len(b)))
+	switch ctype {
+	case textPlain:
+		hd["Content-Type"] = hdrTextPlain
+	case "application/json":
+		hd["Content-Type"] = hdrJSON
+	case ignitionType:
+		hd["Content-Type"] = hdrIgnitionCfg
+	default:
+		hd.Set("Content-Type", ctype)
+	}
+	hd["Content-Length"] = []string{itoa(len(b))}
 	w.WriteHeader(http.StatusOK)
 	w.Write(b)
 }

@@ -18,7 +18,7 @@ const maxPreviewFetches = 2000
 // requests skip identification, rate limits, metrics and audit lines:
 // they are the administrator's, not the guest's.
 func (h *handler) crawl(ctx context.Context, rec *Record, dialect string) ([]PreviewFile, error) {
-	c := &crawler{h: h, ctx: context.WithValue(ctx, recKey, rec)}
+	c := &crawler{h: h, ctx: ctx, rec: rec}
 	switch dialect {
 	case DialectEC2:
 		c.tree("/latest/meta-data/")
@@ -35,6 +35,7 @@ func (h *handler) crawl(ctx context.Context, rec *Record, dialect string) ([]Pre
 type crawler struct {
 	h       *handler
 	ctx     context.Context
+	rec     *Record
 	files   []PreviewFile
 	fetches int
 	err     error
@@ -52,7 +53,7 @@ func (c *crawler) get(path string) (int, []byte) {
 		c.err = err
 		return 0, nil
 	}
-	rw := &recorder{header: http.Header{}}
+	rw := &recorder{header: http.Header{}, rec: c.rec}
 	c.h.mux.ServeHTTP(rw, req)
 	if rw.status == 0 {
 		rw.status = http.StatusOK
@@ -94,7 +95,10 @@ type recorder struct {
 	header http.Header
 	status int
 	body   bytes.Buffer
+	rec    *Record
 }
+
+func (r *recorder) record() *Record { return r.rec }
 
 func (r *recorder) Header() http.Header { return r.header }
 

@@ -32,6 +32,9 @@ import (
 	"github.com/vminit/vminit/mdserver"
 )
 
+// stop ends the CPU profile, if any.
+var stop = func() {}
+
 func main() {
 	mode := flag.String("mode", "serve", "serve (for wrk), keepalive or storm")
 	n := flag.Int("n", 100000, "instances loaded")
@@ -40,10 +43,15 @@ func main() {
 	requests := flag.Int("requests", 200000, "requests per target in keepalive")
 	logTo := flag.String("log", "json", "audit log: json (formatted, written to io.Discard) or none")
 	mdAddr := flag.String("md", "", "storm: an mdserver already serving (from -mode serve) instead of one in this process")
-	bareAddr := flag.String("bare", "", "storm: the bare server already serving, with -md")
+	bareAddr := flag.String("bare", "", "storm: the bare server already serving, with -md (none: only the mdserver is stormed)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
-	if *cpuprofile != "" {
+	// The profile starts after the instances are loaded: loading is
+	// measured on its own, and would otherwise dominate a short run.
+	profile := func() {
+		if *cpuprofile == "" {
+			return
+		}
 		f, err := os.Create(*cpuprofile)
 		if err != nil {
 			log.Fatal(err)
@@ -51,11 +59,16 @@ func main() {
 		if err := pprof.StartCPUProfile(f); err != nil {
 			log.Fatal(err)
 		}
-		defer func() { pprof.StopCPUProfile(); f.Close() }()
+		stop = func() { pprof.StopCPUProfile(); f.Close() }
 	}
+	defer func() { stop() }()
 	ctx := context.Background()
 	if *mode == "storm" && *mdAddr != "" {
+		profile()
 		for _, t := range []struct{ name, addr string }{{"bare", *bareAddr}, {"mdserver", *mdAddr}} {
+			if t.addr == "" {
+				continue
+			}
 			fmt.Printf("storm %-8s vms=%d concurrency=%d %v\n", t.name, *vms, *conc, mdbench.Storm(ctx, t.addr, 1, *vms, *conc))
 		}
 		return
@@ -80,6 +93,7 @@ func main() {
 		log.Fatal(err)
 	}
 	defer stopBare()
+	profile()
 	switch *mode {
 	case "serve":
 		fmt.Printf("mdserver=http://%s/latest/user-data bare=http://%s/latest/user-data\n", md, bare)
