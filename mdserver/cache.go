@@ -5,9 +5,12 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
+	"github.com/vminit/vminit/cloudinit"
 	"github.com/vminit/vminit/delivery"
 	"github.com/vminit/vminit/ignition"
+	"github.com/vminit/vminit/network"
 	"github.com/vminit/vminit/seed"
 	"github.com/vminit/vminit/spec"
 )
@@ -102,11 +105,21 @@ func (h *handler) payloads(rec *Record) (*entry, *payloads, error) {
 	return e, e.p, e.err
 }
 
+// bytes is the size of the payloads' paths and bodies, each counted once
+// however many trees share it (the EC2 levels share most of theirs).
 func (p *payloads) bytes() int64 {
 	n := int64(len(p.userData))
+	seen := map[uintptr]bool{}
+	once := func(ptr uintptr, size int) {
+		if size > 0 && !seen[ptr] {
+			seen[ptr] = true
+			n += int64(size)
+		}
+	}
 	for _, m := range append(p.ec2[:], p.openstack, p.nocloud) {
 		for k, v := range m {
-			n += int64(len(k) + len(v))
+			once(uintptr(unsafe.Pointer(unsafe.StringData(k))), len(k))
+			once(uintptr(unsafe.Pointer(unsafe.SliceData(v))), len(v))
 		}
 	}
 	return n
@@ -119,10 +132,6 @@ func render(rec *Record) (*payloads, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rendering %s for NoCloud: %w", rec.Name, err)
 	}
-	cd, err := seed.Build(inst, seed.ConfigDrive, seed.Options{})
-	if err != nil {
-		return nil, fmt.Errorf("rendering %s for OpenStack: %w", rec.Name, err)
-	}
 	p.userData, _ = nc.Lookup("user-data")
 	p.nocloud = map[string][]byte{}
 	for _, f := range nc.Files {
@@ -130,23 +139,34 @@ func render(rec *Record) (*payloads, error) {
 			p.nocloud[f.Path] = f.Data
 		}
 	}
+	// The ConfigDrive files are rendered one by one rather than with a
+	// second seed.Build, which would render (and check) the user data
+	// again: that was a third of a first fetch.
+	osErr := func(err error) error { return fmt.Errorf("rendering %s for OpenStack: %w", rec.Name, err) }
 	p.openstack = map[string][]byte{}
-	for _, f := range cd.Files {
-		if name, ok := cutPrefix(f.Path, "openstack/latest/"); ok && name != "user_data" {
-			p.openstack[name] = f.Data
+	md, err := cloudinit.ConfigDriveMetaData(inst)
+	if err != nil {
+		return nil, osErr(err)
+	}
+	p.openstack["meta_data.json"] = md
+	if n := inst.Spec.Network; n != nil {
+		nd, err := network.NetworkDataJSON(n)
+		if err != nil {
+			return nil, osErr(err)
+		}
+		if nd != nil {
+			p.openstack["network_data.json"] = nd
 		}
 	}
-	for l := range ec2Levels {
-		p.ec2[l] = ec2Tree(rec, l)
+	vd, err := cloudinit.ConfigDriveVendorData(inst)
+	if err != nil {
+		return nil, osErr(err)
 	}
+	if vd != nil {
+		p.openstack["vendor_data.json"] = vd
+	}
+	p.ec2 = ec2Trees(rec)
 	return p, nil
-}
-
-func cutPrefix(s, prefix string) (string, bool) {
-	if len(s) >= len(prefix) && s[:len(prefix)] == prefix {
-		return s[len(prefix):], true
-	}
-	return s, false
 }
 
 // ignitionConfig renders (once) the record's Ignition config.

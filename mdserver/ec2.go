@@ -172,11 +172,14 @@ func keyNames(keys []string) []string {
 type treeBuilder struct {
 	m        map[string][]byte
 	children map[string][]string
-	override map[string]string
+	override map[string][]byte
+	// listings interns listing bodies, so that the levels of one instance
+	// share the listings they have in common.
+	listings map[string][]byte
 }
 
-func (t *treeBuilder) leaf(p, v string) {
-	t.m[p] = []byte(v)
+func (t *treeBuilder) leaf(p string, v []byte) {
+	t.m[p] = v
 	for {
 		i := strings.LastIndexByte(strings.TrimSuffix(p, "/"), '/')
 		dir, name := "", p
@@ -197,88 +200,106 @@ func (t *treeBuilder) leaf(p, v string) {
 func (t *treeBuilder) build() map[string][]byte {
 	for dir, names := range t.children {
 		if o, ok := t.override[dir]; ok {
-			t.m[dir] = []byte(o)
+			t.m[dir] = o
 			continue
 		}
 		slices.Sort(names)
-		t.m[dir] = []byte(strings.Join(names, "\n"))
+		body := strings.Join(names, "\n")
+		b, ok := t.listings[body]
+		if !ok {
+			b = []byte(body)
+			t.listings[body] = b
+		}
+		t.m[dir] = b
 	}
 	return t.m
 }
 
-// ec2Tree renders the EC2 tree of one feature level (without user-data,
-// which depends on the request for Ignition instances).
-func ec2Tree(rec *Record, level int) map[string][]byte {
+// ec2Leaf is a file of the EC2 tree and the lowest level that has it.
+type ec2Leaf struct {
+	level int
+	path  string
+	body  []byte
+}
+
+// ec2Root is the version directory: its entries without "/" (as EC2
+// lists them); user-data is always there (cloud-init user data is never
+// empty).
+var ec2Root = []byte("dynamic\nmeta-data\nuser-data")
+
+// ec2Trees renders the EC2 tree of every feature level (without
+// user-data, which depends on the request for Ignition instances). The
+// leaves are computed once and their bodies shared by the levels: a first
+// fetch renders all of them, on the request path of a booting VM.
+func ec2Trees(rec *Record) [ec2Levels]map[string][]byte {
 	inst := rec.Instance
 	s := &inst.Spec
 	ms := msOf(inst)
-	t := &treeBuilder{m: map[string][]byte{}, children: map[string][]string{}, override: map[string]string{}}
+	var leaves []ec2Leaf
+	leaf := func(level int, p, v string) { leaves = append(leaves, ec2Leaf{level, p, []byte(v)}) }
+	override := map[string][]byte{}
 	md := "meta-data/"
 	host := s.Hostname
 	if s.FQDN != "" {
 		host = s.FQDN
 	}
-	t.leaf(md+"ami-id", "ami-vminit")
-	t.leaf(md+"ami-launch-index", "0")
-	t.leaf(md+"ami-manifest-path", "(unknown)")
-	t.leaf(md+"block-device-mapping/ami", "/dev/vda")
-	t.leaf(md+"block-device-mapping/root", "/dev/vda")
-	t.leaf(md+"hostname", host)
-	t.leaf(md+"local-hostname", host)
-	t.leaf(md+"instance-action", "none")
-	t.leaf(md+"instance-id", s.InstanceID)
-	t.leaf(md+"instance-type", ms.InstanceType)
-	t.leaf(md+"placement/availability-zone", ms.AvailabilityZone)
-	if level >= 2 {
-		t.leaf(md+"placement/region", ms.Region)
-	}
-	t.leaf(md+"reservation-id", "r-"+shortHash(rec.Name, 17))
-	t.leaf(md+"security-groups", "default")
+	leaf(0, md+"ami-id", "ami-vminit")
+	leaf(0, md+"ami-launch-index", "0")
+	leaf(0, md+"ami-manifest-path", "(unknown)")
+	leaf(0, md+"block-device-mapping/ami", "/dev/vda")
+	leaf(0, md+"block-device-mapping/root", "/dev/vda")
+	leaf(0, md+"hostname", host)
+	leaf(0, md+"local-hostname", host)
+	leaf(0, md+"instance-action", "none")
+	leaf(0, md+"instance-id", s.InstanceID)
+	leaf(0, md+"instance-type", ms.InstanceType)
+	leaf(0, md+"placement/availability-zone", ms.AvailabilityZone)
+	leaf(2, md+"placement/region", ms.Region)
+	leaf(0, md+"reservation-id", "r-"+shortHash(rec.Name, 17))
+	leaf(0, md+"security-groups", "default")
 	ns := nics(inst)
 	ip := localIPv4(rec, ns)
 	if ip != "" {
-		t.leaf(md+"local-ipv4", ip)
+		leaf(0, md+"local-ipv4", ip)
 	}
 	if len(ns) > 0 {
-		t.leaf(md+"mac", ns[0].mac)
+		leaf(0, md+"mac", ns[0].mac)
 	}
-	if level >= 1 {
-		for _, c := range ns {
-			d := md + "network/interfaces/macs/" + c.mac + "/"
-			t.leaf(d+"device-number", strconv.Itoa(c.index))
-			t.leaf(d+"interface-id", "eni-"+shortHash(rec.Name+c.mac, 17))
-			t.leaf(d+"mac", c.mac)
-			var v4 []string
-			for _, p := range c.v4 {
-				v4 = append(v4, p.Addr().String())
+	for _, c := range ns {
+		d := md + "network/interfaces/macs/" + c.mac + "/"
+		leaf(1, d+"device-number", strconv.Itoa(c.index))
+		leaf(1, d+"interface-id", "eni-"+shortHash(rec.Name+c.mac, 17))
+		leaf(1, d+"mac", c.mac)
+		var v4 []string
+		for _, p := range c.v4 {
+			v4 = append(v4, p.Addr().String())
+		}
+		if len(v4) == 0 && c.index == 0 && ip != "" {
+			v4 = []string{ip}
+		}
+		if len(v4) > 0 {
+			leaf(1, d+"local-ipv4s", strings.Join(v4, "\n"))
+		}
+		if len(c.v4) > 0 {
+			leaf(1, d+"subnet-ipv4-cidr-block", c.v4[0].Masked().String())
+		}
+		if len(c.v6) > 0 {
+			var v6 []string
+			for _, p := range c.v6 {
+				v6 = append(v6, p.Addr().String())
 			}
-			if len(v4) == 0 && c.index == 0 && ip != "" {
-				v4 = []string{ip}
-			}
-			if len(v4) > 0 {
-				t.leaf(d+"local-ipv4s", strings.Join(v4, "\n"))
-			}
-			if len(c.v4) > 0 {
-				t.leaf(d+"subnet-ipv4-cidr-block", c.v4[0].Masked().String())
-			}
-			if len(c.v6) > 0 {
-				var v6 []string
-				for _, p := range c.v6 {
-					v6 = append(v6, p.Addr().String())
-				}
-				t.leaf(d+"ipv6s", strings.Join(v6, "\n"))
-				t.leaf(d+"subnet-ipv6-cidr-blocks", c.v6[0].Masked().String())
-			}
+			leaf(1, d+"ipv6s", strings.Join(v6, "\n"))
+			leaf(1, d+"subnet-ipv6-cidr-blocks", c.v6[0].Masked().String())
 		}
 	}
 	if keys := trimmedKeys(s.SSHAuthorizedKeys); len(keys) > 0 {
 		names := keyNames(keys)
 		var lines []string
 		for i, k := range keys {
-			t.leaf(md+"public-keys/"+strconv.Itoa(i)+"/openssh-key", k)
+			leaf(0, md+"public-keys/"+strconv.Itoa(i)+"/openssh-key", k)
 			lines = append(lines, strconv.Itoa(i)+"="+names[i])
 		}
-		t.override[md+"public-keys/"] = strings.Join(lines, "\n")
+		override[md+"public-keys/"] = []byte(strings.Join(lines, "\n"))
 	}
 	doc, _ := json.MarshalIndent(map[string]any{
 		"accountId":        "000000000000",
@@ -291,12 +312,22 @@ func ec2Tree(rec *Record, level int) map[string][]byte {
 		"region":           ms.Region,
 		"version":          "2017-09-30",
 	}, "", "  ")
-	t.leaf("dynamic/instance-identity/document", string(doc))
-	t.build()
-	// The version directory lists its entries without "/" (as EC2 does);
-	// user-data is always there (cloud-init user data is never empty).
-	t.m[""] = []byte("dynamic\nmeta-data\nuser-data")
-	return t.m
+	leaves = append(leaves, ec2Leaf{0, "dynamic/instance-identity/document", doc})
+
+	var trees [ec2Levels]map[string][]byte
+	listings := map[string][]byte{}
+	for level := range ec2Levels {
+		t := &treeBuilder{m: map[string][]byte{}, children: map[string][]string{}, override: override, listings: listings}
+		for _, l := range leaves {
+			if l.level <= level {
+				t.leaf(l.path, l.body)
+			}
+		}
+		t.build()
+		t.m[""] = ec2Root
+		trees[level] = t.m
+	}
+	return trees
 }
 
 func nilIfEmpty(s string) any {
