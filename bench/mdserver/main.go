@@ -45,7 +45,12 @@ func main() {
 	mdAddr := flag.String("md", "", "storm: an mdserver already serving (from -mode serve) instead of one in this process")
 	bareAddr := flag.String("bare", "", "storm: the bare server already serving, with -md (none: only the mdserver is stormed)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	clientName := flag.String("client", "raw", "storm client: raw (hand-written HTTP/1.1, the lightest) or nethttp (net/http's Client)")
 	flag.Parse()
+	client, err := mdbench.ParseClient(*clientName)
+	if err != nil {
+		log.Fatal(err)
+	}
 	// The profile starts after the instances are loaded: loading is
 	// measured on its own, and would otherwise dominate a short run.
 	profile := func() {
@@ -69,7 +74,7 @@ func main() {
 			if t.addr == "" {
 				continue
 			}
-			fmt.Printf("storm %-8s vms=%d concurrency=%d %v\n", t.name, *vms, *conc, mdbench.Storm(ctx, t.addr, 1, *vms, *conc))
+			fmt.Printf("storm %-8s client=%v vms=%d concurrency=%d %v\n", t.name, client, *vms, *conc, mdbench.Storm(ctx, client, t.addr, 1, *vms, *conc))
 		}
 		return
 	}
@@ -112,7 +117,7 @@ func main() {
 		}
 	case "storm":
 		for _, t := range []struct{ name, addr string }{{"bare", bare}, {"mdserver", md}} {
-			fmt.Printf("storm %-8s vms=%d concurrency=%d %v\n", t.name, *vms, *conc, mdbench.Storm(ctx, t.addr, 1, *vms, *conc))
+			fmt.Printf("storm %-8s client=%v vms=%d concurrency=%d %v\n", t.name, client, *vms, *conc, mdbench.Storm(ctx, client, t.addr, 1, *vms, *conc))
 		}
 		runtime.GC()
 		var ms runtime.MemStats

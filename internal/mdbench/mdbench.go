@@ -12,6 +12,7 @@
 package mdbench
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -21,6 +22,7 @@ import (
 	"net/netip"
 	"runtime"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -229,10 +231,41 @@ func get(ctx context.Context, c *http.Client, url string) error {
 	return nil
 }
 
+// Client is how a simulated VM speaks HTTP in Storm.
+type Client int
+
+const (
+	// Raw writes the request line by hand on a new connection and reads
+	// the response to the server's close: a load generator that leaves the
+	// shared CPUs to the server as far as one can in Go.
+	Raw Client = iota
+	// NetHTTP is net/http's client without keep-alive: a realistic client
+	// that costs more CPU than the server does per request.
+	NetHTTP
+)
+
+func (c Client) String() string {
+	if c == NetHTTP {
+		return "nethttp"
+	}
+	return "raw"
+}
+
+// ParseClient parses "raw" or "nethttp".
+func ParseClient(s string) (Client, error) {
+	switch s {
+	case "raw":
+		return Raw, nil
+	case "nethttp":
+		return NetHTTP, nil
+	}
+	return 0, fmt.Errorf("client %q: want raw or nethttp", s)
+}
+
 // Storm runs vms simulated cloud-init crawls of CrawlPaths against addr,
 // conc of them at a time. VM v comes from Addr(first+v) and opens a new
 // TCP connection for every request, as cloud-init does.
-func Storm(ctx context.Context, addr string, first, vms, conc int) Result {
+func Storm(ctx context.Context, client Client, addr string, first, vms, conc int) Result {
 	if first+vms > MaxInstances {
 		panic("mdbench: more VMs than loopback addresses")
 	}
@@ -245,17 +278,27 @@ func Storm(ctx context.Context, addr string, first, vms, conc int) Result {
 		go func() {
 			defer wg.Done()
 			mine := make([]time.Duration, 0, len(CrawlPaths))
+			buf := make([]byte, 64<<10)
 			for {
 				v := int(next.Add(1)) - 1
 				if v >= vms {
 					return
 				}
 				d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: Addr(first + v).AsSlice()}, Timeout: 5 * time.Second}
-				c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: d.DialContext, DisableKeepAlives: true}}
+				var c *http.Client
+				if client == NetHTTP {
+					c = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: d.DialContext, DisableKeepAlives: true}}
+				}
 				mine = mine[:0]
 				for _, p := range CrawlPaths {
 					t0 := time.Now()
-					if err := get(ctx, c, "http://"+addr+p); err != nil {
+					var err error
+					if c != nil {
+						err = get(ctx, c, "http://"+addr+p)
+					} else {
+						err = rawGet(ctx, d, addr, p, buf)
+					}
+					if err != nil {
 						rec.fail(err)
 						continue
 					}
@@ -267,6 +310,52 @@ func Storm(ctx context.Context, addr string, first, vms, conc int) Result {
 	}
 	wg.Wait()
 	return rec.result(vms*len(CrawlPaths), time.Since(start))
+}
+
+// rawGet sends "GET path" with "Connection: close" on a new connection
+// and reads the response until the server closes; a status other than
+// 200 or a body shorter than its Content-Length is an error.
+func rawGet(ctx context.Context, d *net.Dialer, addr, path string, buf []byte) error {
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: "+addr+"\r\nUser-Agent: Cloud-Init/22.4\r\nConnection: close\r\n\r\n"); err != nil {
+		return err
+	}
+	n := 0
+	for {
+		if n == len(buf) {
+			return fmt.Errorf("GET %s: response larger than %d bytes", path, len(buf))
+		}
+		m, err := c.Read(buf[n:])
+		n += m
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+	}
+	res := buf[:n]
+	if !bytes.HasPrefix(res, []byte("HTTP/1.1 200 ")) {
+		line, _, _ := bytes.Cut(res, []byte("\r\n"))
+		return fmt.Errorf("GET %s: %q", path, line)
+	}
+	head, body, ok := bytes.Cut(res, []byte("\r\n\r\n"))
+	if !ok {
+		return fmt.Errorf("GET %s: no end of header", path)
+	}
+	for _, l := range bytes.Split(head, []byte("\r\n")) {
+		if v, ok := bytes.CutPrefix(l, []byte("Content-Length: ")); ok {
+			if want, err := strconv.Atoi(string(v)); err != nil || want != len(body) {
+				return fmt.Errorf("GET %s: Content-Length %s, %d bytes of body", path, v, len(body))
+			}
+		}
+	}
+	return nil
 }
 
 // KeepAlive sends n GETs of url over conns kept-alive connections from
