@@ -154,6 +154,9 @@ func BenchmarkStorm(b *testing.B) {
 		for _, conc := range []int{1, 8, 32} {
 			for _, t := range targets {
 				b.Run(fmt.Sprintf("%v/c=%d/%s", client, conc, t.name), func(b *testing.B) {
+					if b.N >= fleetSize {
+						b.Fatalf("%d VMs: the fleet has addresses for %d", b.N, fleetSize-1)
+					}
 					addr := t.listen(b)
 					first := stormVMs(b.N)
 					b.ResetTimer()
