@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/vminit/vminit/internal/ignitiontest"
 	"github.com/vminit/vminit/internal/systemd"
 	"github.com/vminit/vminit/network"
 	"github.com/vminit/vminit/spec"
@@ -312,7 +313,7 @@ func checkGuest(t *testing.T, root string, g *guest) {
 			return err
 		}
 		r, _ := filepath.Rel(root, p)
-		_, seeded := seedRoot[r]
+		_, seeded := ignitiontest.SeedRoot[r]
 		_, wanted := g.files[r]
 		_, linked := g.links[r]
 		if !seeded && !wanted && !linked && !slices.Contains(ignitionArtifacts, r) && !strings.HasSuffix(r, "/.ssh/authorized_keys.d/ignition") {

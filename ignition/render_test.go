@@ -14,6 +14,7 @@ import (
 	"github.com/coreos/ign-converter/translate/v23tov30"
 	v23 "github.com/coreos/ignition/config/v2_3"
 
+	"github.com/vminit/vminit/internal/ignitiontest"
 	"github.com/vminit/vminit/internal/testtools"
 	"github.com/vminit/vminit/spec"
 )
@@ -179,7 +180,7 @@ func TestIgnitionApplies(t *testing.T) {
 			if c.adjust != nil {
 				c.adjust(g)
 			}
-			root := applyIgnition(t, config)
+			root := ignitiontest.Apply(t, config)
 			checkGuest(t, root, g)
 		})
 	}

@@ -4,6 +4,7 @@
 package ignitiontest
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,61 +15,71 @@ import (
 	"github.com/vminit/vminit/internal/testtools"
 )
 
-// Binary is where Debian's ignition package installs the ignition binary.
+// Binary is where Debian's ignition package (2.14) installs the ignition
+// binary: inside its dracut module, as it runs in an initramfs.
 const Binary = "/usr/lib/dracut/modules.d/30ignition/ignition"
 
-// Apply runs the real ignition binary's fetch and files stages on
-// config into a fresh root, the way the initramfs does on first boot, and
-// returns the root.
+// SeedRoot is the part of a CoreOS-family root that Ignition's files
+// stage needs: the account databases useradd and groupadd edit, with the
+// core user and the groups the images keep in /etc/group, and the
+// login.defs that gives each new user a group of its own, as on the images.
+var SeedRoot = map[string]string{
+	"etc/passwd":     "root:x:0:0:root:/root:/bin/bash\ncore:x:1000:1000:CoreOS Admin:/home/core:/bin/bash\n",
+	"etc/group":      "root:x:0:\nwheel:x:10:core\nadm:x:4:core\nsudo:x:16:core\nsystemd-journal:x:190:core\ndocker:x:233:\nportage:x:250:\ncore:x:1000:\n",
+	"etc/shadow":     "root:*:19000:0:99999:7:::\ncore:*:19000:0:99999:7:::\n",
+	"etc/gshadow":    "root:*::\nwheel:*::core\nadm:*::core\nsudo:*::core\nsystemd-journal:!::core\ndocker:!::\nportage:!::\ncore:!::\n",
+	"etc/login.defs": "USERGROUPS_ENAB yes\nUID_MIN 1000\nGID_MIN 1000\nSYS_UID_MIN 201\nSYS_UID_MAX 999\nSYS_GID_MIN 201\nSYS_GID_MAX 999\nCREATE_HOME no\n",
+	// Debian builds Ignition with SELinux relabelling on: it reads the
+	// policy type here, and runs setfiles, stubbed below.
+	"etc/selinux/config": "SELINUXTYPE=targeted\n",
+	"home/core/.keep":    "",
+}
+
+// Apply runs the real ignition binary's fetch and files stages on config,
+// the way the initramfs does on first boot, into a fresh root (SeedRoot)
+// under a temporary directory, and returns the root. It needs root
+// (useradd, chown); without it, or without the binary, the test is skipped
+// unless VMINIT_REQUIRE_TOOLS=1.
 func Apply(t *testing.T, config []byte) string {
 	t.Helper()
 	bin := testtools.RequireFile(t, Binary)
+	if os.Geteuid() != 0 {
+		testtools.Missing(t, "applying Ignition configs needs root (useradd, chown)")
+	}
 	dir := t.TempDir()
 	root := filepath.Join(dir, "root")
-	// A minimal root: the account databases useradd edits, and the core
-	// user every CoreOS image has.
-	for name, content := range map[string]string{
-		"etc/passwd":         "root:x:0:0:root:/root:/bin/bash\ncore:x:1000:1000:CoreOS Admin:/home/core:/bin/bash\n",
-		"etc/group":          "root:x:0:\nwheel:x:10:\nadm:x:4:\nsudo:x:27:\ncore:x:1000:\n",
-		"etc/shadow":         "root:*:19000:0:99999:7:::\ncore:*:19000:0:99999:7:::\n",
-		"etc/gshadow":        "root:*::\nwheel:*::\nadm:*::\nsudo:*::\ncore:!::\n",
-		"etc/selinux/config": "SELINUXTYPE=targeted\n", // Debian's build relabels
-		// As on Fedora CoreOS and Flatcar: useradd gives each user a group
-		// of its own, which "owner: alice:alice" names.
-		"etc/login.defs":  "USERGROUPS_ENAB yes\nUID_MIN 1000\nGID_MIN 1000\nSYS_UID_MIN 201\nSYS_GID_MIN 201\n",
-		"home/core/.keep": "",
-	} {
+	for name, content := range SeedRoot {
 		p := filepath.Join(root, name)
-		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
 		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
 	os.Chmod(filepath.Join(root, "etc/shadow"), 0o600)
-	// Ignition writes authorized_keys with the user's filesystem uid, so
-	// the root must be traversable (t.TempDir is 0700) and home/core owned
-	// by core, as on a real image.
+	os.Chmod(filepath.Join(root, "etc/gshadow"), 0o600)
+	// Ignition writes authorized_keys as the user, so the path to the
+	// root must be traversable (t.TempDir is 0700) and home/core core's.
 	os.Chmod(dir, 0o755)
 	os.Chmod(filepath.Dir(dir), 0o755)
 	os.Chown(filepath.Join(root, "home/core"), 1000, 1000)
-	// A no-op setfiles first in PATH stands in for SELinux relabelling,
-	// which needs a policy this machine does not have.
 	stub := filepath.Join(dir, "bin")
 	os.Mkdir(stub, 0o755)
 	os.WriteFile(filepath.Join(stub, "setfiles"), []byte("#!/bin/sh\nexit 0\n"), 0o755)
 	cfg := filepath.Join(dir, "config.ign")
-	os.WriteFile(cfg, config, 0o644)
+	if err := os.WriteFile(cfg, config, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, stage := range []string{"fetch", "files"} {
-		cmd := exec.Command(bin, "-platform", "file", "-stage", stage, "-root", root, "-log-to-stdout",
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		cmd := exec.CommandContext(ctx, bin, "-platform", "file", "-stage", stage, "-root", root, "-log-to-stdout",
 			"-config-cache", filepath.Join(dir, "cache.json"), "-state-file", filepath.Join(dir, "state"))
 		cmd.Env = append(os.Environ(), "IGNITION_CONFIG_FILE="+cfg, "PATH="+stub+":"+os.Getenv("PATH"))
-		done := make(chan struct{})
-		timer := time.AfterFunc(60*time.Second, func() { cmd.Process.Kill() })
 		out, err := cmd.CombinedOutput()
-		timer.Stop()
-		close(done)
+		cancel()
 		if err != nil {
-			t.Fatalf("ignition -stage %s: %v\n%s", stage, err, lastLines(out, 30))
+			t.Fatalf("ignition -stage %s: %v\n%s", stage, err, lastLines(out, 40))
 		}
 	}
 	return root
