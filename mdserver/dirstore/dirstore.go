@@ -37,6 +37,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vminit/vminit/internal/atomicfile"
+	"github.com/vminit/vminit/internal/parallel"
 	"github.com/vminit/vminit/mdserver"
 	"github.com/vminit/vminit/spec"
 )
@@ -445,21 +446,7 @@ func (s *Store) scanAll(names []string, force bool) ([]scanned, error) {
 		return nil, &os.PathError{Op: "open", Path: s.dir, Err: err}
 	}
 	defer unix.Close(dirfd)
-	out := make([]scanned, len(names))
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(s.opts.Workers, len(names)) {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= len(names) {
-					return
-				}
-				out[i] = s.scan(dirfd, names[i], force)
-			}
-		})
-	}
-	wg.Wait()
+	out := parallel.Map(len(names), s.opts.Workers, func(i int) scanned { return s.scan(dirfd, names[i], force) })
 	return out, nil
 }
 

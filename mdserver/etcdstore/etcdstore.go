@@ -27,7 +27,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/url"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -37,6 +36,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/vminit/vminit/internal/parallel"
 	"github.com/vminit/vminit/mdserver"
 	"github.com/vminit/vminit/spec"
 )
@@ -400,21 +400,10 @@ func (s *Store) decodeAll(changes map[string]*version) map[string]decoded {
 			keys = append(keys, k)
 		}
 	}
-	out := make([]decoded, len(keys))
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), len(keys)) {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= len(keys) {
-					return
-				}
-				out[i].rec, out[i].err = s.decode(keys[i], changes[keys[i]].value)
-			}
-		})
-	}
-	wg.Wait()
+	out := parallel.Map(len(keys), 0, func(i int) decoded {
+		rec, err := s.decode(keys[i], changes[keys[i]].value)
+		return decoded{rec, err}
+	})
 	m := make(map[string]decoded, len(keys))
 	for i, k := range keys {
 		m[k] = out[i]
