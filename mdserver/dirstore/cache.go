@@ -108,7 +108,7 @@ func readCache(path, dir string) (map[string]cached, error) {
 		name := string(r.bytes())
 		var c cached
 		c.stamp = stamp{ino: int64(r.u64()), dev: r.u64(), size: int64(r.u64()),
-			mtime: int64(r.u64()), ctime: int64(r.u64()), isRegular: true, isOK: true}
+			mtime: int64(r.u64()), ctime: int64(r.u64()), isRegular: true}
 		c.revision = string(r.bytes())
 		c.instance = r.bytes()
 		if r.err != nil {

@@ -116,17 +116,17 @@ var racyWindow = 2 * time.Second
 
 // stamp identifies a version of a file without reading it.
 type stamp struct {
-	ino, size       int64
-	mtime, ctime    int64
-	dev             uint64
-	isRegular, isOK bool
+	ino, size    int64
+	mtime, ctime int64
+	dev          uint64
+	isRegular    bool
 }
 
 func stampOf(st *unix.Stat_t) stamp {
 	return stamp{
 		ino: int64(st.Ino), dev: uint64(st.Dev), size: st.Size,
 		mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano(),
-		isRegular: st.Mode&unix.S_IFMT == unix.S_IFREG, isOK: true,
+		isRegular: st.Mode&unix.S_IFMT == unix.S_IFREG,
 	}
 }
 
