@@ -15,6 +15,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"os"
 	"strings"
 	"unicode/utf8"
@@ -74,18 +75,18 @@ func ResolveChanges(served map[string]*Record, changes map[string]*Record, keys 
 		}
 		out[k] = r
 	}
-	names := make(map[string]string, len(out))
-	addrs := make(map[string]string, len(out))
+	names := make(map[string]string, len(out)+len(changes))
+	addrs := make(map[netip.Addr]string, len(out)+len(changes))
 	claim := func(k string, r *Record) {
 		names[r.Name] = k
 		for _, a := range r.Addresses {
-			addrs[a.String()] = k
+			addrs[a] = k
 		}
 	}
 	release := func(r *Record) {
 		delete(names, r.Name)
 		for _, a := range r.Addresses {
-			delete(addrs, a.String())
+			delete(addrs, a)
 		}
 	}
 	for k, r := range out {
@@ -115,7 +116,7 @@ func ResolveChanges(served map[string]*Record, changes map[string]*Record, keys 
 				if err != nil {
 					break
 				}
-				if o, taken := addrs[a.String()]; taken && o != k {
+				if o, taken := addrs[a]; taken && o != k {
 					err = fmt.Errorf("%w: %s is claimed by %s (instance %q)", ErrAddressConflict, a, o, out[o].Name)
 				}
 			}

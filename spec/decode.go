@@ -35,20 +35,43 @@ const MaxSourceFileSize = 64 << 20
 // together with the instance decoded as far as possible, so that callers
 // can go on to report validation problems in the same pass.
 func Decode(data []byte) (*Instance, *Positions, error) {
+	return decode(data, true)
+}
+
+// decode is Decode, with the fast path optional so that tests can compare
+// the two.
+func decode(data []byte, fast bool) (*Instance, *Positions, error) {
 	if len(data) > MaxSpecSize {
 		return nil, nil, Errors{{Message: fmt.Sprintf("document is %d bytes; the limit is %d", len(data), MaxSpecSize)}}
 	}
-	var root yaml.Node
-	if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, nil, Errors{syntaxError(err)}
+	var root *yaml.Node
+	if fast {
+		p := parsers.Get().(*fastParser)
+		root = p.parse(data) // nil unless the document is in the plain subset it knows exactly
+		if root != nil {
+			var inst Instance
+			if fastDecode(root.Content[0], reflect.ValueOf(&inst).Elem()) {
+				p.release()
+				return &inst, &Positions{src: data}, nil
+			}
+			// The careful path goes on with the tree: p stays out of the pool.
+		} else {
+			p.release()
+		}
+	}
+	if root == nil {
+		root = new(yaml.Node)
+		if err := yaml.Unmarshal(data, root); err != nil {
+			return nil, nil, Errors{syntaxError(err)}
+		}
 	}
 	if root.Kind == 0 || len(root.Content) == 0 {
 		return nil, nil, Errors{{Message: "document is empty; want an Instance (apiVersion: " + APIVersion + ")"}}
 	}
 	doc := root.Content[0]
-	pos := &Positions{lines: map[string]int{}}
+	pos := &Positions{doc: doc}
 	var c ErrorList
-	walkKnown(doc, reflect.TypeOf(Instance{}), "", pos, &c)
+	walkKnown(doc, instanceType, "", nil, &c)
 
 	var inst Instance
 	// Decode the tree already parsed: parsing twice was most of the cost
@@ -66,6 +89,8 @@ func Decode(data []byte) (*Instance, *Positions, error) {
 	sortByLine(c.list)
 	return &inst, pos, c.Err()
 }
+
+var instanceType = reflect.TypeFor[Instance]()
 
 // Load reads a spec file and parses it as Parse does, with
 // files[].source.file relative to the spec's directory. On failure it
@@ -201,15 +226,38 @@ func unwrapPathError(err error) error {
 }
 
 // Positions maps field paths to the lines they were written on.
-type Positions struct{ lines map[string]int }
+type Positions struct {
+	doc *yaml.Node
+	src []byte // parsed again for doc if needed: the fast path lends its tree out only for the decode
+	// lines is filled from doc when first asked for: most documents are
+	// valid, and never need a line.
+	once  sync.Once
+	lines map[string]int
+}
+
+func (p *Positions) all() map[string]int {
+	p.once.Do(func() {
+		p.lines = map[string]int{}
+		if p.doc == nil && p.src != nil {
+			if root := fastParse(p.src); root != nil {
+				p.doc = root.Content[0]
+			}
+		}
+		if p.doc != nil {
+			walkKnown(p.doc, instanceType, "", p, &ErrorList{})
+		}
+	})
+	return p.lines
+}
 
 // Line returns the line of field, or of its nearest ancestor that has one.
 func (p *Positions) Line(field string) int {
 	if p == nil {
 		return 0
 	}
+	lines := p.all()
 	for field != "" {
-		if l, ok := p.lines[field]; ok {
+		if l, ok := lines[field]; ok {
 			return l
 		}
 		i := strings.LastIndexAny(field, ".[")
@@ -221,14 +269,15 @@ func (p *Positions) Line(field string) int {
 	return 0
 }
 
-// walkKnown records the line of every field and reports keys that the Go
-// type t does not have. yaml.v3's own KnownFields stops at type level and
-// reports no path; walking the node tree names the exact field.
+// walkKnown reports keys that the Go type t does not have and, when pos is
+// not nil, records the line of every field. yaml.v3's own KnownFields stops
+// at type level and reports no path; walking the node tree names the exact
+// field.
 func walkKnown(n *yaml.Node, t reflect.Type, path string, pos *Positions, c *ErrorList) {
 	if n.Kind == yaml.AliasNode {
 		n = n.Alias
 	}
-	if path != "" {
+	if pos != nil && path != "" {
 		if _, seen := pos.lines[path]; !seen {
 			pos.lines[path] = n.Line
 		}
@@ -245,15 +294,13 @@ func walkKnown(n *yaml.Node, t reflect.Type, path string, pos *Positions, c *Err
 			return // the decoder reports the type mismatch
 		}
 		fields := yamlFields(t)
-		seen := map[string]bool{}
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
 			child := join(path, k.Value)
-			if seen[k.Value] {
+			if givenBefore(n, i) {
 				c.list = append(c.list, &FieldError{Field: child, Line: k.Line, Message: "field given twice"})
 			}
-			seen[k.Value] = true
-			ft, ok := fields[k.Value]
+			f, ok := fields[k.Value]
 			if !ok {
 				msg := "unknown field"
 				if s := suggest(k.Value, fields); s != "" {
@@ -262,8 +309,10 @@ func walkKnown(n *yaml.Node, t reflect.Type, path string, pos *Positions, c *Err
 				c.list = append(c.list, &FieldError{Field: child, Line: k.Line, Message: msg})
 				continue
 			}
-			pos.lines[child] = k.Line
-			walkKnown(v, ft, child, pos, c)
+			if pos != nil {
+				pos.lines[child] = k.Line
+			}
+			walkKnown(v, f.typ, child, pos, c)
 		}
 	case reflect.Map:
 		if n.Kind != yaml.MappingNode || t.Elem().Kind() == reflect.Interface {
@@ -271,7 +320,9 @@ func walkKnown(n *yaml.Node, t reflect.Type, path string, pos *Positions, c *Err
 		}
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			child := join(path, n.Content[i].Value)
-			pos.lines[child] = n.Content[i].Line
+			if pos != nil {
+				pos.lines[child] = n.Content[i].Line
+			}
 			walkKnown(n.Content[i+1], t.Elem(), child, pos, c)
 		}
 	case reflect.Slice:
@@ -286,6 +337,17 @@ func walkKnown(n *yaml.Node, t reflect.Type, path string, pos *Positions, c *Err
 
 var unmarshalerType = reflect.TypeOf((*yaml.Unmarshaler)(nil)).Elem()
 
+// givenBefore reports whether the key at n.Content[i] is an earlier key's
+// repeat. Mappings in a spec have a handful of keys: a scan beats a map.
+func givenBefore(n *yaml.Node, i int) bool {
+	for j := 0; j < i; j += 2 {
+		if n.Content[j].Value == n.Content[i].Value {
+			return true
+		}
+	}
+	return false
+}
+
 func join(path, key string) string {
 	if path == "" {
 		return key
@@ -293,21 +355,27 @@ func join(path, key string) string {
 	return path + "." + key
 }
 
-// yamlFields maps a struct's YAML keys to their types, flattening inline
+// yamlField is a struct field as YAML names it.
+type yamlField struct {
+	typ   reflect.Type
+	index []int // for reflect.Value.FieldByIndex: inline fields are nested
+}
+
+// yamlFields maps a struct's YAML keys to their fields, flattening inline
 // embedded structs.
-func yamlFields(t reflect.Type) map[string]reflect.Type {
+func yamlFields(t reflect.Type) map[string]yamlField {
 	if m, ok := fieldCache.Load(t); ok {
-		return m.(map[string]reflect.Type)
+		return m.(map[string]yamlField)
 	}
 	m := structFields(t)
 	fieldCache.Store(t, m)
 	return m
 }
 
-var fieldCache sync.Map // reflect.Type → map[string]reflect.Type
+var fieldCache sync.Map // reflect.Type → map[string]yamlField
 
-func structFields(t reflect.Type) map[string]reflect.Type {
-	m := map[string]reflect.Type{}
+func structFields(t reflect.Type) map[string]yamlField {
+	m := map[string]yamlField{}
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
 		if !f.IsExported() {
@@ -320,21 +388,21 @@ func structFields(t reflect.Type) map[string]reflect.Type {
 		}
 		if strings.Contains(opts, "inline") {
 			for k, v := range yamlFields(f.Type) {
-				m[k] = v
+				m[k] = yamlField{v.typ, append([]int{i}, v.index...)}
 			}
 			continue
 		}
 		if name == "" {
 			name = strings.ToLower(f.Name)
 		}
-		m[name] = f.Type
+		m[name] = yamlField{f.Type, []int{i}}
 	}
 	return m
 }
 
 // suggest returns the known key closest to k, if it is close enough to be a
 // likely typo (case differences, a few edits).
-func suggest(k string, fields map[string]reflect.Type) string {
+func suggest(k string, fields map[string]yamlField) string {
 	best, bestD := "", 4
 	for name := range fields {
 		if strings.EqualFold(name, k) {
@@ -404,7 +472,7 @@ func typeError(msg string, pos *Positions) *FieldError {
 	}
 	// The field on that line: the deepest path recorded there.
 	field := ""
-	for p, pl := range pos.lines {
+	for p, pl := range pos.all() {
 		if pl == l && (len(p) > len(field) || len(p) == len(field) && p < field) {
 			field = p
 		}

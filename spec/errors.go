@@ -79,6 +79,9 @@ func (c *ErrorList) Err() error {
 
 // AsErrors returns the field errors inside err, or nil if err holds none.
 func AsErrors(err error) Errors {
+	if err == nil {
+		return nil
+	}
 	var es Errors
 	if errors.As(err, &es) {
 		return es

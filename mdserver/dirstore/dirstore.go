@@ -329,7 +329,7 @@ func (s *Store) reload(force bool) error {
 		s.log.Error("dirstore: cannot read the directory; serving the last snapshot", "err", err)
 		return err
 	}
-	present := map[string]bool{}
+	present := make(map[string]bool, len(scans))
 	var results []*scanned
 	for i := range scans {
 		p := &scans[i]
@@ -342,8 +342,11 @@ func (s *Store) reload(force bool) error {
 		}
 	}
 
-	changes := map[string]*mdserver.Record{}
+	changes := make(map[string]*mdserver.Record, len(results))
 	var order []string
+	if len(s.files) == 0 {
+		s.files = make(map[string]*entry, len(results)) // the first load: no rehashing on the way to 100,000
+	}
 	for name := range s.files {
 		if !present[name] {
 			changes[name] = nil
