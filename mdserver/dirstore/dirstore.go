@@ -457,7 +457,12 @@ func (s *Store) scanAll(names []string, force bool) ([]scanned, error) {
 // and the workers do not write it).
 func (s *Store) scan(dirfd int, name string, force bool) scanned {
 	r := scanned{name: name}
-	if !force {
+	e, known := s.files[name]
+	c, inCache := s.startCache[name]
+	if known && !force || inCache {
+		// One stat answers both "unchanged since the last reload" and
+		// "as the start-up cache has it". A file seen for the first time
+		// skips it: the open below stats it anyway.
 		var st unix.Stat_t
 		if err := unix.Fstatat(dirfd, name, &st, 0); err != nil { // follows ConfigMap symlinks
 			if err != unix.ENOENT {
@@ -468,14 +473,11 @@ func (s *Store) scan(dirfd int, name string, force bool) scanned {
 		if st.Mode&unix.S_IFMT == unix.S_IFDIR {
 			return r
 		}
-		if e, ok := s.files[name]; ok && e.stamp == stampOf(&st) && !e.racy {
+		if known && !force && e.stamp == stampOf(&st) && !e.racy {
 			r.present, r.st = true, e.stamp
 			return r
 		}
-	}
-	if c, ok := s.startCache[name]; ok {
-		var st unix.Stat_t
-		if unix.Fstatat(dirfd, name, &st, 0) == nil && stampOf(&st) == c.stamp {
+		if inCache && stampOf(&st) == c.stamp {
 			if rec, err := fromCache(c); err == nil {
 				s.cacheHits.Add(1)
 				r.present, r.changed, r.st, r.rec, r.cached = true, true, c.stamp, rec, true
@@ -522,7 +524,12 @@ func (s *Store) scan(dirfd int, name string, force bool) scanned {
 }
 
 // readAll reads fd to its end, expecting size bytes (a file that grows
-// while it is read is read up to the spec size limit).
+// while it is read is read up to the spec size limit). A read that returns
+// exactly the expected size into a larger buffer is taken as the end: a
+// regular file's read is short only at its end, and this saves a second
+// system call per file on a cold load. A file that grew in between no
+// longer has the stamp taken before the read, so the reload that its write
+// sets off reads it again.
 func readAll(fd, size int) ([]byte, error) {
 	buf := make([]byte, 0, size+1)
 	for {
@@ -543,6 +550,9 @@ func readAll(fd, size int) ([]byte, error) {
 			return buf, nil
 		}
 		buf = buf[:len(buf)+n]
+		if len(buf) == size && len(buf) < cap(buf) {
+			return buf, nil
+		}
 	}
 }
 
