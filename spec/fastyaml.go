@@ -39,12 +39,11 @@ type notFast struct{}
 type fastLine struct {
 	start, end int
 	indent     int  // leading spaces
-	kind       byte // lineBlank, lineComment, lineContent or lineBad
+	kind       byte // lineSkip, lineContent or lineBad
 }
 
 const (
-	lineBlank = iota
-	lineComment
+	lineSkip = iota // blank, or only a comment
 	lineContent
 	lineBad // a tab in the indentation or a document marker: outside block scalars, not for the fast path
 )
@@ -148,10 +147,8 @@ func (p *fastParser) split() bool {
 			l.indent++
 		}
 		switch rest := p.src[l.start+l.indent : end]; {
-		case len(rest) == 0:
-			l.kind = lineBlank
-		case rest[0] == '#':
-			l.kind = lineComment
+		case len(rest) == 0 || rest[0] == '#':
+			l.kind = lineSkip
 		case rest[0] == '\t':
 			l.kind = lineBad
 		case l.indent == 0 && len(rest) >= 3 && (string(rest[:3]) == "---" || string(rest[:3]) == "...") &&
@@ -349,10 +346,7 @@ func (p *fastParser) plain(li, col int, v string) *yaml.Node {
 func (p *fastParser) value(li, c, indent int, entry bool) *yaml.Node {
 	t := p.text(li)
 	p.next = li + 1
-	j := c
-	for j < len(t) && t[j] == ' ' {
-		j++
-	}
+	j := skipSpaces(t, c)
 	if j == len(t) || t[j] == '#' && j > c {
 		return p.nested(li, c, indent, entry)
 	}
@@ -420,10 +414,7 @@ func plainStart(t []byte, j int) bool {
 // endOfLine accepts only blanks and a comment after a value that ends at
 // t[i].
 func (p *fastParser) endOfLine(t []byte, i int) {
-	j := i
-	for j < len(t) && t[j] == ' ' {
-		j++
-	}
+	j := skipSpaces(t, i)
 	if j < len(t) && !(t[j] == '#' && j > i) {
 		bail()
 	}

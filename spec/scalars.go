@@ -81,17 +81,7 @@ func (c *Command) UnmarshalYAML(n *yaml.Node) error {
 		c.Shell = n.Value
 		return nil
 	case yaml.SequenceNode:
-		// A list of strings is by far the common case; anything else
-		// (numbers, nulls, tags, nesting) takes yaml.v3's rules.
-		argv := make([]string, 0, len(n.Content))
-		for _, e := range n.Content {
-			if e.Kind != yaml.ScalarNode || e.Tag != "!!str" || e.Style&yaml.TaggedStyle != 0 {
-				return n.Decode(&c.Argv)
-			}
-			argv = append(argv, e.Value)
-		}
-		c.Argv = argv
-		return nil
+		return n.Decode(&c.Argv)
 	}
 	return typeErr(n, "want a shell string or a list of arguments")
 }
