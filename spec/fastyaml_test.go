@@ -235,6 +235,7 @@ var specCases = []string{
 	specHeader + "spec:\n  metadataServer:\n    addresses: [127.0.0.2]\n    tokenHopLimit: 0x2\n    imdsv2: required\n",
 	specHeader + "spec:\n  files:\n    - path: /a\n      mode: rwx\n",
 	specHeader + "spec:\n  commands:\n    - {a: b}\n",
+	specHeader + "spec:\n  commands:\n    - [a, 1, true, 0x1f, ~, '']\n    - [a, [b]]\n    - [a, {b: c}]\n    - - x\n      - null\n    - [!!binary eA==]\n",
 	specHeader + "spec:\n  network: {}\n  mounts:\n    - device: /dev/vdb\n      path: /data\n      options: [defaults, nofail]\n",
 	specHeader + "spec:\n  units:\n    - name: a.service\n      enabled: true\n      dropins:\n        - name: x.conf\n          content: \"[Service]\\n\"\n",
 	specHeader + "spec: ~\n",
