@@ -5,6 +5,7 @@
 //	go run ./bench/mdserver -mode serve -n 100000      # for wrk (see run.sh)
 //	go run ./bench/mdserver -mode keepalive -n 100000  # the same with Go's client
 //	go run ./bench/mdserver -mode storm -vms 1000      # cloud-init boot storm
+//	go run ./bench/mdserver -mode startup -vminit BIN  # vminit serve's start-up on 100,000 spec files
 //
 // To profile the server without the load generator in the same process,
 // run "-mode serve -cpuprofile FILE" and point "-mode storm -md ADDR -bare
@@ -36,7 +37,7 @@ import (
 var stop = func() {}
 
 func main() {
-	mode := flag.String("mode", "serve", "serve (for wrk), keepalive or storm")
+	mode := flag.String("mode", "serve", "serve (for wrk), keepalive, storm or startup")
 	n := flag.Int("n", 100000, "instances loaded")
 	vms := flag.Int("vms", 1000, "VMs in the boot storm")
 	conc := flag.Int("concurrency", 32, "VMs crawling at the same time in the storm; connections in keepalive")
@@ -45,6 +46,8 @@ func main() {
 	mdAddr := flag.String("md", "", "storm: an mdserver already serving (from -mode serve) instead of one in this process")
 	bareAddr := flag.String("bare", "", "storm: the bare server already serving, with -md (none: only the mdserver is stormed)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	vminit := flag.String("vminit", "", "startup: the vminit binary to start")
+	rounds := flag.Int("rounds", 3, "startup: starts measured with and without the cache")
 	clientName := flag.String("client", "raw", "storm client: raw (hand-written HTTP/1.1, the lightest) or nethttp (net/http's Client)")
 	flag.Parse()
 	client, err := mdbench.ParseClient(*clientName)
@@ -68,6 +71,12 @@ func main() {
 	}
 	defer func() { stop() }()
 	ctx := context.Background()
+	if *mode == "startup" {
+		if err := startup(*vminit, *n, *rounds); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
 	if *mode == "storm" && *mdAddr != "" {
 		profile()
 		for _, t := range []struct{ name, addr string }{{"bare", *bareAddr}, {"mdserver", *mdAddr}} {
@@ -125,7 +134,7 @@ func main() {
 		fmt.Printf("heap after the storm: %.1f MiB (%d instances loaded, %d rendered)\n", float64(ms.HeapAlloc)/(1<<20), *n, *vms)
 		printMetrics(m, true)
 	default:
-		log.Fatalf("-mode %q: want serve, keepalive or storm", *mode)
+		log.Fatalf("-mode %q: want serve, keepalive, storm or startup", *mode)
 	}
 }
 

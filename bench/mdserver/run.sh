@@ -4,7 +4,8 @@
 # bare net/http handler serving a constant, with wrk (apt-get install wrk);
 # then the 1,000-VM boot storm, in one process with both clients, and with
 # server and client pinned to CPUs of their own (taskset) so they do not
-# take each other's time. Loopback only; everything stops by itself.
+# take each other's time; last, vminit serve's own start-up on 100,000
+# spec files. Loopback only; everything stops by itself.
 # The testing.B twins: go test -run '^$' -bench . ./mdserver/
 set -eu
 cd "$(dirname "$0")/../.."
@@ -42,4 +43,8 @@ if command -v taskset > /dev/null && [ "$(nproc)" -ge 2 ]; then
 		kill $pid; wait $pid 2>/dev/null || true
 	done
 fi
+uptime
+# vminit serve's start-up on 100,000 spec files: cold, then with --instances-cache.
+go build -o /tmp/vminit-bench ./cmd/vminit
+/tmp/mdbench -mode startup -vminit /tmp/vminit-bench -n 100000
 uptime

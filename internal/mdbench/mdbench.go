@@ -20,6 +20,8 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -55,6 +57,42 @@ func Instance(i int) *spec.Instance {
 		}}
 	inst.Default()
 	return inst
+}
+
+// SpecFile is the spec file of instance i, as an operator would write it
+// into a directory store (≈600 bytes: labels, a key, a user with sudo, a
+// file, an argv command and its address).
+func SpecFile(i int, addr netip.Addr) []byte {
+	name := fmt.Sprintf("vm-%06d", i)
+	return fmt.Appendf(nil, `apiVersion: vminit.dev/v1alpha1
+kind: Instance
+metadata:
+  name: %s
+  labels: {rack: r%d}
+spec:
+  sshAuthorizedKeys:
+    - ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl user@example
+  users:
+    - name: ops
+      sudo: ALL=(ALL) NOPASSWD:ALL
+  files:
+    - path: /etc/motd
+      content: "welcome to %s\n"
+  commands:
+    - [systemctl, enable, --now, app.service]
+  metadataServer:
+    addresses: [%s]
+`, name, i%40, name, addr)
+}
+
+// WriteSpecs writes SpecFile(i, addr(i)) to dir/vm-NNNNNN.yaml for i < n.
+func WriteSpecs(dir string, n int, addr func(int) netip.Addr) error {
+	for i := range n {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("vm-%06d.yaml", i)), SpecFile(i, addr(i)), 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // AuditLogger is the audit logger the benchmarks run with. "json" (the

@@ -10,9 +10,11 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/vminit/vminit/internal/mdbench"
 	"github.com/vminit/vminit/internal/testtools"
 	"github.com/vminit/vminit/mdserver"
 	"github.com/vminit/vminit/spec"
@@ -267,33 +269,14 @@ func TestConcurrentReaders(t *testing.T) {
 	wg.Wait()
 }
 
+// writeMany writes n specs (mdbench.SpecFile, instance i at 10.0.0.0+i)
+// and a motd.txt beside them.
 func writeMany(tb testing.TB, dir string, n int) {
+	tb.Helper()
 	os.WriteFile(filepath.Join(dir, "motd.txt"), []byte("hello\n"), 0o644)
-	for i := range n {
-		name := fmt.Sprintf("vm-%06d", i)
-		addr := netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
-		d := fmt.Sprintf(`apiVersion: vminit.dev/v1alpha1
-kind: Instance
-metadata:
-  name: %s
-  labels: {rack: r%d}
-spec:
-  sshAuthorizedKeys:
-    - ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl user@example
-  users:
-    - name: ops
-      sudo: ALL=(ALL) NOPASSWD:ALL
-  files:
-    - path: /etc/motd
-      content: "welcome to %s\n"
-  commands:
-    - [systemctl, enable, --now, app.service]
-  metadataServer:
-    addresses: [%s]
-`, name, i%40, name, addr)
-		if err := os.WriteFile(filepath.Join(dir, name+".yaml"), []byte(d), 0o600); err != nil {
-			tb.Fatal(err)
-		}
+	addr := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}) }
+	if err := mdbench.WriteSpecs(dir, n, addr); err != nil {
+		tb.Fatal(err)
 	}
 }
 
@@ -317,6 +300,7 @@ func TestLoad1000(t *testing.T) {
 func BenchmarkLoad100k(b *testing.B) {
 	dir := b.TempDir()
 	writeMany(b, dir, 100_000)
+	syscall.Sync() // a server starts on files already written back, not while the kernel writes them
 	b.ResetTimer()
 	for b.Loop() {
 		s, err := Open(dir, Options{NoWatch: true, Logger: slog.New(slog.DiscardHandler)})
