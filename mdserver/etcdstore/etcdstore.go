@@ -3,8 +3,8 @@
 // instance is one key, <prefix><metadata.name>, whose value is the spec
 // document (YAML or JSON, files inlined: source.file is refused).
 //
-// Each Store keeps the whole set in memory: a full Get at Open, then a
-// Watch from the revision after it. Requests are answered from that memory
+// Each Store keeps the whole set in memory: a full list at Open (paged,
+// at one revision), then a Watch from the revision after it. Requests are answered from that memory
 // (Snapshot is an atomic load and never waits for etcd), so replicas keep
 // serving while etcd is unreachable and catch up when it returns. When the
 // watch fails or its revision was compacted away, the store lists the
@@ -17,6 +17,7 @@
 package etcdstore
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -33,6 +34,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -58,7 +60,8 @@ type Config struct {
 	Username, Password string
 	// DialTimeout bounds connecting; default 5 s.
 	DialTimeout time.Duration
-	// RequestTimeout bounds each list, Put and Delete; default 5 s.
+	// RequestTimeout bounds each request: a page of a list (5,000 keys), a
+	// Put, a Delete; default 5 s.
 	RequestTimeout time.Duration
 	// MinBackoff and MaxBackoff bound the wait between re-list attempts
 	// after a watch failure; defaults 100 ms and 10 s.
@@ -92,8 +95,9 @@ type entry struct {
 	refused string
 }
 
-// beforeWatch is a test hook run before each Watch call.
-var beforeWatch func()
+// beforeWatch is a test hook run before each Watch call; afterPage, after
+// each page of a list but the last.
+var beforeWatch, afterPage func()
 
 // Open connects, lists the prefix and starts watching it. It fails when
 // the first list fails (a replica with nothing to serve should not pretend
@@ -141,9 +145,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		keys: map[string]*entry{}, served: map[string]*mdserver.Record{}, revSig: make(chan struct{}), done: make(chan struct{})}
 	empty, _ := mdserver.NewSnapshot(nil)
 	s.snap.Store(empty)
-	lctx, cancel := context.WithTimeout(ctx, cfg.RequestTimeout)
-	rev, err := s.list(lctx)
-	cancel()
+	rev, err := s.list(ctx)
 	if err != nil {
 		cli.Close()
 		if why := probe(ctx, cfg); why != nil {
@@ -182,30 +184,96 @@ func (s *Store) Close() error {
 type version struct {
 	value  []byte
 	modRev int64
+	// dec, when not nil, is value already decoded (by list, while it
+	// fetched the next page).
+	dec *decoded
 }
 
-// list reads the whole prefix and applies it as the complete state.
+// listPage is how many keys (about 3 MB of specs) one range request of a
+// list returns. A large fleet is listed as many bounded responses at one
+// revision (as Kubernetes pages its lists) rather than one response holding
+// every document, which etcd would have to build in memory at once and
+// which a single request timeout would have to cover. Much smaller pages
+// are slower: etcd 3.4 counts the rest of the range for every page.
+var listPage int64 = 5000 // a variable for the tests
+
+// list reads the whole prefix at one revision, a page at a time, decodes
+// each page's changed documents while it fetches the next, and applies the
+// result as the complete state. Each page has RequestTimeout; a revision
+// compacted away between pages restarts the list.
 func (s *Store) list(ctx context.Context) (int64, error) {
-	resp, err := s.cli.Get(ctx, s.cfg.Prefix, clientv3.WithPrefix())
-	if err != nil {
-		return 0, err
-	}
-	changes := map[string]*version{}
-	seen := map[string]bool{}
-	for _, kv := range resp.Kvs {
-		k := string(kv.Key)
-		seen[k] = true
-		changes[k] = &version{value: kv.Value, modRev: kv.ModRevision}
-	}
-	s.mu.Lock()
-	for k := range s.keys {
-		if !seen[k] {
-			changes[k] = nil
+	for attempt := 1; ; attempt++ {
+		rev, changes, err := s.fetchAll(ctx)
+		if errors.Is(err, rpctypes.ErrCompacted) && attempt < 3 {
+			continue
 		}
+		if err != nil {
+			return 0, err
+		}
+		s.mu.Lock()
+		for k := range s.keys {
+			if _, ok := changes[k]; !ok {
+				changes[k] = nil
+			}
+		}
+		s.mu.Unlock()
+		s.apply(changes, rev)
+		return rev, nil
 	}
-	s.mu.Unlock()
-	s.apply(changes, resp.Header.Revision)
-	return resp.Header.Revision, nil
+}
+
+// fetchAll is one attempt of list: every key of the prefix at one
+// revision, the changed ones decoded.
+func (s *Store) fetchAll(ctx context.Context) (int64, map[string]*version, error) {
+	var (
+		rev     int64
+		changes = map[string]*version{}
+		wg      sync.WaitGroup
+	)
+	defer wg.Wait()
+	from, end := s.cfg.Prefix, clientv3.GetPrefixRangeEnd(s.cfg.Prefix)
+	for {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(listPage)}
+		if rev != 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		pctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+		resp, err := s.cli.Get(pctx, from, opts...)
+		cancel()
+		if err != nil {
+			return 0, nil, err
+		}
+		if rev == 0 {
+			rev = resp.Header.Revision
+		}
+		var keys []string
+		var vers []*version
+		s.mu.Lock()
+		for _, kv := range resp.Kvs {
+			k, v := string(kv.Key), &version{value: kv.Value, modRev: kv.ModRevision}
+			changes[k] = v
+			if e := s.keys[k]; e == nil || e.modRev != v.modRev {
+				keys, vers = append(keys, k), append(vers, v)
+			}
+		}
+		s.mu.Unlock()
+		wg.Go(func() {
+			out := parallel.Map(len(keys), 0, func(i int) decoded {
+				rec, err := s.decode(keys[i], vers[i].value)
+				return decoded{rec, err}
+			})
+			for i := range out {
+				vers[i].dec = &out[i]
+			}
+		})
+		if !resp.More || len(resp.Kvs) == 0 {
+			return rev, changes, nil
+		}
+		if afterPage != nil {
+			afterPage()
+		}
+		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
 }
 
 // run watches from rev+1; on a failed or compacted watch it re-lists and
@@ -225,9 +293,7 @@ func (s *Store) run(ctx context.Context, rev int64) {
 	}
 	for ctx.Err() == nil {
 		if rev == 0 {
-			lctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
-			r, err := s.list(lctx)
-			cancel()
+			r, err := s.list(ctx)
 			if err != nil {
 				if ctx.Err() == nil {
 					s.log.Warn("etcdstore: re-list failed; serving from memory", "err", err, "retry_in", backoff)
@@ -295,7 +361,7 @@ func (s *Store) apply(changes map[string]*version, rev int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	decoded := s.decodeAll(changes)
-	recs := map[string]*mdserver.Record{}
+	recs := make(map[string]*mdserver.Record, len(decoded))
 	for k, v := range changes {
 		if v == nil {
 			if _, ok := s.keys[k]; ok {
@@ -336,19 +402,25 @@ func (s *Store) apply(changes map[string]*version, rev int64) {
 		}
 	}
 	if len(recs) > 0 {
-		order := slices.SortedFunc(maps.Keys(recs), func(a, b string) int {
-			ra, rb := int64(0), int64(0)
-			if e := s.keys[a]; e != nil {
-				ra = e.modRev
+		// Oldest first, so that of two documents claiming one address the
+		// one written first keeps it.
+		type keyRev struct {
+			key string
+			rev int64
+		}
+		byRev := make([]keyRev, 0, len(recs))
+		for k := range recs {
+			kr := keyRev{key: k}
+			if e := s.keys[k]; e != nil {
+				kr.rev = e.modRev
 			}
-			if e := s.keys[b]; e != nil {
-				rb = e.modRev
-			}
-			if ra != rb {
-				return int(ra - rb)
-			}
-			return strings.Compare(a, b)
-		})
+			byRev = append(byRev, kr)
+		}
+		slices.SortFunc(byRev, func(a, b keyRev) int { return cmp.Or(cmp.Compare(a.rev, b.rev), strings.Compare(a.key, b.key)) })
+		order := make([]string, len(byRev))
+		for i, kr := range byRev {
+			order[i] = kr.key
+		}
 		served, refused := mdserver.ResolveChanges(s.served, recs, order)
 		for k, e := range s.keys {
 			if e.pending == nil {
@@ -390,13 +462,17 @@ type decoded struct {
 	err error
 }
 
-// decodeAll decodes the changed versions on every core: the first list of
-// a large prefix is otherwise seconds of YAML parsing on one. Called with
-// s.mu held (it reads s.keys).
+// decodeAll decodes the changed versions that list has not decoded yet,
+// on every core. Called with s.mu held (it reads s.keys).
 func (s *Store) decodeAll(changes map[string]*version) map[string]decoded {
+	m := make(map[string]decoded, len(changes))
 	var keys []string
 	for k, v := range changes {
-		if v != nil && (s.keys[k] == nil || s.keys[k].modRev != v.modRev) {
+		switch {
+		case v == nil || s.keys[k] != nil && s.keys[k].modRev == v.modRev:
+		case v.dec != nil:
+			m[k] = *v.dec
+		default:
 			keys = append(keys, k)
 		}
 	}
@@ -404,7 +480,6 @@ func (s *Store) decodeAll(changes map[string]*version) map[string]decoded {
 		rec, err := s.decode(keys[i], changes[keys[i]].value)
 		return decoded{rec, err}
 	})
-	m := make(map[string]decoded, len(keys))
 	for i, k := range keys {
 		m[k] = out[i]
 	}

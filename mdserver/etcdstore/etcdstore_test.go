@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/vminit/vminit/internal/etcdtest"
 	"github.com/vminit/vminit/internal/testtools"
 	"github.com/vminit/vminit/mdserver"
@@ -236,4 +238,70 @@ func TestCompaction(t *testing.T) {
 	if s.Relists() < 1 || !strings.Contains(logs.String(), "compacted") {
 		t.Errorf("no re-list logged (%d):\n%s", s.Relists(), logs)
 	}
+}
+
+// TestPagedList lists in pages of 3. A change made between two pages is
+// not half-applied: the list reads one revision, and the watch brings the
+// change after it.
+func TestPagedList(t *testing.T) {
+	e := startEtcd(t)
+	cli := e.Client()
+	ctx := context.Background()
+	putSeven(t, cli)
+	pages := 0
+	stores, atWatch := make(chan *Store, 1), make(chan string, 1)
+	var once sync.Once
+	withHooks(t, 3, func() {
+		if pages++; pages == 1 { // vm6 is on the last page
+			cli.Put(ctx, DefaultPrefix+"vm6", doc("vm6", "10.5.0.7", "new"))
+		}
+	}, func() { once.Do(func() { atWatch <- hostname(<-stores, "vm6") }) })
+	s, logs := open(t, e, "")
+	stores <- s
+	if h := <-atWatch; h != "old" {
+		t.Errorf("the list read vm6 as %q: it mixed revisions", h)
+	}
+	eventually(t, "the watch to bring vm6's change", func() bool { return hostname(s, "vm6") == "new" })
+	if s.Snapshot().Len() != 7 || pages != 2 {
+		t.Errorf("%d instances, %d pauses between pages; log:\n%s", s.Snapshot().Len(), pages, logs)
+	}
+}
+
+// TestPagedListCompacted compacts the revision a list reads at between two
+// pages: the list starts again at a new revision, and Open succeeds.
+func TestPagedListCompacted(t *testing.T) {
+	e := startEtcd(t)
+	cli := e.Client()
+	ctx := context.Background()
+	putSeven(t, cli)
+	pages := 0
+	withHooks(t, 3, func() {
+		if pages++; pages == 1 {
+			resp, _ := cli.Put(ctx, DefaultPrefix+"vm6", doc("vm6", "10.5.0.7", "new"))
+			if _, err := cli.Compact(ctx, resp.Header.Revision); err != nil {
+				t.Error(err)
+			}
+		}
+	}, nil)
+	s, logs := open(t, e, "")
+	// 3 pages, the second failed (compacted); then 3 pages.
+	if s.Snapshot().Len() != 7 || hostname(s, "vm6") != "new" || pages != 3 {
+		t.Errorf("%d instances, vm6 %q, %d pauses between pages; log:\n%s", s.Snapshot().Len(), hostname(s, "vm6"), pages, logs)
+	}
+}
+
+func putSeven(t *testing.T, cli *clientv3.Client) {
+	t.Helper()
+	for i := range 7 {
+		if _, err := cli.Put(context.Background(), fmt.Sprintf("%svm%d", DefaultPrefix, i), doc(fmt.Sprintf("vm%d", i), fmt.Sprintf("10.5.0.%d", i+1), "old")); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// withHooks sets listPage and the list and watch hooks for one test.
+func withHooks(t *testing.T, page int64, after, watch func()) {
+	old := listPage
+	listPage, afterPage, beforeWatch = page, after, watch
+	t.Cleanup(func() { listPage, afterPage, beforeWatch = old, nil, nil })
 }
