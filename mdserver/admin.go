@@ -5,8 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -168,32 +166,6 @@ func LoadToken(path string) (string, error) {
 		return "", fmt.Errorf("%s: the token is %d bytes; use at least 16 (e.g. head -c 32 /dev/urandom | base64)", path, len(t))
 	}
 	return t, nil
-}
-
-// AdminTLSConfig is the listener configuration for serving the admin API
-// over TLS: a certificate and key (PEM files), TLS 1.2 or newer, and, when
-// clientCAFile is set, client certificates required and verified against
-// that CA bundle (mutual TLS on top of the bearer token). Use it as
-// http.Server.TLSConfig and call ServeTLS(l, "", "").
-func AdminTLSConfig(certFile, keyFile, clientCAFile string) (*tls.Config, error) {
-	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
-	if err != nil {
-		return nil, err
-	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
-	if clientCAFile != "" {
-		pem, err := os.ReadFile(clientCAFile)
-		if err != nil {
-			return nil, err
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("%s: no PEM certificates", clientCAFile)
-		}
-		cfg.ClientCAs = pool
-		cfg.ClientAuth = tls.RequireAndVerifyClientCert
-	}
-	return cfg, nil
 }
 
 // Admin API wire types.

@@ -81,8 +81,10 @@ after which the rest are cut (and counted in the log).
 
 Metrics (Prometheus) are served only on --metrics-listen, the admin API
 only on --admin-listen: over HTTPS with --admin-tls-cert/--admin-tls-key,
-and with client certificates required with --admin-client-ca. Clear-text
-admin listeners beyond loopback are logged as a warning.`,
+and with client certificates required with --admin-client-ca (the three
+files are re-read when they change: a renewed certificate needs no
+restart). Clear-text admin listeners beyond loopback are logged as a
+warning.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runServe(cmd.Context(), f, cmd.ErrOrStderr())
@@ -284,7 +286,7 @@ func runServe(ctx context.Context, f serveFlags, stderr interface{ Write([]byte)
 			return err
 		}
 		if f.adminTLSCert != "" {
-			if adminTLS, err = mdserver.AdminTLSConfig(f.adminTLSCert, f.adminTLSKey, f.adminClientCA); err != nil {
+			if adminTLS, err = mdserver.AdminTLSConfig(f.adminTLSCert, f.adminTLSKey, f.adminClientCA, logger); err != nil {
 				return fmt.Errorf("admin TLS: %w", err)
 			}
 		} else if !isLoopback(f.adminListen) {
