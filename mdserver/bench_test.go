@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/vminit/vminit/internal/mdbench"
+	"github.com/vminit/vminit/internal/serve"
 	"github.com/vminit/vminit/mdserver"
 )
 
@@ -36,6 +37,7 @@ var fleet struct {
 func loadFleet(b *testing.B) *mdbench.Loaded {
 	b.Helper()
 	fleet.once.Do(func() {
+		serve.SetGC() // vminit serve's collector setting
 		// The audit log and metrics are on, as in vminit serve; the JSON
 		// lines are formatted and then discarded.
 		logger, _ := mdbench.AuditLogger("json")

@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/vminit/vminit/internal/mdbench"
+	"github.com/vminit/vminit/internal/serve"
 	"github.com/vminit/vminit/mdserver"
 )
 
@@ -87,6 +88,7 @@ func main() {
 		}
 		return
 	}
+	fmt.Printf("gc_percent=%d (vminit serve's setting; GOGC overrides it)\n", serve.SetGC())
 	logger, err := mdbench.AuditLogger(*logTo)
 	if err != nil {
 		log.Fatal(err)

@@ -84,7 +84,12 @@ only on --admin-listen: over HTTPS with --admin-tls-cert/--admin-tls-key,
 and with client certificates required with --admin-client-ca (the three
 files are re-read when they change: a renewed certificate needs no
 restart). Clear-text admin listeners beyond loopback are logged as a
-warning.`,
+warning.
+
+The garbage collector runs at GOGC=200 unless the GOGC environment
+variable says otherwise: the loaded instances are a large, long-lived heap,
+and collecting it half as often shortens the tail of a boot storm for a
+peak heap of three times the live one (GOMEMLIMIT bounds it if needed).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runServe(cmd.Context(), f, cmd.ErrOrStderr())
@@ -304,6 +309,7 @@ func runServe(ctx context.Context, f serveFlags, stderr interface{ Write([]byte)
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 
+	gcPercent := serve.SetGC()
 	start := time.Now()
 	var store mdserver.Store
 	if f.instances != "" {
@@ -318,7 +324,7 @@ func runServe(ctx context.Context, f serveFlags, stderr interface{ Write([]byte)
 		return err
 	}
 	defer store.Close()
-	logger.Info("instances loaded", "count", store.Snapshot().Len(), "duration", time.Since(start))
+	logger.Info("instances loaded", "count", store.Snapshot().Len(), "duration", time.Since(start), "gc_percent", gcPercent)
 
 	metrics := mdserver.NewMetrics()
 	h := mdserver.NewHandler(store, mdserver.Options{
