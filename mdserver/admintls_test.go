@@ -10,15 +10,16 @@ import (
 
 	"github.com/vminit/vminit/internal/testpki"
 	"github.com/vminit/vminit/internal/testtools"
+	"github.com/vminit/vminit/internal/tlsfiles"
 )
 
 // TestAdminTLSReload renews the admin certificate and client CA in place:
 // the next handshake gets the new ones; a renewal half written (the new
 // certificate beside the old key) keeps the previous set and is logged.
 func TestAdminTLSReload(t *testing.T) {
-	old := tlsRecheck
-	tlsRecheck = 0
-	t.Cleanup(func() { tlsRecheck = old })
+	old := tlsfiles.Recheck
+	tlsfiles.Recheck = 0
+	t.Cleanup(func() { tlsfiles.Recheck = old })
 	first, second := testpki.New(t), testpki.New(t)
 	dir := t.TempDir()
 	cert, key, ca := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"), filepath.Join(dir, "ca.crt")

@@ -20,6 +20,7 @@ import (
 
 	"github.com/vminit/vminit/ignition"
 	"github.com/vminit/vminit/internal/serve"
+	"github.com/vminit/vminit/internal/tlsfiles"
 	"github.com/vminit/vminit/mdserver"
 	"github.com/vminit/vminit/mdserver/dirstore"
 	"github.com/vminit/vminit/mdserver/etcdstore"
@@ -123,8 +124,9 @@ peak heap of three times the live one (GOMEMLIMIT bounds it if needed).`,
 	return cmd
 }
 
-// etcdConfig turns the --etcd-* flags into a store configuration.
-func etcdConfig(f serveFlags) (etcdstore.Config, error) {
+// etcdConfig turns the --etcd-* flags into a store configuration; logger
+// (nil: slog.Default()) receives client certificate reloads.
+func etcdConfig(f serveFlags, logger *slog.Logger) (etcdstore.Config, error) {
 	cfg := etcdstore.Config{Endpoints: f.etcdEndpoints, Prefix: f.etcdPrefix, Username: f.etcdUser}
 	if len(f.etcdEndpoints) == 0 {
 		if f.etcdCA != "" || f.etcdCert != "" || f.etcdKey != "" || f.etcdUser != "" || f.etcdPassFile != "" {
@@ -168,11 +170,16 @@ func etcdConfig(f serveFlags) (etcdstore.Config, error) {
 			}
 		}
 		if f.etcdCert != "" {
-			cert, err := tls.LoadX509KeyPair(f.etcdCert, f.etcdKey)
+			// Re-read when renewed: the client presents the new pair
+			// from its next connection on.
+			w, err := tlsfiles.Watch("etcd client certificate", logger, func() (*tls.Certificate, error) {
+				cert, err := tls.LoadX509KeyPair(f.etcdCert, f.etcdKey)
+				return &cert, err
+			}, f.etcdCert, f.etcdKey)
 			if err != nil {
 				return cfg, usagef("--etcd-cert/--etcd-key: %v", err)
 			}
-			cfg.TLS.Certificates = []tls.Certificate{cert}
+			cfg.TLS.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return w.Get(), nil }
 		}
 	}
 	if f.etcdPassFile != "" {
@@ -243,7 +250,7 @@ func runServe(ctx context.Context, f serveFlags, stderr interface{ Write([]byte)
 	if (f.instances == "") == (len(f.etcdEndpoints) == 0) {
 		return usagef("give exactly one of --instances DIR and --etcd-endpoints")
 	}
-	etcd, err := etcdConfig(f)
+	etcd, err := etcdConfig(f, logger)
 	if err != nil {
 		return err
 	}

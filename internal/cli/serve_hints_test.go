@@ -24,13 +24,13 @@ func TestEtcdHint(t *testing.T) {
 
 func TestEtcdEndpointSchemes(t *testing.T) {
 	for _, eps := range [][]string{{"https://a:2379", "http://b:2379"}, {"http://a:2379", "https://b:2379"}} {
-		_, err := etcdConfig(serveFlags{etcdEndpoints: eps})
+		_, err := etcdConfig(serveFlags{etcdEndpoints: eps}, nil)
 		var ue usageError
 		if !errors.As(err, &ue) || !strings.Contains(err.Error(), "same scheme") {
 			t.Errorf("%v: %v", eps, err)
 		}
 	}
-	if cfg, err := etcdConfig(serveFlags{etcdEndpoints: []string{"https://a:2379", "https://b:2379"}}); err != nil || cfg.TLS == nil {
+	if cfg, err := etcdConfig(serveFlags{etcdEndpoints: []string{"https://a:2379", "https://b:2379"}}, nil); err != nil || cfg.TLS == nil {
 		t.Errorf("https only: %v %v", cfg.TLS, err)
 	}
 }
