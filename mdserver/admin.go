@@ -136,6 +136,60 @@ func ResolveChanges(served map[string]*Record, changes map[string]*Record, keys 
 	return out, refused
 }
 
+// Pending is what a store keeps for a source key whose latest version
+// loaded but is not served: ResolveChanges refused it (another key holds
+// its name or an address), and it is offered again with every change.
+type Pending struct {
+	Record  *Record // nil: nothing pending
+	Refused string  // why, as last reported ("" before the first refusal)
+}
+
+// Set makes rec the key's pending version, or none (nil: the new version
+// did not load, or is already served), and forgets the last refusal.
+func (p *Pending) Set(rec *Record) { p.Record, p.Refused = rec, "" }
+
+// Settle records ResolveChanges' verdict on the key: err is its refusal,
+// or nil when Record is now served. report gets a refusal the first time
+// it is seen, so that a standing conflict is logged once, not at every
+// change.
+func (p *Pending) Settle(err error, report func(reason string)) {
+	switch {
+	case p.Record == nil:
+	case err == nil:
+		p.Set(nil)
+	case err.Error() != p.Refused:
+		p.Refused = err.Error()
+		report(p.Refused)
+	}
+}
+
+// ProblemAttrs are the log attributes of a version that did not load:
+// problem1, problem2… with each field error (without its file name: the
+// store's line names the source), or err when it is not a list of field
+// errors.
+func ProblemAttrs(err error) []any {
+	es := spec.AsErrors(err)
+	if es == nil {
+		return []any{"err", err}
+	}
+	attrs := make([]any, 0, 2*len(es))
+	for i, fe := range es {
+		bare := *fe
+		bare.File = ""
+		attrs = append(attrs, fmt.Sprintf("problem%d", i+1), bare.Error())
+	}
+	return attrs
+}
+
+// ServingInstead says, for a log line, what a key whose new version was
+// not taken serves meanwhile; source names the key's kind ("file", "key").
+func ServingInstead(r *Record, source string) string {
+	if r == nil {
+		return "nothing from this " + source
+	}
+	return "the last good version (revision " + r.Revision + ")"
+}
+
 // AdminOptions configure the admin API.
 type AdminOptions struct {
 	// Token is the bearer token every request must carry

@@ -8,9 +8,12 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/vminit/vminit/spec"
 )
 
 // memStore is a minimal Store for the admin API tests (the real stores
@@ -236,5 +239,33 @@ func TestResolveChanges(t *testing.T) {
 	out, _ = ResolveChanges(out, map[string]*Record{"a.yaml": nil}, []string{"a.yaml"})
 	if _, ok := out["a.yaml"]; ok || len(out) != 2 {
 		t.Errorf("delete: %v", out)
+	}
+}
+
+// TestPending: a standing refusal is reported once, a new reason again,
+// and a served version clears it.
+func TestPending(t *testing.T) {
+	var p Pending
+	var reports []string
+	report := func(r string) { reports = append(reports, r) }
+	p.Settle(errors.New("ignored: nothing pending"), report)
+	p.Set(&Record{Name: "a"})
+	p.Settle(errors.New("10.0.0.1 is claimed by b"), report)
+	p.Settle(errors.New("10.0.0.1 is claimed by b"), report)
+	p.Settle(errors.New("name a is claimed by c"), report)
+	if want := []string{"10.0.0.1 is claimed by b", "name a is claimed by c"}; !slices.Equal(reports, want) {
+		t.Errorf("reported %q, want %q", reports, want)
+	}
+	p.Settle(nil, report)
+	if p.Record != nil || p.Refused != "" {
+		t.Errorf("served, still pending: %+v", p)
+	}
+	fe := &spec.FieldError{File: "a.yaml", Field: "spec.hostname", Message: "bad"}
+	attrs := ProblemAttrs(spec.Errors{fe})
+	if len(attrs) != 2 || attrs[0] != "problem1" || strings.Contains(attrs[1].(string), "a.yaml") || fe.File != "a.yaml" {
+		t.Errorf("ProblemAttrs = %q (and the error's file is now %q)", attrs, fe.File)
+	}
+	if attrs := ProblemAttrs(errors.New("read: EIO")); len(attrs) != 2 || attrs[0] != "err" {
+		t.Errorf("ProblemAttrs of a plain error = %q", attrs)
 	}
 }

@@ -106,8 +106,7 @@ type entry struct {
 	racy bool
 	// pending is a parsed version that was refused because another file
 	// holds its name or an address; it is retried on every reload.
-	pending *mdserver.Record
-	refused string // the last refusal logged, to log each one once
+	pending mdserver.Pending
 }
 
 // racyWindow is longer than any file system's timestamp granularity
@@ -281,7 +280,7 @@ func (s *Store) writeCache() {
 	s.cacheDirty = false
 	items := make([]cacheItem, 0, len(s.served))
 	for name, rec := range s.served {
-		if e := s.files[name]; e != nil && !e.racy && e.pending == nil {
+		if e := s.files[name]; e != nil && !e.racy && e.pending.Record == nil {
 			items = append(items, cacheItem{file: name, stamp: e.stamp, rec: rec})
 		}
 	}
@@ -366,29 +365,21 @@ func (s *Store) reload(force bool) error {
 			s.verified[p.rec.Revision] = true // cacheLoop is not running yet
 		}
 		if p.err != nil {
-			e.pending = nil
-			attrs := []any{"file", p.name}
-			for i, fe := range spec.AsErrors(p.err) {
-				fe.File = ""
-				attrs = append(attrs, fmt.Sprintf("problem%d", i+1), fe.Error())
-			}
-			if spec.AsErrors(p.err) == nil {
-				attrs = append(attrs, "err", p.err)
-			}
-			attrs = append(attrs, "serving", servingWhat(s.served[p.name]))
-			s.log.Error("dirstore: invalid spec file", attrs...)
+			e.pending.Set(nil)
+			attrs := append([]any{"file", p.name}, mdserver.ProblemAttrs(p.err)...)
+			s.log.Error("dirstore: invalid spec file", append(attrs, "serving", mdserver.ServingInstead(s.served[p.name], "file"))...)
 			continue
 		}
 		if old := s.served[p.name]; old != nil && old.Revision == p.rec.Revision && !force {
-			e.pending = nil
+			e.pending.Set(nil)
 			continue
 		}
-		e.pending = p.rec
+		e.pending.Set(p.rec)
 	}
 	// Retry every pending version (refused earlier, or new now).
 	for name, e := range s.files {
-		if e.pending != nil {
-			changes[name] = e.pending
+		if e.pending.Record != nil {
+			changes[name] = e.pending.Record
 			order = append(order, name)
 		}
 	}
@@ -399,18 +390,10 @@ func (s *Store) reload(force bool) error {
 	order = slices.Compact(order)
 	served, refused := mdserver.ResolveChanges(s.served, changes, order)
 	for name, e := range s.files {
-		if e.pending == nil {
-			continue
-		}
-		if err, ok := refused[name]; ok {
-			if msg := err.Error(); msg != e.refused {
-				e.refused = msg
-				s.log.Error("dirstore: spec file refused", "file", name, "instance", e.pending.Name, "problem", msg,
-					"serving", servingWhat(s.served[name]))
-			}
-			continue
-		}
-		e.pending, e.refused = nil, ""
+		e.pending.Settle(refused[name], func(reason string) {
+			s.log.Error("dirstore: spec file refused", "file", name, "instance", e.pending.Record.Name, "problem", reason,
+				"serving", mdserver.ServingInstead(s.served[name], "file"))
+		})
 	}
 	recs := slices.Collect(maps.Values(served))
 	snap, err := mdserver.NewSnapshot(recs)
@@ -430,13 +413,6 @@ func (s *Store) reload(force bool) error {
 	}
 	s.log.Debug("dirstore: snapshot replaced", "instances", snap.Len(), "changed", len(changes))
 	return nil
-}
-
-func servingWhat(r *mdserver.Record) string {
-	if r == nil {
-		return "nothing from this file"
-	}
-	return "the last good version (revision " + r.Revision + ")"
 }
 
 // scanAll stats the named files and reads and parses those that changed
@@ -603,8 +579,8 @@ func (s *Store) Put(ctx context.Context, doc []byte) (*mdserver.Record, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e := s.files[target]; e != nil && e.pending != nil {
-		return nil, errors.New(e.refused)
+	if e := s.files[target]; e != nil && e.pending.Record != nil {
+		return nil, errors.New(e.pending.Refused)
 	}
 	got := s.served[target]
 	if got == nil || got.Revision != rec.Revision {

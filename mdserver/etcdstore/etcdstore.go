@@ -91,8 +91,7 @@ type Store struct {
 
 type entry struct {
 	modRev  int64
-	pending *mdserver.Record // loaded but refused (conflict); retried on every change
-	refused string
+	pending mdserver.Pending
 }
 
 // beforeWatch is a test hook run before each Watch call; afterPage, after
@@ -381,24 +380,16 @@ func (s *Store) apply(changes map[string]*version, rev int64) {
 		e.modRev = v.modRev
 		rec, err := decoded[k].rec, decoded[k].err
 		if err != nil {
-			e.pending, e.refused = nil, ""
-			attrs := []any{"key", k, "mod_revision", v.modRev}
-			if es := spec.AsErrors(err); es != nil {
-				for i, fe := range es {
-					attrs = append(attrs, fmt.Sprintf("problem%d", i+1), fe.Error())
-				}
-			} else {
-				attrs = append(attrs, "err", err)
-			}
-			attrs = append(attrs, "serving", servingWhat(s.served[k]))
-			s.log.Error("etcdstore: invalid document skipped", attrs...)
+			e.pending.Set(nil)
+			attrs := append([]any{"key", k, "mod_revision", v.modRev}, mdserver.ProblemAttrs(err)...)
+			s.log.Error("etcdstore: invalid document skipped", append(attrs, "serving", mdserver.ServingInstead(s.served[k], "key"))...)
 			continue
 		}
-		e.pending = rec
+		e.pending.Set(rec)
 	}
 	for k, e := range s.keys {
-		if e.pending != nil {
-			recs[k] = e.pending
+		if e.pending.Record != nil {
+			recs[k] = e.pending.Record
 		}
 	}
 	if len(recs) > 0 {
@@ -423,17 +414,9 @@ func (s *Store) apply(changes map[string]*version, rev int64) {
 		}
 		served, refused := mdserver.ResolveChanges(s.served, recs, order)
 		for k, e := range s.keys {
-			if e.pending == nil {
-				continue
-			}
-			if err, ok := refused[k]; ok {
-				if msg := err.Error(); msg != e.refused {
-					e.refused = msg
-					s.log.Error("etcdstore: document refused", "key", k, "problem", msg, "serving", servingWhat(s.served[k]))
-				}
-				continue
-			}
-			e.pending, e.refused = nil, ""
+			e.pending.Settle(refused[k], func(reason string) {
+				s.log.Error("etcdstore: document refused", "key", k, "problem", reason, "serving", mdserver.ServingInstead(s.served[k], "key"))
+			})
 		}
 		snap, err := mdserver.NewSnapshot(slices.Collect(maps.Values(served)))
 		if err != nil {
@@ -448,13 +431,6 @@ func (s *Store) apply(changes map[string]*version, rev int64) {
 		close(s.revSig)
 		s.revSig = make(chan struct{})
 	}
-}
-
-func servingWhat(r *mdserver.Record) string {
-	if r == nil {
-		return "nothing from this key"
-	}
-	return "the last good version (revision " + r.Revision + ")"
 }
 
 type decoded struct {
@@ -551,8 +527,8 @@ func (s *Store) Put(ctx context.Context, doc []byte) (*mdserver.Record, error) {
 		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if e := s.keys[key]; e != nil && e.pending != nil && e.refused != "" {
-			return nil, fmt.Errorf("%w: %s", mdserver.ErrAddressConflict, e.refused)
+		if e := s.keys[key]; e != nil && e.pending.Record != nil && e.pending.Refused != "" {
+			return nil, fmt.Errorf("%w: %s", mdserver.ErrAddressConflict, e.pending.Refused)
 		}
 		if got := s.served[key]; got != nil && got.Revision == rec.Revision {
 			return got, nil
