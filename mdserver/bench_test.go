@@ -214,10 +214,11 @@ func BenchmarkFleet(b *testing.B) {
 	b.ReportMetric(ld.HeapPerInstance, "B/instance")
 }
 
-// BenchmarkFirstFetch: a VM's first request, which renders every
-// dialect's payloads for its instance (rendering is lazy), one op per
-// instance. It reports the rendered payload bytes and the heap each
-// rendered instance adds to the fleet's per-instance cost.
+// BenchmarkFirstFetch: an EC2 guest's first meta-data request and first
+// user-data request, which render its instance's EC2 trees and user data
+// (each dialect is rendered when first asked for), one op per instance.
+// It reports the rendered payload bytes and the heap each rendered
+// instance adds to the fleet's per-instance cost.
 func BenchmarkFirstFetch(b *testing.B) {
 	logger, _ := mdbench.AuditLogger("json")
 	m := mdserver.NewMetrics()
@@ -225,19 +226,23 @@ func BenchmarkFirstFetch(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	reqs := make([]*http.Request, b.N)
+	reqs := make([][2]*http.Request, b.N)
 	for i := range reqs {
-		reqs[i] = httptest.NewRequest(http.MethodGet, mdbench.CrawlPaths[0], nil)
-		reqs[i].RemoteAddr = mdbench.Addr(i).String() + ":40000"
+		for j, p := range []string{mdbench.CrawlPaths[0], "/2021-03-23/user-data"} {
+			reqs[i][j] = httptest.NewRequest(http.MethodGet, p, nil)
+			reqs[i][j].RemoteAddr = mdbench.Addr(i).String() + ":40000"
+		}
 	}
 	before := heapAlloc()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
-		w := httptest.NewRecorder()
-		ld.Handler.ServeHTTP(w, reqs[i])
-		if w.Code != http.StatusOK {
-			b.Fatalf("instance %d: %d", i, w.Code)
+		for _, r := range reqs[i] {
+			w := httptest.NewRecorder()
+			ld.Handler.ServeHTTP(w, r)
+			if w.Code != http.StatusOK {
+				b.Fatalf("instance %d, %s: %d", i, r.URL.Path, w.Code)
+			}
 		}
 	}
 	b.StopTimer()

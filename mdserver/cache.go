@@ -4,14 +4,12 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"unsafe"
 
 	"github.com/vminit/vminit/cloudinit"
 	"github.com/vminit/vminit/delivery"
 	"github.com/vminit/vminit/ignition"
 	"github.com/vminit/vminit/network"
-	"github.com/vminit/vminit/seed"
 	"github.com/vminit/vminit/spec"
 )
 
@@ -33,30 +31,42 @@ func isIgnition(inst *spec.Instance) bool {
 	return inst.Spec.Ignition.Config != "" || inst.Spec.Ignition.Butane != ""
 }
 
-// entry is the rendered data of one record revision, computed on first use.
+// entry is the rendered data of one record revision. Each dialect's files
+// are rendered on first use, separately: an EC2 guest never pays for the
+// NoCloud or ConfigDrive metadata (a third of rendering them all), and a
+// part that fails to render fails only the requests that need it.
 type entry struct {
 	rev string
 
-	once sync.Once
-	p    *payloads
-	err  error
+	userData  part[[]byte]                       // cloud-init user data; every dialect serves it
+	ec2       part[[ec2Levels]map[string][]byte] // paths relative to a version directory; listings end in "/"
+	openstack part[map[string][]byte]            // meta_data.json, network_data.json, vendor_data.json
+	nocloud   part[map[string][]byte]            // meta-data, vendor-data, network-config
+	ignition  part[[]byte]                       // the Ignition config
 
-	ignOnce sync.Once
-	ign     []byte
-	ignErr  error
-
-	size    int64
-	counted atomic.Bool // added to the cache metrics
+	mu      sync.Mutex // guards the metrics accounting below
+	size    int64      // bytes added to the cache metrics
+	counted bool       // counted in vminit_mdserver_cache_entries
+	dropped bool       // out of the cache: rendering it no longer counts
 }
 
-// payloads are one record's rendered files. Trees map paths relative to a
-// dialect's version directory to bodies; directory listings end in "/".
-type payloads struct {
-	ignition  bool   // user data is the Ignition config
-	userData  []byte // cloud-init user data (unused for Ignition instances)
-	ec2       [ec2Levels]map[string][]byte
-	openstack map[string][]byte // meta_data.json, network_data.json, vendor_data.json
-	nocloud   map[string][]byte // meta-data, vendor-data, network-config
+// part is one lazily rendered piece of an entry.
+type part[T any] struct {
+	once sync.Once
+	v    T
+	err  error
+}
+
+// get renders the part on first use; size (when the render succeeded) is
+// what it adds to the cache metrics.
+func getPart[T any](h *handler, e *entry, p *part[T], render func() (T, error), size func(T) int64) (T, error) {
+	p.once.Do(func() {
+		p.v, p.err = render()
+		if p.err == nil {
+			h.account(e, size(p.v))
+		}
+	})
+	return p.v, p.err
 }
 
 func (h *handler) entry(rec *Record) *entry {
@@ -81,34 +91,43 @@ func (h *handler) entry(rec *Record) *entry {
 	return e
 }
 
+// account adds n rendered bytes of e to the cache metrics.
+func (h *handler) account(e *entry, n int64) {
+	if h.metrics == nil {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.dropped {
+		return
+	}
+	if !e.counted {
+		e.counted = true
+		h.metrics.cacheEntries.Add(1)
+	}
+	e.size += n
+	h.metrics.cacheBytes.Add(n)
+}
+
+// uncount takes e, dropped from the cache, out of the metrics.
 func (h *handler) uncount(e *entry) {
-	if h.metrics != nil && e.counted.CompareAndSwap(true, false) {
+	if h.metrics == nil {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.dropped = true
+	if e.counted {
+		e.counted = false
 		h.metrics.cacheEntries.Add(-1)
 		h.metrics.cacheBytes.Add(-e.size)
 	}
 }
 
-// payloads renders (once) and returns the record's payloads.
-func (h *handler) payloads(rec *Record) (*entry, *payloads, error) {
-	e := h.entry(rec)
-	e.once.Do(func() {
-		e.p, e.err = render(rec)
-		if e.err == nil {
-			e.size = e.p.bytes()
-			if h.metrics != nil {
-				e.counted.Store(true)
-				h.metrics.cacheEntries.Add(1)
-				h.metrics.cacheBytes.Add(e.size)
-			}
-		}
-	})
-	return e, e.p, e.err
-}
-
-// bytes is the size of the payloads' paths and bodies, each counted once
+// treeBytes is the size of the trees' paths and bodies, each counted once
 // however many trees share it (the EC2 levels share most of theirs).
-func (p *payloads) bytes() int64 {
-	n := int64(len(p.userData))
+func treeBytes(trees ...map[string][]byte) int64 {
+	var n int64
 	seen := map[uintptr]bool{}
 	once := func(ptr uintptr, size int) {
 		if size > 0 && !seen[ptr] {
@@ -116,7 +135,7 @@ func (p *payloads) bytes() int64 {
 			n += int64(size)
 		}
 	}
-	for _, m := range append(p.ec2[:], p.openstack, p.nocloud) {
+	for _, m := range trees {
 		for k, v := range m {
 			once(uintptr(unsafe.Pointer(unsafe.StringData(k))), len(k))
 			once(uintptr(unsafe.Pointer(unsafe.SliceData(v))), len(v))
@@ -125,69 +144,101 @@ func (p *payloads) bytes() int64 {
 	return n
 }
 
-func render(rec *Record) (*payloads, error) {
-	inst := rec.Instance
-	p := &payloads{ignition: isIgnition(inst)}
-	nc, err := seed.Build(inst, seed.NoCloud, seed.Options{})
-	if err != nil {
-		return nil, fmt.Errorf("rendering %s for NoCloud: %w", rec.Name, err)
-	}
-	p.userData, _ = nc.Lookup("user-data")
-	p.nocloud = map[string][]byte{}
-	for _, f := range nc.Files {
-		if f.Path != "user-data" {
-			p.nocloud[f.Path] = f.Data
+func bytesLen(b []byte) int64 { return int64(len(b)) }
+
+// cloudUserData renders (once) the record's cloud-init user data, checking
+// its vendor data with it as seed.Build does.
+func (h *handler) cloudUserData(rec *Record) ([]byte, error) {
+	e := h.entry(rec)
+	return getPart(h, e, &e.userData, func() ([]byte, error) {
+		inst := rec.Instance
+		if err := cloudinit.CheckUserData(cloudinit.VendorData(inst)); err != nil {
+			return nil, fmt.Errorf("rendering %s: spec.cloudInit.vendorData: %w", rec.Name, err)
 		}
-	}
-	// The ConfigDrive files are rendered one by one rather than with a
-	// second seed.Build, which would render (and check) the user data
-	// again: that was a third of a first fetch.
-	osErr := func(err error) error { return fmt.Errorf("rendering %s for OpenStack: %w", rec.Name, err) }
-	p.openstack = map[string][]byte{}
-	md, err := cloudinit.ConfigDriveMetaData(inst)
-	if err != nil {
-		return nil, osErr(err)
-	}
-	p.openstack["meta_data.json"] = md
-	if n := inst.Spec.Network; n != nil {
-		nd, err := network.NetworkDataJSON(n)
+		ud, err := cloudinit.UserData(inst)
+		if err != nil {
+			return nil, fmt.Errorf("rendering %s: user data: %w", rec.Name, err)
+		}
+		return ud, nil
+	}, bytesLen)
+}
+
+// ec2Tree renders (once) the record's EC2 meta-data trees, one per level.
+func (h *handler) ec2Tree(rec *Record) [ec2Levels]map[string][]byte {
+	e := h.entry(rec)
+	t, _ := getPart(h, e, &e.ec2, func() ([ec2Levels]map[string][]byte, error) { return ec2Trees(rec), nil },
+		func(t [ec2Levels]map[string][]byte) int64 { return treeBytes(t[:]...) })
+	return t
+}
+
+// openstackFiles renders (once) the record's ConfigDrive metadata files.
+func (h *handler) openstackFiles(rec *Record) (map[string][]byte, error) {
+	e := h.entry(rec)
+	return getPart(h, e, &e.openstack, func() (map[string][]byte, error) {
+		inst := rec.Instance
+		osErr := func(err error) error { return fmt.Errorf("rendering %s for OpenStack: %w", rec.Name, err) }
+		files := map[string][]byte{}
+		md, err := cloudinit.ConfigDriveMetaData(inst)
 		if err != nil {
 			return nil, osErr(err)
 		}
-		if nd != nil {
-			p.openstack["network_data.json"] = nd
+		files["meta_data.json"] = md
+		if n := inst.Spec.Network; n != nil {
+			nd, err := network.NetworkDataJSON(n)
+			if err != nil {
+				return nil, osErr(err)
+			}
+			if nd != nil {
+				files["network_data.json"] = nd
+			}
 		}
-	}
-	vd, err := cloudinit.ConfigDriveVendorData(inst)
-	if err != nil {
-		return nil, osErr(err)
-	}
-	if vd != nil {
-		p.openstack["vendor_data.json"] = vd
-	}
-	p.ec2 = ec2Trees(rec)
-	return p, nil
+		vd, err := cloudinit.ConfigDriveVendorData(inst)
+		if err != nil {
+			return nil, osErr(err)
+		}
+		if vd != nil {
+			files["vendor_data.json"] = vd
+		}
+		return files, nil
+	}, func(m map[string][]byte) int64 { return treeBytes(m) })
 }
 
-// ignitionConfig renders (once) the record's Ignition config.
+// nocloudFiles renders (once) the record's NoCloud meta-data, vendor-data
+// and network-config (version 2).
+func (h *handler) nocloudFiles(rec *Record) (map[string][]byte, error) {
+	e := h.entry(rec)
+	return getPart(h, e, &e.nocloud, func() (map[string][]byte, error) {
+		inst := rec.Instance
+		ncErr := func(err error) error { return fmt.Errorf("rendering %s for NoCloud: %w", rec.Name, err) }
+		md, err := cloudinit.MetaData(inst)
+		if err != nil {
+			return nil, ncErr(err)
+		}
+		files := map[string][]byte{"meta-data": md, "vendor-data": cloudinit.VendorData(inst)}
+		if n := inst.Spec.Network; n != nil {
+			nc, err := network.V2(n)
+			if err != nil {
+				return nil, ncErr(err)
+			}
+			files["network-config"] = nc
+		}
+		return files, nil
+	}, func(m map[string][]byte) int64 { return treeBytes(m) })
+}
+
+// renderIgnition renders (once) the record's Ignition config.
 func (h *handler) renderIgnition(rec *Record) ([]byte, error) {
 	e := h.entry(rec)
-	e.ignOnce.Do(func() {
+	return getPart(h, e, &e.ignition, func() ([]byte, error) {
 		res, err := ignition.Render(rec.Instance, ignition.Options{Variant: h.opts.IgnitionVariant, AllowPartial: true})
 		if err != nil {
-			e.ignErr = err
-			return
+			return nil, err
 		}
 		for _, w := range res.Warnings {
 			h.log.Warn("ignition rendering", "instance", rec.Name, "warning", w)
 		}
-		e.ign = res.Config
-		if h.metrics != nil {
-			h.metrics.cacheBytes.Add(int64(len(e.ign)))
-		}
-		e.size += int64(len(e.ign))
-	})
-	return e.ign, e.ignErr
+		return res.Config, nil
+	}, bytesLen)
 }
 
 // userData returns the user data every dialect serves: cloud-init's, or
@@ -195,12 +246,9 @@ func (h *handler) renderIgnition(rec *Record) ([]byte, error) {
 // config to this server's /ignition/config when it exceeds the transport's
 // budget (as it would on the real cloud).
 func (h *handler) userData(r *http.Request, rec *Record, transport string) ([]byte, string, error) {
-	_, p, err := h.payloads(rec)
-	if err != nil {
-		return nil, "", err
-	}
-	if !p.ignition {
-		return p.userData, textPlain, nil
+	if !isIgnition(rec.Instance) {
+		ud, err := h.cloudUserData(rec)
+		return ud, textPlain, err
 	}
 	cfg, err := h.renderIgnition(rec)
 	if err != nil {

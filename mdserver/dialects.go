@@ -61,7 +61,7 @@ func (h *handler) openstack(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec := recordOf(w)
-	_, p, err := h.payloads(rec)
+	files, err := h.openstackFiles(rec)
 	if h.failed(w, rec, err) {
 		return
 	}
@@ -69,7 +69,7 @@ func (h *handler) openstack(w http.ResponseWriter, r *http.Request) {
 	case file == "":
 		var names []string
 		for _, f := range openstackFiles {
-			if openstackHas(ver, f.name) && (f.name != "network_data.json" || p.openstack[f.name] != nil) {
+			if openstackHas(ver, f.name) && (f.name != "network_data.json" || files[f.name] != nil) {
 				names = append(names, f.name)
 			}
 		}
@@ -89,7 +89,7 @@ func (h *handler) openstack(w http.ResponseWriter, r *http.Request) {
 	case file == "vendor_data2.json":
 		serveBytes(w, "application/json", []byte("{}"))
 	default:
-		b := p.openstack[file]
+		b := files[file]
 		if b == nil && file == "vendor_data.json" {
 			b = []byte("{}")
 		}
@@ -144,11 +144,11 @@ func (h *handler) nocloud(w http.ResponseWriter, r *http.Request) {
 		}
 		serveBytes(w, ctype, b)
 	case "meta-data", "vendor-data", "network-config":
-		_, p, err := h.payloads(rec)
+		files, err := h.nocloudFiles(rec)
 		if h.failed(w, rec, err) {
 			return
 		}
-		b, ok := p.nocloud[file]
+		b, ok := files[file]
 		if !ok && file == "network-config" {
 			emptyStatus(w, http.StatusNotFound)
 			return
@@ -174,9 +174,6 @@ func configURL(r *http.Request) string {
 
 func (h *handler) ignitionConfig(w http.ResponseWriter, r *http.Request) {
 	rec := recordOf(w)
-	if _, _, err := h.payloads(rec); h.failed(w, rec, err) {
-		return
-	}
 	cfg, err := h.renderIgnition(rec)
 	if h.failed(w, rec, err) {
 		return
@@ -190,9 +187,6 @@ func (h *handler) ignitionConfig(w http.ResponseWriter, r *http.Request) {
 // against that transport's budget (413 if even the pointer is too large).
 func (h *handler) ignitionPointer(w http.ResponseWriter, r *http.Request) {
 	rec := recordOf(w)
-	if _, _, err := h.payloads(rec); h.failed(w, rec, err) {
-		return
-	}
 	cfg, err := h.renderIgnition(rec)
 	if h.failed(w, rec, err) {
 		return

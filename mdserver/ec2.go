@@ -371,11 +371,7 @@ func (h *handler) ec2(w http.ResponseWriter, r *http.Request) {
 		serveBytes(w, ctype, b)
 		return
 	}
-	_, pl, err := h.payloads(rec)
-	if h.failed(w, rec, err) {
-		return
-	}
-	tree := pl.ec2[level]
+	tree := h.ec2Tree(rec)[level]
 	b, ok := tree[p]
 	if !ok && !strings.HasSuffix(p, "/") {
 		b, ok = tree[p+"/"]

@@ -4,6 +4,7 @@ import (
 	"crypto/sha512"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -363,5 +364,49 @@ func TestRateLimitAndMetrics(t *testing.T) {
 	m.WriteTo(&sb)
 	if !strings.Contains(sb.String(), "vminit_mdserver_cache_entries 1\n") {
 		t.Errorf("stale entries not swept:\n%s", sb.String())
+	}
+}
+
+// TestLazyRendering: each dialect's files are rendered when first asked
+// for, each adds its bytes to the cache metrics once, and a swept entry
+// takes all of them out.
+func TestLazyRendering(t *testing.T) {
+	m := NewMetrics()
+	store := twoInstances(t, "")
+	srv, _ := serve(t, NewHandler(store, Options{Logger: quietLogger(), Metrics: m}))
+	c := clientFrom("127.0.0.2")
+	cache := func() (entries, bytes int64) {
+		var sb strings.Builder
+		m.WriteTo(&sb)
+		for _, l := range strings.Split(sb.String(), "\n") {
+			fmt.Sscanf(l, "vminit_mdserver_cache_entries %d", &entries)
+			fmt.Sscanf(l, "vminit_mdserver_cache_bytes %d", &bytes)
+		}
+		return entries, bytes
+	}
+	var last int64
+	for _, p := range []string{"/latest/meta-data/instance-id", "/latest/user-data", "/openstack/latest/meta_data.json",
+		"/nocloud/meta-data", "/ignition/config"} {
+		if r := get(t, c, srv.URL+p); r.status != 200 {
+			t.Fatalf("%s: %d", p, r.status)
+		}
+		entries, bytes := cache()
+		if entries != 1 || bytes <= last {
+			t.Errorf("after %s: %d entries, %d bytes (%d before): the part was not added", p, entries, bytes, last)
+		}
+		last = bytes
+		get(t, c, srv.URL+p) // cached: nothing more
+		if _, again := cache(); again != bytes {
+			t.Errorf("%s fetched again: %d bytes, was %d", p, again, bytes)
+		}
+	}
+	store.Replace(nil)
+	get(t, c, srv.URL+"/latest/meta-data/instance-id") // the handler sweeps on a new snapshot
+	deadline := time.Now().Add(5 * time.Second)
+	for entries, bytes := cache(); entries != 0 || bytes != 0; entries, bytes = cache() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after the instance left: %d entries, %d bytes", entries, bytes)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
