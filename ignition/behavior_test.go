@@ -205,8 +205,9 @@ func TestHomeDirectoriesOwned(t *testing.T) {
 }
 
 // TestCommandScripts runs the generated scripts with /bin/sh: commands in
-// order, in one shell (cd carries over), argument lists quoted, and the
-// first failure stops the rest and is named.
+// order, in one shell (cd carries over), argument lists quoted; a failure
+// is named, the next commands still run (as in cloud-init's runcmd), and
+// the script exits non-zero.
 func TestCommandScripts(t *testing.T) {
 	dir := t.TempDir()
 	inst := specFrom(t, `spec:
@@ -217,7 +218,9 @@ func TestCommandScripts(t *testing.T) {
       cd `+dir+`/sub
     - echo "two in $(basename "$PWD")" >> ../log
     - "false"
-    - echo never >> ../log
+    - echo after >> ../log
+    - (exit 3)
+    - echo last >> ../log
   bootCommands:
     - echo "boot $INSTANCE_ID" >> `+dir+`/boot.log
 `)
@@ -232,13 +235,15 @@ func TestCommandScripts(t *testing.T) {
 	cmd.Stderr = &stderr
 	err = cmd.Run()
 	if err == nil {
-		t.Error("the script succeeded past a failing command")
+		t.Error("the script succeeded with failing commands")
 	}
-	if log, _ := os.ReadFile(filepath.Join(dir, "log")); string(log) != "one's\ntwo in sub\n" {
+	if log, _ := os.ReadFile(filepath.Join(dir, "log")); string(log) != "one's\ntwo in sub\nafter\nlast\n" {
 		t.Errorf("log %q", log)
 	}
-	if !strings.Contains(stderr.String(), "vminit: spec.commands[3] failed with exit status 1") {
-		t.Errorf("stderr %q", stderr.String())
+	for _, want := range []string{"vminit: spec.commands[3] failed with exit status 1", "vminit: spec.commands[5] failed with exit status 3"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr %q lacks %q", stderr.String(), want)
+		}
 	}
 
 	boot := filepath.Join(dir, "boot.sh")

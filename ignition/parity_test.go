@@ -266,14 +266,13 @@ func checkCommands(t *testing.T, key string, ccCmds []any, script string) {
 	var got []string
 	lines := strings.Split(script, "\n")
 	for i := 0; i < len(lines); i++ {
-		if !strings.HasPrefix(lines[i], "vminit_step=") {
+		if !strings.HasPrefix(lines[i], "# spec.") {
 			continue
 		}
 		var cmd []string
-		for i++; i < len(lines) && !strings.HasPrefix(lines[i], "vminit_step="); i++ {
+		for i++; i < len(lines) && !strings.HasPrefix(lines[i], "vminit_check "); i++ {
 			cmd = append(cmd, lines[i])
 		}
-		i--
 		got = append(got, strings.TrimRight(strings.Join(cmd, "\n"), "\n"))
 	}
 	if strings.Join(got, "\n---\n") != strings.Join(want, "\n---\n") {

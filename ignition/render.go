@@ -53,8 +53,9 @@
 //     multi-user.target, where cloud-init's runcmd runs), guarded by the stamp
 //     /var/lib/vminit/first-boot.done, which is written before the commands
 //     run: like cloud-init's per-instance semaphore, a failed run is not
-//     repeated. The first failing command stops the rest and is named in the
-//     journal.
+//     repeated. As in cloud-init's runcmd, a failing command does not stop
+//     the next ones; each failure is named in the journal, and the unit
+//     fails if any command did.
 //   - bootCommands: /etc/vminit/boot.sh run by vminit-boot.service on every
 //     boot, where cloud-init's bootcmd runs: after the network service has
 //     started (and after the wait-online services when something wants them),
