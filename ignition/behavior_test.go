@@ -31,6 +31,7 @@ type rendered struct {
 			Path     string
 			Mode     int
 			Contents struct{ Source, Compression string }
+			Append   []struct{ Source, Compression string }
 		}
 		Directories []struct {
 			Path string
@@ -61,7 +62,11 @@ func fileData(t *testing.T, raw []byte, p string) []byte {
 	t.Helper()
 	for _, f := range parse(t, raw).Storage.Files {
 		if f.Path == p {
-			return []byte(decodeDataURL(t, f.Contents.Source, f.Contents.Compression))
+			c := f.Contents
+			if len(f.Append) == 1 {
+				c = f.Append[0]
+			}
+			return []byte(decodeDataURL(t, c.Source, c.Compression))
 		}
 	}
 	t.Fatalf("%s is not in the config", p)
@@ -351,5 +356,40 @@ func TestNetworkErrors(t *testing.T) {
 	}
 	if _, err := Render(inst, Options{Variant: Flatcar}); err != nil {
 		t.Errorf("flatcar: %v", err)
+	}
+}
+
+// TestEtcHostsFQDN: with an FQDN, /etc/hosts gets the line cloud-init's
+// manage_etc_hosts: localhost adds, appended to the image's file, or to the
+// one spec.files writes, unless that one already has it.
+func TestEtcHostsFQDN(t *testing.T) {
+	const line = "127.0.0.1 web.example.com web\n"
+	for _, tc := range []struct{ name, files, want string }{
+		{"image's file", "", line},
+		{"spec.files", "  files:\n    - path: /etc/hosts\n      content: \"127.0.0.1 localhost\"\n", "127.0.0.1 localhost\n" + line},
+		{"already there", "  files:\n    - path: /etc/hosts\n      content: |\n        127.0.0.1   web.example.com web\n", "127.0.0.1   web.example.com web\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			inst := specFrom(t, "spec:\n  hostname: web\n  fqdn: web.example.com\n"+tc.files)
+			if err := inst.Resolve(""); err != nil {
+				t.Fatal(err)
+			}
+			res, err := Render(inst, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := string(fileData(t, res.Config, "/etc/hosts")); got != tc.want {
+				t.Errorf("/etc/hosts %q, want %q", got, tc.want)
+			}
+		})
+	}
+	res, err := Render(specFrom(t, "spec:\n  hostname: web\n"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range parse(t, res.Config).Storage.Files {
+		if f.Path == "/etc/hosts" {
+			t.Error("/etc/hosts written without an FQDN")
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 
@@ -36,8 +37,50 @@ func (r *renderer) files(cfg *types.Config) {
 			r.needs(v360, field+".mode", fmt.Sprintf("%04o has setuid, setgid or sticky bits, which Ignition honours from spec 3.6.0", mode))
 		}
 		r.parentDirs(cfg, f.Path, f.Owner)
-		r.addFile(cfg, f.Path, f.Data(), mode, f.Owner, f.Append)
+		data := f.Data()
+		if f.Path == hostsFile {
+			data = withHostsLine(data, r.hostsLine())
+		}
+		r.addFile(cfg, f.Path, data, mode, f.Owner, f.Append)
 	}
+}
+
+const hostsFile = "/etc/hosts"
+
+// hostsLine is the /etc/hosts line cloud-init's manage_etc_hosts:
+// localhost adds for the spec's FQDN (the cloud-init rendering asks for
+// it); the Ignition distributions are of the Fedora family, where its
+// address is 127.0.0.1. Empty without an FQDN.
+func (r *renderer) hostsLine() string {
+	s := &r.inst.Spec
+	if s.FQDN == "" {
+		return ""
+	}
+	host := s.Hostname
+	if host == "" {
+		host, _, _ = strings.Cut(s.FQDN, ".")
+	}
+	return "127.0.0.1 " + s.FQDN + " " + host + "\n"
+}
+
+// withHostsLine adds line to an /etc/hosts the spec writes, unless it
+// already maps 127.0.0.1 to the same FQDN and host name, as cloud-init
+// leaves such a file alone.
+func withHostsLine(data []byte, line string) []byte {
+	if line == "" {
+		return data
+	}
+	want := strings.Fields(line)
+	for l := range strings.Lines(string(data)) {
+		if f := strings.Fields(l); len(f) >= 3 && f[0] == want[0] && f[1] == want[1] && slices.Contains(f[2:], want[2]) {
+			return data
+		}
+	}
+	out := slices.Clip(data)
+	if len(out) > 0 && out[len(out)-1] != '\n' {
+		out = append(out, '\n')
+	}
+	return append(out, line...)
 }
 
 // parentDirs creates the directories between a user's home and a file
@@ -85,6 +128,9 @@ func (r *renderer) addFile(cfg *types.Config, p string, data []byte, mode int, o
 	}
 	contents := dataURL(data)
 	if appendTo {
+		// overwrite false is the default, but spelled out it survives the
+		// round trip through spec 2.x, whose translation back spells it.
+		f.Overwrite = boolPtr(false)
 		f.Append = []types.FileContents{contents}
 	} else {
 		f.Overwrite = boolPtr(true)

@@ -66,6 +66,10 @@ func expect(t *testing.T, inst *spec.Instance, variant Variant) *guest {
 	if s.Hostname != "" {
 		file("/etc/hostname", strp(s.Hostname+"\n"), 0o644, "")
 	}
+	if s.FQDN != "" && !slices.ContainsFunc(s.Files, func(f spec.File) bool { return f.Path == "/etc/hosts" }) {
+		short, _, _ := strings.Cut(s.FQDN, ".")
+		file("/etc/hosts", strp("127.0.0.1 "+s.FQDN+" "+short+"\n"), 0o644, "")
+	}
 	home := func(name string) string {
 		for _, u := range s.Users {
 			if u.Name == name {

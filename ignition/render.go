@@ -40,7 +40,11 @@
 //     file's origin and sorts it after the images' own files, so that the
 //     rule is the last match, as cloud-init's 90-cloud-init-users.
 //   - hostname: /etc/hostname holds the short name, as cloud-init's
-//     rendering (prefer_fqdn_over_hostname: false) leaves it.
+//     rendering (prefer_fqdn_over_hostname: false) leaves it. With an FQDN,
+//     "127.0.0.1 FQDN HOSTNAME" is appended to /etc/hosts (to a spec.files
+//     /etc/hosts, when there is one), the line cloud-init's
+//     manage_etc_hosts: localhost adds on the Fedora family, so that
+//     `hostname --fqdn` resolves the same on both.
 //   - files: storage.files with data: URLs (the shortest of percent-encoded,
 //     base64 and, from 1 KiB, gzip+base64 with compression "gzip";
 //     deterministic bytes), overwrite true (cloud-init's write_files
@@ -235,6 +239,9 @@ func (r *renderer) build() types.Config {
 	}
 	r.units(&cfg)
 	r.files(&cfg)
+	if _, written := r.claims[hostsFile]; !written && r.hostsLine() != "" && r.claim(hostsFile, "spec.fqdn") {
+		r.addFile(&cfg, hostsFile, []byte(r.hostsLine()), 0o644, "", true) // spec.files' /etc/hosts has it
+	}
 
 	if len(s.Packages) > 0 {
 		r.unsupported("spec.packages", "Ignition cannot install packages; layer them with rpm-ostree (Fedora CoreOS, RHCOS) or a systemd-sysext image (Flatcar)")
