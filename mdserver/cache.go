@@ -57,7 +57,7 @@ type part[T any] struct {
 	err  error
 }
 
-// get renders the part on first use; size (when the render succeeded) is
+// getPart renders the part on first use; size (when the render succeeded) is
 // what it adds to the cache metrics.
 func getPart[T any](h *handler, e *entry, p *part[T], render func() (T, error), size func(T) int64) (T, error) {
 	p.once.Do(func() {

@@ -3,12 +3,13 @@
 // instance is one key, <prefix><metadata.name>, whose value is the spec
 // document (YAML or JSON, files inlined: source.file is refused).
 //
-// Each Store keeps the whole set in memory: a full list at Open (paged,
-// at one revision), then a Watch from the revision after it. Requests are answered from that memory
-// (Snapshot is an atomic load and never waits for etcd), so replicas keep
-// serving while etcd is unreachable and catch up when it returns. When the
-// watch fails or its revision was compacted away, the store lists the
-// prefix again and re-watches, backing off exponentially.
+// Each Store keeps the whole set in memory: a full list at Open (paged, at
+// one revision), then a Watch from the revision after it. Requests are
+// answered from that memory (Snapshot is an atomic load and never waits for
+// etcd), so replicas keep serving while etcd is unreachable and catch up
+// when it returns. When the watch fails or its revision was compacted away,
+// the store lists the prefix again and re-watches, backing off
+// exponentially.
 //
 // A document in etcd that does not load (invalid, or taking another
 // instance's name or address) is logged with its key and every problem,
