@@ -352,13 +352,13 @@ func (h *handler) ec2Versions(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) ec2(w http.ResponseWriter, r *http.Request) {
-	level := ec2Level(r.PathValue("ver"))
+	ver, p, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/") // /{ver}/{path...}; ServeMux cleaned it
+	level := ec2Level(ver)
 	if level < 0 {
 		emptyStatus(w, http.StatusNotFound)
 		return
 	}
 	rec := recordOf(w)
-	p := r.PathValue("path")
 	if p == "user-data" {
 		b, ctype, err := h.userData(r, rec, "ec2")
 		if h.failed(w, rec, err) {

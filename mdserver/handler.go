@@ -134,8 +134,10 @@ func NewHandler(store Store, opts Options) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", h.ec2Versions)
 	mux.HandleFunc("PUT /latest/api/token", h.ec2Token)
-	mux.HandleFunc("GET /{ver}", h.ec2)
-	mux.HandleFunc("GET /{ver}/{path...}", h.ec2)
+	// Every other path is EC2's /{version}/{path...}, which ec2 splits
+	// itself: ServeMux's wildcards cost 6 allocations a request, and the
+	// EC2 crawl is most of a boot storm.
+	mux.HandleFunc("GET /", h.ec2)
 	mux.HandleFunc("GET /openstack", h.openstackVersions)
 	mux.HandleFunc("GET /openstack/{$}", h.openstackVersions)
 	mux.HandleFunc("GET /openstack/{ver}", h.openstack)
