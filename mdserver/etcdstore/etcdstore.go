@@ -184,8 +184,8 @@ func (s *Store) Close() error {
 type version struct {
 	value  []byte
 	modRev int64
-	// dec, when not nil, is value already decoded (by list, while it
-	// fetched the next page).
+	// dec is value decoded: by list while it fetched the next page, or
+	// by apply.
 	dec *decoded
 }
 
@@ -257,15 +257,7 @@ func (s *Store) fetchAll(ctx context.Context) (int64, map[string]*version, error
 			}
 		}
 		s.mu.Unlock()
-		wg.Go(func() {
-			out := parallel.Map(len(keys), 0, func(i int) decoded {
-				rec, err := s.decode(keys[i], vers[i].value)
-				return decoded{rec, err}
-			})
-			for i := range out {
-				vers[i].dec = &out[i]
-			}
-		})
+		wg.Go(func() { s.decodeAll(keys, vers) })
 		if !resp.More || len(resp.Kvs) == 0 {
 			return rev, changes, nil
 		}
@@ -360,8 +352,8 @@ func (s *Store) run(ctx context.Context, rev int64) {
 func (s *Store) apply(changes map[string]*version, rev int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	decoded := s.decodeAll(changes)
-	recs := make(map[string]*mdserver.Record, len(decoded))
+	s.decodeChanged(changes)
+	recs := make(map[string]*mdserver.Record, len(changes))
 	for k, v := range changes {
 		if v == nil {
 			if _, ok := s.keys[k]; ok {
@@ -379,7 +371,7 @@ func (s *Store) apply(changes map[string]*version, rev int64) {
 			s.keys[k] = e
 		}
 		e.modRev = v.modRev
-		rec, err := decoded[k].rec, decoded[k].err
+		rec, err := v.dec.rec, v.dec.err
 		if err != nil {
 			e.pending.Set(nil)
 			attrs := append([]any{"key", k, "mod_revision", v.modRev}, mdserver.ProblemAttrs(err)...)
@@ -439,28 +431,29 @@ type decoded struct {
 	err error
 }
 
-// decodeAll decodes the changed versions that list has not decoded yet,
-// on every core. Called with s.mu held (it reads s.keys).
-func (s *Store) decodeAll(changes map[string]*version) map[string]decoded {
-	m := make(map[string]decoded, len(changes))
+// decodeChanged decodes the versions that differ from what s.keys holds
+// and that list has not decoded yet. Called with s.mu held.
+func (s *Store) decodeChanged(changes map[string]*version) {
 	var keys []string
+	var vers []*version
 	for k, v := range changes {
-		switch {
-		case v == nil || s.keys[k] != nil && s.keys[k].modRev == v.modRev:
-		case v.dec != nil:
-			m[k] = *v.dec
-		default:
-			keys = append(keys, k)
+		if v != nil && v.dec == nil && (s.keys[k] == nil || s.keys[k].modRev != v.modRev) {
+			keys, vers = append(keys, k), append(vers, v)
 		}
 	}
+	s.decodeAll(keys, vers)
+}
+
+// decodeAll decodes vers[i] (the value of keys[i]) on every core: the
+// first list of a large prefix is otherwise seconds of YAML parsing on one.
+func (s *Store) decodeAll(keys []string, vers []*version) {
 	out := parallel.Map(len(keys), 0, func(i int) decoded {
-		rec, err := s.decode(keys[i], changes[keys[i]].value)
+		rec, err := s.decode(keys[i], vers[i].value)
 		return decoded{rec, err}
 	})
-	for i, k := range keys {
-		m[k] = out[i]
+	for i := range out {
+		vers[i].dec = &out[i]
 	}
-	return m
 }
 
 func (s *Store) decode(key string, value []byte) (*mdserver.Record, error) {
