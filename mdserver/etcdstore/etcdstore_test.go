@@ -244,16 +244,12 @@ func TestCompaction(t *testing.T) {
 // not half-applied: the list reads one revision, and the watch brings the
 // change after it.
 func TestPagedList(t *testing.T) {
-	e := startEtcd(t)
-	cli := e.Client()
-	ctx := context.Background()
-	putSeven(t, cli)
-	pages := 0
 	stores, atWatch := make(chan *Store, 1), make(chan string, 1)
 	var once sync.Once
-	withHooks(t, 3, func() {
-		if pages++; pages == 1 { // vm6 is on the last page
-			cli.Put(ctx, DefaultPrefix+"vm6", doc("vm6", "10.5.0.7", "new"))
+	var cli *clientv3.Client
+	e, cli, pauses := pagedList(t, func(n int) {
+		if n == 1 { // vm6 is on the last page
+			cli.Put(context.Background(), DefaultPrefix+"vm6", doc("vm6", "10.5.0.7", "new"))
 		}
 	}, func() { once.Do(func() { atWatch <- hostname(<-stores, "vm6") }) })
 	s, logs := open(t, e, "")
@@ -262,21 +258,18 @@ func TestPagedList(t *testing.T) {
 		t.Errorf("the list read vm6 as %q: it mixed revisions", h)
 	}
 	eventually(t, "the watch to bring vm6's change", func() bool { return hostname(s, "vm6") == "new" })
-	if s.Snapshot().Len() != 7 || pages != 2 {
-		t.Errorf("%d instances, %d pauses between pages; log:\n%s", s.Snapshot().Len(), pages, logs)
+	if s.Snapshot().Len() != 7 || pauses() != 2 {
+		t.Errorf("%d instances, %d pauses between pages; log:\n%s", s.Snapshot().Len(), pauses(), logs)
 	}
 }
 
 // TestPagedListCompacted compacts the revision a list reads at between two
 // pages: the list starts again at a new revision, and Open succeeds.
 func TestPagedListCompacted(t *testing.T) {
-	e := startEtcd(t)
-	cli := e.Client()
-	ctx := context.Background()
-	putSeven(t, cli)
-	pages := 0
-	withHooks(t, 3, func() {
-		if pages++; pages == 1 {
+	var cli *clientv3.Client
+	e, cli, pauses := pagedList(t, func(n int) {
+		if n == 1 {
+			ctx := context.Background()
 			resp, _ := cli.Put(ctx, DefaultPrefix+"vm6", doc("vm6", "10.5.0.7", "new"))
 			if _, err := cli.Compact(ctx, resp.Header.Revision); err != nil {
 				t.Error(err)
@@ -285,23 +278,29 @@ func TestPagedListCompacted(t *testing.T) {
 	}, nil)
 	s, logs := open(t, e, "")
 	// 3 pages, the second failed (compacted); then 3 pages.
-	if s.Snapshot().Len() != 7 || hostname(s, "vm6") != "new" || pages != 3 {
-		t.Errorf("%d instances, vm6 %q, %d pauses between pages; log:\n%s", s.Snapshot().Len(), hostname(s, "vm6"), pages, logs)
+	if s.Snapshot().Len() != 7 || hostname(s, "vm6") != "new" || pauses() != 3 {
+		t.Errorf("%d instances, vm6 %q, %d pauses between pages; log:\n%s", s.Snapshot().Len(), hostname(s, "vm6"), pauses(), logs)
 	}
 }
 
-func putSeven(t *testing.T, cli *clientv3.Client) {
+// pagedList starts etcd with seven instances (vm0…vm6 at 10.5.0.1…7,
+// hostname "old") and makes lists read pages of 3 for the test: between
+// two pages onPause(n) runs, n counting from 1; pauses says how many ran.
+// beforeWatchHook, if not nil, runs before each Watch. The hooks run only
+// once a store is opened, after pagedList has returned.
+func pagedList(t *testing.T, onPause func(n int), beforeWatchHook func()) (e *etcdtest.Server, cli *clientv3.Client, pauses func() int) {
 	t.Helper()
+	e = startEtcd(t)
+	cli = e.Client()
 	for i := range 7 {
 		if _, err := cli.Put(context.Background(), fmt.Sprintf("%svm%d", DefaultPrefix, i), doc(fmt.Sprintf("vm%d", i), fmt.Sprintf("10.5.0.%d", i+1), "old")); err != nil {
 			t.Fatal(err)
 		}
 	}
-}
-
-// withHooks sets listPage and the list and watch hooks for one test.
-func withHooks(t *testing.T, page int64, after, watch func()) {
+	n := 0
 	old := listPage
-	listPage, afterPage, beforeWatch = page, after, watch
+	listPage, beforeWatch = 3, beforeWatchHook
+	afterPage = func() { n++; onPause(n) }
 	t.Cleanup(func() { listPage, afterPage, beforeWatch = old, nil, nil })
+	return e, cli, func() int { return n }
 }
