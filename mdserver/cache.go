@@ -3,13 +3,13 @@ package mdserver
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"unsafe"
 
-	"github.com/vminit/vminit/cloudinit"
 	"github.com/vminit/vminit/delivery"
 	"github.com/vminit/vminit/ignition"
-	"github.com/vminit/vminit/network"
+	"github.com/vminit/vminit/seed"
 	"github.com/vminit/vminit/spec"
 )
 
@@ -146,18 +146,13 @@ func treeBytes(trees ...map[string][]byte) int64 {
 
 func bytesLen(b []byte) int64 { return int64(len(b)) }
 
-// cloudUserData renders (once) the record's cloud-init user data, checking
-// its vendor data with it as seed.Build does.
+// cloudUserData renders (once) the record's cloud-init user data.
 func (h *handler) cloudUserData(rec *Record) ([]byte, error) {
 	e := h.entry(rec)
 	return getPart(h, e, &e.userData, func() ([]byte, error) {
-		inst := rec.Instance
-		if err := cloudinit.CheckUserData(cloudinit.VendorData(inst)); err != nil {
-			return nil, fmt.Errorf("rendering %s: spec.cloudInit.vendorData: %w", rec.Name, err)
-		}
-		ud, err := cloudinit.UserData(inst)
+		ud, err := seed.UserData(rec.Instance)
 		if err != nil {
-			return nil, fmt.Errorf("rendering %s: user data: %w", rec.Name, err)
+			return nil, fmt.Errorf("rendering %s: %w", rec.Name, err)
 		}
 		return ud, nil
 	}, bytesLen)
@@ -171,58 +166,33 @@ func (h *handler) ec2Tree(rec *Record) [ec2Levels]map[string][]byte {
 	return t
 }
 
-// openstackFiles renders (once) the record's ConfigDrive metadata files.
+// openstackFiles renders (once) the record's ConfigDrive metadata files,
+// by name.
 func (h *handler) openstackFiles(rec *Record) (map[string][]byte, error) {
 	e := h.entry(rec)
-	return getPart(h, e, &e.openstack, func() (map[string][]byte, error) {
-		inst := rec.Instance
-		osErr := func(err error) error { return fmt.Errorf("rendering %s for OpenStack: %w", rec.Name, err) }
-		files := map[string][]byte{}
-		md, err := cloudinit.ConfigDriveMetaData(inst)
-		if err != nil {
-			return nil, osErr(err)
-		}
-		files["meta_data.json"] = md
-		if n := inst.Spec.Network; n != nil {
-			nd, err := network.NetworkDataJSON(n)
-			if err != nil {
-				return nil, osErr(err)
-			}
-			if nd != nil {
-				files["network_data.json"] = nd
-			}
-		}
-		vd, err := cloudinit.ConfigDriveVendorData(inst)
-		if err != nil {
-			return nil, osErr(err)
-		}
-		if vd != nil {
-			files["vendor_data.json"] = vd
-		}
-		return files, nil
-	}, func(m map[string][]byte) int64 { return treeBytes(m) })
+	return h.metadataFiles(rec, e, &e.openstack, seed.ConfigDrive, "openstack/latest/")
 }
 
 // nocloudFiles renders (once) the record's NoCloud meta-data, vendor-data
 // and network-config (version 2).
 func (h *handler) nocloudFiles(rec *Record) (map[string][]byte, error) {
 	e := h.entry(rec)
-	return getPart(h, e, &e.nocloud, func() (map[string][]byte, error) {
-		inst := rec.Instance
-		ncErr := func(err error) error { return fmt.Errorf("rendering %s for NoCloud: %w", rec.Name, err) }
-		md, err := cloudinit.MetaData(inst)
+	return h.metadataFiles(rec, e, &e.nocloud, seed.NoCloud, "")
+}
+
+// metadataFiles renders (once, into e's part p) the files seed.Metadata
+// gives ds, named by their path without dir.
+func (h *handler) metadataFiles(rec *Record, e *entry, p *part[map[string][]byte], ds seed.Datasource, dir string) (map[string][]byte, error) {
+	return getPart(h, e, p, func() (map[string][]byte, error) {
+		files, err := seed.Metadata(rec.Instance, ds, seed.Options{})
 		if err != nil {
-			return nil, ncErr(err)
+			return nil, fmt.Errorf("rendering %s for %s: %w", rec.Name, ds, err)
 		}
-		files := map[string][]byte{"meta-data": md, "vendor-data": cloudinit.VendorData(inst)}
-		if n := inst.Spec.Network; n != nil {
-			nc, err := network.V2(n)
-			if err != nil {
-				return nil, ncErr(err)
-			}
-			files["network-config"] = nc
+		m := make(map[string][]byte, len(files))
+		for _, f := range files {
+			m[strings.TrimPrefix(f.Path, dir)] = f.Data
 		}
-		return files, nil
+		return m, nil
 	}, func(m map[string][]byte) int64 { return treeBytes(m) })
 }
 

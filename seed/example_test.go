@@ -75,3 +75,31 @@ func ExampleBuild_configDriveError() {
 	// Output:
 	// spec.network.ethernets.eth0.match.macAddress: ConfigDrive's network_data.json matches NICs by MAC address; add one
 }
+
+// A metadata server that answers several datasources renders the user data
+// once and each datasource's other files when a guest asks for them.
+func ExampleMetadata() {
+	inst, _, err := spec.Decode([]byte("apiVersion: vminit.dev/v1alpha1\nkind: Instance\nmetadata: {name: dev}\n"))
+	if err != nil {
+		panic(err)
+	}
+	inst.Default()
+	userData, err := seed.UserData(inst)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Printf("user data: %q\n", userData)
+	for _, ds := range []seed.Datasource{seed.NoCloud, seed.ConfigDrive} {
+		files, err := seed.Metadata(inst, ds, seed.Options{})
+		if err != nil {
+			panic(err)
+		}
+		for _, f := range files {
+			fmt.Println(ds, f.Path)
+		}
+	}
+	// Output:
+	// user data: "#cloud-config\nhostname: dev\n"
+	// nocloud meta-data
+	// configdrive openstack/latest/meta_data.json
+}

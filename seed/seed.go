@@ -19,6 +19,7 @@
 package seed
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -106,32 +107,83 @@ func Build(inst *spec.Instance, ds Datasource, opts Options) (*Seed, error) {
 	if inst == nil {
 		return nil, errors.New("seed: nil instance")
 	}
-	s := &Seed{Datasource: ds, Label: ds.Label()}
-	var problems spec.Errors
-	var fatal error
-	add := func(p string, data []byte, err error) {
-		if err != nil {
-			if es := spec.AsErrors(err); es != nil {
-				problems = append(problems, es...)
-			} else if fatal == nil {
-				fatal = fmt.Errorf("seed: rendering %s: %w", p, err)
-			}
-			return
-		}
-		if data != nil {
-			s.Files = append(s.Files, File{Path: p, Data: data})
-		}
+	userDataPath := "user-data"
+	if ds == ConfigDrive {
+		userDataPath = configDriveLatest + "user_data"
 	}
-	net := inst.Spec.Network
+	var b builder
+	userData, err := b.userData(inst)
+	b.add(userDataPath, userData, err)
+	b.metadata(inst, ds, opts)
+	if err := b.err(); err != nil {
+		return nil, err
+	}
+	return &Seed{Datasource: ds, Label: ds.Label(), Files: b.sorted()}, nil
+}
+
+// UserData renders the user data every datasource serves for inst, and
+// checks inst's vendor data with it, as Build does. With Metadata it lets
+// a server that answers several datasources render the user data once.
+func UserData(inst *spec.Instance) ([]byte, error) {
+	var b builder
+	data, err := b.userData(inst)
+	b.add("user-data", nil, err) // the error only
+	return data, b.err()
+}
+
+// Metadata renders the files of datasource ds other than the user data,
+// at the paths Build gives them: NoCloud's meta-data, network-config and
+// vendor-data; ConfigDrive's openstack/latest/meta_data.json,
+// network_data.json and vendor_data.json.
+func Metadata(inst *spec.Instance, ds Datasource, opts Options) ([]File, error) {
+	var b builder
+	b.metadata(inst, ds, opts)
+	if err := b.err(); err != nil {
+		return nil, err
+	}
+	return b.sorted(), nil
+}
+
+const configDriveLatest = "openstack/latest/"
+
+// builder collects a seed's files and every problem found rendering them.
+type builder struct {
+	files    []File
+	problems spec.Errors
+	fatal    error
+}
+
+// add records the file at p, or err: field errors join the problems,
+// the first other error is fatal.
+func (b *builder) add(p string, data []byte, err error) {
+	if err != nil {
+		if es := spec.AsErrors(err); es != nil {
+			b.problems = append(b.problems, es...)
+		} else if b.fatal == nil {
+			b.fatal = fmt.Errorf("seed: rendering %s: %w", p, err)
+		}
+		return
+	}
+	if data != nil {
+		b.files = append(b.files, File{Path: p, Data: data})
+	}
+}
+
+// userData checks the vendor data and renders the user data, whose error
+// is left to add (under the datasource's path for it).
+func (b *builder) userData(inst *spec.Instance) ([]byte, error) {
 	if err := cloudinit.CheckUserData(cloudinit.VendorData(inst)); err != nil {
-		problems = append(problems, &spec.FieldError{Field: "spec.cloudInit.vendorData", Message: err.Error()})
+		b.problems = append(b.problems, &spec.FieldError{Field: "spec.cloudInit.vendorData", Message: err.Error()})
 	}
-	userData, err := cloudinit.UserData(inst)
+	return cloudinit.UserData(inst)
+}
+
+func (b *builder) metadata(inst *spec.Instance, ds Datasource, opts Options) {
+	net := inst.Spec.Network
 	switch ds {
 	case NoCloud:
-		add("user-data", userData, err)
 		md, err := cloudinit.MetaData(inst)
-		add("meta-data", md, err)
+		b.add("meta-data", md, err)
 		if net != nil {
 			var nc []byte
 			var err error
@@ -141,33 +193,39 @@ func Build(inst *spec.Instance, ds Datasource, opts Options) (*Seed, error) {
 			case 1:
 				nc, err = network.V1(net)
 			default:
-				return nil, fmt.Errorf("seed: network-config version %d: want 1 or 2", opts.NetworkConfigVersion)
+				b.fatal = cmp.Or(b.fatal, fmt.Errorf("seed: network-config version %d: want 1 or 2", opts.NetworkConfigVersion))
+				return
 			}
-			add("network-config", nc, err)
+			b.add("network-config", nc, err)
 		}
-		add("vendor-data", cloudinit.VendorData(inst), nil)
+		b.add("vendor-data", cloudinit.VendorData(inst), nil)
 	case ConfigDrive:
-		const dir = "openstack/latest/"
-		add(dir+"user_data", userData, err)
 		md, err := cloudinit.ConfigDriveMetaData(inst)
-		add(dir+"meta_data.json", md, err)
+		b.add(configDriveLatest+"meta_data.json", md, err)
 		if net != nil {
 			nd, err := network.NetworkDataJSON(net)
-			add(dir+"network_data.json", nd, err)
+			b.add(configDriveLatest+"network_data.json", nd, err)
 		}
 		vd, err := cloudinit.ConfigDriveVendorData(inst)
-		add(dir+"vendor_data.json", vd, err)
+		b.add(configDriveLatest+"vendor_data.json", vd, err)
 	default:
-		return nil, fmt.Errorf("seed: unknown datasource %q", ds)
+		b.fatal = cmp.Or(b.fatal, fmt.Errorf("seed: unknown datasource %q", ds))
 	}
-	if fatal != nil {
-		return nil, fatal
+}
+
+func (b *builder) err() error {
+	if b.fatal != nil {
+		return b.fatal
 	}
-	if len(problems) > 0 {
-		return nil, problems
+	if len(b.problems) > 0 {
+		return b.problems
 	}
-	slices.SortFunc(s.Files, func(a, b File) int { return strings.Compare(a.Path, b.Path) })
-	return s, nil
+	return nil
+}
+
+func (b *builder) sorted() []File {
+	slices.SortFunc(b.files, func(x, y File) int { return strings.Compare(x.Path, y.Path) })
+	return b.files
 }
 
 // Lookup returns the content of the file at path, if the seed has one.
