@@ -239,8 +239,9 @@ func (r *renderer) build() types.Config {
 	}
 	r.units(&cfg)
 	r.files(&cfg)
+	// An /etc/hosts from spec.files got the FQDN's line in r.files.
 	if _, written := r.claims[hostsFile]; !written && r.hostsLine() != "" && r.claim(hostsFile, "spec.fqdn") {
-		r.addFile(&cfg, hostsFile, []byte(r.hostsLine()), 0o644, "", true) // spec.files' /etc/hosts has it
+		r.addFile(&cfg, hostsFile, []byte(r.hostsLine()), 0o644, "", true)
 	}
 
 	if len(s.Packages) > 0 {
