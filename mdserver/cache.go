@@ -13,22 +13,10 @@ import (
 	"github.com/vminit/vminit/spec"
 )
 
-// LabelUserData, set to "ignition" on an instance, makes every dialect's
-// user data (EC2 user-data, OpenStack user_data, NoCloud user-data) the
-// instance's Ignition config. Instances with spec.ignition.config or
-// spec.ignition.butane are Ignition instances without it; "cloud-init"
-// forces cloud-init user data.
-const LabelUserData = "vminit.dev/user-data"
-
-// isIgnition reports whether the instance's user data is Ignition.
+// isIgnition reports whether the instance's user data is Ignition: its
+// spec.agent, which spec.Default fills in.
 func isIgnition(inst *spec.Instance) bool {
-	switch inst.Metadata.Labels[LabelUserData] {
-	case "ignition":
-		return true
-	case "cloud-init":
-		return false
-	}
-	return inst.Spec.Ignition.Config != "" || inst.Spec.Ignition.Butane != ""
+	return inst.Spec.Agent == spec.AgentIgnition
 }
 
 // entry is the rendered data of one record revision. Each dialect's files

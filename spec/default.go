@@ -18,10 +18,17 @@ func DefaultInstanceID(name string) string {
 }
 
 // Default fills in the fields a spec may leave out: hostname (the first
-// label of metadata.name, or of fqdn), instanceID, and each user's
-// lockPassword (true unless the user has a passwordHash). It is idempotent; Load calls it.
+// label of metadata.name, or of fqdn), instanceID, agent (and for Ignition
+// the variant), and each user's lockPassword (true unless the user has a
+// passwordHash). It is idempotent; Load calls it.
 func (in *Instance) Default() {
 	s := &in.Spec
+	if s.Agent == "" {
+		s.Agent = in.defaultAgent()
+	}
+	if s.Agent == AgentIgnition && s.Ignition.Variant == "" {
+		s.Ignition.Variant = VariantFCOS
+	}
 	if s.Hostname == "" {
 		src := in.Metadata.Name
 		if s.FQDN != "" {
@@ -39,4 +46,18 @@ func (in *Instance) Default() {
 			u.LockPassword = &lock
 		}
 	}
+}
+
+// defaultAgent is the agent of a spec that does not name one: the
+// deprecated LabelUserData when it holds an agent's name, else Ignition
+// when spec.ignition says anything, else cloud-init.
+func (in *Instance) defaultAgent() string {
+	switch l := in.Metadata.Labels[LabelUserData]; l {
+	case AgentCloudInit, AgentIgnition:
+		return l
+	}
+	if ig := in.Spec.Ignition; ig != (Ignition{}) {
+		return AgentIgnition
+	}
+	return AgentCloudInit
 }

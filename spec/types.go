@@ -23,8 +23,37 @@ type Metadata struct {
 	Labels map[string]string `yaml:"labels,omitempty" json:"labels,omitempty"`
 }
 
+// The guest agents an instance can be rendered for (Spec.Agent).
+const (
+	AgentCloudInit = "cloud-init"
+	AgentIgnition  = "ignition"
+)
+
+// The Ignition guest families (Ignition.Variant). They decide conventions
+// the config cannot: how network settings are written (NetworkManager
+// keyfiles on FCOS and RHCOS, systemd-networkd on Flatcar).
+const (
+	VariantFCOS    = "fcos"
+	VariantRHCOS   = "rhcos"
+	VariantFlatcar = "flatcar"
+)
+
+// LabelUserData is the label that chose the guest agent before spec.agent
+// existed ("cloud-init" or "ignition"). It is still honoured when
+// spec.agent is empty, and must agree with it when both are set.
+//
+// Deprecated: set spec.agent.
+const LabelUserData = "vminit.dev/user-data"
+
 // Spec is what the guest gets on first boot.
 type Spec struct {
+	// Agent is the program in the guest that applies the first-boot data:
+	// "cloud-init" (Ubuntu, Debian, RHEL and most cloud images) or
+	// "ignition" (Fedora CoreOS, RHCOS, Flatcar). It decides what every
+	// output carries: a seed's user-data, the metadata server's user data
+	// in every dialect, and what validate checks. Defaults to "ignition"
+	// when spec.ignition is set, else "cloud-init".
+	Agent string `yaml:"agent,omitempty" json:"agent,omitempty"`
 	// Hostname is the short host name (one RFC 1123 label). Defaults to
 	// the first label of metadata.name.
 	Hostname string `yaml:"hostname,omitempty" json:"hostname,omitempty"`
@@ -166,6 +195,12 @@ type CloudInit struct {
 // Ignition holds Ignition data supplied by the user, merged with the config
 // generated from the spec (the user's config is the child: its values win).
 type Ignition struct {
+	// Variant is the Ignition guest family: "fcos" (default), "rhcos" or
+	// "flatcar".
+	Variant string `yaml:"variant,omitempty" json:"variant,omitempty"`
+	// Version forces the Ignition spec version of the rendered config, e.g.
+	// "3.4.0"; by default it is the lowest version that expresses it.
+	Version string `yaml:"version,omitempty" json:"version,omitempty"`
 	// Config is an Ignition config (JSON, any 3.x spec version).
 	Config string `yaml:"config,omitempty" json:"config,omitempty"`
 	// Butane is a Butane document (variants fcos, flatcar, or openshift

@@ -96,10 +96,60 @@ func (in *Instance) Validate() error {
 	if ms := s.MetadataServer; ms != nil {
 		validateMetadataServer(&c, ms)
 	}
-	if t := strings.TrimSpace(s.Ignition.Config); t != "" && !strings.HasPrefix(t, "{") {
+	validateAgent(&c, in)
+	return c.Err()
+}
+
+// validateAgent checks spec.agent, the deprecated label that chose it
+// before, and the Ignition fields that only make sense for Ignition.
+func validateAgent(c *ErrorList, in *Instance) {
+	s := &in.Spec
+	switch s.Agent {
+	case AgentCloudInit, AgentIgnition:
+	default:
+		c.Add("spec.agent", "%q is not a guest agent: want %q (Ubuntu, Debian, RHEL, most cloud images) or %q (Fedora CoreOS, RHCOS, Flatcar)", s.Agent, AgentCloudInit, AgentIgnition)
+	}
+	if l, ok := in.Metadata.Labels[LabelUserData]; ok {
+		field := fmt.Sprintf("metadata.labels[%q]", LabelUserData)
+		switch {
+		case l != AgentCloudInit && l != AgentIgnition:
+			c.Add(field, "%q is not a guest agent; this label is deprecated: set spec.agent (%q or %q) instead", l, AgentCloudInit, AgentIgnition)
+		case l != s.Agent:
+			c.Add(field, "says %q but spec.agent is %q; this label is deprecated: remove it", l, s.Agent)
+		}
+	}
+	ig := &s.Ignition
+	switch ig.Variant {
+	case "", VariantFCOS, VariantRHCOS, VariantFlatcar:
+	default:
+		c.Add("spec.ignition.variant", "%q is not an Ignition guest: want %q, %q or %q", ig.Variant, VariantFCOS, VariantRHCOS, VariantFlatcar)
+	}
+	if v := ig.Version; v != "" && !validIgnitionVersion(v) {
+		c.Add("spec.ignition.version", "%q is not an Ignition spec version such as \"3.4.0\"", v)
+	}
+	if t := strings.TrimSpace(ig.Config); t != "" && !strings.HasPrefix(t, "{") {
 		c.Add("spec.ignition.config", "an Ignition config is a JSON object; for Butane YAML use spec.ignition.butane")
 	}
-	return c.Err()
+	if s.Agent == AgentCloudInit && *ig != (Ignition{}) {
+		c.Add("spec.ignition", "is set but spec.agent is %q, so nothing would use it: set spec.agent: %s, or remove spec.ignition", s.Agent, AgentIgnition)
+	}
+}
+
+// validIgnitionVersion reports whether v has the form of an Ignition spec
+// version (MAJOR.MINOR.PATCH, with an optional -experimental suffix);
+// whether the renderer supports it is the ignition package's question.
+func validIgnitionVersion(v string) bool {
+	v, _ = strings.CutSuffix(v, "-experimental")
+	parts := strings.Split(v, ".")
+	if len(parts) != 3 {
+		return false
+	}
+	for _, p := range parts {
+		if p == "" || len(p) > 4 || strings.Trim(p, "0123456789") != "" {
+			return false
+		}
+	}
+	return true
 }
 
 func validDNSName(s string) bool {
