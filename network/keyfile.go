@@ -101,16 +101,6 @@ func bondMembers(n *spec.Network) map[string]string {
 	return m
 }
 
-// guestName is the interface's name on the guest once renaming is done:
-// setName, a literal match.name, or the ID of an unmatched ethernet, bond
-// or VLAN. It is "" for a NIC known only by MAC address or a name pattern.
-func (f *iface) guestName() string {
-	if f.eth != nil && f.eth.SetName != "" {
-		return f.eth.SetName
-	}
-	return f.literalName()
-}
-
 // matchName is the name criterion of an ethernet's match beside its MAC
 // address: its match.name, unless setName renames it (the original name is
 // gone by the time the network service looks).

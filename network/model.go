@@ -112,6 +112,16 @@ func (f *iface) literalName() string {
 	return ""
 }
 
+// guestName is the interface's name on the guest once renaming is done:
+// setName, a literal match.name, or the ID of an unmatched ethernet, bond
+// or VLAN. It is "" for a NIC known only by MAC address or a name pattern.
+func (f *iface) guestName() string {
+	if f.eth != nil && f.eth.SetName != "" {
+		return f.eth.SetName
+	}
+	return f.literalName()
+}
+
 // address is a static address of an interface.
 type address struct {
 	prefix netip.Prefix

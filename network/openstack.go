@@ -22,6 +22,7 @@ type link struct {
 	ID                 string   `json:"id"`
 	Type               string   `json:"type"`
 	EthernetMACAddress string   `json:"ethernet_mac_address,omitempty"`
+	MACAddress         string   `json:"mac_address,omitempty"` // a bond's; see bondMAC
 	MTU                int      `json:"mtu,omitempty"`
 	Name               string   `json:"name,omitempty"`
 	BondLinks          []string `json:"bond_links,omitempty"`
@@ -90,16 +91,6 @@ func NetworkDataJSON(n *spec.Network) ([]byte, error) {
 	for _, f := range ifs {
 		byID[f.id] = f
 	}
-	// osName returns the interface name cloud-init will give f, or "".
-	osName := func(f *iface) string {
-		switch {
-		case f.eth != nil && f.eth.SetName != "":
-			return f.eth.SetName
-		case f.eth != nil:
-			return f.literalName()
-		}
-		return f.id
-	}
 	nd := networkData{Links: []link{}, Networks: []osNet{}, Services: []service{}}
 	var dns []string
 	bondIndex := 0
@@ -122,13 +113,13 @@ func NetworkDataJSON(n *spec.Network) ([]byte, error) {
 				errs.Add(f.field, "cloud-init names the bonds of network_data.json bond0, bond1… in order, so this bond would become %s; use that ID", want)
 			}
 			bondIndex++
-			l.EthernetMACAddress = mac(f.in.MACAddress)
+			l.MACAddress = mac(f.in.MACAddress)
 			l.BondLinks = f.bond.Interfaces
 			if p := f.bond.Parameters; p != nil {
 				l.BondMode, l.BondMIIMon, l.BondLACPRate, l.BondXmitHashPolicy = p.Mode, p.MIIMonitorInterval, p.LACPRate, p.TransmitHashPolicy
 				if p.Primary != "" {
-					if m := byID[p.Primary]; m != nil && osName(m) != "" {
-						l.BondPrimary = osName(m)
+					if m := byID[p.Primary]; m != nil && m.guestName() != "" {
+						l.BondPrimary = m.guestName()
 					} else {
 						errs.Add(f.field+".parameters.primary", "network_data.json names the primary by its interface name, which for %s depends on the guest; give it a setName", p.Primary)
 					}
@@ -151,7 +142,7 @@ func NetworkDataJSON(n *spec.Network) ([]byte, error) {
 			if l.VLANMACAddress == "" {
 				errs.Add(f.field+".macAddress", "network_data.json needs a VLAN's MAC address, and its parent %s has none to inherit; set one", f.vlan.Link)
 			}
-			if pn := osName(parent); pn == "" {
+			if pn := parent.guestName(); pn == "" {
 				errs.Add(f.field+".link", "cloud-init names a network_data.json VLAN after its parent's interface name, which for %s depends on the guest; give %s a setName", parent.field, f.vlan.Link)
 			} else if want := fmt.Sprintf("%s.%d", pn, f.vlan.ID); f.id != want {
 				errs.Add(f.field, "cloud-init names a network_data.json VLAN <parent>.<VLAN ID>, so this one would become %s; use that ID", want)
@@ -175,6 +166,16 @@ func NetworkDataJSON(n *spec.Network) ([]byte, error) {
 	}
 	return b.Bytes(), nil
 }
+
+// A bond's own MAC address is written as the link's mac_address, not as
+// the ethernet_mac_address Nova would use. cloud-init before 24.2 (and
+// Debian 12's 22.4.2 before 22.4.2-1+deb12u4) puts a bond link's
+// ethernet_mac_address into the bond's parameters, and its v1 parser copies
+// every bond parameter to each member: every member then carries the bond's
+// MAC and is matched by it, so a guest configures the wrong NIC (upstream
+// cloud-init #5368, fixed by #5369). Every cloud-init, old and new, copies a
+// link's mac_address key into the interface it builds (its valid_keys
+// filter), so the bond gets its MAC and its members keep theirs.
 
 // parentMAC is the MAC address a VLAN on p inherits: an ethernet's, or a
 // bond's own, else its first member's (a Linux bond takes its first

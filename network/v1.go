@@ -17,8 +17,10 @@ import (
 //
 //   - a physical interface always has a name, and cloud-init renames the
 //     NIC with the entry's MAC address to it: an ethernet is named after
-//     its setName, else its match.name (when not a pattern), else its
-//     configuration ID; a name pattern cannot be matched at all;
+//     its setName, else its match.name (when not a pattern), else (when it
+//     has no match) its configuration ID; a NIC matched by MAC address
+//     alone would be renamed, so it needs a setName, and a name pattern
+//     cannot be matched at all;
 //   - routes belong to a subnet: IPv4 routes (gateway4 included, as a
 //     default route) go to the interface's first static IPv4 subnet, or its
 //     DHCPv4 subnet, and likewise for IPv6; a route is written with a
@@ -134,6 +136,11 @@ func v1Name(f *iface, errs *spec.ErrorList) string {
 	}
 	if n := f.literalName(); n != "" {
 		return n
+	}
+	if f.matchMAC() != "" {
+		// v1 names every NIC and renames the one with the MAC to that
+		// name, where v2 and network_data.json keep the kernel's.
+		errs.Add(f.field, "network-config v1 gives every NIC a name and renames the one with this MAC address to it, where the spec keeps the kernel's name; add setName (the name to give it), or use network-config v2")
 	}
 	return f.id
 }

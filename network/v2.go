@@ -1,6 +1,8 @@
 package network
 
 import (
+	"fmt"
+
 	"gopkg.in/yaml.v3"
 
 	"github.com/vminit/vminit/cloudinit/yaml11"
@@ -20,21 +22,34 @@ import (
 // metric) stays gateway6, because that parser turns to: ::/0 into ::/64;
 // netplan reads it with a deprecation notice. It returns nil for a nil
 // network.
+//
+// Two readers take network-config v2: netplan itself (Ubuntu), and
+// cloud-init's own v2 parser everywhere else (Debian, RHEL…), which refers
+// to bond members and VLAN parents by interface name, not by netplan's
+// configuration ID. So an ethernet is written under its guest name (its
+// setName or literal match.name) when it has one, with every reference
+// following it, and a bond member or VLAN parent must have one: a NIC
+// matched by MAC address alone keeps the kernel's name, which only the
+// guest knows. That parser also drops a bond's macaddress (netplan keeps
+// it); the bond then takes a member's. Use network-config v1 or ConfigDrive
+// where the bond's own MAC matters on such guests.
 func V2(n *spec.Network) ([]byte, error) {
 	if n == nil {
 		return nil, nil
 	}
 	var errs spec.ErrorList
+	ifs := interfaces(n)
+	keys := v2Keys(ifs, &errs)
 	doc := yaml11.Mapping("version", yaml11.IntNode(2))
 	sections := map[string]*yaml.Node{}
-	for _, f := range interfaces(n) {
+	for _, f := range ifs {
 		sec := sections[f.kind]
 		if sec == nil {
 			sec = yaml11.Mapping()
 			sections[f.kind] = sec
 			yaml11.AddPair(doc, f.kind, sec)
 		}
-		yaml11.AddPair(sec, f.id, v2Interface(f, &errs))
+		yaml11.AddPair(sec, keys[f.id], v2Interface(f, keys, &errs))
 	}
 	if err := errs.Err(); err != nil {
 		return nil, err
@@ -42,7 +57,42 @@ func V2(n *spec.Network) ([]byte, error) {
 	return yaml11.Marshal(doc)
 }
 
-func v2Interface(f *iface, errs *spec.ErrorList) *yaml.Node {
+// v2Keys maps each configuration ID to the key V2 writes it under (see
+// V2), and reports references cloud-init's v2 parser could not follow.
+func v2Keys(ifs []*iface, errs *spec.ErrorList) map[string]string {
+	keys := map[string]string{}
+	byID := map[string]*iface{}
+	owner := map[string]string{}
+	for _, f := range ifs {
+		byID[f.id] = f
+		keys[f.id] = f.id
+		if n := f.guestName(); f.eth != nil && n != "" {
+			keys[f.id] = n
+		}
+		if prev, dup := owner[keys[f.id]]; dup {
+			errs.Add(f.field, "is also named %q, like %s", keys[f.id], prev)
+		}
+		owner[keys[f.id]] = f.field
+	}
+	ref := func(field, id string) {
+		if m := byID[id]; m != nil && m.eth != nil && m.guestName() == "" {
+			errs.Add(field, "cloud-init's own network-config v2 parser (distributions without netplan) refers to %s by its interface name, which for a NIC matched by MAC address alone is the guest kernel's; give it a setName", m.field)
+		}
+	}
+	for _, f := range ifs {
+		switch {
+		case f.bond != nil:
+			for i, m := range f.bond.Interfaces {
+				ref(fmt.Sprintf("%s.interfaces[%d]", f.field, i), m)
+			}
+		case f.vlan != nil:
+			ref(f.field+".link", f.vlan.Link)
+		}
+	}
+	return keys
+}
+
+func v2Interface(f *iface, keys map[string]string, errs *spec.ErrorList) *yaml.Node {
 	m := yaml11.Mapping()
 	add := func(k string, v *yaml.Node) { yaml11.AddPair(m, k, v) }
 	switch {
@@ -61,7 +111,11 @@ func v2Interface(f *iface, errs *spec.ErrorList) *yaml.Node {
 			add("set-name", yaml11.String(f.eth.SetName))
 		}
 	case f.bond != nil:
-		add("interfaces", yaml11.Flow(yaml11.Strings(f.bond.Interfaces)))
+		members := yaml11.Sequence()
+		for _, m := range f.bond.Interfaces {
+			members.Content = append(members.Content, yaml11.String(keys[m]))
+		}
+		add("interfaces", yaml11.Flow(members))
 		if p := f.bond.Parameters; p != nil {
 			params := yaml11.Mapping()
 			str := func(k, v string) {
@@ -75,14 +129,16 @@ func v2Interface(f *iface, errs *spec.ErrorList) *yaml.Node {
 			}
 			str("lacp-rate", p.LACPRate)
 			str("transmit-hash-policy", p.TransmitHashPolicy)
-			str("primary", p.Primary)
+			if p.Primary != "" {
+				str("primary", keys[p.Primary])
+			}
 			if len(params.Content) > 0 {
 				add("parameters", params)
 			}
 		}
 	case f.vlan != nil:
 		add("id", yaml11.IntNode(int64(f.vlan.ID)))
-		add("link", yaml11.String(f.vlan.Link))
+		add("link", yaml11.String(keys[f.vlan.Link]))
 	}
 	if f.in.MACAddress != "" {
 		add("macaddress", yaml11.String(mac(f.in.MACAddress)))

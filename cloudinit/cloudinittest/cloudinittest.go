@@ -116,3 +116,36 @@ func Schema(t testing.TB, cloudConfig []byte) error {
 	}
 	return nil
 }
+
+// NetJSONReaders is Python that defines net_json_readers(): the
+// network_data.json readers (convert_net_json) of every cloud-init release
+// the tests prove vminit's ConfigDrive network against, by name:
+//
+//   - "installed": the one on this machine (Debian 12's 22.4.2-1+deb12u4
+//     when this was written);
+//   - "22.4.2": cloud-init 22.4.2 as released upstream, which Debian 12
+//     shipped until 22.4.2-1+deb12u3. deb12u4 differs from it in
+//     convert_net_json by one backported line (upstream #5369: a bond
+//     link's ethernet_mac_address goes to the bond itself instead of its
+//     parameters, which the v1 parser copies to every member); the older
+//     reader is rebuilt from the installed source by reverting that line.
+//     It is absent when the installed cloud-init does not have the fix,
+//     which then is the older reader itself.
+//
+// The network tests compare each reading with vminit's v1 and v2
+// renderings, so a network_data.json that means something else on either
+// release fails them.
+const NetJSONReaders = `
+import inspect, textwrap
+from cloudinit.sources.helpers import openstack as _openstack
+
+def net_json_readers():
+    readers = {"installed": _openstack.convert_net_json}
+    src = textwrap.dedent(inspect.getsource(_openstack.convert_net_json))
+    fixed = 'cfg.update({"mac_address": link_mac_addr})'
+    if src.count(fixed) == 1:
+        scope = dict(vars(_openstack))
+        exec(src.replace(fixed, 'params["mac_address"] = link_mac_addr'), scope)
+        readers["22.4.2"] = scope["convert_net_json"]
+    return readers
+`
