@@ -8,7 +8,7 @@
 //
 // All three describe the same interfaces, addresses, routes (gateway4 and
 // gateway6 become default routes in every format), DNS servers, MTUs,
-// bonds and VLANs; the tests check this by parsing each output with
+// bonds, VLANs and bridges; the tests check this by parsing each output with
 // cloud-init's own code and comparing the network states it builds. Output
 // is stable: interfaces sorted by configuration ID, fields in a fixed
 // order. Where a format cannot express something the spec says (a NIC

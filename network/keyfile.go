@@ -57,7 +57,7 @@ func connectionUUID(id string) string {
 // option is an interface name, so the primary NIC needs a name the spec
 // knows (setName, a literal match.name, or its ID).
 //
-// Output is stable: files in the order ethernets, bonds, VLANs, each
+// Output is stable: files in the order ethernets, bonds, VLANs, bridges, each
 // sorted by configuration ID; connection UUIDs derive from the IDs. It
 // returns nil for a nil network.
 func NMKeyfiles(n *spec.Network) ([]File, error) {
@@ -70,7 +70,7 @@ func NMKeyfiles(n *spec.Network) ([]File, error) {
 	for _, f := range ifs {
 		byID[f.id] = f
 	}
-	bondOf := bondMembers(n)
+	portOf := ports(ifs)
 	var out []File
 	for _, f := range ifs {
 		if lf, ok := linkFile(f); ok {
@@ -81,7 +81,7 @@ func NMKeyfiles(n *spec.Network) ([]File, error) {
 		out = append(out, File{
 			Path: KeyfileDir + "/vminit-" + f.id + ".nmconnection",
 			Mode: 0o600,
-			Data: keyfile(f, byID, bondOf[f.id], &errs),
+			Data: keyfile(f, byID, portOf[f.id], &errs),
 		})
 	}
 	if err := errs.Err(); err != nil {
@@ -90,12 +90,13 @@ func NMKeyfiles(n *spec.Network) ([]File, error) {
 	return out, nil
 }
 
-// bondMembers maps each ethernet ID to the bond that aggregates it.
-func bondMembers(n *spec.Network) map[string]string {
-	m := map[string]string{}
-	for id, b := range n.Bonds {
-		for _, e := range b.Interfaces {
-			m[e] = id
+// ports maps the ID of each bond member and bridge port to its bond or
+// bridge.
+func ports(ifs []*iface) map[string]*iface {
+	m := map[string]*iface{}
+	for _, f := range ifs {
+		for _, id := range f.members() {
+			m[id] = f
 		}
 	}
 	return m
@@ -159,12 +160,12 @@ func linkFile(f *iface) (File, bool) {
 	return File{Path: NetworkdDir + "/10-vminit-" + f.id + ".link", Mode: 0o644, Data: w.bytes()}, true
 }
 
-func keyfile(f *iface, byID map[string]*iface, bond string, errs *spec.ErrorList) []byte {
+func keyfile(f *iface, byID map[string]*iface, controller *iface, errs *spec.ErrorList) []byte {
 	w := newINI(header(f))
 	w.section("connection")
 	w.kv("id", "vminit-"+f.id)
 	w.kv("uuid", connectionUUID(f.id))
-	kind := map[string]string{"ethernets": "ethernet", "bonds": "bond", "vlans": "vlan"}[f.kind]
+	kind := map[string]string{"ethernets": "ethernet", "bonds": "bond", "vlans": "vlan", "bridges": "bridge"}[f.kind]
 	w.kv("type", kind)
 	// A name pattern goes to [match], which takes shell-style globs;
 	// connection.interface-name takes one name. Beside a MAC address, a
@@ -177,9 +178,9 @@ func keyfile(f *iface, byID map[string]*iface, bond string, errs *spec.ErrorList
 	if name != "" && !glob {
 		w.kv("interface-name", name)
 	}
-	if bond != "" {
-		w.kv("master", connectionUUID(bond))
-		w.kv("slave-type", "bond")
+	if controller != nil {
+		w.kv("master", connectionUUID(controller.id))
+		w.kv("slave-type", map[string]string{"bonds": "bond", "bridges": "bridge"}[controller.kind])
 	}
 
 	// [ethernet] carries the MAC address to match (a NIC's permanent
@@ -233,14 +234,26 @@ func keyfile(f *iface, byID map[string]*iface, bond string, errs *spec.ErrorList
 				errs.Add(f.field+".parameters.primary", "NetworkManager names a bond's primary port by interface name, and %q has none in the spec; give it a setName", p.Primary)
 			}
 		}
+	case f.bridge != nil:
+		w.section("bridge")
+		w.kv("stp", fmt.Sprint(f.stp()))
+		if p := f.bridge.Parameters; p != nil {
+			if p.ForwardDelay != nil {
+				w.kv("forward-delay", fmt.Sprint(*p.ForwardDelay))
+			}
+			if p.Priority != nil {
+				w.kv("priority", fmt.Sprint(*p.Priority))
+			}
+		}
 	case f.vlan != nil:
 		w.section("vlan")
 		w.kv("id", fmt.Sprint(f.vlan.ID))
 		w.kv("parent", connectionUUID(f.vlan.Link))
 	}
 
-	if bond == "" {
-		// A bond port has no IP configuration of its own.
+	if controller == nil {
+		// A bond member or bridge port has no IP configuration of its
+		// own.
 		ipSections(w, f, errs)
 	}
 	return w.bytes()

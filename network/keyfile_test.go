@@ -499,3 +499,78 @@ func ExampleNMKeyfiles() {
 	// [ipv6]
 	// method=ignore
 }
+
+// TestKeyfileBridgeAgreesWithCloudInit compares our bridge keyfiles with
+// what cloud-init's own NetworkManager renderer writes for the same
+// network: the bridge's spanning tree settings and IP configuration, and
+// every port pointing at the bridge.
+func TestKeyfileBridgeAgreesWithCloudInit(t *testing.T) {
+	const net = `
+ethernets:
+  nic0: {match: {macAddress: "52:54:00:00:04:01"}, setName: nic0}
+  nic1: {match: {macAddress: "52:54:00:00:04:02"}, setName: nic1}
+bridges:
+  br0:
+    interfaces: [nic0, nic1]
+    parameters: {stp: true, priority: 4096}
+    addresses: [192.0.2.5/24]
+    gateway4: 192.0.2.1
+    nameservers: {addresses: [192.0.2.53], search: [example.com]}
+`
+	theirs, _ := cloudInitFiles(t, net)
+	files, err := NMKeyfiles(parseNetwork(t, net))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type view struct {
+		bridge iniFile
+		ports  map[string]iniFile // by MAC
+	}
+	read := func(files map[string]string) view {
+		v := view{ports: map[string]iniFile{}}
+		for name, data := range files {
+			if !strings.HasSuffix(name, ".nmconnection") {
+				continue
+			}
+			f := parseINI(t, name, []byte(data))
+			switch f.get("connection", "type") {
+			case "bridge":
+				v.bridge = f
+			case "ethernet":
+				v.ports[strings.ToLower(f.get("ethernet", "mac-address"))] = f
+			}
+		}
+		return v
+	}
+	ours := map[string]string{}
+	for _, f := range files {
+		ours[f.Path] = string(f.Data)
+	}
+	a, b := read(ours), read(theirs)
+	if a.bridge == nil || b.bridge == nil || len(a.ports) != 2 || len(b.ports) != 2 {
+		t.Fatalf("connections: ours %v, cloud-init's %v", a, b)
+	}
+	for _, k := range [][2]string{{"connection", "interface-name"}, {"bridge", "stp"}, {"bridge", "priority"}} {
+		if x, y := a.bridge.get(k[0], k[1]), b.bridge.get(k[0], k[1]); x != y {
+			t.Errorf("bridge [%s] %s: ours %q, cloud-init %q", k[0], k[1], x, y)
+		}
+	}
+	if a.bridge.get("bridge", "priority") != "4096" || a.bridge.get("bridge", "stp") != "true" {
+		t.Errorf("our bridge: %v", a.bridge)
+	}
+	if x, y := keyfileFacts(a.bridge), keyfileFacts(b.bridge); x.String() != y.String() {
+		t.Errorf("bridge IP:\nours       %v\ncloud-init %v", x, y)
+	}
+	for m, p := range a.ports {
+		q := b.ports[m]
+		if p.get("connection", "slave-type") != "bridge" || q.get("connection", "slave-type") != "bridge" {
+			t.Errorf("port %s: slave-type ours %q, cloud-init %q", m, p.get("connection", "slave-type"), q.get("connection", "slave-type"))
+		}
+		if p.get("connection", "master") != a.bridge.get("connection", "uuid") {
+			t.Errorf("port %s: master %q, bridge uuid %q", m, p.get("connection", "master"), a.bridge.get("connection", "uuid"))
+		}
+		if p.get("ipv4", "method") != "" {
+			t.Errorf("port %s has IP configuration", m)
+		}
+	}
+}

@@ -14,16 +14,18 @@ import (
 )
 
 // iface is one interface of the spec in the order every renderer emits
-// them: ethernets, then bonds, then VLANs, each sorted by configuration ID
-// (bonds by their number when named bondN, so bond2 precedes bond10).
+// them: ethernets, then bonds, then VLANs, then bridges, each sorted by
+// configuration ID (bonds by their number when named bondN, so bond2
+// precedes bond10).
 type iface struct {
-	kind  string // "ethernets", "bonds" or "vlans"
-	id    string
-	field string // spec.network.<kind>.<id>
-	in    *spec.Interface
-	eth   *spec.Ethernet
-	bond  *spec.Bond
-	vlan  *spec.VLAN
+	kind   string // "ethernets", "bonds", "vlans" or "bridges"
+	id     string
+	field  string // spec.network.<kind>.<id>
+	in     *spec.Interface
+	eth    *spec.Ethernet
+	bond   *spec.Bond
+	vlan   *spec.VLAN
+	bridge *spec.Bridge
 }
 
 func interfaces(n *spec.Network) []*iface {
@@ -41,6 +43,10 @@ func interfaces(n *spec.Network) []*iface {
 	for _, id := range slices.Sorted(maps.Keys(n.VLANs)) {
 		v := n.VLANs[id]
 		out = append(out, &iface{kind: "vlans", id: id, in: &v.Interface, vlan: &v})
+	}
+	for _, id := range slices.Sorted(maps.Keys(n.Bridges)) {
+		b := n.Bridges[id]
+		out = append(out, &iface{kind: "bridges", id: id, in: &b.Interface, bridge: &b})
 	}
 	for _, f := range out {
 		f.field = "spec.network." + f.kind + "." + f.id
@@ -84,6 +90,25 @@ func mac(s string) string {
 		return hw.String()
 	}
 	return strings.ToLower(s)
+}
+
+// members returns the configuration IDs a bond aggregates or a bridge
+// bridges.
+func (f *iface) members() []string {
+	switch {
+	case f.bond != nil:
+		return f.bond.Interfaces
+	case f.bridge != nil:
+		return f.bridge.Interfaces
+	}
+	return nil
+}
+
+// stp is whether a bridge runs the spanning tree protocol (see
+// spec.BridgeParameters.STP).
+func (f *iface) stp() bool {
+	p := f.bridge.Parameters
+	return p != nil && p.STP != nil && *p.STP
 }
 
 func (f *iface) matchMAC() string {

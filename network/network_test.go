@@ -118,10 +118,12 @@ def summarize(state):
             dns |= set(s.get("dns_nameservers", []))
             search |= set(s.get("dns_search", []))
         bond = {k.replace("_", "-"): v for k, v in i.items() if k.startswith("bond") and k not in ("bond-slaves",)}
+        bridge = {k.replace("_", "-"): v for k, v in i.items() if k.startswith("bridge") and k != "bridge_ports"}
         ifaces[i["name"]] = {
             "type": i["type"], "mac": i.get("mac_address"), "mtu": i.get("mtu"),
             "subnets": sorted(subnets, key=repr), "routes": sorted(routes, key=repr),
             "bond": bond, "vlan_id": i.get("vlan_id"), "vlan_link": i.get("vlan-raw-device"),
+            "bridge": bridge, "ports": i.get("bridge_ports"),
         }
     return {"interfaces": ifaces, "dns": sorted(dns), "search": sorted(search)}
 
@@ -151,6 +153,8 @@ type netIface struct {
 	Bond     map[string]any `json:"bond"`
 	VLANID   *int           `json:"vlan_id"`
 	VLANLink *string        `json:"vlan_link"`
+	Bridge   map[string]any `json:"bridge"`
+	Ports    []string       `json:"ports"`
 }
 
 type netState struct {
@@ -249,7 +253,31 @@ ethernets:
 vlans:
   lan0.100: {id: 100, link: lan, addresses: [10.100.0.2/24], routes: [{to: 10.200.0.0/16, via: 10.100.0.1, metric: 50}]}
 `, knownMACs: map[string]string{"52:54:00:00:03:02": "ens4"}, noV1: true},
+	{name: "bridges", net: bridgeNet, noND: true},
 }
+
+// bridgeNet bridges a bond and a NIC, with a VLAN on the first bridge.
+const bridgeNet = `
+ethernets:
+  nic0: {match: {macAddress: "52:54:00:00:04:01"}, setName: nic0}
+  nic1: {match: {macAddress: "52:54:00:00:04:02"}, setName: nic1}
+  nic2: {match: {macAddress: "52:54:00:00:04:03"}, setName: nic2, mtu: 9000}
+bonds:
+  bond0: {interfaces: [nic0, nic1], parameters: {mode: active-backup}}
+bridges:
+  br0:
+    interfaces: [bond0]
+    parameters: {stp: true, forwardDelay: 4, priority: 4096}
+    addresses: [192.0.2.5/24]
+    gateway4: 192.0.2.1
+    nameservers: {addresses: [192.0.2.53]}
+  br1:
+    interfaces: [nic2]
+    dhcp4: true
+    mtu: 9000
+vlans:
+  br0.30: {id: 30, link: br0, addresses: [10.30.0.5/24]}
+`
 
 // TestRenderingsAgreeInCloudInit parses the v1, v2 and network_data.json
 // renderings of each case (and of every example's network) with cloud-init
@@ -360,6 +388,9 @@ func compareStates(t *testing.T, st map[string]netState) {
 			if (a.Type == "bond" || a.Bond["bond-master"] != nil) && show(a.Bond) != show(b.Bond) {
 				t.Errorf("%s: v1 bond %v, %s %v", name, a.Bond, other, b.Bond)
 			}
+			if a.Type == "bridge" && (show(a.Bridge) != show(b.Bridge) || show(a.Ports) != show(b.Ports)) {
+				t.Errorf("%s: v1 bridge %v over %v, %s %v over %v", name, a.Bridge, a.Ports, other, b.Bridge, b.Ports)
+			}
 		}
 	}
 }
@@ -454,6 +485,7 @@ func TestNetworkDataJSONErrors(t *testing.T) {
 		{"ethernets:\n  a:\n    match: {macAddress: \"52:54:00:00:00:01\"}\n    setName: a\nvlans:\n  v20:\n    id: 20\n    link: a\n", "spec.network.vlans.v20: cloud-init names a network_data.json VLAN <parent>.<VLAN ID>, so this one would become a.20"},
 		{"ethernets:\n  a:\n    match: {macAddress: \"52:54:00:00:00:01\"}\nvlans:\n  a.20:\n    id: 20\n    link: a\n", "spec.network.vlans.a.20.link: cloud-init names a network_data.json VLAN after its parent's interface name"},
 		{"ethernets:\n  a:\n    match: {macAddress: \"52:54:00:00:00:01\"}\n    routes: [{to: 10.0.0.0/8, via: 192.0.2.1}]\n", "spec.network.ethernets.a.routes[0]: network_data.json attaches routes to a network; give this interface an IPv4 address or DHCP"},
+		{bridgeNet, "spec.network.bridges.br0: ConfigDrive's network_data.json has no bridges"},
 	} {
 		_, err := NetworkDataJSON(parseNetwork(t, c.net))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -475,6 +507,27 @@ func TestV1Errors(t *testing.T) {
 		_, err := V1(parseNetwork(t, c.net))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("got %v\nwant %q", err, c.want)
+		}
+	}
+}
+
+// TestBridgeReadings pins what cloud-init reads from v1 and v2 bridges
+// beyond agreement: the ports, and spanning tree settings written out even
+// when the spec leaves them to their default.
+func TestBridgeReadings(t *testing.T) {
+	st := parseAll(t, parseNetwork(t, bridgeNet), false, false, nil)
+	for _, name := range []string{"v1", "v2"} {
+		for br, want := range map[string]string{
+			"br0": `{"bridge-bridgeprio":4096,"bridge-fd":4,"bridge-stp":true}`,
+			"br1": `{"bridge-stp":false}`,
+		} {
+			got := st[name].Interfaces[br]
+			if got.Type != "bridge" || show(got.Bridge) != want {
+				t.Errorf("%s %s: %s %s, want bridge %s", name, br, got.Type, show(got.Bridge), want)
+			}
+		}
+		if p := show(st[name].Interfaces["br0"].Ports); p != `["bond0"]` {
+			t.Errorf("%s: br0 ports %s", name, p)
 		}
 	}
 }

@@ -9,7 +9,7 @@ import (
 
 // Networkd renders n as systemd-networkd configuration, for Flatcar and
 // other networkd guests: a .network file per interface, a .netdev file per
-// bond and VLAN, and a .link file for each ethernet with setName.
+// bond, VLAN and bridge, and a .link file for each ethernet with setName.
 //
 // Files are named 20-vminit-<ID> (10-vminit-<ID>.link), so they sort
 // before the images' catch-all DHCP file (Flatcar's zz-default.network)
@@ -20,7 +20,7 @@ import (
 // gateway6 become [Route] sections like the other routes, so every route
 // of an interface reads the same way.
 //
-// Output is stable: files in the order ethernets, bonds, VLANs, each
+// Output is stable: files in the order ethernets, bonds, VLANs, bridges, each
 // sorted by configuration ID. It returns nil for a nil network.
 func Networkd(n *spec.Network) ([]File, error) {
 	if n == nil {
@@ -28,7 +28,7 @@ func Networkd(n *spec.Network) ([]File, error) {
 	}
 	var errs spec.ErrorList
 	ifs := interfaces(n)
-	bondOf := bondMembers(n)
+	portOf := ports(ifs)
 	vlansOn := map[string][]string{}
 	for _, f := range ifs {
 		if f.vlan != nil {
@@ -48,15 +48,15 @@ func Networkd(n *spec.Network) ([]File, error) {
 	}
 	for _, f := range ifs {
 		var primary bool
-		if b := bondOf[f.id]; b != "" {
-			if p := n.Bonds[b].Parameters; p != nil && p.Primary == f.id {
+		if c := portOf[f.id]; c != nil && c.bond != nil {
+			if p := c.bond.Parameters; p != nil && p.Primary == f.id {
 				primary = true
 			}
 		}
 		out = append(out, File{
 			Path: NetworkdDir + "/20-vminit-" + f.id + ".network",
 			Mode: 0o644,
-			Data: networkFile(f, bondOf[f.id], primary, vlansOn[f.id], &errs),
+			Data: networkFile(f, portOf[f.id], primary, vlansOn[f.id], &errs),
 		})
 	}
 	if err := errs.Err(); err != nil {
@@ -65,7 +65,7 @@ func Networkd(n *spec.Network) ([]File, error) {
 	return out, nil
 }
 
-// netdevFile creates a bond or VLAN device; nil for an ethernet.
+// netdevFile creates a bond, VLAN or bridge device; nil for an ethernet.
 func netdevFile(f *iface) []byte {
 	if f.eth != nil {
 		return nil
@@ -73,11 +73,7 @@ func netdevFile(f *iface) []byte {
 	w := newINI(header(f))
 	w.section("NetDev")
 	w.kv("Name", f.id)
-	if f.bond != nil {
-		w.kv("Kind", "bond")
-	} else {
-		w.kv("Kind", "vlan")
-	}
+	w.kv("Kind", map[string]string{"bonds": "bond", "vlans": "vlan", "bridges": "bridge"}[f.kind])
 	if m := mac(f.in.MACAddress); m != "" {
 		w.kv("MACAddress", m)
 	}
@@ -103,6 +99,17 @@ func netdevFile(f *iface) []byte {
 				w.kv(e[0], e[1])
 			}
 		}
+	case f.bridge != nil:
+		w.section("Bridge")
+		w.kv("STP", map[bool]string{true: "yes", false: "no"}[f.stp()])
+		if p := f.bridge.Parameters; p != nil {
+			if p.ForwardDelay != nil {
+				w.kv("ForwardDelaySec", fmt.Sprint(*p.ForwardDelay))
+			}
+			if p.Priority != nil {
+				w.kv("Priority", fmt.Sprint(*p.Priority))
+			}
+		}
 	case f.vlan != nil:
 		w.section("VLAN")
 		w.kv("Id", fmt.Sprint(f.vlan.ID))
@@ -110,7 +117,7 @@ func netdevFile(f *iface) []byte {
 	return w.bytes()
 }
 
-func networkFile(f *iface, bond string, primary bool, vlans []string, errs *spec.ErrorList) []byte {
+func networkFile(f *iface, controller *iface, primary bool, vlans []string, errs *spec.ErrorList) []byte {
 	w := newINI(header(f))
 	w.section("Match")
 	if m := f.matchMAC(); m != "" {
@@ -134,8 +141,8 @@ func networkFile(f *iface, bond string, primary bool, vlans []string, errs *spec
 		}
 	}
 	w.section("Network")
-	if bond != "" {
-		w.kv("Bond", bond)
+	if controller != nil {
+		w.kv(map[string]string{"bonds": "Bond", "bridges": "Bridge"}[controller.kind], controller.id)
 		if primary {
 			w.kv("PrimarySlave", "true")
 		}
@@ -164,7 +171,7 @@ func networkFile(f *iface, bond string, primary bool, vlans []string, errs *spec
 	for _, v := range vlans {
 		w.kv("VLAN", v)
 	}
-	if bond == "" {
+	if controller == nil {
 		for _, r := range f.routes(errs) {
 			w.section("Route")
 			if r.to.Bits() != 0 || !r.via.IsValid() {

@@ -140,3 +140,33 @@ func ExampleNetworkd() {
 	// [Network]
 	// DHCP=ipv4
 }
+
+func TestNetworkdBridge(t *testing.T) {
+	files, err := Networkd(parseNetwork(t, bridgeNet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]iniFile{}
+	for _, f := range files {
+		got[strings.TrimPrefix(f.Path, NetworkdDir+"/")] = parseINI(t, f.Path, f.Data)
+	}
+	for _, c := range []struct{ file, sec, key, want string }{
+		{"20-vminit-br0.netdev", "NetDev", "Kind", "bridge"},
+		{"20-vminit-br0.netdev", "Bridge", "STP", "yes"},
+		{"20-vminit-br0.netdev", "Bridge", "ForwardDelaySec", "4"},
+		{"20-vminit-br0.netdev", "Bridge", "Priority", "4096"},
+		{"20-vminit-br1.netdev", "Bridge", "STP", "no"},
+		{"20-vminit-bond0.network", "Network", "Bridge", "br0"},
+		{"20-vminit-bond0.network", "Network", "DHCP", ""}, // a port has no IP configuration
+		{"20-vminit-nic0.network", "Network", "Bond", "bond0"},
+		{"20-vminit-nic2.network", "Network", "Bridge", "br1"},
+		{"20-vminit-br0.network", "Network", "Address", "192.0.2.5/24"},
+		{"20-vminit-br0.network", "Network", "VLAN", "br0.30"},
+		{"20-vminit-br1.network", "Network", "DHCP", "ipv4"},
+		{"20-vminit-br1.network", "Link", "MTUBytes", "9000"},
+	} {
+		if g := got[c.file].get(c.sec, c.key); g != c.want {
+			t.Errorf("%s [%s] %s = %q, want %q", c.file, c.sec, c.key, g, c.want)
+		}
+	}
+}

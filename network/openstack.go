@@ -125,6 +125,9 @@ func NetworkDataJSON(n *spec.Network) ([]byte, error) {
 					}
 				}
 			}
+		case f.bridge != nil:
+			errs.Add(f.field, "ConfigDrive's network_data.json has no bridges (cloud-init 22.4 would configure this one as a NIC); use NoCloud")
+			continue
 		case f.vlan != nil:
 			l.Type = "vlan"
 			l.VLANLink, l.VLANID = f.vlan.Link, f.vlan.ID

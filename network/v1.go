@@ -8,7 +8,7 @@ import (
 )
 
 // V1 renders n as cloud-init network-config version 1: `version: 1` and a
-// config list of physical, bond and vlan entries with their subnets,
+// config list of physical, bond, vlan and bridge entries with their subnets,
 // followed by one nameserver entry holding every interface's DNS servers
 // and search domains.
 //
@@ -83,6 +83,27 @@ func V1(n *spec.Network) ([]byte, error) {
 				str("bond-xmit-hash-policy", p.TransmitHashPolicy)
 				if p.Primary != "" {
 					str("bond-primary", names[p.Primary])
+				}
+			}
+			add("params", params)
+		case f.bridge != nil:
+			add("type", yaml11.String("bridge"))
+			add("name", yaml11.String(f.id))
+			if f.in.MACAddress != "" {
+				add("mac_address", yaml11.String(mac(f.in.MACAddress)))
+			}
+			members := yaml11.Sequence()
+			for _, m := range f.bridge.Interfaces {
+				members.Content = append(members.Content, yaml11.String(names[m]))
+			}
+			add("bridge_interfaces", yaml11.Flow(members))
+			params := yaml11.Mapping("bridge_stp", yaml11.BoolNode(f.stp()))
+			if p := f.bridge.Parameters; p != nil {
+				if p.ForwardDelay != nil {
+					yaml11.AddPair(params, "bridge_fd", yaml11.IntNode(int64(*p.ForwardDelay)))
+				}
+				if p.Priority != nil {
+					yaml11.AddPair(params, "bridge_bridgeprio", yaml11.IntNode(int64(*p.Priority)))
 				}
 			}
 			add("params", params)

@@ -80,12 +80,10 @@ func v2Keys(ifs []*iface, errs *spec.ErrorList) map[string]string {
 		}
 	}
 	for _, f := range ifs {
-		switch {
-		case f.bond != nil:
-			for i, m := range f.bond.Interfaces {
-				ref(fmt.Sprintf("%s.interfaces[%d]", f.field, i), m)
-			}
-		case f.vlan != nil:
+		for i, m := range f.members() {
+			ref(fmt.Sprintf("%s.interfaces[%d]", f.field, i), m)
+		}
+		if f.vlan != nil {
 			ref(f.field+".link", f.vlan.Link)
 		}
 	}
@@ -136,6 +134,22 @@ func v2Interface(f *iface, keys map[string]string, errs *spec.ErrorList) *yaml.N
 				add("parameters", params)
 			}
 		}
+	case f.bridge != nil:
+		members := yaml11.Sequence()
+		for _, m := range f.bridge.Interfaces {
+			members.Content = append(members.Content, yaml11.String(keys[m]))
+		}
+		add("interfaces", yaml11.Flow(members))
+		params := yaml11.Mapping("stp", yaml11.BoolNode(f.stp()))
+		if p := f.bridge.Parameters; p != nil {
+			if p.ForwardDelay != nil {
+				yaml11.AddPair(params, "forward-delay", yaml11.IntNode(int64(*p.ForwardDelay)))
+			}
+			if p.Priority != nil {
+				yaml11.AddPair(params, "priority", yaml11.IntNode(int64(*p.Priority)))
+			}
+		}
+		add("parameters", params)
 	case f.vlan != nil:
 		add("id", yaml11.IntNode(int64(f.vlan.ID)))
 		add("link", yaml11.String(keys[f.vlan.Link]))

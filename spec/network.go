@@ -7,6 +7,7 @@ type Network struct {
 	Ethernets map[string]Ethernet `yaml:"ethernets,omitempty" json:"ethernets,omitempty"`
 	Bonds     map[string]Bond     `yaml:"bonds,omitempty" json:"bonds,omitempty"`
 	VLANs     map[string]VLAN     `yaml:"vlans,omitempty" json:"vlans,omitempty"`
+	Bridges   map[string]Bridge   `yaml:"bridges,omitempty" json:"bridges,omitempty"`
 }
 
 // Ethernet is a physical interface, selected by Match or, without Match, by
@@ -74,6 +75,28 @@ type BondParameters struct {
 	LACPRate           string `yaml:"lacpRate,omitempty" json:"lacpRate,omitempty"`
 	TransmitHashPolicy string `yaml:"transmitHashPolicy,omitempty" json:"transmitHashPolicy,omitempty"`
 	Primary            string `yaml:"primary,omitempty" json:"primary,omitempty"`
+}
+
+// Bridge is a Linux bridge over interfaces listed by configuration ID
+// (ethernets, bonds or VLANs); the addresses are the bridge's.
+type Bridge struct {
+	Interfaces []string          `yaml:"interfaces,omitempty" json:"interfaces,omitempty"`
+	Parameters *BridgeParameters `yaml:"parameters,omitempty" json:"parameters,omitempty"`
+	Interface  `yaml:",inline"`
+}
+
+// BridgeParameters are a bridge's spanning tree settings.
+type BridgeParameters struct {
+	// STP turns the spanning tree protocol on. It defaults to off and is
+	// written out in every format, because the guests' own defaults
+	// differ (netplan and NetworkManager on; networkd and ifupdown off).
+	STP *bool `yaml:"stp,omitempty" json:"stp,omitempty"`
+	// ForwardDelay is the seconds a port listens and learns before it
+	// forwards, with STP on (2–30).
+	ForwardDelay *int `yaml:"forwardDelay,omitempty" json:"forwardDelay,omitempty"`
+	// Priority is the bridge's priority in the root bridge election
+	// (0–65535, lower wins).
+	Priority *int `yaml:"priority,omitempty" json:"priority,omitempty"`
 }
 
 // VLAN is a tagged sub-interface of Link (a configuration ID).

@@ -161,7 +161,15 @@ func TestBadSpecs(t *testing.T) {
 		{"route family", header + "spec:\n  network:\n    ethernets:\n      eth0:\n        routes: [{to: 10.0.0.0/8, via: '2001:db8::1'}]\n", []string{"spec.network.ethernets.eth0.routes[0].via: 2001:db8::1 and 10.0.0.0/8 are of different address families"}},
 		{"bad mtu", header + "spec:\n  network:\n    ethernets:\n      eth0:\n        mtu: 10\n", []string{"spec.network.ethernets.eth0.mtu: 10 is out of range"}},
 		{"unknown bond member", header + "spec:\n  network:\n    bonds:\n      bond0:\n        interfaces: [eth9]\n", []string{`spec.network.bonds.bond0.interfaces[0]: "eth9" is not defined under spec.network.ethernets`}},
-		{"bad vlan", header + "spec:\n  network:\n    vlans:\n      v1:\n        id: 5000\n        link: nope\n", []string{"spec.network.vlans.v1.id: 5000 is not a VLAN ID", `spec.network.vlans.v1.link: "nope" is not an ethernet or bond`}},
+		{"bad vlan", header + "spec:\n  network:\n    vlans:\n      v1:\n        id: 5000\n        link: nope\n", []string{"spec.network.vlans.v1.id: 5000 is not a VLAN ID", `spec.network.vlans.v1.link: "nope" is not an ethernet, bond or bridge`}},
+		{"bad bridges", header + "spec:\n  network:\n    ethernets:\n      a: {}\n      b: {dhcp4: true}\n      c: {}\n    bonds:\n      bond0: {interfaces: [c]}\n    bridges:\n      br0: {interfaces: [a, b, nope, c], parameters: {forwardDelay: 0, priority: 70000}}\n      br1: {interfaces: [a]}\n    vlans:\n      a.5: {id: 5, link: a}\n", []string{
+			`spec.network.bridges.br0.interfaces[1]: "b" has its own addresses or DHCP; configure them on the bridge`,
+			`spec.network.bridges.br0.interfaces[2]: "nope" is not an ethernet, bond or VLAN defined in spec.network`,
+			`spec.network.bridges.br0.interfaces[3]: "c" is a member of bond "bond0"; add the bond to the bridge instead`,
+			"spec.network.bridges.br0.parameters.forwardDelay: 0 is not a forward delay in seconds (2–30)",
+			"spec.network.bridges.br0.parameters.priority: 70000 is not a bridge priority (0–65535)",
+			`spec.network.bridges.br1.interfaces[0]: "a" is already a port of bridge "br0"`,
+			`spec.network.vlans.a.5.link: "a" is a port of bridge "br0"; put the VLAN on the bridge instead`}},
 		{"setName without match", header + "spec:\n  network:\n    ethernets:\n      eth0:\n        setName: lan\n", []string{"spec.network.ethernets.eth0.setName: needs match"}},
 		{"long id without match", header + "spec:\n  network:\n    ethernets:\n      averyveryverylongname:\n        dhcp4: true\n", []string{"spec.network.ethernets.averyveryverylongname: without match, the ID is the interface name"}},
 	} {

@@ -433,6 +433,9 @@ func validateNetwork(c *ErrorList, n *Network) {
 	for _, id := range sortedKeys(n.VLANs) {
 		claim("vlans", id)
 	}
+	for _, id := range sortedKeys(n.Bridges) {
+		claim("bridges", id)
+	}
 	macs := map[string]string{}
 	for _, id := range sortedKeys(n.Ethernets) {
 		e := n.Ethernets[id]
@@ -500,9 +503,59 @@ func validateNetwork(c *ErrorList, n *Network) {
 			c.Add(f+".id", "%d is not a VLAN ID (1–4094)", v.ID)
 		}
 		if _, ok := ids[v.Link]; !ok || v.Link == id {
-			c.Add(f+".link", "%q is not an ethernet or bond defined in spec.network", v.Link)
+			c.Add(f+".link", "%q is not an ethernet, bond or bridge defined in spec.network", v.Link)
 		}
 		validateInterface(c, f, &v.Interface)
+	}
+	inBridge := map[string]string{}
+	for _, id := range sortedKeys(n.Bridges) {
+		b := n.Bridges[id]
+		f := "spec.network.bridges." + id
+		if !ifnameRE.MatchString(id) {
+			c.Add(f, "%q is not an interface name (at most 15 characters)", id)
+		}
+		for i, m := range b.Interfaces {
+			mf := fmt.Sprintf("%s.interfaces[%d]", f, i)
+			var in *Interface
+			switch ids[m] {
+			case "ethernets":
+				e := n.Ethernets[m]
+				in = &e.Interface
+			case "bonds":
+				b := n.Bonds[m]
+				in = &b.Interface
+			case "vlans":
+				v := n.VLANs[m]
+				in = &v.Interface
+			default:
+				c.Add(mf, "%q is not an ethernet, bond or VLAN defined in spec.network", m)
+				continue
+			}
+			switch {
+			case inBridge[m] != "":
+				c.Add(mf, "%q is already a port of bridge %q", m, inBridge[m])
+				continue
+			case inBond[m] != "":
+				c.Add(mf, "%q is a member of bond %q; add the bond to the bridge instead", m, inBond[m])
+			case in.DHCP4 || in.DHCP6 || len(in.Addresses) > 0:
+				c.Add(mf, "%q has its own addresses or DHCP; configure them on the bridge", m)
+			}
+			inBridge[m] = id
+		}
+		if p := b.Parameters; p != nil {
+			if d := p.ForwardDelay; d != nil && (*d < 2 || *d > 30) {
+				c.Add(f+".parameters.forwardDelay", "%d is not a forward delay in seconds (2–30)", *d)
+			}
+			if pr := p.Priority; pr != nil && (*pr < 0 || *pr > 65535) {
+				c.Add(f+".parameters.priority", "%d is not a bridge priority (0–65535)", *pr)
+			}
+		}
+		validateInterface(c, f, &b.Interface)
+	}
+	for _, id := range sortedKeys(n.VLANs) {
+		if v := n.VLANs[id]; inBridge[v.Link] != "" && v.Link != "" && ids[v.Link] != "bridges" {
+			c.Add("spec.network.vlans."+id+".link", "%q is a port of bridge %q; put the VLAN on the bridge instead", v.Link, inBridge[v.Link])
+		}
 	}
 }
 
