@@ -1,9 +1,11 @@
 package spec
 
 import (
+	"bytes"
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"math"
 	"os"
@@ -17,11 +19,20 @@ import (
 	"sync"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/vminit/vminit/internal/inputfile"
 )
 
 // MaxSpecSize bounds a spec document. Seeds carry kilobytes; a larger input
 // is a mistake (or an attack on the YAML parser).
 const MaxSpecSize = 16 << 20
+
+// MaxListEntries bounds each list of a spec (files, users, units,
+// commands…), so that rendering one spec, which every output does in
+// memory (and yaml.v3's emitter holds each event of a document until its
+// end), stays within tens of megabytes: 10,000 files render in about
+// 0.6 s and 120 MB, where 200,000 took 15 s and 2 GB.
+const MaxListEntries = 10000
 
 // MaxSourceFileSize bounds one files[].source.file.
 const MaxSourceFileSize = 64 << 20
@@ -61,8 +72,25 @@ func decode(data []byte, fast bool) (*Instance, *Positions, error) {
 	}
 	if root == nil {
 		root = new(yaml.Node)
-		if err := yaml.Unmarshal(data, root); err != nil {
+		dec := yaml.NewDecoder(bytes.NewReader(data))
+		if err := dec.Decode(root); err != nil && err != io.EOF {
 			return nil, nil, Errors{syntaxError(err)}
+		}
+		// yaml.v3 reads the first document of a stream and would drop
+		// the others without a word; a spec file holds one Instance.
+		for {
+			var next yaml.Node
+			err := dec.Decode(&next)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return nil, nil, Errors{syntaxError(err)}
+			}
+			if len(next.Content) == 0 || next.Content[0].Tag == "!!null" {
+				continue // an empty document, as a trailing "---" makes
+			}
+			return nil, nil, Errors{{Line: next.Content[0].Line, Message: "a second YAML document: a spec holds one Instance; put each in a file of its own"}}
 		}
 	}
 	if root.Kind == 0 || len(root.Content) == 0 {
@@ -92,15 +120,30 @@ func decode(data []byte, fast bool) (*Instance, *Positions, error) {
 
 var instanceType = reflect.TypeFor[Instance]()
 
+// Loader reads specs, and the files they take content from. Its zero value
+// is what Load and Parse use.
+type Loader struct {
+	// SourceRoot is the directory files[].source.file may read from, once
+	// every symbolic link is followed. Empty means the spec's own
+	// directory (Parse's dir): a spec from someone else must not make its
+	// reader put /etc/shadow or ../admin-token on a seed. Files of /proc,
+	// /sys, FIFOs and devices are refused whatever the root.
+	SourceRoot string
+}
+
 // Load reads a spec file and parses it as Parse does, with
-// files[].source.file relative to the spec's directory. On failure it
-// returns Errors carrying the file name and line of each problem.
-func Load(path string) (*Instance, error) {
-	data, err := readBounded(path, MaxSpecSize)
+// files[].source.file relative to the spec's directory and confined to it.
+// On failure it returns Errors carrying the file name and line of each
+// problem.
+func Load(path string) (*Instance, error) { return Loader{}.Load(path) }
+
+// Load is the package's Load with l's source root.
+func (l Loader) Load(path string) (*Instance, error) {
+	data, err := inputfile.Read(path, MaxSpecSize)
 	if err != nil {
 		return nil, err
 	}
-	inst, err := Parse(data, filepath.Dir(path))
+	inst, err := l.Parse(data, filepath.Dir(path))
 	for _, e := range AsErrors(err) {
 		e.File = path
 	}
@@ -112,10 +155,14 @@ func Load(path string) (*Instance, error) {
 // result, reporting every problem of every stage together, each with its
 // line.
 //
-// An empty dir refuses files[].source.file: a document that arrives over
-// an API must not make its receiver read its own files (a document naming
+// Source files are read only from inside dir (see Loader.SourceRoot). An
+// empty dir refuses files[].source.file: a document that arrives over an
+// API must not make its receiver read its own files (a document naming
 // /etc/shadow would otherwise hand it out).
-func Parse(data []byte, dir string) (*Instance, error) {
+func Parse(data []byte, dir string) (*Instance, error) { return Loader{}.Parse(data, dir) }
+
+// Parse is the package's Parse with l's source root.
+func (l Loader) Parse(data []byte, dir string) (*Instance, error) {
 	inst, pos, err := Decode(data)
 	if inst == nil {
 		return nil, err
@@ -130,7 +177,11 @@ func Parse(data []byte, dir string) (*Instance, error) {
 			}
 		}
 	}
-	all = append(all, AsErrors(inst.Resolve(dir))...)
+	root := l.SourceRoot
+	if root == "" {
+		root = dir
+	}
+	all = append(all, AsErrors(inst.resolve(dir, root))...)
 	inst.Default()
 	all = append(all, dropShadowed(AsErrors(inst.Validate()), all)...)
 	if len(all) == 0 {
@@ -165,9 +216,12 @@ func dropShadowed(verrs, decoded Errors) Errors {
 	return out
 }
 
-// Resolve reads each files[].source.file (relative to dir) and decodes each
-// contentBase64, so that File.Data is the content to write.
-func (in *Instance) Resolve(dir string) error {
+// Resolve reads each files[].source.file (relative to dir, and only from
+// inside it) and decodes each contentBase64, so that File.Data is the
+// content to write.
+func (in *Instance) Resolve(dir string) error { return in.resolve(dir, dir) }
+
+func (in *Instance) resolve(dir, root string) error {
 	var c ErrorList
 	for i := range in.Spec.Files {
 		f := &in.Spec.Files[i]
@@ -187,8 +241,12 @@ func (in *Instance) Resolve(dir string) error {
 			if !filepath.IsAbs(p) {
 				p = filepath.Join(dir, p)
 			}
-			b, err := readBounded(p, MaxSourceFileSize)
-			if err != nil {
+			b, err := inputfile.ReadIn(root, p, MaxSourceFileSize)
+			switch {
+			case errors.Is(err, inputfile.ErrOutside):
+				c.Add(field+".source.file", "%s is outside %s, the directory source files are read from; move the file there, or name a wider source root (vminit: --source-root DIR)", f.Source.File, root)
+				continue
+			case err != nil:
 				c.Add(field+".source.file", "%v", unwrapPathError(err))
 				continue
 			}
@@ -196,25 +254,6 @@ func (in *Instance) Resolve(dir string) error {
 		}
 	}
 	return c.Err()
-}
-
-func readBounded(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file", path)
-	}
-	if st.Size() > limit {
-		return nil, fmt.Errorf("%s: %d bytes; the limit is %d", path, st.Size(), limit)
-	}
-	return os.ReadFile(path)
 }
 
 func unwrapPathError(err error) error {

@@ -75,6 +75,18 @@ func (in *Instance) Validate() error {
 	for i, k := range s.SSHAuthorizedKeys {
 		checkSSHKey(&c, fmt.Sprintf("spec.sshAuthorizedKeys[%d]", i), k)
 	}
+	for _, l := range []struct {
+		field string
+		n     int
+	}{
+		{"spec.sshAuthorizedKeys", len(s.SSHAuthorizedKeys)}, {"spec.users", len(s.Users)},
+		{"spec.files", len(s.Files)}, {"spec.units", len(s.Units)}, {"spec.commands", len(s.Commands)},
+		{"spec.bootCommands", len(s.BootCommands)}, {"spec.mounts", len(s.Mounts)}, {"spec.packages", len(s.Packages)},
+	} {
+		if l.n > MaxListEntries {
+			c.Add(l.field, "%d entries; the limit is %d (first-boot data is read and applied in one go: ship bulk content as an archive that a command unpacks)", l.n, MaxListEntries)
+		}
+	}
 	validateUsers(&c, s.Users)
 	validateFiles(&c, s.Files)
 	validateUnits(&c, s.Units)
@@ -640,6 +652,21 @@ func checkMAC(c *ErrorList, field, s string) (string, bool) {
 
 func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
 
+// notASource says why an address can never be a request's source address,
+// or returns "". (Whether loopback sources are acceptable is the server's
+// policy, not the spec's.)
+func notASource(ip netip.Addr) string {
+	switch {
+	case ip.IsUnspecified():
+		return "the unspecified address"
+	case ip.IsMulticast():
+		return "a multicast address"
+	case ip == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+		return "the broadcast address"
+	}
+	return ""
+}
+
 func validateMetadataServer(c *ErrorList, ms *MetadataServer) {
 	const f = "spec.metadataServer"
 	if len(ms.Addresses) == 0 {
@@ -655,6 +682,9 @@ func validateMetadataServer(c *ErrorList, ms *MetadataServer) {
 		}
 		if j, dup := seen[ip.Unmap()]; dup {
 			c.Add(af, "%s is already listed at %s.addresses[%d]", a, f, j)
+		}
+		if why := notASource(ip.Unmap()); why != "" {
+			c.Add(af, "%s is %s, never the source of a VM's request; give the address the VM's requests come from", a, why)
 		}
 		seen[ip.Unmap()] = i
 	}

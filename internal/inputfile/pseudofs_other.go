@@ -1,0 +1,7 @@
+//go:build !linux
+
+package inputfile
+
+import "os"
+
+func pseudoFS(*os.File) string { return "" }
