@@ -23,11 +23,11 @@ printf 'version: 2\nethernets:\n  eth0:\n    dhcp4: true\n' >"$tmp/seed/network-
 
 # --- Go benchmarks -----------------------------------------------------------
 cd "$root"
-gobench() { # package, regexp, count
-  go test "$1" -run '^$' -bench "$2" -benchtime 2s -count "$3" 2>&1 | tee -a "$tmp/go.txt" >&2
+gobench() { # package directory, regexp, count
+  (cd "$1" && go test . -run '^$' -bench "$2" -benchtime 2s -count "$3") 2>&1 | tee -a "$tmp/go.txt" >&2
 }
-gobench ./iso9660 'NoCloudSeed|Stream64MiB' 5
-gobench ./bench/iso 'NoCloudSeed' 5
+gobench iso9660 'NoCloudSeed|Stream64MiB' 5
+gobench bench/iso 'NoCloudSeed' 5 # a module of its own (bench/iso/go.mod)
 
 # median of a field of the benchmark lines matching a name; field names as
 # in the output: "ns/op", "B/op", "allocs/op", "MB/s", "image-bytes"
