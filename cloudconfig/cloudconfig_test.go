@@ -11,8 +11,8 @@ import (
 	"testing"
 
 	"github.com/vminit/vminit/ignition"
-	"github.com/vminit/vminit/internal/ignitiontest"
-	"github.com/vminit/vminit/internal/testtools"
+	"github.com/vminit/vminit/internal/testing/ignitiontest"
+	"github.com/vminit/vminit/internal/testing/testtools"
 )
 
 const key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIIOcQfB+HkOOjJNE+kDUn8dHs94p8jX2ceyNdSdYS5bh alice@example.com"

@@ -10,8 +10,8 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/vminit/vminit/cloudinit/yaml11"
-	"github.com/vminit/vminit/internal/systemd"
+	"github.com/vminit/vminit/internal/lib/systemd"
+	"github.com/vminit/vminit/internal/lib/yaml11"
 	"github.com/vminit/vminit/spec"
 )
 

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vminit/vminit/cloudinit/cloudinittest"
+	"github.com/vminit/vminit/internal/testing/cloudinittest"
 )
 
 const minimalSpec = `apiVersion: vminit.dev/v1alpha1

@@ -9,7 +9,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/vminit/vminit/cloudinit/yaml11"
+	"github.com/vminit/vminit/internal/lib/yaml11"
 )
 
 // This file reimplements cloud-init's mergers (cloudinit/mergers/m_dict.py,

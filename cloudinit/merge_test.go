@@ -10,7 +10,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/vminit/vminit/cloudinit/cloudinittest"
+	"github.com/vminit/vminit/internal/testing/cloudinittest"
 )
 
 // mergeBase is the generated side of most cases: a bit of every type.

@@ -13,7 +13,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/vminit/vminit/cloudinit/yaml11"
+	"github.com/vminit/vminit/internal/lib/yaml11"
 	"github.com/vminit/vminit/spec"
 )
 

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vminit/vminit/cloudinit/cloudinittest"
+	"github.com/vminit/vminit/internal/testing/cloudinittest"
 )
 
 func TestMetaDataReadsBack(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vminit/vminit/cloudinit/cloudinittest"
+	"github.com/vminit/vminit/internal/testing/cloudinittest"
 )
 
 // pyParts lists the parts cloud-init's UserDataProcessor makes of each

@@ -20,8 +20,8 @@ import (
 
 	v34 "github.com/coreos/ignition/v2/config/v3_4"
 
-	"github.com/vminit/vminit/internal/qemutest"
-	"github.com/vminit/vminit/internal/testtools"
+	"github.com/vminit/vminit/internal/testing/qemutest"
+	"github.com/vminit/vminit/internal/testing/testtools"
 )
 
 func TestQEMUArgs(t *testing.T) {

@@ -15,7 +15,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/vminit/vminit/internal/cli"
+	"github.com/vminit/vminit/internal/app/cli"
 )
 
 type object struct {

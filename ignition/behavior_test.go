@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vminit/vminit/internal/testtools"
+	"github.com/vminit/vminit/internal/testing/testtools"
 )
 
 // config is the parts of a rendered config the tests look into.

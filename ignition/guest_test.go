@@ -13,8 +13,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/vminit/vminit/internal/ignitiontest"
-	"github.com/vminit/vminit/internal/systemd"
+	"github.com/vminit/vminit/internal/lib/systemd"
+	"github.com/vminit/vminit/internal/testing/ignitiontest"
 	"github.com/vminit/vminit/network"
 	"github.com/vminit/vminit/spec"
 )

@@ -14,8 +14,8 @@ import (
 	"github.com/coreos/ign-converter/translate/v23tov30"
 	v23 "github.com/coreos/ignition/config/v2_3"
 
-	"github.com/vminit/vminit/internal/ignitiontest"
-	"github.com/vminit/vminit/internal/testtools"
+	"github.com/vminit/vminit/internal/testing/ignitiontest"
+	"github.com/vminit/vminit/internal/testing/testtools"
 	"github.com/vminit/vminit/spec"
 )
 

@@ -7,7 +7,7 @@ import (
 
 	types "github.com/coreos/ignition/v2/config/v3_0/types"
 
-	"github.com/vminit/vminit/internal/systemd"
+	"github.com/vminit/vminit/internal/lib/systemd"
 	"github.com/vminit/vminit/network"
 	"github.com/vminit/vminit/spec"
 )

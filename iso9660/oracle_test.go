@@ -16,7 +16,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vminit/vminit/internal/testtools"
+	"github.com/vminit/vminit/internal/testing/testtools"
 )
 
 // run executes a tool and returns its combined output, failing the test

@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/vminit/vminit/internal/tlsfiles"
+	"github.com/vminit/vminit/internal/lib/tlsfiles"
 )
 
 // AdminTLSConfig is the listener configuration for serving the admin API

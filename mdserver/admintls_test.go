@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vminit/vminit/internal/testpki"
-	"github.com/vminit/vminit/internal/testtools"
-	"github.com/vminit/vminit/internal/tlsfiles"
+	"github.com/vminit/vminit/internal/lib/tlsfiles"
+	"github.com/vminit/vminit/internal/testing/testpki"
+	"github.com/vminit/vminit/internal/testing/testtools"
 )
 
 // TestAdminTLSReload renews the admin certificate and client CA in place:

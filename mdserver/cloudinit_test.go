@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vminit/vminit/cloudinit/cloudinittest"
+	"github.com/vminit/vminit/internal/testing/cloudinittest"
 )
 
 // pySource makes every urllib3 connection (requests, hence cloud-init's

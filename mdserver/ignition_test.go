@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vminit/vminit/internal/testtools"
+	"github.com/vminit/vminit/internal/testing/testtools"
 )
 
 const ignitionBin = "/usr/lib/dracut/modules.d/30ignition/ignition"

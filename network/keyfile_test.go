@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vminit/vminit/cloudinit/cloudinittest"
+	"github.com/vminit/vminit/internal/testing/cloudinittest"
 	"github.com/vminit/vminit/spec"
 )
 

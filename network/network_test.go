@@ -11,7 +11,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/vminit/vminit/cloudinit/cloudinittest"
+	"github.com/vminit/vminit/internal/testing/cloudinittest"
 	"github.com/vminit/vminit/spec"
 )
 

@@ -3,7 +3,7 @@ package network
 import (
 	"gopkg.in/yaml.v3"
 
-	"github.com/vminit/vminit/cloudinit/yaml11"
+	"github.com/vminit/vminit/internal/lib/yaml11"
 	"github.com/vminit/vminit/spec"
 )
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs the Linux kernel that vminit's QEMU tests (internal/qemutest) boot:
+# Installs the Linux kernel that vminit's QEMU tests (internal/testing/qemutest) boot:
 # Debian's current linux-image-6.1.0-*-amd64 (the one linux-image-amd64 depends
 # on), unpacked without installing it as a package, plus only the kernel
 # modules the tests need to mount our seed media with the kernel's own drivers

@@ -11,7 +11,7 @@ import (
 	"testing/fstest"
 
 	"github.com/vminit/vminit/cloudinit"
-	"github.com/vminit/vminit/cloudinit/cloudinittest"
+	"github.com/vminit/vminit/internal/testing/cloudinittest"
 	"github.com/vminit/vminit/spec"
 )
 

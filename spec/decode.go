@@ -20,7 +20,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/vminit/vminit/internal/inputfile"
+	"github.com/vminit/vminit/internal/lib/inputfile"
 )
 
 // MaxSpecSize bounds a spec document. Seeds carry kilobytes; a larger input

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/vminit/vminit/internal/testtools"
+	"github.com/vminit/vminit/internal/testing/testtools"
 )
 
 func benchWrite(b *testing.B, opts Options, tree []entry) {

@@ -29,8 +29,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/vminit/vminit/internal/mdbench"
-	"github.com/vminit/vminit/internal/serve"
+	"github.com/vminit/vminit/internal/app/serve"
+	"github.com/vminit/vminit/internal/bench/mdbench"
 	"github.com/vminit/vminit/mdserver"
 )
 

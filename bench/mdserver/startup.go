@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/vminit/vminit/internal/mdbench"
+	"github.com/vminit/vminit/internal/bench/mdbench"
 )
 
 // startup measures what an operator waits for: vminit serve started on a

@@ -6,7 +6,7 @@ package main
 import (
 	"os"
 
-	"github.com/vminit/vminit/internal/cli"
+	"github.com/vminit/vminit/internal/app/cli"
 )
 
 func main() {

@@ -39,7 +39,7 @@ import (
 	"reflect"
 	"sync"
 
-	"github.com/vminit/vminit/internal/atomicfile"
+	"github.com/vminit/vminit/internal/lib/atomicfile"
 	"github.com/vminit/vminit/mdserver"
 	"github.com/vminit/vminit/spec"
 )

@@ -36,8 +36,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/vminit/vminit/internal/atomicfile"
-	"github.com/vminit/vminit/internal/parallel"
+	"github.com/vminit/vminit/internal/lib/atomicfile"
+	"github.com/vminit/vminit/internal/lib/parallel"
 	"github.com/vminit/vminit/mdserver"
 	"github.com/vminit/vminit/spec"
 )

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vminit/vminit/internal/mdbench"
-	"github.com/vminit/vminit/internal/testtools"
+	"github.com/vminit/vminit/internal/bench/mdbench"
+	"github.com/vminit/vminit/internal/testing/testtools"
 	"github.com/vminit/vminit/mdserver"
 	"github.com/vminit/vminit/spec"
 )

@@ -8,8 +8,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/vminit/vminit/internal/etcdtest"
-	"github.com/vminit/vminit/internal/mdbench"
+	"github.com/vminit/vminit/internal/bench/mdbench"
+	"github.com/vminit/vminit/internal/testing/etcdtest"
 )
 
 // BenchmarkOpen100k measures Open on a prefix of 100,000 instances

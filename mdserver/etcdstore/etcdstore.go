@@ -39,7 +39,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/vminit/vminit/internal/parallel"
+	"github.com/vminit/vminit/internal/lib/parallel"
 	"github.com/vminit/vminit/mdserver"
 	"github.com/vminit/vminit/spec"
 )

@@ -13,8 +13,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/vminit/vminit/internal/etcdtest"
-	"github.com/vminit/vminit/internal/testtools"
+	"github.com/vminit/vminit/internal/testing/etcdtest"
+	"github.com/vminit/vminit/internal/testing/testtools"
 	"github.com/vminit/vminit/mdserver"
 )
 

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vminit/vminit/internal/etcdtest"
-	"github.com/vminit/vminit/internal/testpki"
+	"github.com/vminit/vminit/internal/testing/etcdtest"
+	"github.com/vminit/vminit/internal/testing/testpki"
 )
 
 // TestTLSAndAuth opens stores against a real etcd that requires TLS and

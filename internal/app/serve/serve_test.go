@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vminit/vminit/internal/testtools"
+	"github.com/vminit/vminit/internal/testing/testtools"
 	"github.com/vminit/vminit/mdserver"
 	"github.com/vminit/vminit/mdserver/dirstore"
 )

@@ -21,7 +21,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vminit/vminit/internal/testtools"
+	"github.com/vminit/vminit/internal/testing/testtools"
 )
 
 // DefaultKernelDir is where scripts/install-test-kernel.sh puts the kernel

@@ -11,7 +11,7 @@ import (
 
 	"github.com/vminit/vminit/delivery"
 	"github.com/vminit/vminit/ignition"
-	"github.com/vminit/vminit/internal/atomicfile"
+	"github.com/vminit/vminit/internal/lib/atomicfile"
 	"github.com/vminit/vminit/media"
 	"github.com/vminit/vminit/seed"
 	"github.com/vminit/vminit/spec"

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vminit/vminit/cloudinit/cloudinittest"
-	"github.com/vminit/vminit/cloudinit/yaml11"
+	"github.com/vminit/vminit/internal/lib/yaml11"
+	"github.com/vminit/vminit/internal/testing/cloudinittest"
 )
 
 // samples are strings near the edges of YAML 1.1's implicit types.

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vminit/vminit/internal/testtools"
+	"github.com/vminit/vminit/internal/testing/testtools"
 )
 
 // TestWatch reloads a pair of files whose load fails while they disagree,

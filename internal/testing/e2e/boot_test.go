@@ -9,14 +9,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vminit/vminit/cloudinit/cloudinittest"
-	"github.com/vminit/vminit/internal/qemutest"
+	"github.com/vminit/vminit/internal/testing/cloudinittest"
+	"github.com/vminit/vminit/internal/testing/qemutest"
 	"github.com/vminit/vminit/media"
 	"github.com/vminit/vminit/seed"
 	"github.com/vminit/vminit/spec"
 )
 
-const example = "../../examples/ubuntu-server/instance.yaml"
+const example = "../../../examples/ubuntu-server/instance.yaml"
 
 // image is one seed written to disk with our writers.
 type image struct {
@@ -67,7 +67,7 @@ func TestKernelMountsSeeds(t *testing.T) {
 			{build(t, example, seed.NoCloud, media.VFAT), []qemutest.View{qemutest.VFAT}, "cidata"},
 		},
 		{
-			{build(t, "../../examples/dev-vm.yaml", seed.NoCloud, media.ISO9660), []qemutest.View{qemutest.ISO9660, qemutest.ISO9660Plain}, "cidata"},
+			{build(t, "../../../examples/dev-vm.yaml", seed.NoCloud, media.ISO9660), []qemutest.View{qemutest.ISO9660, qemutest.ISO9660Plain}, "cidata"},
 		},
 	}
 	for i, boot := range boots {

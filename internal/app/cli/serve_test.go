@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vminit/vminit/internal/testtools"
+	"github.com/vminit/vminit/internal/testing/testtools"
 )
 
 func TestServe(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/vminit/vminit/cloudconfig"
 	"github.com/vminit/vminit/ignition"
-	"github.com/vminit/vminit/internal/atomicfile"
+	"github.com/vminit/vminit/internal/lib/atomicfile"
 )
 
 func newConvertCommand() *cobra.Command {

@@ -17,8 +17,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/vminit/vminit/internal/testpki"
-	"github.com/vminit/vminit/internal/testtools"
+	"github.com/vminit/vminit/internal/testing/testpki"
+	"github.com/vminit/vminit/internal/testing/testtools"
 )
 
 // Server is one etcd process.

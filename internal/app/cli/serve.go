@@ -19,8 +19,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vminit/vminit/ignition"
-	"github.com/vminit/vminit/internal/serve"
-	"github.com/vminit/vminit/internal/tlsfiles"
+	"github.com/vminit/vminit/internal/app/serve"
+	"github.com/vminit/vminit/internal/lib/tlsfiles"
 	"github.com/vminit/vminit/mdserver"
 	"github.com/vminit/vminit/mdserver/dirstore"
 	"github.com/vminit/vminit/mdserver/etcdstore"

@@ -18,7 +18,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/vminit/vminit/internal/testtools"
+	"github.com/vminit/vminit/internal/testing/testtools"
 )
 
 // Python is the interpreter the oracle scripts run with.

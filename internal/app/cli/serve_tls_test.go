@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vminit/vminit/internal/etcdtest"
-	"github.com/vminit/vminit/internal/testpki"
+	"github.com/vminit/vminit/internal/testing/etcdtest"
+	"github.com/vminit/vminit/internal/testing/testpki"
 	"github.com/vminit/vminit/mdserver/etcdstore"
 )
 

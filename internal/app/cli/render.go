@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/vminit/vminit/internal/atomicfile"
+	"github.com/vminit/vminit/internal/lib/atomicfile"
 	"github.com/vminit/vminit/media"
 )
 

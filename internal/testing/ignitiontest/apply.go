@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vminit/vminit/internal/testtools"
+	"github.com/vminit/vminit/internal/testing/testtools"
 )
 
 // Binary is where Debian's ignition package (2.14) installs the ignition

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vminit/vminit/internal/testtools"
+	"github.com/vminit/vminit/internal/testing/testtools"
 )
 
 // seedFiles is the tree both reference images carry.

@@ -3,7 +3,7 @@ package cloudinittest_test
 import (
 	"testing"
 
-	"github.com/vminit/vminit/cloudinit/cloudinittest"
+	"github.com/vminit/vminit/internal/testing/cloudinittest"
 )
 
 // A test asks cloud-init itself what it makes of generated data. (Not run

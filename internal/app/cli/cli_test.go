@@ -9,10 +9,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vminit/vminit/internal/testtools"
+	"github.com/vminit/vminit/internal/testing/testtools"
 )
 
-var examples = []string{"../../examples/dev-vm.yaml", "../../examples/ubuntu-server/instance.yaml"}
+var examples = []string{"../../../examples/dev-vm.yaml", "../../../examples/ubuntu-server/instance.yaml"}
 
 // run runs vminit in-process and returns its exit code and output.
 func run(t *testing.T, args ...string) (code int, stdout, stderr string) {
@@ -251,7 +251,7 @@ func TestCompletion(t *testing.T) {
 func TestBuildIgnition(t *testing.T) {
 	validate := testtools.Require(t, "ignition-validate")
 	dir := t.TempDir()
-	fcos := "../../examples/fcos-server.yaml"
+	fcos := "../../../examples/fcos-server.yaml"
 	ign := filepath.Join(dir, "config.ign")
 	if code, _, stderr := run(t, "build", fcos, "--format", "ignition", "-o", ign); code != ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
