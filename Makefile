@@ -1,15 +1,26 @@
 # vminit's two commands for a fresh machine are in README.md:
 #   go run ./cmd/vminit build examples/ubuntu-server/instance.yaml -o seed.iso
 #   make test
-.PHONY: test test-tools unit bench fuzz
+.PHONY: test test-tools check unit bench fuzz
 
 GO ?= go
+# Pinned: the module proxy answers some @latest look-ups wrongly.
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 # Everything: install the oracle tools and the QEMU test kernel, then run
 # every test (unit, golden, real consumers, QEMU boots, fuzz seeds) with
 # missing tools treated as failures rather than skips.
-test: test-tools
+test: test-tools check
 	VMINIT_REQUIRE_TOOLS=1 $(GO) test -count=1 -timeout 40m ./...
+
+# The static checks Go projects run in CI. Each module of the repository
+# (the root and the benchmarks that carry their own go.mod) is checked.
+check:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt -l:"; echo "$$out"; exit 1; fi
+	@for m in . $$(git ls-files '*/go.mod' | xargs -n1 dirname); do \
+	  echo "== $$m: go vet, staticcheck, go mod tidy -diff"; \
+	  (cd $$m && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./... && $(GO) mod tidy -diff) || exit 1; \
+	done
 
 test-tools:
 	./scripts/install-test-tools.sh

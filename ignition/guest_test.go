@@ -8,7 +8,6 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"syscall"
 	"testing"
@@ -367,14 +366,5 @@ func readDB(t *testing.T, root, name string) map[string][]string {
 			out[fields[0]] = fields[1:]
 		}
 	}
-	return out
-}
-
-func sortedNames[V any](m map[string]V) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
 	return out
 }

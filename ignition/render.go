@@ -149,7 +149,7 @@ func Render(inst *spec.Instance, opts Options) (*Result, error) {
 	if opts.Version != "" {
 		sv, ok := lookupVersion(opts.Version)
 		if !ok {
-			return nil, fmt.Errorf("Ignition spec version %q: want one of %s", opts.Version, strings.Join(Versions(), ", "))
+			return nil, fmt.Errorf("spec version %q is not an Ignition spec version: want one of %s", opts.Version, strings.Join(Versions(), ", "))
 		}
 		r.forced = &sv
 	}

@@ -83,11 +83,7 @@ func (x ipFacts) String() string {
 }
 
 func splitList(s string) []string {
-	var out []string
-	for _, e := range strings.FieldsFunc(s, func(r rune) bool { return r == ';' || r == ',' || r == ' ' }) {
-		out = append(out, e)
-	}
-	return out
+	return strings.FieldsFunc(s, func(r rune) bool { return r == ';' || r == ',' || r == ' ' })
 }
 
 // keyfileFacts reads a keyfile's IP configuration.

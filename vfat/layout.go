@@ -73,7 +73,6 @@ type geometry struct {
 
 func (g *geometry) clusterBytes() int64 { return g.spc * sectorSize }
 func (g *geometry) rootSectors() int64  { return g.rootEntries * dirEntrySize / sectorSize }
-func (g *geometry) fatStart() int64     { return reservedSectors }
 func (g *geometry) rootStart() int64    { return reservedSectors + numFATs*g.fatSectors }
 func (g *geometry) dataStart() int64    { return g.rootStart() + g.rootSectors() }
 
