@@ -3,56 +3,54 @@ package mdserver
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
 
-	"github.com/vminit/vminit/spec"
+	"github.com/vminit/vminit/mdserver/registry"
 )
 
 // memStore is a minimal Store for the admin API tests (the real stores
 // have their own tests and import this package).
 type memStore struct {
 	mu   sync.Mutex
-	recs map[string]*Record
-	snap *Snapshot
+	recs map[string]*registry.Record
+	snap *registry.Snapshot
 }
 
 func newMemStore() *memStore {
-	s := &memStore{recs: map[string]*Record{}}
-	s.snap, _ = NewSnapshot(nil)
+	s := &memStore{recs: map[string]*registry.Record{}}
+	s.snap, _ = registry.NewSnapshot(nil)
 	return s
 }
 
-func (m *memStore) Snapshot() *Snapshot {
+func (m *memStore) Snapshot() *registry.Snapshot {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.snap
 }
 
-func (m *memStore) Put(_ context.Context, doc []byte) (*Record, error) {
-	rec, err := DecodeDocument(doc, "")
+func (m *memStore) Put(_ context.Context, doc []byte) (*registry.Record, error) {
+	rec, err := registry.DecodeDocument(doc, "")
 	if err != nil {
 		return nil, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	served, refused := ResolveChanges(m.recs, map[string]*Record{rec.Name: rec}, []string{rec.Name})
+	served, refused := registry.ResolveChanges(m.recs, map[string]*registry.Record{rec.Name: rec}, []string{rec.Name})
 	if err := refused[rec.Name]; err != nil {
 		return nil, err
 	}
-	var list []*Record
+	var list []*registry.Record
 	for _, r := range served {
 		list = append(list, r)
 	}
 	m.recs = served
-	m.snap, err = NewSnapshot(list)
+	m.snap, err = registry.NewSnapshot(list)
 	return rec, err
 }
 
@@ -60,14 +58,14 @@ func (m *memStore) Delete(_ context.Context, name string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, ok := m.recs[name]; !ok {
-		return ErrNotFound
+		return registry.ErrNotFound
 	}
 	delete(m.recs, name)
-	var list []*Record
+	var list []*registry.Record
 	for _, r := range m.recs {
 		list = append(list, r)
 	}
-	m.snap, _ = NewSnapshot(list)
+	m.snap, _ = registry.NewSnapshot(list)
 	return nil
 }
 
@@ -159,7 +157,7 @@ func TestAdminAPI(t *testing.T) {
 	}
 	if code, body := call(t, srv, "GET", "/v1/instances/web", adminToken, ""); code != 200 || !strings.Contains(body, "name: web") || !strings.Contains(body, "/etc/motd") {
 		t.Errorf("get: %d %s", code, body)
-	} else if rec, err := DecodeDocument([]byte(body), ""); err != nil || rec.Name != "web" {
+	} else if rec, err := registry.DecodeDocument([]byte(body), ""); err != nil || rec.Name != "web" {
 		t.Errorf("the stored spec does not load back: %v", err)
 	}
 	code, body = call(t, srv, "GET", "/v1/instances", adminToken, "")
@@ -215,57 +213,5 @@ func TestAdminAPI(t *testing.T) {
 	}
 	if code, _ := call(t, srv, "GET", "/v1/instances/web", adminToken, ""); code != 404 {
 		t.Errorf("get after delete: %d", code)
-	}
-}
-
-func TestResolveChanges(t *testing.T) {
-	a, b := record(t, "a", "10.0.0.1"), record(t, "b", "10.0.0.2")
-	served := map[string]*Record{"a.yaml": a, "b.yaml": b}
-	// b gives up its address while c takes it in the same batch: c is
-	// tried first, refused, and retried after b's change.
-	b2, c := record(t, "b", "10.0.0.3"), record(t, "c", "10.0.0.2")
-	out, refused := ResolveChanges(served, map[string]*Record{"b.yaml": b2, "c.yaml": c}, []string{"c.yaml", "b.yaml"})
-	if len(refused) != 0 || out["c.yaml"] != c || out["b.yaml"] != b2 {
-		t.Errorf("batch: %v %v", out, refused)
-	}
-	// A newcomer on an incumbent's address is refused; the incumbent keeps
-	// serving its previous version when its own change is refused.
-	a2 := record(t, "a", "10.0.0.3")
-	out, refused = ResolveChanges(out, map[string]*Record{"a.yaml": a2}, []string{"a.yaml"})
-	if !errors.Is(refused["a.yaml"], ErrAddressConflict) || out["a.yaml"] != a {
-		t.Errorf("refusal: %v %v", out, refused)
-	}
-	// Deletion.
-	out, _ = ResolveChanges(out, map[string]*Record{"a.yaml": nil}, []string{"a.yaml"})
-	if _, ok := out["a.yaml"]; ok || len(out) != 2 {
-		t.Errorf("delete: %v", out)
-	}
-}
-
-// TestPending: a standing refusal is reported once, a new reason again,
-// and a served version clears it.
-func TestPending(t *testing.T) {
-	var p Pending
-	var reports []string
-	report := func(r string) { reports = append(reports, r) }
-	p.Settle(errors.New("ignored: nothing pending"), report)
-	p.Set(&Record{Name: "a"})
-	p.Settle(errors.New("10.0.0.1 is claimed by b"), report)
-	p.Settle(errors.New("10.0.0.1 is claimed by b"), report)
-	p.Settle(errors.New("name a is claimed by c"), report)
-	if want := []string{"10.0.0.1 is claimed by b", "name a is claimed by c"}; !slices.Equal(reports, want) {
-		t.Errorf("reported %q, want %q", reports, want)
-	}
-	p.Settle(nil, report)
-	if p.Record != nil || p.Refused != "" {
-		t.Errorf("served, still pending: %+v", p)
-	}
-	fe := &spec.FieldError{File: "a.yaml", Field: "spec.hostname", Message: "bad"}
-	attrs := ProblemAttrs(spec.Errors{fe})
-	if len(attrs) != 2 || attrs[0] != "problem1" || strings.Contains(attrs[1].(string), "a.yaml") || fe.File != "a.yaml" {
-		t.Errorf("ProblemAttrs = %q (and the error's file is now %q)", attrs, fe.File)
-	}
-	if attrs := ProblemAttrs(errors.New("read: EIO")); len(attrs) != 2 || attrs[0] != "err" {
-		t.Errorf("ProblemAttrs of a plain error = %q", attrs)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/vminit/vminit/delivery"
 	"github.com/vminit/vminit/ignition"
+	"github.com/vminit/vminit/mdserver/registry"
 	"github.com/vminit/vminit/seed"
 	"github.com/vminit/vminit/spec"
 )
@@ -57,7 +58,7 @@ func getPart[T any](h *handler, e *entry, p *part[T], render func() (T, error), 
 	return p.v, p.err
 }
 
-func (h *handler) entry(rec *Record) *entry {
+func (h *handler) entry(rec *registry.Record) *entry {
 	v, ok := h.cache.Load(rec.Name)
 	if ok {
 		if e := v.(*entry); e.rev == rec.Revision {
@@ -135,7 +136,7 @@ func treeBytes(trees ...map[string][]byte) int64 {
 func bytesLen(b []byte) int64 { return int64(len(b)) }
 
 // cloudUserData renders (once) the record's cloud-init user data.
-func (h *handler) cloudUserData(rec *Record) ([]byte, error) {
+func (h *handler) cloudUserData(rec *registry.Record) ([]byte, error) {
 	e := h.entry(rec)
 	return getPart(h, e, &e.userData, func() ([]byte, error) {
 		ud, err := seed.UserData(rec.Instance)
@@ -147,7 +148,7 @@ func (h *handler) cloudUserData(rec *Record) ([]byte, error) {
 }
 
 // ec2Tree renders (once) the record's EC2 meta-data trees, one per level.
-func (h *handler) ec2Tree(rec *Record) [ec2Levels]map[string][]byte {
+func (h *handler) ec2Tree(rec *registry.Record) [ec2Levels]map[string][]byte {
 	e := h.entry(rec)
 	t, _ := getPart(h, e, &e.ec2, func() ([ec2Levels]map[string][]byte, error) { return ec2Trees(rec), nil },
 		func(t [ec2Levels]map[string][]byte) int64 { return treeBytes(t[:]...) })
@@ -156,21 +157,21 @@ func (h *handler) ec2Tree(rec *Record) [ec2Levels]map[string][]byte {
 
 // openstackFiles renders (once) the record's ConfigDrive metadata files,
 // by name.
-func (h *handler) openstackFiles(rec *Record) (map[string][]byte, error) {
+func (h *handler) openstackFiles(rec *registry.Record) (map[string][]byte, error) {
 	e := h.entry(rec)
 	return h.metadataFiles(rec, e, &e.openstack, seed.ConfigDrive, "openstack/latest/")
 }
 
 // nocloudFiles renders (once) the record's NoCloud meta-data, vendor-data
 // and network-config (version 2).
-func (h *handler) nocloudFiles(rec *Record) (map[string][]byte, error) {
+func (h *handler) nocloudFiles(rec *registry.Record) (map[string][]byte, error) {
 	e := h.entry(rec)
 	return h.metadataFiles(rec, e, &e.nocloud, seed.NoCloud, "")
 }
 
 // metadataFiles renders (once, into e's part p) the files seed.Metadata
 // gives ds, named by their path without dir.
-func (h *handler) metadataFiles(rec *Record, e *entry, p *part[map[string][]byte], ds seed.Datasource, dir string) (map[string][]byte, error) {
+func (h *handler) metadataFiles(rec *registry.Record, e *entry, p *part[map[string][]byte], ds seed.Datasource, dir string) (map[string][]byte, error) {
 	return getPart(h, e, p, func() (map[string][]byte, error) {
 		files, err := seed.Metadata(rec.Instance, ds, seed.Options{})
 		if err != nil {
@@ -185,7 +186,7 @@ func (h *handler) metadataFiles(rec *Record, e *entry, p *part[map[string][]byte
 }
 
 // renderIgnition renders (once) the record's Ignition config.
-func (h *handler) renderIgnition(rec *Record) ([]byte, error) {
+func (h *handler) renderIgnition(rec *registry.Record) ([]byte, error) {
 	e := h.entry(rec)
 	return getPart(h, e, &e.ignition, func() ([]byte, error) {
 		res, err := ignition.Render(rec.Instance, ignition.Options{Variant: h.opts.IgnitionVariant, AllowPartial: true})
@@ -203,7 +204,7 @@ func (h *handler) renderIgnition(rec *Record) ([]byte, error) {
 // for an Ignition instance the Ignition config, replaced by a pointer
 // config to this server's /ignition/config when it exceeds the transport's
 // budget (as it would on the real cloud).
-func (h *handler) userData(r *http.Request, rec *Record, transport string) ([]byte, string, error) {
+func (h *handler) userData(r *http.Request, rec *registry.Record, transport string) ([]byte, string, error) {
 	if !isIgnition(rec.Instance) {
 		ud, err := h.cloudUserData(rec)
 		return ud, textPlain, err
@@ -224,7 +225,7 @@ func (h *handler) userData(r *http.Request, rec *Record, transport string) ([]by
 }
 
 // sweep drops cached payloads of records that are gone or changed.
-func (h *handler) sweep(s *Snapshot) {
+func (h *handler) sweep(s *registry.Snapshot) {
 	h.cache.Range(func(k, v any) bool {
 		if rec, ok := s.ByName(k.(string)); !ok || rec.Revision != v.(*entry).rev {
 			if h.cache.CompareAndDelete(k, v) {

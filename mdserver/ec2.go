@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vminit/vminit/mdserver/registry"
 	"github.com/vminit/vminit/spec"
 )
 
@@ -119,7 +120,7 @@ func sortedKeys[V any](m map[string]V) []string {
 
 // localIPv4 is the spec's first static IPv4 address, else the first IPv4
 // address the instance is identified by.
-func localIPv4(rec *Record, ns []nic) string {
+func localIPv4(rec *registry.Record, ns []nic) string {
 	for _, c := range ns {
 		if len(c.v4) > 0 {
 			return c.v4[0].Addr().String()
@@ -231,7 +232,7 @@ var ec2Root = []byte("dynamic\nmeta-data\nuser-data")
 // user-data, which depends on the request for Ignition instances). The
 // leaves are computed once and their bodies shared by the levels: a first
 // fetch renders all of them, on the request path of a booting VM.
-func ec2Trees(rec *Record) [ec2Levels]map[string][]byte {
+func ec2Trees(rec *registry.Record) [ec2Levels]map[string][]byte {
 	inst := rec.Instance
 	s := &inst.Spec
 	ms := msOf(inst)
@@ -388,7 +389,7 @@ func (h *handler) ec2(w http.ResponseWriter, r *http.Request) {
 }
 
 // failed answers 500 for a rendering error (logged, never sent).
-func (h *handler) failed(w http.ResponseWriter, rec *Record, err error) bool {
+func (h *handler) failed(w http.ResponseWriter, rec *registry.Record, err error) bool {
 	if err == nil {
 		return false
 	}
@@ -442,7 +443,7 @@ func (t tokenSigner) valid(tok, name string, now time.Time) bool {
 // ec2Authorized applies IMDSv2: a token, when sent, must be valid for this
 // instance (401 otherwise, as on EC2); without one, the request passes
 // unless the instance has imdsv2: required.
-func (h *handler) ec2Authorized(r *http.Request, rec *Record) bool {
+func (h *handler) ec2Authorized(r *http.Request, rec *registry.Record) bool {
 	if tok := r.Header.Get(HeaderToken); tok != "" {
 		return h.tokens.valid(tok, rec.Name, h.opts.Now())
 	}

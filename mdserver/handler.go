@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/vminit/vminit/ignition"
+	"github.com/vminit/vminit/mdserver/registry"
 )
 
 // Options configure NewHandler. The zero value is usable: no trusted
@@ -73,7 +74,7 @@ var dialects = [...]string{DialectEC2, DialectOpenStack, DialectNoCloud, Dialect
 
 // handler is the http.Handler NewHandler returns.
 type handler struct {
-	store   Store
+	store   registry.Store
 	opts    Options
 	log     *slog.Logger
 	metrics *Metrics
@@ -81,7 +82,7 @@ type handler struct {
 	tokens  tokenSigner
 
 	cache     sync.Map // name → *entry
-	lastSnap  atomic.Pointer[Snapshot]
+	lastSnap  atomic.Pointer[registry.Snapshot]
 	limits    sync.Map // name → *bucket
 	passwords sync.Map // name+"\x00"+revision → []byte (OpenStack password, write-once)
 }
@@ -111,7 +112,7 @@ const connKey ctxKey = 0
 // for proxies); a request nobody owns gets an empty 404. The IMDSv2 hop
 // limit needs the connection: serve the handler with NewServer, or set
 // http.Server.ConnContext to ConnContext.
-func NewHandler(store Store, opts Options) http.Handler {
+func NewHandler(store registry.Store, opts Options) http.Handler {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -158,14 +159,14 @@ type statusWriter struct {
 	http.ResponseWriter
 	status int
 	n      int64
-	rec    *Record
+	rec    *registry.Record
 }
 
-func (w *statusWriter) record() *Record { return w.rec }
+func (w *statusWriter) record() *registry.Record { return w.rec }
 
 // recordWriter is a ResponseWriter that knows whose request it answers:
 // statusWriter for guests, the preview crawler's recorder for admins.
-type recordWriter interface{ record() *Record }
+type recordWriter interface{ record() *registry.Record }
 
 func (w *statusWriter) WriteHeader(code int) {
 	if w.status == 0 {
@@ -274,7 +275,7 @@ func emptyStatus(w http.ResponseWriter, status int) {
 
 // recordOf returns the record ServeHTTP identified (nil if w is not one
 // of ours).
-func recordOf(w http.ResponseWriter) *Record {
+func recordOf(w http.ResponseWriter) *registry.Record {
 	rw, _ := w.(recordWriter)
 	if rw == nil {
 		return nil

@@ -10,9 +10,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vminit/vminit/mdserver/registry"
 )
 
-func twoInstances(t *testing.T, extraA string) *StaticStore {
+func twoInstances(t *testing.T, extraA string) *registry.StaticStore {
 	return testStore(t,
 		testRecord(t, instanceDoc("vm-a", []string{"127.0.0.2"}, extraA), "1"),
 		testRecord(t, instanceDoc("vm-bb", []string{"127.0.0.3"}, ""), "1"))
@@ -353,7 +355,7 @@ func TestRateLimitAndMetrics(t *testing.T) {
 		}
 	}
 	// A new revision is rendered afresh; the old entry is swept.
-	recs := []*Record{testRecord(t, strings.Replace(instanceDoc("vm-a", []string{"127.0.0.2"}, ""), "fqdn: vm-a.example.com", "fqdn: vm-a.example.org", 1), "2")}
+	recs := []*registry.Record{testRecord(t, strings.Replace(instanceDoc("vm-a", []string{"127.0.0.2"}, ""), "fqdn: vm-a.example.com", "fqdn: vm-a.example.org", 1), "2")}
 	store.Replace(recs)
 	now = now.Add(10 * time.Second)
 	if r := get(t, c, srv.URL+"/latest/meta-data/hostname"); r.body != "vm-a.example.org" {

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/vminit/vminit/mdserver/registry"
 )
 
 // SignInstance returns the X-Vminit-Instance header value a trusted proxy
@@ -34,7 +36,7 @@ func mac(key []byte, msg string) []byte {
 // Only a request whose source address is in Options.TrustedProxies may
 // name another address or an instance; from anywhere else X-Forwarded-For
 // and X-Vminit-Instance are ignored and the source address decides.
-func (h *handler) identify(r *http.Request) (*Record, int) {
+func (h *handler) identify(r *http.Request) (*registry.Record, int) {
 	ap, err := netip.ParseAddrPort(r.RemoteAddr)
 	if err != nil {
 		return nil, http.StatusNotFound
@@ -127,7 +129,7 @@ func (h *handler) verifyInstance(v string) (string, bool) {
 // snapshot returns the store's current snapshot and, when it changed since
 // the last request, drops cached payloads of records that are gone or
 // changed (in the background: requests never wait for it).
-func (h *handler) snapshot() *Snapshot {
+func (h *handler) snapshot() *registry.Snapshot {
 	s := h.store.Snapshot()
 	if old := h.lastSnap.Load(); old != s && h.lastSnap.CompareAndSwap(old, s) && old != nil {
 		go h.sweep(s)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+
+	"github.com/vminit/vminit/mdserver/registry"
 )
 
 // maxPreviewFetches bounds a preview crawl; the EC2 tree of an instance
@@ -17,7 +19,7 @@ const maxPreviewFetches = 2000
 // listed name, directories recursively, public keys by index. The
 // requests skip identification, rate limits, metrics and audit lines:
 // they are the administrator's, not the guest's.
-func (h *handler) crawl(ctx context.Context, rec *Record, dialect string) ([]PreviewFile, error) {
+func (h *handler) crawl(ctx context.Context, rec *registry.Record, dialect string) ([]PreviewFile, error) {
 	c := &crawler{h: h, ctx: ctx, rec: rec}
 	switch dialect {
 	case DialectEC2:
@@ -35,7 +37,7 @@ func (h *handler) crawl(ctx context.Context, rec *Record, dialect string) ([]Pre
 type crawler struct {
 	h       *handler
 	ctx     context.Context
-	rec     *Record
+	rec     *registry.Record
 	files   []PreviewFile
 	fetches int
 	err     error
@@ -95,10 +97,10 @@ type recorder struct {
 	header http.Header
 	status int
 	body   bytes.Buffer
-	rec    *Record
+	rec    *registry.Record
 }
 
-func (r *recorder) record() *Record { return r.rec }
+func (r *recorder) record() *registry.Record { return r.rec }
 
 func (r *recorder) Header() http.Header { return r.header }
 

@@ -40,7 +40,7 @@ import (
 	"sync"
 
 	"github.com/vminit/vminit/internal/lib/atomicfile"
-	"github.com/vminit/vminit/mdserver"
+	"github.com/vminit/vminit/mdserver/registry"
 	"github.com/vminit/vminit/spec"
 )
 
@@ -153,7 +153,7 @@ func (r *cacheReader) bytes() []byte {
 }
 
 // fromCache rebuilds a record from its cache entry.
-func fromCache(c cached) (*mdserver.Record, error) {
+func fromCache(c cached) (*registry.Record, error) {
 	inst := new(spec.Instance)
 	if err := json.Unmarshal(c.instance, inst); err != nil {
 		return nil, err
@@ -162,12 +162,12 @@ func fromCache(c cached) (*mdserver.Record, error) {
 	if err := inst.Resolve(""); err != nil {
 		return nil, err
 	}
-	return mdserver.NewRecord(inst, c.revision)
+	return registry.NewRecord(inst, c.revision)
 }
 
 // toCache encodes a record for the cache, or returns nil for one that
 // must always be parsed from its file.
-func toCache(r *mdserver.Record, verified bool) []byte {
+func toCache(r *registry.Record, verified bool) []byte {
 	for _, f := range r.Instance.Spec.Files {
 		if f.Source != nil {
 			return nil
@@ -190,7 +190,7 @@ func toCache(r *mdserver.Record, verified bool) []byte {
 type cacheItem struct {
 	file  string
 	stamp stamp
-	rec   *mdserver.Record
+	rec   *registry.Record
 }
 
 // writeCache writes items to path atomically and returns how many it

@@ -4,7 +4,7 @@
 // files ignored).
 //
 // Every file is parsed once, at Open (in parallel across cores), into an
-// in-memory mdserver.Snapshot that requests read without locks or I/O.
+// in-memory registry.Snapshot that requests read without locks or I/O.
 // When the directory changes (inotify; an mtime poll where inotify is not
 // available) the changed files alone are re-read after a short debounce and
 // a new snapshot is swapped in atomically.
@@ -38,7 +38,7 @@ import (
 
 	"github.com/vminit/vminit/internal/lib/atomicfile"
 	"github.com/vminit/vminit/internal/lib/parallel"
-	"github.com/vminit/vminit/mdserver"
+	"github.com/vminit/vminit/mdserver/registry"
 	"github.com/vminit/vminit/spec"
 )
 
@@ -68,16 +68,16 @@ type Options struct {
 	CacheInterval time.Duration
 }
 
-// Store is a directory of spec files. It implements mdserver.Store.
+// Store is a directory of spec files. It implements registry.Store.
 type Store struct {
 	dir  string
 	opts Options
 	log  *slog.Logger
-	snap atomic.Pointer[mdserver.Snapshot]
+	snap atomic.Pointer[registry.Snapshot]
 
 	mu     sync.Mutex        // serialises reloads and writes
 	files  map[string]*entry // by base name
-	served map[string]*mdserver.Record
+	served map[string]*registry.Record
 
 	watching string // "inotify", "poll" or ""
 	stop     chan struct{}
@@ -106,7 +106,7 @@ type entry struct {
 	racy bool
 	// pending is a parsed version that was refused because another file
 	// holds its name or an address; it is retried on every reload.
-	pending mdserver.Pending
+	pending registry.Pending
 }
 
 // racyWindow is longer than any file system's timestamp granularity
@@ -162,9 +162,9 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{dir: abs, opts: opts, log: opts.Logger.With("store", "dir", "dir", abs),
-		files: map[string]*entry{}, served: map[string]*mdserver.Record{},
+		files: map[string]*entry{}, served: map[string]*registry.Record{},
 		stop: make(chan struct{}), done: make(chan struct{})}
-	empty, _ := mdserver.NewSnapshot(nil)
+	empty, _ := registry.NewSnapshot(nil)
 	s.snap.Store(empty)
 	if opts.CacheFile != "" {
 		if ca, err := filepath.Abs(opts.CacheFile); err != nil || filepath.Dir(ca) == abs {
@@ -230,7 +230,7 @@ func (s *Store) Watching() string { return s.watching }
 func (s *Store) Reloads() int64 { return s.reloads.Load() }
 
 // Snapshot returns the current index (an atomic load).
-func (s *Store) Snapshot() *mdserver.Snapshot { return s.snap.Load() }
+func (s *Store) Snapshot() *registry.Snapshot { return s.snap.Load() }
 
 // Reload re-reads every file, changed or not (for SIGHUP).
 func (s *Store) Reload() error { return s.reload(true) }
@@ -303,7 +303,7 @@ type scanned struct {
 	changed bool // read and parsed: new, different from its stamp, or forced
 	racy    bool // see entry.racy
 	cached  bool // rec came from the start-up cache
-	rec     *mdserver.Record
+	rec     *registry.Record
 	err     error
 }
 
@@ -341,7 +341,7 @@ func (s *Store) reload(force bool) error {
 		}
 	}
 
-	changes := make(map[string]*mdserver.Record, len(results))
+	changes := make(map[string]*registry.Record, len(results))
 	var order []string
 	if len(s.files) == 0 {
 		s.files = make(map[string]*entry, len(results)) // the first load: no rehashing on the way to 100,000
@@ -366,8 +366,8 @@ func (s *Store) reload(force bool) error {
 		}
 		if p.err != nil {
 			e.pending.Set(nil)
-			attrs := append([]any{"file", p.name}, mdserver.ProblemAttrs(p.err)...)
-			s.log.Error("dirstore: invalid spec file", append(attrs, "serving", mdserver.ServingInstead(s.served[p.name], "file"))...)
+			attrs := append([]any{"file", p.name}, registry.ProblemAttrs(p.err)...)
+			s.log.Error("dirstore: invalid spec file", append(attrs, "serving", registry.ServingInstead(s.served[p.name], "file"))...)
 			continue
 		}
 		if old := s.served[p.name]; old != nil && old.Revision == p.rec.Revision && !force {
@@ -388,15 +388,15 @@ func (s *Store) reload(force bool) error {
 	}
 	slices.Sort(order)
 	order = slices.Compact(order)
-	served, refused := mdserver.ResolveChanges(s.served, changes, order)
+	served, refused := registry.ResolveChanges(s.served, changes, order)
 	for name, e := range s.files {
 		e.pending.Settle(refused[name], func(reason string) {
 			s.log.Error("dirstore: spec file refused", "file", name, "instance", e.pending.Record.Name, "problem", reason,
-				"serving", mdserver.ServingInstead(s.served[name], "file"))
+				"serving", registry.ServingInstead(s.served[name], "file"))
 		})
 	}
 	recs := slices.Collect(maps.Values(served))
-	snap, err := mdserver.NewSnapshot(recs)
+	snap, err := registry.NewSnapshot(recs)
 	if err != nil { // ResolveChanges makes this unreachable
 		s.log.Error("dirstore: cannot index the instances; serving the last snapshot", "err", err)
 		return err
@@ -495,7 +495,7 @@ func (s *Store) scan(dirfd int, name string, force bool) scanned {
 		r.err = err
 		return r
 	}
-	r.rec, r.err = mdserver.DecodeDocument(data, s.dir)
+	r.rec, r.err = registry.DecodeDocument(data, s.dir)
 	return r
 }
 
@@ -536,8 +536,8 @@ func readAll(fd, size int) ([]byte, error) {
 // <name>.yaml, replacing the file the instance was defined in (if it had
 // another name, that file is removed). source.file is refused: a document
 // from the API must not read the server's files.
-func (s *Store) Put(ctx context.Context, doc []byte) (*mdserver.Record, error) {
-	rec, err := mdserver.DecodeDocument(doc, "")
+func (s *Store) Put(ctx context.Context, doc []byte) (*registry.Record, error) {
+	rec, err := registry.DecodeDocument(doc, "")
 	if err != nil {
 		return nil, err
 	}
@@ -551,11 +551,11 @@ func (s *Store) Put(ctx context.Context, doc []byte) (*mdserver.Record, error) {
 	}
 	// Refuse before writing: a file that would be refused on load helps
 	// nobody.
-	check := map[string]*mdserver.Record{target: rec}
+	check := map[string]*registry.Record{target: rec}
 	if previous != "" && previous != target {
 		check[previous] = nil
 	}
-	if _, refused := mdserver.ResolveChanges(s.served, check, []string{previous, target}); refused[target] != nil {
+	if _, refused := registry.ResolveChanges(s.served, check, []string{previous, target}); refused[target] != nil {
 		s.mu.Unlock()
 		return nil, refused[target]
 	}
@@ -563,7 +563,7 @@ func (s *Store) Put(ctx context.Context, doc []byte) (*mdserver.Record, error) {
 		// target exists but defines another instance (or nothing valid).
 		if r := s.served[target]; r != nil {
 			s.mu.Unlock()
-			return nil, fmt.Errorf("%w: %s defines instance %q", mdserver.ErrConflict, target, r.Name)
+			return nil, fmt.Errorf("%w: %s defines instance %q", registry.ErrConflict, target, r.Name)
 		}
 	}
 	err = atomicfile.Write(filepath.Join(s.dir, target), 0o600, func(w io.Writer) error { _, err := w.Write(doc); return err })
@@ -600,7 +600,7 @@ func (s *Store) Delete(ctx context.Context, name string) error {
 	}
 	s.mu.Unlock()
 	if file == "" {
-		return fmt.Errorf("%w: %q", mdserver.ErrNotFound, name)
+		return fmt.Errorf("%w: %q", registry.ErrNotFound, name)
 	}
 	if err := os.Remove(filepath.Join(s.dir, file)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err

@@ -40,7 +40,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/vminit/vminit/internal/lib/parallel"
-	"github.com/vminit/vminit/mdserver"
+	"github.com/vminit/vminit/mdserver/registry"
 	"github.com/vminit/vminit/spec"
 )
 
@@ -72,16 +72,16 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Store is an etcd-backed mdserver.Store.
+// Store is an etcd-backed registry.Store.
 type Store struct {
 	cfg  Config
 	cli  *clientv3.Client
 	log  *slog.Logger
-	snap atomic.Pointer[mdserver.Snapshot]
+	snap atomic.Pointer[registry.Snapshot]
 
 	mu      sync.Mutex
 	keys    map[string]*entry
-	served  map[string]*mdserver.Record // by key
+	served  map[string]*registry.Record // by key
 	rev     int64                       // the etcd revision the index reflects
 	revSig  chan struct{}               // closed and replaced when rev moves
 	relists atomic.Int64
@@ -92,7 +92,7 @@ type Store struct {
 
 type entry struct {
 	modRev  int64
-	pending mdserver.Pending
+	pending registry.Pending
 }
 
 // beforeWatch is a test hook run before each Watch call; afterPage, after
@@ -142,8 +142,8 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("etcdstore: %w", err)
 	}
 	s := &Store{cfg: cfg, cli: cli, log: cfg.Logger.With("store", "etcd", "prefix", cfg.Prefix),
-		keys: map[string]*entry{}, served: map[string]*mdserver.Record{}, revSig: make(chan struct{}), done: make(chan struct{})}
-	empty, _ := mdserver.NewSnapshot(nil)
+		keys: map[string]*entry{}, served: map[string]*registry.Record{}, revSig: make(chan struct{}), done: make(chan struct{})}
+	empty, _ := registry.NewSnapshot(nil)
 	s.snap.Store(empty)
 	rev, err := s.list(ctx)
 	if err != nil {
@@ -160,7 +160,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 }
 
 // Snapshot returns the current index (an atomic load; never waits for etcd).
-func (s *Store) Snapshot() *mdserver.Snapshot { return s.snap.Load() }
+func (s *Store) Snapshot() *registry.Snapshot { return s.snap.Load() }
 
 // Revision is the etcd revision the snapshot reflects.
 func (s *Store) Revision() int64 {
@@ -353,7 +353,7 @@ func (s *Store) apply(changes map[string]*version, rev int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.decodeChanged(changes)
-	recs := make(map[string]*mdserver.Record, len(changes))
+	recs := make(map[string]*registry.Record, len(changes))
 	for k, v := range changes {
 		if v == nil {
 			if _, ok := s.keys[k]; ok {
@@ -374,8 +374,8 @@ func (s *Store) apply(changes map[string]*version, rev int64) {
 		rec, err := v.dec.rec, v.dec.err
 		if err != nil {
 			e.pending.Set(nil)
-			attrs := append([]any{"key", k, "mod_revision", v.modRev}, mdserver.ProblemAttrs(err)...)
-			s.log.Error("etcdstore: invalid document skipped", append(attrs, "serving", mdserver.ServingInstead(s.served[k], "key"))...)
+			attrs := append([]any{"key", k, "mod_revision", v.modRev}, registry.ProblemAttrs(err)...)
+			s.log.Error("etcdstore: invalid document skipped", append(attrs, "serving", registry.ServingInstead(s.served[k], "key"))...)
 			continue
 		}
 		e.pending.Set(rec)
@@ -405,13 +405,13 @@ func (s *Store) apply(changes map[string]*version, rev int64) {
 		for i, kr := range byRev {
 			order[i] = kr.key
 		}
-		served, refused := mdserver.ResolveChanges(s.served, recs, order)
+		served, refused := registry.ResolveChanges(s.served, recs, order)
 		for k, e := range s.keys {
 			e.pending.Settle(refused[k], func(reason string) {
-				s.log.Error("etcdstore: document refused", "key", k, "problem", reason, "serving", mdserver.ServingInstead(s.served[k], "key"))
+				s.log.Error("etcdstore: document refused", "key", k, "problem", reason, "serving", registry.ServingInstead(s.served[k], "key"))
 			})
 		}
-		snap, err := mdserver.NewSnapshot(slices.Collect(maps.Values(served)))
+		snap, err := registry.NewSnapshot(slices.Collect(maps.Values(served)))
 		if err != nil {
 			s.log.Error("etcdstore: cannot index the instances; serving the last snapshot", "err", err)
 		} else {
@@ -427,7 +427,7 @@ func (s *Store) apply(changes map[string]*version, rev int64) {
 }
 
 type decoded struct {
-	rec *mdserver.Record
+	rec *registry.Record
 	err error
 }
 
@@ -456,8 +456,8 @@ func (s *Store) decodeAll(keys []string, vers []*version) {
 	}
 }
 
-func (s *Store) decode(key string, value []byte) (*mdserver.Record, error) {
-	rec, err := mdserver.DecodeDocument(value, "")
+func (s *Store) decode(key string, value []byte) (*registry.Record, error) {
+	rec, err := registry.DecodeDocument(value, "")
 	if err != nil {
 		return nil, err
 	}
@@ -482,22 +482,22 @@ func (s *Store) waitRev(ctx context.Context, rev int64) error {
 		select {
 		case <-sig:
 		case <-ctx.Done():
-			return fmt.Errorf("%w: the change was written (revision %d) but the watch has not delivered it yet", mdserver.ErrUnavailable, rev)
+			return fmt.Errorf("%w: the change was written (revision %d) but the watch has not delivered it yet", registry.ErrUnavailable, rev)
 		}
 	}
 }
 
 // Put stores doc under <prefix><metadata.name> in a transaction that
 // checks the key is still at the version this store's conflict check saw.
-func (s *Store) Put(ctx context.Context, doc []byte) (*mdserver.Record, error) {
-	rec, err := mdserver.DecodeDocument(doc, "")
+func (s *Store) Put(ctx context.Context, doc []byte) (*registry.Record, error) {
+	rec, err := registry.DecodeDocument(doc, "")
 	if err != nil {
 		return nil, err
 	}
 	key := s.cfg.Prefix + rec.Name
 	for range 5 {
 		s.mu.Lock()
-		_, refused := mdserver.ResolveChanges(s.served, map[string]*mdserver.Record{key: rec}, []string{key})
+		_, refused := registry.ResolveChanges(s.served, map[string]*registry.Record{key: rec}, []string{key})
 		var modRev int64
 		if e := s.keys[key]; e != nil {
 			modRev = e.modRev
@@ -511,7 +511,7 @@ func (s *Store) Put(ctx context.Context, doc []byte) (*mdserver.Record, error) {
 			Then(clientv3.OpPut(key, string(doc))).Commit()
 		cancel()
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", mdserver.ErrUnavailable, err)
+			return nil, fmt.Errorf("%w: %v", registry.ErrUnavailable, err)
 		}
 		if err := s.waitRev(ctx, resp.Header.Revision); err != nil {
 			return nil, err
@@ -522,14 +522,14 @@ func (s *Store) Put(ctx context.Context, doc []byte) (*mdserver.Record, error) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if e := s.keys[key]; e != nil && e.pending.Record != nil && e.pending.Refused != "" {
-			return nil, fmt.Errorf("%w: %s", mdserver.ErrAddressConflict, e.pending.Refused)
+			return nil, fmt.Errorf("%w: %s", registry.ErrAddressConflict, e.pending.Refused)
 		}
 		if got := s.served[key]; got != nil && got.Revision == rec.Revision {
 			return got, nil
 		}
 		return rec, nil // superseded by a later write already
 	}
-	return nil, fmt.Errorf("%w: %s keeps changing concurrently", mdserver.ErrConflict, key)
+	return nil, fmt.Errorf("%w: %s keeps changing concurrently", registry.ErrConflict, key)
 }
 
 // Delete removes the instance's key; ErrNotFound if etcd has no such key.
@@ -540,10 +540,10 @@ func (s *Store) Delete(ctx context.Context, name string) error {
 		Then(clientv3.OpDelete(key)).Commit()
 	cancel()
 	if err != nil {
-		return fmt.Errorf("%w: %v", mdserver.ErrUnavailable, err)
+		return fmt.Errorf("%w: %v", registry.ErrUnavailable, err)
 	}
 	if !resp.Succeeded {
-		return fmt.Errorf("%w: %q", mdserver.ErrNotFound, name)
+		return fmt.Errorf("%w: %q", registry.ErrNotFound, name)
 	}
 	return s.waitRev(ctx, resp.Header.Revision)
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/vminit/vminit/mdserver"
 	"github.com/vminit/vminit/mdserver/dirstore"
 	"github.com/vminit/vminit/mdserver/etcdstore"
+	"github.com/vminit/vminit/mdserver/registry"
 )
 
 type serveFlags struct {
@@ -318,7 +319,7 @@ func runServe(ctx context.Context, f serveFlags, stderr interface{ Write([]byte)
 
 	gcPercent := serve.SetGC()
 	start := time.Now()
-	var store mdserver.Store
+	var store registry.Store
 	if f.instances != "" {
 		store, err = dirstore.Open(f.instances, dirstore.Options{Logger: logger, CacheFile: f.instancesCache})
 	} else {
