@@ -48,7 +48,7 @@ type part[T any] struct {
 
 // getPart renders the part on first use; size (when the render succeeded) is
 // what it adds to the cache metrics.
-func getPart[T any](h *handler, e *entry, p *part[T], render func() (T, error), size func(T) int64) (T, error) {
+func getPart[T any](h *Handler, e *entry, p *part[T], render func() (T, error), size func(T) int64) (T, error) {
 	p.once.Do(func() {
 		p.v, p.err = render()
 		if p.err == nil {
@@ -58,7 +58,7 @@ func getPart[T any](h *handler, e *entry, p *part[T], render func() (T, error), 
 	return p.v, p.err
 }
 
-func (h *handler) entry(rec *registry.Record) *entry {
+func (h *Handler) entry(rec *registry.Record) *entry {
 	v, ok := h.cache.Load(rec.Name)
 	if ok {
 		if e := v.(*entry); e.rev == rec.Revision {
@@ -81,7 +81,7 @@ func (h *handler) entry(rec *registry.Record) *entry {
 }
 
 // account adds n rendered bytes of e to the cache metrics.
-func (h *handler) account(e *entry, n int64) {
+func (h *Handler) account(e *entry, n int64) {
 	if h.metrics == nil {
 		return
 	}
@@ -99,7 +99,7 @@ func (h *handler) account(e *entry, n int64) {
 }
 
 // uncount takes e, dropped from the cache, out of the metrics.
-func (h *handler) uncount(e *entry) {
+func (h *Handler) uncount(e *entry) {
 	if h.metrics == nil {
 		return
 	}
@@ -136,7 +136,7 @@ func treeBytes(trees ...map[string][]byte) int64 {
 func bytesLen(b []byte) int64 { return int64(len(b)) }
 
 // cloudUserData renders (once) the record's cloud-init user data.
-func (h *handler) cloudUserData(rec *registry.Record) ([]byte, error) {
+func (h *Handler) cloudUserData(rec *registry.Record) ([]byte, error) {
 	e := h.entry(rec)
 	return getPart(h, e, &e.userData, func() ([]byte, error) {
 		ud, err := seed.UserData(rec.Instance)
@@ -148,7 +148,7 @@ func (h *handler) cloudUserData(rec *registry.Record) ([]byte, error) {
 }
 
 // ec2Tree renders (once) the record's EC2 meta-data trees, one per level.
-func (h *handler) ec2Tree(rec *registry.Record) [ec2Levels]map[string][]byte {
+func (h *Handler) ec2Tree(rec *registry.Record) [ec2Levels]map[string][]byte {
 	e := h.entry(rec)
 	t, _ := getPart(h, e, &e.ec2, func() ([ec2Levels]map[string][]byte, error) { return ec2Trees(rec), nil },
 		func(t [ec2Levels]map[string][]byte) int64 { return treeBytes(t[:]...) })
@@ -157,21 +157,21 @@ func (h *handler) ec2Tree(rec *registry.Record) [ec2Levels]map[string][]byte {
 
 // openstackFiles renders (once) the record's ConfigDrive metadata files,
 // by name.
-func (h *handler) openstackFiles(rec *registry.Record) (map[string][]byte, error) {
+func (h *Handler) openstackFiles(rec *registry.Record) (map[string][]byte, error) {
 	e := h.entry(rec)
 	return h.metadataFiles(rec, e, &e.openstack, seed.ConfigDrive, "openstack/latest/")
 }
 
 // nocloudFiles renders (once) the record's NoCloud meta-data, vendor-data
 // and network-config (version 2).
-func (h *handler) nocloudFiles(rec *registry.Record) (map[string][]byte, error) {
+func (h *Handler) nocloudFiles(rec *registry.Record) (map[string][]byte, error) {
 	e := h.entry(rec)
 	return h.metadataFiles(rec, e, &e.nocloud, seed.NoCloud, "")
 }
 
 // metadataFiles renders (once, into e's part p) the files seed.Metadata
 // gives ds, named by their path without dir.
-func (h *handler) metadataFiles(rec *registry.Record, e *entry, p *part[map[string][]byte], ds seed.Datasource, dir string) (map[string][]byte, error) {
+func (h *Handler) metadataFiles(rec *registry.Record, e *entry, p *part[map[string][]byte], ds seed.Datasource, dir string) (map[string][]byte, error) {
 	return getPart(h, e, p, func() (map[string][]byte, error) {
 		files, err := seed.Metadata(rec.Instance, ds, seed.Options{})
 		if err != nil {
@@ -186,7 +186,7 @@ func (h *handler) metadataFiles(rec *registry.Record, e *entry, p *part[map[stri
 }
 
 // renderIgnition renders (once) the record's Ignition config.
-func (h *handler) renderIgnition(rec *registry.Record) ([]byte, error) {
+func (h *Handler) renderIgnition(rec *registry.Record) ([]byte, error) {
 	e := h.entry(rec)
 	return getPart(h, e, &e.ignition, func() ([]byte, error) {
 		res, err := ignition.Render(rec.Instance, ignition.Options{Variant: h.opts.IgnitionVariant, AllowPartial: true})
@@ -204,7 +204,7 @@ func (h *handler) renderIgnition(rec *registry.Record) ([]byte, error) {
 // for an Ignition instance the Ignition config, replaced by a pointer
 // config to this server's /ignition/config when it exceeds the transport's
 // budget (as it would on the real cloud).
-func (h *handler) userData(r *http.Request, rec *registry.Record, transport string) ([]byte, string, error) {
+func (h *Handler) userData(r *http.Request, rec *registry.Record, transport string) ([]byte, string, error) {
 	if !isIgnition(rec.Instance) {
 		ud, err := h.cloudUserData(rec)
 		return ud, textPlain, err
@@ -225,7 +225,7 @@ func (h *handler) userData(r *http.Request, rec *registry.Record, transport stri
 }
 
 // sweep drops cached payloads of records that are gone or changed.
-func (h *handler) sweep(s *registry.Snapshot) {
+func (h *Handler) sweep(s *registry.Snapshot) {
 	h.cache.Range(func(k, v any) bool {
 		if rec, ok := s.ByName(k.(string)); !ok || rec.Revision != v.(*entry).rev {
 			if h.cache.CompareAndDelete(k, v) {

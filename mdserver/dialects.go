@@ -50,11 +50,11 @@ func knownOpenstackVersion(v string) bool {
 	return false
 }
 
-func (h *handler) openstackVersions(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) openstackVersions(w http.ResponseWriter, r *http.Request) {
 	serveBytes(w, textPlain, openstackVersionsBody)
 }
 
-func (h *handler) openstack(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) openstack(w http.ResponseWriter, r *http.Request) {
 	ver, file := r.PathValue("ver"), r.PathValue("file")
 	if !knownOpenstackVersion(ver) {
 		emptyStatus(w, http.StatusNotFound)
@@ -103,7 +103,7 @@ func (h *handler) openstack(w http.ResponseWriter, r *http.Request) {
 
 // openstackPasswordPost stores the guest's (encrypted) password once; a
 // second POST is 409, as in nova. The password lives in memory only.
-func (h *handler) openstackPasswordPost(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) openstackPasswordPost(w http.ResponseWriter, r *http.Request) {
 	if !knownOpenstackVersion(r.PathValue("ver")) || !openstackHas(r.PathValue("ver"), "password") {
 		emptyStatus(w, http.StatusNotFound)
 		return
@@ -133,7 +133,7 @@ func (h *handler) openstackPasswordPost(w http.ResponseWriter, r *http.Request) 
 // NoCloud-net files under /nocloud/. Point cloud-init at them with
 // ds=nocloud-net;s=http://HOST:PORT/nocloud/ (the trailing slash is
 // required: cloud-init 22.4 appends the file names to the URL as is).
-func (h *handler) nocloud(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) nocloud(w http.ResponseWriter, r *http.Request) {
 	rec := recordOf(w)
 	file := r.PathValue("file")
 	switch file {
@@ -172,7 +172,7 @@ func configURL(r *http.Request) string {
 	return scheme + "://" + r.Host + "/ignition/config"
 }
 
-func (h *handler) ignitionConfig(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) ignitionConfig(w http.ResponseWriter, r *http.Request) {
 	rec := recordOf(w)
 	cfg, err := h.renderIgnition(rec)
 	if h.failed(w, rec, err) {
@@ -185,7 +185,7 @@ func (h *handler) ignitionConfig(w http.ResponseWriter, r *http.Request) {
 // fetching /ignition/config from this server, verified by its sha512. With
 // ?transport=NAME (a delivery.Transports name) the pointer is checked
 // against that transport's budget (413 if even the pointer is too large).
-func (h *handler) ignitionPointer(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) ignitionPointer(w http.ResponseWriter, r *http.Request) {
 	rec := recordOf(w)
 	cfg, err := h.renderIgnition(rec)
 	if h.failed(w, rec, err) {

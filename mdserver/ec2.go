@@ -348,11 +348,11 @@ func trimmedKeys(keys []string) []string {
 	return out
 }
 
-func (h *handler) ec2Versions(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) ec2Versions(w http.ResponseWriter, r *http.Request) {
 	serveBytes(w, textPlain, ec2VersionsBody)
 }
 
-func (h *handler) ec2(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) ec2(w http.ResponseWriter, r *http.Request) {
 	ver, p, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/") // /{ver}/{path...}; ServeMux cleaned it
 	level := ec2Level(ver)
 	if level < 0 {
@@ -389,7 +389,7 @@ func (h *handler) ec2(w http.ResponseWriter, r *http.Request) {
 }
 
 // failed answers 500 for a rendering error (logged, never sent).
-func (h *handler) failed(w http.ResponseWriter, rec *registry.Record, err error) bool {
+func (h *Handler) failed(w http.ResponseWriter, rec *registry.Record, err error) bool {
 	if err == nil {
 		return false
 	}
@@ -443,7 +443,7 @@ func (t tokenSigner) valid(tok, name string, now time.Time) bool {
 // ec2Authorized applies IMDSv2: a token, when sent, must be valid for this
 // instance (401 otherwise, as on EC2); without one, the request passes
 // unless the instance has imdsv2: required.
-func (h *handler) ec2Authorized(r *http.Request, rec *registry.Record) bool {
+func (h *Handler) ec2Authorized(r *http.Request, rec *registry.Record) bool {
 	if tok := r.Header.Get(HeaderToken); tok != "" {
 		return h.tokens.valid(tok, rec.Name, h.opts.Now())
 	}
@@ -454,7 +454,7 @@ func (h *handler) ec2Authorized(r *http.Request, rec *registry.Record) bool {
 // MaxTokenTTL is the longest IMDSv2 token lifetime, in seconds (6 hours).
 const MaxTokenTTL = 21600
 
-func (h *handler) ec2Token(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) ec2Token(w http.ResponseWriter, r *http.Request) {
 	rec := recordOf(w)
 	// A token request that went through a proxy is refused, as on EC2: an
 	// SSRF through an open proxy must not obtain a token.

@@ -72,8 +72,8 @@ const (
 
 var dialects = [...]string{DialectEC2, DialectOpenStack, DialectNoCloud, DialectIgnition, DialectOther}
 
-// handler is the http.Handler NewHandler returns.
-type handler struct {
+// Handler is the metadata server NewHandler returns.
+type Handler struct {
 	store   registry.Store
 	opts    Options
 	log     *slog.Logger
@@ -112,7 +112,7 @@ const connKey ctxKey = 0
 // for proxies); a request nobody owns gets an empty 404. The IMDSv2 hop
 // limit needs the connection: serve the handler with NewServer, or set
 // http.Server.ConnContext to ConnContext.
-func NewHandler(store registry.Store, opts Options) http.Handler {
+func NewHandler(store registry.Store, opts Options) *Handler {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -128,7 +128,7 @@ func NewHandler(store registry.Store, opts Options) http.Handler {
 	if opts.IgnitionVariant == "" {
 		opts.IgnitionVariant = ignition.FCOS
 	}
-	h := &handler{store: store, opts: opts, log: opts.Logger, metrics: opts.Metrics, tokens: newTokenSigner(opts.TokenKey)}
+	h := &Handler{store: store, opts: opts, log: opts.Logger, metrics: opts.Metrics, tokens: newTokenSigner(opts.TokenKey)}
 	if h.metrics != nil {
 		h.metrics.attach(h)
 	}
@@ -206,7 +206,7 @@ func dialectOf(path string) string {
 	return DialectOther
 }
 
-func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := h.opts.Now()
 	sw := swPool.Get().(*statusWriter)
 	*sw = statusWriter{ResponseWriter: w}
@@ -337,7 +337,7 @@ type bucket struct {
 
 // limit takes a token from the instance's bucket and returns 0, or how
 // long until one is available.
-func (h *handler) limit(name string) time.Duration {
+func (h *Handler) limit(name string) time.Duration {
 	now := h.opts.Now()
 	v, ok := h.limits.Load(name)
 	if !ok {

@@ -36,7 +36,7 @@ func mac(key []byte, msg string) []byte {
 // Only a request whose source address is in Options.TrustedProxies may
 // name another address or an instance; from anywhere else X-Forwarded-For
 // and X-Vminit-Instance are ignored and the source address decides.
-func (h *handler) identify(r *http.Request) (*registry.Record, int) {
+func (h *Handler) identify(r *http.Request) (*registry.Record, int) {
 	ap, err := netip.ParseAddrPort(r.RemoteAddr)
 	if err != nil {
 		return nil, http.StatusNotFound
@@ -88,7 +88,7 @@ func (h *handler) identify(r *http.Request) (*registry.Record, int) {
 	return rec, 0
 }
 
-func (h *handler) trusted(a netip.Addr) bool {
+func (h *Handler) trusted(a netip.Addr) bool {
 	for _, p := range h.opts.TrustedProxies {
 		if p.Contains(a) {
 			return true
@@ -98,7 +98,7 @@ func (h *handler) trusted(a netip.Addr) bool {
 }
 
 // verifyInstance checks a signed instance header and returns the name.
-func (h *handler) verifyInstance(v string) (string, bool) {
+func (h *Handler) verifyInstance(v string) (string, bool) {
 	if len(h.opts.HMACKey) == 0 || len(v) > 512 {
 		return "", false
 	}
@@ -129,7 +129,7 @@ func (h *handler) verifyInstance(v string) (string, bool) {
 // snapshot returns the store's current snapshot and, when it changed since
 // the last request, drops cached payloads of records that are gone or
 // changed (in the background: requests never wait for it).
-func (h *handler) snapshot() *registry.Snapshot {
+func (h *Handler) snapshot() *registry.Snapshot {
 	s := h.store.Snapshot()
 	if old := h.lastSnap.Load(); old != s && h.lastSnap.CompareAndSwap(old, s) && old != nil {
 		go h.sweep(s)

@@ -19,7 +19,7 @@ import (
 	"github.com/spf13/cobra"
 	"gopkg.in/yaml.v3"
 
-	"github.com/vminit/vminit/mdserver"
+	"github.com/vminit/vminit/mdserver/admin"
 	"github.com/vminit/vminit/spec"
 )
 
@@ -120,7 +120,7 @@ func (c *adminClient) do(method, path string, body []byte, file string) ([]byte,
 	if resp.StatusCode/100 == 2 {
 		return data, nil
 	}
-	var eb mdserver.ErrorBody
+	var eb admin.ErrorBody
 	if json.Unmarshal(data, &eb) != nil || len(eb.Errors) == 0 {
 		return nil, fmt.Errorf("%s %s: %s", method, path, resp.Status)
 	}
@@ -163,7 +163,7 @@ $VMINIT_ADMIN_TOKEN.`,
 			if err != nil {
 				return err
 			}
-			var l mdserver.InstanceList
+			var l admin.InstanceList
 			if err := json.Unmarshal(data, &l); err != nil {
 				return fmt.Errorf("the server's answer: %v", err)
 			}
@@ -212,7 +212,7 @@ the specs before it stay stored.`,
 				if err != nil {
 					return err
 				}
-				var s mdserver.InstanceSummary
+				var s admin.InstanceSummary
 				json.Unmarshal(data, &s)
 				fmt.Fprintf(cmd.OutOrStdout(), "%s: stored %s (revision %s)\n", path, s.Name, s.Revision)
 			}
@@ -249,7 +249,7 @@ the specs before it stay stored.`,
 				_, err := w.Write(data)
 				return err
 			}
-			var p mdserver.Preview
+			var p admin.Preview
 			if err := json.Unmarshal(data, &p); err != nil {
 				return fmt.Errorf("the server's answer: %v", err)
 			}

@@ -22,6 +22,7 @@ import (
 	"github.com/vminit/vminit/internal/app/serve"
 	"github.com/vminit/vminit/internal/lib/tlsfiles"
 	"github.com/vminit/vminit/mdserver"
+	"github.com/vminit/vminit/mdserver/admin"
 	"github.com/vminit/vminit/mdserver/dirstore"
 	"github.com/vminit/vminit/mdserver/etcdstore"
 	"github.com/vminit/vminit/mdserver/registry"
@@ -295,11 +296,11 @@ func runServe(ctx context.Context, f serveFlags, stderr interface{ Write([]byte)
 		if f.adminTokenFile == "" {
 			return usagef("--admin-listen needs --admin-token-file")
 		}
-		if adminToken, err = mdserver.LoadToken(f.adminTokenFile); err != nil {
+		if adminToken, err = admin.LoadToken(f.adminTokenFile); err != nil {
 			return err
 		}
 		if f.adminTLSCert != "" {
-			if adminTLS, err = mdserver.AdminTLSConfig(f.adminTLSCert, f.adminTLSKey, f.adminClientCA, logger); err != nil {
+			if adminTLS, err = admin.TLSConfig(f.adminTLSCert, f.adminTLSKey, f.adminClientCA, logger); err != nil {
 				return fmt.Errorf("admin TLS: %w", err)
 			}
 		} else if !isLoopback(f.adminListen) {
@@ -372,7 +373,7 @@ func runServe(ctx context.Context, f serveFlags, stderr interface{ Write([]byte)
 		}
 	}
 	if f.adminListen != "" {
-		ah := mdserver.NewAdminHandler(store, mdserver.AdminOptions{Token: adminToken, Logger: logger, Metadata: h})
+		ah := admin.NewHandler(store, admin.Options{Token: adminToken, Logger: logger, Metadata: h})
 		if err := add("admin", f.adminListen, &http.Server{Handler: ah, ReadHeaderTimeout: 5 * time.Second, MaxHeaderBytes: 16 << 10}, adminTLS); err != nil {
 			return err
 		}

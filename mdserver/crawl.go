@@ -8,18 +8,21 @@ import (
 	"strings"
 
 	"github.com/vminit/vminit/mdserver/registry"
+	"github.com/vminit/vminit/seed"
 )
 
 // maxPreviewFetches bounds a preview crawl; the EC2 tree of an instance
 // with many interfaces is a few hundred paths.
 const maxPreviewFetches = 2000
 
-// crawl returns what a guest of rec is served in the ec2 or openstack
+// Crawl returns what a guest of rec is served in the ec2 or openstack
 // dialect, fetched from h itself the way cloud-init walks the tree: every
-// listed name, directories recursively, public keys by index. The
-// requests skip identification, rate limits, metrics and audit lines:
-// they are the administrator's, not the guest's.
-func (h *handler) crawl(ctx context.Context, rec *registry.Record, dialect string) ([]PreviewFile, error) {
+// listed name, directories recursively, public keys by index. Each file's
+// Path is the URL path it is served at. The requests skip identification,
+// rate limits, metrics and audit lines: they are the administrator's, not
+// the guest's. The error says why the crawl stopped early (the files
+// fetched until then are returned with it).
+func (h *Handler) Crawl(ctx context.Context, rec *registry.Record, dialect string) ([]seed.File, error) {
 	c := &crawler{h: h, ctx: ctx, rec: rec}
 	switch dialect {
 	case DialectEC2:
@@ -35,10 +38,10 @@ func (h *handler) crawl(ctx context.Context, rec *registry.Record, dialect strin
 }
 
 type crawler struct {
-	h       *handler
+	h       *Handler
 	ctx     context.Context
 	rec     *registry.Record
-	files   []PreviewFile
+	files   []seed.File
 	fetches int
 	err     error
 }
@@ -66,7 +69,7 @@ func (c *crawler) get(path string) (int, []byte) {
 // leaf adds the file at path, if the guest would get one.
 func (c *crawler) leaf(path string) {
 	if status, b := c.get(path); status == http.StatusOK {
-		c.files = append(c.files, previewFile(path, b))
+		c.files = append(c.files, seed.File{Path: path, Data: b})
 	}
 }
 

@@ -1,4 +1,4 @@
-package mdserver
+package admin
 
 import (
 	"bytes"
@@ -19,13 +19,14 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/vminit/vminit/ignition"
+	"github.com/vminit/vminit/mdserver"
 	"github.com/vminit/vminit/mdserver/registry"
 	"github.com/vminit/vminit/seed"
 	"github.com/vminit/vminit/spec"
 )
 
-// AdminOptions configure the admin API.
-type AdminOptions struct {
+// Options configure the admin API.
+type Options struct {
 	// Token is the bearer token every request must carry
 	// (Authorization: Bearer <token>). An empty token refuses every
 	// request: the admin API is never open.
@@ -36,10 +37,11 @@ type AdminOptions struct {
 	// Logger receives one line per change (put, delete); default
 	// slog.Default().
 	Logger *slog.Logger
-	// Metadata is the handler NewHandler returned for the same store. The
-	// ec2 and openstack previews ask it what the instance would be served;
-	// without it they answer 501.
-	Metadata http.Handler
+	// Metadata is the guest handler serving the same store; the ec2 and
+	// openstack previews ask it what the instance would be served, so they
+	// show that handler's settings (its Ignition variant). Nil: a handler
+	// with the default settings is made for the previews.
+	Metadata *mdserver.Handler
 }
 
 // LoadToken reads a bearer token from a file (surrounding white space
@@ -91,9 +93,9 @@ type (
 )
 
 // PreviewDialects are the dialects the preview endpoint renders.
-var PreviewDialects = []string{"nocloud", "configdrive", "ignition", DialectEC2, DialectOpenStack}
+var PreviewDialects = []string{"nocloud", "configdrive", "ignition", mdserver.DialectEC2, mdserver.DialectOpenStack}
 
-// NewAdminHandler returns the admin API over store:
+// NewHandler returns the admin API over store:
 //
 //	GET    /v1/instances                   names, addresses, revisions
 //	GET    /v1/instances/{name}            the stored spec (YAML, defaults filled in)
@@ -102,16 +104,19 @@ var PreviewDialects = []string{"nocloud", "configdrive", "ignition", DialectEC2,
 //	GET    /v1/instances/{name}/preview?dialect=nocloud|configdrive|ignition|ec2|openstack[&variant=fcos|flatcar|rhcos]
 //
 // The ec2 and openstack previews are every path the guest would fetch
-// from AdminOptions.Metadata, crawled as cloud-init does.
+// from Options.Metadata, crawled as cloud-init does.
 //
 // Every request needs the bearer token; errors are JSON ErrorBody.
-func NewAdminHandler(store registry.Store, opts AdminOptions) http.Handler {
+func NewHandler(store registry.Store, opts Options) http.Handler {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = 1 << 20
 	}
 	opts.MaxBodyBytes = min(opts.MaxBodyBytes, spec.MaxSpecSize)
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
+	}
+	if opts.Metadata == nil {
+		opts.Metadata = mdserver.NewHandler(store, mdserver.Options{Logger: opts.Logger})
 	}
 	a := &admin{store: store, opts: opts, tokenHash: sha256.Sum256([]byte(opts.Token))}
 	mux := http.NewServeMux()
@@ -144,7 +149,7 @@ func NewAdminHandler(store registry.Store, opts AdminOptions) http.Handler {
 
 type admin struct {
 	store     registry.Store
-	opts      AdminOptions
+	opts      Options
 	tokenHash [32]byte
 }
 
@@ -312,17 +317,14 @@ func (a *admin) preview(w http.ResponseWriter, r *http.Request) {
 		}
 		p.Files = append(p.Files, previewFile("config.ign", res.Config))
 		p.Warnings = res.Warnings
-	case DialectEC2, DialectOpenStack:
-		h, ok := a.opts.Metadata.(*handler)
-		if !ok {
-			writeError(w, http.StatusNotImplemented, "dialect %q: this admin API was started without the metadata handler (AdminOptions.Metadata), so it can preview only nocloud, configdrive and ignition", dialect)
-			return
-		}
-		files, err := h.crawl(r.Context(), rec, dialect)
+	case mdserver.DialectEC2, mdserver.DialectOpenStack:
+		files, err := a.opts.Metadata.Crawl(r.Context(), rec, dialect)
 		if err != nil {
 			p.Warnings = append(p.Warnings, err.Error())
 		}
-		p.Files = append(p.Files, files...)
+		for _, f := range files {
+			p.Files = append(p.Files, previewFile(f.Path, f.Data))
+		}
 	default:
 		writeError(w, http.StatusBadRequest, "dialect %q: want one of %s", dialect, strings.Join(PreviewDialects, ", "))
 		return
