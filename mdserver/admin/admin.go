@@ -12,7 +12,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"os"
 	"strings"
 	"unicode/utf8"
 
@@ -43,54 +42,6 @@ type Options struct {
 	// with the default settings is made for the previews.
 	Metadata *mdserver.Handler
 }
-
-// LoadToken reads a bearer token from a file (surrounding white space
-// removed). Tokens shorter than 16 bytes are refused.
-func LoadToken(path string) (string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", err
-	}
-	t := strings.TrimSpace(string(b))
-	if len(t) < 16 {
-		return "", fmt.Errorf("%s: the token is %d bytes; use at least 16 (e.g. head -c 32 /dev/urandom | base64)", path, len(t))
-	}
-	return t, nil
-}
-
-// Admin API wire types.
-type (
-	// InstanceSummary is one entry of GET /v1/instances.
-	InstanceSummary struct {
-		Name      string   `json:"name"`
-		Addresses []string `json:"addresses"`
-		Revision  string   `json:"revision"`
-	}
-	// InstanceList is the body of GET /v1/instances.
-	InstanceList struct {
-		Instances []InstanceSummary `json:"instances"`
-	}
-	// PreviewFile is one file of a preview. Content is set for UTF-8 text,
-	// ContentBase64 otherwise.
-	PreviewFile struct {
-		Path          string `json:"path"`
-		Content       string `json:"content,omitempty"`
-		ContentBase64 string `json:"contentBase64,omitempty"`
-	}
-	// Preview is the body of GET /v1/instances/{name}/preview.
-	Preview struct {
-		Name     string        `json:"name"`
-		Dialect  string        `json:"dialect"`
-		Revision string        `json:"revision"`
-		Files    []PreviewFile `json:"files"`
-		Warnings []string      `json:"warnings,omitempty"`
-	}
-	// ErrorBody is every error response: field errors for invalid specs
-	// (422), one message otherwise.
-	ErrorBody struct {
-		Errors []*spec.FieldError `json:"errors"`
-	}
-)
 
 // PreviewDialects are the dialects the preview endpoint renders.
 var PreviewDialects = []string{"nocloud", "configdrive", "ignition", mdserver.DialectEC2, mdserver.DialectOpenStack}

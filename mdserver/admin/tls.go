@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/vminit/vminit/internal/lib/tlsfiles"
 )
@@ -54,4 +55,18 @@ func loadTLS(certFile, keyFile, clientCAFile string) (*tls.Config, error) {
 		cfg.ClientAuth = tls.RequireAndVerifyClientCert
 	}
 	return cfg, nil
+}
+
+// LoadToken reads a bearer token from a file (surrounding white space
+// removed). Tokens shorter than 16 bytes are refused.
+func LoadToken(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	t := strings.TrimSpace(string(b))
+	if len(t) < 16 {
+		return "", fmt.Errorf("%s: the token is %d bytes; use at least 16 (e.g. head -c 32 /dev/urandom | base64)", path, len(t))
+	}
+	return t, nil
 }
