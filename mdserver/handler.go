@@ -74,7 +74,7 @@ var dialects = [...]string{DialectEC2, DialectOpenStack, DialectNoCloud, Dialect
 
 // Handler is the metadata server NewHandler returns.
 type Handler struct {
-	store   registry.Store
+	src     registry.Source
 	opts    Options
 	log     *slog.Logger
 	metrics *Metrics
@@ -112,7 +112,7 @@ const connKey ctxKey = 0
 // for proxies); a request nobody owns gets an empty 404. The IMDSv2 hop
 // limit needs the connection: serve the handler with NewServer, or set
 // http.Server.ConnContext to ConnContext.
-func NewHandler(store registry.Store, opts Options) *Handler {
+func NewHandler(src registry.Source, opts Options) *Handler {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -128,7 +128,7 @@ func NewHandler(store registry.Store, opts Options) *Handler {
 	if opts.IgnitionVariant == "" {
 		opts.IgnitionVariant = ignition.FCOS
 	}
-	h := &Handler{store: store, opts: opts, log: opts.Logger, metrics: opts.Metrics, tokens: newTokenSigner(opts.TokenKey)}
+	h := &Handler{src: src, opts: opts, log: opts.Logger, metrics: opts.Metrics, tokens: newTokenSigner(opts.TokenKey)}
 	if h.metrics != nil {
 		h.metrics.attach(h)
 	}

@@ -130,7 +130,7 @@ func (h *Handler) verifyInstance(v string) (string, bool) {
 // the last request, drops cached payloads of records that are gone or
 // changed (in the background: requests never wait for it).
 func (h *Handler) snapshot() *registry.Snapshot {
-	s := h.store.Snapshot()
+	s := h.src.Snapshot()
 	if old := h.lastSnap.Load(); old != s && h.lastSnap.CompareAndSwap(old, s) && old != nil {
 		go h.sweep(s)
 	}

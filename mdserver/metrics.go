@@ -112,7 +112,7 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 	}
 	loaded := 0
 	if h := m.h.Load(); h != nil {
-		loaded = h.store.Snapshot().Len()
+		loaded = h.src.Snapshot().Len()
 	}
 	p("# HELP vminit_mdserver_instances_loaded Instances in the current snapshot.\n# TYPE vminit_mdserver_instances_loaded gauge\nvminit_mdserver_instances_loaded %d\n", loaded)
 	p("# HELP vminit_mdserver_rate_limited_total Requests refused with 429.\n# TYPE vminit_mdserver_rate_limited_total counter\nvminit_mdserver_rate_limited_total %d\n", m.rateLimited.Load())

@@ -95,19 +95,25 @@ func (s *Snapshot) Names() []string { return s.names }
 // Len is the number of records.
 func (s *Snapshot) Len() int { return len(s.names) }
 
-// Store holds the instance records the server serves. Implementations:
-// dirstore (a directory of spec files, the default) and etcdstore (for
-// fleets of servers sharing one etcd).
-type Store interface {
+// Source is what serving needs of a store: the current snapshot. The
+// guest handler (mdserver.NewHandler) reads through one.
+type Source interface {
 	// Snapshot returns the current index. It is cheap (an atomic load),
 	// never nil, and keeps being served when the backend is unreachable.
 	Snapshot() *Snapshot
+}
+
+// Store is what the admin API needs of a store: a Source that also
+// stores and removes instances. Implementations: dirstore (a directory of
+// spec files, the default), etcdstore (for fleets of servers sharing one
+// etcd) and StaticStore (read-only). The stores that watch a backend also
+// have a Close method that stops watching.
+type Store interface {
+	Source
 	// Put validates a spec document and stores it under its
 	// metadata.name, replacing any previous version. Invalid documents are
 	// refused with spec.Errors.
 	Put(ctx context.Context, doc []byte) (*Record, error)
 	// Delete removes an instance; ErrNotFound if it is absent.
 	Delete(ctx context.Context, name string) error
-	// Close stops watching the backend.
-	Close() error
 }

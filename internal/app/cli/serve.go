@@ -320,7 +320,10 @@ func runServe(ctx context.Context, f serveFlags, stderr interface{ Write([]byte)
 
 	gcPercent := serve.SetGC()
 	start := time.Now()
-	var store registry.Store
+	var store interface {
+		registry.Store
+		Close() error
+	}
 	if f.instances != "" {
 		store, err = dirstore.Open(f.instances, dirstore.Options{Logger: logger, CacheFile: f.instancesCache})
 	} else {

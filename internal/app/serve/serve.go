@@ -38,7 +38,7 @@ type Config struct {
 	// Store is reloaded on every value received from Reload, when it
 	// implements registry.Reloader; stores that follow their backend by
 	// themselves (etcd) only log the request.
-	Store registry.Store
+	Store registry.Source
 	// Reload is vminit serve's SIGHUP channel; nil never reloads.
 	Reload <-chan os.Signal
 	// ShutdownTimeout bounds how long requests in flight may finish once
@@ -138,7 +138,7 @@ loop:
 	return serveErr
 }
 
-func reload(store registry.Store, log *slog.Logger) {
+func reload(store registry.Source, log *slog.Logger) {
 	r, ok := store.(registry.Reloader)
 	if !ok {
 		log.Info("reload requested: this store follows its backend by itself; nothing to reload")
