@@ -16,24 +16,17 @@ import (
 )
 
 // memStore is a minimal Store for the admin API tests (the real stores
-// have their own tests and import this package).
+// have their own tests and import this package): an Index keyed by name.
 type memStore struct {
-	mu   sync.Mutex
-	recs map[string]*registry.Record
-	snap *registry.Snapshot
+	mu sync.Mutex
+	ix *registry.Index
 }
 
 func newMemStore() *memStore {
-	s := &memStore{recs: map[string]*registry.Record{}}
-	s.snap, _ = registry.NewSnapshot(nil)
-	return s
+	return &memStore{ix: registry.NewIndex(registry.IndexOptions{Logger: slog.New(slog.DiscardHandler)})}
 }
 
-func (m *memStore) Snapshot() *registry.Snapshot {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.snap
-}
+func (m *memStore) Snapshot() *registry.Snapshot { return m.ix.Snapshot() }
 
 func (m *memStore) Put(_ context.Context, doc []byte) (*registry.Record, error) {
 	rec, err := registry.DecodeDocument(doc, "")
@@ -42,35 +35,22 @@ func (m *memStore) Put(_ context.Context, doc []byte) (*registry.Record, error) 
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	served, refused := registry.ResolveChanges(m.recs, map[string]*registry.Record{rec.Name: rec}, []string{rec.Name})
-	if err := refused[rec.Name]; err != nil {
+	if err := m.ix.Check(rec.Name, rec); err != nil {
 		return nil, err
 	}
-	var list []*registry.Record
-	for _, r := range served {
-		list = append(list, r)
-	}
-	m.recs = served
-	m.snap, err = registry.NewSnapshot(list)
-	return rec, err
+	m.ix.Apply([]registry.Change{{Key: rec.Name, Record: rec}})
+	return rec, nil
 }
 
 func (m *memStore) Delete(_ context.Context, name string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if _, ok := m.recs[name]; !ok {
+	if m.ix.Served(name) == nil {
 		return registry.ErrNotFound
 	}
-	delete(m.recs, name)
-	var list []*registry.Record
-	for _, r := range m.recs {
-		list = append(list, r)
-	}
-	m.snap, _ = registry.NewSnapshot(list)
+	m.ix.Apply([]registry.Change{{Key: name}})
 	return nil
 }
-
-func (m *memStore) Close() error { return nil }
 
 const adminToken = "test-token-0123456789abcdef"
 

@@ -23,7 +23,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -73,11 +72,10 @@ type Store struct {
 	dir  string
 	opts Options
 	log  *slog.Logger
-	snap atomic.Pointer[registry.Snapshot]
+	ix   *registry.Index // keyed by file name; read and applied under mu
 
-	mu     sync.Mutex        // serialises reloads and writes
-	files  map[string]*entry // by base name
-	served map[string]*registry.Record
+	mu    sync.Mutex        // serialises reloads and writes
+	files map[string]*entry // by base name
 
 	watching string // "inotify", "poll" or ""
 	stop     chan struct{}
@@ -104,9 +102,6 @@ type entry struct {
 	// unchanged, so the file is re-read on the next reload and kept out of
 	// the cache.
 	racy bool
-	// pending is a parsed version that was refused because another file
-	// holds its name or an address; it is retried on every reload.
-	pending registry.Pending
 }
 
 // racyWindow is longer than any file system's timestamp granularity
@@ -162,10 +157,9 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{dir: abs, opts: opts, log: opts.Logger.With("store", "dir", "dir", abs),
-		files: map[string]*entry{}, served: map[string]*registry.Record{},
-		stop: make(chan struct{}), done: make(chan struct{})}
-	empty, _ := registry.NewSnapshot(nil)
-	s.snap.Store(empty)
+		files: map[string]*entry{}, stop: make(chan struct{}), done: make(chan struct{})}
+	s.ix = registry.NewIndex(registry.IndexOptions{Logger: s.log, KeyAttr: "file",
+		Invalid: "dirstore: invalid spec file", Refused: "dirstore: spec file refused"})
 	if opts.CacheFile != "" {
 		if ca, err := filepath.Abs(opts.CacheFile); err != nil || filepath.Dir(ca) == abs {
 			return nil, fmt.Errorf("cache file %s: put it outside the spec directory (writing it there would wake the watcher)", opts.CacheFile)
@@ -230,7 +224,7 @@ func (s *Store) Watching() string { return s.watching }
 func (s *Store) Reloads() int64 { return s.reloads.Load() }
 
 // Snapshot returns the current index (an atomic load).
-func (s *Store) Snapshot() *registry.Snapshot { return s.snap.Load() }
+func (s *Store) Snapshot() *registry.Snapshot { return s.ix.Snapshot() }
 
 // Reload re-reads every file, changed or not (for SIGHUP).
 func (s *Store) Reload() error { return s.reload(true) }
@@ -278,12 +272,14 @@ func (s *Store) writeCache() {
 		return
 	}
 	s.cacheDirty = false
-	items := make([]cacheItem, 0, len(s.served))
-	for name, rec := range s.served {
-		if e := s.files[name]; e != nil && !e.racy && e.pending.Record == nil {
-			items = append(items, cacheItem{file: name, stamp: e.stamp, rec: rec})
+	items := make([]cacheItem, 0, s.Snapshot().Len())
+	s.ix.Each(func(name string, rec *registry.Record) {
+		if pending, _ := s.ix.Pending(name); pending == nil {
+			if e := s.files[name]; e != nil && !e.racy {
+				items = append(items, cacheItem{file: name, stamp: e.stamp, rec: rec})
+			}
 		}
-	}
+	})
 	s.mu.Unlock()
 	slices.SortFunc(items, func(a, b cacheItem) int { return strings.Compare(a.file, b.file) })
 	start := time.Now()
@@ -341,15 +337,13 @@ func (s *Store) reload(force bool) error {
 		}
 	}
 
-	changes := make(map[string]*registry.Record, len(results))
-	var order []string
+	changes := make([]registry.Change, 0, len(results))
 	if len(s.files) == 0 {
 		s.files = make(map[string]*entry, len(results)) // the first load: no rehashing on the way to 100,000
 	}
 	for name := range s.files {
 		if !present[name] {
-			changes[name] = nil
-			order = append(order, name)
+			changes = append(changes, registry.Change{Key: name})
 			delete(s.files, name)
 			s.log.Info("dirstore: file removed", "file", name)
 		}
@@ -364,45 +358,11 @@ func (s *Store) reload(force bool) error {
 		if p.cached {
 			s.verified[p.rec.Revision] = true // cacheLoop is not running yet
 		}
-		if p.err != nil {
-			e.pending.Set(nil)
-			attrs := append([]any{"file", p.name}, registry.ProblemAttrs(p.err)...)
-			s.log.Error("dirstore: invalid spec file", append(attrs, "serving", registry.ServingInstead(s.served[p.name], "file"))...)
-			continue
-		}
-		if old := s.served[p.name]; old != nil && old.Revision == p.rec.Revision && !force {
-			e.pending.Set(nil)
-			continue
-		}
-		e.pending.Set(p.rec)
+		changes = append(changes, registry.Change{Key: p.name, Record: p.rec, Err: p.err})
 	}
-	// Retry every pending version (refused earlier, or new now).
-	for name, e := range s.files {
-		if e.pending.Record != nil {
-			changes[name] = e.pending.Record
-			order = append(order, name)
-		}
-	}
-	if len(changes) == 0 {
+	if !s.ix.Apply(changes) {
 		return nil
 	}
-	slices.Sort(order)
-	order = slices.Compact(order)
-	served, refused := registry.ResolveChanges(s.served, changes, order)
-	for name, e := range s.files {
-		e.pending.Settle(refused[name], func(reason string) {
-			s.log.Error("dirstore: spec file refused", "file", name, "instance", e.pending.Record.Name, "problem", reason,
-				"serving", registry.ServingInstead(s.served[name], "file"))
-		})
-	}
-	recs := slices.Collect(maps.Values(served))
-	snap, err := registry.NewSnapshot(recs)
-	if err != nil { // ResolveChanges makes this unreachable
-		s.log.Error("dirstore: cannot index the instances; serving the last snapshot", "err", err)
-		return err
-	}
-	s.served = served
-	s.snap.Store(snap)
 	s.reloads.Add(1)
 	if s.cacheKick != nil {
 		s.cacheDirty = true
@@ -411,7 +371,7 @@ func (s *Store) reload(force bool) error {
 		default:
 		}
 	}
-	s.log.Debug("dirstore: snapshot replaced", "instances", snap.Len(), "changed", len(changes))
+	s.log.Debug("dirstore: snapshot replaced", "instances", s.Snapshot().Len(), "changed", len(changes))
 	return nil
 }
 
@@ -543,25 +503,16 @@ func (s *Store) Put(ctx context.Context, doc []byte) (*registry.Record, error) {
 	}
 	s.mu.Lock()
 	target := rec.Name + ".yaml"
-	var previous string
-	for f, r := range s.served {
-		if r.Name == rec.Name {
-			previous = f
-		}
-	}
+	previous, _ := s.ix.KeyOf(rec.Name)
 	// Refuse before writing: a file that would be refused on load helps
 	// nobody.
-	check := map[string]*registry.Record{target: rec}
-	if previous != "" && previous != target {
-		check[previous] = nil
-	}
-	if _, refused := registry.ResolveChanges(s.served, check, []string{previous, target}); refused[target] != nil {
+	if err := s.ix.Check(target, rec, previous); err != nil {
 		s.mu.Unlock()
-		return nil, refused[target]
+		return nil, err
 	}
 	if e := s.files[target]; e != nil && previous != target {
 		// target exists but defines another instance (or nothing valid).
-		if r := s.served[target]; r != nil {
+		if r := s.ix.Served(target); r != nil {
 			s.mu.Unlock()
 			return nil, fmt.Errorf("%w: %s defines instance %q", registry.ErrConflict, target, r.Name)
 		}
@@ -579,10 +530,10 @@ func (s *Store) Put(ctx context.Context, doc []byte) (*registry.Record, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e := s.files[target]; e != nil && e.pending.Record != nil {
-		return nil, errors.New(e.pending.Refused)
+	if pending, why := s.ix.Pending(target); pending != nil {
+		return nil, why
 	}
-	got := s.served[target]
+	got := s.ix.Served(target)
 	if got == nil || got.Revision != rec.Revision {
 		return nil, fmt.Errorf("%s was changed concurrently", target)
 	}
@@ -592,14 +543,9 @@ func (s *Store) Put(ctx context.Context, doc []byte) (*registry.Record, error) {
 // Delete removes the file that defines the instance.
 func (s *Store) Delete(ctx context.Context, name string) error {
 	s.mu.Lock()
-	var file string
-	for f, r := range s.served {
-		if r.Name == name {
-			file = f
-		}
-	}
+	file, ok := s.ix.KeyOf(name)
 	s.mu.Unlock()
-	if file == "" {
+	if !ok {
 		return fmt.Errorf("%w: %q", registry.ErrNotFound, name)
 	}
 	if err := os.Remove(filepath.Join(s.dir, file)); err != nil && !errors.Is(err, os.ErrNotExist) {

@@ -2,8 +2,8 @@ package registry
 
 import (
 	"errors"
+	"log/slog"
 	"net/netip"
-	"slices"
 	"strings"
 	"testing"
 
@@ -57,48 +57,77 @@ func TestResolveChanges(t *testing.T) {
 	// b gives up its address while c takes it in the same batch: c is
 	// tried first, refused, and retried after b's change.
 	b2, c := record(t, "b", "10.0.0.3"), record(t, "c", "10.0.0.2")
-	out, refused := ResolveChanges(served, map[string]*Record{"b.yaml": b2, "c.yaml": c}, []string{"c.yaml", "b.yaml"})
+	out, refused := resolveChanges(served, map[string]*Record{"b.yaml": b2, "c.yaml": c}, []string{"c.yaml", "b.yaml"})
 	if len(refused) != 0 || out["c.yaml"] != c || out["b.yaml"] != b2 {
 		t.Errorf("batch: %v %v", out, refused)
 	}
 	// A newcomer on an incumbent's address is refused; the incumbent keeps
 	// serving its previous version when its own change is refused.
 	a2 := record(t, "a", "10.0.0.3")
-	out, refused = ResolveChanges(out, map[string]*Record{"a.yaml": a2}, []string{"a.yaml"})
+	out, refused = resolveChanges(out, map[string]*Record{"a.yaml": a2}, []string{"a.yaml"})
 	if !errors.Is(refused["a.yaml"], ErrAddressConflict) || out["a.yaml"] != a {
 		t.Errorf("refusal: %v %v", out, refused)
 	}
 	// Deletion.
-	out, _ = ResolveChanges(out, map[string]*Record{"a.yaml": nil}, []string{"a.yaml"})
+	out, _ = resolveChanges(out, map[string]*Record{"a.yaml": nil}, []string{"a.yaml"})
 	if _, ok := out["a.yaml"]; ok || len(out) != 2 {
 		t.Errorf("delete: %v", out)
 	}
 }
 
-// TestPending: a standing refusal is reported once, a new reason again,
-// and a served version clears it.
-func TestPending(t *testing.T) {
-	var p Pending
-	var reports []string
-	report := func(r string) { reports = append(reports, r) }
-	p.Settle(errors.New("ignored: nothing pending"), report)
-	p.Set(&Record{Name: "a"})
-	p.Settle(errors.New("10.0.0.1 is claimed by b"), report)
-	p.Settle(errors.New("10.0.0.1 is claimed by b"), report)
-	p.Settle(errors.New("name a is claimed by c"), report)
-	if want := []string{"10.0.0.1 is claimed by b", "name a is claimed by c"}; !slices.Equal(reports, want) {
-		t.Errorf("reported %q, want %q", reports, want)
+// TestIndex: versions that do not load are logged with every problem
+// and leave the last good version served; a refused version is logged
+// once per reason, retried at every change, and served once it can be.
+func TestIndex(t *testing.T) {
+	var logs strings.Builder
+	ix := NewIndex(IndexOptions{Logger: slog.New(slog.NewTextHandler(&logs, nil)), KeyAttr: "file", Invalid: "invalid", Refused: "refused"})
+	a, b := record(t, "a", "10.0.0.1"), record(t, "b", "10.0.0.2")
+	if !ix.Apply([]Change{{Key: "a.yaml", Record: a}, {Key: "b.yaml", Record: b}}) || ix.Snapshot().Len() != 2 {
+		t.Fatalf("first load: %v", ix.Snapshot().Names())
 	}
-	p.Settle(nil, report)
-	if p.Record != nil || p.Refused != "" {
-		t.Errorf("served, still pending: %+v", p)
+	if ix.Apply([]Change{{Key: "a.yaml", Record: record(t, "a", "10.0.0.1")}}) {
+		t.Error("a version already served changed the snapshot")
 	}
+
+	// Invalid: every field error, without the file name; a keeps serving.
 	fe := &spec.FieldError{File: "a.yaml", Field: "spec.hostname", Message: "bad"}
-	attrs := ProblemAttrs(spec.Errors{fe})
-	if len(attrs) != 2 || attrs[0] != "problem1" || strings.Contains(attrs[1].(string), "a.yaml") || fe.File != "a.yaml" {
-		t.Errorf("ProblemAttrs = %q (and the error's file is now %q)", attrs, fe.File)
+	ix.Apply([]Change{{Key: "a.yaml", Err: spec.Errors{fe}}})
+	if l := logs.String(); !strings.Contains(l, "msg=invalid file=a.yaml problem1=\"spec.hostname: bad\"") || !strings.Contains(l, "last good version") || fe.File != "a.yaml" {
+		t.Errorf("invalid version logged as:\n%s", l)
 	}
-	if attrs := ProblemAttrs(errors.New("read: EIO")); len(attrs) != 2 || attrs[0] != "err" {
-		t.Errorf("ProblemAttrs of a plain error = %q", attrs)
+	ix.Apply([]Change{{Key: "c.yaml", Err: errors.New("read: EIO")}})
+	if l := logs.String(); !strings.Contains(l, "file=c.yaml err=\"read: EIO\" serving=\"nothing from this file\"") {
+		t.Errorf("a plain error logged as:\n%s", l)
+	}
+	if r, _ := ix.Snapshot().ByName("a"); r != a {
+		t.Error("the last good version is not served")
+	}
+
+	// Refused: logged once for a standing reason, again for a new one.
+	thief := record(t, "thief", "10.0.0.2")
+	ix.Apply([]Change{{Key: "t.yaml", Record: thief}})
+	ix.Apply([]Change{{Key: "z.yaml", Record: record(t, "z", "10.0.0.9")}})
+	if n := strings.Count(logs.String(), "msg=refused"); n != 1 {
+		t.Errorf("a standing refusal logged %d times:\n%s", n, logs.String())
+	}
+	if rec, err := ix.Pending("t.yaml"); rec != thief || !errors.Is(err, ErrAddressConflict) {
+		t.Errorf("Pending = %v, %v", rec, err)
+	}
+	if err := ix.Check("u.yaml", record(t, "u", "10.0.0.1")); !errors.Is(err, ErrAddressConflict) {
+		t.Errorf("Check of a taken address: %v", err)
+	}
+	if err := ix.Check("b2.yaml", record(t, "b", "10.0.0.7"), "b.yaml"); err != nil {
+		t.Errorf("Check of a move to another key: %v", err)
+	}
+	// b going away lets the refused version in.
+	ix.Apply([]Change{{Key: "b.yaml"}})
+	if r, ok := ix.Snapshot().ByAddr(netip.MustParseAddr("10.0.0.2")); !ok || r != thief {
+		t.Errorf("10.0.0.2 → %v after b left", r)
+	}
+	if rec, _ := ix.Pending("t.yaml"); rec != nil || ix.Served("t.yaml") != thief {
+		t.Error("the served version is still pending")
+	}
+	if k, ok := ix.KeyOf("thief"); !ok || k != "t.yaml" {
+		t.Errorf("KeyOf = %q %v", k, ok)
 	}
 }
