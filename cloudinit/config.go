@@ -157,10 +157,7 @@ func writeFiles(s *spec.Spec, errs *spec.ErrorList) (files *yaml.Node, run []*ya
 	for i, f := range s.Files {
 		field := fmt.Sprintf("spec.files[%d]", i)
 		claim(f.Path, field+".path")
-		mode := spec.Mode(0o644)
-		if f.Mode != nil {
-			mode = *f.Mode
-		}
+		mode := *f.Mode // spec.Default sets it
 		deferred := false
 		if f.Owner != "" {
 			var problem string

@@ -41,33 +41,6 @@ func ec2Level(v string) int {
 
 var ec2VersionsBody = []byte(strings.Join(ec2VersionList, "\n"))
 
-// Defaults of the EC2 placement and type keys.
-const (
-	DefaultRegion           = "vminit"
-	DefaultAvailabilityZone = "vminit-a"
-	DefaultInstanceType     = "vminit.vm"
-)
-
-func msOf(inst *spec.Instance) spec.MetadataServer {
-	var ms spec.MetadataServer
-	if inst.Spec.MetadataServer != nil {
-		ms = *inst.Spec.MetadataServer
-	}
-	if ms.Region == "" {
-		ms.Region = DefaultRegion
-	}
-	if ms.AvailabilityZone == "" {
-		ms.AvailabilityZone = DefaultAvailabilityZone
-	}
-	if ms.InstanceType == "" {
-		ms.InstanceType = DefaultInstanceType
-	}
-	if ms.TokenHopLimit == 0 {
-		ms.TokenHopLimit = 1
-	}
-	return ms
-}
-
 // nic is one interface as the EC2 tree shows it.
 type nic struct {
 	mac   string
@@ -235,7 +208,7 @@ var ec2Root = []byte("dynamic\nmeta-data\nuser-data")
 func ec2Trees(rec *registry.Record) [ec2Levels]map[string][]byte {
 	inst := rec.Instance
 	s := &inst.Spec
-	ms := msOf(inst)
+	ms := s.MetadataServerSettings()
 	var leaves []ec2Leaf
 	leaf := func(level int, p, v string) { leaves = append(leaves, ec2Leaf{level, p, []byte(v)}) }
 	override := map[string][]byte{}
@@ -467,7 +440,7 @@ func (h *Handler) ec2Token(w http.ResponseWriter, r *http.Request) {
 		emptyStatus(w, http.StatusBadRequest)
 		return
 	}
-	ms := msOf(rec.Instance)
+	ms := rec.Instance.Spec.MetadataServerSettings()
 	if err := setHopLimit(r, ms.TokenHopLimit); err != nil {
 		// Fail closed: a token whose packets could travel further than
 		// configured is not issued.

@@ -136,7 +136,10 @@ func TestAdminAPI(t *testing.T) {
 	if code, body := call(t, srv, "PUT", "/v1/instances/web", adminToken, webSpec); code != 200 || !strings.Contains(body, `"10.9.0.1"`) {
 		t.Fatalf("put: %d %s", code, body)
 	}
-	if code, body := call(t, srv, "GET", "/v1/instances/web", adminToken, ""); code != 200 || !strings.Contains(body, "name: web") || !strings.Contains(body, "/etc/motd") {
+	// The stored spec with its defaults filled in (a file's mode, the
+	// metadata server's region and hop limit).
+	if code, body := call(t, srv, "GET", "/v1/instances/web", adminToken, ""); code != 200 || !strings.Contains(body, "name: web") || !strings.Contains(body, "/etc/motd") ||
+		!strings.Contains(body, `mode: "0644"`) || !strings.Contains(body, "region: vminit") || !strings.Contains(body, "tokenHopLimit: 1") {
 		t.Errorf("get: %d %s", code, body)
 	} else if rec, err := registry.DecodeDocument([]byte(body), ""); err != nil || rec.Name != "web" {
 		t.Errorf("the stored spec does not load back: %v", err)
