@@ -1,24 +1,11 @@
 package mdserver
 
 import (
-	"fmt"
-	"net/http"
-	"strings"
 	"sync"
 	"unsafe"
 
-	"github.com/vminit/vminit/delivery"
-	"github.com/vminit/vminit/ignition"
 	"github.com/vminit/vminit/mdserver/registry"
-	"github.com/vminit/vminit/seed"
-	"github.com/vminit/vminit/spec"
 )
-
-// isIgnition reports whether the instance's user data is Ignition: its
-// spec.agent, which spec.Default fills in.
-func isIgnition(inst *spec.Instance) bool {
-	return inst.Spec.Agent == spec.AgentIgnition
-}
 
 // entry is the rendered data of one record revision. Each dialect's files
 // are rendered on first use, separately: an EC2 guest never pays for the
@@ -134,95 +121,6 @@ func treeBytes(trees ...map[string][]byte) int64 {
 }
 
 func bytesLen(b []byte) int64 { return int64(len(b)) }
-
-// cloudUserData renders (once) the record's cloud-init user data.
-func (h *Handler) cloudUserData(rec *registry.Record) ([]byte, error) {
-	e := h.entry(rec)
-	return getPart(h, e, &e.userData, func() ([]byte, error) {
-		ud, err := seed.UserData(rec.Instance)
-		if err != nil {
-			return nil, fmt.Errorf("rendering %s: %w", rec.Name, err)
-		}
-		return ud, nil
-	}, bytesLen)
-}
-
-// ec2Tree renders (once) the record's EC2 meta-data trees, one per level.
-func (h *Handler) ec2Tree(rec *registry.Record) [ec2Levels]map[string][]byte {
-	e := h.entry(rec)
-	t, _ := getPart(h, e, &e.ec2, func() ([ec2Levels]map[string][]byte, error) { return ec2Trees(rec), nil },
-		func(t [ec2Levels]map[string][]byte) int64 { return treeBytes(t[:]...) })
-	return t
-}
-
-// openstackFiles renders (once) the record's ConfigDrive metadata files,
-// by name.
-func (h *Handler) openstackFiles(rec *registry.Record) (map[string][]byte, error) {
-	e := h.entry(rec)
-	return h.metadataFiles(rec, e, &e.openstack, seed.ConfigDrive, "openstack/latest/")
-}
-
-// nocloudFiles renders (once) the record's NoCloud meta-data, vendor-data
-// and network-config (version 2).
-func (h *Handler) nocloudFiles(rec *registry.Record) (map[string][]byte, error) {
-	e := h.entry(rec)
-	return h.metadataFiles(rec, e, &e.nocloud, seed.NoCloud, "")
-}
-
-// metadataFiles renders (once, into e's part p) the files seed.Metadata
-// gives ds, named by their path without dir.
-func (h *Handler) metadataFiles(rec *registry.Record, e *entry, p *part[map[string][]byte], ds seed.Datasource, dir string) (map[string][]byte, error) {
-	return getPart(h, e, p, func() (map[string][]byte, error) {
-		files, err := seed.Metadata(rec.Instance, ds, seed.Options{})
-		if err != nil {
-			return nil, fmt.Errorf("rendering %s for %s: %w", rec.Name, ds, err)
-		}
-		m := make(map[string][]byte, len(files))
-		for _, f := range files {
-			m[strings.TrimPrefix(f.Path, dir)] = f.Data
-		}
-		return m, nil
-	}, func(m map[string][]byte) int64 { return treeBytes(m) })
-}
-
-// renderIgnition renders (once) the record's Ignition config.
-func (h *Handler) renderIgnition(rec *registry.Record) ([]byte, error) {
-	e := h.entry(rec)
-	return getPart(h, e, &e.ignition, func() ([]byte, error) {
-		res, err := ignition.Render(rec.Instance, ignition.Options{Variant: h.opts.IgnitionVariant, AllowPartial: true})
-		if err != nil {
-			return nil, err
-		}
-		for _, w := range res.Warnings {
-			h.log.Warn("ignition rendering", "instance", rec.Name, "warning", w)
-		}
-		return res.Config, nil
-	}, bytesLen)
-}
-
-// userData returns the user data every dialect serves: cloud-init's, or
-// for an Ignition instance the Ignition config, replaced by a pointer
-// config to this server's /ignition/config when it exceeds the transport's
-// budget (as it would on the real cloud).
-func (h *Handler) userData(r *http.Request, rec *registry.Record, transport string) ([]byte, string, error) {
-	if !isIgnition(rec.Instance) {
-		ud, err := h.cloudUserData(rec)
-		return ud, textPlain, err
-	}
-	cfg, err := h.renderIgnition(rec)
-	if err != nil {
-		return nil, "", err
-	}
-	if transport == "" {
-		return cfg, ignitionType, nil
-	}
-	t, err := delivery.LookupTransport(transport)
-	if err != nil {
-		return nil, "", err
-	}
-	out, _, err := delivery.Fit(cfg, t, configURL(r), nil)
-	return out, ignitionType, err
-}
 
 // sweep drops cached payloads of records that are gone or changed.
 func (h *Handler) sweep(s *registry.Snapshot) {

@@ -133,20 +133,10 @@ func NewHandler(src registry.Source, opts Options) *Handler {
 		h.metrics.attach(h)
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /{$}", h.ec2Versions)
-	mux.HandleFunc("PUT /latest/api/token", h.ec2Token)
-	// Every other path is EC2's /{version}/{path...}, which ec2 splits
-	// itself: ServeMux's wildcards cost 6 allocations a request, and the
-	// EC2 crawl is most of a boot storm.
-	mux.HandleFunc("GET /", h.ec2)
-	mux.HandleFunc("GET /openstack", h.openstackVersions)
-	mux.HandleFunc("GET /openstack/{$}", h.openstackVersions)
-	mux.HandleFunc("GET /openstack/{ver}", h.openstack)
-	mux.HandleFunc("GET /openstack/{ver}/{file...}", h.openstack)
-	mux.HandleFunc("POST /openstack/{ver}/password", h.openstackPasswordPost)
-	mux.HandleFunc("GET /nocloud/{file}", h.nocloud)
-	mux.HandleFunc("GET /ignition/config", h.ignitionConfig)
-	mux.HandleFunc("GET /ignition/pointer", h.ignitionPointer)
+	h.ec2Routes(mux)
+	h.openstackRoutes(mux)
+	h.nocloudRoutes(mux)
+	h.ignitionRoutes(mux)
 	h.mux = mux
 	return h
 }
@@ -357,4 +347,14 @@ func (h *Handler) limit(name string) time.Duration {
 
 func retryAfter(d time.Duration) string {
 	return itoa(int((d + time.Second - 1) / time.Second))
+}
+
+// failed answers 500 for a rendering error (logged, never sent).
+func (h *Handler) failed(w http.ResponseWriter, rec *registry.Record, err error) bool {
+	if err == nil {
+		return false
+	}
+	h.log.Error("rendering failed", "instance", rec.Name, "error", err)
+	emptyStatus(w, http.StatusInternalServerError)
+	return true
 }

@@ -71,10 +71,10 @@ type Config struct {
 
 // Store is an etcd-backed registry.Store.
 type Store struct {
-	cfg  Config
-	cli  *clientv3.Client
-	log  *slog.Logger
-	ix   *registry.Index // keyed by etcd key; read and applied under mu
+	cfg Config
+	cli *clientv3.Client
+	log *slog.Logger
+	ix  *registry.Index // keyed by etcd key; read and applied under mu
 
 	mu      sync.Mutex
 	modRevs map[string]int64 // each key's mod revision, as last applied
