@@ -20,6 +20,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/coreos/go-semver/semver"
+
 	"github.com/vminit/vminit/seed"
 )
 
@@ -177,6 +179,39 @@ func (t Transport) Size(config []byte) int {
 	return len(config)
 }
 
+// Pointer returns a pointer config for config: its ignition.config.replace
+// fetches the config from source and checks its sha512, so the guest gets
+// exactly config or nothing. headers are sent with the fetch (httpHeaders,
+// which need Ignition spec 3.1: a pointer for a 3.0 config with headers is
+// a 3.1 config). config must be an Ignition 3.x config.
+func Pointer(config []byte, source string, headers http.Header) ([]byte, error) {
+	var v struct {
+		Ignition struct{ Version string } `json:"ignition"`
+	}
+	if err := json.Unmarshal(config, &v); err != nil {
+		return nil, fmt.Errorf("pointer configs need an Ignition 3.x config: %v", err)
+	}
+	version, err := semver.NewVersion(v.Ignition.Version)
+	if err != nil || version.Major != 3 {
+		return nil, fmt.Errorf("pointer configs need an Ignition 3.x config, not version %q", v.Ignition.Version)
+	}
+	sum := sha512.Sum512(config)
+	ref := map[string]any{"source": source, "verification": map[string]any{"hash": "sha512-" + hex.EncodeToString(sum[:])}}
+	if len(headers) > 0 {
+		if v31 := (semver.Version{Major: 3, Minor: 1}); version.LessThan(v31) {
+			version = &v31
+		}
+		var hs []map[string]string
+		for _, k := range slices.Sorted(maps.Keys(headers)) {
+			for _, val := range headers[k] {
+				hs = append(hs, map[string]string{"name": k, "value": val})
+			}
+		}
+		ref["httpHeaders"] = hs
+	}
+	return json.Marshal(map[string]any{"ignition": map[string]any{"version": version.String(), "config": map[string]any{"replace": ref}}})
+}
+
 // ErrTooLarge is returned when a config exceeds its transport's budget
 // and no URL to publish it at was given.
 var ErrTooLarge = errors.New("config too large for its transport")
@@ -198,29 +233,7 @@ func Fit(config []byte, t Transport, publishURL string, headers http.Header) (pa
 	if err != nil || u.Scheme == "" {
 		return nil, nil, fmt.Errorf("publish URL %q: want an absolute http(s), s3, gs or tftp URL", publishURL)
 	}
-	var v struct {
-		Ignition struct{ Version string } `json:"ignition"`
-	}
-	if err := json.Unmarshal(config, &v); err != nil || !strings.HasPrefix(v.Ignition.Version, "3.") {
-		return nil, nil, fmt.Errorf("pointer configs need an Ignition 3.x config: %v", err)
-	}
-	version := v.Ignition.Version
-	sum := sha512.Sum512(config)
-	ref := map[string]any{"source": publishURL, "verification": map[string]any{"hash": "sha512-" + hex.EncodeToString(sum[:])}}
-	if len(headers) > 0 {
-		if version < "3.1.0" {
-			// httpHeaders exist from spec 3.1 on.
-			version = "3.1.0"
-		}
-		var hs []map[string]string
-		for _, k := range slices.Sorted(maps.Keys(headers)) {
-			for _, val := range headers[k] {
-				hs = append(hs, map[string]string{"name": k, "value": val})
-			}
-		}
-		ref["httpHeaders"] = hs
-	}
-	pointer, err := json.Marshal(map[string]any{"ignition": map[string]any{"version": version, "config": map[string]any{"replace": ref}}})
+	pointer, err := Pointer(config, publishURL, headers)
 	if err != nil {
 		return nil, nil, err
 	}

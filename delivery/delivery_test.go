@@ -181,3 +181,27 @@ func TestFwCfgInKernel(t *testing.T) {
 		t.Errorf("the guest read %d bytes that differ from the %d passed", len(got), len(config))
 	}
 }
+
+// TestPointerVersion: headers need spec 3.1, compared as versions (a
+// pointer is never older than the config it points to), and only a 3.x
+// config has a pointer.
+func TestPointerVersion(t *testing.T) {
+	for _, tc := range []struct {
+		config  string
+		headers http.Header
+		want    string
+	}{
+		{"3.0.0", nil, "3.0.0"},
+		{"3.0.0", http.Header{"X": {"y"}}, "3.1.0"},
+		{"3.4.0", http.Header{"X": {"y"}}, "3.4.0"},
+		{"3.10.0", http.Header{"X": {"y"}}, "3.10.0"},
+	} {
+		p, err := Pointer([]byte(`{"ignition":{"version":"`+tc.config+`"}}`), "https://example.com/c.ign", tc.headers)
+		if err != nil || !strings.Contains(string(p), `"version":"`+tc.want+`"`) {
+			t.Errorf("%s with %v: %s %v, want version %s", tc.config, tc.headers, p, err, tc.want)
+		}
+	}
+	if _, err := Pointer([]byte(`{"ignition":{"version":"2.2.0"}}`), "https://example.com/c.ign", nil); err == nil {
+		t.Error("a pointer for a spec 2 config")
+	}
+}

@@ -1,9 +1,6 @@
 package mdserver
 
 import (
-	"crypto/sha512"
-	"encoding/hex"
-	"encoding/json"
 	"net/http"
 
 	"github.com/vminit/vminit/delivery"
@@ -52,7 +49,7 @@ func (h *Handler) ignitionPointer(w http.ResponseWriter, r *http.Request) {
 	if h.failed(w, rec, err) {
 		return
 	}
-	ptr, err := pointer(cfg, configURL(r))
+	ptr, err := delivery.Pointer(cfg, configURL(r), nil)
 	if h.failed(w, rec, err) {
 		return
 	}
@@ -68,21 +65,6 @@ func (h *Handler) ignitionPointer(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	serveBytes(w, ignitionType, ptr)
-}
-
-// pointer builds the pointer config delivery.Fit builds for a config too
-// large for its transport (same shape), unconditionally.
-func pointer(cfg []byte, source string) ([]byte, error) {
-	var v struct {
-		Ignition struct{ Version string } `json:"ignition"`
-	}
-	if err := json.Unmarshal(cfg, &v); err != nil {
-		return nil, err
-	}
-	sum := sha512.Sum512(cfg)
-	return json.Marshal(map[string]any{"ignition": map[string]any{"version": v.Ignition.Version,
-		"config": map[string]any{"replace": map[string]any{"source": source,
-			"verification": map[string]any{"hash": "sha512-" + hex.EncodeToString(sum[:])}}}}})
 }
 
 // renderIgnition renders (once) the record's Ignition config.
