@@ -48,7 +48,11 @@ func ParseFormat(s string) (Format, error) {
 			return f, nil
 		}
 	}
-	return "", fmt.Errorf("%w %q (want iso9660, vfat, tar or dir)", ErrUnknownFormat, s)
+	names := make([]string, len(Formats))
+	for i, f := range Formats {
+		names[i] = string(f)
+	}
+	return "", fmt.Errorf("%w %q (want one of %s)", ErrUnknownFormat, s, strings.Join(names, ", "))
 }
 
 // FormatFor guesses the format from an output file name: .img, .vfat and

@@ -46,19 +46,34 @@ const (
 	ConfigDrive Datasource = "configdrive"
 )
 
-// Datasources lists the supported datasources.
+// Datasources lists the supported datasources, for flag help and
+// completion.
 var Datasources = []Datasource{NoCloud, ConfigDrive}
 
-// ParseDatasource parses a datasource name, case-insensitively; "cidata"
-// and "config-2" (the labels) are accepted as well.
+// ErrUnknownDatasource is returned for a datasource name ParseDatasource
+// does not know.
+var ErrUnknownDatasource = errors.New("unknown datasource")
+
+// ParseDatasource parses a datasource name, case-insensitively; the labels
+// ("cidata", "config-2") and "config-drive" are accepted as well.
 func ParseDatasource(s string) (Datasource, error) {
-	switch strings.ToLower(s) {
-	case "nocloud", "cidata":
+	switch ls := strings.ToLower(s); ls {
+	case "cidata":
 		return NoCloud, nil
-	case "configdrive", "config-drive", "config-2":
+	case "config-drive", "config-2":
 		return ConfigDrive, nil
+	default:
+		for _, d := range Datasources {
+			if ls == string(d) {
+				return d, nil
+			}
+		}
 	}
-	return "", fmt.Errorf("unknown datasource %q: want nocloud or configdrive", s)
+	names := make([]string, len(Datasources))
+	for i, d := range Datasources {
+		names[i] = string(d)
+	}
+	return "", fmt.Errorf("%w %q (want one of %s)", ErrUnknownDatasource, s, strings.Join(names, ", "))
 }
 
 // Label returns the filesystem label cloud-init looks for: "cidata" or

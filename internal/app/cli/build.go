@@ -24,7 +24,7 @@ type seedFlags struct {
 func (f *seedFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.datasource, "datasource", "nocloud", "seed layout: nocloud (label cidata) or configdrive (label config-2)")
 	cmd.Flags().IntVar(&f.networkVersion, "network-config-version", 2, "NoCloud network-config format: 2 (netplan) or 1")
-	cmd.RegisterFlagCompletionFunc("datasource", cobra.FixedCompletions([]string{"nocloud", "configdrive"}, cobra.ShellCompDirectiveNoFileComp))
+	cmd.RegisterFlagCompletionFunc("datasource", cobra.FixedCompletions(names(seed.Datasources), cobra.ShellCompDirectiveNoFileComp))
 }
 
 // load reads the spec and renders its seed, returning every problem.
@@ -52,14 +52,23 @@ func (f *seedFlags) load(path string) (*spec.Instance, *seed.Seed, error) {
 	return inst, s, nil
 }
 
+// parseDatasource is seed.ParseDatasource, failing with the usage exit
+// code.
 func parseDatasource(s string) (seed.Datasource, error) {
-	switch s {
-	case "nocloud":
-		return seed.NoCloud, nil
-	case "configdrive":
-		return seed.ConfigDrive, nil
+	ds, err := seed.ParseDatasource(s)
+	if err != nil {
+		return "", usagef("--datasource: %v", err)
 	}
-	return "", usagef("--datasource=%q: want nocloud or configdrive", s)
+	return ds, nil
+}
+
+// names lists the values of a flag, for its completion.
+func names[T ~string](values []T) []string {
+	out := make([]string, len(values))
+	for i, v := range values {
+		out[i] = string(v)
+	}
+	return out
 }
 
 func newBuildCommand() *cobra.Command {
@@ -150,7 +159,7 @@ epoch: the same spec always gives the same bytes.`,
 	cmd.Flags().StringVar(&ts, "timestamp", "", "the one timestamp in the image, Unix seconds or RFC 3339 (default $SOURCE_DATE_EPOCH, else 0)")
 	cmd.Flags().StringVar(&align, "align", "4KiB", "pad an ISO image to a multiple of this size (4KiB for QEMU; 1MiB for cylinder alignment)")
 	cmd.Flags().StringVar(&size, "size", "0", "VFAT image size, e.g. 1MiB (default: the smallest that fits)")
-	cmd.RegisterFlagCompletionFunc("fs", cobra.FixedCompletions([]string{"iso9660", "vfat", "tar", "dir"}, cobra.ShellCompDirectiveNoFileComp))
+	cmd.RegisterFlagCompletionFunc("fs", cobra.FixedCompletions(names(media.Formats), cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 
