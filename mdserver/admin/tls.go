@@ -2,11 +2,7 @@ package admin
 
 import (
 	"crypto/tls"
-	"crypto/x509"
-	"fmt"
 	"log/slog"
-	"os"
-	"strings"
 
 	"github.com/vminit/vminit/internal/lib/tlsfiles"
 )
@@ -43,30 +39,12 @@ func loadTLS(certFile, keyFile, clientCAFile string) (*tls.Config, error) {
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
 	if clientCAFile != "" {
-		pem, err := os.ReadFile(clientCAFile)
+		pool, err := tlsfiles.LoadCertPool(clientCAFile)
 		if err != nil {
 			return nil, err
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("%s: no PEM certificates", clientCAFile)
 		}
 		cfg.ClientCAs = pool
 		cfg.ClientAuth = tls.RequireAndVerifyClientCert
 	}
 	return cfg, nil
-}
-
-// LoadToken reads a bearer token from a file (surrounding white space
-// removed). Tokens shorter than 16 bytes are refused.
-func LoadToken(path string) (string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", err
-	}
-	t := strings.TrimSpace(string(b))
-	if len(t) < 16 {
-		return "", fmt.Errorf("%s: the token is %d bytes; use at least 16 (e.g. head -c 32 /dev/urandom | base64)", path, len(t))
-	}
-	return t, nil
 }

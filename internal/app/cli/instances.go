@@ -2,7 +2,6 @@ package cli
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -18,6 +17,8 @@ import (
 	"github.com/spf13/cobra"
 	"gopkg.in/yaml.v3"
 
+	"github.com/vminit/vminit/internal/lib/secretfile"
+	"github.com/vminit/vminit/internal/lib/tlsfiles"
 	"github.com/vminit/vminit/mdserver/admin"
 	"github.com/vminit/vminit/spec"
 )
@@ -55,11 +56,10 @@ func (c *adminClient) setup() error {
 	c.server = strings.TrimRight(c.server, "/")
 	switch {
 	case c.tokenFile != "":
-		b, err := os.ReadFile(c.tokenFile)
-		if err != nil {
+		var err error
+		if c.token, err = secretfile.Key(c.tokenFile, "admin token", 0); err != nil {
 			return usagef("--token-file: %v", err)
 		}
-		c.token = strings.TrimSpace(string(b))
 	default:
 		c.token = strings.TrimSpace(os.Getenv("VMINIT_ADMIN_TOKEN"))
 	}
@@ -75,13 +75,9 @@ func (c *adminClient) setup() error {
 	if c.http == nil {
 		tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12}
 		if c.caFile != "" {
-			pem, err := os.ReadFile(c.caFile)
-			if err != nil {
+			var err error
+			if tlsConfig.RootCAs, err = tlsfiles.LoadCertPool(c.caFile); err != nil {
 				return usagef("--ca-file: %v", err)
-			}
-			tlsConfig.RootCAs = x509.NewCertPool()
-			if !tlsConfig.RootCAs.AppendCertsFromPEM(pem) {
-				return usagef("--ca-file %s: no PEM certificates in it", c.caFile)
 			}
 		}
 		if c.certFile != "" {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/vminit/vminit/ignition"
 	"github.com/vminit/vminit/internal/app/serve"
+	"github.com/vminit/vminit/internal/lib/secretfile"
 	"github.com/vminit/vminit/internal/lib/tlsfiles"
 	"github.com/vminit/vminit/mdserver"
 	"github.com/vminit/vminit/mdserver/admin"
@@ -162,13 +163,9 @@ func etcdConfig(f serveFlags, logger *slog.Logger) (etcdstore.Config, error) {
 	if tlsWanted {
 		cfg.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
 		if f.etcdCA != "" {
-			b, err := os.ReadFile(f.etcdCA)
-			if err != nil {
+			var err error
+			if cfg.TLS.RootCAs, err = tlsfiles.LoadCertPool(f.etcdCA); err != nil {
 				return cfg, usagef("--etcd-ca: %v", err)
-			}
-			cfg.TLS.RootCAs = x509.NewCertPool()
-			if !cfg.TLS.RootCAs.AppendCertsFromPEM(b) {
-				return cfg, usagef("--etcd-ca %s: no PEM certificates in it", f.etcdCA)
 			}
 		}
 		if f.etcdCert != "" {
@@ -185,11 +182,10 @@ func etcdConfig(f serveFlags, logger *slog.Logger) (etcdstore.Config, error) {
 		}
 	}
 	if f.etcdPassFile != "" {
-		b, err := os.ReadFile(f.etcdPassFile)
-		if err != nil {
+		var err error
+		if cfg.Password, err = secretfile.Password(f.etcdPassFile); err != nil {
 			return cfg, usagef("--etcd-password-file: %v", err)
 		}
-		cfg.Password = strings.TrimRight(string(b), "\r\n")
 	}
 	return cfg, nil
 }
@@ -224,19 +220,13 @@ func isLoopback(addr string) bool {
 	return err == nil && ip.IsLoopback()
 }
 
+// readKey reads the key in a --*-key-file, if one was given.
 func readKey(path, what string) ([]byte, error) {
 	if path == "" {
 		return nil, nil
 	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	k := []byte(strings.TrimSpace(string(b)))
-	if len(k) < 16 {
-		return nil, fmt.Errorf("%s: the %s is %d bytes; use at least 16", path, what, len(k))
-	}
-	return k, nil
+	k, err := secretfile.Key(path, what, 16)
+	return []byte(k), err
 }
 
 func runServe(ctx context.Context, f serveFlags, stderr interface{ Write([]byte) (int, error) }) error {
@@ -296,7 +286,7 @@ func runServe(ctx context.Context, f serveFlags, stderr interface{ Write([]byte)
 		if f.adminTokenFile == "" {
 			return usagef("--admin-listen needs --admin-token-file")
 		}
-		if adminToken, err = admin.LoadToken(f.adminTokenFile); err != nil {
+		if adminToken, err = secretfile.Key(f.adminTokenFile, "admin token", 16); err != nil {
 			return err
 		}
 		if f.adminTLSCert != "" {
