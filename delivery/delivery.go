@@ -22,7 +22,9 @@ import (
 
 	"github.com/coreos/go-semver/semver"
 
+	"github.com/vminit/vminit/cloudinit"
 	"github.com/vminit/vminit/seed"
+	"github.com/vminit/vminit/spec"
 )
 
 // FwCfgName is where Ignition's qemu platform reads its config on x86_64
@@ -106,10 +108,10 @@ func gzipBytes(data []byte) []byte {
 
 // ConfigDrive returns a config-2 seed carrying the config as
 // openstack/latest/user_data, where Ignition's openstack and kubevirt
-// platforms read it; meta_data.json gives cloud-init-style tools the uuid
-// they require.
-func ConfigDrive(config []byte, instanceID, hostname string) (*seed.Seed, error) {
-	md, err := json.Marshal(map[string]any{"uuid": instanceID, "hostname": hostname, "name": hostname})
+// platforms read it, beside the meta_data.json a cloud-init ConfigDrive of
+// inst has (uuid, host name, public keys), which Afterburn reads.
+func ConfigDrive(config []byte, inst *spec.Instance) (*seed.Seed, error) {
+	md, err := cloudinit.ConfigDriveMetaData(inst)
 	if err != nil {
 		return nil, err
 	}
@@ -120,13 +122,17 @@ func ConfigDrive(config []byte, instanceID, hostname string) (*seed.Seed, error)
 }
 
 // NoCloud returns a cidata seed carrying the config as /user-data, where
-// Ignition's kubevirt, proxmoxve and ibmcloud platforms read it.
-func NoCloud(config []byte, instanceID, hostname string) *seed.Seed {
-	md := fmt.Sprintf("instance-id: %s\nlocal-hostname: %s\n", instanceID, hostname)
+// Ignition's kubevirt, proxmoxve and ibmcloud platforms read it, beside
+// the meta-data a cloud-init NoCloud seed of inst has.
+func NoCloud(config []byte, inst *spec.Instance) (*seed.Seed, error) {
+	md, err := cloudinit.MetaData(inst)
+	if err != nil {
+		return nil, err
+	}
 	return &seed.Seed{Datasource: seed.NoCloud, Label: seed.NoCloud.Label(), Files: []seed.File{
-		{Path: "meta-data", Data: []byte(md)},
+		{Path: "meta-data", Data: md},
 		{Path: "user-data", Data: config},
-	}}
+	}}, nil
 }
 
 // Transport is a way user data reaches a guest, with a size limit.

@@ -22,6 +22,8 @@ import (
 
 	"github.com/vminit/vminit/internal/testing/qemutest"
 	"github.com/vminit/vminit/internal/testing/testtools"
+	"github.com/vminit/vminit/seed"
+	"github.com/vminit/vminit/spec"
 )
 
 func TestQEMUArgs(t *testing.T) {
@@ -203,5 +205,34 @@ func TestPointerVersion(t *testing.T) {
 	}
 	if _, err := Pointer([]byte(`{"ignition":{"version":"2.2.0"}}`), "https://example.com/c.ign", nil); err == nil {
 		t.Error("a pointer for a spec 2 config")
+	}
+}
+
+// TestSeedsCarryTheSeedMetadata: a config drive or cidata seed carrying an
+// Ignition config has the meta-data of the cloud-init seed of the same
+// spec (the host name the FQDN when there is one, as every datasource
+// reports it), not a copy of its own.
+func TestSeedsCarryTheSeedMetadata(t *testing.T) {
+	inst, err := spec.Parse([]byte("apiVersion: vminit.dev/v1alpha1\nkind: Instance\nmetadata: {name: web-1}\nspec:\n  agent: ignition\n  fqdn: web-1.example.com\n"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := []byte(`{"ignition":{"version":"3.0.0"}}`)
+	for ds, build := range map[seed.Datasource]func([]byte, *spec.Instance) (*seed.Seed, error){seed.NoCloud: NoCloud, seed.ConfigDrive: ConfigDrive} {
+		s, err := build(config, inst)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := seed.Metadata(inst, ds, seed.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		md := want[0] // meta-data, openstack/latest/meta_data.json
+		if got, ok := s.Lookup(md.Path); !ok || !bytes.Equal(got, md.Data) || !bytes.Contains(got, []byte("web-1.example.com")) {
+			t.Errorf("%s: %s is\n%s\nwant\n%s", ds, md.Path, got, md.Data)
+		}
+		if s.Label != ds.Label() {
+			t.Errorf("%s: label %q", ds, s.Label)
+		}
 	}
 }

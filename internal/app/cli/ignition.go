@@ -123,11 +123,13 @@ func (f *ignitionFlags) build(cmd *cobra.Command, specPath, out, datasource, fsy
 	}
 	var s *seed.Seed
 	if ds == seed.ConfigDrive {
-		if s, err = delivery.ConfigDrive(config, inst.Spec.InstanceID, inst.Spec.Hostname); err != nil {
-			return err
-		}
+		s, err = delivery.ConfigDrive(config, inst)
 	} else {
-		s = delivery.NoCloud(config, inst.Spec.InstanceID, inst.Spec.Hostname)
+		s, err = delivery.NoCloud(config, inst)
+	}
+	if err != nil {
+		withFile(err, specPath)
+		return err
 	}
 	mtime, err := timestamp(ts)
 	if err != nil {
