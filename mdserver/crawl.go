@@ -3,6 +3,7 @@ package mdserver
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -15,13 +16,18 @@ import (
 // with many interfaces is a few hundred paths.
 const maxPreviewFetches = 2000
 
-// Crawl returns what a guest of rec is served in the ec2 or openstack
-// dialect, fetched from h itself the way cloud-init walks the tree: every
-// listed name, directories recursively, public keys by index. Each file's
+// Crawl returns what a guest of rec is served in a dialect (DialectEC2,
+// DialectOpenStack, DialectNoCloud or DialectIgnition), fetched from h
+// itself the way the guest's agent does: for EC2 and OpenStack, every
+// listed name, directories recursively, public keys by index; for
+// NoCloud, the four seed files; for Ignition, the config. Each file's
 // Path is the URL path it is served at. The requests skip identification,
 // rate limits, metrics and audit lines: they are the administrator's, not
-// the guest's. The error says why the crawl stopped early (the files
-// fetched until then are returned with it).
+// the guest's.
+//
+// The error says what the guest would not get: a file that failed to
+// render (its error, which may hold spec.Errors), or the reason the crawl
+// stopped early. The files fetched are returned with it.
 func (h *Handler) Crawl(ctx context.Context, rec *registry.Record, dialect string) ([]seed.File, error) {
 	c := &crawler{h: h, ctx: ctx, rec: rec}
 	switch dialect {
@@ -31,10 +37,16 @@ func (h *Handler) Crawl(ctx context.Context, rec *registry.Record, dialect strin
 		c.leaf("/latest/dynamic/instance-identity/document")
 	case DialectOpenStack:
 		c.tree("/openstack/latest/")
+	case DialectNoCloud:
+		for _, f := range []string{"meta-data", "user-data", "vendor-data", "network-config"} {
+			c.leaf("/nocloud/" + f)
+		}
+	case DialectIgnition:
+		c.leaf("/ignition/config")
 	default:
 		return nil, fmt.Errorf("no crawl for dialect %q", dialect)
 	}
-	return c.files, c.err
+	return c.files, errors.Join(c.err, c.failed)
 }
 
 type crawler struct {
@@ -43,7 +55,8 @@ type crawler struct {
 	rec     *registry.Record
 	files   []seed.File
 	fetches int
-	err     error
+	err     error // why the crawl stopped
+	failed  error // the first file that failed to render
 }
 
 func (c *crawler) get(path string) (int, []byte) {
@@ -62,6 +75,9 @@ func (c *crawler) get(path string) (int, []byte) {
 	c.h.mux.ServeHTTP(rw, req)
 	if rw.status == 0 {
 		rw.status = http.StatusOK
+	}
+	if rw.err != nil && c.failed == nil {
+		c.failed = fmt.Errorf("%s: %w", path, rw.err)
 	}
 	return rw.status, rw.body.Bytes()
 }
@@ -101,6 +117,7 @@ type recorder struct {
 	status int
 	body   bytes.Buffer
 	rec    *registry.Record
+	err    error // the rendering error a 500 stands for
 }
 
 func (r *recorder) record() *registry.Record { return r.rec }

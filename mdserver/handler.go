@@ -354,7 +354,11 @@ func (h *Handler) failed(w http.ResponseWriter, rec *registry.Record, err error)
 	if err == nil {
 		return false
 	}
-	h.log.Error("rendering failed", "instance", rec.Name, "error", err)
+	if rw, ok := w.(*recorder); ok {
+		rw.err = err // a preview reports it
+	} else {
+		h.log.Error("rendering failed", "instance", rec.Name, "error", err)
+	}
 	emptyStatus(w, http.StatusInternalServerError)
 	return true
 }

@@ -12,11 +12,13 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/vminit/vminit/delivery"
 	"github.com/vminit/vminit/ignition"
 	"github.com/vminit/vminit/mdserver"
 	"github.com/vminit/vminit/mdserver/registry"
@@ -54,8 +56,12 @@ var PreviewDialects = []string{"nocloud", "configdrive", "ignition", mdserver.Di
 //	DELETE /v1/instances/{name}            remove an instance
 //	GET    /v1/instances/{name}/preview?dialect=nocloud|configdrive|ignition|ec2|openstack[&variant=fcos|flatcar|rhcos]
 //
-// The ec2 and openstack previews are every path the guest would fetch
-// from Options.Metadata, crawled as cloud-init does.
+// A preview is what the instance's guest would get, from Options.Metadata:
+// nocloud, the NoCloud-net files (named as in a seed); ec2 and openstack,
+// every path the guest would fetch, crawled as cloud-init does;
+// configdrive, the config drive vminit builds (for an Ignition instance,
+// one carrying its Ignition config); ignition, the Ignition config for
+// the variant asked for (fcos by default).
 //
 // Every request needs the bearer token; errors are JSON ErrorBody.
 func NewHandler(store registry.Store, opts Options) http.Handler {
@@ -248,10 +254,26 @@ func (a *admin) preview(w http.ResponseWriter, r *http.Request) {
 		dialect = "nocloud"
 	}
 	p := Preview{Name: rec.Name, Dialect: dialect, Revision: rec.Revision, Files: []PreviewFile{}}
+	md := a.opts.Metadata
 	switch dialect {
-	case "nocloud", "configdrive":
-		ds, _ := seed.ParseDatasource(dialect)
-		s, err := seed.Build(rec.Instance, ds, seed.Options{})
+	case "nocloud":
+		// What the server serves as NoCloud-net (for an Ignition instance
+		// its user-data is the Ignition config), named as in a seed.
+		files, err := md.Crawl(r.Context(), rec, mdserver.DialectNoCloud)
+		if spec.AsErrors(err) != nil {
+			a.putError(w, err)
+			return
+		} else if err != nil {
+			p.Warnings = append(p.Warnings, err.Error())
+		}
+		slices.SortFunc(files, func(x, y seed.File) int { return strings.Compare(x.Path, y.Path) })
+		for _, f := range files {
+			p.Files = append(p.Files, previewFile(strings.TrimPrefix(f.Path, "/nocloud/"), f.Data))
+		}
+	case "configdrive":
+		// The config drive vminit builds for the instance: cloud-init's,
+		// or one carrying its Ignition config as the server renders it.
+		s, err := configDrive(r.Context(), md, rec)
 		if err != nil {
 			a.putError(w, err)
 			return
@@ -288,4 +310,20 @@ func previewFile(path string, data []byte) PreviewFile {
 		return PreviewFile{Path: path, Content: string(data)}
 	}
 	return PreviewFile{Path: path, ContentBase64: base64.StdEncoding.EncodeToString(data)}
+}
+
+// configDrive is the config drive of rec: the cloud-init seed, or for an
+// Ignition instance its config as md serves it, on a config drive.
+func configDrive(ctx context.Context, md *mdserver.Handler, rec *registry.Record) (*seed.Seed, error) {
+	if rec.Instance.Spec.Agent != spec.AgentIgnition {
+		return seed.Build(rec.Instance, seed.ConfigDrive, seed.Options{})
+	}
+	files, err := md.Crawl(ctx, rec, mdserver.DialectIgnition)
+	if err != nil {
+		return nil, err
+	}
+	if len(files) == 0 {
+		return nil, errors.New("the metadata handler serves no Ignition config")
+	}
+	return delivery.ConfigDrive(files[0].Data, rec.Instance)
 }

@@ -202,3 +202,30 @@ func TestAdminAPI(t *testing.T) {
 		t.Errorf("get after delete: %d", code)
 	}
 }
+
+// TestPreviewIgnitionInstance: the nocloud and configdrive previews of an
+// Ignition instance show what its guest gets, the Ignition config, not a
+// cloud-init user-data it is never served.
+func TestPreviewIgnitionInstance(t *testing.T) {
+	store := newMemStore()
+	srv := httptest.NewServer(NewHandler(store, Options{Token: adminToken, Logger: slog.New(slog.DiscardHandler)}))
+	defer srv.Close()
+	doc := strings.Replace(webSpec, "spec:\n", "spec:\n  agent: ignition\n", 1)
+	if code, body := call(t, srv, "PUT", "/v1/instances/web", adminToken, doc); code != 200 {
+		t.Fatalf("put: %d %s", code, body)
+	}
+	for dialect, userData := range map[string]string{"nocloud": "user-data", "configdrive": "openstack/latest/user_data"} {
+		code, body := call(t, srv, "GET", "/v1/instances/web/preview?dialect="+dialect, adminToken, "")
+		var p Preview
+		json.Unmarshal([]byte(body), &p)
+		var got string
+		for _, f := range p.Files {
+			if f.Path == userData {
+				got = f.Content
+			}
+		}
+		if code != 200 || !strings.HasPrefix(got, `{"ignition":{"version":"3.`) {
+			t.Errorf("%s preview: %d, %s is %q\n%s", dialect, code, userData, got, body)
+		}
+	}
+}
