@@ -12,7 +12,7 @@ import (
 // NoCloud or ConfigDrive metadata (a third of rendering them all), and a
 // part that fails to render fails only the requests that need it.
 type entry struct {
-	rev string
+	key registry.Key
 
 	userData  part[[]byte]                       // cloud-init user data; every dialect serves it
 	ec2       part[[ec2Levels]map[string][]byte] // paths relative to a version directory; listings end in "/"
@@ -48,15 +48,15 @@ func getPart[T any](h *Handler, e *entry, p *part[T], render func() (T, error), 
 func (h *Handler) entry(rec *registry.Record) *entry {
 	v, ok := h.cache.Load(rec.Name)
 	if ok {
-		if e := v.(*entry); e.rev == rec.Revision {
+		if e := v.(*entry); e.key.Revision == rec.Revision {
 			return e
 		}
 	}
-	e := &entry{rev: rec.Revision}
+	e := &entry{key: rec.Key()}
 	if ok {
 		if h.cache.CompareAndSwap(rec.Name, v, e) {
 			h.uncount(v.(*entry))
-		} else if v2, ok := h.cache.Load(rec.Name); ok && v2.(*entry).rev == rec.Revision {
+		} else if v2, ok := h.cache.Load(rec.Name); ok && v2.(*entry).key.Revision == rec.Revision {
 			return v2.(*entry)
 		}
 		return e
@@ -122,10 +122,11 @@ func treeBytes(trees ...map[string][]byte) int64 {
 
 func bytesLen(b []byte) int64 { return int64(len(b)) }
 
-// sweep drops cached payloads of records that are gone or changed.
+// sweep drops the state of instances that are gone, and the entries of
+// versions that are no longer served.
 func (h *Handler) sweep(s *registry.Snapshot) {
 	h.cache.Range(func(k, v any) bool {
-		if rec, ok := s.ByName(k.(string)); !ok || rec.Revision != v.(*entry).rev {
+		if !s.Serves(v.(*entry).key) {
 			if h.cache.CompareAndDelete(k, v) {
 				h.uncount(v.(*entry))
 			}

@@ -81,10 +81,14 @@ type Handler struct {
 	mux     *http.ServeMux
 	tokens  tokenSigner
 
-	cache     sync.Map // name → *entry
+	// Per-instance state. What belongs to one version of an instance is
+	// in its cache entry, under the record's registry.Key, and is dropped
+	// by sweep as soon as the snapshot no longer serves that key; the rest
+	// is by name and dropped when the instance is gone.
 	lastSnap  atomic.Pointer[registry.Snapshot]
+	cache     sync.Map // name → *entry (rendered payloads, by key)
 	limits    sync.Map // name → *bucket
-	passwords sync.Map // name+"\x00"+revision → []byte (OpenStack password, write-once)
+	passwords sync.Map // name → []byte (OpenStack password, write-once; kept across revisions)
 }
 
 type ctxKey int
