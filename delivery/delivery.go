@@ -146,8 +146,8 @@ type Transport struct {
 	Encode func([]byte) []byte
 }
 
-// Transports are the known budgets. The research behind them is in
-// shared/research/ignition.md (§1, §11) and platforms.md (§1.7).
+// Transports are the known budgets, each with the documented limit it
+// comes from.
 var Transports = []Transport{
 	{Name: "ec2", Limit: 16384, Source: "EC2 user data: 16 KB"},
 	{Name: "openstack", Limit: 65535, Source: "Nova user_data: 64 KB (65535 bytes)"},

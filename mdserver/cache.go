@@ -9,7 +9,7 @@ import (
 
 // entry is the rendered data of one record revision. Each dialect's files
 // are rendered on first use, separately: an EC2 guest never pays for the
-// NoCloud or ConfigDrive metadata (a third of rendering them all), and a
+// NoCloud or ConfigDrive metadata, and a
 // part that fails to render fails only the requests that need it.
 type entry struct {
 	key registry.Key

@@ -220,8 +220,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		if lh := h.log.Handler(); lh.Enabled(r.Context(), slog.LevelInfo) {
 			// The record is built here rather than by Logger.LogAttrs,
-			// which walks the stack for a source position (6 % of a
-			// request) that the audit line does not carry.
+			// which walks the stack for a source position that the audit
+			// line does not carry (docs/design.md).
 			line := slog.NewRecord(end, slog.LevelInfo, "fetch", 0)
 			line.AddAttrs(slog.String("instance", name), slog.String("dialect", dialect),
 				slog.String("method", r.Method), slog.String("path", r.URL.Path),

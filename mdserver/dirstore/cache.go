@@ -2,9 +2,9 @@ package dirstore
 
 // The start-up cache (Options.CacheFile).
 //
-// Parsing YAML is the cost of opening a large directory: yaml.v3 takes
-// 30-60 µs for a small spec, so 100,000 specs are 3-6 CPU-seconds, well
-// over the 2 s a restart of the server may take. The cache keeps every
+// Parsing YAML is the cost of opening a large directory: at 100,000 specs
+// it is seconds of CPU, more than a restart of the server may take
+// (docs/design.md, "Loading many specs"). The cache keeps every
 // served instance as JSON (which encoding/json decodes several times
 // faster, in parallel) together with the stamp (inode, size, mtime, ctime)
 // of the file it came from. At Open, a file whose stamp matches its cache

@@ -182,7 +182,8 @@ func Listen(h http.Handler, srv *http.Server) (string, func(), error) {
 }
 
 // CrawlPaths is cloud-init 22.4's request sequence on a non-AWS VM (the
-// small tree of research §1.3) plus the 2021-03-23 network entries.
+// small tree its Ec2 datasource walks there) plus the 2021-03-23 network
+// entries.
 var CrawlPaths = []string{
 	"/2009-04-04/meta-data/instance-id", "/2021-03-23/meta-data/instance-id", "/2021-03-23/user-data",
 	"/2021-03-23/meta-data/", "/2021-03-23/meta-data/block-device-mapping/", "/2021-03-23/meta-data/block-device-mapping/ami",
