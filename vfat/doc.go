@@ -45,11 +45,11 @@
 //
 // # Reading
 //
-// Open parses and checks a whole FAT12/16 volume and returns an *Image: the
-// two labels, the serial, and an fs.FS over the long names. It is strict and
-// bounded: every offset is checked against the image, every cluster chain
-// against the FAT (loops and cross-links are errors), and walking the tree
-// terminates on any input.
+// NewReader parses and checks a whole FAT12/16 volume and returns a
+// *Reader: the two labels, the serial, and an fs.FS over the long names. It
+// is strict and bounded: every offset is checked against the image, every
+// cluster chain against the FAT (loops and cross-links are errors), and
+// walking the tree terminates on any input.
 //
 // # Why not go-diskfs
 //
