@@ -106,32 +106,29 @@ func gzipBytes(data []byte) []byte {
 	return b.Bytes()
 }
 
-// ConfigDrive returns a config-2 seed carrying the config as
-// openstack/latest/user_data, where Ignition's openstack and kubevirt
-// platforms read it, beside the meta_data.json a cloud-init ConfigDrive of
-// inst has (uuid, host name, public keys), which Afterburn reads.
-func ConfigDrive(config []byte, inst *spec.Instance) (*seed.Seed, error) {
-	md, err := cloudinit.ConfigDriveMetaData(inst)
+// Seed returns a seed of datasource ds carrying the config as its user
+// data, where Ignition's platforms read it (openstack and kubevirt read a
+// config drive's openstack/latest/user_data; kubevirt, proxmoxve and
+// ibmcloud a cidata seed's user-data), beside the meta-data the cloud-init
+// seed of inst has (instance-id, host name, public keys), which Afterburn
+// reads.
+func Seed(config []byte, inst *spec.Instance, ds seed.Datasource) (*seed.Seed, error) {
+	var md []byte
+	var err error
+	switch ds {
+	case seed.NoCloud:
+		md, err = cloudinit.MetaData(inst)
+	case seed.ConfigDrive:
+		md, err = cloudinit.ConfigDriveMetaData(inst)
+	default:
+		err = fmt.Errorf("%w %q", seed.ErrUnknownDatasource, ds)
+	}
 	if err != nil {
 		return nil, err
 	}
-	return &seed.Seed{Datasource: seed.ConfigDrive, Label: seed.ConfigDrive.Label(), Files: []seed.File{
-		{Path: "openstack/latest/meta_data.json", Data: md},
-		{Path: "openstack/latest/user_data", Data: config},
-	}}, nil
-}
-
-// NoCloud returns a cidata seed carrying the config as /user-data, where
-// Ignition's kubevirt, proxmoxve and ibmcloud platforms read it, beside
-// the meta-data a cloud-init NoCloud seed of inst has.
-func NoCloud(config []byte, inst *spec.Instance) (*seed.Seed, error) {
-	md, err := cloudinit.MetaData(inst)
-	if err != nil {
-		return nil, err
-	}
-	return &seed.Seed{Datasource: seed.NoCloud, Label: seed.NoCloud.Label(), Files: []seed.File{
-		{Path: "meta-data", Data: md},
-		{Path: "user-data", Data: config},
+	return &seed.Seed{Datasource: ds, Label: ds.Label(), Files: []seed.File{
+		{Path: ds.MetaDataPath(), Data: md},
+		{Path: ds.UserDataPath(), Data: config},
 	}}, nil
 }
 

@@ -218,8 +218,8 @@ func TestSeedsCarryTheSeedMetadata(t *testing.T) {
 		t.Fatal(err)
 	}
 	config := []byte(`{"ignition":{"version":"3.0.0"}}`)
-	for ds, build := range map[seed.Datasource]func([]byte, *spec.Instance) (*seed.Seed, error){seed.NoCloud: NoCloud, seed.ConfigDrive: ConfigDrive} {
-		s, err := build(config, inst)
+	for _, ds := range seed.Datasources {
+		s, err := Seed(config, inst, ds)
 		if err != nil {
 			t.Fatal(err)
 		}

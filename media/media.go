@@ -145,14 +145,19 @@ func parents(p string) []string {
 	return out
 }
 
-// WriteDir writes the seed's files under dir, which must exist.
+// WriteDir writes the seed's files under dir, which must exist, creating
+// directories as needed. Files are written 0600 and directories 0700:
+// user-data can hold password hashes.
 func WriteDir(dir string, s *seed.Seed) error {
 	for _, f := range s.Files {
+		if !fs.ValidPath(f.Path) {
+			return fmt.Errorf("media: invalid seed path %q", f.Path)
+		}
 		p := filepath.Join(dir, filepath.FromSlash(f.Path))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 			return err
 		}
-		if err := os.WriteFile(p, f.Data, 0o644); err != nil {
+		if err := os.WriteFile(p, f.Data, 0o600); err != nil {
 			return err
 		}
 	}

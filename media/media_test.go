@@ -149,9 +149,22 @@ func TestWriteDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, f := range testSeed.Files {
-		if got, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(f.Path))); err != nil || !bytes.Equal(got, f.Data) {
+		p := filepath.Join(dir, filepath.FromSlash(f.Path))
+		if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, f.Data) {
 			t.Errorf("%s = %q, %v", f.Path, got, err)
 		}
+		// Only the owner reads a seed on the host: user-data can hold
+		// password hashes.
+		if st, err := os.Stat(p); err != nil || st.Mode().Perm() != 0o600 {
+			t.Errorf("%s: %v %v", f.Path, st.Mode(), err)
+		}
+		if st, err := os.Stat(filepath.Dir(p)); err != nil || st.Mode().Perm() != 0o700 {
+			t.Errorf("%s: %v %v", filepath.Dir(p), st.Mode(), err)
+		}
+	}
+	bad := &seed.Seed{Files: []seed.File{{Path: "../escape", Data: []byte("x")}}}
+	if err := WriteDir(dir, bad); err == nil {
+		t.Error("a path leaving the directory was written")
 	}
 }
 

@@ -1,6 +1,6 @@
 // Package seed lays out the files of a cloud-init datasource for an
-// instance spec, as plain data that the media writers (iso9660, vfat) turn
-// into a disk image, or that a caller writes to a directory.
+// instance spec, as plain data that package media writes to a disk image
+// (ISO9660, VFAT), a tar archive or a directory.
 //
 // Two datasources are supported:
 //
@@ -22,10 +22,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -90,6 +87,24 @@ func (d Datasource) Label() string {
 	return ""
 }
 
+// UserDataPath is where the datasource keeps the user data:
+// "user-data" or "openstack/latest/user_data".
+func (d Datasource) UserDataPath() string {
+	if d == ConfigDrive {
+		return configDriveLatest + "user_data"
+	}
+	return "user-data"
+}
+
+// MetaDataPath is where the datasource keeps the instance's meta-data:
+// "meta-data" or "openstack/latest/meta_data.json".
+func (d Datasource) MetaDataPath() string {
+	if d == ConfigDrive {
+		return configDriveLatest + "meta_data.json"
+	}
+	return "meta-data"
+}
+
 // File is one file of a seed.
 type File struct {
 	// Path is slash-separated and relative to the filesystem root, e.g.
@@ -122,13 +137,9 @@ func Build(inst *spec.Instance, ds Datasource, opts Options) (*Seed, error) {
 	if inst == nil {
 		return nil, errors.New("seed: nil instance")
 	}
-	userDataPath := "user-data"
-	if ds == ConfigDrive {
-		userDataPath = configDriveLatest + "user_data"
-	}
 	var b builder
 	userData, err := b.userData(inst)
-	b.add(userDataPath, userData, err)
+	b.add(ds.UserDataPath(), userData, err)
 	b.metadata(inst, ds, opts)
 	if err := b.err(); err != nil {
 		return nil, err
@@ -198,7 +209,7 @@ func (b *builder) metadata(inst *spec.Instance, ds Datasource, opts Options) {
 	switch ds {
 	case NoCloud:
 		md, err := cloudinit.MetaData(inst)
-		b.add("meta-data", md, err)
+		b.add(ds.MetaDataPath(), md, err)
 		if net != nil {
 			var nc []byte
 			var err error
@@ -216,7 +227,7 @@ func (b *builder) metadata(inst *spec.Instance, ds Datasource, opts Options) {
 		b.add("vendor-data", cloudinit.VendorData(inst), nil)
 	case ConfigDrive:
 		md, err := cloudinit.ConfigDriveMetaData(inst)
-		b.add(configDriveLatest+"meta_data.json", md, err)
+		b.add(ds.MetaDataPath(), md, err)
 		if net != nil {
 			nd, err := network.NetworkDataJSON(net)
 			b.add(configDriveLatest+"network_data.json", nd, err)
@@ -251,25 +262,6 @@ func (s *Seed) Lookup(path string) ([]byte, bool) {
 		}
 	}
 	return nil, false
-}
-
-// WriteDir writes the seed's files under dir, creating directories as
-// needed. Files are written 0600 and directories 0700: user-data can hold
-// password hashes.
-func (s *Seed) WriteDir(dir string) error {
-	for _, f := range s.Files {
-		if !fs.ValidPath(f.Path) {
-			return fmt.Errorf("seed: invalid path %q", f.Path)
-		}
-		p := filepath.Join(dir, filepath.FromSlash(f.Path))
-		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-			return err
-		}
-		if err := os.WriteFile(p, f.Data, 0o600); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // dirs returns every directory that holds a file, parents first.

@@ -325,5 +325,5 @@ func configDrive(ctx context.Context, md *mdserver.Handler, rec *registry.Record
 	if len(files) == 0 {
 		return nil, errors.New("the metadata handler serves no Ignition config")
 	}
-	return delivery.ConfigDrive(files[0].Data, rec.Instance)
+	return delivery.Seed(files[0].Data, rec.Instance, seed.ConfigDrive)
 }

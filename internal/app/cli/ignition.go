@@ -13,7 +13,6 @@ import (
 	"github.com/vminit/vminit/ignition"
 	"github.com/vminit/vminit/internal/lib/atomicfile"
 	"github.com/vminit/vminit/media"
-	"github.com/vminit/vminit/seed"
 	"github.com/vminit/vminit/spec"
 )
 
@@ -121,12 +120,7 @@ func (f *ignitionFlags) build(cmd *cobra.Command, specPath, out, datasource, fsy
 	if err != nil {
 		return err
 	}
-	var s *seed.Seed
-	if ds == seed.ConfigDrive {
-		s, err = delivery.ConfigDrive(config, inst)
-	} else {
-		s, err = delivery.NoCloud(config, inst)
-	}
+	s, err := delivery.Seed(config, inst, ds)
 	if err != nil {
 		withFile(err, specPath)
 		return err
