@@ -33,8 +33,14 @@ func usagef(format string, args ...any) error { return usageError{fmt.Errorf(for
 // Main runs vminit with args (without the program name) and returns the
 // process exit code.
 func Main(args []string, stdout, stderr io.Writer) int {
+	return execute(args, os.Stdin, stdout, stderr)
+}
+
+// execute is Main with its standard input given.
+func execute(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root := NewRootCommand()
 	root.SetArgs(args)
+	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	err := root.Execute()
