@@ -42,8 +42,9 @@ type Options struct {
 	Metrics *Metrics
 	// Now is the clock (tests inject one); default time.Now.
 	Now func() time.Time
-	// IgnitionVariant is the variant Ignition configs are rendered for
-	// (default fcos).
+	// IgnitionVariant, when set, renders every Ignition config for that
+	// variant; empty means each instance's spec.ignition.variant (which
+	// spec.Default sets to fcos).
 	IgnitionVariant ignition.Variant
 	// MaxBodyBytes bounds PUT and POST bodies; default 4096.
 	MaxBodyBytes int64
@@ -128,9 +129,6 @@ func NewHandler(src registry.Source, opts Options) *Handler {
 	}
 	if opts.Burst <= 0 {
 		opts.Burst = max(100, int(2*opts.Rate))
-	}
-	if opts.IgnitionVariant == "" {
-		opts.IgnitionVariant = ignition.FCOS
 	}
 	h := &Handler{src: src, opts: opts, log: opts.Logger, metrics: opts.Metrics, tokens: newTokenSigner(opts.TokenKey)}
 	if h.metrics != nil {

@@ -25,7 +25,7 @@ func Example() {
 	var img bytes.Buffer
 	// One timestamp for the whole image (callers pass SOURCE_DATE_EPOCH):
 	// the same seed gives the same bytes.
-	if err := media.Write(&img, s, media.FormatFor("seed.iso"), media.Options{ModTime: time.Unix(1700000000, 0)}); err != nil {
+	if err := media.Write(&img, s, media.ISO9660, media.Options{ModTime: time.Unix(1700000000, 0)}); err != nil {
 		panic(err)
 	}
 	back, err := media.Open(bytes.NewReader(img.Bytes()), int64(img.Len()))

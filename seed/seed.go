@@ -1,6 +1,6 @@
 // Package seed lays out the files of a cloud-init datasource for an
 // instance spec, as plain data that package media writes to a disk image
-// (ISO9660, VFAT), a tar archive or a directory.
+// (ISO9660, VFAT) or a tar archive, and WriteDir to a directory.
 //
 // Two datasources are supported:
 //
@@ -22,7 +22,10 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -262,6 +265,31 @@ func (s *Seed) Lookup(path string) ([]byte, bool) {
 		}
 	}
 	return nil, false
+}
+
+// WriteDir writes the seed's files under dir, creating directories as
+// needed, files with permissions perm and directories with perm plus the
+// matching search bits. Pass 0o600 unless the files must be shared:
+// user-data can hold password hashes.
+func (s *Seed) WriteDir(dir string, perm fs.FileMode) error {
+	dperm := perm | (perm&0o444)>>2
+	for _, f := range s.Files {
+		if !fs.ValidPath(f.Path) {
+			return fmt.Errorf("seed: invalid path %q", f.Path)
+		}
+		p := filepath.Join(dir, filepath.FromSlash(f.Path))
+		if err := os.MkdirAll(filepath.Dir(p), dperm); err != nil {
+			return err
+		}
+		if err := os.WriteFile(p, f.Data, perm); err != nil {
+			return err
+		}
+		// WriteFile's perm passes through the umask; the caller's does not.
+		if err := os.Chmod(p, perm); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // dirs returns every directory that holds a file, parents first.

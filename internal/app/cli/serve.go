@@ -61,6 +61,11 @@ func newServeCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve instances' first-boot data over HTTP (EC2 IMDS, OpenStack, NoCloud-net, Ignition)",
+		Example: `  vminit serve --instances /var/lib/vminit/instances --listen 169.254.169.254:80
+  vminit serve --instances specs/ --listen 127.0.0.1:8080 --metrics-listen 127.0.0.1:9100 \
+    --admin-listen 127.0.0.1:8443 --admin-token-file admin-token
+  vminit serve --etcd-endpoints https://etcd-0:2379 --etcd-ca ca.pem --etcd-cert client.crt \
+    --etcd-key client.key --listen 169.254.169.254:80`,
 		Long: `serve answers each VM's metadata requests with the data of the instance
 that owns the request's source address (spec.metadataServer.addresses), in
 every dialect guests speak:
@@ -122,7 +127,7 @@ peak heap of three times the live one (GOMEMLIMIT bounds it if needed).`,
 	fl.Float64Var(&f.rate, "rate", 0, "requests per second each instance may make (0: unlimited)")
 	fl.IntVar(&f.burst, "burst", 0, "rate-limit burst (default max(100, 2*rate))")
 	fl.StringVar(&f.logFormat, "log-format", "json", "log format: json or text")
-	fl.StringVar(&f.ignitionVariant, "ignition-variant", "fcos", "Ignition variant to render: fcos, rhcos or flatcar")
+	fl.StringVar(&f.ignitionVariant, "ignition-variant", "", "render every Ignition config for this variant: fcos, rhcos or flatcar (default: each instance's spec.ignition.variant)")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long requests in flight may finish on SIGTERM or SIGINT before they are cut")
 	return cmd
 }
