@@ -1,8 +1,8 @@
 // Package serve is the long-running part of `vminit serve`: it serves a
 // set of listeners, reloads the instance store when asked (SIGHUP) and
-// shuts down gracefully. It is kept out of internal/cli, which only turns
-// flags into listeners and a store, so that tests can drive the loop in
-// process with real listeners and a reload channel instead of signals.
+// shuts down gracefully. It is kept out of internal/app/cli, which only
+// turns flags into listeners and a store, so that tests can drive the loop
+// in process with real listeners and a reload channel instead of signals.
 package serve
 
 import (
