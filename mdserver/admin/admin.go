@@ -61,7 +61,7 @@ var PreviewDialects = []string{"nocloud", "configdrive", "ignition", mdserver.Di
 // every path the guest would fetch, crawled as cloud-init does;
 // configdrive, the config drive vminit builds (for an Ignition instance,
 // one carrying its Ignition config); ignition, the Ignition config for
-// the variant asked for (fcos by default).
+// the variant asked for (by default the spec's spec.ignition.variant).
 //
 // Every request needs the bearer token; errors are JSON ErrorBody.
 func NewHandler(store registry.Store, opts Options) http.Handler {
