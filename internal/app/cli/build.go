@@ -19,37 +19,55 @@ import (
 type seedFlags struct {
 	datasource     string
 	networkVersion int
+	obj            objectFlags
 }
 
 func (f *seedFlags) register(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.datasource, "datasource", "nocloud", "seed layout: nocloud (label cidata) or configdrive (label config-2)")
+	cmd.Flags().StringVar(&f.datasource, "datasource", "", "seed layout: nocloud (label cidata) or configdrive (label config-2) (default: the spec's datasource, else nocloud)")
 	cmd.Flags().IntVar(&f.networkVersion, "network-config-version", 2, "NoCloud network-config format: 2 (netplan) or 1")
 	cmd.RegisterFlagCompletionFunc("datasource", cobra.FixedCompletions([]string{"nocloud", "configdrive"}, cobra.ShellCompDirectiveNoFileComp))
+	f.obj.register(cmd)
 }
 
-// load reads the spec and renders its seed, returning every problem.
-func (f *seedFlags) load(path string) (*spec.Instance, *seed.Seed, error) {
-	ds, err := parseDatasource(f.datasource)
-	if err != nil {
-		return nil, nil, err
-	}
+// load reads the spec (or the platform objects) in paths and renders its
+// seed, returning every problem. A Windows VM's sysprep disc comes back as
+// the seed when the VM has no instance.
+func (f *seedFlags) load(cmd *cobra.Command, paths []string) (*loaded, *seed.Seed, error) {
 	if f.networkVersion != 1 && f.networkVersion != 2 {
 		return nil, nil, usagef("--network-config-version=%d: want 1 or 2", f.networkVersion)
 	}
-	inst, err := spec.Load(path)
+	if f.datasource != "" {
+		if _, err := parseDatasource(f.datasource); err != nil {
+			return nil, nil, err
+		}
+	}
+	l, err := f.obj.loadOne(cmd.Context(), paths, cmd.ErrOrStderr())
 	if err != nil {
 		return nil, nil, err
 	}
-	s, err := seed.Build(inst, ds, seed.Options{NetworkConfigVersion: f.networkVersion})
+	s, err := f.seedOf(l)
+	return l, s, err
+}
+
+// seedOf renders the seed of a loaded instance.
+func (f *seedFlags) seedOf(l *loaded) (*seed.Seed, error) {
+	if l.inst == nil {
+		return l.result.Sysprep, nil
+	}
+	ds, err := parseDatasource(datasourceOf(f.datasource, l.inst))
 	if err != nil {
-		if es := spec.AsErrors(err); es != nil {
+		return nil, err
+	}
+	s, err := seed.Build(l.inst, ds, seed.Options{NetworkConfigVersion: f.networkVersion})
+	if err != nil {
+		if es := spec.AsErrors(err); es != nil && l.result == nil {
 			for _, e := range es {
-				e.File = path
+				e.File = l.path
 			}
 		}
-		return nil, nil, err
+		return nil, err
 	}
-	return inst, s, nil
+	return s, nil
 }
 
 func parseDatasource(s string) (seed.Datasource, error) {
@@ -64,12 +82,13 @@ func parseDatasource(s string) (seed.Datasource, error) {
 
 func newBuildCommand() *cobra.Command {
 	var (
-		sf        seedFlags
-		ig        ignitionFlags
-		out, fsys string
-		ts, align string
-		size      string
-		format    string
+		sf         seedFlags
+		ig         ignitionFlags
+		out, fsys  string
+		ts, align  string
+		size       string
+		format     string
+		sysprepOut string
 	)
 	cmd := &cobra.Command{
 		Use:   "build SPEC -o OUTPUT",
@@ -85,17 +104,34 @@ epoch: the same spec always gives the same bytes.`,
   vminit build examples/fcos-server.yaml --format ignition -o config.ign
   vminit build instance.yaml -o seed.img --fs vfat
   vminit build instance.yaml -o config.iso --datasource configdrive --align 1MiB`,
-		Args: exactArgs(1, "one SPEC file"),
+		Args: minArgs(1, "a SPEC file, or files of platform objects"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" {
 				return usagef("-o OUTPUT is required")
 			}
 			switch format {
-			case "seed":
+			case "seed", "":
 			case "ignition":
-				return ig.build(cmd, args[0], out, sf.datasource, fsys, ts)
 			default:
 				return usagef("--format=%q: want seed or ignition", format)
+			}
+			if sf.datasource != "" {
+				if _, err := parseDatasource(sf.datasource); err != nil {
+					return err
+				}
+			}
+			l, err := sf.obj.loadOne(cmd.Context(), args, cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			if format == "" && l.inst != nil && l.inst.Spec.Agent == spec.AgentIgnition {
+				format = "ignition"
+			}
+			if format == "ignition" {
+				if l.inst == nil {
+					return fmt.Errorf("%s has only a sysprep disc, no Ignition config", l.path)
+				}
+				return ig.build(cmd, l, out, datasourceOf(sf.datasource, l.inst), fsys, ts)
 			}
 			mediaFormat := media.FormatFor(out)
 			if fsys != "" {
@@ -109,6 +145,9 @@ epoch: the same spec always gives the same bytes.`,
 				return err
 			}
 			opts := media.Options{ModTime: mtime}
+			if sf.networkVersion != 1 && sf.networkVersion != 2 {
+				return usagef("--network-config-version=%d: want 1 or 2", sf.networkVersion)
+			}
 			if opts.Alignment, err = parseSize("--align", align); err != nil {
 				return err
 			}
@@ -118,8 +157,11 @@ epoch: the same spec always gives the same bytes.`,
 			if opts.Size, err = parseSize("--size", size); err != nil {
 				return err
 			}
-			_, s, err := sf.load(args[0])
+			s, err := sf.seedOf(l)
 			if err != nil {
+				return err
+			}
+			if err := writeSysprep(cmd, l, sysprepOut, mediaFormat, opts); err != nil {
 				return err
 			}
 			if mediaFormat == media.Dir {
@@ -143,7 +185,8 @@ epoch: the same spec always gives the same bytes.`,
 	}
 	sf.register(cmd)
 	ig.register(cmd)
-	cmd.Flags().StringVar(&format, "format", "seed", "what to build: seed (cloud-init) or ignition (a .ign config, or a config drive carrying it when -o ends in .iso or .img)")
+	cmd.Flags().StringVar(&format, "format", "", "what to build: seed (cloud-init) or ignition (a .ign config, or a config drive carrying it when -o ends in .iso or .img) (default: from the spec's agent)")
+	cmd.Flags().StringVar(&sysprepOut, "sysprep-out", "", "KubeVirt: where to write the VM's sysprep answer-file disc (label unattendCD) besides its cloud-init seed")
 	cmd.RegisterFlagCompletionFunc("format", cobra.FixedCompletions([]string{"seed", "ignition"}, cobra.ShellCompDirectiveNoFileComp))
 	cmd.Flags().StringVarP(&out, "output", "o", "", "output file (or directory with --fs dir; - for standard output)")
 	cmd.Flags().StringVar(&fsys, "fs", "", "image format: iso9660, vfat, tar or dir (default: from the output's extension, else iso9660)")

@@ -17,21 +17,35 @@ func newConvertCommand() *cobra.Command {
 	var (
 		to, out, variant, version, name string
 		allowPartial                    bool
+		obj                             objectFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "convert USER-DATA --to ignition|spec",
-		Short: "Convert a #cloud-config document to Ignition, or to an instance spec",
+		Use:   "convert USER-DATA|OBJECTS... --to ignition|spec",
+		Short: "Convert a #cloud-config document, or a platform's VM, to Ignition or to an instance spec",
 		Long: `Convert reads a #cloud-config document (users, ssh_authorized_keys, hostname,
 fqdn, write_files with any encoding, runcmd, bootcmd, mounts, timezone,
 ssh_pwauth) and writes the same configuration as an Ignition config or as a
 vminit instance spec. Every key it cannot carry over is an error naming the
-key; --allow-partial makes those warnings. Nothing is dropped silently.`,
+key; --allow-partial makes those warnings. Nothing is dropped silently.
+
+Given a KubeVirt VirtualMachine, VirtualMachineInstance or VirtualMachinePool,
+a Virtlet Pod, an oVirt vm (XML or JSON) or a Cluster API KubeadmConfig (with
+the Secrets and ConfigMaps it refers to, in the same files, --objects files or
+the cluster of --kubeconfig), --to spec prints the vminit spec the object
+means: building that spec gives the same bytes as building the object.`,
 		Example: `  vminit convert user-data --to ignition -o config.ign
-  vminit convert user-data --to spec -o instance.yaml`,
-		Args: exactArgs(1, "one USER-DATA file (- for standard input)"),
+  vminit convert user-data --to spec -o instance.yaml
+  vminit convert vm.yaml --to spec -o instance.yaml`,
+		Args: minArgs(1, "a USER-DATA file (- for standard input), or files of platform objects"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if to != "ignition" && to != "spec" {
 				return usagef("--to=%q: want ignition or spec", to)
+			}
+			if isObjects(args) {
+				return convertObjects(cmd, &obj, args, to, out, ignition.Options{Variant: ignition.Variant(variant), Version: version, AllowPartial: allowPartial})
+			}
+			if len(args) > 1 {
+				return usagef("want one USER-DATA file, got %d arguments", len(args))
 			}
 			var data []byte
 			var err error
@@ -73,6 +87,7 @@ key; --allow-partial makes those warnings. Nothing is dropped silently.`,
 			return atomicfile.Write(out, 0o600, func(w io.Writer) error { _, err := w.Write(result); return err })
 		},
 	}
+	obj.register(cmd)
 	cmd.Flags().StringVar(&to, "to", "ignition", "ignition or spec")
 	cmd.Flags().StringVarP(&out, "output", "o", "", "output file (default standard output)")
 	cmd.Flags().StringVar(&variant, "variant", "fcos", "Ignition guest: fcos, rhcos or flatcar")

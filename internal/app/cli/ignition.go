@@ -50,7 +50,7 @@ func transportNames() string {
 
 // build renders the Ignition config and writes it, fitted to the
 // transport, as a file or on a config drive.
-func (f *ignitionFlags) build(cmd *cobra.Command, specPath, out, datasource, fsys, ts string) error {
+func (f *ignitionFlags) build(cmd *cobra.Command, l *loaded, out, datasource, fsys, ts string) error {
 	switch f.variant {
 	case "fcos", "rhcos", "flatcar":
 	default:
@@ -59,13 +59,16 @@ func (f *ignitionFlags) build(cmd *cobra.Command, specPath, out, datasource, fsy
 	if f.publishURL != "" && f.publishOut == "" {
 		return usagef("--publish-url needs --publish-out FILE for the full config")
 	}
-	inst, err := spec.Load(specPath)
-	if err != nil {
-		return err
+	inst := l.inst
+	variant := f.variant
+	if !cmd.Flags().Changed("variant") && inst.Spec.Ignition.Variant != "" {
+		variant = inst.Spec.Ignition.Variant
 	}
-	res, err := ignition.Render(inst, ignition.Options{Variant: ignition.Variant(f.variant), Version: f.version, AllowPartial: f.allowPartial, Strict: f.strict})
+	res, err := ignition.Render(inst, ignition.Options{Variant: ignition.Variant(variant), Version: f.version, AllowPartial: f.allowPartial, Strict: f.strict})
 	if err != nil {
-		withFile(err, specPath)
+		if l.result == nil {
+			withFile(err, l.path)
+		}
 		return err
 	}
 	for _, w := range res.Warnings {

@@ -139,6 +139,7 @@ func (c *adminClient) do(method, path string, body []byte, file string) ([]byte,
 
 func newInstancesCommand() *cobra.Command {
 	c := &adminClient{}
+	var putObj objectFlags
 	cmd := &cobra.Command{
 		Use:   "instances",
 		Short: "Manage the instances a metadata server serves (admin API)",
@@ -204,6 +205,12 @@ the specs before it stay stored.`,
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			for _, path := range args {
+				if isObjects([]string{path}) {
+					if err := putObjects(cmd, c, &putObj, path); err != nil {
+						return err
+					}
+					continue
+				}
 				name, doc, err := inlineSpec(path)
 				if err != nil {
 					return err
@@ -219,6 +226,7 @@ the specs before it stay stored.`,
 			return nil
 		},
 	}
+	putObj.register(put)
 	del := &cobra.Command{
 		Use:   "delete NAME",
 		Short: "Remove an instance",

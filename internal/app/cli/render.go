@@ -23,12 +23,12 @@ DIR, which must not exist or be empty. Use it to review what a VM will get,
 or to serve the files with another tool.`,
 		Example: `  vminit render examples/ubuntu-server/instance.yaml --out seed/
   vminit render instance.yaml --out cd/ --datasource configdrive`,
-		Args: exactArgs(1, "one SPEC file"),
+		Args: minArgs(1, "a SPEC file, or files of platform objects"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" {
 				return usagef("--out DIR is required")
 			}
-			_, s, err := sf.load(args[0])
+			_, s, err := sf.load(cmd, args)
 			if err != nil {
 				return err
 			}

@@ -28,12 +28,12 @@ seed for the chosen datasource, reporting every problem at once with its
 field path and line. It exits 0 when the spec is valid and 1 when it is not.`,
 		Example: `  vminit validate instance.yaml
   vminit validate instance.yaml --datasource configdrive --output json`,
-		Args: exactArgs(1, "one SPEC file"),
+		Args: minArgs(1, "a SPEC file, or files of platform objects"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if output != "text" && output != "json" {
 				return usagef("--output=%q: want text or json", output)
 			}
-			_, s, err := sf.load(args[0])
+			_, s, err := sf.load(cmd, args)
 			if output == "text" {
 				if err != nil {
 					return err
