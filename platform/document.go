@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -259,8 +260,18 @@ func (d *Document) Decode(v any) error {
 	if err != nil {
 		es = append(es, d.jsonError(err))
 	}
+	seen := map[string]bool{}
 	for _, s := range strict {
-		es = append(es, d.strictError(s))
+		e := d.strictError(s)
+		seen[e.Field] = true
+		es = append(es, e)
+	}
+	if err == nil {
+		for _, f := range unknownFields(d.JSON, reflect.TypeOf(v)) {
+			if !seen[f] {
+				es = append(es, d.Error(f, "unknown field"))
+			}
+		}
 	}
 	if len(es) > 0 {
 		return es

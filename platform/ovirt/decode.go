@@ -166,6 +166,7 @@ func fromYAML(n *node, y *yaml.Node, depth int) error {
 
 // snake is go-ovirt's field name as the REST API spells it.
 func snake(s string) string {
+	s = strings.TrimSuffix(s, "_") // type_: Go's keyword avoided
 	var b strings.Builder
 	for i, r := range s {
 		if unicode.IsUpper(r) {
