@@ -46,7 +46,17 @@ type Document struct {
 	// object ("" when it has none).
 	APIVersion, Kind, Name, Namespace string
 
-	node *yaml.Node // the YAML document, for lines; nil when not YAML
+	node  *yaml.Node     // the YAML document, for lines; nil when not YAML
+	lines map[string]int // lines of paths, for documents that are not YAML
+}
+
+// SetLine records the line (1-based, within the document) of the field at
+// path, for documents a platform package decodes itself (oVirt's XML).
+func (d *Document) SetLine(path string, line int) {
+	if d.lines == nil {
+		d.lines = map[string]int{}
+	}
+	d.lines[path] = d.Line + line - 1
 }
 
 // ErrorPositioner finds the line of an object path in documents that are
@@ -167,6 +177,13 @@ func (d *Document) Error(path, msg string) *spec.FieldError {
 // spells it: spec.volumes[1].name, metadata.annotations["a/b"]), or of its
 // nearest ancestor present in the document; 0 when unknown.
 func (d *Document) LineOf(path string) int {
+	if d.lines != nil {
+		for p := path; p != ""; p = parent(p) {
+			if l, ok := d.lines[p]; ok {
+				return l
+			}
+		}
+	}
 	if d.node == nil || len(d.node.Content) == 0 {
 		return 0
 	}
@@ -197,6 +214,20 @@ func (d *Document) LineOf(path string) int {
 		return 0
 	}
 	return d.Line + best - 1
+}
+
+// LineOfKnown returns the line SetLine recorded for path.
+func (d *Document) LineOfKnown(path string) (int, bool) {
+	l, ok := d.lines[path]
+	return l, ok
+}
+
+// parent is path without its last segment.
+func parent(path string) string {
+	if i := strings.LastIndexAny(path, ".["); i > 0 {
+		return path[:i]
+	}
+	return ""
 }
 
 type pathSeg struct {

@@ -217,7 +217,11 @@ func (d *decoder) errorf(n *node, path, format string, args ...any) {
 // have, and the lists whose items are misnamed.
 func (d *decoder) check(n *node, path string, v any) {
 	fields := fieldsOf(v)
+	d.doc.SetLine(path, n.line)
 	for _, c := range n.children {
+		if _, dup := d.doc.LineOfKnown(path + "." + c.name); !dup {
+			d.doc.SetLine(path+"."+c.name, c.line)
+		}
 		item, ok := fields[c.name]
 		if !ok {
 			if c.name == "link" || c.name == "actions" { // REST navigation, not data
