@@ -67,7 +67,7 @@ trap 'rm -rf "$tmp"' EXIT
 # The temporary module: outside any workspace, tolerant of go.mod updates.
 export GOWORK=off GOFLAGS=-mod=mod CGO_ENABLED=0
 cd "$tmp"
-go mod init kubetools >/dev/null 2>&1
+printf 'module kubetools\n' > go.mod
 go mod edit -require "k8s.io/kubernetes@$VERSION"
 gomod=$(go mod download -json "k8s.io/kubernetes@$VERSION" | sed -n 's/^\t"GoMod": "\(.*\)",$/\1/p')
 # The staging modules are the ones k8s.io/kubernetes requires at v0.0.0.
@@ -95,7 +95,7 @@ mkdir "$tmp/bin"
 nice -n 10 go build -trimpath -ldflags "$ldflags" -o "$tmp/bin/" "${pkgs[@]}"
 echo "install-kube-apiserver: built in $(( $(date +%s) - start )) s" >&2
 
-if [ -w "$(dirname "$DEST")" ] || [ -w "$DEST" ] 2>/dev/null; then S=""; elif [ "$(id -u)" = 0 ]; then S=""; else S=sudo; fi
+if [ "$(id -u)" = 0 ] || [ -w "$DEST" ] || { [ ! -e "$DEST" ] && [ -w "$(dirname "$DEST")" ]; }; then S=""; else S=sudo; fi
 for p in "${todo[@]}"; do
   dir="$DEST/$p-$VERSION"
   $S mkdir -p "$dir"
