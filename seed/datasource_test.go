@@ -129,7 +129,7 @@ type readBack struct {
 func readWith(t *testing.T, script string, s *Seed, knownMACs map[string]string) readBack {
 	t.Helper()
 	dir := t.TempDir()
-	if err := s.WriteDir(dir); err != nil {
+	if err := s.WriteDir(dir, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	var rb readBack
