@@ -31,9 +31,9 @@ type Account struct {
 	// Token is the bearer token.
 	Token string
 	// Kubeconfig is the path of a kubeconfig file whose current context
-	// is this account on this server, for commands
-	// that take --kubeconfig. Its namespace is "default" for the admin
-	// and a service account's own namespace for one.
+	// is this account on this server, for commands that take
+	// --kubeconfig. Its namespace is "default" for the admin and a
+	// service account's own namespace for one.
 	Kubeconfig string
 
 	srv *Server
