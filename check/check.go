@@ -33,7 +33,8 @@ type Target struct {
 	// spec.AgentIgnition.
 	Agent string
 	// Datasource and NetworkConfigVersion choose the cloud-init seed
-	// (seed.Options).
+	// (seed.Options). An empty Datasource is the spec's datasource, else
+	// NoCloud (DatasourceFor).
 	Datasource           seed.Datasource
 	NetworkConfigVersion int
 	// Variant and IgnitionVersion override spec.ignition's.
@@ -92,12 +93,20 @@ func Instance(inst *spec.Instance, t Target) *Report {
 	return r
 }
 
-func (r *Report) cloudInit(inst *spec.Instance, t Target) {
-	ds := t.Datasource
-	if ds == "" {
-		ds = seed.NoCloud
+// DatasourceFor is the seed layout t means for inst: t.Datasource, else
+// spec.datasource, else NoCloud.
+func (t Target) DatasourceFor(inst *spec.Instance) seed.Datasource {
+	switch {
+	case t.Datasource != "":
+		return t.Datasource
+	case inst.Spec.Datasource != "":
+		return seed.Datasource(inst.Spec.Datasource)
 	}
-	s, err := seed.Build(inst, ds, seed.Options{NetworkConfigVersion: t.NetworkConfigVersion})
+	return seed.NoCloud
+}
+
+func (r *Report) cloudInit(inst *spec.Instance, t Target) {
+	s, err := seed.Build(inst, t.DatasourceFor(inst), seed.Options{NetworkConfigVersion: t.NetworkConfigVersion})
 	if err != nil {
 		r.Errors = append(r.Errors, asErrors(err, "")...)
 		return

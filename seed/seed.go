@@ -197,6 +197,8 @@ func (b *builder) metadata(inst *spec.Instance, ds Datasource, opts Options) {
 				return
 			}
 			b.add("network-config", nc, err)
+		} else if raw := inst.Spec.CloudInit.NetworkConfig; raw != "" {
+			b.add("network-config", []byte(raw), checkRawNetworkConfig(raw))
 		}
 		b.add("vendor-data", cloudinit.VendorData(inst), nil)
 	case ConfigDrive:
@@ -205,6 +207,8 @@ func (b *builder) metadata(inst *spec.Instance, ds Datasource, opts Options) {
 		if net != nil {
 			nd, err := network.NetworkDataJSON(net)
 			b.add(configDriveLatest+"network_data.json", nd, err)
+		} else if raw := inst.Spec.CloudInit.NetworkConfig; raw != "" {
+			b.add(configDriveLatest+"network_data.json", []byte(raw), checkRawNetworkData(raw))
 		}
 		vd, err := cloudinit.ConfigDriveVendorData(inst)
 		b.add(configDriveLatest+"vendor_data.json", vd, err)

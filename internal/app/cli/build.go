@@ -34,6 +34,7 @@ type buildFlags struct {
 	publishURL string
 	publishOut string
 	headers    []string
+	sysprepOut string
 }
 
 func newBuildCommand() *cobra.Command {
@@ -70,9 +71,9 @@ epoch: the same spec always gives the same bytes.`,
   vminit build instance.yaml --format ignition --transport ec2 \
     --publish-url https://cfg.example.com/web-1.ign --publish-out full.ign -o user-data.ign
   cat instance.yaml | vminit build - -o seed.iso`,
-		Args: exactArgs(1, "one SPEC file (- for standard input)"),
+		Args: minArgs(1, "a SPEC file (- for standard input), or files of platform objects"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return f.run(cmd, args[0])
+			return f.run(cmd, args)
 		},
 	}
 	f.in.register(cmd)
@@ -86,6 +87,7 @@ epoch: the same spec always gives the same bytes.`,
 	fl.StringVar(&f.publishURL, "publish-url", "", "Ignition, with --transport: when the config is too large, emit a pointer config fetching it from this URL")
 	fl.StringVar(&f.publishOut, "publish-out", "", "with --publish-url: where to write the full config to upload there")
 	fl.StringArrayVar(&f.headers, "publish-header", nil, "with --publish-url: an HTTP header for the fetch, Name: value (repeatable)")
+	fl.StringVar(&f.sysprepOut, "sysprep-out", "", "KubeVirt: where to write the VM's sysprep answer-file disc (label unattendCD) besides its cloud-init seed")
 	cmd.RegisterFlagCompletionFunc("fs", cobra.FixedCompletions(formatList(), cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
@@ -98,7 +100,7 @@ func formatList() []string {
 	return out
 }
 
-func (f *buildFlags) run(cmd *cobra.Command, specPath string) error {
+func (f *buildFlags) run(cmd *cobra.Command, paths []string) error {
 	out := f.out.path
 	if out == "" {
 		return usagef("-o OUTPUT is required")
@@ -126,9 +128,20 @@ func (f *buildFlags) run(cmd *cobra.Command, specPath string) error {
 			return usageError{err}
 		}
 	}
-	in, err := f.in.load(cmd, specPath)
+	in, err := f.in.loadOne(cmd, paths)
 	if err != nil {
 		return err
+	}
+	if in.inst == nil {
+		// A Windows VM with only a sysprep disc: that disc is the output.
+		format, err := f.mediaFormat(out, false)
+		if err == nil {
+			err = checkTarget(out, format == media.Dir)
+		}
+		if err != nil {
+			return err
+		}
+		return f.writeSeed(cmd, in.result.Sysprep, format, opts, perm)
 	}
 	ignitionOut := agentOf(in.inst, t) == spec.AgentIgnition
 	format, err := f.mediaFormat(out, ignitionOut)
@@ -147,7 +160,10 @@ func (f *buildFlags) run(cmd *cobra.Command, specPath string) error {
 		return in.locate(rep.Errors)
 	}
 	if ignitionOut {
-		return f.writeIgnition(cmd, in.inst, rep.Ignition, t.Datasource, transport, format, opts, perm)
+		return f.writeIgnition(cmd, in.inst, rep.Ignition, t.DatasourceFor(in.inst), transport, format, opts, perm)
+	}
+	if err := writeSysprep(cmd, in, f.sysprepOut, format, opts, perm); err != nil {
+		return err
 	}
 	return f.writeSeed(cmd, rep.Seed, format, opts, perm)
 }

@@ -15,12 +15,13 @@ import (
 func newConvertCommand() *cobra.Command {
 	var (
 		to, variant, version, name string
+		in                         inputFlags
 		out                        outputFlags
 		allowPartial               bool
 	)
 	cmd := &cobra.Command{
-		Use:   "convert USER-DATA --to spec|ignition",
-		Short: "Convert cloud-init user data to an instance spec, or to Ignition",
+		Use:   "convert USER-DATA|OBJECTS... --to spec|ignition",
+		Short: "Convert cloud-init user data, or a platform's VM, to an instance spec or to Ignition",
 		Long: `Convert reads cloud-init user data, a #cloud-config document (users,
 ssh_authorized_keys, hostname, fqdn, write_files with any encoding, runcmd,
 bootcmd, mounts, timezone, packages, ssh_pwauth) or a #! script (run once on
@@ -33,11 +34,18 @@ first boot), and writes the same configuration:
 
   --to ignition: an Ignition config. Ignition guests run no cloud-init, so
   every key without an Ignition equivalent is an error naming it;
-  --allow-partial makes those warnings. Nothing is dropped silently.`,
+  --allow-partial makes those warnings. Nothing is dropped silently.
+
+Given a KubeVirt VirtualMachine, VirtualMachineInstance or VirtualMachinePool,
+a Virtlet Pod, an oVirt vm (XML or JSON) or a Cluster API KubeadmConfig (with
+the Secrets and ConfigMaps it refers to, in the same files, --objects files or
+the cluster of --kubeconfig), --to spec prints the vminit spec the object
+means: building that spec gives the same bytes as building the object.`,
 		Example: `  vminit convert user-data --to spec -o instance.yaml
   vminit convert user-data --to ignition -o config.ign
-  curl -s http://169.254.169.254/latest/user-data | vminit convert - --to spec`,
-		Args: exactArgs(1, "one USER-DATA file (- for standard input)"),
+  curl -s http://169.254.169.254/latest/user-data | vminit convert - --to spec
+  vminit convert vm.yaml secrets.yaml --to spec -o instance.yaml`,
+		Args: minArgs(1, "a USER-DATA file (- for standard input), or files of platform objects"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts := cloudconfig.Options{Name: name, AllowPartial: allowPartial}
 			switch to {
@@ -54,6 +62,12 @@ first boot), and writes the same configuration:
 			perm, err := out.perm()
 			if err != nil {
 				return err
+			}
+			if in.isObjects(cmd, args) {
+				return convertObjects(cmd, &in, args, to, out.path, perm, ignition.Options{Variant: ignition.Variant(variant), Version: version, AllowPartial: allowPartial})
+			}
+			if len(args) > 1 {
+				return usagef("want one USER-DATA file, got %d arguments", len(args))
 			}
 			var data []byte
 			if args[0] == "-" {
@@ -96,6 +110,7 @@ first boot), and writes the same configuration:
 	}
 	cmd.Flags().StringVar(&to, "to", "ignition", "spec or ignition")
 	out.register(cmd, "output file (default: standard output)")
+	in.register(cmd)
 	cmd.Flags().StringVar(&variant, "variant", "", "--to ignition: the Ignition guest, fcos (default), rhcos or flatcar")
 	cmd.Flags().StringVar(&version, "ignition-version", "", "--to ignition: force the Ignition spec version")
 	cmd.Flags().StringVar(&name, "name", "", "the instance name when the document has no hostname")

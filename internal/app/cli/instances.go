@@ -210,17 +210,23 @@ the specs before it stay stored.`,
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			for _, path := range args {
-				name, doc, err := inlineSpec(cmd, &putIn, path)
+				all, err := putIn.load(cmd, []string{path})
 				if err != nil {
 					return err
 				}
-				data, err := c.do("PUT", "/v1/instances/"+url.PathEscape(name), doc, path)
-				if err != nil {
-					return err
+				for _, si := range all {
+					name, doc, err := inlineSpec(cmd, si)
+					if err != nil {
+						return err
+					}
+					data, err := c.do("PUT", "/v1/instances/"+url.PathEscape(name), doc, path)
+					if err != nil {
+						return err
+					}
+					var s mdserver.InstanceSummary
+					json.Unmarshal(data, &s)
+					fmt.Fprintf(cmd.OutOrStdout(), "%s: stored %s (revision %s)\n", si.name, s.Name, s.Revision)
 				}
-				var s mdserver.InstanceSummary
-				json.Unmarshal(data, &s)
-				fmt.Fprintf(cmd.OutOrStdout(), "%s: stored %s (revision %s)\n", path, s.Name, s.Revision)
 			}
 			return nil
 		},
@@ -290,14 +296,13 @@ the specs before it stay stored.`,
 	return cmd
 }
 
-// inlineSpec loads a spec file, runs validate's checks on it, and returns
-// its name and the document to send: the file itself, or, when it uses
-// files[].source.file, the loaded spec re-encoded with that content
-// inlined as contentBase64.
-func inlineSpec(cmd *cobra.Command, in *inputFlags, path string) (string, []byte, error) {
-	si, err := in.load(cmd, path)
-	if err != nil {
-		return "", nil, err
+// inlineSpec runs validate's checks on a loaded spec (or converted platform
+// object) and returns its name and the document to send: the file itself,
+// the converted spec, or, when a spec uses files[].source.file, the loaded
+// spec re-encoded with that content inlined as contentBase64.
+func inlineSpec(cmd *cobra.Command, si *specInput) (string, []byte, error) {
+	if si.inst == nil {
+		return "", nil, fmt.Errorf("%s: only a sysprep disc, which the metadata server does not serve", si.name)
 	}
 	rep := check.Instance(si.inst, check.Target{})
 	printWarnings(cmd, si, rep.Warnings)
@@ -305,6 +310,9 @@ func inlineSpec(cmd *cobra.Command, in *inputFlags, path string) (string, []byte
 		return "", nil, si.locate(rep.Errors)
 	}
 	inst, raw := si.inst, si.data
+	if si.result != nil {
+		return inst.Metadata.Name, si.result.Spec, nil
+	}
 	inlined := false
 	for i := range inst.Spec.Files {
 		f := &inst.Spec.Files[i]
@@ -319,7 +327,7 @@ func inlineSpec(cmd *cobra.Command, in *inputFlags, path string) (string, []byte
 	}
 	doc, err := yaml.Marshal(inst)
 	if err != nil {
-		return "", nil, errors.Join(fmt.Errorf("%s: re-encoding with source files inlined", path), err)
+		return "", nil, errors.Join(fmt.Errorf("%s: re-encoding with source files inlined", si.name), err)
 	}
 	return inst.Metadata.Name, doc, nil
 }

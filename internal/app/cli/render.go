@@ -33,7 +33,7 @@ another tool. The same checks as build run first.`,
 		Example: `  vminit render examples/ubuntu-server/instance.yaml -o seed/
   vminit render instance.yaml -o cd/ --datasource configdrive
   vminit render examples/fcos-server.yaml -o ign/`,
-		Args: exactArgs(1, "one SPEC file (- for standard input)"),
+		Args: minArgs(1, "a SPEC file (- for standard input), or files of platform objects"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out.path == "" {
 				out.path = legacy
@@ -49,19 +49,25 @@ another tool. The same checks as build run first.`,
 			if err != nil {
 				return err
 			}
-			si, err := in.load(cmd, args[0])
+			si, err := in.loadOne(cmd, args)
 			if err != nil {
 				return err
 			}
-			t.LenientSchema = true
-			rep := check.Instance(si.inst, t)
-			printWarnings(cmd, si, rep.Warnings)
-			if !rep.OK() {
-				return si.locate(rep.Errors)
-			}
-			files := rep.Seed
-			if agentOf(si.inst, t) == spec.AgentIgnition {
-				files = &seed.Seed{Files: []seed.File{{Path: ignitionFileName, Data: rep.Ignition.Config}}}
+			var files *seed.Seed
+			switch {
+			case si.inst == nil: // a Windows VM's sysprep disc
+				files = si.result.Sysprep
+			default:
+				t.LenientSchema = true
+				rep := check.Instance(si.inst, t)
+				printWarnings(cmd, si, rep.Warnings)
+				if !rep.OK() {
+					return si.locate(rep.Errors)
+				}
+				files = rep.Seed
+				if agentOf(si.inst, t) == spec.AgentIgnition {
+					files = &seed.Seed{Files: []seed.File{{Path: ignitionFileName, Data: rep.Ignition.Config}}}
+				}
 			}
 			if err := writeDir(out.path, perm, func(dir string) error { return files.WriteDir(dir, perm) }); err != nil {
 				return err

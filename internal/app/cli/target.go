@@ -32,7 +32,7 @@ var formats = map[string]string{"seed": spec.AgentCloudInit, "cloud-init": spec.
 func (f *targetFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.format, "format", "", "what to make: seed (cloud-init) or ignition (default: the spec's agent)")
-	fl.StringVar(&f.datasource, "datasource", "nocloud", "seed layout: "+datasourceNames()+"; with --format ignition, the config drive that carries the config")
+	fl.StringVar(&f.datasource, "datasource", "", "seed layout: "+datasourceNames()+" (default: the spec's datasource, else nocloud); with Ignition, the config drive that carries the config")
 	fl.IntVar(&f.networkVersion, "network-config-version", 2, "NoCloud network-config format: 2 (netplan) or 1")
 	fl.StringVar(&f.variant, "variant", "", "Ignition guest: fcos, rhcos or flatcar (default: the spec's ignition.variant, else fcos)")
 	fl.StringVar(&f.ignitionVersion, "ignition-version", "", "force the Ignition spec version, e.g. 3.4.0 (default: the spec's ignition.version, else the lowest that expresses the config)")
@@ -58,9 +58,12 @@ func (f *targetFlags) target() (check.Target, error) {
 		}
 		t.Agent = agent
 	}
-	ds, err := seed.ParseDatasource(f.datasource)
-	if err != nil {
-		return t, usagef("--datasource=%q: want %s", f.datasource, datasourceNames())
+	var ds seed.Datasource
+	if f.datasource != "" {
+		var err error
+		if ds, err = seed.ParseDatasource(f.datasource); err != nil {
+			return t, usagef("--datasource=%q: want %s", f.datasource, datasourceNames())
+		}
 	}
 	if f.networkVersion != 1 && f.networkVersion != 2 {
 		return t, usagef("--network-config-version=%d: want 1 or 2", f.networkVersion)

@@ -46,13 +46,13 @@ every problem at once, each with its field path and line:
   vminit validate instance.yaml --datasource configdrive --json
   vminit validate examples/fcos-server.yaml --variant flatcar --transport ec2
   vminit validate instance.yaml --strict`,
-		Args: exactArgs(1, "one SPEC file (- for standard input)"),
+		Args: minArgs(1, "a SPEC file (- for standard input), or files of platform objects"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			asJSON, err := report.json()
 			if err != nil {
 				return err
 			}
-			rep, err := runValidate(cmd, &in, &tf, args[0])
+			rep, err := runValidate(cmd, &in, &tf, args)
 			if _, usage := err.(usageError); usage {
 				return err
 			}
@@ -101,14 +101,17 @@ type validated struct {
 	what string // what was checked, for the text report
 }
 
-func runValidate(cmd *cobra.Command, in *inputFlags, tf *targetFlags, path string) (*validated, error) {
+func runValidate(cmd *cobra.Command, in *inputFlags, tf *targetFlags, paths []string) (*validated, error) {
 	t, err := tf.target()
 	if err != nil {
 		return nil, err
 	}
-	si, err := in.load(cmd, path)
+	si, err := in.loadOne(cmd, paths)
 	if err != nil {
 		return nil, err
+	}
+	if si.inst == nil {
+		return &validated{Report: &check.Report{}, in: si, what: "a sysprep answer-file disc, " + fmt.Sprint(len(si.result.Sysprep.Files)) + " files"}, nil
 	}
 	rep := &validated{Report: check.Instance(si.inst, t), in: si}
 	switch {
