@@ -16,10 +16,10 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 )
 
-// CRDResource is the API resource of CustomResourceDefinitions. The
-// harness handles CRDs as unstructured objects: the typed client lives in
-// k8s.io/apiextensions-apiserver, whose module requires etcd's v3.6 client
-// and would move vminit's own etcd client with it.
+// CRDResource is the API resource of CustomResourceDefinitions, which the
+// harness creates and reads as unstructured objects through the dynamic
+// client: a test's CRD manifest goes to the server as written, with no
+// typed apiextensions client in between.
 var CRDResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
 // CreateCRDs creates the CustomResourceDefinitions in manifest (YAML, one
