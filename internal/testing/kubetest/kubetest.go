@@ -34,7 +34,6 @@ import (
 	"encoding/hex"
 	"encoding/pem"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -97,7 +96,7 @@ func Start(t testing.TB) *Server {
 	if err := os.WriteFile(tokens, []byte(token+",admin,admin,system:masters\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	port := freePort(t)
+	port := testtools.FreePort(t)
 	s := &Server{URL: "https://127.0.0.1:" + strconv.Itoa(port), CAFile: pki.CA, Etcd: etcd,
 		bin: bin, dir: dir, ca: ca}
 	s.args = []string{
@@ -319,15 +318,6 @@ func (p *process) kill() {
 	}
 	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 	<-p.exited
-}
-
-func freePort(t testing.TB) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // writeECKey writes a P-256 key: the service-account token signing key
