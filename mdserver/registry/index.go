@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 
@@ -30,6 +31,9 @@ type Index struct {
 	snap   atomic.Pointer[Snapshot]
 	served map[string]*Record // by key
 	keys   map[string]*keyState
+
+	applied bool   // a first Apply is done
+	uids    uint64 // the last UID given
 }
 
 // IndexOptions configure an Index: its log lines, in the store's words.
@@ -43,6 +47,55 @@ type IndexOptions struct {
 	// Refused for one that loaded but takes a name or an address another
 	// key holds.
 	Invalid, Refused string
+	// Checks are the server's rules beyond the spec's own validation, run
+	// by Decode and Admit.
+	Checks Checks
+}
+
+// Checks are rules a server adds to a spec's own validation, which every
+// record must pass before a store serves it. A record that fails one is a
+// version that does not load: it is logged with every problem, a Put
+// returns the problems (the admin API answers 422), and the key keeps
+// serving its last good version. Each function returns spec.Errors naming
+// the field, or nil.
+type Checks struct {
+	// Content checks what depends on the record alone: package check's,
+	// which `vminit validate` runs (the user's Ignition config parses,
+	// the seed renders). It may be costly; it runs where the store
+	// decodes, in parallel, once per version, and a start-up cache that
+	// holds a record keeps its verdict.
+	Content func(*Record) error
+	// Policy checks what depends on the server's configuration too (the
+	// addresses it will not serve: loopback, its trusted proxies). It runs
+	// on every record, a cached one included, and must be cheap.
+	Policy func(*Record) error
+}
+
+// Decode is DecodeDocument followed by the Index's Checks: what a store
+// runs on each document it reads (from any goroutine).
+func (ix *Index) Decode(doc []byte, dir string) (*Record, error) {
+	rec, err := DecodeDocument(doc, dir)
+	if err != nil {
+		return nil, err
+	}
+	if c := ix.opts.Checks.Content; c != nil {
+		if err := c(rec); err != nil {
+			return nil, err
+		}
+	}
+	if err := ix.Admit(rec); err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+// Admit runs Checks.Policy alone, on a record that did not go through
+// Decode in this process (one from a start-up cache).
+func (ix *Index) Admit(rec *Record) error {
+	if p := ix.opts.Checks.Policy; p != nil {
+		return p(rec)
+	}
+	return nil
 }
 
 // keyState is what the Index knows of a key besides the record it serves.
@@ -84,10 +137,16 @@ func (ix *Index) Snapshot() *Snapshot { return ix.snap.Load() }
 
 // Apply takes the changed keys' new versions, together with every version
 // refused earlier, and publishes a new snapshot when what is served
-// changed (it reports whether it did). A version whose revision is
-// already served changes nothing. Versions are tried in Seq order; one
+// changed (it reports whether it did). A version whose revision (and UID)
+// is already served changes nothing. Versions are tried in Seq order; one
 // refused only because of another change in the same call is retried
 // until nothing more can be applied.
+//
+// A record without a UID is given one as it is first served: its
+// predecessor's, when the snapshot being replaced holds an instance of
+// that name (an edit, or a move to another key), else a new one; the
+// records of the first Apply all get the empty UID, so that a restarted
+// server gives them the same one (IMDSv2 tokens survive it).
 func (ix *Index) Apply(changes []Change) bool {
 	if len(ix.keys) == 0 {
 		ix.keys = make(map[string]*keyState, len(changes)) // a first load: no rehashing on the way to 100,000
@@ -113,7 +172,7 @@ func (ix *Index) Apply(changes []Change) bool {
 			ix.opts.Logger.Error(ix.opts.Invalid, append(attrs, "serving", ix.serving(c.Key))...)
 			continue
 		}
-		if old := ix.served[c.Key]; old == nil || old.Revision != c.Record.Revision {
+		if old := ix.served[c.Key]; old == nil || old.Revision != c.Record.Revision || c.Record.UID != "" && c.Record.UID != old.UID {
 			st.pending = c.Record
 		}
 	}
@@ -138,6 +197,7 @@ func (ix *Index) Apply(changes []Change) bool {
 			ix.opts.Logger.Error(ix.opts.Refused, ix.opts.KeyAttr, k, "instance", st.pending.Name, "problem", err.Error(), "serving", ix.serving(k))
 		}
 	}
+	ix.giveUIDs(set, served)
 	snap, err := NewSnapshot(slices.Collect(maps.Values(served)))
 	if err != nil { // resolveChanges makes this unreachable
 		ix.opts.Logger.Error("cannot index the instances; serving the last snapshot", "err", err)
@@ -146,6 +206,25 @@ func (ix *Index) Apply(changes []Change) bool {
 	ix.served = served
 	ix.snap.Store(snap)
 	return true
+}
+
+// giveUIDs gives the records set newly serves a UID, when they have none
+// (see Apply).
+func (ix *Index) giveUIDs(set, served map[string]*Record) {
+	first := !ix.applied
+	ix.applied = true
+	prev := ix.snap.Load()
+	for k, r := range set {
+		if r == nil || served[k] != r || r.UID != "" {
+			continue
+		}
+		if old, ok := prev.ByName(r.Name); ok {
+			r.UID = old.UID
+		} else if !first {
+			ix.uids++
+			r.UID = "i" + strconv.FormatUint(ix.uids, 10)
+		}
+	}
 }
 
 func (ix *Index) seq(key string) int64 {

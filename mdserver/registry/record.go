@@ -22,6 +22,15 @@ type Record struct {
 	// Revision changes whenever the record's content changes (a content
 	// hash or a store revision); caches of rendered data key on it.
 	Revision string
+	// UID identifies this incarnation of the instance: it changes when
+	// the instance is deleted and defined again, even with the same
+	// content, and not when its spec changes. State a server keeps for a
+	// guest (its OpenStack password, its IMDSv2 tokens) is bound to it, so
+	// that a successor never inherits its predecessor's. A store that has
+	// such an identity sets it (etcd: the key's create revision, which
+	// every replica agrees on); Index gives one to the records that have
+	// none (see Index.Apply).
+	UID string
 }
 
 // NewRecord builds a Record from a valid instance.
@@ -39,16 +48,16 @@ func NewRecord(inst *spec.Instance, revision string) (*Record, error) {
 	return r, nil
 }
 
-// Key identifies one version of one instance: its name and revision.
-// State a server keeps for an instance that must not outlive it, or
-// survive a change of its spec, is kept under its Key and dropped when
-// Snapshot.Serves says the key is no longer current.
+// Key identifies one version of one incarnation of an instance: its name,
+// UID and revision. State a server keeps for an instance that must not
+// outlive it, or survive a change of its spec, is kept under its Key and
+// dropped when Snapshot.Serves says the key is no longer current.
 type Key struct {
-	Name, Revision string
+	Name, UID, Revision string
 }
 
 // Key returns the record's Key.
-func (r *Record) Key() Key { return Key{Name: r.Name, Revision: r.Revision} }
+func (r *Record) Key() Key { return Key{Name: r.Name, UID: r.UID, Revision: r.Revision} }
 
 // DecodeDocument parses, resolves, defaults and validates one spec document
 // and returns its Record, with a content hash as Revision. Every problem is

@@ -131,3 +131,91 @@ func TestIndex(t *testing.T) {
 		t.Errorf("KeyOf = %q %v", k, ok)
 	}
 }
+
+// TestIndexUIDs: an instance keeps its UID through edits and moves to
+// another key, and gets a new one when it is deleted and defined again,
+// even with the same content; a store's own UID is kept, and a new one
+// with the same content is a change.
+func TestIndexUIDs(t *testing.T) {
+	ix := NewIndex(IndexOptions{Logger: slog.New(slog.DiscardHandler)})
+	uid := func(name string) string {
+		r, ok := ix.Snapshot().ByName(name)
+		if !ok {
+			t.Fatalf("%s not served", name)
+		}
+		return r.UID
+	}
+	ix.Apply([]Change{{Key: "a.yaml", Record: record(t, "a", "10.0.0.1")}})
+	if uid("a") != "" {
+		t.Errorf("first load: UID %q, want the empty one (the same after a restart)", uid("a"))
+	}
+	edit := record(t, "a", "10.0.0.2")
+	edit.Revision = "2"
+	ix.Apply([]Change{{Key: "a.yaml", Record: edit}})
+	ix.Apply([]Change{{Key: "a.yaml"}, {Key: "moved.yaml", Record: record(t, "a", "10.0.0.2")}})
+	if uid("a") != "" || ix.Served("moved.yaml") == nil {
+		t.Errorf("an edit and a move changed the UID to %q", uid("a"))
+	}
+	rec, _ := ix.Snapshot().ByName("a")
+	k := rec.Key()
+	ix.Apply([]Change{{Key: "moved.yaml"}})
+	ix.Apply([]Change{{Key: "moved.yaml", Record: record(t, "a", "10.0.0.2")}})
+	if uid("a") == "" || ix.Snapshot().Serves(k) || ix.Snapshot().Incarnation("a", "") {
+		t.Errorf("deleted and defined again: UID %q, old key still served", uid("a"))
+	}
+	second := uid("a")
+	ix.Apply([]Change{{Key: "moved.yaml"}})
+	ix.Apply([]Change{{Key: "moved.yaml", Record: record(t, "a", "10.0.0.2")}})
+	if uid("a") == second {
+		t.Error("a third incarnation got the second's UID")
+	}
+
+	// A store's own UIDs (etcd's create revision).
+	withUID := func(u string) *Record { r := record(t, "b", "10.0.0.9"); r.UID = u; return r }
+	ix.Apply([]Change{{Key: "b", Record: withUID("c7")}})
+	ix.Apply([]Change{{Key: "b", Record: withUID("c7")}})
+	if uid("b") != "c7" {
+		t.Errorf("store UID: %q", uid("b"))
+	}
+	if !ix.Apply([]Change{{Key: "b", Record: withUID("c9")}}) || uid("b") != "c9" {
+		t.Errorf("the same content, created again: UID %q", uid("b"))
+	}
+}
+
+// TestChecks: Decode runs both checks, Admit the policy alone; what they
+// refuse is a version that does not load.
+func TestChecks(t *testing.T) {
+	var content, policy int
+	ix := NewIndex(IndexOptions{Logger: slog.New(slog.DiscardHandler), Checks: Checks{
+		Content: func(r *Record) error {
+			content++
+			if r.Instance.Spec.Hostname == "bad" {
+				return spec.Errors{{Field: "spec.hostname", Message: "refused by the content check"}}
+			}
+			return nil
+		},
+		Policy: func(r *Record) error {
+			policy++
+			if r.Addresses[0].IsLoopback() {
+				return spec.Errors{{Field: "spec.metadataServer.addresses[0]", Message: "loopback"}}
+			}
+			return nil
+		},
+	}})
+	doc := func(host, addr string) []byte {
+		return []byte("apiVersion: vminit.dev/v1alpha1\nkind: Instance\nmetadata: {name: a}\nspec:\n  hostname: " + host + "\n  metadataServer: {addresses: [" + addr + "]}\n")
+	}
+	if _, err := ix.Decode(doc("good", "10.0.0.1"), ""); err != nil || content != 1 || policy != 1 {
+		t.Errorf("good: %v (%d, %d)", err, content, policy)
+	}
+	if _, err := ix.Decode(doc("bad", "10.0.0.1"), ""); err == nil || !strings.Contains(err.Error(), "refused by the content check") {
+		t.Errorf("bad content: %v", err)
+	}
+	if _, err := ix.Decode(doc("good", "127.0.0.1"), ""); err == nil || !strings.Contains(err.Error(), "loopback") {
+		t.Errorf("loopback: %v", err)
+	}
+	content = 0
+	if err := ix.Admit(record(t, "c", "127.0.0.5")); err == nil || content != 0 {
+		t.Errorf("Admit: %v, content check run %d times", err, content)
+	}
+}

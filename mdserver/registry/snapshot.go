@@ -49,11 +49,18 @@ func (s *Snapshot) ByName(name string) (*Record, bool) {
 	return r, ok
 }
 
-// Serves reports whether k is current: the snapshot holds its instance at
-// its revision.
+// Serves reports whether k is current: the snapshot holds its instance,
+// the same incarnation, at its revision.
 func (s *Snapshot) Serves(k Key) bool {
 	r, ok := s.byName[k.Name]
-	return ok && r.Revision == k.Revision
+	return ok && r.Revision == k.Revision && r.UID == k.UID
+}
+
+// Incarnation reports whether the snapshot holds the named instance as
+// the incarnation uid, at whatever revision.
+func (s *Snapshot) Incarnation(name, uid string) bool {
+	r, ok := s.byName[name]
+	return ok && r.UID == uid
 }
 
 // Names returns every instance name, sorted.
