@@ -17,6 +17,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 
@@ -97,6 +99,9 @@ func decode(data []byte, fast bool) (*Instance, *Positions, error) {
 		return nil, nil, Errors{{Message: "document is empty; want an Instance (apiVersion: " + APIVersion + ")"}}
 	}
 	doc := root.Content[0]
+	if !looksLikeSpec(doc) {
+		return nil, nil, Errors{{Line: doc.Line, Message: notASpec}}
+	}
 	pos := &Positions{doc: doc}
 	var c ErrorList
 	walkKnown(doc, instanceType, "", nil, &c)
@@ -119,6 +124,49 @@ func decode(data []byte, fast bool) (*Instance, *Positions, error) {
 }
 
 var instanceType = reflect.TypeFor[Instance]()
+
+const notASpec = "not a vminit spec: want a mapping with apiVersion: " + APIVersion + ", kind: Instance, metadata and spec (nothing of this document is quoted: it may not be meant to be read)"
+
+// looksLikeSpec reports whether a document is a mapping with at least one
+// of the Instance's top-level keys. Anything else is refused whole,
+// without a word of its content: a file that is no spec at all (a link to
+// /etc/shadow or to a token, dropped in a spec directory) must not have
+// its lines quoted back in "unknown field" errors and logs.
+func looksLikeSpec(doc *yaml.Node) bool {
+	if doc.Kind == yaml.AliasNode {
+		doc = doc.Alias
+	}
+	if doc == nil || doc.Kind != yaml.MappingNode {
+		return false
+	}
+	fields := yamlFields(instanceType)
+	for i := 0; i+1 < len(doc.Content); i += 2 {
+		if _, ok := fields[doc.Content[i].Value]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// maxQuotedKey bounds how much of an unknown key an error quotes.
+const maxQuotedKey = 64
+
+// quoteKey is an unknown key as an error names it: at most maxQuotedKey
+// bytes, control characters escaped.
+func quoteKey(k string) string {
+	if len(k) > maxQuotedKey {
+		cut := maxQuotedKey
+		for cut > 0 && !utf8.RuneStart(k[cut]) {
+			cut--
+		}
+		k = k[:cut] + "…"
+	}
+	if strings.IndexFunc(k, unicode.IsControl) >= 0 {
+		q := strconv.Quote(k)
+		k = q[1 : len(q)-1]
+	}
+	return k
+}
 
 // Loader reads specs, and the files they take content from. Its zero value
 // is what Load and Parse use.
@@ -344,17 +392,17 @@ func walkKnown(n *yaml.Node, t reflect.Type, path string, pos *Positions, c *Err
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
 			child := join(path, k.Value)
-			if givenBefore(n, i) {
-				c.list = append(c.list, &FieldError{Field: child, Line: k.Line, Message: "field given twice"})
-			}
 			f, ok := fields[k.Value]
 			if !ok {
 				msg := "unknown field"
 				if s := suggest(k.Value, fields); s != "" {
 					msg += fmt.Sprintf(" (did you mean %q?)", s)
 				}
-				c.list = append(c.list, &FieldError{Field: child, Line: k.Line, Message: msg})
+				c.list = append(c.list, &FieldError{Field: join(path, quoteKey(k.Value)), Line: k.Line, Message: msg})
 				continue
+			}
+			if givenBefore(n, i) {
+				c.list = append(c.list, &FieldError{Field: child, Line: k.Line, Message: "field given twice"})
 			}
 			if pos != nil {
 				pos.lines[child] = k.Line

@@ -170,3 +170,28 @@ func TestListLimit(t *testing.T) {
 		t.Errorf("got %v", err)
 	}
 }
+
+// TestNotASpecIsNotQuoted: a file that is no spec at all (a link to
+// /etc/shadow or to a token dropped among spec files) is refused whole,
+// without a word of its content; unknown keys of a spec are quoted, but
+// bounded.
+func TestNotASpecIsNotQuoted(t *testing.T) {
+	const secret = "s3cr3t-T0KEN-value"
+	for _, doc := range []string{
+		"root:$6$" + secret + ":19000:0:99999:7:::\ndaemon:*:19000:0:99999:7:::\nsshd:!:19000::::::\n",
+		secret + "\n",
+		"password: " + secret + "\n" + secret + ": 1\n",
+		"- " + secret + "\n",
+		"{\"token\": \"" + secret + "\"}",
+	} {
+		_, err := spec.Parse([]byte(doc), "")
+		if err == nil || !strings.Contains(err.Error(), "not a vminit spec") || strings.Contains(err.Error(), secret[:6]) {
+			t.Errorf("%q: %v", doc, err)
+		}
+	}
+	long := strings.Repeat("k", 1000)
+	_, err := spec.Parse([]byte("apiVersion: vminit.dev/v1alpha1\nkind: Instance\nmetadata: {name: a}\n"+long+": 1\n\"x\\ny\": 2\n"), "")
+	if err == nil || !strings.Contains(err.Error(), strings.Repeat("k", 64)+"…: unknown field") || len(err.Error()) > 1000 || !strings.Contains(err.Error(), `x\ny: unknown field`) {
+		t.Errorf("long and control-character keys: %.300v", err)
+	}
+}

@@ -77,13 +77,8 @@ func ReadIn(root, path string, limit int64) ([]byte, error) {
 		return nil, err
 	}
 	defer r.Close()
-	f, err := r.OpenFile(rel, os.O_RDONLY|openFlags, 0)
+	f, err := OpenInRoot(r, rel)
 	if err != nil {
-		var pe *fs.PathError
-		if errors.As(err, &pe) && strings.Contains(pe.Err.Error(), "escapes") {
-			// A symbolic link on the way leads out of the root.
-			return nil, &fs.PathError{Op: "read", Path: path, Err: ErrOutside}
-		}
 		return nil, &fs.PathError{Op: "open", Path: path, Err: unwrap(err)}
 	}
 	defer f.Close()
@@ -91,6 +86,22 @@ func ReadIn(root, path string, limit int64) ([]byte, error) {
 		return nil, err
 	}
 	return readAll(f, path, limit)
+}
+
+// OpenInRoot opens name in r for reading, without blocking, following
+// symbolic links only inside r: a link that leads out of it is ErrOutside.
+// It does not check what it opened (ReadIn does).
+func OpenInRoot(r *os.Root, name string) (*os.File, error) {
+	f, err := r.OpenFile(name, os.O_RDONLY|openFlags, 0)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) && strings.Contains(pe.Err.Error(), "escapes") {
+			// A symbolic link on the way leads out of the root.
+			return nil, &fs.PathError{Op: "open", Path: name, Err: ErrOutside}
+		}
+		return nil, err
+	}
+	return f, nil
 }
 
 func unwrap(err error) error {
