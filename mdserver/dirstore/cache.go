@@ -44,7 +44,7 @@ import (
 	"github.com/vminit/vminit/spec"
 )
 
-const cacheMagic = "vminit-dirstore-cache-1\n"
+const cacheMagic = "vminit-dirstore-cache-2\n"
 
 // cached is one entry of the start-up cache.
 type cached struct {
@@ -76,8 +76,10 @@ var programKey = sync.OnceValues(func() ([32]byte, error) {
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // readCache loads a cache file written for dir by this build. A missing
-// file is no cache and no error.
-func readCache(path, dir string) (map[string]cached, error) {
+// file is no cache and no error. With checked, a cache written by a store
+// that did not run registry.Checks.Content is refused: its entries were
+// never checked.
+func readCache(path, dir string, checked bool) (map[string]cached, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -103,6 +105,9 @@ func readCache(path, dir string) (map[string]cached, error) {
 	if d := string(r.bytes()); d != dir {
 		return nil, fmt.Errorf("written for directory %s", d)
 	}
+	if flags := r.u64(); checked && flags&flagChecked == 0 {
+		return nil, errors.New("written by a store that did not run the content checks")
+	}
 	out := map[string]cached{}
 	for len(r.b) > 0 && r.err == nil {
 		name := string(r.bytes())
@@ -121,6 +126,9 @@ func readCache(path, dir string) (map[string]cached, error) {
 	}
 	return out, nil
 }
+
+// flagChecked marks a cache whose entries passed registry.Checks.Content.
+const flagChecked = 1
 
 // errStaleCache is a cache written by another build: expected after an
 // upgrade, so not logged as a problem.
@@ -197,7 +205,7 @@ type cacheItem struct {
 // wrote. verified holds the revisions whose JSON is already known to decode
 // back exactly (it is updated); entries that do not round-trip are left
 // out.
-func writeCache(path, dir string, items []cacheItem, verified map[string]bool) (int, error) {
+func writeCache(path, dir string, checked bool, items []cacheItem, verified map[string]bool) (int, error) {
 	key, err := programKey()
 	if err != nil {
 		return 0, err
@@ -218,6 +226,11 @@ func writeCache(path, dir string, items []cacheItem, verified map[string]bool) (
 		bw.WriteString(cacheMagic)
 		str(key[:])
 		str([]byte(dir))
+		var flags uint64
+		if checked {
+			flags |= flagChecked
+		}
+		u64(flags)
 		for _, it := range items {
 			b := toCache(it.rec, verified[it.rec.Revision])
 			if b == nil || !it.stamp.isRegular {

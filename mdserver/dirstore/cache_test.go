@@ -178,7 +178,7 @@ func TestCacheAfterChanges(t *testing.T) {
 	write(t, dir, "new.yaml", strings.ReplaceAll(strings.ReplaceAll(readFile(t, dir, "vm-000000.yaml"), "vm-000000", "new"), "10.0.0.0", "10.9.9.9"))
 	eventually(t, "the new file is served", func() bool { _, ok := s.Snapshot().ByName("new"); return ok })
 	eventually(t, "the cache holds it", func() bool {
-		c, err := readCache(cache, s.Dir())
+		c, err := readCache(cache, s.Dir(), false)
 		_, ok := c["new.yaml"]
 		return err == nil && ok
 	})
@@ -218,7 +218,7 @@ func TestCacheInSpecDirRefused(t *testing.T) {
 }
 
 // FuzzCache feeds the cache reader well-framed files (magic, this
-// build's key, the directory, a valid checksum) around arbitrary entries:
+// build's key, the directory, the flags, a valid checksum) around arbitrary entries:
 // it must refuse or read them without panicking, and every entry it reads
 // must rebuild or fail cleanly.
 func FuzzCache(f *testing.F) {
@@ -234,6 +234,7 @@ func FuzzCache(f *testing.F) {
 		b = append(b, key[:]...)
 		b = binary.LittleEndian.AppendUint64(b, uint64(len(dir)))
 		b = append(b, dir...)
+		b = binary.LittleEndian.AppendUint64(b, flagChecked)
 		b = append(b, body...)
 		return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 	}
@@ -257,7 +258,7 @@ func FuzzCache(f *testing.F) {
 		if err := os.WriteFile(path, frame(body), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		entries, err := readCache(path, dir)
+		entries, err := readCache(path, dir, false)
 		if err != nil {
 			return
 		}

@@ -9,12 +9,19 @@
 // available) the changed files alone are re-read after a short debounce and
 // a new snapshot is swapped in atomically.
 //
-// A file that fails to load (invalid spec, or one whose name or address
-// another file already holds) is logged with every problem, and the
-// instance keeps its last good version: an edit in progress or a typo
-// never takes a running VM's metadata away. Deleting a file removes its
-// instance. Reload re-reads everything (for SIGHUP; also picks up changed
-// source.file content, which is not watched).
+// A file that fails to load (invalid spec, one that fails Options.Checks,
+// or one whose name or address another file already holds) is logged with
+// every problem, and the instance keeps its last good version: an edit in
+// progress or a typo never takes a running VM's metadata away. Deleting a
+// file removes its instance. Reload re-reads everything (for SIGHUP; also
+// picks up changed source.file content, which is not watched).
+//
+// The store reads only inside its directory: a spec file that is a
+// symbolic link is followed only to a file in the directory tree (a
+// Kubernetes ConfigMap's links are), and files[].source.file is confined
+// to it (spec.Parse); FIFOs and devices are refused without blocking.
+// Scans run without the lock that guards the store's state, so a slow
+// file delays the next reload, never a Put, a Delete or Close.
 package dirstore
 
 import (
@@ -36,6 +43,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vminit/vminit/internal/lib/atomicfile"
+	"github.com/vminit/vminit/internal/lib/inputfile"
 	"github.com/vminit/vminit/internal/lib/parallel"
 	"github.com/vminit/vminit/mdserver/registry"
 	"github.com/vminit/vminit/spec"
@@ -58,6 +66,9 @@ type Options struct {
 	NoWatch bool
 	// Workers parse files in parallel; default GOMAXPROCS.
 	Workers int
+	// Checks are the server's rules beyond the spec's validation (see
+	// registry.Checks), run on every file read and every Put.
+	Checks registry.Checks
 	// CacheFile, when set, is a start-up cache (see cache.go): the
 	// instances as last served, so that a restart parses only the files
 	// that changed since. It is rewritten after changes, at most once per
@@ -70,12 +81,19 @@ type Options struct {
 // Store is a directory of spec files. It implements registry.Store.
 type Store struct {
 	dir  string
+	root *os.Root // dir, for links followed only inside it
 	opts Options
 	log  *slog.Logger
 	ix   *registry.Index // keyed by file name; read and applied under mu
 
-	mu    sync.Mutex        // serialises reloads and writes
-	files map[string]*entry // by base name
+	// reloadMu serialises reloads; a reload scans the directory holding it
+	// alone, and takes mu only to apply what it found. Put and Delete take
+	// mu alone: they never wait for a scan.
+	reloadMu sync.Mutex
+	mu       sync.Mutex        // guards the state below, ix's changes and the files Put and Delete write
+	files    map[string]*entry // by base name
+	gen      uint64            // counts the changes Put and Delete made
+	gone     map[string]uint64 // files Put and Delete removed, at which gen
 
 	watching string // "inotify", "poll" or ""
 	stop     chan struct{}
@@ -102,6 +120,9 @@ type entry struct {
 	// unchanged, so the file is re-read on the next reload and kept out of
 	// the cache.
 	racy bool
+	// gen is the Store.gen of the Put that wrote the file (0: a reload
+	// read it). A reload that started before does not apply what it read.
+	gen uint64
 }
 
 // racyWindow is longer than any file system's timestamp granularity
@@ -156,15 +177,19 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{dir: abs, opts: opts, log: opts.Logger.With("store", "dir", "dir", abs),
-		files: map[string]*entry{}, stop: make(chan struct{}), done: make(chan struct{})}
+	root, err := os.OpenRoot(abs)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{dir: abs, root: root, opts: opts, log: opts.Logger.With("store", "dir", "dir", abs),
+		files: map[string]*entry{}, gone: map[string]uint64{}, stop: make(chan struct{}), done: make(chan struct{})}
 	s.ix = registry.NewIndex(registry.IndexOptions{Logger: s.log, KeyAttr: "file",
-		Invalid: "dirstore: invalid spec file", Refused: "dirstore: spec file refused"})
+		Invalid: "dirstore: invalid spec file", Refused: "dirstore: spec file refused", Checks: opts.Checks})
 	if opts.CacheFile != "" {
 		if ca, err := filepath.Abs(opts.CacheFile); err != nil || filepath.Dir(ca) == abs {
 			return nil, fmt.Errorf("cache file %s: put it outside the spec directory (writing it there would wake the watcher)", opts.CacheFile)
 		}
-		c, err := readCache(opts.CacheFile, abs)
+		c, err := readCache(opts.CacheFile, abs, opts.Checks.Content != nil)
 		switch {
 		case errors.Is(err, errStaleCache):
 			s.log.Info("dirstore: start-up cache written by another build; parsing every file", "cache", opts.CacheFile)
@@ -191,6 +216,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	s.startCache = nil
 	if err != nil {
+		root.Close()
 		return nil, err
 	}
 	if opts.CacheFile != "" {
@@ -229,7 +255,8 @@ func (s *Store) Snapshot() *registry.Snapshot { return s.ix.Snapshot() }
 // Reload re-reads every file, changed or not (for SIGHUP).
 func (s *Store) Reload() error { return s.reload(true) }
 
-// Close stops watching.
+// Close stops watching. It does not wait for a reload in progress (a
+// scan stuck reading a file must not hold up a server's shutdown).
 func (s *Store) Close() error {
 	s.once.Do(func() {
 		close(s.stop)
@@ -241,7 +268,27 @@ func (s *Store) Close() error {
 	if s.cacheDone != nil {
 		<-s.cacheDone
 	}
+	if s.reloadMu.TryLock() { // else a reload is stuck; the root's finalizer closes it
+		s.root.Close()
+		s.reloadMu.Unlock()
+	}
 	return nil
+}
+
+// reloadOrStop reloads, and returns false without waiting for the reload
+// to end if the store is closed meanwhile.
+func (s *Store) reloadOrStop() bool {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.reload(false)
+	}()
+	select {
+	case <-done:
+		return true
+	case <-s.stop:
+		return false
+	}
 }
 
 // cacheLoop writes the start-up cache after changes: at once the first
@@ -272,6 +319,7 @@ func (s *Store) writeCache() {
 		return
 	}
 	s.cacheDirty = false
+	checked := s.opts.Checks.Content != nil
 	items := make([]cacheItem, 0, s.Snapshot().Len())
 	s.ix.Each(func(name string, rec *registry.Record) {
 		if pending, _ := s.ix.Pending(name); pending == nil {
@@ -283,7 +331,7 @@ func (s *Store) writeCache() {
 	s.mu.Unlock()
 	slices.SortFunc(items, func(a, b cacheItem) int { return strings.Compare(a.file, b.file) })
 	start := time.Now()
-	n, err := writeCache(s.opts.CacheFile, s.dir, items, s.verified)
+	n, err := writeCache(s.opts.CacheFile, s.dir, checked, items, s.verified)
 	if err != nil {
 		s.log.Error("dirstore: cannot write the start-up cache", "cache", s.opts.CacheFile, "err", err)
 		return
@@ -304,10 +352,20 @@ type scanned struct {
 }
 
 // reload scans the directory and applies what changed. With force, every
-// file is re-read even when its stamp is unchanged.
+// file is re-read even when its stamp is unchanged. The scan runs without
+// s.mu: a Put or Delete made meanwhile wins over what the scan read of
+// its file.
 func (s *Store) reload(force bool) error {
+	s.reloadMu.Lock()
+	defer s.reloadMu.Unlock()
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	start := s.gen
+	known := make(map[string]entry, len(s.files))
+	for name, e := range s.files {
+		known[name] = *e
+	}
+	s.mu.Unlock()
+
 	ents, err := os.ReadDir(s.dir)
 	if err != nil {
 		s.log.Error("dirstore: cannot read the directory; serving the last snapshot", "err", err)
@@ -319,21 +377,35 @@ func (s *Store) reload(force bool) error {
 			names = append(names, de.Name())
 		}
 	}
-	scans, err := s.scanAll(names, force)
+	scans, err := s.scanAll(names, known, force)
 	if err != nil {
 		s.log.Error("dirstore: cannot read the directory; serving the last snapshot", "err", err)
 		return err
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// newer reports whether Put or Delete changed the file after the scan
+	// began: what the scan saw of it is older.
+	newer := func(name string) bool {
+		e := s.files[name]
+		return e != nil && e.gen > start || s.gone[name] > start
 	}
 	present := make(map[string]bool, len(scans))
 	var results []*scanned
 	for i := range scans {
 		p := &scans[i]
-		if !p.present {
+		if !p.present || newer(p.name) {
 			continue
 		}
 		present[p.name] = true
 		if p.changed {
 			results = append(results, p)
+		}
+	}
+	for name, g := range s.gone {
+		if g <= start {
+			delete(s.gone, name) // the scan's listing saw the removal
 		}
 	}
 
@@ -342,7 +414,7 @@ func (s *Store) reload(force bool) error {
 		s.files = make(map[string]*entry, len(results)) // the first load: no rehashing on the way to 100,000
 	}
 	for name := range s.files {
-		if !present[name] {
+		if !present[name] && !newer(name) {
 			changes = append(changes, registry.Change{Key: name})
 			delete(s.files, name)
 			s.log.Info("dirstore: file removed", "file", name)
@@ -354,14 +426,20 @@ func (s *Store) reload(force bool) error {
 			e = &entry{}
 			s.files[p.name] = e
 		}
-		e.stamp, e.racy = p.st, p.racy
-		if p.cached {
+		e.stamp, e.racy, e.gen = p.st, p.racy, 0
+		if p.cached && p.rec != nil {
 			s.verified[p.rec.Revision] = true // cacheLoop is not running yet
 		}
 		changes = append(changes, registry.Change{Key: p.name, Record: p.rec, Err: p.err})
 	}
+	s.applyLocked(changes)
+	return nil
+}
+
+// applyLocked applies changes to the index, with s.mu held.
+func (s *Store) applyLocked(changes []registry.Change) {
 	if !s.ix.Apply(changes) {
-		return nil
+		return
 	}
 	s.reloads.Add(1)
 	if s.cacheKick != nil {
@@ -372,30 +450,31 @@ func (s *Store) reload(force bool) error {
 		}
 	}
 	s.log.Debug("dirstore: snapshot replaced", "instances", s.Snapshot().Len(), "changed", len(changes))
-	return nil
 }
 
 // scanAll stats the named files and reads and parses those that changed
 // (all of them with force), on opts.Workers goroutines. Stat, open and
 // read all happen in the workers, relative to one directory descriptor:
 // at 100,000 files the system calls cost as much as the parsing.
-func (s *Store) scanAll(names []string, force bool) ([]scanned, error) {
+func (s *Store) scanAll(names []string, known map[string]entry, force bool) ([]scanned, error) {
 	dirfd, err := unix.Open(s.dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: s.dir, Err: err}
 	}
 	defer unix.Close(dirfd)
-	out := parallel.Map(len(names), s.opts.Workers, func(i int) scanned { return s.scan(dirfd, names[i], force) })
+	out := parallel.Map(len(names), s.opts.Workers, func(i int) scanned { return s.scan(dirfd, names[i], known, force) })
 	return out, nil
 }
 
-// scan looks at one file. s.files is only read here (reload holds s.mu,
-// and the workers do not write it).
-func (s *Store) scan(dirfd int, name string, force bool) scanned {
+// scanHook, when set by a test, runs before a file is opened.
+var scanHook atomic.Pointer[func(name string)]
+
+// scan looks at one file, as known (a copy of s.files) has it.
+func (s *Store) scan(dirfd int, name string, known map[string]entry, force bool) scanned {
 	r := scanned{name: name}
-	e, known := s.files[name]
+	e, isKnown := known[name]
 	c, inCache := s.startCache[name]
-	if known && !force || inCache {
+	if isKnown && !force || inCache {
 		// One stat answers both "unchanged since the last reload" and
 		// "as the start-up cache has it". A file seen for the first time
 		// skips it: the open below stats it anyway.
@@ -409,7 +488,7 @@ func (s *Store) scan(dirfd int, name string, force bool) scanned {
 		if st.Mode&unix.S_IFMT == unix.S_IFDIR {
 			return r
 		}
-		if known && !force && e.stamp == stampOf(&st) && !e.racy {
+		if isKnown && !force && e.stamp == stampOf(&st) && !e.racy {
 			r.present, r.st = true, e.stamp
 			return r
 		}
@@ -417,12 +496,26 @@ func (s *Store) scan(dirfd int, name string, force bool) scanned {
 			if rec, err := fromCache(c); err == nil {
 				s.cacheHits.Add(1)
 				r.present, r.changed, r.st, r.rec, r.cached = true, true, c.stamp, rec, true
+				// The content checks ran when the cache was written (by this
+				// build, with them: readCache); the policy may have changed.
+				r.err = s.ix.Admit(rec)
+				if r.err != nil {
+					r.rec = nil
+				}
 				return r
 			}
 		}
 	}
-	// O_NONBLOCK: a FIFO named like a spec must not hang the reload.
-	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	if h := scanHook.Load(); h != nil {
+		(*h)(name)
+	}
+	fd, err := s.openSpec(dirfd, name)
+	if errors.Is(err, errOutside) {
+		var st unix.Stat_t
+		unix.Fstatat(dirfd, name, &st, 0) // the stamp, so that the refusal is logged once
+		r.present, r.changed, r.st, r.err = true, true, stampOf(&st), err
+		return r
+	}
 	if err != nil {
 		if err != unix.ENOENT && err != unix.EISDIR {
 			s.log.Error("dirstore: cannot open a spec file", "file", name, "err", err)
@@ -455,8 +548,42 @@ func (s *Store) scan(dirfd int, name string, force bool) scanned {
 		r.err = err
 		return r
 	}
-	r.rec, r.err = registry.DecodeDocument(data, s.dir)
+	r.rec, r.err = s.ix.Decode(data, s.dir)
 	return r
+}
+
+// errOutside is a spec file that is a symbolic link out of the directory.
+var errOutside = errors.New("a symbolic link out of the spec directory: not read (the store reads only inside its directory)")
+
+// openSpec opens a spec file of the directory without blocking (a FIFO
+// named like a spec must not hang the reload). A symbolic link is
+// followed only inside the directory tree.
+func (s *Store) openSpec(dirfd int, name string) (int, error) {
+	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK|unix.O_NOFOLLOW, 0)
+	if err != unix.ELOOP {
+		return fd, err
+	}
+	f, err := inputfile.OpenInRoot(s.root, name)
+	switch {
+	case errors.Is(err, inputfile.ErrOutside):
+		return -1, errOutside
+	case err != nil:
+		var errno unix.Errno
+		if errors.As(err, &errno) {
+			return -1, errno
+		}
+		return -1, err
+	}
+	defer f.Close()
+	raw, err := f.SyscallConn()
+	if err != nil {
+		return -1, err
+	}
+	var dupErr error
+	if cerr := raw.Control(func(pfd uintptr) { fd, dupErr = unix.FcntlInt(pfd, unix.F_DUPFD_CLOEXEC, 0) }); cerr != nil {
+		return -1, cerr
+	}
+	return fd, dupErr
 }
 
 // readAll reads fd to its end, expecting size bytes (a file that grows
@@ -494,42 +621,49 @@ func readAll(fd, size int) ([]byte, error) {
 
 // Put validates doc and writes it atomically (temporary file + rename) as
 // <name>.yaml, replacing the file the instance was defined in (if it had
-// another name, that file is removed). source.file is refused: a document
-// from the API must not read the server's files.
+// another name, that file is removed), and serves it at once. source.file
+// is refused: a document from the API must not read the server's files.
 func (s *Store) Put(ctx context.Context, doc []byte) (*registry.Record, error) {
-	rec, err := registry.DecodeDocument(doc, "")
+	rec, err := s.ix.Decode(doc, "")
 	if err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	target := rec.Name + ".yaml"
 	previous, _ := s.ix.KeyOf(rec.Name)
 	// Refuse before writing: a file that would be refused on load helps
 	// nobody.
 	if err := s.ix.Check(target, rec, previous); err != nil {
-		s.mu.Unlock()
 		return nil, err
 	}
 	if e := s.files[target]; e != nil && previous != target {
 		// target exists but defines another instance (or nothing valid).
 		if r := s.ix.Served(target); r != nil {
-			s.mu.Unlock()
 			return nil, fmt.Errorf("%w: %s defines instance %q", registry.ErrConflict, target, r.Name)
 		}
 	}
-	err = atomicfile.Write(filepath.Join(s.dir, target), 0o600, func(w io.Writer) error { _, err := w.Write(doc); return err })
-	if err == nil && previous != "" && previous != target {
-		err = os.Remove(filepath.Join(s.dir, previous))
-	}
-	s.mu.Unlock()
-	if err != nil {
+	path := filepath.Join(s.dir, target)
+	if err := atomicfile.Write(path, 0o600, func(w io.Writer) error { _, err := w.Write(doc); return err }); err != nil {
 		return nil, err
 	}
-	if err := s.reload(false); err != nil {
-		return nil, err
+	s.gen++
+	var st unix.Stat_t
+	// The stamp of the file written; racy, so that the next reload reads
+	// it back (a change made right after would keep this stamp).
+	unix.Lstat(path, &st)
+	s.files[target] = &entry{stamp: stampOf(&st), racy: true, gen: s.gen}
+	delete(s.gone, target)
+	changes := []registry.Change{{Key: target, Record: rec}}
+	if previous != "" && previous != target {
+		if err := os.Remove(filepath.Join(s.dir, previous)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, err
+		}
+		delete(s.files, previous)
+		s.gone[previous] = s.gen
+		changes = append(changes, registry.Change{Key: previous})
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.applyLocked(changes)
 	if pending, why := s.ix.Pending(target); pending != nil {
 		return nil, why
 	}
@@ -543,15 +677,19 @@ func (s *Store) Put(ctx context.Context, doc []byte) (*registry.Record, error) {
 // Delete removes the file that defines the instance.
 func (s *Store) Delete(ctx context.Context, name string) error {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	file, ok := s.ix.KeyOf(name)
-	s.mu.Unlock()
 	if !ok {
 		return fmt.Errorf("%w: %q", registry.ErrNotFound, name)
 	}
 	if err := os.Remove(filepath.Join(s.dir, file)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
-	return s.reload(false)
+	s.gen++
+	delete(s.files, file)
+	s.gone[file] = s.gen
+	s.applyLocked([]registry.Change{{Key: file}})
+	return nil
 }
 
 // watchLoop coalesces change notifications: the first one starts the
@@ -580,7 +718,9 @@ func (s *Store) watchLoop(events <-chan struct{}) {
 				break drain
 			}
 		}
-		s.reload(false)
+		if !s.reloadOrStop() {
+			return
+		}
 	}
 }
 
@@ -593,7 +733,9 @@ func (s *Store) poll(every time.Duration) {
 		case <-s.stop:
 			return
 		case <-t.C:
-			s.reload(false)
+			if !s.reloadOrStop() {
+				return
+			}
 		}
 	}
 }
