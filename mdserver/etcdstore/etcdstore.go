@@ -27,6 +27,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -67,6 +68,9 @@ type Config struct {
 	// Logger receives bad documents and watch failures; default
 	// slog.Default().
 	Logger *slog.Logger
+	// Checks are the server's rules beyond the spec's validation (see
+	// registry.Checks), run on every document read and every Put.
+	Checks registry.Checks
 }
 
 // Store is an etcd-backed registry.Store.
@@ -135,7 +139,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	s := &Store{cfg: cfg, cli: cli, log: cfg.Logger.With("store", "etcd", "prefix", cfg.Prefix),
 		modRevs: map[string]int64{}, revSig: make(chan struct{}), done: make(chan struct{})}
 	s.ix = registry.NewIndex(registry.IndexOptions{Logger: s.log, KeyAttr: "key",
-		Invalid: "etcdstore: invalid document skipped", Refused: "etcdstore: document refused"})
+		Invalid: "etcdstore: invalid document skipped", Refused: "etcdstore: document refused", Checks: cfg.Checks})
 	rev, err := s.list(ctx)
 	if err != nil {
 		cli.Close()
@@ -175,6 +179,10 @@ func (s *Store) Close() error {
 type version struct {
 	value  []byte
 	modRev int64
+	// createRev is the revision the key was created at: the record's UID
+	// (a key deleted and written again is a new instance, and every
+	// replica agrees on it).
+	createRev int64
 	// dec is value decoded: by list while it fetched the next page, or
 	// by apply.
 	dec *decoded
@@ -241,7 +249,7 @@ func (s *Store) fetchAll(ctx context.Context) (int64, map[string]*version, error
 		var vers []*version
 		s.mu.Lock()
 		for _, kv := range resp.Kvs {
-			k, v := string(kv.Key), &version{value: kv.Value, modRev: kv.ModRevision}
+			k, v := string(kv.Key), &version{value: kv.Value, modRev: kv.ModRevision, createRev: kv.CreateRevision}
 			changes[k] = v
 			if m, ok := s.modRevs[k]; !ok || m != v.modRev {
 				keys, vers = append(keys, k), append(vers, v)
@@ -319,7 +327,7 @@ func (s *Store) run(ctx context.Context, rev int64) {
 				if ev.Type == clientv3.EventTypeDelete {
 					changes[k] = nil
 				} else {
-					changes[k] = &version{value: ev.Kv.Value, modRev: ev.Kv.ModRevision}
+					changes[k] = &version{value: ev.Kv.Value, modRev: ev.Kv.ModRevision, createRev: ev.Kv.CreateRevision}
 				}
 			}
 			s.apply(changes, resp.Header.Revision)
@@ -391,7 +399,7 @@ func (s *Store) decodeChanged(changes map[string]*version) {
 // first list of a large prefix is otherwise seconds of YAML parsing on one.
 func (s *Store) decodeAll(keys []string, vers []*version) {
 	out := parallel.Map(len(keys), 0, func(i int) decoded {
-		rec, err := s.decode(keys[i], vers[i].value)
+		rec, err := s.decode(keys[i], vers[i])
 		return decoded{rec, err}
 	})
 	for i := range out {
@@ -399,14 +407,15 @@ func (s *Store) decodeAll(keys []string, vers []*version) {
 	}
 }
 
-func (s *Store) decode(key string, value []byte) (*registry.Record, error) {
-	rec, err := registry.DecodeDocument(value, "")
+func (s *Store) decode(key string, v *version) (*registry.Record, error) {
+	rec, err := s.ix.Decode(v.value, "")
 	if err != nil {
 		return nil, err
 	}
 	if want := strings.TrimPrefix(key, s.cfg.Prefix); rec.Name != want {
 		return nil, spec.Errors{{Field: "metadata.name", Message: fmt.Sprintf("is %q but the key names %q", rec.Name, want)}}
 	}
+	rec.UID = "c" + strconv.FormatInt(v.createRev, 10)
 	return rec, nil
 }
 
@@ -433,7 +442,7 @@ func (s *Store) waitRev(ctx context.Context, rev int64) error {
 // Put stores doc under <prefix><metadata.name> in a transaction that
 // checks the key is still at the version this store's conflict check saw.
 func (s *Store) Put(ctx context.Context, doc []byte) (*registry.Record, error) {
-	rec, err := registry.DecodeDocument(doc, "")
+	rec, err := s.ix.Decode(doc, "")
 	if err != nil {
 		return nil, err
 	}

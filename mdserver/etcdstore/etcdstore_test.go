@@ -16,6 +16,7 @@ import (
 	"github.com/vminit/vminit/internal/testing/etcdtest"
 	"github.com/vminit/vminit/internal/testing/testtools"
 	"github.com/vminit/vminit/mdserver/registry"
+	"github.com/vminit/vminit/spec"
 )
 
 func startEtcd(t *testing.T) *etcdtest.Server { return etcdtest.Start(t, nil) }
@@ -24,10 +25,15 @@ type syncBuf = testtools.SyncBuffer
 
 func open(t *testing.T, e *etcdtest.Server, prefix string) (*Store, *syncBuf) {
 	t.Helper()
+	return openChecked(t, e, prefix, registry.Checks{})
+}
+
+func openChecked(t *testing.T, e *etcdtest.Server, prefix string, checks registry.Checks) (*Store, *syncBuf) {
+	t.Helper()
 	logs := &syncBuf{}
 	s, err := Open(context.Background(), Config{Endpoints: []string{e.ClientURL}, Prefix: prefix,
 		DialTimeout: 2 * time.Second, RequestTimeout: 3 * time.Second, MaxBackoff: 500 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(logs, nil))})
+		Logger: slog.New(slog.NewTextHandler(logs, nil)), Checks: checks})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,4 +309,51 @@ func pagedList(t *testing.T, onPause func(n int), beforeWatchHook func()) (e *et
 	afterPage = func() { n++; onPause(n) }
 	t.Cleanup(func() { listPage, afterPage, beforeWatch = old, nil, nil })
 	return e, cli, func() int { return n }
+}
+
+// TestChecksAndIncarnations: a version that fails the server's checks is
+// skipped and the last good one served, and Put refuses it; a key deleted
+// and written again with the same document is a new incarnation (UID),
+// on which every replica agrees.
+func TestChecksAndIncarnations(t *testing.T) {
+	e := startEtcd(t)
+	cli := e.Client()
+	ctx := context.Background()
+	checks := registry.Checks{Content: func(r *registry.Record) error {
+		if r.Instance.Spec.Hostname == "refused" {
+			return spec.Errors{{Field: "spec.hostname", Message: "refused by the check"}}
+		}
+		return nil
+	}}
+	a, logs := openChecked(t, e, "", checks)
+	b, _ := openChecked(t, e, "", checks)
+	if _, err := a.Put(ctx, []byte(doc("web", "10.1.0.2", "good"))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Put(ctx, []byte(doc("web", "10.1.0.2", "refused"))); err == nil || !strings.Contains(err.Error(), "refused by the check") {
+		t.Errorf("Put of a refused version: %v", err)
+	}
+	if _, err := cli.Put(ctx, DefaultPrefix+"web", doc("web", "10.1.0.2", "refused")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the refused version to be logged", func() bool { return strings.Contains(logs.String(), "refused by the check") })
+	if hostname(a, "web") != "good" || !strings.Contains(logs.String(), "last good version") {
+		t.Errorf("served %q:\n%s", hostname(a, "web"), logs.String())
+	}
+
+	uid := func(s *Store) string { r, _ := s.Snapshot().ByName("web"); return r.UID }
+	eventually(t, "the replica to serve web", func() bool { return hostname(b, "web") == "good" })
+	first := uid(a)
+	if first == "" || uid(b) != first {
+		t.Fatalf("UIDs %q and %q", first, uid(b))
+	}
+	if _, err := cli.Delete(ctx, DefaultPrefix+"web"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(ctx, DefaultPrefix+"web", doc("web", "10.1.0.2", "good")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the new incarnation", func() bool {
+		return hostname(a, "web") == "good" && uid(a) != first && uid(b) == uid(a)
+	})
 }
