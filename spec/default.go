@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/google/uuid"
@@ -97,6 +98,35 @@ func (ms *MetadataServer) Default() {
 	if ms.InstanceType == "" {
 		ms.InstanceType = DefaultInstanceType
 	}
+}
+
+// The metadata server's dialects, as spec.metadataServer.dialects names
+// them.
+const (
+	DialectEC2       = "ec2"
+	DialectOpenStack = "openstack"
+	DialectNoCloud   = "nocloud"
+	DialectIgnition  = "ignition"
+)
+
+// Dialects are every dialect the metadata server speaks.
+var Dialects = []string{DialectEC2, DialectOpenStack, DialectNoCloud, DialectIgnition}
+
+// ServesDialect reports whether the metadata server serves the instance
+// through dialect d: one of Dialects when they are listed; else every
+// dialect, except with imdsv2: required, which only the EC2 dialect
+// enforces (its clients present a token; the other dialects' clients,
+// cloud-init's OpenStack and NoCloud datasources and Ignition's openstack
+// platform, send none), so only EC2 serves such an instance. A nil ms (no
+// spec.metadataServer) serves every dialect.
+func (ms *MetadataServer) ServesDialect(d string) bool {
+	switch {
+	case ms == nil:
+		return true
+	case len(ms.Dialects) > 0:
+		return slices.Contains(ms.Dialects, d)
+	}
+	return ms.IMDSv2 != "required" || d == DialectEC2
 }
 
 // MetadataServerSettings returns spec.metadataServer with its defaults:

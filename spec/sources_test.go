@@ -195,3 +195,40 @@ func TestNotASpecIsNotQuoted(t *testing.T) {
 		t.Errorf("long and control-character keys: %.300v", err)
 	}
 }
+
+// TestDialects: imdsv2: required serves the instance through EC2 alone
+// unless spec.metadataServer.dialects lists others; dialects are checked.
+func TestDialects(t *testing.T) {
+	const doc = "apiVersion: vminit.dev/v1alpha1\nkind: Instance\nmetadata: {name: a}\nspec:\n  metadataServer: {addresses: [192.0.2.1]%s}\n"
+	for _, c := range []struct {
+		extra, want string
+		serves      []string
+	}{
+		{"", "", spec.Dialects},
+		{", imdsv2: required", "", []string{"ec2"}},
+		{", imdsv2: required, dialects: [ec2, openstack]", "", []string{"ec2", "openstack"}},
+		{", dialects: [nocloud]", "", []string{"nocloud"}},
+		{", dialects: [gce, nocloud, nocloud]", "spec.metadataServer.dialects[0]: \"gce\": want one of ec2, openstack, nocloud, ignition", nil},
+		{", dialects: [nocloud, nocloud]", "spec.metadataServer.dialects[1]: nocloud is already listed at spec.metadataServer.dialects[0]", nil},
+	} {
+		inst, err := spec.Parse([]byte(strings.Replace(doc, "%s", c.extra, 1)), "")
+		if c.want != "" {
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%s: got %v, want %q", c.extra, err, c.want)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", c.extra, err)
+		}
+		var got []string
+		for _, d := range spec.Dialects {
+			if inst.Spec.MetadataServer.ServesDialect(d) {
+				got = append(got, d)
+			}
+		}
+		if strings.Join(got, ",") != strings.Join(c.serves, ",") {
+			t.Errorf("%s: serves %v, want %v", c.extra, got, c.serves)
+		}
+	}
+}

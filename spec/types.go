@@ -233,8 +233,14 @@ type MetadataServer struct {
 	// instance that owns its source address.
 	Addresses []string `yaml:"addresses" json:"addresses"`
 	// IMDSv2 is "optional" (default: tokens accepted, not required, as on
-	// EC2 by default) or "required" (token-less EC2 requests get 401).
+	// EC2 by default) or "required" (token-less EC2 requests get 401, and
+	// unless Dialects says otherwise the other dialects, whose clients
+	// cannot present a token, do not serve the instance).
 	IMDSv2 string `yaml:"imdsv2,omitempty" json:"imdsv2,omitempty"`
+	// Dialects, when set, are the only dialects the metadata server
+	// serves the instance through (DialectEC2, DialectOpenStack,
+	// DialectNoCloud, DialectIgnition); see ServesDialect for the default.
+	Dialects []string `yaml:"dialects,omitempty" json:"dialects,omitempty"`
 	// TokenHopLimit is the IP TTL of IMDSv2 token responses (default 1, as
 	// on EC2: a token cannot leave the VM through a router or container
 	// bridge). 1–64.

@@ -705,6 +705,15 @@ func validateMetadataServer(c *ErrorList, ms *MetadataServer) {
 	if ms.IMDSv2 != "" && ms.IMDSv2 != "optional" && ms.IMDSv2 != "required" {
 		c.Add(f+".imdsv2", "%q: want optional or required", ms.IMDSv2)
 	}
+	for i, d := range ms.Dialects {
+		df := fmt.Sprintf("%s.dialects[%d]", f, i)
+		switch j := slices.Index(ms.Dialects, d); {
+		case !slices.Contains(Dialects, d):
+			c.Add(df, "%q: want one of %s", d, strings.Join(Dialects, ", "))
+		case j < i:
+			c.Add(df, "%s is already listed at %s.dialects[%d]", d, f, j)
+		}
+	}
 	if ms.TokenHopLimit != 0 && (ms.TokenHopLimit < 1 || ms.TokenHopLimit > 64) {
 		c.Add(f+".tokenHopLimit", "%d is out of range (1–64)", ms.TokenHopLimit)
 	}
