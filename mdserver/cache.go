@@ -122,9 +122,16 @@ func treeBytes(trees ...map[string][]byte) int64 {
 
 func bytesLen(b []byte) int64 { return int64(len(b)) }
 
-// sweep drops the state of instances that are gone, and the entries of
-// versions that are no longer served.
+// sweep drops the state of instances that are gone, the passwords of
+// incarnations that are gone, and the entries of versions that are no
+// longer served.
 func (h *Handler) sweep(s *registry.Snapshot) {
+	h.passwords.Range(func(k, v any) bool {
+		if !s.Incarnation(k.(string), v.(*password).uid) {
+			h.passwords.CompareAndDelete(k, v)
+		}
+		return true
+	})
 	h.cache.Range(func(k, v any) bool {
 		if !s.Serves(v.(*entry).key) {
 			if h.cache.CompareAndDelete(k, v) {

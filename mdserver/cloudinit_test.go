@@ -51,7 +51,7 @@ func TestCloudInitEc2(t *testing.T) {
 	store := testStore(t,
 		testRecord(t, instanceDoc("vm-a", []string{"127.0.0.2"}, "    imdsv2: required\n"), "1"),
 		testRecord(t, instanceDoc("vm-bb", []string{"127.0.0.3"}, ""), "1"))
-	srv, _ := serve(t, NewHandler(store, Options{Logger: quietLogger()}))
+	srv, _ := serve(t, NewHandler(store, Options{AllowLoopbackInstances: true, Logger: quietLogger()}))
 	for _, tc := range []struct {
 		name, src, inst string
 		aws             bool
@@ -110,7 +110,7 @@ out({"metadata": r.get("metadata"), "userdata": r.get("userdata"), "networkdata"
 func TestCloudInitOpenStack(t *testing.T) {
 	cloudinittest.Require(t)
 	store := twoInstances(t, "")
-	srv, _ := serve(t, NewHandler(store, Options{Logger: quietLogger()}))
+	srv, _ := serve(t, NewHandler(store, Options{AllowLoopbackInstances: true, Logger: quietLogger()}))
 	var got struct {
 		Metadata    map[string]any
 		Userdata    string
@@ -138,7 +138,7 @@ out({"md": md, "ud": ud, "vd": vd})
 func TestCloudInitNoCloud(t *testing.T) {
 	cloudinittest.Require(t)
 	store := twoInstances(t, "")
-	srv, _ := serve(t, NewHandler(store, Options{Logger: quietLogger()}))
+	srv, _ := serve(t, NewHandler(store, Options{AllowLoopbackInstances: true, Logger: quietLogger()}))
 	for _, who := range [][2]string{{"127.0.0.2", "vm-a"}, {"127.0.0.3", "vm-bb"}} {
 		var got struct {
 			MD map[string]any

@@ -191,8 +191,13 @@ func (h *Handler) ec2(w http.ResponseWriter, r *http.Request) {
 }
 
 // IMDSv2 tokens are stateless: base64url(expiry (8 bytes, big-endian Unix
-// seconds) || HMAC-SHA256(key, name 0x00 expiry)[:24]). A token names its
-// instance through the MAC, so one minted for A does not verify for B.
+// seconds) || HMAC-SHA256(key, name 0 uid 0 revision 0 expiry)[:24]). A
+// token names the registry.Key it was minted for through the MAC: one
+// minted for A does not verify for B, nor for an A deleted and defined
+// again (another UID), nor once A's spec changed (another revision; EC2
+// clients ask for a new token on a 401). Servers that share the token key
+// and a store agree on every part of it (etcd's UIDs are its create
+// revisions).
 type tokenSigner struct{ key []byte }
 
 func newTokenSigner(key []byte) tokenSigner {
@@ -203,22 +208,24 @@ func newTokenSigner(key []byte) tokenSigner {
 	return tokenSigner{key: key}
 }
 
-func (t tokenSigner) sum(name string, exp []byte) []byte {
+func (t tokenSigner) sum(k registry.Key, exp []byte) []byte {
 	m := hmac.New(sha256.New, t.key)
-	m.Write([]byte(name))
-	m.Write([]byte{0})
+	for _, s := range []string{k.Name, k.UID, k.Revision} {
+		m.Write([]byte(s))
+		m.Write([]byte{0})
+	}
 	m.Write(exp)
 	return m.Sum(nil)[:24]
 }
 
-func (t tokenSigner) mint(name string, expiry time.Time) string {
+func (t tokenSigner) mint(k registry.Key, expiry time.Time) string {
 	var b [32]byte
 	binary.BigEndian.PutUint64(b[:8], uint64(expiry.Unix()))
-	copy(b[8:], t.sum(name, b[:8]))
+	copy(b[8:], t.sum(k, b[:8]))
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
-func (t tokenSigner) valid(tok, name string, now time.Time) bool {
+func (t tokenSigner) valid(tok string, k registry.Key, now time.Time) bool {
 	var b [32]byte
 	if base64.RawURLEncoding.DecodedLen(len(tok)) != len(b) {
 		return false
@@ -226,7 +233,7 @@ func (t tokenSigner) valid(tok, name string, now time.Time) bool {
 	if _, err := base64.RawURLEncoding.Decode(b[:], []byte(tok)); err != nil {
 		return false
 	}
-	if !hmac.Equal(b[8:], t.sum(name, b[:8])) {
+	if !hmac.Equal(b[8:], t.sum(k, b[:8])) {
 		return false
 	}
 	return now.Unix() < int64(binary.BigEndian.Uint64(b[:8]))
@@ -237,7 +244,7 @@ func (t tokenSigner) valid(tok, name string, now time.Time) bool {
 // unless the instance has imdsv2: required.
 func (h *Handler) ec2Authorized(r *http.Request, rec *registry.Record) bool {
 	if tok := r.Header.Get(HeaderToken); tok != "" {
-		return h.tokens.valid(tok, rec.Name, h.opts.Now())
+		return h.tokens.valid(tok, rec.Key(), h.opts.Now())
 	}
 	ms := rec.Instance.Spec.MetadataServer
 	return ms == nil || ms.IMDSv2 != "required"
@@ -267,7 +274,7 @@ func (h *Handler) ec2Token(w http.ResponseWriter, r *http.Request) {
 		emptyStatus(w, http.StatusInternalServerError)
 		return
 	}
-	tok := h.tokens.mint(rec.Name, h.opts.Now().Add(time.Duration(ttl)*time.Second))
+	tok := h.tokens.mint(rec.Key(), h.opts.Now().Add(time.Duration(ttl)*time.Second))
 	w.Header().Set(HeaderTokenTTL, strconv.Itoa(ttl))
 	serveBytes(w, textPlain, []byte(tok))
 }

@@ -13,7 +13,9 @@ import (
 )
 
 // A metadata server for one instance whose requests come from 127.0.0.1,
-// read the way cloud-init's Ec2 datasource reads it.
+// read the way cloud-init's Ec2 datasource reads it. (A loopback address
+// identifies an instance only with AllowLoopbackInstances: in production,
+// every process of the server's host would get its data.)
 func ExampleNewHandler() {
 	inst, _, err := spec.Decode([]byte(`apiVersion: vminit.dev/v1alpha1
 kind: Instance
@@ -36,7 +38,7 @@ spec:
 	if err != nil {
 		panic(err)
 	}
-	h := mdserver.NewHandler(store, mdserver.Options{Logger: slog.New(slog.DiscardHandler)})
+	h := mdserver.NewHandler(store, mdserver.Options{AllowLoopbackInstances: true, Logger: slog.New(slog.DiscardHandler)})
 	srv := httptest.NewUnstartedServer(h)
 	srv.Config = mdserver.NewServer(h) // timeouts, and ConnContext for the IMDSv2 hop limit
 	srv.Start()

@@ -1,9 +1,12 @@
 package mdserver
 
 import (
+	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"path"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -11,19 +14,30 @@ import (
 
 	"github.com/vminit/vminit/ignition"
 	"github.com/vminit/vminit/mdserver/registry"
+	"github.com/vminit/vminit/spec"
 )
 
 // Options configure NewHandler. The zero value is usable: no trusted
 // proxies, no rate limit, slog.Default, the real clock.
 type Options struct {
 	// TrustedProxies are the source networks allowed to name an instance
-	// with the signed X-Vminit-Instance header (or, failing that, with
+	// with the signed X-Vminit-Instance header (or, without HMACKey, with
 	// X-Forwarded-For). Requests from anywhere else are identified by
-	// their source address only, whatever headers they carry.
+	// their source address only, whatever headers they carry. A trusted
+	// proxy's own address never identifies an instance.
 	TrustedProxies []netip.Prefix
 	// HMACKey verifies X-Vminit-Instance (see SignInstance). Without a
-	// key the header is refused even from trusted proxies.
+	// key the header is refused even from trusted proxies; with one, it
+	// is the only way a trusted proxy names an instance (an unsigned
+	// X-Forwarded-For is refused with 403).
 	HMACKey []byte
+	// AllowLoopbackInstances lets a loopback source address (127.0.0.0/8,
+	// ::1) identify an instance. Off, as it must be in production: every
+	// process of the server's host, and a proxy on it that is not a
+	// TrustedProxy, would get that instance's data. Tests, benchmarks and
+	// QEMU user-mode networking (whose guests reach the host from
+	// 127.0.0.1) turn it on.
+	AllowLoopbackInstances bool
 	// TokenKey signs IMDSv2 session tokens. Servers that share it accept
 	// each other's tokens; empty means a random key per process (tokens do
 	// not survive a restart; clients get 401 and ask for a new one).
@@ -62,12 +76,13 @@ const (
 	HeaderTokenTTL = "X-Aws-Ec2-Metadata-Token-Ttl-Seconds"
 )
 
-// Dialects, as they appear in metrics and logs.
+// Dialects, as they appear in metrics, logs and
+// spec.metadataServer.dialects.
 const (
-	DialectEC2       = "ec2"
-	DialectOpenStack = "openstack"
-	DialectNoCloud   = "nocloud"
-	DialectIgnition  = "ignition"
+	DialectEC2       = spec.DialectEC2
+	DialectOpenStack = spec.DialectOpenStack
+	DialectNoCloud   = spec.DialectNoCloud
+	DialectIgnition  = spec.DialectIgnition
 	DialectOther     = "other"
 )
 
@@ -84,12 +99,16 @@ type Handler struct {
 
 	// Per-instance state. What belongs to one version of an instance is
 	// in its cache entry, under the record's registry.Key, and is dropped
-	// by sweep as soon as the snapshot no longer serves that key; the rest
-	// is by name and dropped when the instance is gone.
+	// by sweep as soon as the snapshot no longer serves that key; what
+	// belongs to an incarnation (the password) is under its name and
+	// registry.Record.UID, answered only to that incarnation and dropped
+	// by sweep when the snapshot no longer holds it; the rate limit is by
+	// name and dropped when the instance is gone. IMDSv2 tokens are signed
+	// for the Key (ec2.go) and keep nothing here.
 	lastSnap  atomic.Pointer[registry.Snapshot]
 	cache     sync.Map // name → *entry (rendered payloads, by key)
 	limits    sync.Map // name → *bucket
-	passwords sync.Map // name → []byte (OpenStack password, write-once; kept across revisions)
+	passwords sync.Map // name → *password (OpenStack, write-once per incarnation; kept across revisions)
 }
 
 type ctxKey int
@@ -139,6 +158,7 @@ func NewHandler(src registry.Source, opts Options) *Handler {
 	h.openstackRoutes(mux)
 	h.nocloudRoutes(mux)
 	h.ignitionRoutes(mux)
+	mux.HandleFunc("/", methodNotAllowed) // every GET is EC2's (ec2Routes)
 	h.mux = mux
 	return h
 }
@@ -233,6 +253,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	rec, status := h.identify(r)
 	if rec == nil {
+		// Nothing to serve this source: its connection is not kept.
+		w.Header()["Connection"] = hdrClose
 		emptyStatus(w, status)
 		return
 	}
@@ -243,9 +265,19 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				h.metrics.rateLimited.Add(1)
 			}
 			w.Header().Set("Retry-After", retryAfter(wait))
+			w.Header()["Connection"] = hdrClose
 			emptyStatus(w, http.StatusTooManyRequests)
 			return
 		}
+	}
+	if !cleanPath(r.URL.Path) {
+		// ServeMux would redirect, with an HTML body.
+		emptyStatus(w, http.StatusBadRequest)
+		return
+	}
+	if dialect != DialectOther && !rec.Instance.Spec.MetadataServer.ServesDialect(dialect) {
+		dialectRefused(w, rec, dialect)
+		return
 	}
 	if dialect == DialectEC2 && r.Method != http.MethodPut && !h.ec2Authorized(r, rec) {
 		emptyStatus(w, http.StatusUnauthorized)
@@ -265,6 +297,35 @@ func emptyStatus(w http.ResponseWriter, status int) {
 	w.WriteHeader(status)
 }
 
+// methodNotAllowed is every path's answer to a method it does not serve:
+// an empty 405 (ServeMux's own has a plain-text body).
+func methodNotAllowed(w http.ResponseWriter, _ *http.Request) {
+	emptyStatus(w, http.StatusMethodNotAllowed)
+}
+
+// cleanPath reports whether p is in the canonical form ServeMux serves
+// without a redirect: rooted, no empty, "." or ".." element.
+func cleanPath(p string) bool {
+	if p == "" || p[0] != '/' {
+		return false
+	}
+	c := path.Clean(p)
+	return c == p || c+"/" == p
+}
+
+// dialectRefused answers 403 to a request for an instance through a
+// dialect spec.metadataServer does not serve it through, saying why in a
+// plain-text body (the one error with a body: the guest's operator reads
+// it).
+func dialectRefused(w http.ResponseWriter, rec *registry.Record, dialect string) {
+	ms := rec.Instance.Spec.MetadataServer
+	why := fmt.Sprintf("spec.metadataServer.dialects lists only %s; add %s there to serve it", strings.Join(ms.Dialects, ", "), dialect)
+	if len(ms.Dialects) == 0 {
+		why = fmt.Sprintf("its spec.metadataServer.imdsv2 is required, and the %s dialect's clients send no IMDSv2 token; fetch through the EC2 paths with a token, or list %s in spec.metadataServer.dialects to serve it without one", dialect, dialect)
+	}
+	serveStatus(w, http.StatusForbidden, fmt.Sprintf("vminit: instance %s is not served through the %s dialect: %s\n", rec.Name, dialect, why))
+}
+
 // recordOf returns the record ServeHTTP identified (nil if w is not one
 // of ours).
 func recordOf(w http.ResponseWriter) *registry.Record {
@@ -281,10 +342,20 @@ func recordOf(w http.ResponseWriter) *registry.Record {
 var (
 	hdrNoStore     = []string{"no-store"}
 	hdrZero        = []string{"0"}
+	hdrClose       = []string{"close"}
 	hdrTextPlain   = []string{textPlain}
 	hdrJSON        = []string{"application/json"}
 	hdrIgnitionCfg = []string{ignitionType}
 )
+
+// serveStatus answers status with a plain-text message.
+func serveStatus(w http.ResponseWriter, status int, msg string) {
+	hd := w.Header()
+	hd["Content-Type"] = hdrTextPlain
+	hd["Content-Length"] = []string{itoa(len(msg))}
+	w.WriteHeader(status)
+	io.WriteString(w, msg)
+}
 
 // serveBytes writes a payload with its content type.
 func serveBytes(w http.ResponseWriter, ctype string, b []byte) {

@@ -74,7 +74,7 @@ func (c *clientT) get(url string) resp {
 }
 
 func TestEC2Tree(t *testing.T) {
-	srv, _ := serve(t, NewHandler(twoInstances(t, ""), Options{Logger: quietLogger()}))
+	srv, _ := serve(t, NewHandler(twoInstances(t, ""), Options{AllowLoopbackInstances: true, Logger: quietLogger()}))
 	c := &clientT{t: t, src: "127.0.0.2"}
 	if r := c.get(srv.URL + "/"); r.status != 200 || !strings.Contains(r.body, "2009-04-04\n") || !strings.HasSuffix(r.body, "latest") {
 		t.Errorf("version list: %d %q", r.status, r.body)
@@ -122,7 +122,7 @@ func TestIsolation(t *testing.T) {
 	key := []byte("proxy-secret-0123456789")
 	now := time.Unix(1_700_000_000, 0)
 	store := twoInstances(t, "")
-	h := NewHandler(store, Options{Logger: quietLogger(), HMACKey: key, Now: func() time.Time { return now },
+	h := NewHandler(store, Options{AllowLoopbackInstances: true, Logger: quietLogger(), HMACKey: key, Now: func() time.Time { return now },
 		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.5/32")}})
 	srv, _ := serve(t, h)
 	idOf := func(name string) string { r, _ := store.Snapshot().ByName(name); return r.Instance.Spec.InstanceID }
@@ -142,7 +142,7 @@ func TestIsolation(t *testing.T) {
 	check("A with a valid signature for B (untrusted source)", "127.0.0.2", map[string]string{HeaderInstance: SignInstance(key, "vm-bb", now.Add(time.Minute))}, 200, a)
 	check("unknown address with a signature", "127.0.0.4", map[string]string{HeaderInstance: SignInstance(key, "vm-bb", now.Add(time.Minute))}, 404, "")
 	check("trusted proxy, signed B", "127.0.0.5", map[string]string{HeaderInstance: SignInstance(key, "vm-bb", now.Add(time.Minute))}, 200, b)
-	check("trusted proxy, XFF A", "127.0.0.5", map[string]string{"X-Forwarded-For": "127.0.0.2"}, 200, a)
+	check("trusted proxy, unsigned XFF A while signed headers are required", "127.0.0.5", map[string]string{"X-Forwarded-For": "127.0.0.2"}, 403, "")
 	check("trusted proxy, forged", "127.0.0.5", map[string]string{HeaderInstance: SignInstance([]byte("wrong"), "vm-bb", now.Add(time.Minute))}, 403, "")
 	forged := SignInstance(key, "vm-bb", now.Add(time.Minute))
 	check("trusted proxy, name swapped", "127.0.0.5", map[string]string{HeaderInstance: "vm-a" + strings.TrimPrefix(forged, "vm-bb")}, 403, "")
@@ -162,7 +162,7 @@ func TestIsolation(t *testing.T) {
 
 func TestIMDSv2(t *testing.T) {
 	store := twoInstances(t, "    imdsv2: required\n    tokenHopLimit: 3\n")
-	srv, conns := serve(t, NewHandler(store, Options{Logger: quietLogger()}))
+	srv, conns := serve(t, NewHandler(store, Options{AllowLoopbackInstances: true, Logger: quietLogger()}))
 	ca, cb := clientFrom("127.0.0.2"), clientFrom("127.0.0.3")
 	tokURL := srv.URL + "/latest/api/token"
 	keep := clientFrom("127.0.0.2")
@@ -205,7 +205,7 @@ func TestIMDSv2(t *testing.T) {
 	// Expiry.
 	now := time.Unix(1_700_000_000, 0)
 	clock := &now
-	h := NewHandler(store, Options{Logger: quietLogger(), Now: func() time.Time { return *clock }})
+	h := NewHandler(store, Options{AllowLoopbackInstances: true, Logger: quietLogger(), Now: func() time.Time { return *clock }})
 	srv2, _ := serve(t, h)
 	tok := do(t, ca, "PUT", srv2.URL+"/latest/api/token", map[string]string{HeaderTokenTTL: "2"}, "").body
 	*clock = now.Add(3 * time.Second)
@@ -215,7 +215,7 @@ func TestIMDSv2(t *testing.T) {
 }
 
 func TestHopLimitNeedsConn(t *testing.T) {
-	h := NewHandler(twoInstances(t, ""), Options{Logger: quietLogger()})
+	h := NewHandler(twoInstances(t, ""), Options{AllowLoopbackInstances: true, Logger: quietLogger()})
 	srv, _ := serve(t, h)
 	srv.Config.ConnContext = nil // too late to matter for this server; use a plain one
 	plain := newPlainServer(t, h)
@@ -225,7 +225,7 @@ func TestHopLimitNeedsConn(t *testing.T) {
 }
 
 func TestOpenStack(t *testing.T) {
-	srv, _ := serve(t, NewHandler(twoInstances(t, ""), Options{Logger: quietLogger()}))
+	srv, _ := serve(t, NewHandler(twoInstances(t, ""), Options{AllowLoopbackInstances: true, Logger: quietLogger()}))
 	c := clientFrom("127.0.0.2")
 	if r := get(t, c, srv.URL+"/openstack"); r.status != 200 || !strings.HasSuffix(r.body, "2018-08-27\nlatest") {
 		t.Errorf("/openstack: %d %q", r.status, r.body)
@@ -268,7 +268,7 @@ func TestOpenStack(t *testing.T) {
 }
 
 func TestNoCloud(t *testing.T) {
-	srv, _ := serve(t, NewHandler(twoInstances(t, ""), Options{Logger: quietLogger()}))
+	srv, _ := serve(t, NewHandler(twoInstances(t, ""), Options{AllowLoopbackInstances: true, Logger: quietLogger()}))
 	c := clientFrom("127.0.0.2")
 	if r := get(t, c, srv.URL+"/nocloud/meta-data"); r.status != 200 || !strings.Contains(r.body, "instance-id:") {
 		t.Errorf("meta-data: %d %q", r.status, r.body)
@@ -288,7 +288,7 @@ func TestIgnition(t *testing.T) {
 	ign := "  ignition:\n    config: '{\"ignition\":{\"version\":\"3.3.0\"},\"storage\":{\"files\":[{\"path\":\"/etc/big\",\"contents\":{\"source\":\"data:," + strings.Repeat("a", 20000) + "\"}}]}}'\n"
 	store := testStore(t, testRecord(t, instanceDoc("vm-a", []string{"127.0.0.2"}, "")+ign, "1"),
 		testRecord(t, instanceDoc("vm-bb", []string{"127.0.0.3"}, ""), "1"))
-	srv, _ := serve(t, NewHandler(store, Options{Logger: quietLogger()}))
+	srv, _ := serve(t, NewHandler(store, Options{AllowLoopbackInstances: true, Logger: quietLogger()}))
 	c := clientFrom("127.0.0.2")
 	cfg := get(t, c, srv.URL+"/ignition/config")
 	if cfg.status != 200 || !json.Valid([]byte(cfg.body)) || !strings.Contains(cfg.body, `"version":"3.`) || cfg.header.Get("Content-Type") != ignitionType {
@@ -331,7 +331,7 @@ func TestRateLimitAndMetrics(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	m := NewMetrics()
 	store := twoInstances(t, "")
-	srv, _ := serve(t, NewHandler(store, Options{Logger: quietLogger(), Rate: 1, Burst: 2, Metrics: m, Now: func() time.Time { return now }}))
+	srv, _ := serve(t, NewHandler(store, Options{AllowLoopbackInstances: true, Logger: quietLogger(), Rate: 1, Burst: 2, Metrics: m, Now: func() time.Time { return now }}))
 	c := clientFrom("127.0.0.2")
 	url := srv.URL + "/latest/meta-data/instance-id"
 	get(t, c, url)
@@ -376,7 +376,7 @@ func TestRateLimitAndMetrics(t *testing.T) {
 func TestLazyRendering(t *testing.T) {
 	m := NewMetrics()
 	store := twoInstances(t, "")
-	srv, _ := serve(t, NewHandler(store, Options{Logger: quietLogger(), Metrics: m}))
+	srv, _ := serve(t, NewHandler(store, Options{AllowLoopbackInstances: true, Logger: quietLogger(), Metrics: m}))
 	c := clientFrom("127.0.0.2")
 	cache := func() (entries, bytes int64) {
 		var sb strings.Builder
@@ -429,7 +429,7 @@ func TestIgnitionVariantFromSpec(t *testing.T) {
 		{"", "/etc/systemd/network/", "/etc/NetworkManager/system-connections/"},
 		{ignition.FCOS, "/etc/NetworkManager/system-connections/", "/etc/NetworkManager/system-connections/"},
 	} {
-		srv, _ := serve(t, NewHandler(store, Options{Logger: quietLogger(), IgnitionVariant: tc.forced}))
+		srv, _ := serve(t, NewHandler(store, Options{AllowLoopbackInstances: true, Logger: quietLogger(), IgnitionVariant: tc.forced}))
 		if r := get(t, clientFrom("127.0.0.2"), srv.URL+"/ignition/config"); r.status != 200 || !strings.Contains(r.body, tc.flatcar) {
 			t.Errorf("forced %q: the flatcar instance's config lacks %s: %d %.300s", tc.forced, tc.flatcar, r.status, r.body)
 		}

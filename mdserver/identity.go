@@ -31,11 +31,15 @@ func mac(key []byte, msg string) []byte {
 
 // identify finds the record a request speaks for, or returns the status to
 // refuse it with: 404 for an address (or name) nobody owns, 403 for a
-// signed header that does not verify or has expired.
+// signed header that does not verify or has expired, or for an unsigned
+// X-Forwarded-For when signed headers are required.
 //
 // Only a request whose source address is in Options.TrustedProxies may
 // name another address or an instance; from anywhere else X-Forwarded-For
-// and X-Vminit-Instance are ignored and the source address decides.
+// and X-Vminit-Instance are ignored and the source address decides. A
+// trusted proxy that names no instance is answered 404: its own address
+// is nobody's. A loopback address identifies nobody unless
+// Options.AllowLoopbackInstances.
 func (h *Handler) identify(r *http.Request) (*registry.Record, int) {
 	ap, err := netip.ParseAddrPort(r.RemoteAddr)
 	if err != nil {
@@ -44,11 +48,7 @@ func (h *Handler) identify(r *http.Request) (*registry.Record, int) {
 	src := ap.Addr().Unmap()
 	snap := h.snapshot()
 	if !h.trusted(src) {
-		rec, ok := snap.ByAddr(src)
-		if !ok {
-			return nil, http.StatusNotFound
-		}
-		return rec, 0
+		return h.byAddr(snap, src)
 	}
 	if v := r.Header.Get(HeaderInstance); v != "" {
 		name, ok := h.verifyInstance(v)
@@ -61,7 +61,14 @@ func (h *Handler) identify(r *http.Request) (*registry.Record, int) {
 		}
 		return rec, 0
 	}
-	if xff := r.Header.Values("X-Forwarded-For"); len(xff) > 0 {
+	xff := r.Header.Values("X-Forwarded-For")
+	if len(xff) > 0 && len(h.opts.HMACKey) > 0 {
+		// With a key, the signed header is the only way: an unsigned
+		// header would let whatever reaches the proxy choose whose data
+		// it gets.
+		return nil, http.StatusForbidden
+	}
+	if len(xff) > 0 {
 		// The rightmost address that is not itself a trusted proxy is the
 		// one the nearest trusted proxy saw.
 		all := strings.Split(strings.Join(xff, ","), ",")
@@ -74,18 +81,33 @@ func (h *Handler) identify(r *http.Request) (*registry.Record, int) {
 			if i > 0 && h.trusted(a) {
 				continue
 			}
-			rec, ok := snap.ByAddr(a)
-			if !ok {
-				return nil, http.StatusNotFound
-			}
-			return rec, 0
+			return h.byAddr(snap, a)
 		}
 	}
-	rec, ok := snap.ByAddr(src)
+	return nil, http.StatusNotFound
+}
+
+// byAddr is the record an address identifies.
+func (h *Handler) byAddr(snap *registry.Snapshot, a netip.Addr) (*registry.Record, int) {
+	if a.IsLoopback() && !h.opts.AllowLoopbackInstances {
+		return nil, http.StatusNotFound
+	}
+	rec, ok := snap.ByAddr(a)
 	if !ok {
 		return nil, http.StatusNotFound
 	}
 	return rec, 0
+}
+
+// Knows reports whether a source address is an instance's or a trusted
+// proxy's (Limits.Known).
+func (h *Handler) Knows(a netip.Addr) bool {
+	a = a.Unmap()
+	if h.trusted(a) {
+		return true
+	}
+	_, st := h.byAddr(h.src.Snapshot(), a)
+	return st == 0
 }
 
 func (h *Handler) trusted(a netip.Addr) bool {

@@ -51,7 +51,7 @@ func runIgnition(t testing.TB, platform string, env ...string) (string, error) {
 // config: it fetches /ignition/config, verifies the hash and caches it.
 func TestIgnitionFilePlatform(t *testing.T) {
 	testtools.RequireFile(t, ignitionBin)
-	srv, _ := serve(t, NewHandler(testStore(t, ignitionInstance(t, "127.0.0.1")), Options{Logger: quietLogger()}))
+	srv, _ := serve(t, NewHandler(testStore(t, ignitionInstance(t, "127.0.0.1")), Options{AllowLoopbackInstances: true, Logger: quietLogger()}))
 	c := clientFrom("127.0.0.1")
 	ptr := get(t, c, srv.URL+"/ignition/pointer")
 	cfgFile := filepath.Join(t.TempDir(), "pointer.ign")
@@ -129,7 +129,7 @@ func TestNetnsHelper(t *testing.T) {
 		rec, want = testRecord(t, string(doc), "1"), "/etc/motd.d/vminit"
 	}
 	m := NewMetrics()
-	h := NewHandler(testStore(t, rec), Options{Logger: quietLogger(), Metrics: m})
+	h := NewHandler(testStore(t, rec), Options{AllowLoopbackInstances: true, Logger: quietLogger(), Metrics: m})
 	l, err := net.Listen("tcp", "169.254.169.254:80")
 	if err != nil {
 		t.Fatal(err)

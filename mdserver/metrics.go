@@ -20,6 +20,9 @@ import (
 //	vminit_mdserver_instances_loaded
 //	vminit_mdserver_rate_limited_total
 //	vminit_mdserver_cache_entries, vminit_mdserver_cache_bytes
+//	vminit_mdserver_connections (guest connections open, with a Limiter)
+//	vminit_mdserver_connections_refused_total{reason=per_source|unknown_source|total}
+//	vminit_mdserver_connections_evicted_total (idle ones closed under pressure)
 type Metrics struct {
 	requests    [len(dialects)][len(statusCodes) + 1]atomic.Uint64
 	buckets     [len(dialects)][len(latencyBuckets) + 1]atomic.Uint64
@@ -28,6 +31,10 @@ type Metrics struct {
 
 	cacheEntries atomic.Int64
 	cacheBytes   atomic.Int64
+
+	conns        atomic.Int64
+	connsRefused [refusedReasons]atomic.Uint64
+	connsEvicted atomic.Uint64
 
 	h atomic.Pointer[Handler]
 }
@@ -118,6 +125,12 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 	p("# HELP vminit_mdserver_rate_limited_total Requests refused with 429.\n# TYPE vminit_mdserver_rate_limited_total counter\nvminit_mdserver_rate_limited_total %d\n", m.rateLimited.Load())
 	p("# HELP vminit_mdserver_cache_entries Instances with rendered payloads in the cache.\n# TYPE vminit_mdserver_cache_entries gauge\nvminit_mdserver_cache_entries %d\n", m.cacheEntries.Load())
 	p("# HELP vminit_mdserver_cache_bytes Bytes of rendered payloads in the cache.\n# TYPE vminit_mdserver_cache_bytes gauge\nvminit_mdserver_cache_bytes %d\n", m.cacheBytes.Load())
+	p("# HELP vminit_mdserver_connections Guest connections open.\n# TYPE vminit_mdserver_connections gauge\nvminit_mdserver_connections %d\n", m.conns.Load())
+	p("# HELP vminit_mdserver_connections_refused_total Guest connections closed as soon as accepted, by the limit they exceeded.\n# TYPE vminit_mdserver_connections_refused_total counter\n")
+	for i, r := range refusedNames {
+		p("vminit_mdserver_connections_refused_total{reason=%q} %d\n", r, m.connsRefused[i].Load())
+	}
+	p("# HELP vminit_mdserver_connections_evicted_total Idle guest connections closed under pressure.\n# TYPE vminit_mdserver_connections_evicted_total counter\nvminit_mdserver_connections_evicted_total %d\n", m.connsEvicted.Load())
 	return cw.n, cw.err
 }
 

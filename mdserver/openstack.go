@@ -98,9 +98,7 @@ func (h *Handler) openstack(w http.ResponseWriter, r *http.Request) {
 		}
 		serveBytes(w, ctype, b)
 	case file == "password":
-		v, _ := h.passwords.Load(rec.Name)
-		b, _ := v.([]byte)
-		serveBytes(w, textPlain, b)
+		serveBytes(w, textPlain, h.password(rec))
 	case file == "vendor_data2.json":
 		serveBytes(w, "application/json", []byte("{}"))
 	default:
@@ -116,8 +114,26 @@ func (h *Handler) openstack(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// openstackPasswordPost stores the guest's (encrypted) password once; a
-// second POST is 409, as in nova. The password lives in memory only.
+// password is an incarnation's OpenStack password: what its guest posted.
+type password struct {
+	uid  string
+	data []byte
+}
+
+// password returns what rec's incarnation posted, or nil: never what a
+// predecessor of the same name did.
+func (h *Handler) password(rec *registry.Record) []byte {
+	if v, ok := h.passwords.Load(rec.Name); ok && v.(*password).uid == rec.UID {
+		return v.(*password).data
+	}
+	return nil
+}
+
+// openstackPasswordPost stores the guest's (encrypted) password once per
+// incarnation of the instance (it survives spec edits: cloudbase-init
+// posts it once, at first boot); a second POST is 409, as in nova. A
+// predecessor's password is replaced, never answered. The password lives
+// in memory only.
 func (h *Handler) openstackPasswordPost(w http.ResponseWriter, r *http.Request) {
 	if !knownOpenstackVersion(r.PathValue("ver")) || !openstackHas(r.PathValue("ver"), "password") {
 		emptyStatus(w, http.StatusNotFound)
@@ -138,9 +154,18 @@ func (h *Handler) openstackPasswordPost(w http.ResponseWriter, r *http.Request) 
 		emptyStatus(w, http.StatusRequestEntityTooLarge)
 		return
 	}
-	if _, loaded := h.passwords.LoadOrStore(rec.Name, b); loaded {
-		emptyStatus(w, http.StatusConflict)
-		return
+	p := &password{uid: rec.UID, data: b}
+	for {
+		v, loaded := h.passwords.LoadOrStore(rec.Name, p)
+		if !loaded {
+			break
+		}
+		if old := v.(*password); old.uid == rec.UID {
+			emptyStatus(w, http.StatusConflict)
+			return
+		} else if h.passwords.CompareAndSwap(rec.Name, old, p) {
+			break
+		}
 	}
 	emptyStatus(w, http.StatusOK)
 }

@@ -124,8 +124,10 @@ type Loaded struct {
 }
 
 // Load builds n instances in memory (registry.NewStaticStore) and the
-// handler over them.
+// handler over them, with AllowLoopbackInstances set (every instance is
+// on 127.0.0.0/8).
 func Load(n int, opts mdserver.Options) (*Loaded, error) {
+	opts.AllowLoopbackInstances = true
 	runtime.GC()
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)

@@ -1,0 +1,287 @@
+package mdserver
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vminit/vminit/mdserver/registry"
+)
+
+// indexStore is a store over a registry.Index: records get the UIDs every
+// real store's do, so that an instance deleted and defined again is a new
+// incarnation.
+type indexStore struct{ ix *registry.Index }
+
+func newIndexStore() *indexStore {
+	return &indexStore{registry.NewIndex(registry.IndexOptions{Logger: slog.New(slog.DiscardHandler)})}
+}
+
+func (s *indexStore) Snapshot() *registry.Snapshot { return s.ix.Snapshot() }
+
+func (s *indexStore) put(t *testing.T, doc string) {
+	t.Helper()
+	rec, err := registry.DecodeDocument([]byte(doc), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.ix.Apply([]registry.Change{{Key: rec.Name, Record: rec}})
+}
+
+func (s *indexStore) delete(name string) { s.ix.Apply([]registry.Change{{Key: name}}) }
+
+// rawRequest sends one request on a new connection from src and returns
+// the response and, when wait > 0, whether the server closed the
+// connection within wait after it.
+func rawRequest(t *testing.T, src, addr, req string, wait time.Duration) (*http.Response, string, bool) {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 5 * time.Second}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(c, req)
+	br := bufio.NewReader(c)
+	res, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("%q: %v", req, err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if wait == 0 {
+		return res, string(body), false
+	}
+	// A closed connection reads EOF at once; an open one times out.
+	c.SetReadDeadline(time.Now().Add(wait))
+	_, err = br.ReadByte()
+	return res, string(body), err == io.EOF
+}
+
+// TestTrustedProxySignedOnly: with an HMAC key, a trusted proxy names
+// instances with the signed header only; an unsigned X-Forwarded-For is
+// refused (without a key, it is how the proxy names them). A proxy's own
+// address identifies nobody.
+func TestTrustedProxySignedOnly(t *testing.T) {
+	key := []byte("proxy-secret-0123456789")
+	proxy := []netip.Prefix{netip.MustParsePrefix("127.0.0.5/32")}
+	store := testStore(t, testRecord(t, instanceDoc("vm-a", []string{"127.0.0.2"}, ""), "1"),
+		testRecord(t, instanceDoc("proxy-self", []string{"127.0.0.5"}, ""), "1")) // a static store: no checks
+	url := "/latest/meta-data/hostname"
+	for _, tc := range []struct {
+		name   string
+		key    []byte
+		hdr    map[string]string
+		status int
+	}{
+		{"key, unsigned XFF", key, map[string]string{"X-Forwarded-For": "127.0.0.2"}, 403},
+		{"key, signed", key, map[string]string{HeaderInstance: SignInstance(key, "vm-a", time.Now().Add(time.Minute))}, 200},
+		{"key, nothing", key, nil, 404},
+		{"no key, XFF", nil, map[string]string{"X-Forwarded-For": "127.0.0.2"}, 200},
+		{"no key, nothing", nil, nil, 404},
+	} {
+		srv, _ := serve(t, NewHandler(store, Options{AllowLoopbackInstances: true, Logger: quietLogger(), HMACKey: tc.key, TrustedProxies: proxy}))
+		r := do(t, clientFrom("127.0.0.5"), "GET", srv.URL+url, tc.hdr, "")
+		if r.status != tc.status || (r.status == 200) != (r.body == "vm-a.example.com") {
+			t.Errorf("%s: %d %q, want %d", tc.name, r.status, r.body, tc.status)
+		}
+	}
+}
+
+// TestLoopbackInstances: a loopback source identifies nobody unless the
+// server allows it; the store checks refuse loopback addresses and
+// trusted proxies' addresses.
+func TestLoopbackInstances(t *testing.T) {
+	store := twoInstances(t, "")
+	srv, _ := serve(t, NewHandler(store, Options{Logger: quietLogger()}))
+	if r := get(t, clientFrom("127.0.0.2"), srv.URL+"/latest/meta-data/hostname"); r.status != 404 || r.body != "" {
+		t.Errorf("a loopback source was served: %d %q", r.status, r.body)
+	}
+	checks := StoreChecks(Options{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/24")}})
+	rec := testRecord(t, instanceDoc("vm", []string{"192.0.2.1", "127.0.0.2", "10.0.0.7", "'::1'"}, ""), "1")
+	err := checks.Policy(rec)
+	for _, want := range []string{
+		"spec.metadataServer.addresses[1]: 127.0.0.2 is a loopback address",
+		"spec.metadataServer.addresses[2]: 10.0.0.7 is inside trusted proxy network 10.0.0.0/24",
+		"spec.metadataServer.addresses[3]: ::1 is a loopback address",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("policy: %v\nwant %q", err, want)
+		}
+	}
+	if err := StoreChecks(Options{AllowLoopbackInstances: true}).Policy(rec); err != nil {
+		t.Errorf("allowed loopback: %v", err)
+	}
+}
+
+// TestIncarnations: the OpenStack password and IMDSv2 tokens belong to an
+// incarnation of an instance: a successor of the same name and spec reads
+// no password, posts its own, and its predecessor's tokens are refused;
+// a spec edit keeps the password but ends the tokens.
+func TestIncarnations(t *testing.T) {
+	store := newIndexStore()
+	doc := instanceDoc("vm-a", []string{"127.0.0.2"}, "    imdsv2: required\n    dialects: [ec2, openstack]\n")
+	store.put(t, doc)
+	h := NewHandler(store, Options{AllowLoopbackInstances: true, Logger: quietLogger()})
+	srv, _ := serve(t, h)
+	c := clientFrom("127.0.0.2")
+	pw := srv.URL + "/openstack/latest/password"
+	token := func() string {
+		return do(t, c, "PUT", srv.URL+"/latest/api/token", map[string]string{HeaderTokenTTL: "600"}, "").body
+	}
+	idWith := func(tok string) int {
+		return do(t, c, "GET", srv.URL+"/latest/meta-data/instance-id", map[string]string{HeaderToken: tok}, "").status
+	}
+	if r := do(t, c, "POST", pw, nil, "first-secret"); r.status != 200 {
+		t.Fatalf("POST: %d", r.status)
+	}
+	if r := do(t, c, "POST", pw, nil, "again"); r.status != 409 {
+		t.Errorf("a second POST: %d", r.status)
+	}
+	tok := token()
+	if idWith(tok) != 200 {
+		t.Fatal("a fresh token is refused")
+	}
+
+	// An edit: the password stays, the token ends (clients ask anew).
+	store.put(t, strings.Replace(doc, "alice", "bob", 1))
+	if r := get(t, c, pw); r.body != "first-secret" {
+		t.Errorf("after an edit the password is %q", r.body)
+	}
+	if idWith(tok) != 401 {
+		t.Error("a token outlived a spec change")
+	}
+	tok = token()
+
+	// Deleted and defined again, the same spec.
+	store.delete("vm-a")
+	if r := get(t, c, pw); r.status != 404 {
+		t.Errorf("a deleted instance answered %d", r.status)
+	}
+	store.put(t, strings.Replace(doc, "alice", "bob", 1))
+	if r := get(t, c, pw); r.status != 200 || r.body != "" {
+		t.Errorf("the successor reads %d %q", r.status, r.body)
+	}
+	if idWith(tok) != 401 {
+		t.Error("the predecessor's token is accepted")
+	}
+	if r := do(t, c, "POST", pw, nil, "second-secret"); r.status != 200 {
+		t.Errorf("the successor's own POST: %d", r.status)
+	}
+	if r := get(t, c, pw); r.body != "second-secret" {
+		t.Errorf("the successor's password reads %q", r.body)
+	}
+	if idWith(token()) != 200 {
+		t.Error("the successor's own token is refused")
+	}
+
+	// Swept when the instance is gone.
+	store.delete("vm-a")
+	get(t, c, pw) // a request notices the new snapshot
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n := 0
+		h.passwords.Range(func(any, any) bool { n++; return true })
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d passwords kept after the instance is gone", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestDialectGate: imdsv2: required serves the instance through EC2 only,
+// with a token; the other dialects answer 403 saying why and what to do,
+// unless spec.metadataServer.dialects lists them.
+func TestDialectGate(t *testing.T) {
+	store := testStore(t,
+		testRecord(t, instanceDoc("req", []string{"127.0.0.2"}, "    imdsv2: required\n"), "1"),
+		testRecord(t, instanceDoc("listed", []string{"127.0.0.3"}, "    imdsv2: required\n    dialects: [ec2, nocloud]\n"), "1"))
+	srv, _ := serve(t, NewHandler(store, Options{AllowLoopbackInstances: true, Logger: quietLogger()}))
+	for _, tc := range []struct {
+		src, path string
+		status    int
+		body      string
+	}{
+		{"127.0.0.2", "/openstack/latest/user_data", 403, "vminit: instance req is not served through the openstack dialect: its spec.metadataServer.imdsv2 is required, and the openstack dialect's clients send no IMDSv2 token; fetch through the EC2 paths with a token, or list openstack in spec.metadataServer.dialects to serve it without one\n"},
+		{"127.0.0.2", "/nocloud/user-data", 403, "list nocloud in spec.metadataServer.dialects"},
+		{"127.0.0.2", "/ignition/config", 403, "list ignition in spec.metadataServer.dialects"},
+		{"127.0.0.2", "/openstack", 403, "openstack dialect"},
+		{"127.0.0.2", "/latest/user-data", 401, ""},
+		{"127.0.0.3", "/nocloud/user-data", 200, "#cloud-config"},
+		{"127.0.0.3", "/openstack/latest/meta_data.json", 403, "spec.metadataServer.dialects lists only ec2, nocloud; add openstack there to serve it"},
+	} {
+		r := get(t, clientFrom(tc.src), srv.URL+tc.path)
+		if r.status != tc.status || !strings.Contains(r.body, tc.body) {
+			t.Errorf("%s %s: %d %q, want %d %q", tc.src, tc.path, r.status, r.body, tc.status, tc.body)
+		}
+		if r.status == 403 && r.header.Get("Content-Type") != textPlain {
+			t.Errorf("%s: a 403 of type %q", tc.path, r.header.Get("Content-Type"))
+		}
+	}
+	c := clientFrom("127.0.0.2")
+	tok := do(t, c, "PUT", srv.URL+"/latest/api/token", map[string]string{HeaderTokenTTL: "60"}, "").body
+	if r := do(t, c, "GET", srv.URL+"/latest/user-data", map[string]string{HeaderToken: tok}, ""); r.status != 200 {
+		t.Errorf("EC2 with a token: %d", r.status)
+	}
+}
+
+// TestErrorsAreNeverHTML: unclean paths and methods a path does not serve
+// get an empty 400 and 405, not ServeMux's HTML redirect or plain-text
+// 405; a request nobody owns is answered and its connection closed.
+func TestErrorsAreNeverHTML(t *testing.T) {
+	srv, _ := serve(t, NewHandler(twoInstances(t, ""), Options{AllowLoopbackInstances: true, Logger: quietLogger()}))
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	for _, tc := range []struct {
+		req    string
+		status int
+	}{
+		{"GET //latest/meta-data/ HTTP/1.1\r\nHost: x\r\n\r\n", 400},
+		{"GET /latest/../latest/meta-data/ HTTP/1.1\r\nHost: x\r\n\r\n", 400},
+		{"GET /./nocloud/user-data HTTP/1.1\r\nHost: x\r\n\r\n", 400},
+		{"DELETE /latest/meta-data/ HTTP/1.1\r\nHost: x\r\n\r\n", 405},
+		{"POST /nocloud/user-data HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n", 405},
+		{"PUT /openstack/latest/password HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n", 405},
+	} {
+		res, body, _ := rawRequest(t, "127.0.0.2", addr, tc.req, 0)
+		if res.StatusCode != tc.status || body != "" {
+			t.Errorf("%q: %d %q, want an empty %d", strings.SplitN(tc.req, "\r", 2)[0], res.StatusCode, body, tc.status)
+		}
+	}
+	res, _, closed := rawRequest(t, "127.0.0.9", addr, "GET /latest/meta-data/ HTTP/1.1\r\nHost: x\r\n\r\n", 5*time.Second)
+	if res.StatusCode != 404 || !closed {
+		t.Errorf("unknown source: %d, connection closed %v", res.StatusCode, closed)
+	}
+}
+
+// TestRateLimitedConnectionsClose: a 429 closes the connection, so a VM
+// over its rate does not also keep connections open.
+func TestRateLimitedConnectionsClose(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	srv, _ := serve(t, NewHandler(twoInstances(t, ""), Options{AllowLoopbackInstances: true, Logger: quietLogger(), Rate: 1, Burst: 1, Now: func() time.Time { return now }}))
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	req := "GET /latest/meta-data/ HTTP/1.1\r\nHost: x\r\n\r\n"
+	if res, _, closed := rawRequest(t, "127.0.0.2", addr, req, 500*time.Millisecond); res.StatusCode != 200 || closed {
+		t.Fatalf("first request: %d, closed %v", res.StatusCode, closed)
+	}
+	if res, _, closed := rawRequest(t, "127.0.0.2", addr, req, 5*time.Second); res.StatusCode != 429 || !closed {
+		t.Errorf("over the rate: %d, connection closed %v", res.StatusCode, closed)
+	}
+}
+
+func ExampleStoreChecks() {
+	checks := StoreChecks(Options{})
+	rec, _ := registry.DecodeDocument([]byte("apiVersion: vminit.dev/v1alpha1\nkind: Instance\nmetadata: {name: a}\nspec:\n  metadataServer: {addresses: [127.0.0.1]}\n"), "")
+	fmt.Println(checks.Content(rec) == nil, checks.Policy(rec) != nil)
+	// Output: true true
+}

@@ -1,0 +1,307 @@
+package mdserver
+
+import (
+	"container/list"
+	"net"
+	"net/http"
+	"net/netip"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Limits bound the connections a listener's clients may hold open, so that
+// one client cannot starve the others: a VM that opens thousands of
+// keep-alive connections (or a process that only connects) would otherwise
+// use up the server's descriptors, and every other VM, the admin API and
+// the metrics would be refused with them. The metadata listener's guests
+// share one Limiter; the admin and metrics listeners have their own, so
+// that the guests' pool never takes their descriptors.
+//
+// A connection beyond a limit is closed as soon as it is accepted (a
+// reset, which leaves no TIME_WAIT behind). When Total is reached, the
+// connection idle the longest is closed to make room for the newcomer
+// before the newcomer is refused; beyond three quarters of Total, idle
+// keep-alive connections are closed once idle for PressureIdle instead of
+// the server's IdleTimeout.
+type Limits struct {
+	// PerSource is how many connections one source address may hold;
+	// default DefaultPerSource. Exempt sources are bound by Total only.
+	PerSource int
+	// UnknownPerSource is PerSource for a source Known says no instance
+	// has (it gets 404s, and a connection is closed after each);
+	// default 4.
+	UnknownPerSource int
+	// Total is how many connections the clients may hold together;
+	// default DefaultTotal().
+	Total int
+	// PressureIdle is how long a keep-alive connection may stay idle
+	// under pressure; default 1 s.
+	PressureIdle time.Duration
+	// Exempt are the sources PerSource does not apply to: trusted proxies,
+	// which carry the requests of many VMs.
+	Exempt []netip.Prefix
+	// Known, when set, reports whether a source address is an instance's
+	// (Handler.Knows).
+	Known func(netip.Addr) bool
+	// Metrics, when set, counts connections.
+	Metrics *Metrics
+}
+
+// Defaults of Limits.
+const (
+	DefaultPerSource = 32
+	// reservedFDs are the descriptors DefaultTotal leaves to everything
+	// but the clients: the admin and metrics listeners, the store, logs.
+	reservedFDs = 1024
+	maxTotal    = 16384
+)
+
+// DefaultTotal is the default of Limits.Total: 16,384 connections, or
+// fewer when the process may open fewer than 17,408 descriptors, leaving
+// at least 1,024 (and a quarter) to the rest of the server. An idle
+// connection holds about 10 KB of memory.
+func DefaultTotal() int {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil || rl.Cur > 1<<30 {
+		return maxTotal
+	}
+	n := int(rl.Cur)
+	return max(64, min(maxTotal, n-max(reservedFDs, n/4)))
+}
+
+// Limiter enforces Limits on the listeners it wraps.
+type Limiter struct {
+	l Limits
+
+	mu    sync.Mutex
+	bySrc map[netip.Addr]int
+	total int
+	idle  list.List // of *limitedConn, longest idle first
+}
+
+// NewLimiter returns a Limiter; zero fields of l take their defaults.
+func NewLimiter(l Limits) *Limiter {
+	if l.PerSource <= 0 {
+		l.PerSource = DefaultPerSource
+	}
+	if l.UnknownPerSource <= 0 {
+		l.UnknownPerSource = 4
+	}
+	if l.Total <= 0 {
+		l.Total = DefaultTotal()
+	}
+	if l.PressureIdle <= 0 {
+		l.PressureIdle = time.Second
+	}
+	return &Limiter{l: l, bySrc: map[netip.Addr]int{}}
+}
+
+// Limit wraps ln so that the connections it accepts are bounded, and sets
+// srv.ConnState (calling any ConnState already set) to follow which are
+// idle. Serve srv on the listener returned.
+func (lim *Limiter) Limit(srv *http.Server, ln net.Listener) net.Listener {
+	next := srv.ConnState
+	srv.ConnState = func(c net.Conn, s http.ConnState) {
+		if lc, ok := c.(*limitedConn); ok {
+			lim.state(lc, s)
+		}
+		if next != nil {
+			next(c, s)
+		}
+	}
+	return &limitedListener{Listener: ln, lim: lim}
+}
+
+// Open returns how many connections are open, and how many the source
+// holds.
+func (lim *Limiter) Open(src netip.Addr) (total, fromSrc int) {
+	lim.mu.Lock()
+	defer lim.mu.Unlock()
+	return lim.total, lim.bySrc[src.Unmap()]
+}
+
+type limitedListener struct {
+	net.Listener
+	lim *Limiter
+}
+
+func (ll *limitedListener) Accept() (net.Conn, error) {
+	for {
+		c, err := ll.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if lc := ll.lim.admit(c); lc != nil {
+			return lc, nil
+		}
+	}
+}
+
+// Refusal reasons, as metrics label them.
+const (
+	refusedPerSource = iota
+	refusedUnknown
+	refusedTotal
+	refusedReasons
+)
+
+var refusedNames = [refusedReasons]string{"per_source", "unknown_source", "total"}
+
+// admit counts c in, or closes it and returns nil.
+func (lim *Limiter) admit(c net.Conn) *limitedConn {
+	src := sourceOf(c)
+	exempt := false
+	for _, p := range lim.l.Exempt {
+		if p.Contains(src) {
+			exempt = true
+			break
+		}
+	}
+	perSource := lim.l.PerSource
+	if !exempt && lim.l.Known != nil && !lim.l.Known(src) {
+		perSource = lim.l.UnknownPerSource
+	}
+	var evict []*limitedConn
+	reason := -1
+	lim.mu.Lock()
+	switch {
+	case !exempt && lim.bySrc[src] >= perSource:
+		reason = refusedPerSource
+		if perSource == lim.l.UnknownPerSource && perSource != lim.l.PerSource {
+			reason = refusedUnknown
+		}
+	default:
+		evict = lim.pressureLocked()
+		if lim.total >= lim.l.Total {
+			reason = refusedTotal
+		}
+	}
+	var lc *limitedConn
+	if reason < 0 {
+		lim.bySrc[src]++
+		lim.total++
+		lc = &limitedConn{Conn: c, lim: lim, src: src}
+	}
+	lim.mu.Unlock()
+	for _, e := range evict {
+		e.Conn.Close() // counted out already; the server's Close of e finds it released
+	}
+	if m := lim.l.Metrics; m != nil {
+		m.connsEvicted.Add(uint64(len(evict)))
+		if reason >= 0 {
+			m.connsRefused[reason].Add(1)
+		}
+	}
+	if reason >= 0 {
+		reset(c)
+		return nil
+	}
+	if m := lim.l.Metrics; m != nil {
+		m.conns.Add(1)
+	}
+	return lc
+}
+
+// pressureLocked counts out, for closing, the connections pressure
+// demands: every one idle longer than PressureIdle beyond three quarters
+// of Total, and the longest idle at Total (room for the newcomer).
+func (lim *Limiter) pressureLocked() []*limitedConn {
+	if lim.total < lim.l.Total*3/4 {
+		return nil
+	}
+	var out []*limitedConn
+	cutoff := time.Now().Add(-lim.l.PressureIdle)
+	for e := lim.idle.Front(); e != nil; e = lim.idle.Front() {
+		c := e.Value.(*limitedConn)
+		if lim.total < lim.l.Total && c.idleSince.After(cutoff) {
+			break
+		}
+		lim.releaseLocked(c)
+		out = append(out, c)
+	}
+	return out
+}
+
+// state follows a connection between active and idle.
+func (lim *Limiter) state(c *limitedConn, s http.ConnState) {
+	lim.mu.Lock()
+	defer lim.mu.Unlock()
+	if c.released {
+		return
+	}
+	switch s {
+	case http.StateIdle:
+		if c.elem == nil {
+			c.idleSince = time.Now()
+			c.elem = lim.idle.PushBack(c)
+		}
+	default:
+		if c.elem != nil {
+			lim.idle.Remove(c.elem)
+			c.elem = nil
+		}
+	}
+}
+
+// release counts a closed connection out (once).
+func (lim *Limiter) release(c *limitedConn) {
+	lim.mu.Lock()
+	defer lim.mu.Unlock()
+	lim.releaseLocked(c)
+}
+
+func (lim *Limiter) releaseLocked(c *limitedConn) {
+	if c.released {
+		return
+	}
+	c.released = true
+	if c.elem != nil {
+		lim.idle.Remove(c.elem)
+		c.elem = nil
+	}
+	lim.total--
+	if n := lim.bySrc[c.src] - 1; n > 0 {
+		lim.bySrc[c.src] = n
+	} else {
+		delete(lim.bySrc, c.src)
+	}
+	if m := lim.l.Metrics; m != nil {
+		m.conns.Add(-1)
+	}
+}
+
+// limitedConn is a connection a Limiter counts until it is closed.
+type limitedConn struct {
+	net.Conn
+	lim *Limiter
+	src netip.Addr
+	// Under lim.mu:
+	elem      *list.Element // in lim.idle while idle
+	idleSince time.Time
+	released  bool
+}
+
+func (c *limitedConn) Close() error {
+	err := c.Conn.Close()
+	c.lim.release(c)
+	return err
+}
+
+// sourceOf is the connection's remote address, unmapped.
+func sourceOf(c net.Conn) netip.Addr {
+	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		return a.AddrPort().Addr().Unmap()
+	}
+	ap, _ := netip.ParseAddrPort(c.RemoteAddr().String())
+	return ap.Addr().Unmap()
+}
+
+// reset closes a refused connection with a TCP reset: no TIME_WAIT is
+// left for each of a flood's connections.
+func reset(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetLinger(0)
+	}
+	c.Close()
+}

@@ -1,0 +1,234 @@
+package mdserver
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// limitedServer serves h with NewServer's settings on a listener bounded
+// by lim, and counts the open connections of each source as the server
+// sees them (independently of the limiter).
+func limitedServer(t *testing.T, h *Handler, lim *Limiter) (addr string, open func(src string) int) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := NewServer(h)
+	var mu sync.Mutex
+	conns := map[string]int{}
+	srv.ConnState = func(c net.Conn, s http.ConnState) {
+		src := sourceOf(c).String()
+		mu.Lock()
+		defer mu.Unlock()
+		switch s {
+		case http.StateNew:
+			conns[src]++
+		case http.StateClosed, http.StateHijacked:
+			conns[src]--
+		}
+	}
+	if lim != nil {
+		ln = lim.Limit(srv, ln)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return ln.Addr().String(), func(src string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return conns[src]
+	}
+}
+
+// flood keeps n keep-alive connections from src busy until stop closes:
+// each sends requests as fast as they are answered and, with reconnect,
+// connects again when the server closes or refuses it. It returns how many
+// requests were answered and how many connections were made.
+func flood(addr, src string, n int, reconnect bool, stop <-chan struct{}) (answered, dials *atomic.Int64) {
+	answered, dials = new(atomic.Int64), new(atomic.Int64)
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 5 * time.Second}
+	one := func() {
+		dials.Add(1)
+		c, err := d.Dial("tcp", addr)
+		if err != nil {
+			time.Sleep(10 * time.Millisecond) // out of ports for a moment
+			return
+		}
+		defer c.Close()
+		done := make(chan struct{})
+		defer close(done)
+		go func() {
+			select {
+			case <-stop:
+				c.Close()
+			case <-done:
+			}
+		}()
+		br := bufio.NewReader(c)
+		for {
+			c.SetDeadline(time.Now().Add(10 * time.Second))
+			if _, err := io.WriteString(c, "GET /latest/meta-data/ HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+				return
+			}
+			res, err := http.ReadResponse(br, nil)
+			if err != nil {
+				return
+			}
+			io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			answered.Add(1)
+			if res.Close {
+				return
+			}
+		}
+	}
+	for range n {
+		go func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				one()
+				if !reconnect {
+					return
+				}
+			}
+		}()
+	}
+	return answered, dials
+}
+
+// latencies fetches the victim's instance-id n times, a new connection
+// each time as cloud-init's first requests make, and returns each
+// request's latency; every request must succeed.
+func latencies(t *testing.T, addr, src string, n int) []time.Duration {
+	t.Helper()
+	c := clientFrom(src)
+	var out []time.Duration
+	for range n {
+		start := time.Now()
+		req, _ := http.NewRequestWithContext(context.Background(), "GET", "http://"+addr+"/latest/meta-data/instance-id", nil)
+		res, err := c.Do(req)
+		if err != nil {
+			t.Fatalf("the victim's request failed: %v", err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != 200 || len(b) == 0 {
+			t.Fatalf("the victim got %d %q", res.StatusCode, b)
+		}
+		out = append(out, time.Since(start))
+	}
+	slices.Sort(out)
+	return out
+}
+
+func summary(d []time.Duration) string {
+	return fmt.Sprintf("p50 %v, p99 %v, max %v", d[len(d)/2].Round(time.Microsecond), d[len(d)*99/100].Round(time.Microsecond), d[len(d)-1].Round(time.Microsecond))
+}
+
+// TestOneVMCannotStarveOthers: one source floods the server with 300
+// keep-alive connections sending requests as fast as they are answered,
+// then with 100 that reconnect as soon as they are closed (a connect
+// storm); it holds at most PerSource connections, and another VM's
+// requests all succeed, their latency measured beside an idle server's
+// (logged: go test -run TestOneVMCannotStarveOthers -v ./mdserver/). A
+// source no instance owns holds at most UnknownPerSource.
+func TestOneVMCannotStarveOthers(t *testing.T) {
+	store := twoInstances(t, "")
+	m := NewMetrics()
+	h := NewHandler(store, Options{AllowLoopbackInstances: true, Logger: quietLogger(), Metrics: m})
+	const perSource, unknownPerSource = 16, 4
+	lim := NewLimiter(Limits{PerSource: perSource, UnknownPerSource: unknownPerSource, Total: 256, Known: h.Knows, Metrics: m})
+	addr, open := limitedServer(t, h, lim)
+
+	idle := latencies(t, addr, "127.0.0.3", 100)
+	t.Logf("another VM's requests (100, a connection each), idle server: %s", summary(idle))
+	for _, phase := range []struct {
+		name      string
+		conns     int
+		reconnect bool
+	}{{"300 keep-alive connections", 300, false}, {"a connect storm of 100 reconnecting clients", 100, true}} {
+		stop := make(chan struct{})
+		answered, dials := flood(addr, "127.0.0.2", phase.conns, phase.reconnect, stop)
+		flood(addr, "127.0.0.99", 50, phase.reconnect, stop) // nobody's address
+		deadline := time.Now().Add(20 * time.Second)
+		for answered.Load() < 1000 && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		busy := latencies(t, addr, "127.0.0.3", 100)
+		flooder, unknown := open("127.0.0.2"), open("127.0.0.99")
+		close(stop)
+		t.Logf("while one VM floods with %s: %s (%d flood requests answered, %d connections made)", phase.name, summary(busy), answered.Load(), dials.Load())
+		if answered.Load() == 0 {
+			t.Errorf("%s: the flood never got an answer", phase.name)
+		}
+		if busy[len(busy)-1] > 10*time.Second {
+			t.Errorf("%s: the victim waited %v", phase.name, busy[len(busy)-1])
+		}
+		if flooder > perSource {
+			t.Errorf("%s: the flooding VM holds %d connections; the limit is %d", phase.name, flooder, perSource)
+		}
+		if unknown > unknownPerSource {
+			t.Errorf("%s: an unknown source holds %d connections; the limit is %d", phase.name, unknown, unknownPerSource)
+		}
+	}
+	var sb strings.Builder
+	m.WriteTo(&sb)
+	if !strings.Contains(sb.String(), `vminit_mdserver_connections_refused_total{reason="per_source"}`) ||
+		strings.Contains(sb.String(), `vminit_mdserver_connections_refused_total{reason="per_source"} 0`) {
+		t.Errorf("refusals not counted:\n%s", grepLines(sb.String(), "connections"))
+	}
+}
+
+// TestIdleConnectionsMakeRoom: at the total limit, the connections idle
+// the longest are closed for newcomers, so VMs that leave keep-alive
+// connections open cannot lock out one that arrives later.
+func TestIdleConnectionsMakeRoom(t *testing.T) {
+	var recs []string
+	for i := range 40 {
+		recs = append(recs, fmt.Sprintf("127.0.1.%d", i+1))
+	}
+	store := testStore(t, testRecord(t, instanceDoc("many", recs, ""), "1"), testRecord(t, instanceDoc("late", []string{"127.0.0.3"}, ""), "1"))
+	m := NewMetrics()
+	h := NewHandler(store, Options{AllowLoopbackInstances: true, Logger: quietLogger(), Metrics: m})
+	lim := NewLimiter(Limits{Total: 32, PressureIdle: time.Hour, Known: h.Knows, Metrics: m})
+	addr, _ := limitedServer(t, h, lim)
+	var clients []*http.Client
+	for _, src := range recs {
+		c := clientFrom(src)
+		c.Transport.(*http.Transport).DisableKeepAlives = false
+		clients = append(clients, c)
+		r := get(t, c, "http://"+addr+"/latest/meta-data/instance-id")
+		if r.status != 200 {
+			t.Fatalf("%s: %d", src, r.status)
+		}
+	}
+	defer func() {
+		for _, c := range clients {
+			c.CloseIdleConnections()
+		}
+	}()
+	if total, _ := lim.Open(netip.Addr{}); total > 32 {
+		t.Errorf("%d connections open; the limit is 32", total)
+	}
+	if r := get(t, clientFrom("127.0.0.3"), "http://"+addr+"/latest/meta-data/instance-id"); r.status != 200 {
+		t.Errorf("the late VM: %d", r.status)
+	}
+	if m.connsEvicted.Load() == 0 {
+		t.Error("no idle connection was evicted")
+	}
+}
