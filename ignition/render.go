@@ -76,6 +76,7 @@
 package ignition
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -84,6 +85,9 @@ import (
 
 	"github.com/vminit/vminit/spec"
 )
+
+// ErrUnknownVariant is returned by Render for a Variant it does not know.
+var ErrUnknownVariant = errors.New("unknown Ignition variant")
 
 // Variant is the guest distribution family; it decides conventions the
 // spec leaves open, such as how network settings are written.
@@ -150,7 +154,7 @@ func Render(inst *spec.Instance, opts Options) (*Result, error) {
 	switch opts.Variant {
 	case FCOS, RHCOS, Flatcar:
 	default:
-		return nil, fmt.Errorf("unknown Ignition variant %q (want fcos, rhcos or flatcar)", opts.Variant)
+		return nil, fmt.Errorf("%w %q (want fcos, rhcos or flatcar)", ErrUnknownVariant, opts.Variant)
 	}
 	r := &renderer{inst: inst, opts: opts, floor: v300, claims: spec.PathClaims{}}
 	if opts.Version != "" {

@@ -254,8 +254,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec, status := h.identify(r)
 	if rec == nil {
 		// Nothing to serve this source: its connection is not kept.
-		w.Header()["Connection"] = hdrClose
-		emptyStatus(w, status)
+		refuse(w, status)
 		return
 	}
 	name = rec.Name
@@ -265,8 +264,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				h.metrics.rateLimited.Add(1)
 			}
 			w.Header().Set("Retry-After", retryAfter(wait))
-			w.Header()["Connection"] = hdrClose
-			emptyStatus(w, http.StatusTooManyRequests)
+			refuse(w, http.StatusTooManyRequests)
 			return
 		}
 	}
@@ -295,6 +293,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func emptyStatus(w http.ResponseWriter, status int) {
 	w.Header()["Content-Length"] = hdrZero
 	w.WriteHeader(status)
+}
+
+// refuse answers status with an empty body and closes the connection,
+// without reading the rest of a body (net/http would otherwise read what
+// a client announced, and wait for it, before closing).
+func refuse(w http.ResponseWriter, status int) {
+	w.Header()["Connection"] = hdrClose
+	emptyStatus(w, status)
+	http.NewResponseController(w).SetReadDeadline(time.Now())
 }
 
 // methodNotAllowed is every path's answer to a method it does not serve:

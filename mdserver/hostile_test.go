@@ -258,9 +258,15 @@ func TestErrorsAreNeverHTML(t *testing.T) {
 			t.Errorf("%q: %d %q, want an empty %d", strings.SplitN(tc.req, "\r", 2)[0], res.StatusCode, body, tc.status)
 		}
 	}
-	res, _, closed := rawRequest(t, "127.0.0.9", addr, "GET /latest/meta-data/ HTTP/1.1\r\nHost: x\r\n\r\n", 5*time.Second)
-	if res.StatusCode != 404 || !closed {
-		t.Errorf("unknown source: %d, connection closed %v", res.StatusCode, closed)
+	for _, req := range []string{
+		"GET /latest/meta-data/ HTTP/1.1\r\nHost: x\r\n\r\n",
+		// A body announced and never sent is not waited for.
+		"POST /openstack/latest/password HTTP/1.1\r\nHost: x\r\nContent-Length: 200\r\n\r\n",
+	} {
+		res, _, closed := rawRequest(t, "127.0.0.9", addr, req, 5*time.Second)
+		if res.StatusCode != 404 || !closed {
+			t.Errorf("unknown source, %q: %d, connection closed %v", strings.SplitN(req, "\r", 2)[0], res.StatusCode, closed)
+		}
 	}
 }
 

@@ -12,8 +12,10 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"path"
 	"slices"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
@@ -89,19 +91,68 @@ func NewHandler(store registry.Store, opts Options) http.Handler {
 		w.Header().Set("Cache-Control", "no-store")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		if !a.authorized(r) {
+			// Refused before a byte of the body is read, and the
+			// connection closed: net/http would otherwise wait for an
+			// announced body that never comes.
 			w.Header().Set("WWW-Authenticate", `Bearer realm="vminit-admin"`)
+			w.Header().Set("Connection", "close")
 			writeError(w, http.StatusUnauthorized, "missing or wrong bearer token")
+			// net/http reads what is left of a body (up to 256 KiB) after
+			// the handler, even on a connection it closes: end the read now.
+			http.NewResponseController(w).SetReadDeadline(time.Now())
 			return
 		}
-		// A mux 405 is plain text; make it JSON like every other error.
-		if _, pattern := mux.Handler(r); pattern == "" || pattern == "/" {
-			if strings.HasPrefix(r.URL.Path, "/v1/instances") {
-				writeError(w, http.StatusMethodNotAllowed, "method %s not allowed on %s", r.Method, r.URL.Path)
-				return
-			}
+		// ServeMux answers an unclean path with an HTML redirect and a
+		// method it does not route with a plain-text 405; every error here
+		// is JSON.
+		if !cleanPath(r.URL.Path) {
+			writeError(w, http.StatusBadRequest, "path %q is not in canonical form (no //, . or .. elements)", r.URL.Path)
+			return
+		}
+		if _, pattern := mux.Handler(r); (pattern == "" || pattern == "/") && routed(mux, r) {
+			writeError(w, http.StatusMethodNotAllowed, "method %s not allowed on %s", r.Method, r.URL.Path)
+			return
 		}
 		mux.ServeHTTP(w, r)
 	})
+}
+
+// routed reports whether mux routes r's path for another method.
+func routed(mux *http.ServeMux, r *http.Request) bool {
+	for _, m := range []string{http.MethodGet, http.MethodPut, http.MethodDelete} {
+		r2 := *r
+		r2.Method = m
+		if _, pattern := mux.Handler(&r2); pattern != "" && pattern != "/" {
+			return true
+		}
+	}
+	return false
+}
+
+// cleanPath reports whether p is rooted and has no empty, "." or ".."
+// element (what ServeMux serves without a redirect).
+func cleanPath(p string) bool {
+	if p == "" || p[0] != '/' {
+		return false
+	}
+	c := path.Clean(p)
+	return c == p || c+"/" == p
+}
+
+// NewServer returns the http.Server for the admin handler, with the
+// timeouts an API reachable by more than its operators needs: headers in
+// 5 s, a whole request (a spec of up to MaxBodyBytes) in 30 s, an idle
+// connection kept 60 s. Serve it on a listener of its own, apart from the
+// guests' (the guests' connection limits do not take its descriptors).
+func NewServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       60 * time.Second,
+		MaxHeaderBytes:    16 << 10,
+	}
 }
 
 type admin struct {
@@ -284,6 +335,10 @@ func (a *admin) preview(w http.ResponseWriter, r *http.Request) {
 	case "ignition":
 		res, err := ignition.Render(rec.Instance, ignition.Options{
 			Variant: ignition.Variant(r.URL.Query().Get("variant")), AllowPartial: true})
+		if errors.Is(err, ignition.ErrUnknownVariant) {
+			writeError(w, http.StatusBadRequest, "variant: %v", err)
+			return
+		}
 		if err != nil {
 			a.putError(w, err)
 			return
@@ -301,6 +356,9 @@ func (a *admin) preview(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeError(w, http.StatusBadRequest, "dialect %q: want one of %s", dialect, strings.Join(PreviewDialects, ", "))
 		return
+	}
+	if served := dialect; dialect != "configdrive" && !rec.Instance.Spec.MetadataServer.ServesDialect(served) {
+		p.Warnings = append(p.Warnings, fmt.Sprintf("the metadata server does not serve this instance through the %s dialect (spec.metadataServer.dialects, or imdsv2: required): its guest gets 403 there", dialect))
 	}
 	writeJSON(w, http.StatusOK, p)
 }
