@@ -7,11 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/netip"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -54,6 +57,9 @@ type serveFlags struct {
 	logFormat       string
 	ignitionVariant string
 	shutdownTimeout time.Duration
+	maxConns        int
+	maxConnsPerSrc  int
+	allowLoopback   bool
 }
 
 func newServeCommand() *cobra.Command {
@@ -87,6 +93,18 @@ once: no request fails or sees a partial state.
 SIGTERM and SIGINT stop accepting connections at once and close idle
 ones; requests already accepted finish, for at most --shutdown-timeout,
 after which the rest are cut (and counted in the log).
+
+A VM cannot starve the others: each source address may hold
+--max-connections-per-source connections (trusted proxies are bound by the
+total only; an address no instance owns, 4), all guests together
+--max-connections; at that limit the connections idle the longest are
+closed for newcomers, and beyond three quarters of it idle connections are
+closed after 1 s. A 404 for an unknown address and a 429 close their
+connection. The admin and metrics listeners have limits of their own.
+
+Instances are refused (logged, and 422 from the admin API; the last good
+version stays served) when they fail the checks of vminit validate, or
+claim a loopback address or one inside a --trusted-proxy network.
 
 Metrics (Prometheus) are served only on --metrics-listen, the admin API
 only on --admin-listen: over HTTPS with --admin-tls-cert/--admin-tls-key,
@@ -129,7 +147,52 @@ peak heap of three times the live one (GOMEMLIMIT bounds it if needed).`,
 	fl.StringVar(&f.logFormat, "log-format", "json", "log format: json or text")
 	fl.StringVar(&f.ignitionVariant, "ignition-variant", "", "render every Ignition config for this variant: fcos, rhcos or flatcar (default: each instance's spec.ignition.variant)")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long requests in flight may finish on SIGTERM or SIGINT before they are cut")
+	fl.IntVar(&f.maxConns, "max-connections", mdserver.DefaultTotal(), "connections all guests together may hold open (default: 16384, fewer when the descriptor limit is low)")
+	fl.IntVar(&f.maxConnsPerSrc, "max-connections-per-source", mdserver.DefaultPerSource, "connections one source address may hold open (trusted proxies: the total only)")
+	// For tests, benchmarks and QEMU user-mode networking, whose guests
+	// reach the host from 127.0.0.1: in production every process of the
+	// host would get a loopback instance's data.
+	fl.BoolVar(&f.allowLoopback, "allow-loopback-instances", false, "let loopback addresses identify instances (tests and QEMU user networking only)")
+	fl.MarkHidden("allow-loopback-instances")
 	return cmd
+}
+
+// Limits of the admin and metrics listeners, apart from the guests'.
+var (
+	adminLimits   = mdserver.Limits{PerSource: 16, Total: 256}
+	metricsLimits = mdserver.Limits{PerSource: 8, Total: 64}
+)
+
+// secretsOutside refuses key files inside the spec directory: any spec
+// file there may read them (files[].source.file) and hand them to a VM.
+func secretsOutside(dir string, files map[string]string) error {
+	if dir == "" {
+		return nil
+	}
+	root, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	if r, err := filepath.EvalSymlinks(root); err == nil {
+		root = r
+	}
+	for _, flag := range slices.Sorted(maps.Keys(files)) {
+		p := files[flag]
+		if p == "" {
+			continue
+		}
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			continue
+		}
+		if r, err := filepath.EvalSymlinks(abs); err == nil {
+			abs = r
+		}
+		if rel, err := filepath.Rel(root, abs); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+			return usagef("%s %s is inside --instances %s, whose specs may read any file there (files[].source.file) and serve it to a VM: keep it elsewhere", flag, p, dir)
+		}
+	}
+	return nil
 }
 
 // etcdConfig turns the --etcd-* flags into a store configuration; logger
@@ -270,7 +333,15 @@ func runServe(ctx context.Context, f serveFlags, stderr interface{ Write([]byte)
 		return err
 	}
 	if len(proxies) > 0 && hmacKey == nil {
-		logger.Warn("--trusted-proxy without --hmac-key-file: proxies can name instances by X-Forwarded-For only")
+		logger.Warn("--trusted-proxy without --hmac-key-file: proxies name instances by an unsigned X-Forwarded-For; with a key, only the signed X-Vminit-Instance header is accepted")
+	}
+	if f.maxConns < 1 || f.maxConnsPerSrc < 1 {
+		return usagef("--max-connections and --max-connections-per-source must be at least 1")
+	}
+	if err := secretsOutside(f.instances, map[string]string{"--admin-token-file": f.adminTokenFile, "--hmac-key-file": f.hmacKeyFile,
+		"--token-key-file": f.tokenKeyFile, "--admin-tls-key": f.adminTLSKey, "--etcd-password-file": f.etcdPassFile,
+		"--etcd-key": f.etcdKey, "--instances-cache": f.instancesCache}); err != nil {
+		return err
 	}
 	tokenKey, err := readKey(f.tokenKeyFile, "token key")
 	if err != nil {
@@ -315,14 +386,24 @@ func runServe(ctx context.Context, f serveFlags, stderr interface{ Write([]byte)
 
 	gcPercent := serve.SetGC()
 	start := time.Now()
+	metrics := mdserver.NewMetrics()
+	opts := mdserver.Options{
+		TrustedProxies: proxies, HMACKey: hmacKey, TokenKey: tokenKey,
+		Rate: f.rate, Burst: f.burst, Logger: logger, Metrics: metrics,
+		IgnitionVariant: ignition.Variant(f.ignitionVariant), AllowLoopbackInstances: f.allowLoopback,
+	}
+	if f.allowLoopback {
+		logger.Warn("--allow-loopback-instances: loopback addresses identify instances; every process of this host can read their data")
+	}
+	checks := mdserver.StoreChecks(opts)
 	var store interface {
 		registry.Store
 		Close() error
 	}
 	if f.instances != "" {
-		store, err = dirstore.Open(f.instances, dirstore.Options{Logger: logger, CacheFile: f.instancesCache})
+		store, err = dirstore.Open(f.instances, dirstore.Options{Logger: logger, CacheFile: f.instancesCache, Checks: checks})
 	} else {
-		etcd.Logger = logger
+		etcd.Logger, etcd.Checks = logger, checks
 		if store, err = etcdstore.Open(ctx, etcd); err != nil {
 			err = etcdHint(err)
 		}
@@ -333,15 +414,14 @@ func runServe(ctx context.Context, f serveFlags, stderr interface{ Write([]byte)
 	defer store.Close()
 	logger.Info("instances loaded", "count", store.Snapshot().Len(), "duration", time.Since(start), "gc_percent", gcPercent)
 
-	metrics := mdserver.NewMetrics()
-	h := mdserver.NewHandler(store, mdserver.Options{
-		TrustedProxies: proxies, HMACKey: hmacKey, TokenKey: tokenKey,
-		Rate: f.rate, Burst: f.burst, Logger: logger, Metrics: metrics,
-		IgnitionVariant: ignition.Variant(f.ignitionVariant),
-	})
+	h := mdserver.NewHandler(store, opts)
+	guests := mdserver.NewLimiter(mdserver.Limits{PerSource: f.maxConnsPerSrc, Total: f.maxConns,
+		Exempt: proxies, Known: h.Knows, Metrics: metrics})
 
 	var listeners []serve.Listener
-	add := func(name, addr string, srv *http.Server, tlsConfig *tls.Config) error {
+	// Each listener's connections are bounded by lim (the guests share
+	// one), before TLS: a handshake holds a descriptor too.
+	add := func(name, addr string, srv *http.Server, tlsConfig *tls.Config, lim *mdserver.Limiter) error {
 		l, err := net.Listen("tcp", addr)
 		if err != nil {
 			for _, o := range listeners {
@@ -349,6 +429,7 @@ func runServe(ctx context.Context, f serveFlags, stderr interface{ Write([]byte)
 			}
 			return err
 		}
+		l = lim.Limit(srv, l)
 		if tlsConfig != nil {
 			l = tls.NewListener(l, tlsConfig)
 		}
@@ -359,20 +440,22 @@ func runServe(ctx context.Context, f serveFlags, stderr interface{ Write([]byte)
 		return nil
 	}
 	for _, a := range f.listen {
-		if err := add("metadata", a, mdserver.NewServer(h), nil); err != nil {
+		if err := add("metadata", a, mdserver.NewServer(h), nil, guests); err != nil {
 			return err
 		}
 	}
 	if f.metricsListen != "" {
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", metrics)
-		if err := add("metrics", f.metricsListen, &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, nil); err != nil {
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+			WriteTimeout: 30 * time.Second, IdleTimeout: 60 * time.Second, MaxHeaderBytes: 16 << 10}
+		if err := add("metrics", f.metricsListen, srv, nil, mdserver.NewLimiter(metricsLimits)); err != nil {
 			return err
 		}
 	}
 	if f.adminListen != "" {
 		ah := admin.NewHandler(store, admin.Options{Token: adminToken, Logger: logger, Metadata: h})
-		if err := add("admin", f.adminListen, &http.Server{Handler: ah, ReadHeaderTimeout: 5 * time.Second, MaxHeaderBytes: 16 << 10}, adminTLS); err != nil {
+		if err := add("admin", f.adminListen, admin.NewServer(ah), adminTLS, mdserver.NewLimiter(adminLimits)); err != nil {
 			return err
 		}
 	}

@@ -71,15 +71,16 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-// startServe runs `vminit serve args...` in the background. stop cancels
-// it, waits until it has returned (failing the test on an error) and
-// returns what it logged.
+// startServe runs `vminit serve --allow-loopback-instances args...` in the
+// background (the tests' VMs are on 127.0.0.0/8). stop cancels it, waits
+// until it has returned (failing the test on an error) and returns what it
+// logged.
 func startServe(t *testing.T, args ...string) (stop func() string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	root := NewRootCommand()
 	stderr := &testtools.SyncBuffer{}
 	root.SetErr(stderr)
-	root.SetArgs(append([]string{"serve"}, args...))
+	root.SetArgs(append([]string{"serve", "--allow-loopback-instances"}, args...))
 	done := make(chan error, 1)
 	go func() { done <- root.ExecuteContext(ctx) }()
 	stopped := false
