@@ -266,3 +266,15 @@ func do(c *http.Client, method, url string, hdr map[string]string) (string, erro
 	}
 	return string(b), nil
 }
+
+// TestPutOneDocument: a PUT body holds one spec; a second YAML document
+// is refused, not stored and dropped.
+func TestPutOneDocument(t *testing.T) {
+	store := newMemStore()
+	srv := httptest.NewServer(NewHandler(store, Options{Token: adminToken, Logger: slog.New(slog.DiscardHandler)}))
+	defer srv.Close()
+	code, body := call(t, srv, "PUT", "/v1/instances/web", adminToken, webSpec+"---\n"+strings.ReplaceAll(webSpec, "name: web", "name: other"))
+	if code != 422 || !strings.Contains(body, "a second YAML document") || store.Snapshot().Len() != 0 {
+		t.Errorf("two documents: %d %s; %d stored", code, body, store.Snapshot().Len())
+	}
+}
