@@ -1,7 +1,10 @@
 package mdserver
 
 import (
+	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/vminit/vminit/internal/testing/cloudinittest"
@@ -154,4 +157,67 @@ func TestCloudInitNoCloud(t *testing.T) {
 		}
 	}
 
+}
+
+// headerLog records the headers of every request a client sends, by
+// method and path, as one line each.
+type headerLog struct {
+	mu   sync.Mutex
+	seen []string
+	next http.Handler
+}
+
+func (l *headerLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var hs []string
+	for k, v := range r.Header {
+		hs = append(hs, k+": "+strings.Join(v, ","))
+	}
+	slices.Sort(hs)
+	l.mu.Lock()
+	l.seen = append(l.seen, r.Method+" "+r.URL.Path+" | "+strings.Join(hs, " | "))
+	l.mu.Unlock()
+	l.next.ServeHTTP(w, r)
+}
+
+func (l *headerLog) lines() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.seen)
+}
+
+// TestCloudInitDialectGate: what cloud-init 22.4's OpenStack and NoCloud
+// datasources send (the User-Agent, no IMDSv2 token, no flavor header: the
+// reason imdsv2: required serves only EC2 by default) and that they are
+// refused for an instance with imdsv2: required, and served once
+// spec.metadataServer.dialects lists them.
+func TestCloudInitDialectGate(t *testing.T) {
+	cloudinittest.Require(t)
+	store := testStore(t,
+		testRecord(t, instanceDoc("req", []string{"127.0.0.2"}, "    imdsv2: required\n"), "1"),
+		testRecord(t, instanceDoc("listed", []string{"127.0.0.3"}, "    imdsv2: required\n    dialects: [ec2, openstack, nocloud]\n"), "1"))
+	log := &headerLog{next: NewHandler(store, Options{AllowLoopbackInstances: true, Logger: quietLogger()})}
+	srv, _ := serve(t, log)
+	for _, tc := range []struct {
+		name, src string
+		served    bool
+	}{{"required", "127.0.0.2", false}, {"listed", "127.0.0.3", true}} {
+		var ostk struct {
+			Metadata map[string]any
+		}
+		err := cloudinittest.RunErr(t, pyOpenStack, map[string]any{"base": srv.URL, "src": tc.src}, &ostk)
+		if (err == nil && ostk.Metadata["name"] == tc.name) != tc.served {
+			t.Errorf("OpenStack datasource, %s: served %v (%v)", tc.name, ostk.Metadata["name"], err)
+		}
+		var nc struct{ UD string }
+		err = cloudinittest.RunErr(t, pyNoCloud, map[string]any{"base": srv.URL + "/nocloud/", "src": tc.src}, &nc)
+		if (err == nil && strings.HasPrefix(nc.UD, "#cloud-config")) != tc.served {
+			t.Errorf("NoCloud datasource, %s: user-data %.40q (%v)", tc.name, nc.UD, err)
+		}
+	}
+	for _, l := range log.lines() {
+		t.Logf("cloud-init sent: %s", l)
+		if strings.Contains(l, "X-Aws-Ec2-Metadata-Token") || strings.Contains(l, "Metadata-Flavor") || !strings.Contains(l, "User-Agent: Cloud-Init/") {
+			t.Errorf("cloud-init's OpenStack or NoCloud datasource sent more than assumed: %s", l)
+		}
+	}
 }

@@ -91,7 +91,7 @@ func TestIgnitionProviders(t *testing.T) {
 	if os.Geteuid() != 0 {
 		testtools.Missing(t, "network namespaces need root")
 	}
-	for _, tc := range []string{"aws", "openstack", "aws/example", "openstack/example"} {
+	for _, tc := range []string{"aws", "openstack", "aws/example", "openstack/example", "aws/required"} {
 		t.Run(tc, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 			defer cancel()
@@ -107,8 +107,12 @@ func TestIgnitionProviders(t *testing.T) {
 }
 
 // TestNetnsHelper runs inside the namespace TestIgnitionProviders made.
+// It logs the headers Ignition sends: the aws platform an IMDSv2 token
+// (so an instance with imdsv2: required is served, "aws/required"), the
+// openstack platform nothing of the kind (see TestCloudInitDialectGate).
 func TestNetnsHelper(t *testing.T) {
 	platform, example := strings.CutSuffix(os.Getenv("VMINIT_NETNS_HELPER"), "/example")
+	platform, required := strings.CutSuffix(platform, "/required")
 	if platform == "" {
 		t.Skip("helper for TestIgnitionProviders")
 	}
@@ -128,13 +132,16 @@ func TestNetnsHelper(t *testing.T) {
 		doc = append(doc, "  metadataServer:\n    addresses: [169.254.169.254, 127.0.0.1]\n"...)
 		rec, want = testRecord(t, string(doc), "1"), "/etc/motd.d/vminit"
 	}
+	if required {
+		rec.Instance.Spec.MetadataServer.IMDSv2 = "required"
+	}
 	m := NewMetrics()
-	h := NewHandler(testStore(t, rec), Options{AllowLoopbackInstances: true, Logger: quietLogger(), Metrics: m})
+	log := &headerLog{next: NewHandler(testStore(t, rec), Options{AllowLoopbackInstances: true, Logger: quietLogger(), Metrics: m})}
 	l, err := net.Listen("tcp", "169.254.169.254:80")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := NewServer(h)
+	srv := NewServer(log)
 	go srv.Serve(l)
 	defer srv.Close()
 	cache, err := runIgnition(t, platform)
@@ -147,6 +154,19 @@ func TestNetnsHelper(t *testing.T) {
 	var sb strings.Builder
 	m.WriteTo(&sb)
 	t.Logf("requests:\n%s", grepLines(sb.String(), "requests_total"))
+	tokens := 0
+	for _, l := range log.lines() {
+		t.Logf("ignition sent: %s", l)
+		if strings.Contains(l, "X-Aws-Ec2-Metadata-Token: ") {
+			tokens++
+		}
+		if strings.Contains(l, "Metadata-Flavor") {
+			t.Errorf("ignition sent a flavor header: %s", l)
+		}
+	}
+	if (tokens > 0) != (platform == "aws") {
+		t.Errorf("-platform %s sent %d requests with an IMDSv2 token", platform, tokens)
+	}
 }
 
 func grepLines(s, sub string) string {
