@@ -6,13 +6,13 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
-	"path"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/vminit/vminit/ignition"
+	"github.com/vminit/vminit/internal/lib/httppath"
 	"github.com/vminit/vminit/mdserver/registry"
 	"github.com/vminit/vminit/spec"
 )
@@ -203,6 +203,8 @@ var swPool = sync.Pool{New: func() any { return new(statusWriter) }}
 
 func dialectOf(path string) string {
 	switch {
+	case path == "" || path[0] != '/':
+		return DialectOther // an absolute-form request ("GET http://host HTTP/1.1") has an empty path
 	case strings.HasPrefix(path, "/openstack"):
 		return DialectOpenStack
 	case strings.HasPrefix(path, "/nocloud/"):
@@ -268,7 +270,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if !cleanPath(r.URL.Path) {
+	if !httppath.IsCanonical(r.URL.Path) {
 		// ServeMux would redirect, with an HTML body.
 		emptyStatus(w, http.StatusBadRequest)
 		return
@@ -308,16 +310,6 @@ func refuse(w http.ResponseWriter, status int) {
 // an empty 405 (ServeMux's own has a plain-text body).
 func methodNotAllowed(w http.ResponseWriter, _ *http.Request) {
 	emptyStatus(w, http.StatusMethodNotAllowed)
-}
-
-// cleanPath reports whether p is in the canonical form ServeMux serves
-// without a redirect: rooted, no empty, "." or ".." element.
-func cleanPath(p string) bool {
-	if p == "" || p[0] != '/' {
-		return false
-	}
-	c := path.Clean(p)
-	return c == p || c+"/" == p
 }
 
 // dialectRefused answers 403 to a request for an instance through a

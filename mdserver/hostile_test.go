@@ -247,11 +247,15 @@ func TestErrorsAreNeverHTML(t *testing.T) {
 		status int
 	}{
 		{"GET //latest/meta-data/ HTTP/1.1\r\nHost: x\r\n\r\n", 400},
+		{"GET // HTTP/1.1\r\nHost: x\r\n\r\n", 400},
 		{"GET /latest/../latest/meta-data/ HTTP/1.1\r\nHost: x\r\n\r\n", 400},
 		{"GET /./nocloud/user-data HTTP/1.1\r\nHost: x\r\n\r\n", 400},
 		{"DELETE /latest/meta-data/ HTTP/1.1\r\nHost: x\r\n\r\n", 405},
 		{"POST /nocloud/user-data HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n", 405},
 		{"PUT /openstack/latest/password HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n", 405},
+		// Absolute form, an empty path (found by FuzzGuestRequest: a panic).
+		{"GET http://169.254.169.254 HTTP/1.1\r\nHost: x\r\n\r\n", 400},
+		{"GET http://169.254.169.254?x HTTP/1.1\r\nHost: x\r\n\r\n", 400},
 	} {
 		res, body, _ := rawRequest(t, "127.0.0.2", addr, tc.req, 0)
 		if res.StatusCode != tc.status || body != "" {

@@ -2,6 +2,7 @@ package spec_test
 
 import (
 	"os"
+	"strings"
 	"testing"
 
 	"gopkg.in/yaml.v3"
@@ -44,6 +45,32 @@ func FuzzDecode(f *testing.F) {
 		in2.Default()
 		if err := in2.Validate(); err != nil {
 			t.Fatalf("round trip made a valid instance invalid: %v\n%s", err, out)
+		}
+	})
+}
+
+// FuzzDecodeQuotes: whatever a document holds, an error quotes at most
+// 64 bytes of an unknown key, and a document that is no spec is refused
+// with one error that quotes nothing.
+func FuzzDecodeQuotes(f *testing.F) {
+	f.Add([]byte("root:$6$x:19000:0:99999:7:::\nsshd:!:19000::::::\n"))
+	f.Add([]byte(header + strings.Repeat("k", 200) + ": 1\n"))
+	f.Add([]byte(header + "spec:\n  \"a\\u0000b\": 1\n"))
+	f.Add([]byte("- a\n- b\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		_, _, err := spec.Decode(data)
+		es := spec.AsErrors(err)
+		for _, e := range es {
+			switch {
+			case strings.HasPrefix(e.Message, "unknown field"):
+				if key := e.Field[strings.LastIndexAny(e.Field, ".]")+1:]; len(key) > 64+len("…") {
+					t.Fatalf("an unknown key quoted whole: %q", e.Field)
+				}
+			case strings.HasPrefix(e.Message, "not a vminit spec"):
+				if len(es) != 1 || e.Field != "" {
+					t.Fatalf("a document that is no spec: %v", es)
+				}
+			}
 		}
 	})
 }

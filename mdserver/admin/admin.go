@@ -12,7 +12,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"path"
 	"slices"
 	"strings"
 	"time"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/vminit/vminit/delivery"
 	"github.com/vminit/vminit/ignition"
+	"github.com/vminit/vminit/internal/lib/httppath"
 	"github.com/vminit/vminit/mdserver"
 	"github.com/vminit/vminit/mdserver/registry"
 	"github.com/vminit/vminit/seed"
@@ -105,7 +105,7 @@ func NewHandler(store registry.Store, opts Options) http.Handler {
 		// ServeMux answers an unclean path with an HTML redirect and a
 		// method it does not route with a plain-text 405; every error here
 		// is JSON.
-		if !cleanPath(r.URL.Path) {
+		if !httppath.IsCanonical(r.URL.Path) {
 			writeError(w, http.StatusBadRequest, "path %q is not in canonical form (no //, . or .. elements)", r.URL.Path)
 			return
 		}
@@ -127,16 +127,6 @@ func routed(mux *http.ServeMux, r *http.Request) bool {
 		}
 	}
 	return false
-}
-
-// cleanPath reports whether p is rooted and has no empty, "." or ".."
-// element (what ServeMux serves without a redirect).
-func cleanPath(p string) bool {
-	if p == "" || p[0] != '/' {
-		return false
-	}
-	c := path.Clean(p)
-	return c == p || c+"/" == p
 }
 
 // NewServer returns the http.Server for the admin handler, with the

@@ -94,6 +94,7 @@ func TestErrorsAreJSON(t *testing.T) {
 		msg          string
 	}{
 		{"GET", "/v1//instances", 400, "not in canonical form"},
+		{"GET", "//", 400, "not in canonical form"},
 		{"GET", "/v1/instances/../instances", 400, "not in canonical form"},
 		{"GET", "/v1/instances/./web", 400, "not in canonical form"},
 		{"PATCH", "/v1/instances/web", 405, "method PATCH not allowed"},
