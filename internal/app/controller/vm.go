@@ -591,4 +591,3 @@ func (t *term) updateVM(ctx context.Context, cur, next *unstructured.Unstructure
 	t.c.metrics.vmWrites.Add(1)
 	return true, nil
 }
-

@@ -159,10 +159,10 @@ func SpecDocumentOf(name string, labels map[string]string, specValue any) ([]byt
 }
 
 type document struct {
-	APIVersion string `json:"apiVersion"`
-	Kind       string `json:"kind"`
+	APIVersion string   `json:"apiVersion"`
+	Kind       string   `json:"kind"`
 	Metadata   metadata `json:"metadata"`
-	Spec       any    `json:"spec"`
+	Spec       any      `json:"spec"`
 }
 
 type metadata struct {
