@@ -92,7 +92,7 @@ func TestKustomization(t *testing.T) {
 	// The controller, as its service account, as the Deployment runs it.
 	ctl := s.ServiceAccount(t, "vminit-system", "vminit-controller")
 	c, err := controller.New(controller.Config{REST: ctl.Config(), Namespaces: []string{"default"}, KubeVirt: true,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger:         slog.New(slog.NewTextHandler(io.Discard, nil)),
 		LeaderElection: controller.LeaderElection{Namespace: "vminit-system", Identity: "test"}})
 	if err != nil {
 		t.Fatal(err)
