@@ -28,7 +28,7 @@ import (
 
 const crdFile = "../../../deploy/kubernetes/crd/vminit.dev_instances.yaml"
 
-func startCluster(t *testing.T) (*kubetest.Server, dynamic.ResourceInterface) {
+func startCluster(t testing.TB) (*kubetest.Server, dynamic.ResourceInterface) {
 	t.Helper()
 	s := kubetest.Start(t)
 	crd, err := os.ReadFile(crdFile)
@@ -307,5 +307,3 @@ func TestControllerReplicas(t *testing.T) {
 		t.Errorf("readyz: %v %v", r, err)
 	}
 }
-
-
