@@ -144,8 +144,9 @@ func copyTree(t *testing.T, from, to string) {
 	}
 }
 
-// parseOnly are commands that serve, or need a server, or print a script.
-var parseOnly = map[string]bool{"serve": true, "instances": true, "completion": true}
+// parseOnly are commands that serve, need a server or a cluster, or print
+// a script.
+var parseOnly = map[string]bool{"serve": true, "instances": true, "controller": true, "completion": true}
 
 func runDocLine(t *testing.T, l docLine) {
 	t.Helper()
