@@ -28,7 +28,7 @@ import (
 // they cannot read.
 func TestKustomization(t *testing.T) {
 	s := kubetest.Start(t)
-	s.CreateCRDs(t, []byte(kubetest.KubeVirtCRDs))
+	s.CreateCRDs(t, kubetest.KubeVirtCRDs)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	out, err := s.Kubectl(t, "apply", "-k", "kubernetes")
@@ -84,7 +84,7 @@ func TestKustomization(t *testing.T) {
 		}
 		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
 			"metadata": vm, "spec": map[string]any{"template": map[string]any{"spec": tmpl}}}}
-		if _, err := dyn.Resource(kubetest.VirtualMachines).Namespace("default").Create(ctx, u, metav1.CreateOptions{}); err != nil {
+		if _, err := dyn.Resource(kubestore.VirtualMachines).Namespace("default").Create(ctx, u, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -152,10 +152,10 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	s.cancel = cancel
 	var synced []<-chan struct{}
 	for _, ns := range namespaces {
-		synced = append(synced, s.watch(runCtx, v1alpha1.GroupVersionResource, ns, &instanceSink{firstList{ns: ns}, s}))
+		synced = append(synced, s.watch(runCtx, v1alpha1.GroupVersionResource, ns, &sink{ns: ns, put: s.putInstances}))
 		if cfg.KubeVirt {
-			synced = append(synced, s.watch(runCtx, VirtualMachineInstances, ns, &vmiSink{firstList{ns: ns}, s}))
-			synced = append(synced, s.watch(runCtx, VirtualMachines, ns, &vmSink{firstList{ns: ns}, s}))
+			synced = append(synced, s.watch(runCtx, VirtualMachineInstances, ns, &sink{ns: ns, put: s.putVMIs}))
+			synced = append(synced, s.watch(runCtx, VirtualMachines, ns, &sink{ns: ns, put: s.putVMs}))
 		}
 	}
 	for _, c := range synced {
@@ -175,7 +175,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 
 // watch runs a Reflector of gvr in namespace ns feeding sink, and returns
 // a channel closed once the first list has been applied.
-func (s *Store) watch(ctx context.Context, gvr schema.GroupVersionResource, ns string, sink syncer) <-chan struct{} {
+func (s *Store) watch(ctx context.Context, gvr schema.GroupVersionResource, ns string, sink *sink) <-chan struct{} {
 	client := s.dyn.Resource(gvr).Namespace(ns)
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
@@ -279,41 +279,59 @@ func (s *Store) apply(keys []string) {
 	s.sig = make(chan struct{})
 }
 
-// syncer is a ReflectorStore that says when its first list is in.
-type syncer interface {
-	cache.ReflectorStore
-	synced() <-chan struct{}
-}
-
-// firstList is what the sinks share: the namespace their reflector
-// lists (a list replaces that namespace's objects only; "" is every
-// namespace), and the channel closed by the first list.
-type firstList struct {
+// sink hands what a Reflector reads to one of the Store's put methods: a
+// watch event as a batch of one, a list as the whole set of its namespace
+// (objects missing from it are gone). It closes synced at the first list.
+type sink struct {
+	// ns is the namespace the Reflector lists ("": every namespace): a
+	// list replaces that namespace's objects only.
 	ns   string
+	put  func(b batch)
 	once sync.Once
 	ch   chan struct{}
 }
 
-func (f *firstList) covers(key string) bool { return f.ns == "" || strings.HasPrefix(key, f.ns+"/") }
-
-func (f *firstList) synced() <-chan struct{} { return f.init() }
-
-func (f *firstList) init() chan struct{} {
-	f.once.Do(func() { f.ch = make(chan struct{}) })
-	return f.ch
+// batch is what changed: objs, deleted (gone), or the complete list of
+// the namespaces that covers says (replace).
+type batch struct {
+	objs          []any
+	gone, replace bool
+	covers        func(key string) bool
 }
 
-// listed is called at every list; the first closes the channel.
-func (f *firstList) listed() {
-	ch := f.init()
-	select {
-	case <-ch:
-	default:
+func (k *sink) covers(key string) bool { return k.ns == "" || strings.HasPrefix(key, k.ns+"/") }
+
+func (k *sink) synced() <-chan struct{} { return k.init() }
+
+func (k *sink) init() chan struct{} {
+	k.once.Do(func() { k.ch = make(chan struct{}) })
+	return k.ch
+}
+
+func (k *sink) Add(obj any) error    { return k.Update(obj) }
+func (k *sink) Update(obj any) error { k.put(batch{objs: []any{obj}, covers: k.covers}); return nil }
+func (k *sink) Delete(obj any) error {
+	k.put(batch{objs: []any{obj}, gone: true, covers: k.covers})
+	return nil
+}
+func (k *sink) Resync() error { return nil }
+
+func (k *sink) Replace(list []any, _ string) error {
+	k.put(batch{objs: list, replace: true, covers: k.covers})
+	if ch := k.init(); !isClosed(ch) {
 		close(ch)
 	}
+	return nil
 }
 
-func (*firstList) Resync() error { return nil }
+func isClosed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
 
 func asUnstructured(obj any) (*unstructured.Unstructured, bool) {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
@@ -323,97 +341,54 @@ func asUnstructured(obj any) (*unstructured.Unstructured, bool) {
 	return u, ok
 }
 
-// instanceSink applies Instance objects.
-type instanceSink struct {
-	firstList
-	s *Store
-}
-
-func (k *instanceSink) Add(obj any) error    { return k.Update(obj) }
-func (k *instanceSink) Delete(obj any) error { return k.put(obj, true) }
-func (k *instanceSink) Update(obj any) error { return k.put(obj, false) }
-
-func (k *instanceSink) put(obj any, gone bool) error {
-	u, ok := asUnstructured(obj)
-	if !ok {
-		return nil
-	}
-	key := keyOf(u.GetNamespace(), u.GetName())
-	var in *instance
-	if !gone {
-		in = decodeInstance(u)
-	}
-	s := k.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if gone {
-		delete(s.instances, key)
-	} else {
-		s.instances[key] = in
-	}
-	s.apply([]string{key})
-	return nil
-}
-
-// Replace applies a whole list as one change: objects in it decoded on
-// every core, objects missing from it removed.
-func (k *instanceSink) Replace(list []any, _ string) error {
-	objs := make([]*unstructured.Unstructured, 0, len(list))
-	for _, o := range list {
+// putInstances applies Instance objects, decoding a list on every core.
+func (s *Store) putInstances(b batch) {
+	objs := make([]*unstructured.Unstructured, 0, len(b.objs))
+	for _, o := range b.objs {
 		if u, ok := asUnstructured(o); ok {
 			objs = append(objs, u)
 		}
 	}
-	s := k.s
-	s.mu.Lock()
 	// Objects at the resourceVersion already applied (a re-list after a
 	// watch expired) need no decoding.
 	var todo []int
-	for i, u := range objs {
-		old := s.instances[keyOf(u.GetNamespace(), u.GetName())]
-		if rv, _ := strconv.ParseInt(u.GetResourceVersion(), 10, 64); old == nil || old.rv != rv {
-			todo = append(todo, i)
+	if !b.gone {
+		s.mu.Lock()
+		for i, u := range objs {
+			old := s.instances[keyOf(u.GetNamespace(), u.GetName())]
+			if rv, _ := strconv.ParseInt(u.GetResourceVersion(), 10, 64); old == nil || old.rv != rv {
+				todo = append(todo, i)
+			}
 		}
+		s.mu.Unlock()
 	}
-	s.mu.Unlock()
 	decoded := parallel.Map(len(todo), 0, func(i int) *instance { return decodeInstance(objs[todo[i]]) })
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	seen := make(map[string]bool, len(objs))
 	var keys []string
+	seen := make(map[string]bool, len(objs))
 	for _, u := range objs {
-		seen[keyOf(u.GetNamespace(), u.GetName())] = true
+		key := keyOf(u.GetNamespace(), u.GetName())
+		seen[key] = true
+		if b.gone {
+			delete(s.instances, key)
+			keys = append(keys, key)
+		}
 	}
 	for i, j := range todo {
 		key := keyOf(objs[j].GetNamespace(), objs[j].GetName())
 		s.instances[key] = decoded[i]
 		keys = append(keys, key)
 	}
-	for key := range s.instances {
-		if !seen[key] && k.covers(key) {
-			delete(s.instances, key)
-			keys = append(keys, key)
+	if b.replace {
+		for key := range s.instances {
+			if !seen[key] && b.covers(key) {
+				delete(s.instances, key)
+				keys = append(keys, key)
+			}
 		}
 	}
 	s.apply(keys)
-	k.listed()
-	return nil
-}
-
-// vmiSink applies VirtualMachineInstances: their addresses, and the
-// instance they name.
-type vmiSink struct {
-	firstList
-	s *Store
-}
-
-func (v *vmiSink) Add(obj any) error    { return v.Update(obj) }
-func (v *vmiSink) Delete(obj any) error { return v.put([]any{obj}, true, false) }
-func (v *vmiSink) Update(obj any) error { return v.put([]any{obj}, false, false) }
-func (v *vmiSink) Replace(list []any, _ string) error {
-	err := v.put(list, false, true)
-	v.listed()
-	return err
 }
 
 // vmiOf reads what the store needs of a VMI: the instance it names by
@@ -446,13 +421,14 @@ func vmiOf(u *unstructured.Unstructured) vmi {
 	return out
 }
 
-func (v *vmiSink) put(objs []any, gone, replace bool) error {
-	s := v.s
+// putVMIs applies VirtualMachineInstances: their addresses, and the
+// instance they name.
+func (s *Store) putVMIs(b batch) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	affected := map[string]bool{}
 	seen := map[string]bool{}
-	for _, o := range objs {
+	for _, o := range b.objs {
 		u, ok := asUnstructured(o)
 		if !ok {
 			continue
@@ -462,7 +438,7 @@ func (v *vmiSink) put(objs []any, gone, replace bool) error {
 		if old, ok := s.vmis[key]; ok {
 			affected[s.effective(key, old)] = true
 		}
-		if gone {
+		if b.gone {
 			delete(s.vmis, key)
 			continue
 		}
@@ -470,9 +446,9 @@ func (v *vmiSink) put(objs []any, gone, replace bool) error {
 		s.vmis[key] = nv
 		affected[s.effective(key, nv)] = true
 	}
-	if replace {
+	if b.replace {
 		for key, old := range s.vmis {
-			if !seen[key] && v.covers(key) {
+			if !seen[key] && b.covers(key) {
 				affected[s.effective(key, old)] = true
 				delete(s.vmis, key)
 			}
@@ -480,7 +456,6 @@ func (v *vmiSink) put(objs []any, gone, replace bool) error {
 	}
 	delete(affected, "")
 	s.apply(s.recomputeExtra(affected))
-	return nil
 }
 
 // effective is the instance a VMI's addresses go to: the one it names,
@@ -525,23 +500,8 @@ func (s *Store) recomputeExtra(keys map[string]bool) []string {
 	return changed
 }
 
-// vmSink applies VirtualMachines: the instance each names.
-type vmSink struct {
-	firstList
-	s *Store
-}
-
-func (v *vmSink) Add(obj any) error    { return v.Update(obj) }
-func (v *vmSink) Delete(obj any) error { return v.put([]any{obj}, true, false) }
-func (v *vmSink) Update(obj any) error { return v.put([]any{obj}, false, false) }
-func (v *vmSink) Replace(list []any, _ string) error {
-	err := v.put(list, false, true)
-	v.listed()
-	return err
-}
-
-func (v *vmSink) put(objs []any, gone, replace bool) error {
-	s := v.s
+// putVMs applies VirtualMachines: the instance each names.
+func (s *Store) putVMs(b batch) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	affected := map[string]bool{}
@@ -551,7 +511,7 @@ func (v *vmSink) put(objs []any, gone, replace bool) error {
 			affected[s.effective(key, old)] = true
 		}
 	}
-	for _, o := range objs {
+	for _, o := range b.objs {
 		u, ok := asUnstructured(o)
 		if !ok {
 			continue
@@ -560,16 +520,16 @@ func (v *vmSink) put(objs []any, gone, replace bool) error {
 		seen[key] = true
 		note(key)
 		name := u.GetAnnotations()[v1alpha1.AnnotationInstance]
-		if gone || name == "" {
+		if b.gone || name == "" {
 			delete(s.vms, key)
 		} else {
 			s.vms[key] = name
 		}
 		note(key)
 	}
-	if replace {
+	if b.replace {
 		for key := range s.vms {
-			if !seen[key] && v.covers(key) {
+			if !seen[key] && b.covers(key) {
 				note(key)
 				delete(s.vms, key)
 				note(key)
@@ -578,7 +538,6 @@ func (v *vmSink) put(objs []any, gone, replace bool) error {
 	}
 	delete(affected, "")
 	s.apply(s.recomputeExtra(affected))
-	return nil
 }
 
 // Put validates doc and creates or updates its Instance object in

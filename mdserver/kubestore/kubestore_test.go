@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
 
+	"github.com/vminit/vminit/deploy/kubernetes/crd"
 	"github.com/vminit/vminit/internal/testing/kubetest"
 	"github.com/vminit/vminit/internal/testing/testtools"
 	"github.com/vminit/vminit/kube/api/v1alpha1"
@@ -24,18 +24,12 @@ import (
 	"github.com/vminit/vminit/mdserver/registry"
 )
 
-const crdFile = "../../deploy/kubernetes/crd/vminit.dev_instances.yaml"
-
 func start(t *testing.T, kubevirt bool) (*kubetest.Server, dynamic.Interface) {
 	t.Helper()
 	s := kubetest.Start(t)
-	crd, err := os.ReadFile(crdFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.CreateCRDs(t, crd)
+	s.CreateCRDs(t, crd.Instances)
 	if kubevirt {
-		s.CreateCRDs(t, []byte(kubetest.KubeVirtCRDs))
+		s.CreateCRDs(t, kubetest.KubeVirtCRDs)
 	}
 	return s, s.Dynamic(t)
 }
@@ -287,8 +281,8 @@ func TestKubeVirtIdentity(t *testing.T) {
 	s, dyn := start(t, true)
 	ctx := ctxFor(t)
 	res := dyn.Resource(v1alpha1.GroupVersionResource).Namespace("default")
-	vms := dyn.Resource(kubetest.VirtualMachines).Namespace("default")
-	vmis := dyn.Resource(kubetest.VirtualMachineInstances).Namespace("default")
+	vms := dyn.Resource(kubestore.VirtualMachines).Namespace("default")
+	vmis := dyn.Resource(kubestore.VirtualMachineInstances).Namespace("default")
 	for _, n := range []string{"web-1", "web-2"} {
 		if _, err := res.Create(ctx, object(t, "default", n, "hostname: "+n), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
 
+	"github.com/vminit/vminit/deploy/kubernetes/crd"
 	"github.com/vminit/vminit/internal/testing/cloudinittest"
 	"github.com/vminit/vminit/internal/testing/ignitiontest"
 	"github.com/vminit/vminit/internal/testing/kubetest"
@@ -26,16 +27,10 @@ import (
 	"github.com/vminit/vminit/kube/api/v1alpha1"
 )
 
-const crdFile = "../../../deploy/kubernetes/crd/vminit.dev_instances.yaml"
-
 func startCluster(t testing.TB) (*kubetest.Server, dynamic.ResourceInterface) {
 	t.Helper()
 	s := kubetest.Start(t)
-	crd, err := os.ReadFile(crdFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.CreateCRDs(t, crd)
+	s.CreateCRDs(t, crd.Instances)
 	return s, s.Dynamic(t).Resource(v1alpha1.GroupVersionResource).Namespace("default")
 }
 

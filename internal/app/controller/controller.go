@@ -41,7 +41,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/kubernetes"
@@ -56,16 +55,14 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/vminit/vminit/kube/api/v1alpha1"
+	"github.com/vminit/vminit/mdserver/kubestore"
 	"github.com/vminit/vminit/mdserver/registry"
 	"github.com/vminit/vminit/platform"
 	"github.com/vminit/vminit/platform/kube"
 )
 
-// The KubeVirt and core resources the controller reads.
-var (
-	VirtualMachines = schema.GroupVersionResource{Group: "kubevirt.io", Version: "v1", Resource: "virtualmachines"}
-	secrets         = corev1.SchemeGroupVersion.WithResource("secrets")
-)
+// secrets are watched as metadata only.
+var secrets = corev1.SchemeGroupVersion.WithResource("secrets")
 
 // Labels and annotations on what the controller makes.
 const (
@@ -325,6 +322,7 @@ func (c *Controller) lead(ctx context.Context) error {
 	var all []cache.SharedIndexInformer
 	for _, ns := range namespaces {
 		ii := dynamicinformer.NewFilteredDynamicInformer(c.dyn, v1alpha1.GroupVersionResource, ns, c.cfg.Resync, cache.Indexers{}, nil).Informer()
+		ii.SetTransform(dropManagedFields)
 		ii.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { t.instanceChanged(obj) },
 			UpdateFunc: func(_, obj any) { t.instanceChanged(obj) },
@@ -335,8 +333,9 @@ func (c *Controller) lead(ctx context.Context) error {
 		if !c.cfg.KubeVirt {
 			continue
 		}
-		vi := dynamicinformer.NewFilteredDynamicInformer(c.dyn, VirtualMachines, ns, c.cfg.Resync,
+		vi := dynamicinformer.NewFilteredDynamicInformer(c.dyn, kubestore.VirtualMachines, ns, c.cfg.Resync,
 			cache.Indexers{indexInstance: vmInstanceIndex}, nil).Informer()
+		vi.SetTransform(dropManagedFields)
 		vi.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { t.vmChanged(nil, obj) },
 			UpdateFunc: func(old, obj any) { t.vmChanged(old, obj) },
@@ -344,6 +343,7 @@ func (c *Controller) lead(ctx context.Context) error {
 		})
 		t.vms[ns] = vi
 		si := metadatainformer.NewFilteredMetadataInformer(c.meta, secrets, ns, c.cfg.Resync, cache.Indexers{}, nil).Informer()
+		si.SetTransform(dropManagedFields)
 		si.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { t.secretChanged(obj) },
 			UpdateFunc: func(_, obj any) { t.secretChanged(obj) },
@@ -377,6 +377,16 @@ func (c *Controller) lead(ctx context.Context) error {
 	}
 	<-ctx.Done()
 	return nil
+}
+
+// dropManagedFields leaves the server-side apply bookkeeping out of the
+// informers' caches: the controller never reads it, and it is often the
+// larger part of an object.
+func dropManagedFields(obj any) (any, error) {
+	if m, ok := obj.(metav1.Object); ok {
+		m.SetManagedFields(nil)
+	}
+	return obj, nil
 }
 
 // work reconciles one key; false when the queue is shut down.

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -24,14 +23,14 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
+	"github.com/vminit/vminit/deploy/kubernetes/crd"
 	"github.com/vminit/vminit/internal/app/controller"
 	"github.com/vminit/vminit/internal/testing/kubetest"
 	"github.com/vminit/vminit/kube/api/v1alpha1"
+	"github.com/vminit/vminit/mdserver/kubestore"
 	"github.com/vminit/vminit/seed"
 	"github.com/vminit/vminit/spec"
 )
-
-const crdFile = "../../../deploy/kubernetes/crd/vminit.dev_instances.yaml"
 
 const key1 = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl user@example"
 
@@ -45,13 +44,9 @@ type env struct {
 func setup(t *testing.T, kubevirt bool) *env {
 	t.Helper()
 	s := kubetest.Start(t)
-	crd, err := os.ReadFile(crdFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.CreateCRDs(t, crd)
+	s.CreateCRDs(t, crd.Instances)
 	if kubevirt {
-		s.CreateCRDs(t, []byte(kubetest.KubeVirtCRDs))
+		s.CreateCRDs(t, kubetest.KubeVirtCRDs)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
@@ -230,9 +225,7 @@ func TestInstance(t *testing.T) {
 			t.Errorf("output %d: %+v, want %s (%d bytes, %s)", i, o, f.Path, len(f.Data), sha(f.Data))
 		}
 	}
-	if len(e.events(t, "default", "web-1", "Rendered")) == 0 {
-		t.Error("no Rendered event")
-	}
+	waitFor(t, "a Rendered event", func() bool { return len(e.events(t, "default", "web-1", "Rendered")) > 0 })
 
 	// Nothing changed: nothing written, however often it is reconciled
 	// (a label added triggers a reconcile).
@@ -344,7 +337,7 @@ func (e *env) vm(t *testing.T, name string, annotations map[string]string, volum
 		"metadata": map[string]any{"name": name, "namespace": "default"},
 		"spec":     map[string]any{"runStrategy": "Always", "template": map[string]any{"spec": tmplSpec}}}}
 	u.SetAnnotations(annotations)
-	out, err := e.dyn.Resource(kubetest.VirtualMachines).Namespace("default").Create(e.ctx, u, metav1.CreateOptions{})
+	out, err := e.dyn.Resource(kubestore.VirtualMachines).Namespace("default").Create(e.ctx, u, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -409,7 +402,7 @@ func TestVirtualMachines(t *testing.T) {
 		evs := e.events(t, "default", "vm-1", "SecretReady")
 		return len(evs) > 0 && strings.Contains(evs[0].Message, "vm-1-vminit") && strings.Contains(evs[0].Message, "networkDataSecretRef")
 	})
-	if vm, _ := e.dyn.Resource(kubetest.VirtualMachines).Namespace("default").Get(e.ctx, "vm-1", metav1.GetOptions{}); vm.GetResourceVersion() != vm1.GetResourceVersion() {
+	if vm, _ := e.dyn.Resource(kubestore.VirtualMachines).Namespace("default").Get(e.ctx, "vm-1", metav1.GetOptions{}); vm.GetResourceVersion() != vm1.GetResourceVersion() {
 		t.Error("the VM was written without PatchVMs")
 	}
 
@@ -442,9 +435,9 @@ func TestVirtualMachines(t *testing.T) {
 	writes := metric(t, c, `vminit_controller_writes_total{object="secret"}`)
 	skipped := metric(t, c, "vminit_controller_writes_skipped_total")
 	for _, n := range []string{"vm-1", "vm-2"} {
-		vm, _ := e.dyn.Resource(kubetest.VirtualMachines).Namespace("default").Get(e.ctx, n, metav1.GetOptions{})
+		vm, _ := e.dyn.Resource(kubestore.VirtualMachines).Namespace("default").Get(e.ctx, n, metav1.GetOptions{})
 		vm.SetLabels(map[string]string{"touched": "yes"})
-		if _, err := e.dyn.Resource(kubetest.VirtualMachines).Namespace("default").Update(e.ctx, vm, metav1.UpdateOptions{}); err != nil {
+		if _, err := e.dyn.Resource(kubestore.VirtualMachines).Namespace("default").Update(e.ctx, vm, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -489,7 +482,7 @@ func TestVirtualMachines(t *testing.T) {
 	waitFor(t, "a SecretExists event", func() bool { return len(e.events(t, "default", "vm-3", "SecretExists")) > 0 })
 
 	// Deleting: the VM's Secret goes with the VM; an Instance's with it.
-	if err := e.dyn.Resource(kubetest.VirtualMachines).Namespace("default").Delete(e.ctx, "vm-2", metav1.DeleteOptions{}); err != nil {
+	if err := e.dyn.Resource(kubestore.VirtualMachines).Namespace("default").Delete(e.ctx, "vm-2", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	e.waitGone(t, "vm-2-vminit")
@@ -513,7 +506,7 @@ func TestPatchVMs(t *testing.T) {
 	e := setup(t, true)
 	e.run(t, controller.Config{Namespaces: []string{"default"}, KubeVirt: true, PatchVMs: true})
 	e.create(t, "default", "web", "hostname: web\n")
-	vms := e.dyn.Resource(kubetest.VirtualMachines).Namespace("default")
+	vms := e.dyn.Resource(kubestore.VirtualMachines).Namespace("default")
 
 	// Without a volume: one is added, with a disk.
 	e.vm(t, "bare", map[string]string{v1alpha1.AnnotationInstance: "web"})

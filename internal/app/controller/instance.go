@@ -36,7 +36,12 @@ type loaded struct {
 	// problems are every error of spec.Parse and check.Instance;
 	// warnings check's warnings.
 	problems, warnings spec.Errors
-	report             *check.Report
+	// outputs are the rendered files' digests, and rendered what the
+	// Rendered condition says of them ("" when nothing rendered). The
+	// files themselves are not kept: 10,000 Instances' seeds would be
+	// most of the controller's memory.
+	outputs  []v1alpha1.Output
+	rendered string
 }
 
 // load reads an Instance object. prev is the last load of the same key:
@@ -61,8 +66,19 @@ func load(u *unstructured.Unstructured, prev *loaded) *loaded {
 		return l
 	}
 	l.rec = rec
-	l.report = check.Instance(rec.Instance, check.Target{})
-	l.problems, l.warnings = bare(l.report.Errors, nil), bare(l.report.Warnings, nil)
+	r := check.Instance(rec.Instance, check.Target{})
+	l.problems, l.warnings = bare(r.Errors, nil), bare(r.Warnings, nil)
+	switch {
+	case !r.OK():
+	case r.Ignition != nil:
+		l.outputs = []v1alpha1.Output{output("config.ign", r.Ignition.Config)}
+		l.rendered = fmt.Sprintf("Ignition config, spec %s, %d bytes", r.Ignition.Version, len(r.Ignition.Config))
+	case r.Seed != nil:
+		for _, f := range r.Seed.Files {
+			l.outputs = append(l.outputs, output(f.Path, f.Data))
+		}
+		l.rendered = fmt.Sprintf("cloud-init %s seed, %d files", r.Seed.Datasource, len(r.Seed.Files))
+	}
 	return l
 }
 
@@ -286,18 +302,9 @@ func (t *term) status(u *unstructured.Unstructured, l *loaded, cur *v1alpha1.Ins
 		s := &l.rec.Instance.Spec
 		next.Hostname, next.Agent = s.Hostname, s.Agent
 	}
-	if len(l.problems) == 0 && l.report != nil {
-		rendered.Status, rendered.Reason = metav1.ConditionTrue, "Rendered"
-		switch r := l.report; {
-		case r.Ignition != nil:
-			next.Outputs = []v1alpha1.Output{output("config.ign", r.Ignition.Config)}
-			rendered.Message = fmt.Sprintf("Ignition config, spec %s, %d bytes", r.Ignition.Version, len(r.Ignition.Config))
-		case r.Seed != nil:
-			for _, f := range r.Seed.Files {
-				next.Outputs = append(next.Outputs, output(f.Path, f.Data))
-			}
-			rendered.Message = fmt.Sprintf("cloud-init %s seed, %d files", r.Seed.Datasource, len(r.Seed.Files))
-		}
+	if len(l.problems) == 0 && l.rendered != "" {
+		rendered.Status, rendered.Reason, rendered.Message = metav1.ConditionTrue, "Rendered", l.rendered
+		next.Outputs = l.outputs
 	}
 	meta.SetStatusCondition(&next.Conditions, valid)
 	meta.SetStatusCondition(&next.Conditions, rendered)

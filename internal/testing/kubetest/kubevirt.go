@@ -1,6 +1,6 @@
 package kubetest
 
-import "k8s.io/apimachinery/pkg/runtime/schema"
+import "fmt"
 
 // KubeVirtCRDs are KubeVirt's VirtualMachine and VirtualMachineInstance
 // CustomResourceDefinitions (kubevirt.io/v1) in the shape tests need: the
@@ -8,48 +8,27 @@ import "k8s.io/apimachinery/pkg/runtime/schema"
 // that keep every field (KubeVirt's operator generates its own, thousands
 // of lines long; the tests here read objects, not KubeVirt's validation).
 // Create them with CreateCRDs.
-const KubeVirtCRDs = `
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: virtualmachines.kubevirt.io}
-spec:
-  group: kubevirt.io
-  scope: Namespaced
-  names: {plural: virtualmachines, singular: virtualmachine, kind: VirtualMachine, listKind: VirtualMachineList, shortNames: [vm, vms]}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    subresources: {status: {}}
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec: {type: object, x-kubernetes-preserve-unknown-fields: true}
-          status: {type: object, x-kubernetes-preserve-unknown-fields: true}
----
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: virtualmachineinstances.kubevirt.io}
-spec:
-  group: kubevirt.io
-  scope: Namespaced
-  names: {plural: virtualmachineinstances, singular: virtualmachineinstance, kind: VirtualMachineInstance, listKind: VirtualMachineInstanceList, shortNames: [vmi, vmis]}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    subresources: {status: {}}
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec: {type: object, x-kubernetes-preserve-unknown-fields: true}
-          status: {type: object, x-kubernetes-preserve-unknown-fields: true}
-`
+var KubeVirtCRDs = []byte(kubeVirtCRD("VirtualMachine", "virtualmachine", "vm") + "---\n" +
+	kubeVirtCRD("VirtualMachineInstance", "virtualmachineinstance", "vmi"))
 
-// The resources KubeVirtCRDs define.
-var (
-	VirtualMachines         = schema.GroupVersionResource{Group: "kubevirt.io", Version: "v1", Resource: "virtualmachines"}
-	VirtualMachineInstances = schema.GroupVersionResource{Group: "kubevirt.io", Version: "v1", Resource: "virtualmachineinstances"}
-)
+func kubeVirtCRD(kind, singular, short string) string {
+	return fmt.Sprintf(`apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: %[2]ss.kubevirt.io}
+spec:
+  group: kubevirt.io
+  scope: Namespaced
+  names: {plural: %[2]ss, singular: %[2]s, kind: %[1]s, listKind: %[1]sList, shortNames: [%[3]s, %[3]ss]}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources: {status: {}}
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec: {type: object, x-kubernetes-preserve-unknown-fields: true}
+          status: {type: object, x-kubernetes-preserve-unknown-fields: true}
+`, kind, singular, short)
+}

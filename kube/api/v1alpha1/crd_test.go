@@ -14,12 +14,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/vminit/vminit/deploy/kubernetes/crd"
 	"github.com/vminit/vminit/internal/testing/kubetest"
 	"github.com/vminit/vminit/kube/api/v1alpha1"
 	"github.com/vminit/vminit/spec"
 )
-
-const crdFile = "../../../deploy/kubernetes/crd/vminit.dev_instances.yaml"
 
 // object loads a spec file as the Instance object `vminit instances put
 // --kubeconfig` would create from it.
@@ -61,7 +60,7 @@ func unstructuredOf(t *testing.T, v any) *unstructured.Unstructured {
 // validate` accepts, and prunes nothing.
 func TestExamplesRoundTrip(t *testing.T) {
 	s := kubetest.Start(t)
-	s.CreateCRDs(t, must(os.ReadFile(crdFile)))
+	s.CreateCRDs(t, crd.Instances)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	res := s.Dynamic(t).Resource(v1alpha1.GroupVersionResource).Namespace("default")
@@ -115,7 +114,7 @@ func TestExamplesRoundTrip(t *testing.T) {
 // field.
 func TestSchemaRefuses(t *testing.T) {
 	s := kubetest.Start(t)
-	s.CreateCRDs(t, must(os.ReadFile(crdFile)))
+	s.CreateCRDs(t, crd.Instances)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	res := s.Dynamic(t).Resource(v1alpha1.GroupVersionResource).Namespace("default")
