@@ -7,17 +7,13 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/coreos/butane/config"
 	"github.com/coreos/butane/config/common"
 	"github.com/coreos/go-semver/semver"
 	"github.com/coreos/ignition/v2/config/util"
 	"github.com/coreos/ignition/v2/config/v3_6"
-	"github.com/coreos/ignition/v2/config/validate"
-	"github.com/coreos/vcontext/path"
 	"github.com/coreos/vcontext/report"
-	vvalidate "github.com/coreos/vcontext/validate"
 	"gopkg.in/yaml.v3"
 
 	types "github.com/coreos/ignition/v2/config/v3_0/types"
@@ -35,114 +31,45 @@ import (
 type specVersion struct {
 	v      semver.Version
 	legacy bool
-	// emit turns a config stamped with this 3.x version into the output:
-	// decoded into the version's types, validated by Ignition's rules for
-	// the version, and marshalled cleanly.
-	emit func(raw []byte) ([]byte, report.Report, error)
+	// newConfig returns a pointer to a zero config of the 3.x version's
+	// types.
+	newConfig func() any
 }
 
-// emitter is specVersion.emit for the version whose config type is C.
-// Validating the struct gives the verdict of the version's Parse (which
-// also insists on the version) without the position tree Parse builds for
-// line numbers, three times faster; every config it sees is ours,
-// marshalled from Ignition's types, with no unknown keys to warn about.
-func emitter[C any]() func([]byte) ([]byte, report.Report, error) {
-	return func(raw []byte) ([]byte, report.Report, error) {
-		var c C
-		if err := json.Unmarshal(raw, &c); err != nil {
-			return nil, report.Report{}, err
-		}
-		rpt := validateStruct(c)
-		out, err := marshalClean(c)
-		return out, rpt, err
+// version3 describes the 3.x version whose config type is C.
+func version3[C any](v string) specVersion {
+	return specVersion{v: *semver.New(v), newConfig: func() any { return new(C) }}
+}
+
+// emit turns a config stamped with a 3.x version into the output: decoded
+// into the version's types, validated by Ignition's rules for the version,
+// and marshalled cleanly. Validating the struct gives the verdict of the
+// version's Parse (which also insists on the version) without the
+// position tree Parse builds for line numbers; every config it sees is
+// ours, marshalled from Ignition's types, with no unknown keys to warn
+// about.
+func (sv specVersion) emit(raw []byte) ([]byte, report.Report, error) {
+	c := sv.newConfig()
+	if err := json.Unmarshal(raw, c); err != nil {
+		return nil, report.Report{}, err
 	}
-}
-
-// validateStruct is validate.ValidateWithContext(cfg, nil) in one walk of
-// the config instead of two: its two validators, each type's own Validate
-// and the duplicate check, run at every node of the same reflective walk,
-// each only where it can find something: Validate on types that have it,
-// the duplicate check on structs whose lists hold two entries or more
-// between them (a duplicate takes two). Both would otherwise find out at
-// every node, at the cost of allocations; the walk is most of a Render's
-// time. TestValidateStructIsIgnitions holds it to Ignition's verdict.
-func validateStruct(cfg any) report.Report {
-	return vvalidate.ValidateCustom(cfg, "json", func(v reflect.Value, c path.ContextPath) (r report.Report) {
-		ti := typeInfoOf(v.Type())
-		if ti.validates {
-			r = vvalidate.DefaultValidator(v, c)
-		}
-		if ti.dynamic || ti.entries(v) >= 2 {
-			r.Merge(validate.ValidateDups(v, c))
-		}
-		return r
-	})
-}
-
-type typeInfo struct {
-	validates bool
-	lists     [][]int // index paths of the list fields, embedded structs' included
-	dynamic   bool    // an embedded pointer or interface: only known at run time
-}
-
-// entries counts the elements of a struct's lists.
-func (ti typeInfo) entries(v reflect.Value) int {
-	n := 0
-	for _, idx := range ti.lists {
-		n += v.FieldByIndex(idx).Len()
-	}
-	return n
-}
-
-var (
-	typeInfos     sync.Map // reflect.Type -> typeInfo
-	validatorType = reflect.TypeFor[interface {
-		Validate(path.ContextPath) report.Report
-	}]()
-)
-
-func typeInfoOf(t reflect.Type) typeInfo {
-	if ti, ok := typeInfos.Load(t); ok {
-		return ti.(typeInfo)
-	}
-	// DefaultValidator calls Validate on values (not pointers) whose type
-	// has it; ValidateDups looks at the list fields of structs.
-	ti := typeInfo{validates: t.Kind() != reflect.Pointer && t.Implements(validatorType)}
-	if t.Kind() == reflect.Struct {
-		ti.lists, ti.dynamic = listFields(t, nil)
-	}
-	typeInfos.Store(t, ti)
-	return ti
-}
-
-func listFields(t reflect.Type, prefix []int) (lists [][]int, dynamic bool) {
-	for i := range t.NumField() {
-		f := t.Field(i)
-		idx := append(slices.Clone(prefix), i)
-		switch {
-		case f.Type.Kind() == reflect.Slice:
-			lists = append(lists, idx)
-		case f.Anonymous && f.Type.Kind() == reflect.Struct:
-			l, d := listFields(f.Type, idx)
-			lists, dynamic = append(lists, l...), dynamic || d
-		case f.Anonymous:
-			dynamic = true
-		}
-	}
-	return lists, dynamic
+	cfg := reflect.ValueOf(c).Elem().Interface()
+	rpt := validateStruct(cfg)
+	out, err := marshalClean(cfg)
+	return out, rpt, err
 }
 
 // specVersions are oldest first: the 2.x versions, then 3.0.0 to 3.6.0.
 var specVersions = []specVersion{
 	{v: *semver.New("2.2.0"), legacy: true},
 	{v: *semver.New("2.3.0"), legacy: true},
-	{v: *semver.New("3.0.0"), emit: emitter[types.Config]()},
-	{v: *semver.New("3.1.0"), emit: emitter[t31.Config]()},
-	{v: *semver.New("3.2.0"), emit: emitter[t32.Config]()},
-	{v: *semver.New("3.3.0"), emit: emitter[t33.Config]()},
-	{v: *semver.New("3.4.0"), emit: emitter[t34.Config]()},
-	{v: *semver.New("3.5.0"), emit: emitter[t35.Config]()},
-	{v: *semver.New("3.6.0"), emit: emitter[t36.Config]()},
+	version3[types.Config]("3.0.0"),
+	version3[t31.Config]("3.1.0"),
+	version3[t32.Config]("3.2.0"),
+	version3[t33.Config]("3.3.0"),
+	version3[t34.Config]("3.4.0"),
+	version3[t35.Config]("3.5.0"),
+	version3[t36.Config]("3.6.0"),
 }
 
 // at is the 3.x version a config must be expressible in to be emitted as
