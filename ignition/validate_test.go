@@ -49,7 +49,7 @@ func TestValidateStructIsIgnitions(t *testing.T) {
 		var head struct{ Ignition struct{ Version string } }
 		json.Unmarshal([]byte(raw), &head)
 		for _, v := range stable3() {
-			cfg := v.newConfig()
+			cfg := reflect.New(v.config).Interface()
 			if err := json.Unmarshal([]byte(raw), cfg); err != nil {
 				t.Fatal(err)
 			}
@@ -70,7 +70,7 @@ func versionConfig(t testing.TB, v string) any {
 	if !ok || sv.legacy {
 		t.Fatalf("version %q", v)
 	}
-	return sv.newConfig()
+	return reflect.New(sv.config).Interface()
 }
 
 func checkValidateStruct(t testing.TB, cfg any) {

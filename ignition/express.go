@@ -1,0 +1,191 @@
+package ignition
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/coreos/vcontext/path"
+	"github.com/coreos/vcontext/report"
+
+	t36 "github.com/coreos/ignition/v2/config/v3_6/types"
+)
+
+// config36 is a merged or user config in spec 3.6.0, in the canonical form
+// in which the versions that can express it are found.
+type config36 struct {
+	raw  []byte        // canonical JSON (see canonical)
+	tree any           // raw, decoded with exact numbers
+	cfg  t36.Config    // raw, decoded into Ignition's types
+	base report.Report // Ignition's validation of cfg
+}
+
+func newConfig36(cfg t36.Config) (*config36, error) {
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, err
+	}
+	c := new(config36)
+	if c.tree, c.raw, err = canonicalTree(b); err != nil {
+		return nil, err
+	}
+	// Decoded again, the config is what the canonical JSON says: list
+	// entries that carried nothing are gone.
+	if err := json.Unmarshal(c.raw, &c.cfg); err != nil {
+		return nil, err
+	}
+	c.base = validateStruct(c.cfg)
+	return c, nil
+}
+
+// canonicalOf is the canonical JSON of a config.
+func canonicalOf(cfg t36.Config) ([]byte, error) {
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, err
+	}
+	_, raw, err := canonicalTree(b)
+	return raw, err
+}
+
+// in returns the config in the types of version sv, stamped with it, and
+// Ignition's validation of it there.
+func (c *config36) in(sv specVersion) (any, report.Report, error) {
+	if sv.v == v360 {
+		return c.cfg, c.base, nil
+	}
+	cfg, err := sv.decode(c.raw)
+	if err != nil {
+		return nil, report.Report{}, err
+	}
+	return cfg, validateStruct(cfg), nil
+}
+
+// express returns the config in version sv, with Ignition's validation of
+// it there, if it means the same in sv; if not, it says why. It means the
+// same when Ignition, reading it as sv, has nothing to say that it did not
+// already say at 3.6.0 (a rule of sv's, or a key sv does not have, which
+// Ignition warns about and drops), and translates it back up to exactly
+// the same config (setuid, setgid and sticky bits do not survive the
+// translation from before 3.6.0). This is the verdict of Ignition's own
+// parser for sv followed by its translation to 3.6.0, without the parse.
+func (c *config36) express(sv specVersion) (any, report.Report, string) {
+	cfg, rpt, err := c.in(sv)
+	if sv.v == v360 || err != nil {
+		if err != nil {
+			return nil, rpt, fmt.Sprintf("does not parse as spec %s: %v", sv.v, err)
+		}
+		return cfg, rpt, ""
+	}
+	known := map[string]bool{}
+	for _, e := range c.base.Entries {
+		known[entryKey(e)] = true
+	}
+	for _, e := range rpt.Entries {
+		if !known[entryKey(e)] {
+			return nil, rpt, fmt.Sprintf("at %s: %s (spec %s)", e.Context, e.Message, sv.v)
+		}
+	}
+	if p := c.unusedKey(sv); p != nil {
+		return nil, rpt, fmt.Sprintf("at %s: unused key %v (spec %s)", *p, p.Path[len(p.Path)-1], sv.v)
+	}
+	if up := sv.up(cfg); !reflect.DeepEqual(up, c.cfg) {
+		// Equal configs are equal as JSON; unequal ones may differ only
+		// in what the JSON leaves out (a nil and an empty list).
+		back, err := canonicalOf(up)
+		if err != nil {
+			return nil, rpt, err.Error()
+		}
+		if p, same := diff(c.raw, back); !same {
+			return nil, rpt, fmt.Sprintf("at %s: does not mean the same in spec %s", p, sv.v)
+		}
+	}
+	return cfg, rpt, ""
+}
+
+func entryKey(e report.Entry) string {
+	return e.Kind.String() + e.Context.String() + e.Message
+}
+
+// unusedKey returns the path of the first key in the config that is not
+// a field of version sv's types, as Ignition's check for unused keys finds
+// them (struct by struct, each struct's keys in sorted order), or nil.
+func (c *config36) unusedKey(sv specVersion) *path.ContextPath {
+	p := path.New("json")
+	return unusedKey(c.tree, sv.config, &p)
+}
+
+func unusedKey(node any, t reflect.Type, p *path.ContextPath) *path.ContextPath {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch n := node.(type) {
+	case map[string]any:
+		if t.Kind() != reflect.Struct {
+			return p
+		}
+		fields := jsonFieldOrder(t)
+		var keys []string
+		for k := range n {
+			if !slices.ContainsFunc(fields, func(f jsonField) bool { return f.name == k }) {
+				keys = append(keys, k)
+			}
+		}
+		if len(keys) > 0 {
+			slices.Sort(keys)
+			q := p.Append(keys[0]).Copy()
+			return &q
+		}
+		for _, f := range jsonFieldOrder(t) {
+			if v, ok := n[f.name]; ok {
+				q := p.Append(f.name)
+				if found := unusedKey(v, f.typ, &q); found != nil {
+					return found
+				}
+			}
+		}
+	case []any:
+		if t.Kind() != reflect.Slice {
+			return p
+		}
+		for i, e := range n {
+			q := p.Append(i)
+			if found := unusedKey(e, t.Elem(), &q); found != nil {
+				return found
+			}
+		}
+	}
+	return nil
+}
+
+type jsonField struct {
+	name string
+	typ  reflect.Type
+}
+
+var jsonFieldCache sync.Map // reflect.Type -> []jsonField
+
+// jsonFieldOrder lists a struct's fields as vcontext's GetFields flattens
+// them (embedded structs' fields in their place), with the names
+// FieldName gives them.
+func jsonFieldOrder(t reflect.Type) []jsonField {
+	if fs, ok := jsonFieldCache.Load(t); ok {
+		return fs.([]jsonField)
+	}
+	var fs []jsonField
+	for i := range t.NumField() {
+		f := t.Field(i)
+		switch {
+		case f.Anonymous && f.Type.Kind() == reflect.Struct:
+			fs = append(fs, jsonFieldOrder(f.Type)...)
+		case !f.Anonymous:
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			fs = append(fs, jsonField{name, f.Type})
+		}
+	}
+	jsonFieldCache.Store(t, fs)
+	return fs
+}
