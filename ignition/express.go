@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/coreos/go-semver/semver"
 	"github.com/coreos/vcontext/path"
 	"github.com/coreos/vcontext/report"
 
@@ -55,13 +56,36 @@ func canonicalOf(cfg t36.Config) ([]byte, error) {
 // Ignition's validation of it there.
 func (c *config36) in(sv specVersion) (any, report.Report, error) {
 	if sv.v == v360 {
-		return c.cfg, c.base, nil
+		// The merged config has the user config's spelling of the
+		// version, say "03.6.0".
+		cfg := c.cfg
+		cfg.Ignition.Version = v360.String()
+		return cfg, c.base, nil
 	}
 	cfg, err := sv.decode(c.raw)
 	if err != nil {
 		return nil, report.Report{}, err
 	}
 	return cfg, validateStruct(cfg), nil
+}
+
+// lowest returns the lowest version from from on that expresses the
+// config, the config in that version and Ignition's validation of it
+// there. A version without a key the config uses cannot express it
+// (Ignition would drop the key), so only the first version that has them
+// all is tried, and the next if Ignition's rules or translation there
+// disagree.
+func (c *config36) lowest(from semver.Version) (semver.Version, any, report.Report) {
+	for _, sv := range stable3() {
+		if sv.v.LessThan(from) || sv.v != v360 && c.unusedKey(sv) != nil {
+			continue
+		}
+		// express always succeeds at 3.6.0, the config's own version.
+		if cfg, rpt, why := c.express(sv); why == "" {
+			return sv.v, cfg, rpt
+		}
+	}
+	return v360, nil, report.Report{} // from is past 3.6.0: not a version
 }
 
 // express returns the config in version sv, with Ignition's validation of

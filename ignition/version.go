@@ -192,24 +192,20 @@ func (r *renderer) finish(generated *types.Config) (*Result, error) {
 		if merr != nil {
 			return nil, merr
 		}
-		// The lowest version that expresses the merged config, which
-		// holds every key and value of the user's configs (theirs win).
-		// A version without a key the config uses cannot (Ignition would
-		// drop the key), so only the first version that has them all is
-		// tried, and the next if Ignition's rules or translation there
-		// disagree.
-		var cfg any
+		// The lowest version that expresses every user config and the
+		// merged config. The merged config holds every key and value of
+		// the last user config (the child's win), so that one need not be
+		// tried on its own; an earlier one's may have been overridden.
 		lowest := r.floor
-		for _, sv := range stable3() {
-			if sv.v.LessThan(lowest) || merged.unusedKey(sv) != nil {
-				continue
+		for _, p := range parts[:max(len(parts)-1, 0)] {
+			c, err := newConfig36(p.cfg)
+			if err != nil {
+				return nil, err
 			}
-			c, crpt, why := merged.express(sv)
-			if why == "" {
-				lowest, cfg, rpt = sv.v, c, crpt
-				break
-			}
+			lowest, _, _ = c.lowest(lowest)
 		}
+		var cfg any
+		lowest, cfg, rpt = merged.lowest(lowest)
 		target, _ = lookupVersion(lowest.String())
 		if f := r.forced; f != nil {
 			if at := f.at(); at.LessThan(lowest) {
