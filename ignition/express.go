@@ -9,6 +9,8 @@ import (
 	"sync"
 
 	"github.com/coreos/go-semver/semver"
+	"github.com/coreos/ignition/v2/config/util"
+	"github.com/coreos/ignition/v2/config/v3_6"
 	"github.com/coreos/vcontext/path"
 	"github.com/coreos/vcontext/report"
 
@@ -62,7 +64,7 @@ func (c *config36) in(sv specVersion) (any, report.Report, error) {
 		cfg.Ignition.Version = v360.String()
 		return cfg, c.base, nil
 	}
-	cfg, err := sv.decode(c.raw)
+	cfg, err := sv.decode(c.raw, sv.v.String())
 	if err != nil {
 		return nil, report.Report{}, err
 	}
@@ -113,8 +115,10 @@ func (c *config36) express(sv specVersion) (any, report.Report, string) {
 			return nil, rpt, fmt.Sprintf("at %s: %s (spec %s)", e.Context, e.Message, sv.v)
 		}
 	}
-	if p := c.unusedKey(sv); p != nil {
-		return nil, rpt, fmt.Sprintf("at %s: unused key %v (spec %s)", *p, p.Path[len(p.Path)-1], sv.v)
+	if p := c.unusedKey(sv); p != nil && p.Len() > 0 {
+		return nil, rpt, fmt.Sprintf("at %s: unused key %v (spec %s)", *p, p.Path[p.Len()-1], sv.v)
+	} else if p != nil {
+		return nil, rpt, fmt.Sprintf("does not parse as spec %s", sv.v)
 	}
 	if up := sv.up(cfg); !reflect.DeepEqual(up, c.cfg) {
 		// Equal configs are equal as JSON; unequal ones may differ only
@@ -145,6 +149,20 @@ func (c *config36) unusedKey(sv specVersion) *path.ContextPath {
 func unusedKey(node any, t reflect.Type, p *path.ContextPath) *path.ContextPath {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
+	}
+	// Where the JSON's shape is not the types' (null for a struct or a
+	// list, say), Ignition's check gives up with a warning of its own:
+	// reported like a key, which only sends a user config to Ignition's
+	// parser.
+	if t.Kind() == reflect.Struct {
+		if _, ok := node.(map[string]any); !ok {
+			return p
+		}
+	}
+	if t.Kind() == reflect.Slice {
+		if _, ok := node.([]any); !ok {
+			return p
+		}
 	}
 	switch n := node.(type) {
 	case map[string]any:
@@ -212,4 +230,27 @@ func jsonFieldOrder(t reflect.Type) []jsonField {
 	}
 	jsonFieldCache.Store(t, fs)
 	return fs
+}
+
+// parseChild is Ignition's v3_6.ParseCompatibleVersion for a user config:
+// the config translated to spec 3.6.0, with the report of Ignition's
+// parser for the config's own version. That parser builds a tree of the
+// JSON's positions for its report, the most costly part of a parse, in
+// vain when it has nothing to report; so a config is first decoded into
+// its version's types as the parser decodes it, validated, and checked for
+// unused keys, and only one that has something to report (or does not
+// decode, or has a version Render does not know) goes through the parser,
+// for its words and positions. The translation is Ignition's either way.
+func parseChild(raw []byte) (t36.Config, report.Report, error) {
+	if v, _, err := util.GetConfigVersion(raw); err == nil {
+		if sv, ok := lookupVersion(v.String()); ok && !sv.legacy && sv.v == v {
+			if cfg, err := sv.decode(raw, ""); err == nil && len(validateStruct(cfg).Entries) == 0 {
+				p := path.New("json")
+				if tree, err := decode(raw); err == nil && unusedKey(tree, sv.config, &p) == nil {
+					return sv.up(cfg), report.Report{}, nil
+				}
+			}
+		}
+	}
+	return v3_6.ParseCompatibleVersion(raw)
 }

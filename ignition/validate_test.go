@@ -14,6 +14,7 @@ import (
 	t33 "github.com/coreos/ignition/v2/config/v3_3/types"
 	t34 "github.com/coreos/ignition/v2/config/v3_4/types"
 	t35 "github.com/coreos/ignition/v2/config/v3_5/types"
+	"github.com/coreos/ignition/v2/config/v3_6"
 	t36 "github.com/coreos/ignition/v2/config/v3_6/types"
 	"github.com/coreos/ignition/v2/config/validate"
 	"github.com/coreos/vcontext/report"
@@ -125,4 +126,34 @@ func TestValidateStructOtherTypes(t *testing.T) {
 	if got := validateStruct(v); !strings.Contains(got.String(), "path not absolute") {
 		t.Errorf("the interface's node was not validated: %v", got)
 	}
+}
+
+// FuzzParseChild holds parseChild to Ignition's ParseCompatibleVersion:
+// the same config, report and error, whether or not it takes the parser.
+func FuzzParseChild(f *testing.F) {
+	for _, c := range validateConfigs {
+		f.Add([]byte(c))
+	}
+	for _, c := range versionCorpus {
+		f.Add([]byte(c.config))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		got, grpt, gerr := parseChild(raw)
+		want, wrpt, werr := v3_6.ParseCompatibleVersion(raw)
+		if (gerr == nil) != (werr == nil) || gerr != nil && gerr.Error() != werr.Error() {
+			t.Fatalf("error %v, Ignition's %v", gerr, werr)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("config\n%+v\nIgnition's\n%+v", got, want)
+		}
+		// Ignition reports the unused keys of an object in map order.
+		sorted := func(r report.Report) []string {
+			l := strings.Split(r.String(), "\n")
+			slices.Sort(l)
+			return l
+		}
+		if g, w := sorted(grpt), sorted(wrpt); !slices.Equal(g, w) {
+			t.Errorf("report %q, Ignition's %q", g, w)
+		}
+	})
 }

@@ -37,12 +37,12 @@ import (
 type specVersion struct {
 	v      semver.Version
 	legacy bool
-	// For 3.x: the version's config type, a decoder of JSON into it that
-	// stamps the version, and Ignition's translation of the version's
-	// config up to spec 3.6.0, which a guest with a newer Ignition
-	// applies.
+	// For 3.x: the version's config type, a decoder of JSON into it (as
+	// Ignition's parser decodes) that stamps the version unless it is
+	// empty, and Ignition's translation of the version's config up to
+	// spec 3.6.0, which a guest with a newer Ignition applies.
 	config reflect.Type
-	decode func(raw []byte) (any, error)
+	decode func(raw []byte, version string) (any, error)
 	up     func(cfg any) t36.Config
 }
 
@@ -51,12 +51,14 @@ func version3[C any](v string, up func(C) t36.Config) specVersion {
 	return specVersion{
 		v:      *semver.New(v),
 		config: reflect.TypeFor[C](),
-		decode: func(raw []byte) (any, error) {
+		decode: func(raw []byte, version string) (any, error) {
 			var c C
 			if err := json.Unmarshal(raw, &c); err != nil {
 				return nil, err
 			}
-			reflect.ValueOf(&c).Elem().FieldByName("Ignition").FieldByName("Version").SetString(v)
+			if version != "" {
+				reflect.ValueOf(&c).Elem().FieldByName("Ignition").FieldByName("Version").SetString(version)
+			}
 			return c, nil
 		},
 		up: func(cfg any) t36.Config { return up(cfg.(C)) },
@@ -90,7 +92,7 @@ func up35(c t35.Config) t36.Config { return tr36.Translate(c) }
 // ours, marshalled from Ignition's types, with no unknown keys to warn
 // about.
 func (sv specVersion) emit(raw []byte) ([]byte, report.Report, error) {
-	cfg, err := sv.decode(raw)
+	cfg, err := sv.decode(raw, "")
 	if err != nil {
 		return nil, report.Report{}, err
 	}
@@ -350,7 +352,7 @@ func (r *renderer) merge(generated *types.Config, children []child) (*config36, 
 	}
 	var parts []part
 	for _, c := range children {
-		cfg, rpt, err := v3_6.ParseCompatibleVersion(c.raw)
+		cfg, rpt, err := parseChild(c.raw)
 		r.report(c.field, rpt)
 		if err != nil {
 			if !rpt.IsFatal() {
