@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
-	"strings"
-	"sync"
 
 	"github.com/coreos/go-semver/semver"
 	"github.com/coreos/ignition/v2/config/util"
@@ -154,25 +152,15 @@ func unusedKey(node any, t reflect.Type, p *path.ContextPath) *path.ContextPath 
 	// list, say), Ignition's check gives up with a warning of its own:
 	// reported like a key, which only sends a user config to Ignition's
 	// parser.
-	if t.Kind() == reflect.Struct {
-		if _, ok := node.(map[string]any); !ok {
-			return p
-		}
-	}
-	if t.Kind() == reflect.Slice {
-		if _, ok := node.([]any); !ok {
-			return p
-		}
-	}
 	switch n := node.(type) {
 	case map[string]any:
 		if t.Kind() != reflect.Struct {
 			return p
 		}
-		fields := jsonFieldOrder(t)
+		fields := flatten(t).fields
 		var keys []string
 		for k := range n {
-			if !slices.ContainsFunc(fields, func(f jsonField) bool { return f.name == k }) {
+			if !slices.ContainsFunc(fields, func(f flatField) bool { return f.name == k }) {
 				keys = append(keys, k)
 			}
 		}
@@ -181,7 +169,7 @@ func unusedKey(node any, t reflect.Type, p *path.ContextPath) *path.ContextPath 
 			q := p.Append(keys[0]).Copy()
 			return &q
 		}
-		for _, f := range jsonFieldOrder(t) {
+		for _, f := range fields {
 			if v, ok := n[f.name]; ok {
 				q := p.Append(f.name)
 				if found := unusedKey(v, f.typ, &q); found != nil {
@@ -199,37 +187,12 @@ func unusedKey(node any, t reflect.Type, p *path.ContextPath) *path.ContextPath 
 				return found
 			}
 		}
-	}
-	return nil
-}
-
-type jsonField struct {
-	name string
-	typ  reflect.Type
-}
-
-var jsonFieldCache sync.Map // reflect.Type -> []jsonField
-
-// jsonFieldOrder lists a struct's fields as vcontext's GetFields flattens
-// them (embedded structs' fields in their place), with the names
-// FieldName gives them.
-func jsonFieldOrder(t reflect.Type) []jsonField {
-	if fs, ok := jsonFieldCache.Load(t); ok {
-		return fs.([]jsonField)
-	}
-	var fs []jsonField
-	for i := range t.NumField() {
-		f := t.Field(i)
-		switch {
-		case f.Anonymous && f.Type.Kind() == reflect.Struct:
-			fs = append(fs, jsonFieldOrder(f.Type)...)
-		case !f.Anonymous:
-			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-			fs = append(fs, jsonField{name, f.Type})
+	default:
+		if t.Kind() == reflect.Struct || t.Kind() == reflect.Slice {
+			return p
 		}
 	}
-	jsonFieldCache.Store(t, fs)
-	return fs
+	return nil
 }
 
 // parseChild is Ignition's v3_6.ParseCompatibleVersion for a user config:

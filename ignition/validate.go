@@ -2,7 +2,6 @@ package ignition
 
 import (
 	"reflect"
-	"slices"
 	"strings"
 	"sync"
 
@@ -101,8 +100,18 @@ func buildWalker(t reflect.Type, seen map[reflect.Type]*walker) *walker {
 	w.validates = t.Kind() != reflect.Pointer && t.Implements(validatorType)
 	switch t.Kind() {
 	case reflect.Struct:
-		w.lists = listFields(t, nil, w)
-		w.fields = structFields(t, nil, seen, w)
+		fs := flatten(t)
+		w.exact = !fs.dynamic
+		for _, f := range fs.fields {
+			if f.typ.Kind() == reflect.Slice {
+				w.lists = append(w.lists, f.index)
+			}
+			fw := buildWalker(f.typ, seen)
+			w.exact = w.exact && fw.exact
+			if fw.busy {
+				w.fields = append(w.fields, walkField{index: f.index, name: f.name, w: fw})
+			}
+		}
 	case reflect.Pointer, reflect.Slice:
 		w.elem = buildWalker(t.Elem(), seen)
 		w.exact = w.exact && w.elem.exact
@@ -113,40 +122,49 @@ func buildWalker(t reflect.Type, seen map[reflect.Type]*walker) *walker {
 	return w
 }
 
-func listFields(t reflect.Type, prefix []int, w *walker) (lists [][]int) {
-	for i := range t.NumField() {
-		f := t.Field(i)
-		idx := append(slices.Clone(prefix), i)
-		switch {
-		case f.Type.Kind() == reflect.Slice:
-			lists = append(lists, idx)
-		case f.Anonymous && f.Type.Kind() == reflect.Struct:
-			lists = append(lists, listFields(f.Type, idx, w)...)
-		case f.Anonymous:
-			w.exact = false
-		}
-	}
-	return lists
+// flatField is a struct field as vcontext's GetFields sees it, the fields
+// of embedded structs in their place, with the name FieldName gives it
+// (its JSON tag up to the comma).
+type flatField struct {
+	index []int
+	name  string
+	typ   reflect.Type
 }
 
-func structFields(t reflect.Type, prefix []int, seen map[reflect.Type]*walker, w *walker) (fields []walkField) {
+// flatStruct is a struct type's fields; dynamic is true when it embeds
+// something other than a struct, whose fields GetFields finds only in a
+// value.
+type flatStruct struct {
+	fields  []flatField
+	dynamic bool
+}
+
+var flatStructs sync.Map // reflect.Type -> flatStruct
+
+func flatten(t reflect.Type) flatStruct {
+	if fs, ok := flatStructs.Load(t); ok {
+		return fs.(flatStruct)
+	}
+	var fs flatStruct
 	for i := range t.NumField() {
 		f := t.Field(i)
-		idx := append(slices.Clone(prefix), i)
-		if f.Anonymous {
-			if f.Type.Kind() == reflect.Struct {
-				fields = append(fields, structFields(f.Type, idx, seen, w)...)
+		switch {
+		case f.Anonymous && f.Type.Kind() == reflect.Struct:
+			inner := flatten(f.Type)
+			for _, g := range inner.fields {
+				g.index = append([]int{i}, g.index...)
+				fs.fields = append(fs.fields, g)
 			}
-			continue // anything else is not exact (listFields)
-		}
-		fw := buildWalker(f.Type, seen)
-		w.exact = w.exact && fw.exact
-		if fw.busy {
+			fs.dynamic = fs.dynamic || inner.dynamic
+		case f.Anonymous:
+			fs.dynamic = true
+		default:
 			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-			fields = append(fields, walkField{index: idx, name: name, w: fw})
+			fs.fields = append(fs.fields, flatField{index: []int{i}, name: name, typ: f.Type})
 		}
 	}
-	return fields
+	flatStructs.Store(t, fs)
+	return fs
 }
 
 type walk struct {
