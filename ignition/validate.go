@@ -27,9 +27,13 @@ func validateStruct(cfg any) report.Report {
 	if !w.exact {
 		return vcontextValidate(cfg)
 	}
+	// An addressable copy, so that the validators are reached through
+	// pointers instead of a boxed copy of each value.
+	root := reflect.New(v.Type()).Elem()
+	root.Set(v)
 	var wk walk
 	wk.path = make([]any, 0, 16)
-	wk.node(w, v)
+	wk.node(w, root)
 	return wk.r
 }
 
@@ -180,7 +184,9 @@ func (wk *walk) ctx() path.ContextPath {
 // elements or pointee.
 func (wk *walk) node(w *walker, v reflect.Value) {
 	if w.validates {
-		wk.r.Merge(v.Interface().(interface {
+		// Validate has a value receiver (DefaultValidator calls only
+		// those): called through the pointer, it gets a copy of *v.
+		wk.r.Merge(v.Addr().Interface().(interface {
 			Validate(path.ContextPath) report.Report
 		}).Validate(wk.ctx()))
 	}
