@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -20,38 +21,81 @@ import (
 	"github.com/vminit/vminit/spec"
 )
 
+// Target is what the converted document is for; it decides what happens
+// to the parts of cloud-init's data the spec has no field for.
+type Target int
+
+const (
+	// ForIgnition: the spec will be rendered for Ignition, which runs no
+	// cloud-init, so every key without an equivalent is an error (a
+	// warning with AllowPartial).
+	ForIgnition Target = iota
+	// ForSpec: the spec is the result. Keys without a spec field, and
+	// user data that is not #cloud-config (#include, boothooks, MIME),
+	// are kept as they are in spec.cloudInit.userData, which cloud-init
+	// guests receive merged with what the spec generates: nothing is lost.
+	ForSpec
+)
+
 // Options tune ToSpec.
 type Options struct {
 	// Name is the instance's metadata.name when the document has no
 	// hostname; default "instance".
 	Name string
+	// For is what the spec is for (ForIgnition by default).
+	For Target
 	// AllowPartial reports keys that cannot be carried over as warnings
 	// instead of errors.
 	AllowPartial bool
 }
 
-// MaxSize bounds the input, like cloud-init's own user-data limit.
+// MaxSize bounds the input, like cloud-init's own user-data limit, and
+// each decoded write_files content.
 const MaxSize = 16 << 20
 
-// ToSpec reads a #cloud-config document. It returns the instance (defaulted
-// and validated), warnings, and, unless AllowPartial, an error listing
-// every key it could not carry over with its path (write_files[2].encoding).
+// ScriptPath is where a user-data script (#!) goes on the guest; a
+// first-boot command runs it, as cloud-init's scripts-user module would.
+const ScriptPath = "/var/lib/vminit/user-data-script"
+
+// ToSpec reads user data: a #cloud-config document, or a #! script (run
+// once on first boot through a command). It returns the instance
+// (defaulted and validated), warnings, and, unless AllowPartial, an error
+// listing every key it could not carry over with its path
+// (write_files[2].encoding).
 func ToSpec(data []byte, opts Options) (*spec.Instance, []string, error) {
 	if len(data) > MaxSize {
 		return nil, nil, fmt.Errorf("user data is %d bytes; the limit is %d", len(data), MaxSize)
 	}
-	t := bytes.TrimLeft(data, " \t\r\n")
-	if !bytes.HasPrefix(bytes.ToLower(t), []byte("#cloud-config")) || bytes.HasPrefix(bytes.ToLower(t), []byte("#cloud-config-")) {
-		first, _, _ := bytes.Cut(t, []byte("\n"))
-		return nil, nil, fmt.Errorf("not a #cloud-config document (it starts %q): scripts, #include, archives and MIME have no Ignition equivalent", first)
-	}
-	var doc map[string]yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, nil, fmt.Errorf("#cloud-config is not valid YAML: %v", strings.TrimPrefix(err.Error(), "yaml: "))
-	}
-	c := &converter{doc: doc, opts: opts}
+	c := &converter{opts: opts}
 	c.inst = &spec.Instance{APIVersion: spec.APIVersion, Kind: spec.Kind}
-	c.convert()
+	t := bytes.TrimLeft(data, " \t\r\n")
+	lower := bytes.ToLower(t)
+	switch {
+	case bytes.HasPrefix(t, []byte("#!")):
+		script := string(data)
+		mode := spec.Mode(0o700)
+		c.inst.Spec.Files = []spec.File{{Path: ScriptPath, Mode: &mode, Content: &script}}
+		c.inst.Spec.Commands = []spec.Command{{Argv: []string{ScriptPath}}}
+	case bytes.HasPrefix(lower, []byte("#cloud-config")) && !bytes.HasPrefix(lower, []byte("#cloud-config-")):
+		var doc yaml.Node
+		if err := yaml.Unmarshal(data, &doc); err != nil {
+			return nil, nil, fmt.Errorf("#cloud-config is not valid YAML: %v", strings.TrimPrefix(err.Error(), "yaml: "))
+		}
+		if len(doc.Content) > 0 && doc.Content[0].Kind != yaml.MappingNode {
+			return nil, nil, fmt.Errorf("#cloud-config must be a mapping of module keys")
+		}
+		if len(doc.Content) > 0 {
+			c.doc = doc.Content[0]
+		}
+		c.convert()
+	case opts.For == ForSpec:
+		// #include, boothooks, archives, MIME: cloud-init's own business.
+		c.inst.Spec.CloudInit.UserData = string(data)
+		c.warnings = append(c.warnings, "not #cloud-config: kept whole as spec.cloudInit.userData, which cloud-init guests receive as it is")
+	default:
+		first, _, _ := bytes.Cut(t, []byte("\n"))
+		return nil, nil, fmt.Errorf("not a #cloud-config document or a #! script (it starts %q): #include, boothooks, archives and MIME have no Ignition equivalent", first)
+	}
 	name := opts.Name
 	if name == "" {
 		name = "instance"
@@ -60,6 +104,13 @@ func ToSpec(data []byte, opts Options) (*spec.Instance, []string, error) {
 		name = c.inst.Spec.Hostname
 	}
 	c.inst.Metadata.Name = name
+	if len(c.kept) > 0 {
+		out, err := yaml.Marshal(&yaml.Node{Kind: yaml.MappingNode, Content: c.kept})
+		if err != nil {
+			return nil, c.warnings, err
+		}
+		c.inst.Spec.CloudInit.UserData = "#cloud-config\n" + string(out)
+	}
 	// Content is inline, so this only fills File.Data.
 	c.inst.Resolve(".")
 	if err := c.errs.Err(); err != nil {
@@ -73,15 +124,21 @@ func ToSpec(data []byte, opts Options) (*spec.Instance, []string, error) {
 }
 
 type converter struct {
-	doc      map[string]yaml.Node
+	doc      *yaml.Node // the document's mapping
 	opts     Options
 	inst     *spec.Instance
 	errs     spec.ErrorList
 	warnings []string
+	// unsupported counts the reports of keys that cannot be carried over.
+	unsupportedN int
+	// kept are the key and value nodes carried over as cloud-config
+	// (ForSpec).
+	kept []*yaml.Node
 }
 
 // unsupported reports a key that cannot be carried over.
 func (c *converter) unsupported(field, why string) {
+	c.unsupportedN++
 	if c.opts.AllowPartial {
 		c.warnings = append(c.warnings, field+": "+why)
 		return
@@ -114,15 +171,56 @@ var handlers = map[string]func(c *converter, key string, n *yaml.Node){
 }
 
 func (c *converter) convert() {
-	for _, k := range slices.Sorted(maps.Keys(c.doc)) {
-		n := c.doc[k]
+	if c.doc == nil {
+		return
+	}
+	// Keys in sorted order, a repeated key's last value winning as in
+	// PyYAML: the same document always gives the same spec.
+	last := map[string]int{}
+	for i := 0; i+1 < len(c.doc.Content); i += 2 {
+		last[c.doc.Content[i].Value] = i
+	}
+	for _, k := range slices.Sorted(maps.Keys(last)) {
+		key, n := c.doc.Content[last[k]], c.doc.Content[last[k]+1]
 		h, ok := handlers[k]
+		if c.opts.For == ForSpec {
+			// A key the spec cannot say whole stays cloud-config.
+			if !ok || !c.tryKey(k, n, h) {
+				c.kept = append(c.kept, key, n)
+			}
+			continue
+		}
 		if !ok {
 			c.unsupported(k, "no Ignition equivalent is known for this cloud-init module key")
 			continue
 		}
-		h(c, k, &n)
+		h(c, k, n)
 	}
+}
+
+// tryKey converts one key into the spec if it converts without a loss,
+// and reports whether it did.
+func (c *converter) tryKey(k string, n *yaml.Node, h func(*converter, string, *yaml.Node)) bool {
+	trial := &converter{opts: Options{For: ForIgnition}, inst: &spec.Instance{}}
+	h(trial, k, n)
+	if trial.unsupportedN > 0 || trial.errs.Err() != nil {
+		return false
+	}
+	s, t := &c.inst.Spec, &trial.inst.Spec
+	for _, f := range []struct{ dst, src *string }{{&s.Hostname, &t.Hostname}, {&s.FQDN, &t.FQDN}, {&s.Timezone, &t.Timezone}} {
+		if *f.src != "" {
+			*f.dst = *f.src
+		}
+	}
+	s.SSHAuthorizedKeys = append(s.SSHAuthorizedKeys, t.SSHAuthorizedKeys...)
+	s.Users = append(s.Users, t.Users...)
+	s.Files = append(s.Files, t.Files...)
+	s.Commands = append(s.Commands, t.Commands...)
+	s.BootCommands = append(s.BootCommands, t.BootCommands...)
+	s.Mounts = append(s.Mounts, t.Mounts...)
+	s.Packages = append(s.Packages, t.Packages...)
+	c.warnings = append(c.warnings, trial.warnings...)
+	return true
 }
 
 func (c *converter) str(field string, n *yaml.Node, dst *string) {
@@ -259,6 +357,10 @@ func (c *converter) writeFiles(field string, n *yaml.Node) {
 			continue
 		}
 		data, err := decodeContent(wf.Content, wf.Encoding)
+		if errors.Is(err, errTooLarge) {
+			c.errs.Add(f+".content", "%v", err)
+			continue
+		}
 		if err != nil {
 			c.errs.Add(f+".encoding", "%v", err)
 			continue
@@ -318,12 +420,22 @@ func decodeContent(content, encoding string) ([]byte, error) {
 	return nil, fmt.Errorf("unknown encoding %q (cloud-init knows b64, gz and gz+b64)", encoding)
 }
 
+// errTooLarge is a content larger than MaxSize once decoded.
+var errTooLarge = errors.New("content too large")
+
 func gunzip(b []byte) ([]byte, error) {
 	zr, err := gzip.NewReader(bytes.NewReader(b))
 	if err != nil {
 		return nil, err
 	}
-	return io.ReadAll(io.LimitReader(zr, MaxSize))
+	out, err := io.ReadAll(io.LimitReader(zr, MaxSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(out) > MaxSize {
+		return nil, fmt.Errorf("%w: it decompresses to more than %d bytes", errTooLarge, MaxSize)
+	}
+	return out, nil
 }
 
 func (c *converter) commands(field string, n *yaml.Node, dst *[]spec.Command) {

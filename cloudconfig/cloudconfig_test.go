@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/base64"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/vminit/vminit/cloudinit"
 	"github.com/vminit/vminit/ignition"
+	"github.com/vminit/vminit/internal/testing/cloudinittest"
 	"github.com/vminit/vminit/internal/testing/ignitiontest"
 	"github.com/vminit/vminit/internal/testing/testtools"
 )
@@ -177,10 +180,89 @@ write_files:
 }
 
 func TestNotCloudConfig(t *testing.T) {
-	for _, doc := range []string{"#!/bin/sh\necho hi\n", "#cloud-config-archive\n- x\n", "Content-Type: multipart/mixed\n", "#cloud-config\n: [\n"} {
+	for _, doc := range []string{"#cloud-config-archive\n- x\n", "Content-Type: multipart/mixed\n", "#cloud-config\n: [\n", "#include\nhttp://x\n"} {
 		if _, _, err := ToSpec([]byte(doc), Options{}); err == nil {
-			t.Errorf("%q converted", doc)
+			t.Errorf("%q converted for Ignition", doc)
 		}
+	}
+	// For a spec, user data of another kind is kept as it is.
+	inst, warnings, err := ToSpec([]byte("#include\nhttp://x\n"), Options{For: ForSpec})
+	if err != nil || inst.Spec.CloudInit.UserData != "#include\nhttp://x\n" || len(warnings) != 1 {
+		t.Errorf("ForSpec: %v %q %v", err, inst.Spec.CloudInit.UserData, warnings)
+	}
+}
+
+// TestScript: a #! script becomes a file and the first-boot command that
+// runs it, for both targets.
+func TestScript(t *testing.T) {
+	script := "#!/bin/bash\nset -e\necho hi > /tmp/x\n"
+	for _, target := range []Target{ForIgnition, ForSpec} {
+		inst, _, err := ToSpec([]byte(script), Options{For: target})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := inst.Spec.Files
+		if len(f) != 1 || f[0].Path != ScriptPath || *f[0].Content != script || *f[0].Mode != 0o700 {
+			t.Errorf("files = %+v", f)
+		}
+		if c := inst.Spec.Commands; len(c) != 1 || len(c[0].Argv) != 1 || c[0].Argv[0] != ScriptPath {
+			t.Errorf("commands = %+v", c)
+		}
+	}
+}
+
+// TestForSpecKeepsEverything: keys the spec cannot say whole stay
+// cloud-config in spec.cloudInit.userData, and the seed's user-data, read
+// by cloud-init, has every key of the original with its value.
+func TestForSpecKeepsEverything(t *testing.T) {
+	doc := `#cloud-config
+apt: {preserve_sources_list: true}
+packages: [git]
+users:
+  - name: bob
+    expiredate: "2030-01-01"
+write_files:
+  - path: /etc/motd
+    content: hi
+runcmd: [echo hi]
+`
+	inst, _, err := ToSpec([]byte(doc), Options{For: ForSpec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(inst.Spec.Packages) != 1 || len(inst.Spec.Files) != 1 || len(inst.Spec.Users) != 0 {
+		t.Errorf("converted: %+v", inst.Spec)
+	}
+	for _, k := range []string{"apt:", "users:", "expiredate"} {
+		if !strings.Contains(inst.Spec.CloudInit.UserData, k) {
+			t.Errorf("kept user-data lacks %q:\n%s", k, inst.Spec.CloudInit.UserData)
+		}
+	}
+	ud, err := cloudinit.UserData(inst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	cloudinittest.Run(t, "import json, sys\nfrom cloudinit import util\nprint(json.dumps(util.load_yaml(json.load(sys.stdin))))", string(ud), &got)
+	if fmt.Sprint(got["apt"]) != "map[preserve_sources_list:true]" || fmt.Sprint(got["packages"]) != "[git]" || fmt.Sprint(got["runcmd"]) != "[echo hi]" {
+		t.Errorf("cloud-init reads %v", got)
+	}
+	if u, _ := got["users"].([]any); len(u) != 1 {
+		t.Errorf("users %v", got["users"])
+	}
+}
+
+// TestDecodedSizeLimit: gz+b64 content that decompresses past MaxSize is
+// an error naming the key, not a truncated file.
+func TestDecodedSizeLimit(t *testing.T) {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	zw.Write(make([]byte, MaxSize+1))
+	zw.Close()
+	doc := "#cloud-config\nwrite_files:\n  - path: /big\n    encoding: gz+b64\n    content: " + base64.StdEncoding.EncodeToString(buf.Bytes()) + "\n"
+	_, _, err := ToSpec([]byte(doc), Options{})
+	if err == nil || !strings.Contains(err.Error(), "write_files[0].content") {
+		t.Errorf("err = %v", err)
 	}
 }
 

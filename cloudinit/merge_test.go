@@ -283,3 +283,56 @@ func TestMergeBillionLaughs(t *testing.T) {
 		t.Fatalf("got %v, want a refusal", err)
 	}
 }
+
+func TestOverrides(t *testing.T) {
+	base := "apiVersion: vminit.dev/v1alpha1\nkind: Instance\nmetadata: {name: dev}\nspec:\n  packages: [git]\n  timezone: UTC\n  commands: [echo hi]\n  cloudInit:\n    userData: |\n"
+	for name, tc := range map[string]struct {
+		userData string
+		want     []string // keys reported
+	}{
+		"replaced":        {"#cloud-config\npackages: [make]\ntimezone: UTC\n", []string{"packages (user-data line 2)"}},
+		"appended":        {"#cloud-config\nmerge_how: 'dict(recurse_array,no_replace)+list(append)'\npackages: [make]\nruncmd: [ls]\n", nil},
+		"new keys only":   {"#cloud-config\nntp: {enabled: true}\n", nil},
+		"runcmd replaced": {"#cloud-config\nruncmd: [ls]\n", []string{"runcmd (user-data line 2) replaces the runcmd that spec.commands"}},
+		"script":          {"#!/bin/sh\necho hi\n", nil},
+	} {
+		t.Run(name, func(t *testing.T) {
+			doc := base
+			for _, l := range strings.SplitAfter(tc.userData, "\n") {
+				if l != "" {
+					doc += "      " + l
+				}
+			}
+			inst := loadSpec(t, doc, nil)
+			es, err := Overrides(inst)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(es) != len(tc.want) {
+				t.Fatalf("got %v, want %d reports", es, len(tc.want))
+			}
+			for i, w := range tc.want {
+				if !strings.Contains(es[i].Message, w) || es[i].Field != "spec.cloudInit.userData" {
+					t.Errorf("report %v lacks %q", es[i], w)
+				}
+			}
+			if len(tc.want) == 0 {
+				return
+			}
+			// What the report claims is what cloud-init does: the merged
+			// user-data, read by cloud-init, lacks the spec's value.
+			ud, err := UserData(inst)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got map[string]any
+			cloudinittest.Run(t, "import json, sys\nfrom cloudinit import util\nprint(json.dumps(util.load_yaml(json.load(sys.stdin))))", string(ud), &got)
+			if strings.Contains(tc.want[0], "packages") && fmt.Sprint(got["packages"]) != "[make]" {
+				t.Errorf("cloud-init reads packages %v", got["packages"])
+			}
+			if strings.Contains(tc.want[0], "runcmd") && fmt.Sprint(got["runcmd"]) != "[ls]" {
+				t.Errorf("cloud-init reads runcmd %v", got["runcmd"])
+			}
+		})
+	}
+}

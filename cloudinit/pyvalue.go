@@ -135,7 +135,7 @@ func (nz *normalizer) node(n *yaml.Node) (*yaml.Node, error) {
 		if n.Style&yaml.FoldedStyle != 0 {
 			// The value is already unfolded; written back as a literal
 			// block (or quoted) it needs no folding rules to survive.
-			out.Style &^= yaml.FoldedStyle
+			out.Style = out.Style&^yaml.FoldedStyle | yaml.LiteralStyle
 		}
 		if yaml11.LiteralUnsafe(n.Value) {
 			out.Style = out.Style&yaml.TaggedStyle | yaml.DoubleQuotedStyle
@@ -176,6 +176,11 @@ func (nz *normalizer) node(n *yaml.Node) (*yaml.Node, error) {
 		}
 		index := map[string]int{}
 		for _, p := range pairs {
+			if t, _ := yaml11.Tag(p[0]); t == yaml11.Value {
+				// SafeConstructor's flatten_mapping makes a plain "="
+				// key a string; only as a value is it unconstructible.
+				p[0] = &yaml.Node{Kind: yaml.ScalarNode, Style: yaml.DoubleQuotedStyle, Tag: yaml11.Str, Value: p[0].Value, Line: p[0].Line, Column: p[0].Column}
+			}
 			k, err := nz.node(p[0])
 			if err != nil {
 				return nil, err

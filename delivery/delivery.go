@@ -20,6 +20,8 @@ import (
 	"slices"
 	"strings"
 
+	ignconfig "github.com/coreos/ignition/v2/config"
+
 	"github.com/vminit/vminit/seed"
 )
 
@@ -228,4 +230,41 @@ func Fit(config []byte, t Transport, publishURL string, headers http.Header) (pa
 		return nil, nil, fmt.Errorf("%w: even the pointer config is %d bytes; %s allows %d", ErrTooLarge, ps, t.Source, t.Limit)
 	}
 	return pointer, config, nil
+}
+
+// ErrNotIgnition is returned by CheckConfig for data that is not an
+// Ignition config.
+var ErrNotIgnition = errors.New("not an Ignition config")
+
+// CheckConfig reports the spec version of an Ignition config, or why it is
+// not one Ignition would accept: not JSON, no ignition.version, or (for
+// spec 3.x) what Ignition's own parser and validator refuse. Spec 2.x
+// configs, which older Ignition releases read, are checked for their
+// version only.
+func CheckConfig(data []byte) (version string, err error) {
+	var head struct {
+		Ignition struct {
+			Version string `json:"version"`
+		} `json:"ignition"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		if len(data) > 0 && data[0] != '{' && data[0] != ' ' && data[0] != '\n' {
+			return "", fmt.Errorf("%w: it is not JSON (a seed image or a cloud-config? Ignition configs are .ign JSON files)", ErrNotIgnition)
+		}
+		return "", fmt.Errorf("%w: %v", ErrNotIgnition, err)
+	}
+	v := head.Ignition.Version
+	switch {
+	case v == "":
+		return "", fmt.Errorf("%w: it has no ignition.version", ErrNotIgnition)
+	case strings.HasPrefix(v, "2."):
+		return v, nil
+	}
+	if _, rpt, err := ignconfig.Parse(data); err != nil {
+		if rpt.IsFatal() {
+			return "", fmt.Errorf("ignition spec %s: %v: %s", v, err, strings.TrimSpace(rpt.String()))
+		}
+		return "", fmt.Errorf("ignition spec %s: %v", v, err)
+	}
+	return v, nil
 }

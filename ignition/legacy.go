@@ -2,6 +2,7 @@ package ignition
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -113,4 +114,64 @@ func legacyCheck(raw []byte, version string, parse func([]byte) (legacyreport.Re
 		rpt.Entries = append(rpt.Entries, report.Entry{Kind: kind, Message: e.Message})
 	}
 	return rpt, err
+}
+
+// Upgrade returns config as a spec 3 config: unchanged when it is spec 3
+// already; translated to spec 3.0.0 when it is spec 2.0 to 2.3 (what
+// KubeVirt's and oVirt's documented examples, RHCOS before 4.6 and Cluster
+// API's kubeadm bootstrap write), by Ignition 0.35's own parser, which
+// brings 2.0–2.2 up to 2.3, and ign-converter's 2.3 to 3.0 translation,
+// the one Ignition itself applies at boot. from is the config's version.
+// Spec 2's networkd units and filesystems other than "root" have no spec 3
+// equivalent and are errors.
+func Upgrade(config []byte) (out []byte, from string, err error) {
+	var head struct {
+		Ignition struct {
+			Version string `json:"version"`
+		} `json:"ignition"`
+	}
+	if err := json.Unmarshal(config, &head); err != nil {
+		return nil, "", jsonSyntax(config, err)
+	}
+	from = head.Ignition.Version
+	if strings.HasPrefix(from, "3.") {
+		return config, from, nil
+	}
+	if !strings.HasPrefix(from, "2.") && !strings.HasPrefix(from, "1") {
+		return nil, from, fmt.Errorf("ignition.version %q is not an Ignition spec version (2.x or 3.x)", from)
+	}
+	c23, rpt, err := v23.Parse(config)
+	if err != nil {
+		msg := firstLine(err)
+		if s := strings.TrimSpace(rpt.String()); s != "" {
+			msg += ": " + s
+		}
+		return nil, from, fmt.Errorf("an Ignition spec %s config: %s", from, msg)
+	}
+	c30, err := v23tov30.Translate(c23, nil)
+	if err != nil {
+		return nil, from, fmt.Errorf("the spec %s config cannot be translated to spec 3: %v", from, firstLine(err))
+	}
+	b, err := json.Marshal(c30)
+	if err == nil {
+		b, err = canonical(b)
+	}
+	return b, from, err
+}
+
+// jsonSyntax says where JSON does not parse, by line and column.
+func jsonSyntax(data []byte, err error) error {
+	var se *json.SyntaxError
+	if !errors.As(err, &se) {
+		return fmt.Errorf("not JSON: %v", err)
+	}
+	line, col := 1, 1
+	for _, c := range data[:min(int(se.Offset), len(data))] {
+		if c == '\n' {
+			line, col = line+1, 1
+		} else {
+			col++
+		}
+	}
+	return fmt.Errorf("not JSON: line %d, column %d: %v", line, col, se)
 }

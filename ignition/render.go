@@ -105,11 +105,12 @@ const DefaultUser = "core"
 
 // Options tune Render.
 type Options struct {
-	// Variant defaults to FCOS.
+	// Variant defaults to the spec's ignition.variant, else FCOS.
 	Variant Variant
 	// Version forces the emitted spec version: "3.0.0" … "3.6.0", "2.2.0"
-	// or "2.3.0" (Versions lists them). Empty means the lowest stable
-	// version that can express the config.
+	// or "2.3.0" (Versions lists them). Empty means the spec's
+	// ignition.version, else the lowest stable version that can express
+	// the config.
 	Version string
 	// AllowPartial turns spec features Ignition cannot express (packages,
 	// memberships in groups Ignition cannot see) into warnings, dropping
@@ -141,7 +142,13 @@ type Result struct {
 // Problems with the spec come back as spec.Errors naming the field.
 func Render(inst *spec.Instance, opts Options) (*Result, error) {
 	if opts.Variant == "" {
+		opts.Variant = Variant(inst.Spec.Ignition.Variant)
+	}
+	if opts.Variant == "" {
 		opts.Variant = FCOS
+	}
+	if opts.Version == "" {
+		opts.Version = inst.Spec.Ignition.Version
 	}
 	switch opts.Variant {
 	case FCOS, RHCOS, Flatcar:

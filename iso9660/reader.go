@@ -121,6 +121,11 @@ func NewReader(r io.ReaderAt, size int64) (*Reader, error) {
 	}
 	z.Label = trimID(string(pvd[40:72]))
 	z.VolumeSize = int64(binary.LittleEndian.Uint32(pvd[80:])) * sectorSize
+	if z.VolumeSize > size {
+		// A kernel refuses to read past the device; a truncated copy
+		// would fail on the guest, not here.
+		return nil, fmt.Errorf("%w: the volume is %d bytes but the image only %d: truncated", ErrFormat, z.VolumeSize, size)
+	}
 	z.UUID = blkidUUID(pvd[830:847])
 	if z.UUID == "" {
 		z.UUID = blkidUUID(pvd[813:830])

@@ -13,10 +13,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path"
 	"path/filepath"
 	"strings"
+	"testing/fstest"
 	"time"
 
 	"github.com/vminit/vminit/iso9660"
@@ -27,7 +27,8 @@ import (
 // Format is a kind of seed medium.
 type Format string
 
-// The formats Write and WriteDir produce.
+// The formats Write produces; Dir, a plain directory, is written by
+// (*seed.Seed).WriteDir.
 const (
 	ISO9660 Format = "iso9660"
 	VFAT    Format = "vfat"
@@ -51,16 +52,20 @@ func ParseFormat(s string) (Format, error) {
 	return "", fmt.Errorf("%w %q (want iso9660, vfat, tar or dir)", ErrUnknownFormat, s)
 }
 
-// FormatFor guesses the format from an output file name: .img, .vfat and
-// .fat are VFAT, .tar is tar, anything else ISO9660.
-func FormatFor(name string) Format {
+// FormatFor returns the format an output file name asks for: .iso is
+// ISO9660; .img, .vfat and .fat are VFAT; .tar is tar. Any other name
+// (a disk image's .qcow2, no extension at all) names no seed format, and
+// ok is false: guessing would hand a hypervisor the wrong kind of file.
+func FormatFor(name string) (f Format, ok bool) {
 	switch strings.ToLower(filepath.Ext(name)) {
+	case ".iso":
+		return ISO9660, true
 	case ".img", ".vfat", ".fat":
-		return VFAT
+		return VFAT, true
 	case ".tar":
-		return Tar
+		return Tar, true
 	}
-	return ISO9660
+	return "", false
 }
 
 // Options tune the image.
@@ -101,7 +106,7 @@ func Write(w io.Writer, s *seed.Seed, f Format, o Options) error {
 	case Tar:
 		return writeTar(w, s, o.modTime())
 	case Dir:
-		return fmt.Errorf("%w: a directory is written with WriteDir", ErrUnknownFormat)
+		return fmt.Errorf("%w: a directory is written with (*seed.Seed).WriteDir", ErrUnknownFormat)
 	}
 	return fmt.Errorf("%w %q", ErrUnknownFormat, f)
 }
@@ -141,20 +146,6 @@ func parents(p string) []string {
 	return out
 }
 
-// WriteDir writes the seed's files under dir, which must exist.
-func WriteDir(dir string, s *seed.Seed) error {
-	for _, f := range s.Files {
-		p := filepath.Join(dir, filepath.FromSlash(f.Path))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return err
-		}
-		if err := os.WriteFile(p, f.Data, 0o644); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // Image is a seed image read back.
 type Image struct {
 	Format Format
@@ -169,11 +160,12 @@ type Image struct {
 	FS fs.FS
 }
 
-// ErrNotAnImage is returned by Open for data that is neither ISO9660 nor
-// FAT.
-var ErrNotAnImage = errors.New("not an ISO9660 or FAT image")
+// ErrNotAnImage is returned by Open for data that is neither ISO9660, FAT
+// nor tar.
+var ErrNotAnImage = errors.New("not an ISO9660 or FAT image, nor a tar archive")
 
-// Open reads an ISO9660 or VFAT image.
+// Open reads an ISO9660 or VFAT image, or a tar archive of a seed (what
+// Write makes of Tar), whose Label is then empty: a tar has none.
 func Open(r io.ReaderAt, size int64) (*Image, error) {
 	var magic [5]byte
 	if _, err := r.ReadAt(magic[:], 16*2048+1); err == nil && string(magic[:]) == "CD001" {
@@ -191,7 +183,52 @@ func Open(r io.ReaderAt, size int64) (*Image, error) {
 		}
 		return fatImage(img), nil
 	}
+	var ustar [6]byte
+	if _, err := r.ReadAt(ustar[:], 257); err == nil && string(ustar[:5]) == "ustar" {
+		fsys, err := readTar(io.NewSectionReader(r, 0, size))
+		if err != nil {
+			return nil, err
+		}
+		return &Image{Format: Tar, Labels: map[string]string{}, FS: fsys}, nil
+	}
 	return nil, ErrNotAnImage
+}
+
+// readTar loads a tar archive's regular files and directories. Seeds hold
+// kilobytes: the archive is bounded by its size, each file by
+// seed.MaxFileSize.
+func readTar(r io.Reader) (fs.FS, error) {
+	// fstest.MapFS is the standard library's complete in-memory fs.FS.
+	fsys := fstest.MapFS{}
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return fsys, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("tar: %w", err)
+		}
+		name := strings.TrimSuffix(path.Clean(strings.TrimPrefix(h.Name, "./")), "/")
+		if !fs.ValidPath(name) || name == "." {
+			return nil, fmt.Errorf("tar: entry %q is not a path inside the archive", h.Name)
+		}
+		switch h.Typeflag {
+		case tar.TypeDir:
+			fsys[name] = &fstest.MapFile{Mode: fs.ModeDir | fs.FileMode(h.Mode)&fs.ModePerm, ModTime: h.ModTime}
+		case tar.TypeReg:
+			if h.Size > seed.MaxFileSize {
+				return nil, fmt.Errorf("tar: %s is %d bytes; seeds hold kilobytes", name, h.Size)
+			}
+			data, err := io.ReadAll(tr)
+			if err != nil {
+				return nil, fmt.Errorf("tar: %s: %w", name, err)
+			}
+			fsys[name] = &fstest.MapFile{Data: data, Mode: fs.FileMode(h.Mode) & fs.ModePerm, ModTime: h.ModTime}
+		default:
+			return nil, fmt.Errorf("tar: %s is not a regular file or a directory", name)
+		}
+	}
 }
 
 // isoImage reports the label as libblkid (and so /dev/disk/by-label) does:

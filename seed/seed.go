@@ -197,6 +197,8 @@ func (b *builder) metadata(inst *spec.Instance, ds Datasource, opts Options) {
 				return
 			}
 			b.add("network-config", nc, err)
+		} else if raw := inst.Spec.CloudInit.NetworkConfig; raw != "" {
+			b.add("network-config", []byte(raw), checkRawNetworkConfig(raw))
 		}
 		b.add("vendor-data", cloudinit.VendorData(inst), nil)
 	case ConfigDrive:
@@ -205,6 +207,8 @@ func (b *builder) metadata(inst *spec.Instance, ds Datasource, opts Options) {
 		if net != nil {
 			nd, err := network.NetworkDataJSON(net)
 			b.add(configDriveLatest+"network_data.json", nd, err)
+		} else if raw := inst.Spec.CloudInit.NetworkConfig; raw != "" {
+			b.add(configDriveLatest+"network_data.json", []byte(raw), checkRawNetworkData(raw))
 		}
 		vd, err := cloudinit.ConfigDriveVendorData(inst)
 		b.add(configDriveLatest+"vendor_data.json", vd, err)
@@ -239,18 +243,24 @@ func (s *Seed) Lookup(path string) ([]byte, bool) {
 }
 
 // WriteDir writes the seed's files under dir, creating directories as
-// needed. Files are written 0600 and directories 0700: user-data can hold
-// password hashes.
-func (s *Seed) WriteDir(dir string) error {
+// needed, files with permissions perm and directories with perm plus the
+// matching search bits. Pass 0o600 unless the files must be shared:
+// user-data can hold password hashes.
+func (s *Seed) WriteDir(dir string, perm fs.FileMode) error {
+	dperm := perm | (perm&0o444)>>2
 	for _, f := range s.Files {
 		if !fs.ValidPath(f.Path) {
 			return fmt.Errorf("seed: invalid path %q", f.Path)
 		}
 		p := filepath.Join(dir, filepath.FromSlash(f.Path))
-		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		if err := os.MkdirAll(filepath.Dir(p), dperm); err != nil {
 			return err
 		}
-		if err := os.WriteFile(p, f.Data, 0o600); err != nil {
+		if err := os.WriteFile(p, f.Data, perm); err != nil {
+			return err
+		}
+		// WriteFile's perm passes through the umask; the caller's does not.
+		if err := os.Chmod(p, perm); err != nil {
 			return err
 		}
 	}

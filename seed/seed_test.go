@@ -64,7 +64,7 @@ func TestGolden(t *testing.T) {
 						writeFile(t, errFile, []byte(err.Error()+"\n"))
 						return
 					}
-					if err := s.WriteDir(dir); err != nil {
+					if err := s.WriteDir(dir, 0o600); err != nil {
 						t.Fatal(err)
 					}
 					return

@@ -139,15 +139,23 @@ func Load(path string) (*Instance, error) { return Loader{}.Load(path) }
 
 // Load is the package's Load with l's source root.
 func (l Loader) Load(path string) (*Instance, error) {
+	_, inst, err := l.LoadData(path)
+	return inst, err
+}
+
+// LoadData is Load that also returns the document read, so that problems
+// found later (by a renderer) can be given their line (Decode's
+// Positions).
+func (l Loader) LoadData(path string) ([]byte, *Instance, error) {
 	data, err := inputfile.Read(path, MaxSpecSize)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	inst, err := l.Parse(data, filepath.Dir(path))
 	for _, e := range AsErrors(err) {
 		e.File = path
 	}
-	return inst, err
+	return data, inst, err
 }
 
 // Parse decodes a spec document strictly, resolves files[].source.file

@@ -20,6 +20,9 @@ type FieldError struct {
 	Field string `json:"field"`
 	// Message says what is wrong and, where it can, what to do.
 	Message string `json:"message"`
+	// Cause is the error behind the problem, when there is one worth
+	// matching with errors.Is (a missing referenced object, say).
+	Cause error `json:"-"`
 }
 
 func (e *FieldError) Error() string {
@@ -45,6 +48,9 @@ func (e *FieldError) Error() string {
 // Is makes errors.Is(err, ErrInvalid) true.
 func (e *FieldError) Is(target error) bool { return target == ErrInvalid }
 
+// Unwrap returns the Cause, so errors.Is and errors.As see it.
+func (e *FieldError) Unwrap() error { return e.Cause }
+
 // Errors is every problem found in a spec, in document order.
 type Errors []*FieldError
 
@@ -58,6 +64,15 @@ func (es Errors) Error() string {
 
 // Is makes errors.Is(err, ErrInvalid) true.
 func (es Errors) Is(target error) bool { return target == ErrInvalid }
+
+// Unwrap returns the problems, so errors.Is and errors.As look at each.
+func (es Errors) Unwrap() []error {
+	out := make([]error, len(es))
+	for i, e := range es {
+		out[i] = e
+	}
+	return out
+}
 
 // ErrorList collects FieldErrors. The renderers use it too, so that a
 // problem found while rendering names its spec field just as validation

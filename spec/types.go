@@ -38,6 +38,12 @@ const (
 	VariantFlatcar = "flatcar"
 )
 
+// The seed datasources a spec can name (Spec.Datasource).
+const (
+	DatasourceNoCloud     = "nocloud"
+	DatasourceConfigDrive = "configdrive"
+)
+
 // LabelUserData is the label that chose the guest agent before spec.agent
 // existed ("cloud-init" or "ignition"). It is still honoured when
 // spec.agent is empty, and must agree with it when both are set.
@@ -82,6 +88,11 @@ type Spec struct {
 	// Packages are installed by cloud-init's package module on first boot.
 	Packages []string `yaml:"packages,omitempty" json:"packages,omitempty"`
 	Network  *Network `yaml:"network,omitempty" json:"network,omitempty"`
+	// Datasource is the seed disk a build writes when not told otherwise:
+	// "nocloud" (label cidata, the default) or "configdrive" (label
+	// config-2). It lets a spec say what its platform attaches, e.g. a
+	// KubeVirt cloudInitConfigDrive volume; build's --datasource wins.
+	Datasource string `yaml:"datasource,omitempty" json:"datasource,omitempty"`
 
 	CloudInit CloudInit `yaml:"cloudInit,omitempty" json:"cloudInit,omitempty"`
 	Ignition  Ignition  `yaml:"ignition,omitempty" json:"ignition,omitempty"`
@@ -187,6 +198,12 @@ type CloudInit struct {
 	UserData string `yaml:"userData,omitempty" json:"userData,omitempty"`
 	// VendorData is written as vendor-data unchanged.
 	VendorData string `yaml:"vendorData,omitempty" json:"vendorData,omitempty"`
+	// NetworkConfig is network configuration written to the seed as given,
+	// for platforms whose users supply it as text (KubeVirt's networkData):
+	// NoCloud's network-config (version 1 or 2 YAML) or ConfigDrive's
+	// network_data.json (OpenStack JSON). It is checked against the format
+	// the datasource reads, and excludes spec.network.
+	NetworkConfig string `yaml:"networkConfig,omitempty" json:"networkConfig,omitempty"`
 	// MetaData adds keys to the generated meta-data. It may not override
 	// instance-id or local-hostname: set spec.instanceID or spec.hostname.
 	MetaData map[string]any `yaml:"metaData,omitempty" json:"metaData,omitempty"`

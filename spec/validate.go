@@ -105,6 +105,14 @@ func (in *Instance) Validate() error {
 		validateNetwork(&c, s.Network)
 	}
 	validateCloudInit(&c, &s.CloudInit)
+	switch s.Datasource {
+	case "", DatasourceNoCloud, DatasourceConfigDrive:
+	default:
+		c.Add("spec.datasource", "%q is not a seed datasource: want %q (label cidata) or %q (label config-2)", s.Datasource, DatasourceNoCloud, DatasourceConfigDrive)
+	}
+	if s.Network != nil && s.CloudInit.NetworkConfig != "" {
+		c.Add("spec.cloudInit.networkConfig", "set either spec.network or spec.cloudInit.networkConfig, not both")
+	}
 	if ms := s.MetadataServer; ms != nil {
 		validateMetadataServer(&c, ms)
 	}
@@ -421,6 +429,14 @@ func validateCloudInit(c *ErrorList, ci *CloudInit) {
 	}
 	checkCloudConfig("spec.cloudInit.userData", ci.UserData)
 	checkCloudConfig("spec.cloudInit.vendorData", ci.VendorData)
+	if nc := ci.NetworkConfig; nc != "" {
+		var v any
+		if err := yaml3.Unmarshal([]byte(nc), &v); err != nil {
+			c.Add("spec.cloudInit.networkConfig", "is not valid YAML or JSON: %v", strings.TrimPrefix(err.Error(), "yaml: "))
+		} else if _, ok := v.(map[string]any); !ok {
+			c.Add("spec.cloudInit.networkConfig", "must be a mapping: network-config version 1 or 2, or network_data.json")
+		}
+	}
 	for _, k := range sortedKeys(ci.MetaData) {
 		if hint, ok := reservedMD[k]; ok {
 			c.Add("spec.cloudInit.metaData."+k, "generated from the spec: %s instead", hint)

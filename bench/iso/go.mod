@@ -2,7 +2,7 @@
 // they only compare against, stays out of vminit's own dependencies.
 module github.com/vminit/vminit/bench/iso
 
-go 1.25.0
+go 1.26.0
 
 require (
 	github.com/diskfs/go-diskfs v1.9.4

@@ -3,155 +3,334 @@ package cli
 import (
 	"fmt"
 	"io"
-	"os"
+	"io/fs"
+	"net/http"
+	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/vminit/vminit/internal/lib/atomicfile"
+	"github.com/vminit/vminit/check"
+	"github.com/vminit/vminit/delivery"
+	"github.com/vminit/vminit/ignition"
 	"github.com/vminit/vminit/media"
 	"github.com/vminit/vminit/seed"
 	"github.com/vminit/vminit/spec"
 )
 
-// seedFlags are the flags every command that renders a seed shares.
-type seedFlags struct {
-	datasource     string
-	networkVersion int
-}
+// buildFlags are build's own flags, beside the shared ones.
+type buildFlags struct {
+	in     inputFlags
+	target targetFlags
+	out    outputFlags
+	fsys   string
+	ts     string
+	align  string
+	size   string
 
-func (f *seedFlags) register(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.datasource, "datasource", "nocloud", "seed layout: nocloud (label cidata) or configdrive (label config-2)")
-	cmd.Flags().IntVar(&f.networkVersion, "network-config-version", 2, "NoCloud network-config format: 2 (netplan) or 1")
-	cmd.RegisterFlagCompletionFunc("datasource", cobra.FixedCompletions([]string{"nocloud", "configdrive"}, cobra.ShellCompDirectiveNoFileComp))
-}
-
-// load reads the spec and renders its seed, returning every problem.
-func (f *seedFlags) load(path string) (*spec.Instance, *seed.Seed, error) {
-	ds, err := parseDatasource(f.datasource)
-	if err != nil {
-		return nil, nil, err
-	}
-	if f.networkVersion != 1 && f.networkVersion != 2 {
-		return nil, nil, usagef("--network-config-version=%d: want 1 or 2", f.networkVersion)
-	}
-	inst, err := spec.Load(path)
-	if err != nil {
-		return nil, nil, err
-	}
-	s, err := seed.Build(inst, ds, seed.Options{NetworkConfigVersion: f.networkVersion})
-	if err != nil {
-		if es := spec.AsErrors(err); es != nil {
-			for _, e := range es {
-				e.File = path
-			}
-		}
-		return nil, nil, err
-	}
-	return inst, s, nil
-}
-
-func parseDatasource(s string) (seed.Datasource, error) {
-	switch s {
-	case "nocloud":
-		return seed.NoCloud, nil
-	case "configdrive":
-		return seed.ConfigDrive, nil
-	}
-	return "", usagef("--datasource=%q: want nocloud or configdrive", s)
+	// Ignition delivery: a pointer config for a config too large for
+	// --transport.
+	publishURL string
+	publishOut string
+	headers    []string
+	sysprepOut string
 }
 
 func newBuildCommand() *cobra.Command {
-	var (
-		sf        seedFlags
-		ig        ignitionFlags
-		out, fsys string
-		ts, align string
-		size      string
-		format    string
-	)
+	var f buildFlags
 	cmd := &cobra.Command{
 		Use:   "build SPEC -o OUTPUT",
-		Short: "Build a seed image from an instance spec",
-		Long: `Build renders the spec and writes a seed image: ISO9660 with Rock Ridge and
-Joliet (default), VFAT, a tar archive, or a directory. The output is written
-to a temporary file and renamed into place only when complete. With -o - the
-image goes to standard output.
+		Short: "Build a seed image or an Ignition config from an instance spec",
+		Long: `Build renders the spec for its guest agent and writes the result:
+
+  cloud-init (spec.agent: cloud-init, the default): a seed, NoCloud (label
+  cidata) or ConfigDrive (label config-2), as an ISO9660 image with Rock Ridge
+  and Joliet (.iso), a VFAT image (.img, .vfat, .fat), a tar archive (.tar) or
+  a directory (--fs dir);
+
+  Ignition (spec.agent: ignition, or --format ignition): the config as a .ign
+  (or .json) file for QEMU fw_cfg, libvirt or guestinfo (see 'vminit deliver'),
+  or on a config drive (.iso, .img) for Ignition's openstack and kubevirt
+  platforms; --transport checks a size budget and --publish-url makes a
+  sha512-verified pointer config when the config is too large for it.
+
+Every check 'vminit validate' runs runs first; problems with the user's
+cloud-config against cloud-init's schema are warnings here (--strict: errors).
+The output is written to a temporary file and renamed into place only when
+complete, with permissions 0600 unless --mode says otherwise. SPEC - reads the
+spec from standard input; -o - writes the output to standard output.
 
 Timestamps come from --timestamp, else $SOURCE_DATE_EPOCH, else the Unix
 epoch: the same spec always gives the same bytes.`,
 		Example: `  vminit build examples/dev-vm.yaml -o seed.iso
-  vminit build examples/fcos-server.yaml --format ignition -o config.ign
-  vminit build instance.yaml -o seed.img --fs vfat
-  vminit build instance.yaml -o config.iso --datasource configdrive --align 1MiB`,
-		Args: exactArgs(1, "one SPEC file"),
+  vminit build examples/ubuntu-server/instance.yaml -o seed.img
+  vminit build instance.yaml -o config.iso --datasource configdrive --align 1MiB
+  vminit build examples/fcos-server.yaml -o config.ign
+  vminit build examples/fcos-server.yaml -o config.iso --datasource configdrive
+  vminit build instance.yaml --format ignition --transport ec2 \
+    --publish-url https://cfg.example.com/web-1.ign --publish-out full.ign -o user-data.ign
+  cat instance.yaml | vminit build - -o seed.iso`,
+		Args: minArgs(1, "a SPEC file (- for standard input), or files of platform objects"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if out == "" {
-				return usagef("-o OUTPUT is required")
-			}
-			switch format {
-			case "seed":
-			case "ignition":
-				return ig.build(cmd, args[0], out, sf.datasource, fsys, ts)
-			default:
-				return usagef("--format=%q: want seed or ignition", format)
-			}
-			mediaFormat := media.FormatFor(out)
-			if fsys != "" {
-				var err error
-				if mediaFormat, err = media.ParseFormat(fsys); err != nil {
-					return usageError{err}
-				}
-			}
-			mtime, err := timestamp(ts)
-			if err != nil {
-				return err
-			}
-			opts := media.Options{ModTime: mtime}
-			if opts.Alignment, err = parseSize("--align", align); err != nil {
-				return err
-			}
-			if opts.Alignment%2048 != 0 {
-				return usagef("--align=%s: want a multiple of 2048 bytes, e.g. 4KiB or 1MiB", align)
-			}
-			if opts.Size, err = parseSize("--size", size); err != nil {
-				return err
-			}
-			_, s, err := sf.load(args[0])
-			if err != nil {
-				return err
-			}
-			if mediaFormat == media.Dir {
-				return atomicfile.WriteDir(out, func(dir string) error { return media.WriteDir(dir, s) })
-			}
-			write := func(w io.Writer) error { return media.Write(w, s, mediaFormat, opts) }
-			if out == "-" {
-				return write(cmd.OutOrStdout())
-			}
-			if err := atomicfile.Write(out, 0o644, write); err != nil {
-				return err
-			}
-			st, err := os.Stat(out)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s: %s %s, label %s, %d files, %d bytes\n",
-				out, s.Datasource, mediaFormat, s.Label, len(s.Files), st.Size())
-			return nil
+			return f.run(cmd, args)
 		},
 	}
-	sf.register(cmd)
-	ig.register(cmd)
-	cmd.Flags().StringVar(&format, "format", "seed", "what to build: seed (cloud-init) or ignition (a .ign config, or a config drive carrying it when -o ends in .iso or .img)")
-	cmd.RegisterFlagCompletionFunc("format", cobra.FixedCompletions([]string{"seed", "ignition"}, cobra.ShellCompDirectiveNoFileComp))
-	cmd.Flags().StringVarP(&out, "output", "o", "", "output file (or directory with --fs dir; - for standard output)")
-	cmd.Flags().StringVar(&fsys, "fs", "", "image format: iso9660, vfat, tar or dir (default: from the output's extension, else iso9660)")
-	cmd.Flags().StringVar(&ts, "timestamp", "", "the one timestamp in the image, Unix seconds or RFC 3339 (default $SOURCE_DATE_EPOCH, else 0)")
-	cmd.Flags().StringVar(&align, "align", "4KiB", "pad an ISO image to a multiple of this size (4KiB for QEMU; 1MiB for cylinder alignment)")
-	cmd.Flags().StringVar(&size, "size", "0", "VFAT image size, e.g. 1MiB (default: the smallest that fits)")
-	cmd.RegisterFlagCompletionFunc("fs", cobra.FixedCompletions([]string{"iso9660", "vfat", "tar", "dir"}, cobra.ShellCompDirectiveNoFileComp))
+	f.in.register(cmd)
+	f.target.register(cmd)
+	f.out.register(cmd, "output file (.iso, .img, .tar, .ign…; - for standard output), or directory with --fs dir")
+	fl := cmd.Flags()
+	fl.StringVar(&f.fsys, "fs", "", "seed medium: iso9660, vfat, tar or dir (default: from the output's extension)")
+	fl.StringVar(&f.ts, "timestamp", "", "the one timestamp in the image, Unix seconds or RFC 3339 (default: $SOURCE_DATE_EPOCH, else 0)")
+	fl.StringVar(&f.align, "align", "4KiB", "pad an ISO image to a multiple of this size (4KiB for QEMU; 1MiB for cylinder alignment)")
+	fl.StringVar(&f.size, "size", "", "VFAT image size, e.g. 1MiB (default: the smallest that fits)")
+	fl.StringVar(&f.publishURL, "publish-url", "", "Ignition, with --transport: when the config is too large, emit a pointer config fetching it from this URL")
+	fl.StringVar(&f.publishOut, "publish-out", "", "with --publish-url: where to write the full config to upload there")
+	fl.StringArrayVar(&f.headers, "publish-header", nil, "with --publish-url: an HTTP header for the fetch, Name: value (repeatable)")
+	fl.StringVar(&f.sysprepOut, "sysprep-out", "", "KubeVirt: where to write the VM's sysprep answer-file disc (label unattendCD) besides its cloud-init seed")
+	cmd.RegisterFlagCompletionFunc("fs", cobra.FixedCompletions(formatList(), cobra.ShellCompDirectiveNoFileComp))
 	return cmd
+}
+
+func formatList() []string {
+	var out []string
+	for _, f := range media.Formats {
+		out = append(out, string(f))
+	}
+	return out
+}
+
+func (f *buildFlags) run(cmd *cobra.Command, paths []string) error {
+	out := f.out.path
+	if out == "" {
+		return usagef("-o OUTPUT is required")
+	}
+	perm, err := f.out.perm()
+	if err != nil {
+		return err
+	}
+	if f.publishURL != "" && f.publishOut == "" {
+		return usagef("--publish-url needs --publish-out FILE for the full config")
+	}
+	if f.publishURL != "" && f.target.transport == "" {
+		return usagef("--publish-url needs --transport: the budget that decides whether the config is published")
+	}
+	opts, err := f.mediaOptions()
+	if err != nil {
+		return err
+	}
+	t, err := f.target.target()
+	if err != nil {
+		return err
+	}
+	if f.fsys != "" {
+		if _, err := media.ParseFormat(f.fsys); err != nil {
+			return usageError{err}
+		}
+	}
+	in, err := f.in.loadOne(cmd, paths)
+	if err != nil {
+		return err
+	}
+	if in.inst == nil {
+		// A Windows VM with only a sysprep disc: that disc is the output.
+		format, err := f.mediaFormat(out, false)
+		if err == nil {
+			err = checkTarget(out, format == media.Dir)
+		}
+		if err != nil {
+			return err
+		}
+		return f.writeSeed(cmd, in.result.Sysprep, format, opts, perm)
+	}
+	ignitionOut := agentOf(in.inst, t) == spec.AgentIgnition
+	format, err := f.mediaFormat(out, ignitionOut)
+	if err != nil {
+		return err
+	}
+	if err := checkTarget(out, format == media.Dir); err != nil {
+		return err
+	}
+	// The budget is applied below, where a pointer config may answer it.
+	transport := t.Transport
+	t.Transport, t.LenientSchema = "", true
+	rep := check.Instance(in.inst, t)
+	printWarnings(cmd, in, rep.Warnings)
+	if !rep.OK() {
+		return in.locate(rep.Errors)
+	}
+	if ignitionOut {
+		return f.writeIgnition(cmd, in.inst, rep.Ignition, t.DatasourceFor(in.inst), transport, format, opts, perm)
+	}
+	if err := writeSysprep(cmd, in, f.sysprepOut, format, opts, perm); err != nil {
+		return err
+	}
+	return f.writeSeed(cmd, rep.Seed, format, opts, perm)
+}
+
+// mediaOptions reads --timestamp, --align and --size.
+func (f *buildFlags) mediaOptions() (media.Options, error) {
+	var opts media.Options
+	var err error
+	if opts.ModTime, err = timestamp(f.ts); err != nil {
+		return opts, err
+	}
+	if opts.Alignment, err = parseSize("--align", f.align); err != nil {
+		return opts, err
+	}
+	if opts.Alignment%2048 != 0 {
+		return opts, usagef("--align=%s: want a multiple of 2048 bytes, e.g. 4KiB or 1MiB", f.align)
+	}
+	if f.size != "" {
+		if opts.Size, err = parseSize("--size", f.size); err != nil {
+			return opts, err
+		}
+	}
+	return opts, nil
+}
+
+// noMedium is mediaFormat's answer for an Ignition config written as a
+// file rather than on a config drive.
+const noMedium media.Format = ""
+
+// mediaFormat decides the medium from --fs or the output's name; an
+// Ignition config may also be a plain .ign or .json file (noMedium).
+func (f *buildFlags) mediaFormat(out string, ignitionOut bool) (media.Format, error) {
+	if f.fsys != "" {
+		format, err := media.ParseFormat(f.fsys)
+		if err != nil {
+			return "", usageError{err}
+		}
+		return format, nil
+	}
+	ext := strings.ToLower(filepath.Ext(out))
+	if ignitionOut && (ext == ".ign" || ext == ".json" || isStream(out)) {
+		return noMedium, nil
+	}
+	if isStream(out) {
+		return media.ISO9660, nil
+	}
+	format, ok := media.FormatFor(out)
+	if !ok {
+		if err := checkTarget(out, false); err != nil {
+			return "", err // a directory, a device: say that first
+		}
+		if ignitionOut {
+			return "", usagef("-o %s: name the output .ign or .json for the config itself, or .iso, .img or .tar for a config drive carrying it (or give --fs)", out)
+		}
+		return "", usagef("-o %s: name the seed .iso (ISO9660), .img (VFAT) or .tar, or give --fs iso9660|vfat|tar|dir", out)
+	}
+	return format, nil
+}
+
+func (f *buildFlags) writeSeed(cmd *cobra.Command, s *seed.Seed, format media.Format, opts media.Options, perm fs.FileMode) error {
+	out := f.out.path
+	if format == media.Dir {
+		if err := writeDir(out, perm, func(dir string) error { return s.WriteDir(dir, perm) }); err != nil {
+			return err
+		}
+		fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s: %s seed, %d files\n", out, s.Datasource, len(s.Files))
+		return nil
+	}
+	var n countingWriter
+	err := writeFile(cmd, out, perm, func(w io.Writer) error {
+		n.w = w
+		return media.Write(&n, s, format, opts)
+	})
+	if err != nil {
+		return err
+	}
+	if !isStream(out) {
+		fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s: %s %s, label %s, %d files, %d bytes\n",
+			out, s.Datasource, format, s.Label, len(s.Files), n.n)
+	}
+	return nil
+}
+
+// writeIgnition fits the config to its transport and writes it, as a
+// file or on a config drive.
+func (f *buildFlags) writeIgnition(cmd *cobra.Command, inst *spec.Instance, res *ignition.Result, ds seed.Datasource, transport string, format media.Format, opts media.Options, perm fs.FileMode) error {
+	out, stderr := f.out.path, cmd.ErrOrStderr()
+	config := res.Config
+	var fitNote string
+	if transport != "" {
+		t, _ := delivery.LookupTransport(transport) // checked by target()
+		headers := http.Header{}
+		for _, h := range f.headers {
+			k, v, ok := strings.Cut(h, ":")
+			if !ok {
+				return usagef("--publish-header=%q: want Name: value", h)
+			}
+			headers.Add(strings.TrimSpace(k), strings.TrimSpace(v))
+		}
+		payload, publish, err := delivery.Fit(config, t, f.publishURL, headers)
+		if err != nil {
+			return err
+		}
+		if publish != nil {
+			if err := writeFile(cmd, f.publishOut, perm, func(w io.Writer) error { _, err := w.Write(publish); return err }); err != nil {
+				return err
+			}
+			fitNote = fmt.Sprintf("a pointer config: the config (%d bytes) exceeds %s, so %s fetches it from %s and checks its sha512; upload %s there",
+				t.Size(publish), t.Source, out, f.publishURL, f.publishOut)
+		} else {
+			fitNote = fmt.Sprintf("fits %s (%d of %d bytes); no pointer config needed", t.Source, t.Size(config), t.Limit)
+		}
+		config = payload
+	}
+	if format == noMedium {
+		if err := writeFile(cmd, out, perm, func(w io.Writer) error { _, err := w.Write(config); return err }); err != nil {
+			return err
+		}
+		if isStream(out) {
+			return nil
+		}
+		fmt.Fprintf(stderr, "wrote %s: Ignition %s, %d bytes\n", out, res.Version, len(config))
+		if fitNote != "" {
+			fmt.Fprintf(stderr, "  %s\n", fitNote)
+		} else if abs, err := filepath.Abs(out); err == nil {
+			fmt.Fprintf(stderr, "  QEMU: %s\n  (vminit deliver %s --to libvirt|guestinfo|qemu-disk for the other hypervisors)\n", shellJoin(delivery.QEMUArgs(abs)), out)
+		}
+		return nil
+	}
+	// A config drive carrying the config, for Ignition's openstack,
+	// kubevirt, proxmoxve and ibmcloud platforms.
+	var s *seed.Seed
+	var err error
+	if ds == seed.ConfigDrive {
+		if s, err = delivery.ConfigDrive(config, inst.Spec.InstanceID, inst.Spec.Hostname); err != nil {
+			return err
+		}
+	} else {
+		s = delivery.NoCloud(config, inst.Spec.InstanceID, inst.Spec.Hostname)
+	}
+	if err := f.writeSeed(cmd, s, format, opts, perm); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "  carrying Ignition %s for Ignition's openstack, kubevirt and proxmoxve platforms\n", res.Version)
+	if fitNote != "" {
+		fmt.Fprintf(stderr, "  %s\n", fitNote)
+	}
+	return nil
+}
+
+// printWarnings prints warnings, each with its file and line.
+func printWarnings(cmd *cobra.Command, in *specInput, ws spec.Errors) {
+	for _, w := range in.locate(ws) {
+		fmt.Fprintf(cmd.ErrOrStderr(), "vminit: warning: %v\n", w)
+	}
+}
+
+// countingWriter counts what passes through it.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // parseSize reads a byte count with an optional KiB, MiB or GiB suffix.

@@ -3,47 +3,82 @@ package cli
 import (
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/spf13/cobra"
 	"gopkg.in/yaml.v3"
 
 	"github.com/vminit/vminit/cloudconfig"
 	"github.com/vminit/vminit/ignition"
-	"github.com/vminit/vminit/internal/lib/atomicfile"
+	"github.com/vminit/vminit/internal/lib/inputfile"
 )
 
 func newConvertCommand() *cobra.Command {
 	var (
-		to, out, variant, version, name string
-		allowPartial                    bool
+		to, variant, version, name string
+		in                         inputFlags
+		out                        outputFlags
+		allowPartial               bool
 	)
 	cmd := &cobra.Command{
-		Use:   "convert USER-DATA --to ignition|spec",
-		Short: "Convert a #cloud-config document to Ignition, or to an instance spec",
-		Long: `Convert reads a #cloud-config document (users, ssh_authorized_keys, hostname,
-fqdn, write_files with any encoding, runcmd, bootcmd, mounts, timezone,
-ssh_pwauth) and writes the same configuration as an Ignition config or as a
-vminit instance spec. Every key it cannot carry over is an error naming the
-key; --allow-partial makes those warnings. Nothing is dropped silently.`,
-		Example: `  vminit convert user-data --to ignition -o config.ign
-  vminit convert user-data --to spec -o instance.yaml`,
-		Args: exactArgs(1, "one USER-DATA file (- for standard input)"),
+		Use:   "convert USER-DATA|OBJECTS... --to spec|ignition",
+		Short: "Convert cloud-init user data, or a platform's VM, to an instance spec or to Ignition",
+		Long: `Convert reads cloud-init user data, a #cloud-config document (users,
+ssh_authorized_keys, hostname, fqdn, write_files with any encoding, runcmd,
+bootcmd, mounts, timezone, packages, ssh_pwauth) or a #! script (run once on
+first boot), and writes the same configuration:
+
+  --to spec: a vminit instance spec. Keys the spec has no field for stay
+  cloud-config in spec.cloudInit.userData, and user data of other kinds
+  (#include, boothooks, MIME) is kept whole there: nothing is lost, and
+  'vminit build' gives cloud-init guests the same configuration.
+
+  --to ignition: an Ignition config. Ignition guests run no cloud-init, so
+  every key without an Ignition equivalent is an error naming it;
+  --allow-partial makes those warnings. Nothing is dropped silently.
+
+Given a KubeVirt VirtualMachine, VirtualMachineInstance or VirtualMachinePool,
+a Virtlet Pod, an oVirt vm (XML or JSON) or a Cluster API KubeadmConfig (with
+the Secrets and ConfigMaps it refers to, in the same files, --objects files or
+the cluster of --kubeconfig), --to spec prints the vminit spec the object
+means: building that spec gives the same bytes as building the object.`,
+		Example: `  vminit convert user-data --to spec -o instance.yaml
+  vminit convert user-data --to ignition -o config.ign
+  curl -s http://169.254.169.254/latest/user-data | vminit convert - --to spec
+  vminit convert vm.yaml secrets.yaml --to spec -o instance.yaml`,
+		Args: minArgs(1, "a USER-DATA file (- for standard input), or files of platform objects"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if to != "ignition" && to != "spec" {
-				return usagef("--to=%q: want ignition or spec", to)
+			opts := cloudconfig.Options{Name: name, AllowPartial: allowPartial}
+			switch to {
+			case "spec":
+				opts.For = cloudconfig.ForSpec
+			case "ignition":
+				opts.For = cloudconfig.ForIgnition
+			default:
+				return usagef("--to=%q: want spec or ignition", to)
+			}
+			if variant != "" && !contains(variantNames, variant) {
+				return usagef("--variant=%q: want fcos, rhcos or flatcar", variant)
+			}
+			perm, err := out.perm()
+			if err != nil {
+				return err
+			}
+			if in.isObjects(cmd, args) {
+				return convertObjects(cmd, &in, args, to, out.path, perm, ignition.Options{Variant: ignition.Variant(variant), Version: version, AllowPartial: allowPartial})
+			}
+			if len(args) > 1 {
+				return usagef("want one USER-DATA file, got %d arguments", len(args))
 			}
 			var data []byte
-			var err error
 			if args[0] == "-" {
 				data, err = io.ReadAll(io.LimitReader(cmd.InOrStdin(), cloudconfig.MaxSize+1))
 			} else {
-				data, err = os.ReadFile(args[0])
+				data, err = inputfile.Read(args[0], cloudconfig.MaxSize)
 			}
 			if err != nil {
 				return err
 			}
-			inst, warnings, err := cloudconfig.ToSpec(data, cloudconfig.Options{Name: name, AllowPartial: allowPartial})
+			inst, warnings, err := cloudconfig.ToSpec(data, opts)
 			for _, w := range warnings {
 				fmt.Fprintf(cmd.ErrOrStderr(), "vminit: warning: %s\n", w)
 			}
@@ -66,19 +101,21 @@ key; --allow-partial makes those warnings. Nothing is dropped silently.`,
 				}
 				result = res.Config
 			}
-			if out == "" || out == "-" {
-				_, err := cmd.OutOrStdout().Write(result)
-				return err
+			path := out.path
+			if path == "" {
+				path = "-"
 			}
-			return atomicfile.Write(out, 0o600, func(w io.Writer) error { _, err := w.Write(result); return err })
+			return writeFile(cmd, path, perm, func(w io.Writer) error { _, err := w.Write(result); return err })
 		},
 	}
-	cmd.Flags().StringVar(&to, "to", "ignition", "ignition or spec")
-	cmd.Flags().StringVarP(&out, "output", "o", "", "output file (default standard output)")
-	cmd.Flags().StringVar(&variant, "variant", "fcos", "Ignition guest: fcos, rhcos or flatcar")
-	cmd.Flags().StringVar(&version, "ignition-version", "", "force the Ignition spec version")
+	cmd.Flags().StringVar(&to, "to", "ignition", "spec or ignition")
+	out.register(cmd, "output file (default: standard output)")
+	in.register(cmd)
+	cmd.Flags().StringVar(&variant, "variant", "", "--to ignition: the Ignition guest, fcos (default), rhcos or flatcar")
+	cmd.Flags().StringVar(&version, "ignition-version", "", "--to ignition: force the Ignition spec version")
 	cmd.Flags().StringVar(&name, "name", "", "the instance name when the document has no hostname")
-	cmd.Flags().BoolVar(&allowPartial, "allow-partial", false, "report keys that cannot be carried over as warnings instead of errors")
-	cmd.RegisterFlagCompletionFunc("to", cobra.FixedCompletions([]string{"ignition", "spec"}, cobra.ShellCompDirectiveNoFileComp))
+	cmd.Flags().BoolVar(&allowPartial, "allow-partial", false, "--to ignition: report keys without an Ignition equivalent as warnings instead of errors")
+	cmd.RegisterFlagCompletionFunc("to", cobra.FixedCompletions([]string{"spec", "ignition"}, cobra.ShellCompDirectiveNoFileComp))
+	cmd.RegisterFlagCompletionFunc("variant", cobra.FixedCompletions(variantNames, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }

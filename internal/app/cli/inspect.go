@@ -4,12 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
-	"os"
 	"sort"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
+	"github.com/vminit/vminit/internal/lib/inputfile"
 	"github.com/vminit/vminit/media"
 	"github.com/vminit/vminit/seed"
 	"github.com/vminit/vminit/spec"
@@ -24,6 +24,7 @@ type inspectReport struct {
 	Labels     map[string]string  `json:"labels"`
 	Datasource string             `json:"datasource,omitempty"`
 	Files      []inspectFile      `json:"files"`
+	Notes      []string           `json:"notes"`
 	Problems   []*spec.FieldError `json:"problems"`
 }
 
@@ -33,23 +34,31 @@ type inspectFile struct {
 	Mode string `json:"mode"`
 }
 
+// alignment is the size QEMU wants raw images to be a multiple of on
+// storage with 4 KiB sectors.
+const alignment = 4096
+
 func newInspectCommand() *cobra.Command {
-	var output string
+	var report reportFlags
 	cmd := &cobra.Command{
 		Use:   "inspect IMAGE",
-		Short: "Show a seed image's label, filesystem and files, and re-validate its contents",
-		Long: `Inspect reads an ISO9660 or VFAT seed image (ours or anyone's), prints its
-label, filesystem and files, and checks its contents the way cloud-init will
-read them: the label, the required files, meta-data, user-data and network
-configuration. It exits 1 when it finds a problem.`,
+		Short: "Show a seed's label, filesystem and files, and re-check its contents",
+		Long: `Inspect reads a seed, an ISO9660 or VFAT image (ours or anyone's) or a tar
+archive that build wrote, prints its label, filesystem and files, and checks
+its contents the way cloud-init will read them: the label, the required
+files, meta-data, user-data and network configuration. It notes what a
+hypervisor may refuse (an image whose size is not a multiple of 4 KiB) and
+exits 1 when it finds a problem.`,
 		Example: `  vminit inspect seed.iso
-  vminit inspect seed.img --output json`,
+  vminit inspect seed.img --json
+  vminit inspect seed.tar`,
 		Args: exactArgs(1, "one IMAGE file"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if output != "text" && output != "json" {
-				return usagef("--output=%q: want text or json", output)
+			asJSON, err := report.json()
+			if err != nil {
+				return err
 			}
-			f, err := os.Open(args[0])
+			f, err := inputfile.Open(args[0])
 			if err != nil {
 				return err
 			}
@@ -63,7 +72,7 @@ configuration. It exits 1 when it finds a problem.`,
 				return fmt.Errorf("%s: %w", args[0], err)
 			}
 			rep := inspectReport{Image: args[0], Size: st.Size(), Filesystem: img.Format, Label: img.Label,
-				Labels: img.Labels, Problems: []*spec.FieldError{}}
+				Labels: img.Labels, Notes: []string{}, Problems: []*spec.FieldError{}}
 			err = fs.WalkDir(img.FS, ".", func(p string, d fs.DirEntry, err error) error {
 				if err != nil {
 					return err
@@ -81,9 +90,17 @@ configuration. It exits 1 when it finds a problem.`,
 			if err != nil {
 				return fmt.Errorf("%s: reading the file tree: %w", args[0], err)
 			}
+			if img.Format != media.Tar && st.Size()%alignment != 0 {
+				rep.Notes = append(rep.Notes, fmt.Sprintf("%d bytes is not a multiple of 4 KiB: QEMU refuses such a raw image on storage with 4 KiB sectors (\"Image size is not a multiple of request alignment\"); vminit build pads to 4 KiB", st.Size()))
+			}
 			s, err := seed.Read(img.FS, img.Label)
 			if err == nil {
 				rep.Datasource = string(s.Datasource)
+				if img.Format == media.Tar {
+					// A tar has no label; the disk made of it will.
+					s.Label = s.Datasource.Label()
+					rep.Notes = append(rep.Notes, "a tar archive has no label: the disk made from it must be labelled "+s.Label)
+				}
 				err = seed.Check(s)
 			}
 			if es := spec.AsErrors(err); es != nil {
@@ -92,7 +109,7 @@ configuration. It exits 1 when it finds a problem.`,
 				rep.Problems = spec.Errors{{Message: err.Error()}}
 			}
 			sort.SliceStable(rep.Problems, func(i, j int) bool { return rep.Problems[i].Field < rep.Problems[j].Field })
-			if output == "json" {
+			if asJSON {
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
 				if err := enc.Encode(rep); err != nil {
@@ -107,8 +124,7 @@ configuration. It exits 1 when it finds a problem.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "report format: text or json")
-	cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"text", "json"}, cobra.ShellCompDirectiveNoFileComp))
+	report.register(cmd)
 	return cmd
 }
 
@@ -116,7 +132,9 @@ func printInspect(cmd *cobra.Command, r *inspectReport) {
 	w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "image:\t%s (%d bytes)\n", r.Image, r.Size)
 	fmt.Fprintf(w, "filesystem:\t%s\n", r.Filesystem)
-	fmt.Fprintf(w, "label:\t%s\n", r.Label)
+	if r.Filesystem != media.Tar {
+		fmt.Fprintf(w, "label:\t%s\n", r.Label)
+	}
 	keys := make([]string, 0, len(r.Labels))
 	for k := range r.Labels {
 		keys = append(keys, k)
@@ -131,6 +149,9 @@ func printInspect(cmd *cobra.Command, r *inspectReport) {
 	fmt.Fprintf(w, "files:\n")
 	for _, f := range r.Files {
 		fmt.Fprintf(w, "  %s\t%s\t%d\n", f.Path, f.Mode, f.Size)
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "note:\t%s\n", n)
 	}
 	if len(r.Problems) == 0 {
 		fmt.Fprintf(w, "checks:\tok\n")

@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 	"gopkg.in/yaml.v3"
 
+	"github.com/vminit/vminit/check"
 	"github.com/vminit/vminit/mdserver"
 	"github.com/vminit/vminit/spec"
 )
@@ -155,9 +156,10 @@ $VMINIT_ADMIN_TOKEN.`,
 	c.flags(cmd)
 
 	list := &cobra.Command{
-		Use:   "list",
-		Short: "List instance names and addresses",
-		Args:  exactArgs(0, "no arguments"),
+		Use:     "list",
+		Short:   "List instance names and addresses",
+		Example: "  vminit instances list --server https://mds.example:8443 --ca-file ca.pem",
+		Args:    exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			data, err := c.do("GET", "/v1/instances", nil, "")
 			if err != nil {
@@ -176,9 +178,10 @@ $VMINIT_ADMIN_TOKEN.`,
 		},
 	}
 	get := &cobra.Command{
-		Use:   "get NAME",
-		Short: "Print an instance's stored spec (YAML, defaults filled in)",
-		Args:  exactArgs(1, "one NAME"),
+		Use:     "get NAME",
+		Short:   "Print an instance's stored spec (YAML, defaults filled in)",
+		Example: "  vminit instances get web-1 > web-1.yaml",
+		Args:    exactArgs(1, "one NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			data, err := c.do("GET", "/v1/instances/"+url.PathEscape(args[0]), nil, "")
 			if err != nil {
@@ -188,14 +191,17 @@ $VMINIT_ADMIN_TOKEN.`,
 			return err
 		},
 	}
+	var putIn inputFlags
 	put := &cobra.Command{
 		Use:   "put SPEC...",
 		Short: "Validate spec files locally and store them on the server",
-		Long: `Put loads each spec file as 'vminit validate' does (every problem listed
+		Long: `Put checks each spec file as 'vminit validate' does (every problem listed
 with its line), inlines files[].source.file content (the server never reads
 its own files for a stored spec), and stores it. A spec the server refuses
 (an address another instance holds, for example) fails with exit code 1;
 the specs before it stay stored.`,
+		Example: `  vminit instances put web-1.yaml web-2.yaml
+  vminit instances put --source-root /srv/vminit web-1.yaml`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return usagef("want at least one SPEC file")
@@ -204,25 +210,33 @@ the specs before it stay stored.`,
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			for _, path := range args {
-				name, doc, err := inlineSpec(path)
+				all, err := putIn.load(cmd, []string{path})
 				if err != nil {
 					return err
 				}
-				data, err := c.do("PUT", "/v1/instances/"+url.PathEscape(name), doc, path)
-				if err != nil {
-					return err
+				for _, si := range all {
+					name, doc, err := inlineSpec(cmd, si)
+					if err != nil {
+						return err
+					}
+					data, err := c.do("PUT", "/v1/instances/"+url.PathEscape(name), doc, path)
+					if err != nil {
+						return err
+					}
+					var s mdserver.InstanceSummary
+					json.Unmarshal(data, &s)
+					fmt.Fprintf(cmd.OutOrStdout(), "%s: stored %s (revision %s)\n", si.name, s.Name, s.Revision)
 				}
-				var s mdserver.InstanceSummary
-				json.Unmarshal(data, &s)
-				fmt.Fprintf(cmd.OutOrStdout(), "%s: stored %s (revision %s)\n", path, s.Name, s.Revision)
 			}
 			return nil
 		},
 	}
+	putIn.register(put)
 	del := &cobra.Command{
-		Use:   "delete NAME",
-		Short: "Remove an instance",
-		Args:  exactArgs(1, "one NAME"),
+		Use:     "delete NAME",
+		Short:   "Remove an instance",
+		Example: "  vminit instances delete web-1",
+		Args:    exactArgs(1, "one NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if _, err := c.do("DELETE", "/v1/instances/"+url.PathEscape(args[0]), nil, ""); err != nil {
 				return err
@@ -231,21 +245,27 @@ the specs before it stay stored.`,
 			return nil
 		},
 	}
-	var dialect, output string
+	var (
+		dialect string
+		report  reportFlags
+	)
 	preview := &cobra.Command{
 		Use:   "preview NAME",
-		Short: "Show what the instance's VM would get (nocloud, configdrive or ignition)",
-		Args:  exactArgs(1, "one NAME"),
+		Short: "Show what the instance's VM would get (nocloud, configdrive, ignition, ec2 or openstack)",
+		Example: `  vminit instances preview web-1
+  vminit instances preview web-1 --dialect ec2 --json`,
+		Args: exactArgs(1, "one NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if output != "text" && output != "json" {
-				return usagef("--output=%q: want text or json", output)
+			asJSON, err := report.json()
+			if err != nil {
+				return err
 			}
 			data, err := c.do("GET", "/v1/instances/"+url.PathEscape(args[0])+"/preview?dialect="+url.QueryEscape(dialect), nil, "")
 			if err != nil {
 				return err
 			}
 			w := cmd.OutOrStdout()
-			if output == "json" {
+			if asJSON {
 				_, err := w.Write(data)
 				return err
 			}
@@ -271,22 +291,27 @@ the specs before it stay stored.`,
 		},
 	}
 	preview.Flags().StringVar(&dialect, "dialect", "nocloud", "nocloud, configdrive, ignition, ec2 or openstack (ec2 and openstack: every path the guest would fetch)")
-	preview.Flags().StringVar(&output, "output", "text", "text (each file under a ==> path <== header) or json")
+	report.register(preview)
 	cmd.AddCommand(list, get, put, del, preview)
 	return cmd
 }
 
-// inlineSpec loads and validates a spec file and returns its name and the
-// document to send: the file itself, or, when it uses files[].source.file,
-// the loaded spec re-encoded with that content inlined as contentBase64.
-func inlineSpec(path string) (string, []byte, error) {
-	inst, err := spec.Load(path)
-	if err != nil {
-		return "", nil, err
+// inlineSpec runs validate's checks on a loaded spec (or converted platform
+// object) and returns its name and the document to send: the file itself,
+// the converted spec, or, when a spec uses files[].source.file, the loaded
+// spec re-encoded with that content inlined as contentBase64.
+func inlineSpec(cmd *cobra.Command, si *specInput) (string, []byte, error) {
+	if si.inst == nil {
+		return "", nil, fmt.Errorf("%s: only a sysprep disc, which the metadata server does not serve", si.name)
 	}
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return "", nil, err
+	rep := check.Instance(si.inst, check.Target{})
+	printWarnings(cmd, si, rep.Warnings)
+	if !rep.OK() {
+		return "", nil, si.locate(rep.Errors)
+	}
+	inst, raw := si.inst, si.data
+	if si.result != nil {
+		return inst.Metadata.Name, si.result.Spec, nil
 	}
 	inlined := false
 	for i := range inst.Spec.Files {
@@ -302,7 +327,7 @@ func inlineSpec(path string) (string, []byte, error) {
 	}
 	doc, err := yaml.Marshal(inst)
 	if err != nil {
-		return "", nil, errors.Join(fmt.Errorf("%s: re-encoding with source files inlined", path), err)
+		return "", nil, errors.Join(fmt.Errorf("%s: re-encoding with source files inlined", si.name), err)
 	}
 	return inst.Metadata.Name, doc, nil
 }

@@ -2,46 +2,86 @@ package cli
 
 import (
 	"fmt"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
-	"github.com/vminit/vminit/internal/lib/atomicfile"
-	"github.com/vminit/vminit/media"
+	"github.com/vminit/vminit/check"
+	"github.com/vminit/vminit/seed"
+	"github.com/vminit/vminit/spec"
 )
+
+// ignitionFileName is what render calls the Ignition config in its
+// directory.
+const ignitionFileName = "config.ign"
 
 func newRenderCommand() *cobra.Command {
 	var (
-		sf  seedFlags
-		out string
+		in     inputFlags
+		tf     targetFlags
+		out    outputFlags
+		legacy string
 	)
 	cmd := &cobra.Command{
-		Use:   "render SPEC --out DIR",
-		Short: "Write the seed's files to a directory, without an image",
+		Use:   "render SPEC -o DIR",
+		Short: "Write the files a guest gets to a directory, without an image",
 		Long: `Render writes the files a seed image would hold (user-data, meta-data,
-network-config, vendor-data; or the openstack/latest tree for ConfigDrive) to
-DIR, which must not exist or be empty. Use it to review what a VM will get,
-or to serve the files with another tool.`,
-		Example: `  vminit render examples/ubuntu-server/instance.yaml --out seed/
-  vminit render instance.yaml --out cd/ --datasource configdrive`,
-		Args: exactArgs(1, "one SPEC file"),
+network-config, vendor-data; or the openstack/latest tree for ConfigDrive), or
+for an Ignition spec its config as config.ign, to DIR, which must not exist
+or be empty. Use it to review what a VM will get, or to serve the files with
+another tool. The same checks as build run first.`,
+		Example: `  vminit render examples/ubuntu-server/instance.yaml -o seed/
+  vminit render instance.yaml -o cd/ --datasource configdrive
+  vminit render examples/fcos-server.yaml -o ign/`,
+		Args: minArgs(1, "a SPEC file (- for standard input), or files of platform objects"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if out == "" {
-				return usagef("--out DIR is required")
+			if out.path == "" {
+				out.path = legacy
 			}
-			_, s, err := sf.load(args[0])
+			if out.path == "" {
+				return usagef("-o DIR is required")
+			}
+			perm, err := out.perm()
 			if err != nil {
 				return err
 			}
-			if err := atomicfile.WriteDir(out, func(dir string) error { return media.WriteDir(dir, s) }); err != nil {
+			t, err := tf.target()
+			if err != nil {
 				return err
 			}
-			for _, f := range s.Files {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s/%s\t%d bytes\n", out, f.Path, len(f.Data))
+			si, err := in.loadOne(cmd, args)
+			if err != nil {
+				return err
+			}
+			var files *seed.Seed
+			switch {
+			case si.inst == nil: // a Windows VM's sysprep disc
+				files = si.result.Sysprep
+			default:
+				t.LenientSchema = true
+				rep := check.Instance(si.inst, t)
+				printWarnings(cmd, si, rep.Warnings)
+				if !rep.OK() {
+					return si.locate(rep.Errors)
+				}
+				files = rep.Seed
+				if agentOf(si.inst, t) == spec.AgentIgnition {
+					files = &seed.Seed{Files: []seed.File{{Path: ignitionFileName, Data: rep.Ignition.Config}}}
+				}
+			}
+			if err := writeDir(out.path, perm, func(dir string) error { return files.WriteDir(dir, perm) }); err != nil {
+				return err
+			}
+			for _, f := range files.Files {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s\t%d bytes\n", filepath.Join(out.path, filepath.FromSlash(f.Path)), len(f.Data))
 			}
 			return nil
 		},
 	}
-	sf.register(cmd)
-	cmd.Flags().StringVar(&out, "out", "", "directory to write the files into")
+	in.register(cmd)
+	tf.register(cmd)
+	out.register(cmd, "directory to write the files into (must not exist, or be empty)")
+	cmd.Flags().StringVar(&legacy, "out", "", "directory to write the files into (deprecated: use -o)")
+	cmd.Flags().MarkHidden("out")
 	return cmd
 }

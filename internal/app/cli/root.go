@@ -33,8 +33,14 @@ func usagef(format string, args ...any) error { return usageError{fmt.Errorf(for
 // Main runs vminit with args (without the program name) and returns the
 // process exit code.
 func Main(args []string, stdout, stderr io.Writer) int {
+	return execute(args, os.Stdin, stdout, stderr)
+}
+
+// execute is Main with its standard input given.
+func execute(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root := NewRootCommand()
 	root.SetArgs(args)
+	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	err := root.Execute()
@@ -73,15 +79,36 @@ func printError(w io.Writer, err error) {
 func NewRootCommand() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "vminit",
-		Short: "Build first-boot configuration for virtual machines",
-		Long: `vminit turns one instance spec into the first-boot data of a virtual machine:
-cloud-init seeds (NoCloud and ConfigDrive, as ISO9660 or VFAT images) written
-in-process, byte-reproducible, and checked before boot.`,
+		Short: "First-boot configuration for virtual machines: cloud-init seeds, Ignition configs, a metadata server",
+		Long: `vminit turns one instance spec (hostname, users and SSH keys, files, systemd
+units, mounts, first-boot commands, network) into the first-boot data of a
+virtual machine, for either guest agent:
+
+  cloud-init (Ubuntu, Debian, RHEL, most cloud images): NoCloud and ConfigDrive
+  seeds, as ISO9660 or VFAT images written in-process, byte-reproducible and
+  4 KiB aligned;
+
+  Ignition (Fedora CoreOS, RHCOS, Flatcar): a config for QEMU fw_cfg, libvirt,
+  VMware guestinfo or a config drive, within each transport's size budget;
+
+and serves the same data over the network from a metadata server speaking
+EC2 (IMDSv1/v2), OpenStack, NoCloud-net and Ignition. Everything is checked
+before boot against the real consumers' rules.
+
+Start with 'vminit build SPEC -o seed.iso'; the spec is described in
+docs/spec.md and examples/.`,
+		Example: `  vminit validate examples/ubuntu-server/instance.yaml
+  vminit build examples/ubuntu-server/instance.yaml -o seed.iso
+  vminit build examples/fcos-server.yaml -o config.ign && vminit deliver config.ign --to qemu
+  vminit serve --instances /var/lib/vminit/instances --listen 169.254.169.254:80`,
+		Version:       versionString(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newBuildCommand(), newRenderCommand(), newValidateCommand(), newInspectCommand(), newDeliverCommand(), newConvertCommand(), newServeCommand(), newInstancesCommand())
+	root.AddCommand(newBuildCommand(), newRenderCommand(), newValidateCommand(), newInspectCommand(), newDeliverCommand(),
+		newConvertCommand(), newServeCommand(), newInstancesCommand(), newVersionCommand())
 	return root
 }
 

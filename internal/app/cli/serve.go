@@ -58,6 +58,11 @@ func newServeCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve instances' first-boot data over HTTP (EC2 IMDS, OpenStack, NoCloud-net, Ignition)",
+		Example: `  vminit serve --instances /var/lib/vminit/instances --listen 169.254.169.254:80
+  vminit serve --instances specs/ --listen 127.0.0.1:8080 --metrics-listen 127.0.0.1:9100 \
+    --admin-listen 127.0.0.1:8443 --admin-token-file admin-token
+  vminit serve --etcd-endpoints https://etcd-0:2379 --etcd-ca ca.pem --etcd-cert client.crt \
+    --etcd-key client.key --listen 169.254.169.254:80`,
 		Long: `serve answers each VM's metadata requests with the data of the instance
 that owns the request's source address (spec.metadataServer.addresses), in
 every dialect guests speak:

@@ -6,52 +6,80 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vminit/vminit/check"
 	"github.com/vminit/vminit/spec"
 )
 
-// validateReport is validate's --output json document.
+// validateReport is validate's --json document.
 type validateReport struct {
-	Valid  bool               `json:"valid"`
-	Errors []*spec.FieldError `json:"errors"`
+	Valid    bool               `json:"valid"`
+	Errors   []*spec.FieldError `json:"errors"`
+	Warnings []*spec.FieldError `json:"warnings"`
 }
 
 func newValidateCommand() *cobra.Command {
 	var (
-		sf     seedFlags
-		output string
+		in     inputFlags
+		tf     targetFlags
+		report reportFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "validate SPEC",
-		Short: "Check a spec and what it renders to, listing every problem",
-		Long: `Validate decodes the spec strictly, checks every field, and renders the
-seed for the chosen datasource, reporting every problem at once with its
-field path and line. It exits 0 when the spec is valid and 1 when it is not.`,
+		Short: "Run every check on a spec and what it renders to, listing every problem",
+		Long: `Validate runs every check that any output of the spec would run, and lists
+every problem at once, each with its field path and line:
+
+  - the spec itself, decoded strictly (unknown fields, types, values);
+  - the output for the spec's agent, rendered: the cloud-init seed for
+    --datasource (network formats included), or the Ignition config for the
+    spec's variant (or --variant), within --transport's size budget if named;
+  - the user's own Ignition config or Butane in spec.ignition, whatever the
+    agent;
+  - the user's #cloud-config (spec.cloudInit.userData, vendorData) against
+    cloud-init's own schema: errors fail, deprecations warn;
+  - spec fields that the user's cloud-config replaces when cloud-init merges
+    the two (packages: [make] in user-data drops spec.packages): warnings.
+
+--strict makes every warning an error. It exits 0 when the spec is valid and
+1 when it is not.`,
 		Example: `  vminit validate instance.yaml
-  vminit validate instance.yaml --datasource configdrive --output json`,
-		Args: exactArgs(1, "one SPEC file"),
+  vminit validate instance.yaml --datasource configdrive --json
+  vminit validate examples/fcos-server.yaml --variant flatcar --transport ec2
+  vminit validate instance.yaml --strict`,
+		Args: minArgs(1, "a SPEC file (- for standard input), or files of platform objects"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if output != "text" && output != "json" {
-				return usagef("--output=%q: want text or json", output)
+			asJSON, err := report.json()
+			if err != nil {
+				return err
 			}
-			_, s, err := sf.load(args[0])
-			if output == "text" {
+			rep, err := runValidate(cmd, &in, &tf, args)
+			if _, usage := err.(usageError); usage {
+				return err
+			}
+			if !asJSON {
+				if rep != nil {
+					printWarnings(cmd, rep.in, rep.Warnings)
+				}
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%s: valid (%s seed, %d files)\n", args[0], s.Datasource, len(s.Files))
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: valid (%s)\n", rep.in.name, rep.what)
 				return nil
 			}
-			rep := validateReport{Valid: err == nil, Errors: []*spec.FieldError{}}
+			out := validateReport{Valid: err == nil, Errors: []*spec.FieldError{}, Warnings: []*spec.FieldError{}}
+			if rep != nil {
+				out.Warnings = append(out.Warnings, rep.in.locate(rep.Warnings)...)
+			}
 			if err != nil {
 				es := spec.AsErrors(err)
 				if es == nil { // not a content problem: an I/O error
 					es = spec.Errors{{File: args[0], Message: err.Error()}}
 				}
-				rep.Errors = es
+				out.Errors = es
 			}
 			enc := json.NewEncoder(cmd.OutOrStdout())
 			enc.SetIndent("", "  ")
-			if encErr := enc.Encode(rep); encErr != nil {
+			if encErr := enc.Encode(out); encErr != nil {
 				return encErr
 			}
 			if err != nil {
@@ -60,8 +88,68 @@ field path and line. It exits 0 when the spec is valid and 1 when it is not.`,
 			return nil
 		},
 	}
-	sf.register(cmd)
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "report format: text or json")
-	cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"text", "json"}, cobra.ShellCompDirectiveNoFileComp))
+	in.register(cmd)
+	tf.register(cmd)
+	report.register(cmd)
 	return cmd
+}
+
+// validated is what validate found in a spec that loaded.
+type validated struct {
+	*check.Report
+	in   *specInput
+	what string // what was checked, for the text report
+}
+
+func runValidate(cmd *cobra.Command, in *inputFlags, tf *targetFlags, paths []string) (*validated, error) {
+	t, err := tf.target()
+	if err != nil {
+		return nil, err
+	}
+	si, err := in.loadOne(cmd, paths)
+	if err != nil {
+		return nil, err
+	}
+	if si.inst == nil {
+		return &validated{Report: &check.Report{}, in: si, what: "a sysprep answer-file disc, " + fmt.Sprint(len(si.result.Sysprep.Files)) + " files"}, nil
+	}
+	rep := &validated{Report: check.Instance(si.inst, t), in: si}
+	switch {
+	case rep.Seed != nil:
+		rep.what = fmt.Sprintf("cloud-init: %s seed, %d files", rep.Seed.Datasource, len(rep.Seed.Files))
+	case rep.Ignition != nil:
+		rep.what = fmt.Sprintf("Ignition %s, %d bytes", rep.Ignition.Version, len(rep.Ignition.Config))
+		if t.Transport != "" {
+			rep.what += ", within the " + t.Transport + " budget"
+		}
+	}
+	if !rep.OK() {
+		return rep, si.locate(rep.Errors)
+	}
+	return rep, nil
+}
+
+// reportFlags choose how a command prints its report: text, or JSON with
+// --json. The older spelling, --output json (-o json), is kept hidden.
+type reportFlags struct {
+	asJSON bool
+	legacy string
+}
+
+func (f *reportFlags) register(cmd *cobra.Command) {
+	cmd.Flags().BoolVar(&f.asJSON, "json", false, "print the report as JSON")
+	cmd.Flags().StringVarP(&f.legacy, "output", "o", "", "report format: text or json (deprecated: use --json)")
+	cmd.Flags().MarkHidden("output")
+}
+
+func (f *reportFlags) json() (bool, error) {
+	switch f.legacy {
+	case "":
+		return f.asJSON, nil
+	case "json":
+		return true, nil
+	case "text":
+		return f.asJSON, nil
+	}
+	return false, usagef("--output=%q: want text or json (or use --json)", f.legacy)
 }

@@ -3,9 +3,13 @@
 // synced and renamed into place only when everything succeeded. A failed or
 // interrupted build never leaves a half-written seed image where a
 // hypervisor would pick it up.
+//
+// Errors name the target, never the temporary file: a user cannot act on
+// a name that no longer exists.
 package atomicfile
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -22,12 +26,13 @@ func Write(path string, perm fs.FileMode, fn func(w io.Writer) error) (err error
 	}
 	tmp, err := os.CreateTemp(dir, "."+base+".tmp-*")
 	if err != nil {
-		return err
+		return renamePath(err, path)
 	}
 	defer func() {
 		if err != nil {
 			tmp.Close()
 			os.Remove(tmp.Name())
+			err = renamePath(err, path)
 		}
 	}()
 	if err = fn(tmp); err != nil {
@@ -45,11 +50,12 @@ func Write(path string, perm fs.FileMode, fn func(w io.Writer) error) (err error
 	return os.Rename(tmp.Name(), path)
 }
 
-// WriteDir creates the directory path from what fn writes into a temporary
-// sibling directory, renaming it into place at the end. path must not exist
-// or be an empty directory: replacing a populated directory cannot be done
-// atomically, and deleting a user's files is not this package's call.
-func WriteDir(path string, fn func(dir string) error) (err error) {
+// WriteDir creates the directory path, with permissions perm, from what fn
+// writes into a temporary sibling directory, renaming it into place at the
+// end. path must not exist or be an empty directory: replacing a populated
+// directory cannot be done atomically, and deleting a user's files is not
+// this package's call.
+func WriteDir(path string, perm fs.FileMode, fn func(dir string) error) (err error) {
 	if entries, statErr := os.ReadDir(path); statErr == nil {
 		if len(entries) > 0 {
 			return fmt.Errorf("%s exists and is not empty", path)
@@ -63,14 +69,15 @@ func WriteDir(path string, fn func(dir string) error) (err error) {
 	}
 	tmp, err := os.MkdirTemp(parent, "."+base+".tmp-*")
 	if err != nil {
-		return err
+		return renamePath(err, path)
 	}
 	defer func() {
 		if err != nil {
 			os.RemoveAll(tmp)
+			err = renamePath(err, path)
 		}
 	}()
-	if err = os.Chmod(tmp, 0o755); err != nil {
+	if err = os.Chmod(tmp, perm); err != nil {
 		return err
 	}
 	if err = fn(tmp); err != nil {
@@ -80,4 +87,18 @@ func WriteDir(path string, fn func(dir string) error) (err error) {
 	// non-empty one, which the check above has ruled out.
 	os.Remove(path)
 	return os.Rename(tmp, path)
+}
+
+// renamePath makes a file-system error name the target instead of the
+// temporary file it happened on.
+func renamePath(err error, path string) error {
+	var pe *fs.PathError
+	var le *os.LinkError
+	switch {
+	case errors.As(err, &le):
+		return &fs.PathError{Op: "write", Path: path, Err: le.Err}
+	case errors.As(err, &pe) && pe.Path != path:
+		return &fs.PathError{Op: "write", Path: path, Err: pe.Err}
+	}
+	return err
 }

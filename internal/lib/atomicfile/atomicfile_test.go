@@ -32,16 +32,28 @@ func TestWrite(t *testing.T) {
 func TestWriteDir(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "out")
-	if err := WriteDir(p, func(d string) error { return errors.New("boom") }); err == nil {
+	if err := WriteDir(p, 0o755, func(d string) error { return errors.New("boom") }); err == nil {
 		t.Fatal("no error")
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 		t.Fatalf("left behind: %v", entries)
 	}
-	if err := WriteDir(p, func(d string) error { return os.WriteFile(filepath.Join(d, "a"), []byte("x"), 0o644) }); err != nil {
+	if err := WriteDir(p, 0o755, func(d string) error { return os.WriteFile(filepath.Join(d, "a"), []byte("x"), 0o644) }); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteDir(p, func(d string) error { return nil }); err == nil {
+	if err := WriteDir(p, 0o755, func(d string) error { return nil }); err == nil {
 		t.Fatal("replaced a populated directory")
+	}
+}
+
+func TestErrorsNameTheTarget(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "no", "such", "seed.iso")
+	err := Write(p, 0o600, func(w io.Writer) error { return nil })
+	if err == nil || err.Error() != "write "+p+": no such file or directory" {
+		t.Errorf("err = %v", err)
+	}
+	err = WriteDir(p, 0o700, func(string) error { return nil })
+	if err == nil || err.Error() != "write "+p+": no such file or directory" {
+		t.Errorf("WriteDir err = %v", err)
 	}
 }

@@ -1,0 +1,201 @@
+// Package check runs, on one instance, every check that vminit's outputs
+// for its guest agent would run, and the ones only a reviewer would: for
+// cloud-init, the seed's rendering, the user's #cloud-config against
+// cloud-init's own schema, and the spec fields that the user's
+// cloud-config silently replaces; for Ignition, the config's rendering with
+// the user's own Ignition and Butane (all their problems, even when the
+// spec has others) and the transport's size budget. (The spec itself,
+// spec.Load checks: a spec.ignition beside agent cloud-init is refused
+// there.)
+//
+// `vminit validate` is this package; the metadata server's admin API and
+// its stores run it too, so a spec that validates is a spec every path
+// accepts.
+package check
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/vminit/vminit/cloudinit"
+	"github.com/vminit/vminit/delivery"
+	"github.com/vminit/vminit/ignition"
+	"github.com/vminit/vminit/seed"
+	"github.com/vminit/vminit/spec"
+)
+
+// Target says which output to check, where the answer depends on it.
+// The zero Target checks what `vminit build` makes by default: the output
+// for the spec's agent, a NoCloud seed with network-config version 2 or
+// an Ignition config for the spec's variant.
+type Target struct {
+	// Agent overrides spec.agent: spec.AgentCloudInit or
+	// spec.AgentIgnition.
+	Agent string
+	// Datasource and NetworkConfigVersion choose the cloud-init seed
+	// (seed.Options). An empty Datasource is the spec's datasource, else
+	// NoCloud (DatasourceFor).
+	Datasource           seed.Datasource
+	NetworkConfigVersion int
+	// Variant and IgnitionVersion override spec.ignition's.
+	Variant         ignition.Variant
+	IgnitionVersion string
+	// AllowPartial drops what Ignition cannot express with a warning
+	// (ignition.Options.AllowPartial).
+	AllowPartial bool
+	// Transport names a delivery.Transports budget the Ignition config
+	// must fit (without a pointer config).
+	Transport string
+	// Strict makes every warning an error.
+	Strict bool
+	// LenientSchema reports cloud-init schema errors in the user's
+	// cloud-config as warnings: `vminit build` does, since cloud-init
+	// itself only warns and a newer guest may accept a newer form;
+	// `vminit validate` does not.
+	LenientSchema bool
+}
+
+// Report is what the checks found. Errors stop a build; Warnings do not
+// (unless Target.Strict, which moves them to Errors). Each names its spec
+// field.
+type Report struct {
+	Errors   spec.Errors
+	Warnings spec.Errors
+
+	// Seed is the cloud-init seed, when the target is cloud-init and it
+	// rendered.
+	Seed *seed.Seed
+	// Ignition is the Ignition config, when the target is Ignition and it
+	// rendered.
+	Ignition *ignition.Result
+}
+
+// OK reports whether there are no errors.
+func (r *Report) OK() bool { return len(r.Errors) == 0 }
+
+// Instance runs every check on a defaulted, valid instance (spec.Load
+// gives one; its own problems come from there).
+func Instance(inst *spec.Instance, t Target) *Report {
+	r := &Report{}
+	agent := t.Agent
+	if agent == "" {
+		agent = inst.Spec.Agent
+	}
+	if agent == spec.AgentIgnition {
+		r.ignition(inst, t)
+	} else {
+		r.cloudInit(inst, t)
+		r.userData(inst, t.LenientSchema)
+	}
+	if t.Strict {
+		r.Errors, r.Warnings = append(r.Errors, r.Warnings...), nil
+	}
+	return r
+}
+
+// DatasourceFor is the seed layout t means for inst: t.Datasource, else
+// spec.datasource, else NoCloud.
+func (t Target) DatasourceFor(inst *spec.Instance) seed.Datasource {
+	switch {
+	case t.Datasource != "":
+		return t.Datasource
+	case inst.Spec.Datasource != "":
+		return seed.Datasource(inst.Spec.Datasource)
+	}
+	return seed.NoCloud
+}
+
+func (r *Report) cloudInit(inst *spec.Instance, t Target) {
+	s, err := seed.Build(inst, t.DatasourceFor(inst), seed.Options{NetworkConfigVersion: t.NetworkConfigVersion})
+	if err != nil {
+		r.Errors = append(r.Errors, asErrors(err, "")...)
+		return
+	}
+	r.Seed = s
+}
+
+func (r *Report) ignition(inst *spec.Instance, t Target) {
+	res, err := ignition.Render(inst, ignition.Options{Variant: t.Variant, Version: t.IgnitionVersion, AllowPartial: t.AllowPartial, Strict: t.Strict})
+	if err != nil {
+		errs := asErrors(err, "")
+		r.Errors = append(r.Errors, errs...)
+		// Render stops at the spec's own problems before it reaches the
+		// user's config; every problem is wanted.
+		if !slices.ContainsFunc(errs, isUserIgnition) {
+			r.Errors = append(r.Errors, userIgnitionErrors(inst, t)...)
+		}
+		return
+	}
+	for _, w := range res.Warnings {
+		r.Warnings = append(r.Warnings, &spec.FieldError{Message: w})
+	}
+	r.Ignition = res
+	if t.Transport == "" {
+		return
+	}
+	tr, err := delivery.LookupTransport(t.Transport)
+	if err == nil {
+		_, _, err = delivery.Fit(res.Config, tr, "", nil)
+	}
+	if err != nil {
+		r.Errors = append(r.Errors, &spec.FieldError{Message: err.Error()})
+	}
+}
+
+// userIgnitionErrors returns the problems of the user's own Ignition
+// config and Butane (spec.ignition), rendering past what Ignition cannot
+// express of the rest of the spec.
+func userIgnitionErrors(inst *spec.Instance, t Target) spec.Errors {
+	if inst.Spec.Ignition.Config == "" && inst.Spec.Ignition.Butane == "" {
+		return nil
+	}
+	_, err := ignition.Render(inst, ignition.Options{Variant: t.Variant, Version: t.IgnitionVersion, AllowPartial: true})
+	var out spec.Errors
+	for _, e := range spec.AsErrors(err) {
+		if isUserIgnition(e) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func isUserIgnition(e *spec.FieldError) bool { return strings.HasPrefix(e.Field, "spec.ignition") }
+
+// userData checks the user's cloud-config documents against cloud-init's
+// schema and reports the spec fields they replace.
+func (r *Report) userData(inst *spec.Instance, lenient bool) {
+	for _, doc := range []struct{ field, data string }{
+		{"spec.cloudInit.userData", inst.Spec.CloudInit.UserData},
+		{"spec.cloudInit.vendorData", inst.Spec.CloudInit.VendorData},
+	} {
+		field, data := doc.field, doc.data
+		if cloudinit.PartType([]byte(data)) != cloudinit.TypeCloudConfig {
+			continue
+		}
+		findings, err := cloudinit.CheckSchema([]byte(data))
+		if err != nil {
+			continue // rendering reports a document cloud-init cannot load
+		}
+		for _, f := range findings {
+			e := &spec.FieldError{Field: field, Message: f.String()}
+			if f.Deprecated || lenient {
+				r.Warnings = append(r.Warnings, e)
+			} else {
+				r.Errors = append(r.Errors, e)
+			}
+		}
+	}
+	over, err := cloudinit.Overrides(inst)
+	if err == nil {
+		r.Warnings = append(r.Warnings, over...)
+	}
+}
+
+// asErrors returns err as field errors; an error that is not one becomes
+// a message on field.
+func asErrors(err error, field string) spec.Errors {
+	if es := spec.AsErrors(err); es != nil {
+		return es
+	}
+	return spec.Errors{{Field: field, Message: err.Error()}}
+}

@@ -1,0 +1,260 @@
+package cli
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// repoRoot is the repository, seen from this package's directory.
+const repoRoot = "../../.."
+
+// TestDocsCommands runs every vminit command that README.md and docs/*.md
+// show in a shell block, in order, in a directory holding the examples, so
+// that the documentation and the flags cannot drift apart. Commands that
+// start a server or talk to one (serve, instances), and lines that pipe or
+// write outside the directory, are parsed only: their command and every
+// flag must exist. A command is expected to succeed unless its line ends
+// with "# exits N".
+func TestDocsCommands(t *testing.T) {
+	pages, _ := filepath.Glob(filepath.Join(repoRoot, "docs", "*.md"))
+	pages = append([]string{filepath.Join(repoRoot, "README.md")}, pages...)
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, page := range pages {
+		t.Run(filepath.Base(page), func(t *testing.T) {
+			lines := shellLines(t, page)
+			if len(lines) == 0 {
+				return
+			}
+			dir := docsFixture(t)
+			if err := os.Chdir(dir); err != nil {
+				t.Fatal(err)
+			}
+			defer os.Chdir(wd)
+			for _, l := range lines {
+				runDocLine(t, l)
+			}
+		})
+	}
+}
+
+// docLine is one command of a shell block.
+type docLine struct {
+	text     string
+	line     int
+	wantExit int
+}
+
+var exitsComment = regexp.MustCompile(`#\s*exits (\d)`)
+
+// shellLines returns the vminit commands of a page's ```sh blocks, with
+// continuation lines joined.
+func shellLines(t *testing.T, page string) []docLine {
+	data, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []docLine
+	in := false
+	var cur strings.Builder
+	start := 0
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for n := 1; sc.Scan(); n++ {
+		l := sc.Text()
+		switch {
+		case strings.HasPrefix(l, "```sh"):
+			in = true
+			continue
+		case strings.HasPrefix(l, "```"):
+			in = false
+			continue
+		case !in:
+			continue
+		}
+		if cur.Len() == 0 {
+			start = n
+		}
+		if s, ok := strings.CutSuffix(l, "\\"); ok {
+			cur.WriteString(s + " ")
+			continue
+		}
+		cur.WriteString(l)
+		text := strings.TrimSpace(cur.String())
+		cur.Reset()
+		want := 0
+		if m := exitsComment.FindStringSubmatch(text); m != nil {
+			want, _ = strconv.Atoi(m[1])
+		}
+		if i := strings.Index(text, " #"); i >= 0 {
+			text = strings.TrimSpace(text[:i])
+		}
+		text = strings.Replace(text, "go run ./cmd/vminit ", "vminit ", 1)
+		if strings.HasPrefix(text, "vminit ") || strings.Contains(text, "| vminit ") {
+			out = append(out, docLine{text: text, line: start, wantExit: want})
+		}
+	}
+	return out
+}
+
+// docsFixture is a directory with the examples and the files the pages'
+// commands name.
+func docsFixture(t *testing.T) string {
+	dir := t.TempDir()
+	copyTree(t, filepath.Join(repoRoot, "examples"), filepath.Join(dir, "examples"))
+	copyTree(t, filepath.Join(repoRoot, "examples", "ubuntu-server"), dir) // instance.yaml and files/
+	for name, content := range map[string]string{
+		"user-data":  "#cloud-config\nhostname: web-1\nruncmd: [echo hi]\n",
+		"web-1.yaml": "apiVersion: vminit.dev/v1alpha1\nkind: Instance\nmetadata: {name: web-1}\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func copyTree(t *testing.T, from, to string) {
+	err := filepath.WalkDir(from, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(from, p)
+		dst := filepath.Join(to, rel)
+		if d.IsDir() {
+			return os.MkdirAll(dst, 0o755)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(dst, b, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// parseOnly are commands that serve, or need a server, or print a script.
+var parseOnly = map[string]bool{"serve": true, "instances": true, "completion": true}
+
+func runDocLine(t *testing.T, l docLine) {
+	t.Helper()
+	text := l.text
+	var stdin, stdout string
+	piped := false
+	if i := strings.Index(text, "| vminit "); i >= 0 {
+		text, piped = text[i+2:], true
+	}
+	if i := strings.Index(text, " | "); i >= 0 {
+		text, piped = text[:i], true
+	}
+	words, ok := shellWords(text)
+	if !ok {
+		t.Errorf("line %d: cannot split %q", l.line, l.text)
+		return
+	}
+	var args []string
+	for i := 1; i < len(words); i++ {
+		switch w := words[i]; {
+		case (w == "<" || w == ">" || w == ">>") && i+1 < len(words):
+			if w == "<" {
+				stdin = words[i+1]
+			} else {
+				stdout = words[i+1]
+			}
+			i++
+		default:
+			args = append(args, w)
+		}
+	}
+	outside := filepath.IsAbs(stdout) || filepath.IsAbs(stdin)
+	if len(args) == 0 || parseOnly[args[0]] || piped || outside {
+		root := NewRootCommand()
+		root.InitDefaultCompletionCmd()
+		cmd, rest, err := root.Find(args)
+		if err == nil {
+			err = cmd.ParseFlags(rest)
+		}
+		if err != nil {
+			t.Errorf("line %d: %s: %v", l.line, l.text, err)
+		}
+		return
+	}
+	var in io.Reader = strings.NewReader("")
+	if stdin != "" {
+		f, err := os.Open(stdin)
+		if err != nil {
+			t.Fatalf("line %d: %v", l.line, err)
+		}
+		defer f.Close()
+		in = f
+	}
+	var out, errb bytes.Buffer
+	code := execute(args, in, &out, &errb)
+	if code != l.wantExit {
+		t.Errorf("line %d: %s: exit %d, want %d\n%s%s", l.line, l.text, code, l.wantExit, out.String(), errb.String())
+	}
+	if stdout != "" {
+		os.WriteFile(stdout, out.Bytes(), 0o600)
+	}
+}
+
+// shellWords splits a command line as a shell would, for the quoting the
+// pages use: single and double quotes and backslash escapes. It reports
+// false for what it does not handle ($(…), backquotes).
+func shellWords(s string) ([]string, bool) {
+	if strings.Contains(s, "$(") || strings.Contains(s, "`") {
+		return nil, false
+	}
+	var words []string
+	var cur strings.Builder
+	inWord := false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == ' ' || c == '\t':
+			if inWord {
+				words = append(words, cur.String())
+				cur.Reset()
+				inWord = false
+			}
+		case c == '\'':
+			j := strings.IndexByte(s[i+1:], '\'')
+			if j < 0 {
+				return nil, false
+			}
+			cur.WriteString(s[i+1 : i+1+j])
+			i += j + 1
+			inWord = true
+		case c == '"':
+			j := strings.IndexByte(s[i+1:], '"')
+			if j < 0 {
+				return nil, false
+			}
+			cur.WriteString(s[i+1 : i+1+j])
+			i += j + 1
+			inWord = true
+		case c == '\\' && i+1 < len(s):
+			cur.WriteByte(s[i+1])
+			i++
+			inWord = true
+		default:
+			cur.WriteByte(c)
+			inWord = true
+		}
+	}
+	if inWord {
+		words = append(words, cur.String())
+	}
+	return words, true
+}

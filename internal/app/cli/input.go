@@ -1,0 +1,251 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vminit/vminit/internal/lib/inputfile"
+	"github.com/vminit/vminit/platform"
+	"github.com/vminit/vminit/platform/capi"
+	"github.com/vminit/vminit/platform/convert"
+	"github.com/vminit/vminit/platform/kube"
+	"github.com/vminit/vminit/spec"
+)
+
+// stdinName is how problems in input read from standard input name it.
+const stdinName = "<stdin>"
+
+// maxInput bounds one input file: a spec, or a file of platform objects
+// (a VM with the Secrets it refers to).
+const maxInput = platform.MaxDocumentSize * 4
+
+// inputFlags are the flags of every command that reads specs, or the
+// objects of KubeVirt, Virtlet, oVirt and Cluster API.
+type inputFlags struct {
+	sourceRoot        string
+	objects           []string
+	kubeconfig        string
+	kubeContext       string
+	namespace         string
+	passwordSalt      string
+	kubernetesVersion string
+	poolIndex         int
+}
+
+func (f *inputFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.sourceRoot, "source-root", "", "directory files[].source.file may read from (default: the spec's own directory, or the current one for -)")
+	fl.StringArrayVar(&f.objects, "objects", nil, "a YAML file of Secrets and ConfigMaps that platform objects refer to (repeatable)")
+	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "resolve platform objects' references from the cluster of this kubeconfig (the files given are searched first)")
+	fl.StringVar(&f.kubeContext, "context", "", "with --kubeconfig: the kubeconfig context to use")
+	fl.StringVarP(&f.namespace, "namespace", "n", "", "namespace of platform objects that name none (default: the kubeconfig context's, else default)")
+	fl.StringVar(&f.passwordSalt, "password-salt", "", "oVirt: hash root_password with SHA-512 crypt and this salt (1-16 of [./A-Za-z0-9]), reproducibly")
+	fl.StringVar(&f.kubernetesVersion, "kubernetes-version", "", "Cluster API: the Kubernetes version the kubeadm configuration is for (default "+capi.DefaultKubernetesVersion+")")
+	fl.IntVar(&f.poolIndex, "pool-index", 0, "KubeVirt VirtualMachinePool: which member to build")
+}
+
+// specInput is one instance read from the command line: a vminit spec, or
+// a platform object converted to one.
+type specInput struct {
+	// inst is nil for a Windows VM that has only a sysprep disc.
+	inst *spec.Instance
+	// name is the spec's file name (stdinName for -), or the platform
+	// object ("KubeVirt VirtualMachine default/vm").
+	name string
+	// data is the spec's text, for the lines of problems found after
+	// loading; nil for a platform object, whose problems past the
+	// conversion are the converted spec's.
+	data []byte
+	// result is the platform object's conversion, or nil.
+	result *platform.Result
+}
+
+// loadOne reads the inputs of a command that makes one VM's data.
+func (f *inputFlags) loadOne(cmd *cobra.Command, paths []string) (*specInput, error) {
+	all, err := f.load(cmd, paths)
+	if err != nil {
+		return nil, err
+	}
+	switch len(all) {
+	case 0:
+		return nil, fmt.Errorf("%s: no vminit Instance and no VM among the objects (only Secrets and ConfigMaps?)", strings.Join(paths, ", "))
+	case 1:
+		return all[0], nil
+	}
+	names := make([]string, len(all))
+	for i, in := range all {
+		names[i] = in.name
+	}
+	return nil, usagef("%s: %d VMs (%s); this command makes one: give one per command", strings.Join(paths, ", "), len(all), strings.Join(names, "; "))
+}
+
+// load reads the inputs: each a vminit spec ("-": standard input, whose
+// source files are relative to the current directory), or documents
+// holding platform objects and the Secrets and ConfigMaps they refer to.
+// A spec is decoded, defaulted and validated; platform objects are
+// converted. Conversion warnings go to standard error.
+func (f *inputFlags) load(cmd *cobra.Command, paths []string) ([]*specInput, error) {
+	var out []*specInput
+	var docs []*platform.Document
+	for _, p := range paths {
+		data, err := f.read(cmd, p)
+		if err != nil {
+			return nil, err
+		}
+		name := p
+		if p == "-" {
+			name = stdinName
+		}
+		if looksLikeSpec(data) {
+			// Spared platform.Split's generic parse, which costs a large
+			// spec several times its own decoding.
+		} else if ds, err := platform.Split(name, data); err == nil && slices.ContainsFunc(ds, isPlatformObject) {
+			docs = append(docs, ds...)
+			continue
+		}
+		// A vminit spec, or anything else: spec.Parse says what is wrong
+		// with the spec's own messages.
+		in, err := f.loadSpec(p, name, data)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, in)
+	}
+	for _, p := range f.objects {
+		data, err := f.read(cmd, p)
+		if err != nil {
+			return nil, fmt.Errorf("--objects: %w", err)
+		}
+		ds, err := platform.Split(p, data)
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range ds {
+			if !platform.IsReferenced(d) {
+				return nil, spec.Errors{d.Error("kind", fmt.Sprintf("%q: --objects files hold Secrets and ConfigMaps", d.Kind))}
+			}
+		}
+		docs = append(docs, ds...)
+	}
+	if len(docs) == 0 {
+		return out, nil
+	}
+	opts := platform.Options{Namespace: f.namespace, PasswordSalt: f.passwordSalt, KubernetesVersion: f.kubernetesVersion, PoolIndex: f.poolIndex}
+	if f.kubeconfig != "" {
+		cfg, ns, err := kube.Load(f.kubeconfig, f.kubeContext)
+		if err != nil {
+			return nil, usagef("--kubeconfig: %v", err)
+		}
+		r, err := kube.New(cfg)
+		if err != nil {
+			return nil, usagef("--kubeconfig: %v", err)
+		}
+		opts.Resolver = r
+		if opts.Namespace == "" {
+			opts.Namespace = ns
+		}
+	}
+	results, err := convert.Documents(cmd.Context(), docs, opts)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range results {
+		for _, w := range r.Warnings {
+			fmt.Fprintf(cmd.ErrOrStderr(), "vminit: warning: %s\n", w)
+		}
+		out = append(out, &specInput{inst: r.Instance, name: r.Object, result: r})
+	}
+	return out, nil
+}
+
+// specHead matches the apiVersion line of a vminit spec, and docBreak a
+// YAML document separator.
+var (
+	specHead = regexp.MustCompile(`(?m)^apiVersion:[ \t]*["']?vminit\.dev/`)
+	docBreak = regexp.MustCompile(`(?m)^(---|\.\.\.)([ \t]|$)`)
+)
+
+// looksLikeSpec reports whether data is plainly one vminit spec document:
+// its apiVersion says so at the top level and it holds no other document.
+func looksLikeSpec(data []byte) bool {
+	return specHead.Match(data) && !docBreak.Match(data)
+}
+
+// isPlatformObject reports whether doc is one of the platforms' objects,
+// or a Secret or ConfigMap they refer to.
+func isPlatformObject(doc *platform.Document) bool {
+	return convert.For(doc) != nil || platform.IsReferenced(doc)
+}
+
+// read reads one input file ("-": standard input).
+func (f *inputFlags) read(cmd *cobra.Command, p string) ([]byte, error) {
+	if p != "-" {
+		return inputfile.Read(p, maxInput)
+	}
+	data, err := io.ReadAll(io.LimitReader(cmd.InOrStdin(), maxInput+1))
+	if err == nil && len(data) > maxInput {
+		err = fmt.Errorf("%s: more than %d bytes", stdinName, maxInput)
+	}
+	return data, err
+}
+
+// loadSpec parses a vminit spec read from path.
+func (f *inputFlags) loadSpec(path, name string, data []byte) (*specInput, error) {
+	l := spec.Loader{SourceRoot: f.sourceRoot}
+	dir := "."
+	if path != "-" {
+		dir = filepath.Dir(path)
+	}
+	inst, err := l.Parse(data, dir)
+	for _, e := range spec.AsErrors(err) {
+		e.File = name
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &specInput{inst: inst, name: name, data: data}, nil
+}
+
+// locate gives problems found after loading (by a renderer or a check)
+// the input's name and, for a spec whose field has one, its line.
+func (in *specInput) locate(es spec.Errors) spec.Errors {
+	var pos *spec.Positions
+	for _, e := range es {
+		if e.File != "" {
+			continue // a platform object's problem names its own place
+		}
+		e.File = in.name
+		if e.Line == 0 && e.Field != "" && in.data != nil {
+			if pos == nil {
+				_, pos, _ = spec.Decode(in.data)
+			}
+			if pos != nil {
+				e.Line = pos.Line(e.Field)
+			}
+		}
+	}
+	return es
+}
+
+// withFile names path as the file of every field error in err.
+func withFile(err error, path string) {
+	for _, e := range spec.AsErrors(err) {
+		e.File = path
+	}
+}
+
+// minArgs is cobra.MinimumNArgs with the usage exit code.
+func minArgs(n int, what string) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		if len(args) < n {
+			return usagef("want %s", what)
+		}
+		return nil
+	}
+}

@@ -1,0 +1,78 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"io/fs"
+	"slices"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vminit/vminit/ignition"
+	"github.com/vminit/vminit/media"
+	"github.com/vminit/vminit/platform"
+)
+
+// isObjects reports whether the files hold platform objects (rather than
+// cloud-init user data) for convert.
+func (f *inputFlags) isObjects(cmd *cobra.Command, paths []string) bool {
+	if paths[0] == "-" {
+		return false
+	}
+	data, err := f.read(cmd, paths[0])
+	if err != nil {
+		return false
+	}
+	docs, err := platform.Split(paths[0], data)
+	return err == nil && slices.ContainsFunc(docs, isPlatformObject)
+}
+
+// writeSysprep writes a KubeVirt VM's sysprep disc to path, when the VM
+// has one besides its cloud-init seed (alone, it is build's output).
+func writeSysprep(cmd *cobra.Command, in *specInput, path string, format media.Format, opts media.Options, perm fs.FileMode) error {
+	if in.result == nil || in.result.Sysprep == nil || in.inst == nil {
+		if path != "" {
+			return usagef("--sysprep-out: %s has no sysprep volume besides its cloud-init data", in.name)
+		}
+		return nil
+	}
+	if path == "" {
+		fmt.Fprintf(cmd.ErrOrStderr(), "vminit: warning: %s also has a sysprep disc; pass --sysprep-out FILE to write it\n", in.name)
+		return nil
+	}
+	s := in.result.Sysprep
+	if format == media.Dir {
+		return writeDir(path, perm, func(dir string) error { return s.WriteDir(dir, perm) })
+	}
+	return writeFile(cmd, path, perm, func(w io.Writer) error { return media.Write(w, s, format, opts) })
+}
+
+// convertObjects prints the vminit spec (or the Ignition config) of one
+// platform VM.
+func convertObjects(cmd *cobra.Command, in *inputFlags, paths []string, to, out string, perm fs.FileMode, iopts ignition.Options) error {
+	si, err := in.loadOne(cmd, paths)
+	if err != nil {
+		return err
+	}
+	if si.inst == nil {
+		return fmt.Errorf("%s has only a sysprep answer-file disc, which no vminit spec carries", si.name)
+	}
+	result := si.result.Spec
+	if to == "ignition" {
+		res, err := ignition.Render(si.inst, iopts)
+		if err != nil {
+			return err
+		}
+		for _, w := range res.Warnings {
+			fmt.Fprintf(cmd.ErrOrStderr(), "vminit: warning: %s\n", w)
+		}
+		result = res.Config
+	}
+	if si.result.Sysprep != nil {
+		fmt.Fprintf(cmd.ErrOrStderr(), "vminit: warning: %s also has a sysprep disc, which the spec does not carry (vminit build --sysprep-out writes it)\n", si.name)
+	}
+	if out == "" {
+		out = "-"
+	}
+	return writeFile(cmd, out, perm, func(w io.Writer) error { _, err := w.Write(result); return err })
+}

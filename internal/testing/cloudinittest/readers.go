@@ -1,0 +1,94 @@
+package cloudinittest
+
+// finalConfig is shared by both readers: it runs the user-data through
+// cloud-init's UserDataProcessor and merges its cloud-config parts with the
+// cloud-config handler, as first boot does, and lists the part types.
+const finalConfig = `
+import base64
+from cloudinit import user_data as ud, util
+from cloudinit.handlers.cloud_config import CloudConfigPartHandler
+
+def final_config(blob):
+    p = ud.UserDataProcessor.__new__(ud.UserDataProcessor)
+    p.paths, p.ssl_details = None, None
+    h = CloudConfigPartHandler.__new__(CloudConfigPartHandler)
+    h.cloud_buf = {}
+    types = []
+    for part in p.process(blob).walk():
+        if ud.is_skippable(part):
+            continue
+        types.append(part.get_content_type())
+        if part.get_content_type() == "text/cloud-config":
+            h._merge_part(util.fully_decoded_payload(part), part)
+    return h.cloud_buf, types
+
+def b64(b):
+    if isinstance(b, str):
+        b = b.encode()
+    return base64.b64encode(b or b"").decode()
+`
+
+// NoCloudReader reads a seed directory as DataSourceNoCloud reads a cidata
+// disk: pathprefix2dict with its required and optional files, then its
+// _merge_new_seed. Its input is {"dir": seed directory}; its output has
+// instance_id, hostname, fqdn, keys, user_data (base64), vendor_data,
+// network_config, metadata, config (the merged cloud-config) and
+// part_types.
+const NoCloudReader = finalConfig + `
+import json, sys
+from cloudinit.sources import DataSourceNoCloud as nc
+inp = json.load(sys.stdin)
+seeded = util.pathprefix2dict(inp["dir"], required=["user-data", "meta-data"], optional=["vendor-data", "network-config"])
+data = nc._merge_new_seed({"meta-data": {}, "user-data": "", "vendor-data": "", "network-config": None}, seeded)
+ds = nc.DataSourceNoCloud.__new__(nc.DataSourceNoCloud)
+ds.metadata = data["meta-data"]
+cfg, types = final_config(data["user-data"])
+json.dump({
+    "instance_id": ds.get_instance_id(),
+    "hostname": ds.get_hostname().hostname,
+    "fqdn": ds.get_hostname(fqdn=True).hostname,
+    "keys": ds.get_public_ssh_keys(),
+    "user_data": b64(data["user-data"]),
+    "vendor_data": b64(data["vendor-data"]),
+    "network_config": data["network-config"],
+    "metadata": data["meta-data"],
+    "config": cfg,
+    "part_types": types,
+}, sys.stdout, default=str)
+`
+
+// ConfigDriveReader reads a seed directory with ConfigDriveReader.read_v2, as
+// DataSourceConfigDrive reads a config-2 disk, and converts its
+// network_data.json to a network state.
+const ConfigDriveReader = finalConfig + `
+import json, sys
+from unittest import mock
+import cloudinit.net
+from cloudinit import sources
+from cloudinit.net import network_state as ns
+from cloudinit.sources.helpers import openstack
+inp = json.load(sys.stdin)
+r = openstack.ConfigDriveReader(inp["dir"]).read_v2()
+md = r["metadata"]
+cfg, types = final_config(r["userdata"])
+net = None
+if r.get("networkdata") is not None:
+    with mock.patch.object(cloudinit.net, "get_ib_hwaddrs_by_interface", return_value={}):
+        conv = openstack.convert_net_json(r["networkdata"], known_macs=inp["known_macs"])
+    state = ns.parse_net_config_data(conv)
+    net = {i["name"]: {"type": i["type"], "mac": i.get("mac_address"), "vlan_id": i.get("vlan_id"),
+                       "link": i.get("vlan-raw-device"), "master": i.get("bond-master"),
+                       "addresses": sorted("%s/%s" % (s["address"], s["prefix"]) for s in i.get("subnets", []) if s.get("address"))}
+           for i in state.iter_interfaces()}
+json.dump({
+    "instance_id": md["instance-id"],
+    "hostname": md.get("local-hostname"),
+    "keys": sources.normalize_pubkey_data(md.get("public_keys")),
+    "user_data": b64(r["userdata"]),
+    "vendor_data": sources.convert_vendordata(r.get("vendordata")),
+    "metadata": md,
+    "network": net,
+    "config": cfg,
+    "part_types": types,
+}, sys.stdout, default=str)
+`

@@ -1,0 +1,639 @@
+// Package capi reads Cluster API's kubeadm bootstrap objects, KubeadmConfig
+// and KubeadmConfigTemplate (bootstrap.cluster.x-k8s.io v1beta2, and
+// v1beta1 converted by Cluster API's own conversion), decoded strictly with
+// sigs.k8s.io/cluster-api/api's types, and gives the machine what Cluster
+// API's kubeadm bootstrap provider would, minus its bugs:
+//
+//   - files (content with encoding base64, gzip or gzip+base64, or
+//     contentFrom a Secret key), owners, permissions and append;
+//   - the kubeadm configuration where CAPI writes it
+//     (/run/kubeadm/kubeadm.yaml to init, /run/kubeadm/kubeadm-join-config.yaml
+//     to join; /etc/kubeadm.yml for Ignition), as kubeadm.k8s.io/v1beta4
+//     documents for Options.KubernetesVersion; init when the object has an
+//     init or cluster configuration, else join;
+//   - preKubeadmCommands, the kubeadm command and the sentinel file CAPI
+//     waits for (/run/cluster-api/bootstrap-success.complete), then
+//     postKubeadmCommands; bootCommands on every boot;
+//   - users (passwd or passwdFrom a Secret), ntp, mounts (as systemd mount
+//     units, which unlike cloud-init 22.4's mounts module mount LABEL= and
+//     UUID= devices), diskSetup (cloud-init's disk_setup and fs_setup);
+//   - format ignition: an Ignition config for Flatcar at the lowest spec 3
+//     version that holds it (CAPI emits spec 2.3: build with
+//     --ignition-version 2.3.0 for that), with
+//     ignition.containerLinuxConfig.additionalConfig merged by Ignition's
+//     rules: a Butane document (with variant and version), or a Container
+//     Linux Config, read as Butane's flatcar variant, whose successor it
+//     is (CLC-only sections are errors naming them).
+//
+// CAPI writes cloud-config with text templates and a "## template: jinja"
+// header: a user name, gecos or password containing YAML syntax breaks the
+// document, and "{{" in any file is evaluated by cloud-init's Jinja; vminit
+// writes YAML with a real encoder and no template header. Every difference
+// is listed in docs/platforms/capi.md.
+package capi
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+	//lint:ignore SA1019 v1beta1 KubeadmConfigs are what many users still have; reading them is the point.
+	bootstrapv1beta1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta1"
+	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+	kyaml "sigs.k8s.io/yaml"
+
+	"github.com/vminit/vminit/platform"
+	"github.com/vminit/vminit/spec"
+)
+
+// DefaultKubernetesVersion is the version the kubeadm configuration is
+// written for when Options.KubernetesVersion is empty.
+const DefaultKubernetesVersion = "v1.36.3"
+
+// Paths and commands as Cluster API's kubeadm bootstrap provider writes them.
+const (
+	InitConfigPath     = "/run/kubeadm/kubeadm.yaml"
+	JoinConfigPath     = "/run/kubeadm/kubeadm-join-config.yaml"
+	IgnitionConfigPath = "/etc/kubeadm.yml"
+	SentinelFile       = "/run/cluster-api/bootstrap-success.complete"
+	placeholderFile    = "/run/cluster-api/placeholder"
+	placeholderText    = "This placeholder file is used to create the /run/cluster-api sub directory in a way that is compatible with both Linux and Windows (mkdir -p /run/cluster-api does not work with Windows)"
+	kubeadmAPIVersion  = "kubeadm.k8s.io/v1beta4"
+)
+
+// Recognizes reports whether apiVersion and kind are an object this
+// package reads.
+func Recognizes(apiVersion, kind string) bool {
+	switch apiVersion {
+	case "bootstrap.cluster.x-k8s.io/v1beta2", "bootstrap.cluster.x-k8s.io/v1beta1":
+		return kind == "KubeadmConfig" || kind == "KubeadmConfigTemplate"
+	}
+	return false
+}
+
+// Convert converts a KubeadmConfig or KubeadmConfigTemplate.
+func Convert(ctx context.Context, doc *platform.Document, opts platform.Options) (*platform.Result, error) {
+	var cs bootstrapv1.KubeadmConfigSpec
+	var name, ns, path string
+	v1beta1 := doc.APIVersion == "bootstrap.cluster.x-k8s.io/v1beta1"
+	switch doc.Kind {
+	case "KubeadmConfig":
+		path = "spec"
+		if v1beta1 {
+			var c bootstrapv1beta1.KubeadmConfig
+			if err := doc.Decode(&c); err != nil {
+				return nil, err
+			}
+			if err := bootstrapv1beta1.Convert_v1beta1_KubeadmConfigSpec_To_v1beta2_KubeadmConfigSpec(&c.Spec, &cs, nil); err != nil {
+				return nil, spec.Errors{doc.Error("spec", err.Error())}
+			}
+			name, ns = c.Name, c.Namespace
+		} else {
+			var c bootstrapv1.KubeadmConfig
+			if err := doc.Decode(&c); err != nil {
+				return nil, err
+			}
+			cs, name, ns = c.Spec, c.Name, c.Namespace
+		}
+	case "KubeadmConfigTemplate":
+		path = "spec.template.spec"
+		if v1beta1 {
+			var c bootstrapv1beta1.KubeadmConfigTemplate
+			if err := doc.Decode(&c); err != nil {
+				return nil, err
+			}
+			if err := bootstrapv1beta1.Convert_v1beta1_KubeadmConfigSpec_To_v1beta2_KubeadmConfigSpec(&c.Spec.Template.Spec, &cs, nil); err != nil {
+				return nil, spec.Errors{doc.Error(path, err.Error())}
+			}
+			name, ns = c.Name, c.Namespace
+		} else {
+			var c bootstrapv1.KubeadmConfigTemplate
+			if err := doc.Decode(&c); err != nil {
+				return nil, err
+			}
+			cs, name, ns = c.Spec.Template.Spec, c.Name, c.Namespace
+		}
+	default:
+		return nil, fmt.Errorf("%w: %s %s", platform.ErrUnknownKind, doc.APIVersion, doc.Kind)
+	}
+	if name == "" {
+		return nil, spec.Errors{doc.Error("metadata.name", "required")}
+	}
+	ns = opts.NamespaceOf(ns)
+	b := platform.NewBuilder(doc, name)
+	b.From("metadata.name", "metadata.name")
+	c := &conv{ctx: ctx, b: b, ns: ns, opts: opts, cs: &cs, path: path}
+	c.convert()
+	return b.Finish(fmt.Sprintf("Cluster API %s %s/%s", doc.Kind, ns, name))
+}
+
+type conv struct {
+	ctx      context.Context
+	b        *platform.Builder
+	ns       string
+	opts     platform.Options
+	cs       *bootstrapv1.KubeadmConfigSpec
+	path     string
+	ignition bool
+	userDoc  map[string]any // cloud-config keys the spec has no field for
+}
+
+func (c *conv) convert() {
+	cs := c.cs
+	s := &c.b.Instance.Spec
+	switch cs.Format {
+	case "", bootstrapv1.CloudConfig:
+		if cs.Ignition.IsDefined() {
+			c.b.Errorf(c.path+".ignition", "set with format %q: the ignition options apply only to format: ignition (Cluster API refuses this object)", cmpOr(string(cs.Format), "cloud-config"))
+			return
+		}
+	case bootstrapv1.Ignition:
+		c.ignition = true
+		s.Agent = spec.AgentIgnition
+		s.Ignition.Variant = spec.VariantFlatcar
+	default:
+		c.b.Errorf(c.path+".format", "%q: want cloud-config or ignition", cs.Format)
+		return
+	}
+	c.files()
+	c.kubeadm()
+	c.users()
+	c.ntp()
+	c.mounts()
+	c.diskSetup()
+	for i, cmd := range cs.BootCommands {
+		s.BootCommands = append(s.BootCommands, spec.Command{Shell: cmd})
+		c.b.From(fmt.Sprintf("spec.bootCommands[%d]", i), fmt.Sprintf("%s.bootCommands[%d]", c.path, i))
+	}
+	if c.ignition {
+		c.additionalConfig()
+	}
+	if len(c.userDoc) > 0 {
+		doc, err := yaml.Marshal(c.userDoc)
+		if err != nil {
+			c.b.Errorf(c.path, "%v", err)
+			return
+		}
+		s.CloudInit.UserData = "#cloud-config\n" + string(doc)
+	}
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func (c *conv) addFile(f spec.File, from string) {
+	s := &c.b.Instance.Spec
+	for _, g := range s.Files {
+		if g.Path == f.Path {
+			c.b.Errorf(from, "writes %s, which another file already writes", f.Path)
+			return
+		}
+	}
+	c.b.From(fmt.Sprintf("spec.files[%d]", len(s.Files)), from)
+	s.Files = append(s.Files, f)
+}
+
+func textFile(path string, mode spec.Mode, owner string, data []byte) spec.File {
+	m := mode
+	f := spec.File{Path: path, Mode: &m, Owner: owner}
+	if utf8Text(data) {
+		t := string(data)
+		f.Content = &t
+	} else {
+		f.ContentBase64 = base64.StdEncoding.EncodeToString(data)
+	}
+	return f
+}
+
+func utf8Text(data []byte) bool {
+	for _, r := range string(data) {
+		if r == 0xfffd || r < 0x20 && r != '\n' && r != '\t' {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *conv) files() {
+	for i, f := range c.cs.Files {
+		p := fmt.Sprintf("%s.files[%d]", c.path, i)
+		if f.ContentFormat == bootstrapv1.FileContentFormatTemplate {
+			c.b.Err(p+".contentFormat", fmt.Errorf("%w: Template content is rendered by Cluster API's controller with the Machine's and Cluster's data, which vminit does not have", platform.ErrUnsupported))
+			continue
+		}
+		data := []byte(f.Content)
+		if sec := f.ContentFrom.Secret; sec.Name != "" || sec.Key != "" {
+			if f.Content != "" {
+				c.b.Errorf(p, "sets both content and contentFrom: give one (Cluster API refuses this object)")
+				continue
+			}
+			src, err := platform.Fetch(c.ctx, c.opts.Resolver, "secret", c.ns, sec.Name)
+			if err != nil {
+				c.b.Err(p+".contentFrom.secret.name", err)
+				continue
+			}
+			_, v, err := src.Key(sec.Key)
+			if err != nil {
+				c.b.Err(p+".contentFrom.secret.key", err)
+				continue
+			}
+			data = v
+		}
+		data, err := decode(data, f.Encoding)
+		if err != nil {
+			c.b.Errorf(p+".encoding", "%v", err)
+			continue
+		}
+		mode := spec.Mode(0o644)
+		if f.Permissions != "" {
+			m, err := strconv.ParseUint(f.Permissions, 8, 32)
+			if err != nil || m > 0o7777 {
+				c.b.Errorf(p+".permissions", "%q: want an octal mode such as 0640", f.Permissions)
+				continue
+			}
+			mode = spec.Mode(m)
+		}
+		sf := textFile(f.Path, mode, f.Owner, data)
+		if f.Append != nil && *f.Append {
+			sf.Append = true
+		}
+		c.addFile(sf, p)
+	}
+}
+
+func decode(data []byte, enc bootstrapv1.Encoding) ([]byte, error) {
+	switch enc {
+	case "":
+		return data, nil
+	case bootstrapv1.Base64:
+		return base64.StdEncoding.DecodeString(strings.TrimSpace(string(data)))
+	case bootstrapv1.Gzip, bootstrapv1.GzipBase64:
+		if enc == bootstrapv1.GzipBase64 {
+			d, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(data)))
+			if err != nil {
+				return nil, fmt.Errorf("not base64: %v", err)
+			}
+			data = d
+		}
+		zr, err := gzip.NewReader(bytes.NewReader(data))
+		if err != nil {
+			return nil, fmt.Errorf("not gzip: %v", err)
+		}
+		out, err := io.ReadAll(io.LimitReader(zr, 64<<20))
+		if err != nil {
+			return nil, fmt.Errorf("gzip: %v", err)
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("%q: want base64, gzip or gzip+base64", enc)
+}
+
+// kubeadm writes the kubeadm configuration and the kubeadm command between
+// the pre and post commands.
+func (c *conv) kubeadm() {
+	cs := c.cs
+	s := &c.b.Instance.Spec
+	version := cmpOr(c.opts.KubernetesVersion, DefaultKubernetesVersion)
+	initMode := !isZero(cs.InitConfiguration) || !isZero(cs.ClusterConfiguration)
+	join := !isZero(cs.JoinConfiguration)
+	if initMode && join {
+		c.b.Warnf(c.path+".joinConfiguration", "not used: the object also has an init configuration, which the first control-plane machine uses (the others join with this one)")
+	}
+	var docs []map[string]any
+	var cmd, cfgPath string
+	verbosity := ""
+	if cs.Verbosity != nil {
+		verbosity = fmt.Sprintf(" --v %d", *cs.Verbosity)
+	}
+	switch {
+	case initMode:
+		cc := c.kubeadmDoc(cs.ClusterConfiguration, "ClusterConfiguration", c.path+".clusterConfiguration")
+		if cc != nil {
+			cc["kubernetesVersion"] = version
+			renameDays(cc)
+		}
+		ic := c.kubeadmDoc(cs.InitConfiguration, "InitConfiguration", c.path+".initConfiguration")
+		docs = []map[string]any{cc, ic}
+		cfgPath = InitConfigPath
+		cmd = "kubeadm init --config " + InitConfigPath + verbosity
+	case join:
+		docs = []map[string]any{c.kubeadmDoc(cs.JoinConfiguration, "JoinConfiguration", c.path+".joinConfiguration")}
+		cfgPath = JoinConfigPath
+		cmd = "kubeadm join --config " + JoinConfigPath + verbosity
+	default:
+		c.b.Errorf(c.path, "no initConfiguration, clusterConfiguration or joinConfiguration: the machine would not know how to join a cluster")
+		return
+	}
+	if c.ignition {
+		cfgPath = IgnitionConfigPath
+		cmd = strings.Replace(cmd, InitConfigPath, IgnitionConfigPath, 1)
+		cmd = strings.Replace(cmd, JoinConfigPath, IgnitionConfigPath, 1)
+	}
+	var text strings.Builder
+	for _, d := range docs {
+		if d == nil {
+			continue
+		}
+		out, err := kyaml.Marshal(d)
+		if err != nil {
+			c.b.Errorf(c.path, "%v", err)
+			return
+		}
+		text.WriteString("---\n")
+		text.Write(out)
+	}
+	c.addFile(textFile(cfgPath, 0o640, "root:root", []byte(text.String())), c.path)
+	if !c.ignition {
+		c.addFile(textFile(placeholderFile, 0o640, "root:root", []byte(placeholderText)), c.path)
+	}
+	for i, pc := range cs.PreKubeadmCommands {
+		c.b.From(fmt.Sprintf("spec.commands[%d]", len(s.Commands)), fmt.Sprintf("%s.preKubeadmCommands[%d]", c.path, i))
+		s.Commands = append(s.Commands, spec.Command{Shell: pc})
+	}
+	sentinel := "echo success > " + SentinelFile
+	if c.ignition {
+		sentinel = "mkdir -p /run/cluster-api && " + sentinel
+	}
+	s.Commands = append(s.Commands, spec.Command{Shell: cmd + " && " + sentinel})
+	for i, pc := range cs.PostKubeadmCommands {
+		c.b.From(fmt.Sprintf("spec.commands[%d]", len(s.Commands)), fmt.Sprintf("%s.postKubeadmCommands[%d]", c.path, i))
+		s.Commands = append(s.Commands, spec.Command{Shell: pc})
+	}
+}
+
+func isZero(v any) bool {
+	b, _ := json.Marshal(v)
+	return string(b) == "{}" || string(b) == "null"
+}
+
+// kubeadmDoc is one of CAPI's configurations as a kubeadm document: Cluster
+// API's v1beta2 types follow kubeadm's v1beta4 field for field.
+func (c *conv) kubeadmDoc(v any, kind, path string) map[string]any {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		c.b.Errorf(path, "%v", err)
+		return nil
+	}
+	m := map[string]any{}
+	if err := json.Unmarshal(raw, &m); err != nil {
+		c.b.Errorf(path, "%v", err)
+		return nil
+	}
+	m["apiVersion"] = kubeadmAPIVersion
+	m["kind"] = kind
+	return m
+}
+
+// renameDays writes CAPI's certificate validity days as kubeadm v1beta4's
+// durations.
+func renameDays(cc map[string]any) {
+	for _, k := range []string{"certificateValidityPeriod", "caCertificateValidityPeriod"} {
+		if d, ok := cc[k+"Days"].(float64); ok {
+			cc[k] = fmt.Sprintf("%dh0m0s", int(d)*24)
+			delete(cc, k+"Days")
+		}
+	}
+}
+
+func (c *conv) users() {
+	s := &c.b.Instance.Spec
+	for i, u := range c.cs.Users {
+		p := fmt.Sprintf("%s.users[%d]", c.path, i)
+		su := spec.User{Name: u.Name, Gecos: u.Gecos, HomeDir: u.HomeDir, Shell: u.Shell, PrimaryGroup: u.PrimaryGroup,
+			Sudo: u.Sudo, SSHAuthorizedKeys: u.SSHAuthorizedKeys, PasswordHash: u.Passwd, LockPassword: u.LockPassword}
+		if u.Groups != "" {
+			for _, g := range strings.Split(u.Groups, ",") {
+				if g = strings.TrimSpace(g); g != "" {
+					su.Groups = append(su.Groups, g)
+				}
+			}
+		}
+		if sec := u.PasswdFrom.Secret; sec.Name != "" {
+			if u.Passwd != "" {
+				c.b.Errorf(p, "sets both passwd and passwdFrom: give one")
+				continue
+			}
+			src, err := platform.Fetch(c.ctx, c.opts.Resolver, "secret", c.ns, sec.Name)
+			if err != nil {
+				c.b.Err(p+".passwdFrom.secret.name", err)
+				continue
+			}
+			_, v, err := src.Key(sec.Key)
+			if err != nil {
+				c.b.Err(p+".passwdFrom.secret.key", err)
+				continue
+			}
+			su.PasswordHash = strings.TrimSpace(string(v))
+		}
+		if u.Inactive != nil && *u.Inactive {
+			if c.ignition {
+				c.b.Errorf(p+".inactive", "Ignition cannot create an expired account")
+				continue
+			}
+			c.b.Warnf(p+".inactive", "the account is locked instead (cloud-init's inactive expires it; the spec locks the password)")
+			f := true
+			su.LockPassword = &f
+		}
+		c.b.From(fmt.Sprintf("spec.users[%d]", len(s.Users)), p)
+		s.Users = append(s.Users, su)
+	}
+}
+
+func (c *conv) cloudConfigKey(key string, v any, from string) {
+	if c.userDoc == nil {
+		c.userDoc = map[string]any{}
+	}
+	c.userDoc[key] = v
+	c.b.From("spec.cloudInit.userData", from)
+}
+
+func (c *conv) ntp() {
+	n := c.cs.NTP
+	if len(n.Servers) == 0 && n.Enabled == nil {
+		return
+	}
+	p := c.path + ".ntp"
+	if c.ignition {
+		// CAPI's Ignition writes ntp as chrony servers for Flatcar's ntpd.
+		var sb strings.Builder
+		for _, srv := range n.Servers {
+			fmt.Fprintf(&sb, "server %s iburst\n", srv)
+		}
+		c.addFile(textFile("/etc/ntp.conf", 0o644, "", []byte(sb.String())), p)
+		if n.Enabled != nil && *n.Enabled {
+			t := true
+			c.b.Instance.Spec.Units = append(c.b.Instance.Spec.Units, spec.Unit{Name: "ntpd.service", Enabled: &t})
+		}
+		return
+	}
+	v := map[string]any{}
+	if n.Enabled != nil {
+		v["enabled"] = *n.Enabled
+	}
+	if len(n.Servers) > 0 {
+		v["servers"] = n.Servers
+	}
+	c.cloudConfigKey("ntp", v, p)
+}
+
+func (c *conv) mounts() {
+	s := &c.b.Instance.Spec
+	for i, m := range c.cs.Mounts {
+		p := fmt.Sprintf("%s.mounts[%d]", c.path, i)
+		if len(m) < 2 {
+			c.b.Errorf(p, "want at least a device and a mount point (cloud-init's mounts entry)")
+			continue
+		}
+		sm := spec.Mount{Device: m[0], Path: m[1]}
+		if len(m) > 2 {
+			sm.Type = m[2]
+		}
+		if len(m) > 3 {
+			sm.Options = strings.Split(m[3], ",")
+		}
+		if len(m) > 4 {
+			c.b.Warnf(p, "the dump and pass fields are ignored: systemd mount units have no such fields")
+		}
+		c.b.From(fmt.Sprintf("spec.mounts[%d]", len(s.Mounts)), p)
+		s.Mounts = append(s.Mounts, sm)
+	}
+}
+
+func (c *conv) diskSetup() {
+	ds := c.cs.DiskSetup
+	if len(ds.Partitions) == 0 && len(ds.Filesystems) == 0 {
+		return
+	}
+	p := c.path + ".diskSetup"
+	if c.ignition {
+		c.b.Err(p, fmt.Errorf("%w with format ignition: describe disks in ignition.containerLinuxConfig.additionalConfig (storage.disks, storage.filesystems)", platform.ErrUnsupported))
+		return
+	}
+	if len(ds.Partitions) > 0 {
+		setup := map[string]any{}
+		for _, part := range ds.Partitions {
+			e := map[string]any{}
+			if part.TableType != "" {
+				e["table_type"] = part.TableType
+			}
+			switch {
+			case len(part.DiskLayout) > 0:
+				var layout []any
+				for _, l := range part.DiskLayout {
+					if l.PartitionType != "" {
+						layout = append(layout, []any{l.Percentage, partitionType(l.PartitionType)})
+					} else {
+						layout = append(layout, l.Percentage)
+					}
+				}
+				e["layout"] = layout
+			case part.Layout != nil:
+				e["layout"] = *part.Layout
+			}
+			if part.Overwrite != nil {
+				e["overwrite"] = *part.Overwrite
+			}
+			setup[part.Device] = e
+		}
+		c.cloudConfigKey("disk_setup", setup, p+".partitions")
+	}
+	if len(ds.Filesystems) > 0 {
+		var fs []any
+		for _, f := range ds.Filesystems {
+			e := map[string]any{"label": f.Label, "filesystem": f.Filesystem, "device": f.Device}
+			if f.Partition != "" {
+				e["partition"] = f.Partition
+			}
+			if f.Overwrite != nil {
+				e["overwrite"] = *f.Overwrite
+			}
+			if f.ReplaceFS != "" {
+				e["replace_fs"] = f.ReplaceFS
+			}
+			if len(f.ExtraOpts) > 0 {
+				e["extra_opts"] = f.ExtraOpts
+			}
+			fs = append(fs, e)
+		}
+		c.cloudConfigKey("fs_setup", fs, p+".filesystems")
+	}
+}
+
+// partitionType is cloud-init's MBR partition type code for CAPI's name.
+func partitionType(t string) string {
+	switch t {
+	case bootstrapv1.PartitionTypeLinux:
+		return "83"
+	case bootstrapv1.PartitionTypeLinuxSwap:
+		return "82"
+	case bootstrapv1.PartitionTypeLinuxRAID:
+		return "fd"
+	case bootstrapv1.PartitionTypeLVM:
+		return "8e"
+	case bootstrapv1.PartitionTypeFat32:
+		return "0c"
+	case bootstrapv1.PartitionTypeNTFS:
+		return "07"
+	case bootstrapv1.PartitionTypeLinuxExtended:
+		return "85"
+	}
+	return t
+}
+
+// clcOnly are Container Linux Config sections Butane's flatcar variant has
+// not.
+var clcOnly = []string{"etcd", "flannel", "locksmith", "update", "docker", "networkd"}
+
+func (c *conv) additionalConfig() {
+	cl := c.cs.Ignition.ContainerLinuxConfig
+	text := strings.TrimSpace(cl.AdditionalConfig)
+	if text == "" {
+		return
+	}
+	p := c.path + ".ignition.containerLinuxConfig.additionalConfig"
+	var m map[string]any
+	if err := yaml.Unmarshal([]byte(text), &m); err != nil {
+		c.b.Errorf(p, "not YAML: %v", strings.TrimPrefix(err.Error(), "yaml: "))
+		return
+	}
+	s := &c.b.Instance.Spec
+	if _, ok := m["variant"]; !ok {
+		// A Container Linux Config: Butane's flatcar variant is its
+		// successor and reads the common subset the same way.
+		for _, k := range clcOnly {
+			if _, ok := m[k]; ok {
+				c.b.Errorf(p, "%s: a Container Linux Config section that Butane's flatcar variant replaced; write it as Butane (variant: flatcar, version: 1.1.0)", k)
+				return
+			}
+		}
+		if st, ok := m["storage"].(map[string]any); ok {
+			if files, ok := st["files"].([]any); ok {
+				for i, f := range files {
+					if fm, ok := f.(map[string]any); ok {
+						if _, ok := fm["filesystem"]; ok {
+							c.b.Errorf(p, "storage.files[%d].filesystem: a Container Linux Config key; Butane writes every file to the root filesystem, so remove it", i)
+							return
+						}
+					}
+				}
+			}
+		}
+		text = "variant: flatcar\nversion: 1.0.0\n" + text
+	}
+	s.Ignition.Butane = text
+	c.b.From("spec.ignition.butane", p)
+	if cl.Strict != nil && *cl.Strict {
+		c.b.Warnf(p, "strict: build with --strict to make Butane's warnings errors, as CAPI does")
+	}
+}

@@ -1,0 +1,28 @@
+// Package platform is what the platform readers share: vminit reads the
+// objects that KubeVirt, Virtlet, oVirt and Cluster API users already
+// write, and gives the guest what the platform would have given it, minus
+// the platform's known bugs.
+//
+// Each platform has a small package of the same shape (as Ignition's
+// providers do), which decodes the platform's objects with the platform's
+// own Go API types and turns them into a vminit spec.Instance, rendered by
+// the same renderers as any spec:
+//
+//	platform/kubevirt  VirtualMachine, VirtualMachineInstance, VirtualMachinePool
+//	platform/virtlet   Pod (Virtlet's annotations, env and volume mounts)
+//	platform/ovirt     REST vm with initialization (XML or JSON)
+//	platform/capi      KubeadmConfig, KubeadmConfigTemplate
+//
+// and package platform/convert recognises an object by its apiVersion and
+// kind (or, for oVirt, its shape) and calls the right one.
+//
+// This package holds what they share: Document (one object as read, with
+// strict decoding into Go types and errors naming the object path and
+// line), Resolver (the Secrets and ConfigMaps an object refers to, from the
+// same files or a cluster), Result (the instance and the output choices the
+// platform implies), and the sentinel errors.
+//
+// A Result's instance is always the vminit spec of Result.Spec parsed back
+// by spec.Parse, so building the converted spec gives the same bytes as
+// building the platform object.
+package platform

@@ -1,0 +1,341 @@
+package platform
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+	kjson "sigs.k8s.io/json"
+	kyaml "sigs.k8s.io/yaml"
+
+	"github.com/vminit/vminit/spec"
+)
+
+// MaxDocumentSize bounds one object; Kubernetes itself stores at most
+// 1.5 MiB per object.
+const MaxDocumentSize = 16 << 20
+
+// Format is how a document is written.
+type Format string
+
+// The formats Split recognises.
+const (
+	YAML Format = "yaml" // YAML or JSON, as kubectl reads it
+	XML  Format = "xml"  // oVirt's REST representation
+)
+
+// Document is one object as read from a file.
+type Document struct {
+	// File is the file it came from ("" for standard input or memory).
+	File string
+	// Line is the document's first line in the file (1-based).
+	Line   int
+	Format Format
+	// Raw is the document's text.
+	Raw []byte
+	// JSON is a YAML document converted to JSON as kubectl converts it
+	// (sigs.k8s.io/yaml, YAML 1.1 scalars); nil for XML.
+	JSON []byte
+	// APIVersion, Kind, Name and Namespace identify a Kubernetes-style
+	// object ("" when it has none).
+	APIVersion, Kind, Name, Namespace string
+
+	node  *yaml.Node     // the YAML document, for lines; nil when not YAML
+	lines map[string]int // lines of paths, for documents that are not YAML
+}
+
+// SetLine records the line (1-based, within the document) of the field at
+// path, for documents a platform package decodes itself (oVirt's XML).
+func (d *Document) SetLine(path string, line int) {
+	if d.lines == nil {
+		d.lines = map[string]int{}
+	}
+	d.lines[path] = d.Line + line - 1
+}
+
+// ErrorPositioner finds the line of an object path in documents that are
+// not YAML (oVirt's XML).
+type ErrorPositioner interface{ Line(path string) int }
+
+// Split splits a file into its documents: YAML documents separated by
+// "---" lines (JSON is YAML), or one XML document. Empty documents are
+// dropped.
+func Split(file string, data []byte) ([]*Document, error) {
+	if len(data) > MaxDocumentSize*4 {
+		return nil, fmt.Errorf("%s: %d bytes; the limit is %d", file, len(data), MaxDocumentSize*4)
+	}
+	if t := bytes.TrimLeft(data, " \t\r\n\ufeff"); len(t) > 0 && t[0] == '<' {
+		return []*Document{{File: file, Line: 1, Format: XML, Raw: data}}, nil
+	}
+	var docs []*Document
+	line, start := 1, 0
+	startLine := 1
+	flush := func(end int) error {
+		chunk := data[start:end]
+		if len(bytes.TrimSpace(stripComments(chunk))) == 0 {
+			return nil
+		}
+		d, err := parseYAML(file, startLine, chunk)
+		if err != nil {
+			return err
+		}
+		docs = append(docs, d)
+		return nil
+	}
+	for i := 0; i < len(data); {
+		end := bytes.IndexByte(data[i:], '\n')
+		next := len(data)
+		if end >= 0 {
+			next = i + end + 1
+		}
+		l := bytes.TrimRight(data[i:next], "\r\n")
+		if bytes.Equal(l, []byte("---")) || bytes.HasPrefix(l, []byte("--- ")) || bytes.Equal(l, []byte("...")) {
+			if err := flush(i); err != nil {
+				return nil, err
+			}
+			start, startLine = next, line+1
+		}
+		line++
+		i = next
+	}
+	if err := flush(len(data)); err != nil {
+		return nil, err
+	}
+	return docs, nil
+}
+
+func stripComments(b []byte) []byte {
+	var out []byte
+	for _, l := range bytes.Split(b, []byte("\n")) {
+		if t := bytes.TrimSpace(l); len(t) > 0 && t[0] != '#' {
+			out = append(out, t...)
+		}
+	}
+	return out
+}
+
+func parseYAML(file string, line int, chunk []byte) (*Document, error) {
+	d := &Document{File: file, Line: line, Format: YAML, Raw: chunk}
+	var n yaml.Node
+	if err := yaml.Unmarshal(chunk, &n); err != nil {
+		return nil, d.syntaxError(err)
+	}
+	d.node = &n
+	j, err := kyaml.YAMLToJSON(chunk)
+	if err != nil {
+		return nil, d.syntaxError(err)
+	}
+	d.JSON = j
+	var meta struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+		Metadata   struct {
+			Name      string `json:"name"`
+			Namespace string `json:"namespace"`
+		} `json:"metadata"`
+	}
+	if bytes.HasPrefix(bytes.TrimSpace(j), []byte("{")) {
+		json.Unmarshal(j, &meta) // best effort: Decode reports type problems
+	}
+	d.APIVersion, d.Kind = meta.APIVersion, meta.Kind
+	d.Name, d.Namespace = meta.Metadata.Name, meta.Metadata.Namespace
+	return d, nil
+}
+
+var yamlLineRE = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
+
+func (d *Document) syntaxError(err error) error {
+	msg := err.Error()
+	line := 0
+	if m := yamlLineRE.FindStringSubmatch(strings.TrimPrefix(msg, "error converting YAML to JSON: ")); m != nil {
+		n, _ := strconv.Atoi(m[1])
+		line, msg = d.Line+n-1, m[2]
+	}
+	return spec.Errors{{File: d.File, Line: line, Message: "not valid YAML: " + strings.TrimPrefix(msg, "yaml: ")}}
+}
+
+// Where names the object's field at path for a message: "vm.yaml:12:
+// spec.template.spec.hostname".
+func (d *Document) Where(path string) string {
+	e := d.Error(path, "")
+	return strings.TrimSuffix(e.Error(), ": ")
+}
+
+// Error makes a problem with the object's field at path, with the file
+// and the line of the field when it can be found.
+func (d *Document) Error(path, msg string) *spec.FieldError {
+	return &spec.FieldError{File: d.File, Line: d.LineOf(path), Field: path, Message: msg}
+}
+
+// LineOf returns the line of the field at path (as the Field of errors
+// spells it: spec.volumes[1].name, metadata.annotations["a/b"]), or of its
+// nearest ancestor present in the document; 0 when unknown.
+func (d *Document) LineOf(path string) int {
+	if d.lines != nil {
+		for p := path; p != ""; p = parent(p) {
+			if l, ok := d.lines[p]; ok {
+				return l
+			}
+		}
+	}
+	if d.node == nil || len(d.node.Content) == 0 {
+		return 0
+	}
+	n := d.node.Content[0]
+	best := n.Line
+	for _, seg := range splitPath(path) {
+		var next *yaml.Node
+		switch {
+		case n.Kind == yaml.MappingNode && !seg.index:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if n.Content[i].Value == seg.key {
+					best = n.Content[i].Line
+					next = n.Content[i+1]
+				}
+			}
+		case n.Kind == yaml.SequenceNode && seg.index:
+			if seg.n < len(n.Content) {
+				next = n.Content[seg.n]
+				best = next.Line
+			}
+		}
+		if next == nil {
+			break
+		}
+		n = next
+	}
+	if best == 0 {
+		return 0
+	}
+	return d.Line + best - 1
+}
+
+// LineOfKnown returns the line SetLine recorded for path.
+func (d *Document) LineOfKnown(path string) (int, bool) {
+	l, ok := d.lines[path]
+	return l, ok
+}
+
+// parent is path without its last segment.
+func parent(path string) string {
+	if i := strings.LastIndexAny(path, ".["); i > 0 {
+		return path[:i]
+	}
+	return ""
+}
+
+type pathSeg struct {
+	key   string
+	index bool
+	n     int
+}
+
+// splitPath splits spec.volumes[1].cloudInitNoCloud and
+// metadata.annotations["kubevirt.io/ignitiondata"] into segments.
+func splitPath(p string) []pathSeg {
+	var segs []pathSeg
+	for p != "" {
+		switch {
+		case p[0] == '.':
+			p = p[1:]
+		case strings.HasPrefix(p, `["`):
+			end := strings.Index(p, `"]`)
+			if end < 0 {
+				return segs
+			}
+			k, err := strconv.Unquote(p[1 : end+1])
+			if err != nil {
+				return segs
+			}
+			segs = append(segs, pathSeg{key: k})
+			p = p[end+2:]
+		case p[0] == '[':
+			end := strings.IndexByte(p, ']')
+			if end < 0 {
+				return segs
+			}
+			n, err := strconv.Atoi(p[1:end])
+			if err != nil {
+				return segs
+			}
+			segs = append(segs, pathSeg{index: true, n: n})
+			p = p[end+1:]
+		default:
+			end := strings.IndexAny(p, ".[")
+			if end < 0 {
+				end = len(p)
+			}
+			segs = append(segs, pathSeg{key: p[:end]})
+			p = p[end:]
+		}
+	}
+	return segs
+}
+
+// Decode decodes the document into v (a platform's Go API type) strictly,
+// as the API server's strict field validation does: an unknown or
+// duplicated field, or a value of the wrong type, is an error naming its
+// path and line. Every such problem is returned at once.
+func (d *Document) Decode(v any) error {
+	if d.JSON == nil {
+		return spec.Errors{d.Error("", "not a YAML or JSON document")}
+	}
+	strict, err := kjson.UnmarshalStrict(d.JSON, v)
+	var es spec.Errors
+	if err != nil {
+		es = append(es, d.jsonError(err))
+	}
+	seen := map[string]bool{}
+	for _, s := range strict {
+		e := d.strictError(s)
+		seen[e.Field] = true
+		es = append(es, e)
+	}
+	if err == nil {
+		for _, f := range unknownFields(d.JSON, reflect.TypeOf(v)) {
+			if !seen[f] {
+				es = append(es, d.Error(f, "unknown field"))
+			}
+		}
+	}
+	if len(es) > 0 {
+		return es
+	}
+	return nil
+}
+
+var strictRE = regexp.MustCompile(`^(unknown|duplicate) field "(.*)"$`)
+
+func (d *Document) strictError(err error) *spec.FieldError {
+	if m := strictRE.FindStringSubmatch(err.Error()); m != nil {
+		if m[1] == "unknown" {
+			return d.Error(m[2], "unknown field")
+		}
+		return d.Error(m[2], "given twice")
+	}
+	return d.Error("", err.Error())
+}
+
+func (d *Document) jsonError(err error) *spec.FieldError {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return d.Error(te.Field, fmt.Sprintf("want %s, not a JSON %s", te.Type, te.Value))
+	}
+	msg := err.Error()
+	if i := strings.Index(msg, "Go struct field "); i >= 0 {
+		// sigs.k8s.io/json: "json: cannot unmarshal X into Go struct field T.a.b of type Y"
+		rest := msg[i+len("Go struct field "):]
+		field, typ, _ := strings.Cut(rest, " of type ")
+		if _, after, ok := strings.Cut(field, "."); ok {
+			field = after
+		}
+		return d.Error(field, fmt.Sprintf("wrong type (want %s): %s", typ, msg[:i]))
+	}
+	return d.Error("", strings.TrimPrefix(msg, "json: "))
+}

@@ -1,0 +1,74 @@
+// Package kube resolves the Secrets and ConfigMaps platform objects refer
+// to from a live Kubernetes cluster, through client-go.
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/vminit/vminit/platform"
+)
+
+// Resolver reads Secrets and ConfigMaps from a cluster.
+type Resolver struct {
+	client corev1client.CoreV1Interface
+}
+
+// New returns a Resolver for the cluster cfg points at.
+func New(cfg *rest.Config) (*Resolver, error) {
+	c, err := corev1client.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Resolver{client: c}, nil
+}
+
+// Load reads a kubeconfig as kubectl does (kubeconfig, else $KUBECONFIG,
+// else ~/.kube/config) and returns its REST config and the context's
+// namespace ("" when it names none).
+func Load(kubeconfig, context string) (*rest.Config, string, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if kubeconfig != "" {
+		rules.ExplicitPath = kubeconfig
+	}
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: context})
+	cfg, err := cc.ClientConfig()
+	if err != nil {
+		return nil, "", fmt.Errorf("kubeconfig: %w", err)
+	}
+	ns, explicit, err := cc.Namespace()
+	if err != nil || !explicit {
+		ns = ""
+	}
+	return cfg, ns, nil
+}
+
+// Secret implements platform.Resolver.
+func (r *Resolver) Secret(ctx context.Context, ns, name string) (*corev1.Secret, error) {
+	s, err := r.client.Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+	return s, wrap(err)
+}
+
+// ConfigMap implements platform.Resolver.
+func (r *Resolver) ConfigMap(ctx context.Context, ns, name string) (*corev1.ConfigMap, error) {
+	cm, err := r.client.ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+	return cm, wrap(err)
+}
+
+func wrap(err error) error {
+	if err == nil {
+		return nil
+	}
+	if apierrors.IsNotFound(err) {
+		return errors.Join(platform.ErrNotFound, err)
+	}
+	return err
+}

@@ -1,0 +1,585 @@
+// Package kubevirt reads KubeVirt's VirtualMachine, VirtualMachineInstance
+// and VirtualMachinePool objects (decoded strictly with kubevirt.io/api's
+// own types) and gives the guest what KubeVirt's virt-launcher would have
+// given it, minus KubeVirt's known bugs:
+//
+//   - the first cloudInitNoCloud or cloudInitConfigDrive volume in spec order
+//     (as virt-launcher takes it; later ones are ignored with a warning):
+//     userData, userDataBase64 (binary and gzip survive) or secretRef (key
+//     userdata, else userData) becomes spec.cloudInit.userData, merged with
+//     what the spec generates; networkData, networkDataBase64 or
+//     networkDataSecretRef (networkdata, else networkData) becomes
+//     spec.cloudInit.networkConfig, checked against the datasource's format;
+//     the volume type decides spec.datasource;
+//   - instance-id: spec.domain.firmware.uuid, else the UUID the VM controller
+//     persists (SHA-1 UUID of the name, CalculateLegacyUUID); a bare VMI
+//     without a firmware UUID gets the same name-derived id instead of
+//     KubeVirt's new random one at every start, which re-ran first boot;
+//   - hostname: spec.hostname, else the name cut at the first dot, at most
+//     63 characters;
+//   - accessCredentials with noCloud or configDrive propagation: every key of
+//     the Secret, split into one SSH key per line (KubeVirt passes a Secret
+//     value holding several keys as one entry, so only the first works);
+//   - ConfigDrive meta_data.json instance_id (<name>.<namespace>),
+//     instance_type/instance-type, and devices for tagged interfaces whose
+//     PCI address is given (KubeVirt reads the others from the libvirt
+//     domain, which vminit does not have: those are left out with a
+//     warning);
+//   - the kubevirt.io/ignitiondata annotation: an Ignition config (spec 2.x
+//     translated to spec 3), delivered on the config drive by default,
+//     because Fedora CoreOS and RHCOS "kubevirt" images read Ignition from
+//     config-2 or cidata, never from fw_cfg, which is where KubeVirt puts it
+//     (and only when the text contains "ignition"); build it as a .ign file
+//     for QEMU's fw_cfg instead;
+//   - sysprep volumes: the answer-file disc (label unattendCD), refused unless
+//     it holds a well-formed autounattend.xml or unattend.xml.
+//
+// KubeVirt's 2 KiB limit on inline user and network data is an admission
+// rule of its API server, not of the guest: it is a warning here. Every
+// difference is listed in docs/platforms/kubevirt.md.
+package kubevirt
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/base64"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/google/uuid"
+	corev1 "k8s.io/api/core/v1"
+	v1 "kubevirt.io/api/core/v1"
+	poolv1 "kubevirt.io/api/pool/v1beta1"
+
+	"github.com/vminit/vminit/ignition"
+	"github.com/vminit/vminit/platform"
+	"github.com/vminit/vminit/seed"
+	"github.com/vminit/vminit/spec"
+)
+
+// The annotations KubeVirt reads on a VMI.
+const (
+	AnnotationIgnition            = "kubevirt.io/ignitiondata"
+	AnnotationInstancetype        = "kubevirt.io/instancetype-name"
+	AnnotationClusterInstancetype = "kubevirt.io/cluster-instancetype-name"
+)
+
+const (
+	annotationPrefix    = "metadata.annotations"
+	inlineLimit         = 2048 // KubeVirt's cloudInitUserMaxLen and cloudInitNetworkMaxLen
+	maxHostname         = 63
+	sysprepLabel        = "unattendCD"
+	legacyUUIDNamespace = "6a1a24a1-4061-4607-8bf4-a3963d0c5895"
+)
+
+// Recognizes reports whether apiVersion and kind are an object this
+// package reads.
+func Recognizes(apiVersion, kind string) bool {
+	switch apiVersion {
+	case "kubevirt.io/v1", "kubevirt.io/v1alpha3":
+		return kind == "VirtualMachine" || kind == "VirtualMachineInstance"
+	case "kubevirt.io/v1alpha2":
+		return kind == "VirtualMachineInstance"
+	case "pool.kubevirt.io/v1alpha1", "pool.kubevirt.io/v1beta1":
+		return kind == "VirtualMachinePool"
+	}
+	return false
+}
+
+// LegacyUUID is the firmware UUID KubeVirt's VM controller persists for a
+// VM without one: a SHA-1 (version 5) UUID of the VM's name alone.
+func LegacyUUID(name string) string {
+	return uuid.NewSHA1(uuid.MustParse(legacyUUIDNamespace), []byte(name)).String()
+}
+
+// vmi is what the conversion needs of any of the kinds: the VMI's name,
+// namespace, annotations and spec, and where they are in the object.
+type vmi struct {
+	name, namespace string
+	annotations     map[string]string
+	annPath         string // the annotations' object path
+	spec            *v1.VirtualMachineInstanceSpec
+	path            string // the VMI spec's object path
+	instancetype    string
+	// secretSuffix is appended to Secret names (VM pools'
+	// appendIndexToSecretRefs); configMapSuffix to ConfigMap names.
+	secretSuffix, configMapSuffix string
+	// legacy is the cloud-init data of a v1alpha2 VMI, at legacyPath.
+	legacy     *cloudInit
+	legacyPath string
+}
+
+// Convert converts a KubeVirt object.
+func Convert(ctx context.Context, doc *platform.Document, opts platform.Options) (*platform.Result, error) {
+	if doc.APIVersion == "kubevirt.io/v1alpha2" {
+		return convertV1alpha2(ctx, doc, opts)
+	}
+	var m vmi
+	switch doc.Kind {
+	case "VirtualMachine":
+		var vm v1.VirtualMachine
+		if err := doc.Decode(&vm); err != nil {
+			return nil, err
+		}
+		if vm.Spec.Template == nil {
+			return nil, spec.Errors{doc.Error("spec.template", "required: the VirtualMachineInstance template")}
+		}
+		m = vmi{name: vm.Name, namespace: vm.Namespace, annotations: vm.Spec.Template.ObjectMeta.Annotations,
+			annPath: "spec.template.metadata.annotations", spec: &vm.Spec.Template.Spec, path: "spec.template.spec"}
+		m.instancetype = instancetypeOf(vm.Spec.Instancetype)
+	case "VirtualMachineInstance":
+		var v v1.VirtualMachineInstance
+		if err := doc.Decode(&v); err != nil {
+			return nil, err
+		}
+		m = vmi{name: v.Name, namespace: v.Namespace, annotations: v.Annotations, annPath: annotationPrefix, spec: &v.Spec, path: "spec"}
+		m.instancetype = v.Annotations[AnnotationClusterInstancetype]
+		if m.instancetype == "" {
+			m.instancetype = v.Annotations[AnnotationInstancetype]
+		}
+	case "VirtualMachinePool":
+		var p poolv1.VirtualMachinePool
+		if err := doc.Decode(&p); err != nil {
+			return nil, err
+		}
+		t := p.Spec.VirtualMachineTemplate
+		if t == nil || t.Spec.Template == nil {
+			return nil, spec.Errors{doc.Error("spec.virtualMachineTemplate.spec.template", "required: the VirtualMachineInstance template")}
+		}
+		if r := p.Spec.Replicas; r != nil && opts.PoolIndex >= int(*r) {
+			return nil, spec.Errors{doc.Error("spec.replicas", fmt.Sprintf("the pool has %d members; there is no member %d", *r, opts.PoolIndex))}
+		}
+		idx := fmt.Sprintf("-%d", opts.PoolIndex)
+		m = vmi{name: p.Name + idx, namespace: p.Namespace, annotations: t.Spec.Template.ObjectMeta.Annotations,
+			annPath: "spec.virtualMachineTemplate.spec.template.metadata.annotations", spec: &t.Spec.Template.Spec,
+			path: "spec.virtualMachineTemplate.spec.template.spec"}
+		m.instancetype = instancetypeOf(t.Spec.Instancetype)
+		if ng := p.Spec.NameGeneration; ng != nil {
+			if ng.AppendIndexToSecretRefs != nil && *ng.AppendIndexToSecretRefs {
+				m.secretSuffix = idx
+			}
+			if ng.AppendIndexToConfigMapRefs != nil && *ng.AppendIndexToConfigMapRefs {
+				m.configMapSuffix = idx
+			}
+		}
+	default:
+		return nil, fmt.Errorf("%w: %s %s", platform.ErrUnknownKind, doc.APIVersion, doc.Kind)
+	}
+	if m.name == "" {
+		return nil, spec.Errors{doc.Error("metadata.name", "required")}
+	}
+	m.namespace = opts.NamespaceOf(m.namespace)
+	return m.convert(ctx, doc, opts)
+}
+
+func instancetypeOf(it *v1.InstancetypeMatcher) string {
+	if it == nil {
+		return ""
+	}
+	return it.Name
+}
+
+// Hostname is the guest's host name as KubeVirt computes it: spec.hostname,
+// else the name up to its first dot, at most 63 characters.
+func Hostname(name, specHostname string) string {
+	if specHostname != "" {
+		return specHostname
+	}
+	h, _, _ := strings.Cut(name, ".")
+	if len(h) > maxHostname {
+		h = h[:maxHostname]
+	}
+	return h
+}
+
+func (m *vmi) convert(ctx context.Context, doc *platform.Document, opts platform.Options) (*platform.Result, error) {
+	b := platform.NewBuilder(doc, m.name)
+	s := &b.Instance.Spec
+	s.Hostname = Hostname(m.name, m.spec.Hostname)
+	b.From("spec.hostname", m.path+".hostname")
+	b.From("metadata.name", "metadata.name")
+	s.InstanceID = LegacyUUID(m.name)
+	if fw := m.spec.Domain.Firmware; fw != nil && fw.UUID != "" {
+		s.InstanceID = string(fw.UUID)
+		b.From("spec.instanceID", m.path+".domain.firmware.uuid")
+	}
+
+	ci, ciPath := m.cloudInitVolume(b)
+	ign, hasIgn := m.annotations[AnnotationIgnition]
+	ignPath := fmt.Sprintf("%s[%q]", m.annPath, AnnotationIgnition)
+	switch {
+	case hasIgn && ci != nil:
+		b.Errorf(ignPath, "the VM also has the cloud-init volume %s: Fedora CoreOS and RHCOS kubevirt images read Ignition from that disk, so the guest would get the volume's user data instead of this config; remove one", ciPath)
+	case hasIgn:
+		m.ignition(b, ign, ignPath)
+	case ci != nil:
+		m.cloudInit(ctx, b, ci, ciPath, opts)
+	}
+	m.accessCredentials(ctx, b, ci, opts)
+	sysprep := m.sysprep(ctx, b, opts)
+	if ci == nil && !hasIgn && sysprep == nil {
+		b.Errorf(m.path+".volumes", "no cloudInitNoCloud, cloudInitConfigDrive or sysprep volume and no %s annotation: KubeVirt gives this VM no first-boot data", AnnotationIgnition)
+	}
+	if b.HasErrors() {
+		_, err := b.Finish("")
+		return nil, err
+	}
+	if ci == nil && !hasIgn {
+		// A Windows VM: the answer-file disc is everything.
+		r := &platform.Result{Object: object(doc, m), Sysprep: sysprep, Warnings: b.Warnings}
+		return r, nil
+	}
+	r, err := b.Finish(object(doc, m))
+	if err != nil {
+		return nil, err
+	}
+	r.Sysprep = sysprep
+	return r, nil
+}
+
+func object(doc *platform.Document, m *vmi) string {
+	return fmt.Sprintf("KubeVirt %s %s/%s", doc.Kind, m.namespace, m.name)
+}
+
+// cloudInit is a cloud-init volume of either kind: the two have the same
+// fields.
+type cloudInit struct {
+	configDrive                    bool
+	userData, userDataBase64       string
+	userDataSecret                 *corev1.LocalObjectReference
+	networkData, networkDataBase64 string
+	networkDataSecret              *corev1.LocalObjectReference
+	// legacyRef is the field of a v1alpha2 secret reference (a plain name).
+	legacyRef string
+}
+
+// cloudInitVolume returns the first cloud-init volume, as virt-launcher
+// takes it, warning about the others.
+func (m *vmi) cloudInitVolume(b *platform.Builder) (*cloudInit, string) {
+	var found *cloudInit
+	var foundPath string
+	if m.legacy != nil {
+		return m.legacy, m.legacyPath
+	}
+	for i, v := range m.spec.Volumes {
+		var c *cloudInit
+		var p string
+		switch {
+		case v.CloudInitNoCloud != nil:
+			n := v.CloudInitNoCloud
+			c = &cloudInit{userData: n.UserData, userDataBase64: n.UserDataBase64, userDataSecret: n.UserDataSecretRef, networkData: n.NetworkData, networkDataBase64: n.NetworkDataBase64, networkDataSecret: n.NetworkDataSecretRef}
+			p = fmt.Sprintf("%s.volumes[%d].cloudInitNoCloud", m.path, i)
+		case v.CloudInitConfigDrive != nil:
+			n := v.CloudInitConfigDrive
+			c = &cloudInit{configDrive: true, userData: n.UserData, userDataBase64: n.UserDataBase64, userDataSecret: n.UserDataSecretRef, networkData: n.NetworkData, networkDataBase64: n.NetworkDataBase64, networkDataSecret: n.NetworkDataSecretRef}
+			p = fmt.Sprintf("%s.volumes[%d].cloudInitConfigDrive", m.path, i)
+		default:
+			continue
+		}
+		if found != nil {
+			b.Warnf(p, "ignored: only the first cloud-init volume (%s) is used, as in KubeVirt", foundPath)
+			continue
+		}
+		found, foundPath = c, p
+	}
+	return found, foundPath
+}
+
+func (m *vmi) cloudInit(ctx context.Context, b *platform.Builder, c *cloudInit, path string, opts platform.Options) {
+	s := &b.Instance.Spec
+	s.Datasource = spec.DatasourceNoCloud
+	if c.configDrive {
+		s.Datasource = spec.DatasourceConfigDrive
+	}
+	udRef := "secretRef"
+	if c.legacyRef != "" {
+		udRef = c.legacyRef
+	}
+	ud, udOK := m.data(ctx, b, path, "userData", c.userData, c.userDataBase64, udRef, c.userDataSecret, []string{"userdata", "userData"}, opts)
+	nd, ndOK := m.data(ctx, b, path, "networkData", c.networkData, c.networkDataBase64, "networkDataSecretRef", c.networkDataSecret, []string{"networkdata", "networkData"}, opts)
+	if !udOK && !ndOK && !b.HasErrors() {
+		b.Errorf(path, "needs user data or network data (userData, userDataBase64, secretRef, networkData, networkDataBase64 or networkDataSecretRef); KubeVirt refuses the VM otherwise")
+	}
+	if udOK {
+		s.CloudInit.UserData = string(gunzip(b, path, ud))
+		b.From("spec.cloudInit.userData", path)
+	}
+	if ndOK {
+		s.CloudInit.NetworkConfig = string(nd)
+		b.From("spec.cloudInit.networkConfig", path)
+	}
+	if c.configDrive {
+		md := map[string]any{"instance_id": m.name + "." + m.namespace}
+		if m.instancetype != "" {
+			md["instance_type"] = m.instancetype
+		}
+		if devs := m.devices(b); len(devs) > 0 {
+			md["devices"] = devs
+		}
+		s.CloudInit.MetaData = md
+	} else if m.instancetype != "" {
+		s.CloudInit.MetaData = map[string]any{"instance-type": m.instancetype}
+	}
+}
+
+// data reads one of user or network data from its three sources, of which
+// at most one may be set.
+func (m *vmi) data(ctx context.Context, b *platform.Builder, path, field, inline, b64, refField string, ref *corev1.LocalObjectReference, keys []string, opts platform.Options) ([]byte, bool) {
+	var set []string
+	if inline != "" {
+		set = append(set, field)
+	}
+	if b64 != "" {
+		set = append(set, field+"Base64")
+	}
+	if ref != nil {
+		set = append(set, refField)
+	}
+	if len(set) > 1 {
+		b.Errorf(path, "sets %s: give at most one source of %s (KubeVirt refuses the VM otherwise)", strings.Join(set, " and "), field)
+		return nil, false
+	}
+	switch {
+	case inline != "":
+		if len(inline) > inlineLimit {
+			b.Warnf(path+"."+field, "%d bytes: KubeVirt's API server refuses more than %d bytes inline (its admission rule, not the guest's); vminit builds it, but to run it on KubeVirt move it to a Secret (%s)", len(inline), inlineLimit, refField)
+		}
+		return []byte(inline), true
+	case b64 != "":
+		data, err := base64.StdEncoding.DecodeString(b64)
+		if err != nil {
+			b.Errorf(path+"."+field+"Base64", "not base64 (KubeVirt decodes it with standard base64): %v", err)
+			return nil, false
+		}
+		if len(data) > inlineLimit {
+			b.Warnf(path+"."+field+"Base64", "%d bytes decoded: KubeVirt's API server refuses more than %d bytes inline (its admission rule, not the guest's); vminit builds it, but to run it on KubeVirt move it to a Secret (%s)", len(data), inlineLimit, refField)
+		}
+		return data, true
+	case ref != nil:
+		p := path + "." + refField + ".name"
+		if refField == "userDataSecretRef" { // v1alpha2: the name itself
+			p = path + "." + refField
+		}
+		if ref.Name == "" {
+			b.Errorf(p, "required: the Secret's name")
+			return nil, false
+		}
+		src, err := platform.Fetch(ctx, opts.Resolver, "secret", m.namespace, ref.Name+m.secretSuffix)
+		if err != nil {
+			b.Err(p, err)
+			return nil, false
+		}
+		_, data, err := src.Key(keys...)
+		if err != nil {
+			b.Err(p, err)
+			return nil, false
+		}
+		return data, true
+	}
+	return nil, false
+}
+
+// gunzip decompresses gzip user data, as cloud-init does before reading
+// it, so that the spec carries text.
+func gunzip(b *platform.Builder, path string, data []byte) []byte {
+	if !bytes.HasPrefix(data, []byte{0x1f, 0x8b}) {
+		return data
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		b.Errorf(path, "gzip user data does not decompress: %v", err)
+		return nil
+	}
+	out, err := io.ReadAll(io.LimitReader(zr, 64<<20+1))
+	if err != nil || len(out) > 64<<20 {
+		b.Errorf(path, "gzip user data does not decompress to at most 64 MiB: %v", err)
+		return nil
+	}
+	return out
+}
+
+// devices is ConfigDrive's devices list for tagged interfaces, in
+// KubeVirt's shape.
+func (m *vmi) devices(b *platform.Builder) []any {
+	var out []any
+	for i, nic := range m.spec.Domain.Devices.Interfaces {
+		if nic.Tag == "" {
+			continue
+		}
+		p := fmt.Sprintf("%s.domain.devices.interfaces[%d]", m.path, i)
+		if nic.PciAddress == "" {
+			b.Warnf(p+".tag", "left out of meta_data.json devices: KubeVirt reads the NIC's PCI address from the running domain; give pciAddress to have it listed")
+			continue
+		}
+		d := map[string]any{"type": "nic", "bus": "pci", "address": nic.PciAddress, "tags": []any{nic.Tag}}
+		if nic.MacAddress != "" {
+			d["mac"] = nic.MacAddress
+		}
+		out = append(out, d)
+	}
+	for i, hd := range m.spec.Domain.Devices.HostDevices {
+		if hd.Tag != "" {
+			b.Warnf(fmt.Sprintf("%s.domain.devices.hostDevices[%d].tag", m.path, i), "left out of meta_data.json devices: its guest PCI address is known only to the running domain")
+		}
+	}
+	for i, g := range m.spec.Domain.Devices.GPUs {
+		if g.Tag != "" {
+			b.Warnf(fmt.Sprintf("%s.domain.devices.gpus[%d].tag", m.path, i), "left out of meta_data.json devices: its guest PCI address is known only to the running domain")
+		}
+	}
+	return out
+}
+
+// accessCredentials adds the SSH keys KubeVirt propagates through the
+// cloud-init volume, one per line.
+func (m *vmi) accessCredentials(ctx context.Context, b *platform.Builder, ci *cloudInit, opts platform.Options) {
+	s := &b.Instance.Spec
+	for i, ac := range m.spec.AccessCredentials {
+		p := fmt.Sprintf("%s.accessCredentials[%d]", m.path, i)
+		if ac.UserPassword != nil {
+			b.Warnf(p+".userPassword", "ignored: KubeVirt sets it at run time through the guest agent; it is no first-boot data")
+		}
+		k := ac.SSHPublicKey
+		if k == nil {
+			continue
+		}
+		pm := k.PropagationMethod
+		if pm.QemuGuestAgent != nil {
+			b.Warnf(p+".sshPublicKey.propagationMethod.qemuGuestAgent", "ignored: KubeVirt pushes these keys at run time through the guest agent; they are no first-boot data")
+			continue
+		}
+		switch {
+		case pm.NoCloud != nil && (ci == nil || ci.configDrive):
+			b.Errorf(p+".sshPublicKey.propagationMethod.noCloud", "needs a cloudInitNoCloud volume (KubeVirt refuses the VM otherwise)")
+			continue
+		case pm.ConfigDrive != nil && (ci == nil || !ci.configDrive):
+			b.Errorf(p+".sshPublicKey.propagationMethod.configDrive", "needs a cloudInitConfigDrive volume (KubeVirt refuses the VM otherwise)")
+			continue
+		case pm.NoCloud == nil && pm.ConfigDrive == nil:
+			b.Errorf(p+".sshPublicKey.propagationMethod", "required: noCloud, configDrive or qemuGuestAgent")
+			continue
+		}
+		if k.Source.Secret == nil || k.Source.Secret.SecretName == "" {
+			b.Errorf(p+".sshPublicKey.source.secret.secretName", "required")
+			continue
+		}
+		sp := p + ".sshPublicKey.source.secret.secretName"
+		src, err := platform.Fetch(ctx, opts.Resolver, "secret", m.namespace, k.Source.Secret.SecretName+m.secretSuffix)
+		if err != nil {
+			b.Err(sp, err)
+			continue
+		}
+		// KubeVirt reads the mounted Secret's files in name order.
+		for _, key := range src.Keys() {
+			for _, line := range strings.Split(string(src.Data[key]), "\n") {
+				if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+					b.From(fmt.Sprintf("spec.sshAuthorizedKeys[%d]", len(s.SSHAuthorizedKeys)), fmt.Sprintf("%s (key %q)", sp, key))
+					s.SSHAuthorizedKeys = append(s.SSHAuthorizedKeys, line)
+				}
+			}
+		}
+	}
+}
+
+// ignition takes the kubevirt.io/ignitiondata annotation as the guest's
+// Ignition config.
+func (m *vmi) ignition(b *platform.Builder, text, path string) {
+	s := &b.Instance.Spec
+	cfg, from, err := ignition.Upgrade([]byte(text))
+	if err != nil {
+		b.Errorf(path, "%v", err)
+		return
+	}
+	if !strings.HasPrefix(from, "3.") {
+		b.Warnf(path, "Ignition spec %s translated to spec 3 (Fedora CoreOS and RHCOS since 4.6 read only spec 3)", from)
+	}
+	s.Agent = spec.AgentIgnition
+	s.Datasource = spec.DatasourceConfigDrive
+	s.Ignition.Config = string(cfg)
+	b.From("spec.ignition.config", path)
+	// KubeVirt's hostname and instance-id are meta-data, which Ignition
+	// does not read; the config drive carries them for other readers, and
+	// the spec's hostname is written to /etc/hostname.
+}
+
+// sysprep builds the answer-file disc of the first sysprep volume.
+func (m *vmi) sysprep(ctx context.Context, b *platform.Builder, opts platform.Options) *seed.Seed {
+	for i, v := range m.spec.Volumes {
+		sp := v.Sysprep
+		if sp == nil {
+			continue
+		}
+		p := fmt.Sprintf("%s.volumes[%d].sysprep", m.path, i)
+		var src *platform.Source
+		var err error
+		switch {
+		case sp.ConfigMap != nil && sp.Secret != nil:
+			b.Errorf(p, "sets both configMap and secret: give one")
+			return nil
+		case sp.ConfigMap != nil:
+			p += ".configMap.name"
+			src, err = platform.Fetch(ctx, opts.Resolver, "configmap", m.namespace, sp.ConfigMap.Name+m.configMapSuffix)
+		case sp.Secret != nil:
+			p += ".secret.name"
+			src, err = platform.Fetch(ctx, opts.Resolver, "secret", m.namespace, sp.Secret.Name+m.secretSuffix)
+		default:
+			b.Errorf(p, "needs configMap or secret")
+			return nil
+		}
+		if err != nil {
+			b.Err(p, err)
+			return nil
+		}
+		disc := &seed.Seed{Datasource: "sysprep", Label: sysprepLabel}
+		answer := ""
+		for _, k := range src.Keys() {
+			disc.Files = append(disc.Files, seed.File{Path: k, Data: src.Data[k]})
+			if strings.EqualFold(k, "autounattend.xml") || strings.EqualFold(k, "unattend.xml") {
+				answer = k
+				if err := wellFormed(src.Data[k]); err != nil {
+					b.Errorf(p, "%s %q: %s is not well-formed XML, and Windows setup would stop on it: %v", src.Kind, src.Name, k, err)
+				}
+			}
+		}
+		if answer == "" {
+			b.Errorf(p, "%s %q has no autounattend.xml or unattend.xml key (it has %s): Windows setup finds no answer file, and KubeVirt refuses to start the VM", src.Kind, src.Name, strings.Join(src.Keys(), ", "))
+			return nil
+		}
+		return disc
+	}
+	return nil
+}
+
+// wellFormed checks that data is one well-formed XML document.
+func wellFormed(data []byte) error {
+	d := xml.NewDecoder(bytes.NewReader(data))
+	d.Strict = true
+	root := 0
+	depth := 0
+	for {
+		tok, err := d.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			line, _ := d.InputPos()
+			return fmt.Errorf("line %d: %v", line, err)
+		}
+		switch tok.(type) {
+		case xml.StartElement:
+			if depth == 0 {
+				root++
+			}
+			depth++
+		case xml.EndElement:
+			depth--
+		}
+	}
+	if root != 1 {
+		return fmt.Errorf("%d root elements; an answer file has one (<unattend>)", root)
+	}
+	return nil
+}

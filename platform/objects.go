@@ -1,0 +1,80 @@
+package platform
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/vminit/vminit/spec"
+)
+
+// Objects is a Resolver over Secrets and ConfigMaps given as documents:
+// those beside the VM in a multi-document file, or in --objects files.
+type Objects struct {
+	secrets    map[[2]string]*corev1.Secret
+	configMaps map[[2]string]*corev1.ConfigMap
+	// Namespace is that of objects naming none (default DefaultNamespace).
+	Namespace string
+}
+
+// IsReferenced reports whether doc is a kind Objects holds.
+func IsReferenced(doc *Document) bool {
+	return doc.APIVersion == "v1" && (doc.Kind == "Secret" || doc.Kind == "ConfigMap")
+}
+
+// Add decodes a Secret or ConfigMap document (strictly, naming fields) and
+// holds it. A second object of the same kind, namespace and name is an
+// error, as kubectl create would make it.
+func (o *Objects) Add(doc *Document) error {
+	ns := Options{Namespace: o.Namespace}.NamespaceOf(doc.Namespace)
+	key := [2]string{ns, doc.Name}
+	if doc.Name == "" {
+		return spec.Errors{doc.Error("metadata.name", "required")}
+	}
+	switch doc.Kind {
+	case "Secret":
+		var s corev1.Secret
+		if err := doc.Decode(&s); err != nil {
+			return err
+		}
+		if o.secrets == nil {
+			o.secrets = map[[2]string]*corev1.Secret{}
+		}
+		if _, dup := o.secrets[key]; dup {
+			return spec.Errors{doc.Error("metadata.name", fmt.Sprintf("secret %q in namespace %q is given twice", doc.Name, ns))}
+		}
+		o.secrets[key] = &s
+	case "ConfigMap":
+		var cm corev1.ConfigMap
+		if err := doc.Decode(&cm); err != nil {
+			return err
+		}
+		if o.configMaps == nil {
+			o.configMaps = map[[2]string]*corev1.ConfigMap{}
+		}
+		if _, dup := o.configMaps[key]; dup {
+			return spec.Errors{doc.Error("metadata.name", fmt.Sprintf("configmap %q in namespace %q is given twice", doc.Name, ns))}
+		}
+		o.configMaps[key] = &cm
+	default:
+		return spec.Errors{doc.Error("kind", fmt.Sprintf("%q: only Secrets and ConfigMaps can be referred to", doc.Kind))}
+	}
+	return nil
+}
+
+// Secret implements Resolver.
+func (o *Objects) Secret(_ context.Context, ns, name string) (*corev1.Secret, error) {
+	if s, ok := o.secrets[[2]string{ns, name}]; ok {
+		return s, nil
+	}
+	return nil, ErrNotFound
+}
+
+// ConfigMap implements Resolver.
+func (o *Objects) ConfigMap(_ context.Context, ns, name string) (*corev1.ConfigMap, error) {
+	if cm, ok := o.configMaps[[2]string{ns, name}]; ok {
+		return cm, nil
+	}
+	return nil, ErrNotFound
+}

@@ -1,0 +1,420 @@
+// Package ovirt reads an oVirt VM's REST representation (a <vm>, or the
+// <action> of a start request with use_cloud_init, in XML or JSON) and
+// gives the guest what ovirt-engine's CloudInitHandler and IgnitionHandler
+// build for VDSM's config-2 disc, minus their bugs. The representation is
+// decoded strictly into go-ovirt's types (decode.go says why by hand).
+//
+// cloud-init guests (every OS type but rhcos and Windows):
+//
+//   - host_name: spec.hostname (and spec.fqdn when it has dots);
+//   - authorized_ssh_keys: one key per line, for user_name when given (oVirt
+//     renames the image's default user to it with cloud-init's legacy user
+//     key), else for the image's default user; ConfigDrive's public_keys is
+//     a dict, as OpenStack writes it, where oVirt wrote a list;
+//   - user_name and root_password: the user, with the password hashed
+//     (SHA-512 crypt), never in plain text as oVirt writes it; a hash needs a
+//     salt to be reproducible, so the password is refused unless
+//     Options.PasswordSalt (--password-salt) gives one, or the field already
+//     holds a crypt hash;
+//   - regenerate_ssh_keys: ssh_deletekeys; timezone: spec.timezone;
+//   - nic_configurations, dns_servers, dns_search: spec.network, so
+//     network_data.json names each NIC by its MAC address (the VM's <nics>
+//     must be given: GET .../vms/ID?follow=nics), where oVirt wrote only the
+//     NIC's name, which cloud-init matches by luck; cloud_init_network_protocol
+//     eni is written as network_data.json too (ENI is cloud-init's legacy
+//     path, and oVirt commented IPv6 out of it);
+//   - custom_script: merged by cloud-init's own merge rules, where oVirt
+//     appended its text to the generated YAML (a key given in both, runcmd
+//     say, appeared twice and the script's silently won); a #! script stays a
+//     script (oVirt made it part of the YAML);
+//   - what oVirt always adds: disable_root: false, ssh_pwauth: true,
+//     chpasswd expire: false, meta_data meta (dsmode local…) and
+//     availability_zone nova. Not its runcmd that rewrites the guest's
+//     /etc/cloud/cloud.cfg datasource_list, nor its random uuid per build:
+//     the instance-id is the VM's id (or derives from its name) and stays.
+//
+// Ignition guests (OS types rhcos_*, or a custom_script that is an Ignition
+// config): custom_script is the config, spec 2.x translated to 3 (oVirt
+// sets a missing version to 2.3.0); the hostname and user_name (with the
+// hashed password and the keys) are added as oVirt adds them, but in spec
+// 3 and through Ignition's merge, so a config that already writes
+// /etc/hostname or has the user keeps its own.
+//
+// Windows (sysprep) is not supported. Every difference is listed in
+// docs/platforms/ovirt.md.
+package ovirt
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"regexp"
+	"strings"
+
+	"github.com/GehirnInc/crypt/sha512_crypt"
+	ovirtsdk "github.com/ovirt/go-ovirt"
+
+	"github.com/vminit/vminit/cloudinit"
+	"github.com/vminit/vminit/platform"
+	"github.com/vminit/vminit/spec"
+)
+
+// Recognizes reports whether doc is an oVirt REST representation: XML, or
+// a JSON object without apiVersion that has initialization or a vm.
+func Recognizes(doc *platform.Document) bool {
+	if doc.Format == platform.XML {
+		return true
+	}
+	if doc.APIVersion != "" || doc.Kind != "" {
+		return false
+	}
+	t := strings.TrimSpace(string(doc.Raw))
+	return strings.HasPrefix(t, "{") && (strings.Contains(t, `"initialization"`) || strings.Contains(t, `"vm"`))
+}
+
+var (
+	cryptRE = regexp.MustCompile(`^\$(1|5|6|y|gy|7|2[abxy])\$[./A-Za-z0-9$=,+-]+$`)
+	saltRE  = regexp.MustCompile(`^[./A-Za-z0-9]{1,16}$`)
+	nameRE  = regexp.MustCompile(`[^a-z0-9.-]+`)
+)
+
+// Convert converts an oVirt vm.
+func Convert(_ context.Context, doc *platform.Document, opts platform.Options) (*platform.Result, error) {
+	vm, err := Decode(doc)
+	if err != nil {
+		return nil, err
+	}
+	root := "vm"
+	if doc.Format == platform.XML && strings.Contains(string(doc.Raw), "<action") || doc.Format != platform.XML && strings.Contains(string(doc.Raw), `"vm"`) {
+		root = "action.vm"
+	}
+	in, ok := vm.Initialization()
+	if !ok {
+		return nil, spec.Errors{doc.Error(root, "no initialization: oVirt gives this VM no first-boot data")}
+	}
+	ip := root + ".initialization"
+	host, _ := in.HostName()
+	vmName, _ := vm.Name()
+	name := strings.Trim(nameRE.ReplaceAllString(strings.ToLower(vmName), "-"), "-.")
+	if name == "" {
+		name = strings.ToLower(host)
+	}
+	if name == "" {
+		return nil, spec.Errors{doc.Error(root+".name", "required (or initialization.host_name): the instance needs a name")}
+	}
+	b := platform.NewBuilder(doc, name)
+	s := &b.Instance.Spec
+	b.From("metadata.name", root+".name")
+	if id, ok := vm.Id(); ok && id != "" {
+		s.InstanceID = id
+		b.From("spec.instanceID", root+".id")
+	}
+	if host != "" {
+		h := strings.ToLower(host)
+		if short, _, fqdn := strings.Cut(h, "."); fqdn {
+			s.Hostname, s.FQDN = short, h
+			b.From("spec.fqdn", ip+".host_name")
+		} else {
+			s.Hostname = h
+		}
+		b.From("spec.hostname", ip+".host_name")
+	}
+	s.Datasource = spec.DatasourceConfigDrive
+	for _, f := range []struct {
+		name string
+		get  func() (string, bool)
+	}{{"domain", in.Domain}, {"org_name", in.OrgName}, {"active_directory_ou", in.ActiveDirectoryOu}, {"windows_license_key", in.WindowsLicenseKey},
+		{"input_locale", in.InputLocale}, {"system_locale", in.SystemLocale}, {"ui_language", in.UiLanguage}, {"user_locale", in.UserLocale}} {
+		if v, ok := f.get(); ok && v != "" {
+			b.Warnf(ip+"."+f.name, "ignored: oVirt uses it only in Windows sysprep answer files")
+		}
+	}
+
+	osType := ""
+	if os, ok := vm.Os(); ok {
+		osType, _ = os.Type()
+	}
+	script, _ := in.CustomScript()
+	switch {
+	case strings.HasPrefix(strings.ToLower(osType), "windows"):
+		return nil, spec.Errors{{File: doc.File, Line: doc.LineOf(root + ".os.type"), Field: root + ".os.type", Message: fmt.Sprintf("%q: Windows guests get a sysprep answer file, which vminit does not build", osType), Cause: platform.ErrUnsupported}}
+	case strings.HasPrefix(strings.ToLower(osType), "rhcos"):
+		ignitionGuest(b, in, ip, script, opts)
+	case osType == "" && looksLikeIgnition(script):
+		b.Warnf(ip+".custom_script", "an Ignition config and no os.type: read as for oVirt's rhcos OS types, which decide Ignition")
+		ignitionGuest(b, in, ip, script, opts)
+	default:
+		cloudInitGuest(b, vm, in, root, script, opts)
+	}
+	vmDesc := vmName
+	if vmDesc == "" {
+		vmDesc = host
+	}
+	return b.Finish("oVirt vm " + vmDesc)
+}
+
+func looksLikeIgnition(s string) bool {
+	t := strings.TrimSpace(s)
+	return strings.HasPrefix(t, "{") && strings.Contains(t, `"ignition"`)
+}
+
+func splitKeys(s string) []string {
+	var out []string
+	for _, l := range strings.FieldsFunc(s, func(r rune) bool { return r == '\n' || r == '\r' }) {
+		if l = strings.TrimSpace(l); l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// hashPassword returns root_password as a crypt hash: as given when it is
+// one, else SHA-512 crypt with the salt; "" and a problem when it cannot.
+func hashPassword(b *platform.Builder, path, pw string, opts platform.Options) string {
+	if cryptRE.MatchString(pw) {
+		return pw
+	}
+	if opts.PasswordSalt == "" {
+		b.Errorf(path, "a plain-text password: vminit never writes one to the seed (oVirt does), and a hash of it is the same on every build only with a fixed salt: pass --password-salt SALT (1-16 of [./A-Za-z0-9]), or put a crypt hash (mkpasswd -m sha-512) in the field")
+		return ""
+	}
+	if !saltRE.MatchString(opts.PasswordSalt) {
+		b.Errorf(path, "--password-salt %q: want 1 to 16 characters of [./A-Za-z0-9]", opts.PasswordSalt)
+		return ""
+	}
+	h, err := sha512_crypt.New().Generate([]byte(pw), []byte("$6$"+opts.PasswordSalt))
+	if err != nil {
+		b.Errorf(path, "hashing: %v", err)
+		return ""
+	}
+	return h
+}
+
+// user adds the user oVirt's user_name/root_password/authorized_ssh_keys
+// mean, or gives the keys to the default user.
+func user(b *platform.Builder, in *ovirtsdk.Initialization, ip string, opts platform.Options, defaultUser string) {
+	s := &b.Instance.Spec
+	keys := splitKeys(optional(in.AuthorizedSshKeys))
+	name, _ := in.UserName()
+	pw, hasPW := in.RootPassword()
+	hash := ""
+	if hasPW && pw != "" {
+		hash = hashPassword(b, ip+".root_password", pw, opts)
+	}
+	if name == "" && hash != "" {
+		name = defaultUser
+	}
+	if name == "" {
+		for i := range keys {
+			b.From(fmt.Sprintf("spec.sshAuthorizedKeys[%d]", i), ip+".authorized_ssh_keys")
+		}
+		s.SSHAuthorizedKeys = keys
+		return
+	}
+	u := spec.User{Name: name, PasswordHash: hash, SSHAuthorizedKeys: keys}
+	if hash != "" {
+		f := false
+		u.LockPassword = &f
+	}
+	b.From(fmt.Sprintf("spec.users[%d]", len(s.Users)), ip+".user_name")
+	b.From(fmt.Sprintf("spec.users[%d].sshAuthorizedKeys", len(s.Users)), ip+".authorized_ssh_keys")
+	b.From(fmt.Sprintf("spec.users[%d].passwordHash", len(s.Users)), ip+".root_password")
+	s.Users = append(s.Users, u)
+}
+
+func optional(get func() (string, bool)) string {
+	v, _ := get()
+	return v
+}
+
+func cloudInitGuest(b *platform.Builder, vm *ovirtsdk.Vm, in *ovirtsdk.Initialization, root, script string, opts platform.Options) {
+	s := &b.Instance.Spec
+	ip := root + ".initialization"
+	user(b, in, ip, opts, "root")
+	if tz, ok := in.Timezone(); ok && tz != "" {
+		s.Timezone = tz
+		b.From("spec.timezone", ip+".timezone")
+	}
+	base := "#cloud-config\ndisable_root: false\nssh_pwauth: true\nchpasswd:\n  expire: false\n"
+	if regen, ok := in.RegenerateSshKeys(); ok {
+		base += fmt.Sprintf("ssh_deletekeys: %t\n", regen)
+	}
+	s.CloudInit.MetaData = map[string]any{
+		"availability_zone": "nova",
+		"meta":              map[string]any{"dsmode": "local", "essential": "false", "role": "server"},
+	}
+	network(b, vm, in, root)
+	ud := []byte(base)
+	if strings.TrimSpace(script) != "" {
+		user := []byte(script)
+		if cloudinit.PartType(user) == "" {
+			// oVirt appends the script to its YAML: a script without a
+			// header is more cloud-config.
+			user = append([]byte("#cloud-config\n"), user...)
+		}
+		var err error
+		if ud, err = cloudinit.Combine(ud, user); err != nil {
+			b.Errorf(ip+".custom_script", "%v", err)
+			return
+		}
+	}
+	s.CloudInit.UserData = string(ud)
+	b.From("spec.cloudInit.userData", ip+".custom_script")
+}
+
+// network turns nic_configurations into spec.network.
+func network(b *platform.Builder, vm *ovirtsdk.Vm, in *ovirtsdk.Initialization, root string) {
+	ip := root + ".initialization"
+	ncs, _ := in.NicConfigurations()
+	dnsServers := strings.Fields(optional(in.DnsServers))
+	dnsSearch := strings.Fields(optional(in.DnsSearch))
+	if ncs == nil || len(ncs.Slice()) == 0 {
+		if len(dnsServers)+len(dnsSearch) > 0 {
+			b.Warnf(ip+".dns_servers", "ignored without nic_configurations, as oVirt does")
+		}
+		return
+	}
+	macs := map[string]string{}
+	if nics, ok := vm.Nics(); ok {
+		for _, n := range nics.Slice() {
+			name, _ := n.Name()
+			if mac, ok := n.Mac(); ok {
+				macs[name], _ = mac.Address()
+			}
+		}
+	}
+	net := &spec.Network{Ethernets: map[string]spec.Ethernet{}}
+	for i, nc := range ncs.Slice() {
+		p := fmt.Sprintf("%s.nic_configurations.nic_configuration[%d]", ip, i)
+		name, _ := nc.Name()
+		if name == "" {
+			b.Errorf(p+".name", "required: the guest's interface name")
+			continue
+		}
+		if onBoot, ok := nc.OnBoot(); ok && !onBoot {
+			b.Errorf(p+".on_boot", "false: oVirt refuses cloud-init network settings that do not start on boot")
+			continue
+		}
+		mac := macs[name]
+		if mac == "" {
+			b.Errorf(p+".name", "%q: no NIC of the VM has this name and a MAC address; network_data.json finds NICs by MAC, so add the VM's nics (GET .../vms/ID?follow=nics)", name)
+			continue
+		}
+		e := spec.Ethernet{Match: &spec.Match{MACAddress: strings.ToLower(mac)}, SetName: name}
+		ipv4(b, nc, p, &e.Interface)
+		ipv6(b, nc, p, &e.Interface)
+		if len(dnsServers)+len(dnsSearch) > 0 {
+			e.Nameservers = &spec.Nameservers{Addresses: dnsServers, Search: dnsSearch}
+		}
+		b.From("spec.network.ethernets."+name, p)
+		net.Ethernets[name] = e
+	}
+	if len(net.Ethernets) > 0 {
+		b.Instance.Spec.Network = net
+	}
+	if proto, ok := in.CloudInitNetworkProtocol(); ok && proto == ovirtsdk.CLOUDINITNETWORKPROTOCOL_ENI {
+		b.Warnf(ip+".cloud_init_network_protocol", "eni: written as network_data.json, which every cloud-init reads (oVirt's ENI text is cloud-init's legacy path and left IPv6 commented out)")
+	}
+}
+
+func ipv4(b *platform.Builder, nc *ovirtsdk.NicConfiguration, p string, it *spec.Interface) {
+	proto, _ := nc.BootProtocol()
+	switch proto {
+	case ovirtsdk.BOOTPROTOCOL_DHCP:
+		it.DHCP4 = true
+	case ovirtsdk.BOOTPROTOCOL_STATIC:
+		a, ok := nc.Ip()
+		addr := ""
+		if ok {
+			addr, _ = a.Address()
+		}
+		if addr == "" {
+			b.Errorf(p+".ip.address", "required with boot_protocol static (oVirt refuses it otherwise)")
+			return
+		}
+		mask, _ := a.Netmask()
+		prefix, err := prefixLen(mask, false)
+		if err != nil {
+			b.Errorf(p+".ip.netmask", "%v", err)
+			return
+		}
+		it.Addresses = append(it.Addresses, fmt.Sprintf("%s/%d", addr, prefix))
+		if gw, _ := a.Gateway(); gw != "" {
+			it.Gateway4 = gw
+		}
+	case "", ovirtsdk.BOOTPROTOCOL_NONE:
+	default:
+		b.Errorf(p+".boot_protocol", "%q is for IPv6; IPv4 is dhcp, static or none", proto)
+	}
+}
+
+func ipv6(b *platform.Builder, nc *ovirtsdk.NicConfiguration, p string, it *spec.Interface) {
+	proto, _ := nc.Ipv6BootProtocol()
+	switch proto {
+	case ovirtsdk.BOOTPROTOCOL_DHCP:
+		it.DHCP6 = true
+	case ovirtsdk.BOOTPROTOCOL_STATIC:
+		a, ok := nc.Ipv6()
+		addr := ""
+		if ok {
+			addr, _ = a.Address()
+		}
+		if addr == "" {
+			b.Errorf(p+".ipv6.address", "required with ipv6_boot_protocol static (oVirt refuses it otherwise)")
+			return
+		}
+		mask, _ := a.Netmask()
+		prefix, err := prefixLen(mask, true)
+		if err != nil {
+			b.Errorf(p+".ipv6.netmask", "%v", err)
+			return
+		}
+		it.Addresses = append(it.Addresses, fmt.Sprintf("%s/%d", addr, prefix))
+		if gw, _ := a.Gateway(); gw != "" {
+			it.Gateway6 = gw
+		}
+	case "", ovirtsdk.BOOTPROTOCOL_NONE:
+	case ovirtsdk.BOOTPROTOCOL_AUTOCONF, ovirtsdk.BOOTPROTOCOL_POLY_DHCP_AUTOCONF:
+		b.Errorf(p+".ipv6_boot_protocol", "%q: oVirt refuses IPv6 autoconf for cloud-init", proto)
+	}
+}
+
+// prefixLen reads a netmask: a dotted IPv4 mask or a prefix length.
+func prefixLen(mask string, v6 bool) (int, error) {
+	max := 32
+	if v6 {
+		max = 128
+	}
+	if mask == "" {
+		return 0, fmt.Errorf("required with a static address")
+	}
+	var n int
+	if _, err := fmt.Sscanf(mask, "%d", &n); err == nil && fmt.Sprint(n) == mask && n >= 0 && n <= max {
+		return n, nil
+	}
+	if !v6 {
+		if a, err := netip.ParseAddr(mask); err == nil && a.Is4() {
+			bits := a.As4()
+			ones := 0
+			for _, by := range bits {
+				ones += popcount(by)
+			}
+			var want [4]byte
+			for i := range ones {
+				want[i/8] |= 1 << (7 - i%8)
+			}
+			if want == bits {
+				return ones, nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("%q is not a netmask (255.255.255.0) or prefix length (0-%d)", mask, max)
+}
+
+func popcount(b byte) int {
+	n := 0
+	for ; b != 0; b &= b - 1 {
+		n++
+	}
+	return n
+}

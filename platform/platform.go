@@ -1,0 +1,359 @@
+package platform
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/vminit/vminit/seed"
+	"github.com/vminit/vminit/spec"
+)
+
+// Sentinel errors, matched with errors.Is. Content problems are also
+// spec.ErrInvalid, so callers treat them like a spec's.
+var (
+	// ErrUnknownKind: the document is no object a platform package reads.
+	ErrUnknownKind = errors.New("not an object vminit reads")
+	// ErrNotFound: a referenced Secret or ConfigMap does not exist.
+	ErrNotFound = errors.New("referenced object not found")
+	// ErrMissingKey: a referenced Secret or ConfigMap lacks the key.
+	ErrMissingKey = errors.New("key not found in referenced object")
+	// ErrUnsupported: the object asks for something vminit cannot give
+	// the guest (the error says what and why).
+	ErrUnsupported = errors.New("not supported")
+)
+
+// DefaultNamespace is the namespace of objects that name none, as kubectl
+// assumes without --namespace.
+const DefaultNamespace = "default"
+
+// Options tune the conversion of platform objects.
+type Options struct {
+	// Resolver finds referenced Secrets and ConfigMaps; nil finds none.
+	Resolver Resolver
+	// Namespace is the namespace of objects that name none (default
+	// DefaultNamespace).
+	Namespace string
+	// PasswordSalt lets oVirt's root_password be hashed reproducibly
+	// (SHA-512 crypt with this salt); without it a plain-text password is
+	// refused.
+	PasswordSalt string
+	// KubernetesVersion is the version Cluster API's kubeadm configuration
+	// is written for (CAPI takes it from the Machine); default
+	// capi.DefaultKubernetesVersion.
+	KubernetesVersion string
+	// PoolIndex picks the member of a KubeVirt VirtualMachinePool.
+	PoolIndex int
+}
+
+// NamespaceOf returns the namespace of an object that names ns.
+func (o Options) NamespaceOf(ns string) string {
+	if ns != "" {
+		return ns
+	}
+	if o.Namespace != "" {
+		return o.Namespace
+	}
+	return DefaultNamespace
+}
+
+// Result is a platform object converted to vminit's terms.
+type Result struct {
+	// Object names the source: "KubeVirt VirtualMachine default/myvm".
+	Object string
+	// Instance is Spec loaded by spec.Parse: defaulted and valid.
+	Instance *spec.Instance
+	// Spec is the instance as a vminit spec document (YAML), what
+	// `vminit convert --to spec` prints. Building it gives the same bytes
+	// as building the platform object.
+	Spec []byte
+	// Sysprep is a Windows answer-file disc (KubeVirt sysprep volumes),
+	// or nil. It has no vminit spec meaning, so Spec does not carry it.
+	Sysprep *seed.Seed
+	// Warnings are differences from the platform the user should know of
+	// (a limit the platform would enforce, a field with no effect).
+	Warnings []string
+}
+
+// Builder accumulates a conversion: the instance, the problems found
+// (each naming the object path), warnings, and where each spec field came
+// from, so that a problem the spec's validation finds names the object's
+// field instead.
+type Builder struct {
+	Doc      *Document
+	Instance spec.Instance
+	Warnings []string
+	errs     spec.Errors
+	origins  [][2]string // spec path prefix, object path
+}
+
+// NewBuilder starts converting doc into an instance named name.
+func NewBuilder(doc *Document, name string) *Builder {
+	b := &Builder{Doc: doc}
+	b.Instance.APIVersion = spec.APIVersion
+	b.Instance.Kind = spec.Kind
+	b.Instance.Metadata.Name = name
+	return b
+}
+
+// Errorf records a problem with the object's field at path.
+func (b *Builder) Errorf(path, format string, args ...any) {
+	b.errs = append(b.errs, b.Doc.Error(path, fmt.Sprintf(format, args...)))
+}
+
+// Err records err, a problem with the object's field at path: field errors
+// keep their own fields (they already name the object's), anything else
+// becomes a message for path that errors.Is still matches.
+func (b *Builder) Err(path string, err error) {
+	if es := spec.AsErrors(err); es != nil {
+		b.errs = append(b.errs, es...)
+		return
+	}
+	e := b.Doc.Error(path, err.Error())
+	e.Cause = err
+	b.errs = append(b.errs, e)
+}
+
+// Warnf records a warning about the object's field at path.
+func (b *Builder) Warnf(path, format string, args ...any) {
+	b.Warnings = append(b.Warnings, fmt.Sprintf("%s: %s", b.Doc.Where(path), fmt.Sprintf(format, args...)))
+}
+
+// From records that the spec field specPath (and what is under it) came
+// from the object's field objectPath.
+func (b *Builder) From(specPath, objectPath string) {
+	b.origins = append(b.origins, [2]string{specPath, objectPath})
+}
+
+// HasErrors reports whether a problem has been recorded.
+func (b *Builder) HasErrors() bool { return len(b.errs) > 0 }
+
+// Finish renders the instance as a spec document, loads it back with
+// spec.Parse and returns the Result; every problem found, during the
+// conversion and by the spec's validation, comes back together.
+func (b *Builder) Finish(object string) (*Result, error) {
+	if len(b.errs) > 0 {
+		return nil, b.errs
+	}
+	doc, err := MarshalSpec(&b.Instance)
+	if err != nil {
+		return nil, err
+	}
+	inst, err := spec.Parse(doc, ".")
+	if err != nil {
+		es := spec.AsErrors(err)
+		if es == nil {
+			return nil, err
+		}
+		out := make(spec.Errors, len(es))
+		for i, e := range es {
+			out[i] = b.translate(e)
+		}
+		return nil, out
+	}
+	return &Result{Object: object, Instance: inst, Spec: doc, Warnings: b.Warnings}, nil
+}
+
+// translate names the object's field for a problem the spec's validation
+// found in a field the conversion filled from it.
+func (b *Builder) translate(e *spec.FieldError) *spec.FieldError {
+	best := -1
+	for i, o := range b.origins {
+		if (e.Field == o[0] || strings.HasPrefix(e.Field, o[0]+".") || strings.HasPrefix(e.Field, o[0]+"[")) && (best < 0 || len(o[0]) > len(b.origins[best][0])) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return b.Doc.Error("", fmt.Sprintf("as the vminit spec, %s: %s", e.Field, e.Message))
+	}
+	o := b.origins[best]
+	return b.Doc.Error(o[1], fmt.Sprintf("%s (vminit %s)", e.Message, e.Field))
+}
+
+// MarshalSpec writes inst as a spec document: YAML, fields in the spec's
+// order, multi-line strings as literal blocks.
+func MarshalSpec(inst *spec.Instance) ([]byte, error) {
+	var n yaml.Node
+	if err := n.Encode(inst); err != nil {
+		return nil, err
+	}
+	literalBlocks(&n)
+	var sb strings.Builder
+	enc := yaml.NewEncoder(&sb)
+	enc.SetIndent(2)
+	if err := enc.Encode(&n); err != nil {
+		return nil, err
+	}
+	if err := enc.Close(); err != nil {
+		return nil, err
+	}
+	return []byte(sb.String()), nil
+}
+
+// literalBlocks makes multi-line strings literal blocks, which read back
+// exactly (yaml.v3 keeps the trailing newlines with |, |- or |+).
+func literalBlocks(n *yaml.Node) {
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!str" && strings.Contains(n.Value, "\n") && literalSafe(n.Value) {
+		n.Style = yaml.LiteralStyle
+	}
+	for _, c := range n.Content {
+		literalBlocks(c)
+	}
+}
+
+// literalSafe reports whether s survives a literal block: no trailing
+// spaces on a line, no tabs or control characters, no leading space on
+// the first line.
+func literalSafe(s string) bool {
+	if strings.HasPrefix(s, " ") || strings.HasPrefix(s, "\n") {
+		return false
+	}
+	for _, l := range strings.Split(s, "\n") {
+		if strings.HasSuffix(l, " ") || strings.HasSuffix(l, "\t") {
+			return false
+		}
+		if strings.ContainsFunc(l, func(r rune) bool { return r < 0x20 && r != '\t' || r == 0x7f || r == 0xfeff }) {
+			return false
+		}
+	}
+	return true
+}
+
+// Resolver finds the Secrets and ConfigMaps objects refer to. Both return
+// an error matching ErrNotFound when the object does not exist.
+type Resolver interface {
+	Secret(ctx context.Context, namespace, name string) (*corev1.Secret, error)
+	ConfigMap(ctx context.Context, namespace, name string) (*corev1.ConfigMap, error)
+}
+
+// Chain is a Resolver trying each resolver in turn: the first that has the
+// object answers.
+type Chain []Resolver
+
+// Secret implements Resolver.
+func (c Chain) Secret(ctx context.Context, ns, name string) (*corev1.Secret, error) {
+	return chainGet(c, func(r Resolver) (*corev1.Secret, error) { return r.Secret(ctx, ns, name) })
+}
+
+// ConfigMap implements Resolver.
+func (c Chain) ConfigMap(ctx context.Context, ns, name string) (*corev1.ConfigMap, error) {
+	return chainGet(c, func(r Resolver) (*corev1.ConfigMap, error) { return r.ConfigMap(ctx, ns, name) })
+}
+
+func chainGet[T any](c Chain, get func(Resolver) (*T, error)) (*T, error) {
+	for _, r := range c {
+		if r == nil {
+			continue
+		}
+		v, err := get(r)
+		if err == nil || !errors.Is(err, ErrNotFound) {
+			return v, err
+		}
+	}
+	return nil, ErrNotFound
+}
+
+// Source is the data of a referenced Secret or ConfigMap.
+type Source struct {
+	Kind      string // "secret" or "configmap", as messages spell it
+	Namespace string
+	Name      string
+	Data      map[string][]byte
+}
+
+// Keys returns the source's keys in sorted order.
+func (s *Source) Keys() []string {
+	keys := make([]string, 0, len(s.Data))
+	for k := range s.Data {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// Key returns the first of keys the source has, or an error matching
+// ErrMissingKey naming them all.
+func (s *Source) Key(keys ...string) (string, []byte, error) {
+	for _, k := range keys {
+		if v, ok := s.Data[k]; ok {
+			return k, v, nil
+		}
+	}
+	quoted := make([]string, len(keys))
+	for i, k := range keys {
+		quoted[i] = fmt.Sprintf("%q", k)
+	}
+	have := s.Keys()
+	return "", nil, &refError{fmt.Sprintf("%s %q in namespace %q has no key %s (it has %s)", s.Kind, s.Name, s.Namespace, strings.Join(quoted, " or "), describeKeys(have)), ErrMissingKey}
+}
+
+func describeKeys(keys []string) string {
+	if len(keys) == 0 {
+		return "none"
+	}
+	q := make([]string, len(keys))
+	for i, k := range keys {
+		q[i] = fmt.Sprintf("%q", k)
+	}
+	return strings.Join(q, ", ")
+}
+
+// Fetch gets the Secret (kind "secret") or ConfigMap ("configmap") a
+// field refers to. The error says, for the reference's field, what is
+// missing: `secret "ud" not found in namespace "default"`.
+func Fetch(ctx context.Context, r Resolver, kind, namespace, name string) (*Source, error) {
+	if r == nil {
+		r = Chain{}
+	}
+	src := &Source{Kind: kind, Namespace: namespace, Name: name}
+	switch kind {
+	case "secret":
+		s, err := r.Secret(ctx, namespace, name)
+		if err != nil {
+			return nil, notFound(err, kind, namespace, name)
+		}
+		src.Data = map[string][]byte{}
+		for k, v := range s.Data {
+			src.Data[k] = v
+		}
+		for k, v := range s.StringData { // as the API server merges it
+			src.Data[k] = []byte(v)
+		}
+	case "configmap":
+		cm, err := r.ConfigMap(ctx, namespace, name)
+		if err != nil {
+			return nil, notFound(err, kind, namespace, name)
+		}
+		src.Data = map[string][]byte{}
+		for k, v := range cm.Data {
+			src.Data[k] = []byte(v)
+		}
+		for k, v := range cm.BinaryData {
+			src.Data[k] = v
+		}
+	default:
+		return nil, fmt.Errorf("platform: unknown kind %q", kind)
+	}
+	return src, nil
+}
+
+func notFound(err error, kind, ns, name string) error {
+	if errors.Is(err, ErrNotFound) {
+		return &refError{fmt.Sprintf("%s %q not found in namespace %q", kind, name, ns), ErrNotFound}
+	}
+	return fmt.Errorf("reading %s %q in namespace %q: %w", kind, name, ns, err)
+}
+
+// refError is a reference problem: its own message, matching a sentinel.
+type refError struct {
+	msg   string
+	cause error
+}
+
+func (e *refError) Error() string { return e.msg }
+func (e *refError) Unwrap() error { return e.cause }

@@ -1,0 +1,631 @@
+// Package virtlet reads a Virtlet VM pod (a core/v1 Pod, decoded strictly
+// with k8s.io/api's types) and gives the guest what Virtlet's cloud-init
+// generator (pkg/libvirttools/cloudinit.go, the project's last release) gave
+// it, minus its bugs:
+//
+//   - meta-data instance-id <pod>.<namespace> and local-hostname <pod>;
+//     VirtletCloudInitMetaData overrides them (instance-id and
+//     local-hostname become spec.instanceID and spec.hostname, other keys
+//     spec.cloudInit.metaData);
+//   - VirtletSSHKeySource (configmap/NAME or secret/NAME, optional /KEY,
+//     default key authorized_keys) and VirtletSSHKeys, one key per line,
+//     source first; VirtletCloudInitUserDataOverwrite drops the source's
+//     keys when VirtletSSHKeys is given, as Virtlet does. They are the
+//     ConfigDrive's public_keys, which cloud-init reads, where Virtlet wrote
+//     public-keys, which it ignores under openstack/latest;
+//   - user data: VirtletCloudInitUserDataSource's keys (each value read as
+//     YAML, as Virtlet does) merged with VirtletCloudInitUserData by
+//     Virtlet's rules (maps recursively, lists appended, scalars replaced;
+//     Overwrite takes the annotation's map alone), carried as a
+//     #cloud-config whose merge_how reproduces those rules against the
+//     generated part; VirtletCloudInitUserDataSourceKey takes one key's raw
+//     text as the whole user data (decoded with
+//     VirtletCloudInitUserDataSourceEncoding), so a #! script keeps its
+//     first line, which Virtlet's YAML reading turned into a comment;
+//     VirtletCloudInitUserDataScript is the whole user data, with
+//     @virtlet-mount-script@ replaced by the mount commands;
+//   - the container's env: /etc/cloud/environment, one KEY=value line each,
+//     values shell-quoted (Virtlet wrote them raw, so a value with a space
+//     or quote broke whoever sourced the file);
+//   - ConfigMap and Secret volume mounts: their keys as files under the
+//     mount path, with the volume's modes; VirtletFilesFromDataSource's
+//     files too (Virtlet injected them into the image; cloud-init writes
+//     them here);
+//   - Virtlet flexvolumes: mounted at their mount paths (qcow2 volumes on
+//     their first partition), as systemd mount units with nofail, on the
+//     device names of Virtlet's documentation (virtio disks after the
+//     config drive: vdc, vdd, …);
+//   - VirtletCloudInitImageType: the datasource; VirtletForceDHCPNetworkConfig:
+//     no network configuration. Without it Virtlet described the pod's CNI
+//     result, which exists only once the pod runs; vminit leaves the
+//     network to DHCP then too, and says so.
+//
+// Every difference is listed in docs/platforms/virtlet.md.
+package virtlet
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/vminit/vminit/platform"
+	"github.com/vminit/vminit/spec"
+)
+
+// Virtlet's annotations.
+const (
+	AnnotationImageType         = "VirtletCloudInitImageType"
+	AnnotationMetaData          = "VirtletCloudInitMetaData"
+	AnnotationUserData          = "VirtletCloudInitUserData"
+	AnnotationUserDataOverwrite = "VirtletCloudInitUserDataOverwrite"
+	AnnotationUserDataScript    = "VirtletCloudInitUserDataScript"
+	AnnotationUserDataSource    = "VirtletCloudInitUserDataSource"
+	AnnotationUserDataSourceKey = "VirtletCloudInitUserDataSourceKey"
+	AnnotationUserDataEncoding  = "VirtletCloudInitUserDataSourceEncoding"
+	AnnotationSSHKeys           = "VirtletSSHKeys"
+	AnnotationSSHKeySource      = "VirtletSSHKeySource"
+	AnnotationForceDHCP         = "VirtletForceDHCPNetworkConfig"
+	AnnotationFilesFromSource   = "VirtletFilesFromDataSource"
+	// AnnotationRuntime marks a pod for Virtlet's CRI runtime.
+	AnnotationRuntime = "kubernetes.io/target-runtime"
+
+	flexvolumeDriver   = "virtlet/flexvolume_driver"
+	envFile            = "/etc/cloud/environment"
+	mountScriptFile    = "/etc/cloud/mount-volumes.sh"
+	mountScriptMarker  = "@virtlet-mount-script@"
+	defaultSSHKeysKey  = "authorized_keys"
+	virtletMergeHow    = "dict(no_replace,recurse_array,recurse_str)+list(prepend)+str()"
+	firstFlexvolumeDev = 'c' // vda is the image, vdb the config drive
+)
+
+// Recognizes reports whether apiVersion and kind are a Pod.
+func Recognizes(apiVersion, kind string) bool { return apiVersion == "v1" && kind == "Pod" }
+
+func ann(name string) string { return fmt.Sprintf("metadata.annotations[%q]", name) }
+
+// Convert converts a Virtlet VM pod.
+func Convert(ctx context.Context, doc *platform.Document, opts platform.Options) (*platform.Result, error) {
+	var pod corev1.Pod
+	if err := doc.Decode(&pod); err != nil {
+		return nil, err
+	}
+	if pod.Name == "" {
+		return nil, spec.Errors{doc.Error("metadata.name", "required")}
+	}
+	ns := opts.NamespaceOf(pod.Namespace)
+	a := pod.Annotations
+	b := platform.NewBuilder(doc, pod.Name)
+	s := &b.Instance.Spec
+	if a[AnnotationRuntime] != "virtlet.cloud" {
+		b.Warnf(ann(AnnotationRuntime), "is not \"virtlet.cloud\": read as a Virtlet VM pod all the same")
+	}
+	for k := range a {
+		if strings.HasPrefix(k, "Virtlet") && !slices.Contains(known, k) {
+			b.Errorf(ann(k), "not an annotation Virtlet knows (%s)", strings.Join(known, ", "))
+		}
+	}
+	c := &conv{ctx: ctx, b: b, ns: ns, opts: opts, pod: &pod}
+
+	switch t := strings.ToLower(a[AnnotationImageType]); t {
+	case "", "nocloud":
+		s.Datasource = spec.DatasourceNoCloud
+	case "configdrive":
+		s.Datasource = spec.DatasourceConfigDrive
+	default:
+		b.Errorf(ann(AnnotationImageType), "%q: want nocloud or configdrive", a[AnnotationImageType])
+	}
+	s.Hostname = pod.Name
+	b.From("spec.hostname", "metadata.name")
+	b.From("metadata.name", "metadata.name")
+	s.InstanceID = pod.Name + "." + ns
+	c.metaData()
+	c.sshKeys()
+	overwrite := c.flag(AnnotationUserDataOverwrite)
+	c.flag(AnnotationForceDHCP)
+	if a[AnnotationForceDHCP] != "true" {
+		b.Warnf("metadata.annotations", "no network configuration: Virtlet described the pod's CNI result, known only once the pod runs; the guest uses DHCP, as with %s: \"true\"", AnnotationForceDHCP)
+	}
+
+	ct := c.container()
+	mountLines := c.volumes(ct)
+	c.env(ct)
+	c.filesFromSource()
+	c.userData(overwrite, mountLines)
+	return b.Finish(fmt.Sprintf("Virtlet Pod %s/%s", ns, pod.Name))
+}
+
+var known = []string{AnnotationImageType, AnnotationMetaData, AnnotationUserData, AnnotationUserDataOverwrite,
+	AnnotationUserDataScript, AnnotationUserDataSource, AnnotationUserDataSourceKey, AnnotationUserDataEncoding,
+	AnnotationSSHKeys, AnnotationSSHKeySource, AnnotationForceDHCP, AnnotationFilesFromSource}
+
+type conv struct {
+	ctx  context.Context
+	b    *platform.Builder
+	ns   string
+	opts platform.Options
+	pod  *corev1.Pod
+}
+
+func (c *conv) flag(name string) bool {
+	switch v := c.pod.Annotations[name]; v {
+	case "", "false":
+		return false
+	case "true":
+		return true
+	default:
+		c.b.Errorf(ann(name), "%q: want \"true\" or \"false\"", v)
+		return false
+	}
+}
+
+// yamlMap reads an annotation holding a YAML mapping.
+func (c *conv) yamlMap(name string) map[string]any {
+	text, ok := c.pod.Annotations[name]
+	if !ok {
+		return nil
+	}
+	var m map[string]any
+	if err := yaml.Unmarshal([]byte(text), &m); err != nil {
+		c.b.Errorf(ann(name), "not a YAML mapping: %v", strings.TrimPrefix(err.Error(), "yaml: "))
+		return nil
+	}
+	return m
+}
+
+func (c *conv) metaData() {
+	md := c.yamlMap(AnnotationMetaData)
+	s := &c.b.Instance.Spec
+	p := ann(AnnotationMetaData)
+	for _, k := range sortedKeys(md) {
+		v := md[k]
+		switch k {
+		case "instance-id", "uuid":
+			id, ok := v.(string)
+			if !ok {
+				c.b.Errorf(p, "%s: want a string", k)
+				continue
+			}
+			s.InstanceID = id
+			c.b.From("spec.instanceID", p)
+		case "local-hostname", "hostname":
+			h, ok := v.(string)
+			if !ok {
+				c.b.Errorf(p, "%s: want a string", k)
+				continue
+			}
+			if host, _, isFQDN := strings.Cut(h, "."); isFQDN {
+				s.Hostname, s.FQDN = host, h
+				c.b.From("spec.fqdn", p)
+			} else {
+				s.Hostname = h
+			}
+			c.b.From("spec.hostname", p)
+		case "public-keys", "public_keys":
+			c.b.Errorf(p, "%s: give SSH keys with %s or %s", k, AnnotationSSHKeys, AnnotationSSHKeySource)
+		default:
+			if s.CloudInit.MetaData == nil {
+				s.CloudInit.MetaData = map[string]any{}
+			}
+			s.CloudInit.MetaData[k] = v
+			c.b.From("spec.cloudInit.metaData."+k, p)
+		}
+	}
+}
+
+// source reads a kind/name[/key] reference annotation.
+func (c *conv) source(name string, allowKey bool) (*platform.Source, string, bool) {
+	v := c.pod.Annotations[name]
+	parts := strings.Split(v, "/")
+	if len(parts) < 2 || (len(parts) > 2 && !allowKey) || len(parts) > 3 || parts[1] == "" {
+		form := "configmap/NAME or secret/NAME"
+		if allowKey {
+			form = "configmap/NAME[/KEY] or secret/NAME[/KEY]"
+		}
+		c.b.Errorf(ann(name), "%q: want %s", v, form)
+		return nil, "", false
+	}
+	kind := strings.ToLower(parts[0])
+	if kind != "configmap" && kind != "secret" {
+		c.b.Errorf(ann(name), "%q: the kind is configmap or secret, not %q", v, parts[0])
+		return nil, "", false
+	}
+	src, err := platform.Fetch(c.ctx, c.opts.Resolver, kind, c.ns, parts[1])
+	if err != nil {
+		c.b.Err(ann(name), err)
+		return nil, "", false
+	}
+	key := ""
+	if len(parts) == 3 {
+		key = parts[2]
+	}
+	return src, key, true
+}
+
+func splitKeys(text string) []string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func (c *conv) sshKeys() {
+	a := c.pod.Annotations
+	s := &c.b.Instance.Spec
+	_, hasKeys := a[AnnotationSSHKeys]
+	if _, ok := a[AnnotationSSHKeySource]; ok && !(hasKeys && a[AnnotationUserDataOverwrite] == "true") {
+		if src, key, ok := c.source(AnnotationSSHKeySource, true); ok {
+			if key == "" {
+				key = defaultSSHKeysKey
+			}
+			if _, data, err := src.Key(key); err != nil {
+				c.b.Err(ann(AnnotationSSHKeySource), err)
+			} else {
+				for _, k := range splitKeys(string(data)) {
+					c.b.From(fmt.Sprintf("spec.sshAuthorizedKeys[%d]", len(s.SSHAuthorizedKeys)), ann(AnnotationSSHKeySource))
+					s.SSHAuthorizedKeys = append(s.SSHAuthorizedKeys, k)
+				}
+			}
+		}
+	}
+	for _, k := range splitKeys(a[AnnotationSSHKeys]) {
+		c.b.From(fmt.Sprintf("spec.sshAuthorizedKeys[%d]", len(s.SSHAuthorizedKeys)), ann(AnnotationSSHKeys))
+		s.SSHAuthorizedKeys = append(s.SSHAuthorizedKeys, k)
+	}
+}
+
+// container is the VM's container: Virtlet runs one per pod.
+func (c *conv) container() *corev1.Container {
+	if len(c.pod.Spec.Containers) == 0 {
+		c.b.Errorf("spec.containers", "required: the VM's container")
+		return nil
+	}
+	if len(c.pod.Spec.Containers) > 1 {
+		c.b.Warnf("spec.containers[1]", "ignored: Virtlet runs one VM per pod, from the first container")
+	}
+	return &c.pod.Spec.Containers[0]
+}
+
+func (c *conv) env(ct *corev1.Container) {
+	if ct == nil || len(ct.Env) == 0 {
+		return
+	}
+	var sb strings.Builder
+	for i, e := range ct.Env {
+		p := fmt.Sprintf("spec.containers[0].env[%d]", i)
+		v := e.Value
+		if e.ValueFrom != nil {
+			var err error
+			if v, err = c.valueFrom(e.ValueFrom); err != nil {
+				c.b.Err(p+".valueFrom", err)
+				continue
+			}
+		}
+		if strings.ContainsAny(v, "\n\x00") {
+			c.b.Errorf(p, "the value has a newline or NUL, which an environment file cannot hold")
+			continue
+		}
+		fmt.Fprintf(&sb, "%s=%s\n", e.Name, quoteEnv(v))
+	}
+	c.addFile(envFile, 0o644, []byte(sb.String()), "spec.containers[0].env")
+}
+
+// quoteEnv quotes a value so that both sh (". file") and systemd's
+// EnvironmentFile read it back unchanged.
+func quoteEnv(v string) string {
+	if v != "" && strings.IndexFunc(v, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_-.,:/@+=%", r))
+	}) < 0 {
+		return v
+	}
+	return spec.ShellQuote(v)
+}
+
+func (c *conv) valueFrom(vf *corev1.EnvVarSource) (string, error) {
+	switch {
+	case vf.ConfigMapKeyRef != nil:
+		src, err := platform.Fetch(c.ctx, c.opts.Resolver, "configmap", c.ns, vf.ConfigMapKeyRef.Name)
+		if err != nil {
+			return "", err
+		}
+		_, v, err := src.Key(vf.ConfigMapKeyRef.Key)
+		return string(v), err
+	case vf.SecretKeyRef != nil:
+		src, err := platform.Fetch(c.ctx, c.opts.Resolver, "secret", c.ns, vf.SecretKeyRef.Name)
+		if err != nil {
+			return "", err
+		}
+		_, v, err := src.Key(vf.SecretKeyRef.Key)
+		return string(v), err
+	}
+	return "", fmt.Errorf("%w: only configMapKeyRef and secretKeyRef are known before the pod runs", platform.ErrUnsupported)
+}
+
+func (c *conv) addFile(p string, mode uint32, data []byte, from string) {
+	s := &c.b.Instance.Spec
+	for _, f := range s.Files {
+		if f.Path == p {
+			c.b.Errorf(from, "writes %s, which is already written", p)
+			return
+		}
+	}
+	m := spec.Mode(mode)
+	f := spec.File{Path: p, Mode: &m}
+	if isText(data) {
+		t := string(data)
+		f.Content = &t
+	} else {
+		f.ContentBase64 = base64.StdEncoding.EncodeToString(data)
+	}
+	c.b.From(fmt.Sprintf("spec.files[%d]", len(s.Files)), from)
+	s.Files = append(s.Files, f)
+}
+
+func isText(data []byte) bool {
+	for _, r := range string(data) {
+		if r == 0xfffd || r < 0x20 && r != '\n' && r != '\t' {
+			return false
+		}
+	}
+	return true
+}
+
+// volumes turns the container's volume mounts into files and mounts, and
+// returns the mount script's lines.
+func (c *conv) volumes(ct *corev1.Container) []string {
+	if ct == nil {
+		return nil
+	}
+	vols := map[string]int{}
+	for i, v := range c.pod.Spec.Volumes {
+		vols[v.Name] = i
+	}
+	var lines []string
+	flex := 0
+	for i, vm := range ct.VolumeMounts {
+		p := fmt.Sprintf("spec.containers[0].volumeMounts[%d]", i)
+		vi, ok := vols[vm.Name]
+		if !ok {
+			c.b.Errorf(p+".name", "no volume %q in spec.volumes", vm.Name)
+			continue
+		}
+		v := &c.pod.Spec.Volumes[vi]
+		vp := fmt.Sprintf("spec.volumes[%d]", vi)
+		switch {
+		case v.ConfigMap != nil:
+			src, err := platform.Fetch(c.ctx, c.opts.Resolver, "configmap", c.ns, v.ConfigMap.Name)
+			if err != nil {
+				c.b.Err(vp+".configMap.name", err)
+				continue
+			}
+			c.keysAsFiles(src, vm.MountPath, v.ConfigMap.Items, v.ConfigMap.DefaultMode, vp+".configMap")
+		case v.Secret != nil:
+			src, err := platform.Fetch(c.ctx, c.opts.Resolver, "secret", c.ns, v.Secret.SecretName)
+			if err != nil {
+				c.b.Err(vp+".secret.secretName", err)
+				continue
+			}
+			c.keysAsFiles(src, vm.MountPath, v.Secret.Items, v.Secret.DefaultMode, vp+".secret")
+		case v.FlexVolume != nil && v.FlexVolume.Driver == flexvolumeDriver:
+			dev := "/dev/vd" + string(rune(firstFlexvolumeDev+flex))
+			flex++
+			switch t := v.FlexVolume.Options["type"]; t {
+			case "qcow2", "":
+				dev += "1"
+			case "raw", "ceph":
+			default:
+				c.b.Errorf(vp+".flexVolume.options.type", "%q: Virtlet's flexvolumes are qcow2, raw or ceph", t)
+				continue
+			}
+			s := &c.b.Instance.Spec
+			c.b.From(fmt.Sprintf("spec.mounts[%d]", len(s.Mounts)), p)
+			s.Mounts = append(s.Mounts, spec.Mount{Device: dev, Path: vm.MountPath, Options: []string{"defaults", "nofail"}})
+			lines = append(lines, fmt.Sprintf("if ! mountpoint %s; then mkdir -p %s && mount %s %s; fi",
+				spec.ShellQuote(vm.MountPath), spec.ShellQuote(vm.MountPath), dev, spec.ShellQuote(vm.MountPath)))
+		case v.FlexVolume != nil:
+			c.b.Errorf(vp+".flexVolume.driver", "%q: Virtlet mounts only its own %s", v.FlexVolume.Driver, flexvolumeDriver)
+		default:
+			c.b.Warnf(p, "ignored: only ConfigMap, Secret and Virtlet flexvolume mounts reach the VM; this volume's content is on the node")
+		}
+	}
+	if len(c.pod.Spec.Containers) > 0 && len(c.pod.Spec.Containers[0].VolumeDevices) > 0 {
+		c.b.Warnf("spec.containers[0].volumeDevices", "ignored: Virtlet links raw block volumes at the path the running domain gives them, which vminit cannot know")
+	}
+	return lines
+}
+
+// keysAsFiles writes the keys of a mounted ConfigMap or Secret as files, as
+// the kubelet lays them out.
+func (c *conv) keysAsFiles(src *platform.Source, dir string, items []corev1.KeyToPath, defaultMode *int32, from string) {
+	mode := uint32(0o644)
+	if defaultMode != nil {
+		mode = uint32(*defaultMode) & 0o7777
+	}
+	if len(items) == 0 {
+		for _, k := range src.Keys() {
+			c.addFile(path.Join(dir, k), mode, src.Data[k], from)
+		}
+		return
+	}
+	for i, it := range items {
+		data, ok := src.Data[it.Key]
+		if !ok {
+			_, _, err := src.Key(it.Key)
+			c.b.Err(fmt.Sprintf("%s.items[%d].key", from, i), err)
+			continue
+		}
+		m := mode
+		if it.Mode != nil {
+			m = uint32(*it.Mode) & 0o7777
+		}
+		c.addFile(path.Join(dir, it.Path), m, data, fmt.Sprintf("%s.items[%d]", from, i))
+	}
+}
+
+// filesFromSource writes VirtletFilesFromDataSource's files: for each key X
+// with X_path, X's content (base64 unless X_encoding is plain) at X_path.
+func (c *conv) filesFromSource() {
+	if _, ok := c.pod.Annotations[AnnotationFilesFromSource]; !ok {
+		return
+	}
+	src, _, ok := c.source(AnnotationFilesFromSource, false)
+	if !ok {
+		return
+	}
+	p := ann(AnnotationFilesFromSource)
+	for _, k := range src.Keys() {
+		if strings.HasSuffix(k, "_path") || strings.HasSuffix(k, "_encoding") {
+			continue
+		}
+		fp, ok := src.Data[k+"_path"]
+		if !ok {
+			c.b.Errorf(p, "%s %q: key %q has no %q giving its path", src.Kind, src.Name, k, k+"_path")
+			continue
+		}
+		data := src.Data[k]
+		switch enc := string(src.Data[k+"_encoding"]); enc {
+		case "", "base64":
+			d, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(data)))
+			if err != nil {
+				c.b.Errorf(p, "%s %q: key %q is not base64 (set %q to plain for text): %v", src.Kind, src.Name, k, k+"_encoding", err)
+				continue
+			}
+			data = d
+		case "plain":
+		default:
+			c.b.Errorf(p, "%s %q: %s is %q; want base64 or plain", src.Kind, src.Name, k+"_encoding", enc)
+			continue
+		}
+		c.addFile(path.Clean("/"+string(fp)), 0o644, data, p)
+	}
+}
+
+// userData builds the user data from the data source, the annotations and
+// the mount script.
+func (c *conv) userData(overwrite bool, mountLines []string) {
+	a := c.pod.Annotations
+	s := &c.b.Instance.Spec
+	mountScript := ""
+	if len(mountLines) > 0 {
+		mountScript = "#!/bin/sh\n" + strings.Join(mountLines, "\n") + "\n"
+	}
+	if script, ok := a[AnnotationUserDataScript]; ok {
+		s.CloudInit.UserData = strings.ReplaceAll(script, mountScriptMarker, mountScript)
+		c.b.From("spec.cloudInit.userData", ann(AnnotationUserDataScript))
+		return
+	}
+	if mountScript != "" {
+		c.addFile(mountScriptFile, 0o755, []byte(mountScript), "spec.containers[0].volumeMounts")
+	}
+	var base map[string]any
+	var raw map[string][]byte
+	if _, ok := a[AnnotationUserDataSource]; ok {
+		if src, _, ok := c.source(AnnotationUserDataSource, false); ok {
+			raw = src.Data
+			base = map[string]any{}
+			for _, k := range src.Keys() {
+				var v any
+				if err := yaml.Unmarshal(src.Data[k], &v); err != nil {
+					if _, isKey := a[AnnotationUserDataSourceKey]; !isKey {
+						c.b.Errorf(ann(AnnotationUserDataSource), "%s %q: key %q is not YAML, so it cannot be a user-data key (Virtlet dropped it silently): %v", src.Kind, src.Name, k, strings.TrimPrefix(err.Error(), "yaml: "))
+					}
+					continue
+				}
+				base[k] = v
+			}
+		}
+	}
+	if key, ok := a[AnnotationUserDataSourceKey]; ok {
+		if raw == nil {
+			c.b.Errorf(ann(AnnotationUserDataSourceKey), "needs %s", AnnotationUserDataSource)
+			return
+		}
+		data, ok := raw[key]
+		if !ok {
+			c.b.Errorf(ann(AnnotationUserDataSourceKey), "%q: the data source has no such key", key)
+			return
+		}
+		switch enc := a[AnnotationUserDataEncoding]; enc {
+		case "", "plain":
+		case "base64":
+			d, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(data)))
+			if err != nil {
+				c.b.Errorf(ann(AnnotationUserDataSourceKey), "key %q is not base64 (%s: base64): %v", key, AnnotationUserDataEncoding, err)
+				return
+			}
+			data = d
+		default:
+			c.b.Errorf(ann(AnnotationUserDataEncoding), "%q: want plain or base64", enc)
+			return
+		}
+		s.CloudInit.UserData = string(data)
+		c.b.From("spec.cloudInit.userData", ann(AnnotationUserDataSourceKey))
+		return
+	}
+	if enc, ok := a[AnnotationUserDataEncoding]; ok {
+		c.b.Warnf(ann(AnnotationUserDataEncoding), "%q has no effect without %s", enc, AnnotationUserDataSourceKey)
+	}
+	over := c.yamlMap(AnnotationUserData)
+	merged := base
+	switch {
+	case overwrite && over != nil:
+		merged = over
+	case over != nil:
+		merged = mergeVirtlet(base, over)
+	}
+	if len(merged) == 0 {
+		return
+	}
+	merged["merge_how"] = virtletMergeHow
+	doc, err := yaml.Marshal(merged)
+	if err != nil {
+		c.b.Errorf(ann(AnnotationUserData), "%v", err)
+		return
+	}
+	s.CloudInit.UserData = "#cloud-config\n" + string(doc)
+	c.b.From("spec.cloudInit.userData", ann(AnnotationUserData))
+}
+
+// mergeVirtlet is Virtlet's utils.Merge: maps recursively, lists
+// appended (base first), anything else replaced by over.
+func mergeVirtlet(base, over map[string]any) map[string]any {
+	out := map[string]any{}
+	for k, v := range base {
+		out[k] = v
+	}
+	for k, v := range over {
+		out[k] = mergeValue(out[k], v)
+	}
+	return out
+}
+
+func mergeValue(base, over any) any {
+	switch o := over.(type) {
+	case map[string]any:
+		if b, ok := base.(map[string]any); ok {
+			return mergeVirtlet(b, o)
+		}
+	case []any:
+		if b, ok := base.([]any); ok {
+			return append(slices.Clone(b), o...)
+		}
+	}
+	return over
+}
+
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
