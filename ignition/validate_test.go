@@ -9,13 +9,7 @@ import (
 	"testing"
 
 	types "github.com/coreos/ignition/v2/config/v3_0/types"
-	t31 "github.com/coreos/ignition/v2/config/v3_1/types"
-	t32 "github.com/coreos/ignition/v2/config/v3_2/types"
-	t33 "github.com/coreos/ignition/v2/config/v3_3/types"
-	t34 "github.com/coreos/ignition/v2/config/v3_4/types"
-	t35 "github.com/coreos/ignition/v2/config/v3_5/types"
 	"github.com/coreos/ignition/v2/config/v3_6"
-	t36 "github.com/coreos/ignition/v2/config/v3_6/types"
 	"github.com/coreos/ignition/v2/config/validate"
 	"github.com/coreos/vcontext/report"
 )
@@ -102,7 +96,8 @@ func FuzzValidateStruct(f *testing.F) {
 		f.Add([]byte(c))
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		for _, cfg := range []any{new(types.Config), new(t31.Config), new(t32.Config), new(t33.Config), new(t34.Config), new(t35.Config), new(t36.Config)} {
+		for _, sv := range stable3() {
+			cfg := reflect.New(sv.config).Interface()
 			if json.Unmarshal(raw, cfg) != nil {
 				return
 			}
