@@ -11,6 +11,14 @@
 // without the empty objects and nulls encoding/json writes for unset
 // fields, and the same bytes for the same spec.
 //
+// Every validation rule is Ignition's (each type's Validate method and its
+// duplicate check); only the walk that reaches the values is this
+// package's, because vcontext's works out each struct's fields, JSON names
+// and paths again at every node, half of a render's time. A user config
+// with nothing to report is likewise decoded and validated without the
+// tree of JSON positions Ignition's parser builds for its messages; one
+// with anything to report goes through the parser.
+//
 // # Spec versions
 //
 // By default Render emits the lowest stable spec version that can express
@@ -22,11 +30,11 @@
 // find nothing new, and Ignition's translation must carry the config back
 // up to exactly the same config. Only the lowest version whose types have
 // every key is tried (and the next if it fails), so the config is decoded
-// and validated in one or two versions, not in each. Options.Version forces a version ("3.0.0" …
-// "3.6.0", or the legacy "2.2.0" and "2.3.0", translated with
-// ign-converter for RHCOS before 4.6 and Flatcar's spec 2 readers); a
-// config the forced version cannot express is an error naming the version
-// that can. Experimental versions are never emitted.
+// and validated in one or two versions, not in each. Options.Version
+// forces a version ("3.0.0" … "3.6.0", or the legacy "2.2.0" and "2.3.0",
+// translated with ign-converter for RHCOS before 4.6 and Flatcar's spec 2
+// readers); a config the forced version cannot express is an error naming
+// the version that can. Experimental versions are never emitted.
 //
 // # How the spec maps
 //

@@ -11,16 +11,17 @@ import (
 	vvalidate "github.com/coreos/vcontext/validate"
 )
 
-// validateStruct gives the report of Ignition's
-// validate.ValidateWithContext(cfg, nil), entry for entry and in the same
-// order as vcontext's walk gives them: every rule is Ignition's (each
-// type's own Validate method and Ignition's duplicate check), called on
-// the same values with the same paths. Only the walk that finds those
-// values is ours: vcontext's walk works out each struct's fields, their
-// JSON names and their paths again at every node, which is most of a
-// render's time and allocations, where this one learns them once per
-// type, skips what holds nothing to validate, and runs both validators in
-// one pass. TestValidateStructIsIgnitions holds it to Ignition's report.
+// validateStruct gives the entries of Ignition's
+// validate.ValidateWithContext(cfg, nil), in the order of one vcontext
+// walk that runs both of its validators at each node: every rule is
+// Ignition's (each type's own Validate method and Ignition's duplicate
+// check), called on the same values with the same paths. Only the walk
+// that finds those values is ours: vcontext's works out each struct's
+// fields, their JSON names and their paths again at every node (half of a
+// typical render's time, and most of its allocations), where this one
+// learns them once per type and skips what holds nothing to validate.
+// TestValidateStructIsIgnitions and FuzzValidateStruct hold it to
+// vcontext's walk and to Ignition's report.
 func validateStruct(cfg any) report.Report {
 	v := reflect.ValueOf(cfg)
 	w := walkerOf(v.Type())
