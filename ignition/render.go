@@ -163,7 +163,7 @@ func Render(inst *spec.Instance, opts Options) (*Result, error) {
 	default:
 		return nil, fmt.Errorf("unknown Ignition variant %q (want fcos, rhcos or flatcar)", opts.Variant)
 	}
-	r := &renderer{inst: inst, opts: opts, floor: v300, claims: map[string]string{}}
+	r := &renderer{inst: inst, opts: opts, floor: v300, claims: spec.PathClaims{}}
 	if opts.Version != "" {
 		sv, ok := lookupVersion(opts.Version)
 		if !ok {
@@ -190,7 +190,7 @@ type renderer struct {
 	floorField, floorWhy string
 	// claims maps each path the config writes to the spec field that
 	// writes it, to report two fields writing one file.
-	claims map[string]string
+	claims spec.PathClaims
 	// dirs are the directories created for ownership, by path.
 	dirs map[string]bool
 }
@@ -222,14 +222,7 @@ func (r *renderer) needs(v semver.Version, field, why string) {
 }
 
 // claim records that field writes p, and reports a second writer.
-func (r *renderer) claim(p, field string) bool {
-	if prev, dup := r.claims[p]; dup {
-		r.errs.Add(field, "%s is already written by %s", p, prev)
-		return false
-	}
-	r.claims[p] = field
-	return true
-}
+func (r *renderer) claim(p, field string) bool { return r.claims.Claim(&r.errs, p, field) }
 
 // build renders the spec's own part of the config. It uses only spec 3.0.0
 // fields, which every later 3.x version has unchanged, so stamping the

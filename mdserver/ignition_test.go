@@ -12,13 +12,14 @@ import (
 	"time"
 
 	"github.com/vminit/vminit/internal/testing/testtools"
+	"github.com/vminit/vminit/mdserver/registry"
 )
 
 const ignitionBin = "/usr/lib/dracut/modules.d/30ignition/ignition"
 
 // ignitionInstance is an Ignition instance (its user data in every
 // dialect is the Ignition config) identified by addrs.
-func ignitionInstance(t testing.TB, addrs ...string) *Record {
+func ignitionInstance(t testing.TB, addrs ...string) *registry.Record {
 	doc := instanceDoc("ign-1", addrs, "") + `  files:
     - path: /etc/served-by-vminit
       content: "hello from the metadata server\n"
