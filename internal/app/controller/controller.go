@@ -130,9 +130,7 @@ type Controller struct {
 	leader atomic.Bool
 	synced atomic.Bool
 
-	// The current leadership term's state; set by lead.
 	mu      sync.Mutex
-	term    *term
 	started bool
 }
 
@@ -311,9 +309,6 @@ func (c *Controller) lead(ctx context.Context) error {
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.kube.CoreV1().Events("")})
 	defer broadcaster.Shutdown()
 	t.recorder = broadcaster.NewRecorder(runtime.NewScheme(), corev1.EventSource{Component: "vminit-controller"})
-	c.mu.Lock()
-	c.term = t
-	c.mu.Unlock()
 
 	namespaces := c.cfg.Namespaces
 	if len(namespaces) == 0 {
