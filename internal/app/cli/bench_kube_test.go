@@ -30,8 +30,10 @@ func BenchmarkController(b *testing.B) {
 	s, _ := startCluster(b)
 	n := kubebench.Count()
 	res := kubebench.Resource(s.Dynamic(b))
+	cpu0 := kubebench.CPU(b, s.PID())
 	created := kubebench.Create(b, res, "default", n, 16)
 	b.ReportMetric(created.Seconds(), "s-create")
+	b.ReportMetric((kubebench.CPU(b, s.PID()) - cpu0).Seconds(), "s-apiserver-CPU-create")
 	for range b.N {
 		var mu sync.Mutex
 		done := map[string]bool{}
@@ -65,6 +67,7 @@ func BenchmarkController(b *testing.B) {
 		log := &testtools.SyncBuffer{}
 		cmd.Stdout, cmd.Stderr = log, log
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		apiCPU, etcdCPU := kubebench.CPU(b, s.PID()), kubebench.CPU(b, s.Etcd.PID())
 		start := time.Now()
 		if err := cmd.Start(); err != nil {
 			b.Fatal(err)
@@ -78,6 +81,9 @@ func BenchmarkController(b *testing.B) {
 		elapsed := last.Sub(start)
 		mu.Unlock()
 		_, peak := kubebench.RSS(b, cmd.Process.Pid)
+		b.ReportMetric(kubebench.CPU(b, cmd.Process.Pid).Seconds(), "s-controller-CPU")
+		b.ReportMetric((kubebench.CPU(b, s.PID()) - apiCPU).Seconds(), "s-apiserver-CPU")
+		b.ReportMetric((kubebench.CPU(b, s.Etcd.PID()) - etcdCPU).Seconds(), "s-etcd-CPU")
 		cmd.Process.Kill()
 		cmd.Wait()
 		close(stop)

@@ -102,6 +102,22 @@ func RSS(tb testing.TB, pid int) (cur, peak float64) {
 	return cur, peak
 }
 
+// CPU returns the CPU time a process has used (user and system), from
+// /proc/PID/stat.
+func CPU(tb testing.TB, pid int) time.Duration {
+	tb.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	// The fields after the command name, which is in parentheses.
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	var utime, stime int64
+	fmt.Sscan(f[11], &utime)
+	fmt.Sscan(f[12], &stime)
+	return time.Duration(utime+stime) * time.Second / 100 // USER_HZ
+}
+
 // Resource is the Instance resource of a dynamic client.
 func Resource(dyn dynamic.Interface) dynamic.NamespaceableResourceInterface {
 	return dyn.Resource(v1alpha1.GroupVersionResource)
