@@ -119,6 +119,24 @@ func (b *Builder) Err(path string, err error) {
 	b.errs = append(b.errs, e)
 }
 
+// TextErrorf records a problem at line and column (1-based) of the text
+// held by the object's field at path (an embedded JSON config, say): at
+// the file's line and column when the field's text keeps the file's lines,
+// else at the field, naming the text's line and column.
+func (b *Builder) TextErrorf(path string, line, col int, format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	fl, fc, ok := b.Doc.TextPosition(path, line, col)
+	switch {
+	case ok && fc > 0:
+		msg = fmt.Sprintf("column %d: %s", fc, msg)
+	case ok:
+	default:
+		fl = b.Doc.LineOf(path)
+		msg = fmt.Sprintf("line %d, column %d of its text: %s", line, col, msg)
+	}
+	b.errs = append(b.errs, &spec.FieldError{File: b.Doc.File, Line: fl, Field: path, Message: msg})
+}
+
 // Warnf records a warning about the object's field at path.
 func (b *Builder) Warnf(path, format string, args ...any) {
 	b.Warnings = append(b.Warnings, fmt.Sprintf("%s: %s", b.Doc.Where(path), fmt.Sprintf(format, args...)))

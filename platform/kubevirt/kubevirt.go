@@ -45,6 +45,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/xml"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -489,7 +490,12 @@ func (m *vmi) accessCredentials(ctx context.Context, b *platform.Builder, ci *cl
 func (m *vmi) ignition(b *platform.Builder, text, path string) {
 	s := &b.Instance.Spec
 	cfg, from, err := ignition.Upgrade([]byte(text))
-	if err != nil {
+	var se *ignition.SyntaxError
+	switch {
+	case errors.As(err, &se):
+		b.TextErrorf(path, se.Line, se.Column, "not JSON: %v", se.Err)
+		return
+	case err != nil:
 		b.Errorf(path, "%v", err)
 		return
 	}
