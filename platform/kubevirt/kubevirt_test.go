@@ -282,7 +282,9 @@ func TestAccessCredentials(t *testing.T) {
 			errs: []string{"accessCredentials[0].sshPublicKey.propagationMethod: required"}},
 		{name: "guest agent is run time", doc: vm(ac("{qemuGuestAgent: {users: [fedora]}}")+"- userPassword:\n    source: {secret: {secretName: pw}}\n    propagationMethod: {qemuGuestAgent: {}}\n"+nc, keys),
 			warns: []string{"propagationMethod.qemuGuestAgent: ignored: KubeVirt pushes these keys at run time", "accessCredentials[1].userPassword: ignored"},
-			check: func(t *testing.T, s *spec.Spec, r *platform.Result) { eq(t, "keys", s.SSHAuthorizedKeys, []string(nil)) }},
+			check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
+				eq(t, "keys", s.SSHAuthorizedKeys, []string(nil))
+			}},
 		{name: "secret missing", doc: vm(ac("{noCloud: {}}") + nc),
 			errs: []string{`accessCredentials[0].sshPublicKey.source.secret.secretName: secret "keys" not found in namespace "ns"`}},
 		{name: "not a key", doc: vm(ac("{noCloud: {}}")+nc, secret("keys", "k", "ssh-rsa garbage\n")),
@@ -386,11 +388,15 @@ spec:
 				eq(t, "userData", s.CloudInit.UserData, "#!/bin/sh\necho 2\n")
 			}},
 		{name: "pool without appendIndex", doc: strings.Replace(pool, "appendIndexToSecretRefs: true", "appendIndexToSecretRefs: false", 1) + "---\n" + secret("ud", "userdata", "#!/bin/sh\n"), opts: platform.Options{PoolIndex: 1},
-			check: func(t *testing.T, s *spec.Spec, r *platform.Result) { eq(t, "name", r.Instance.Metadata.Name, "workers-1") }},
+			check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
+				eq(t, "name", r.Instance.Metadata.Name, "workers-1")
+			}},
 		{name: "pool index past replicas", doc: pool, opts: platform.Options{PoolIndex: 3},
 			errs: []string{"spec.replicas: the pool has 3 members; there is no member 3"}},
 		{name: "v1alpha3 VM", doc: strings.Replace(vm("volumes:\n- name: ci\n  cloudInitNoCloud: {userData: \"#!/bin/sh\\n\"}\n"), "kubevirt.io/v1\n", "kubevirt.io/v1alpha3\n", 1),
-			check: func(t *testing.T, s *spec.Spec, r *platform.Result) { eq(t, "userData", s.CloudInit.UserData, "#!/bin/sh\n") }},
+			check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
+				eq(t, "userData", s.CloudInit.UserData, "#!/bin/sh\n")
+			}},
 		{name: "v1alpha2 VMI", doc: `apiVersion: kubevirt.io/v1alpha2
 kind: VirtualMachineInstance
 metadata: {name: old}
