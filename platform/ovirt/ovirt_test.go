@@ -86,7 +86,9 @@ func TestCloudInitGuest(t *testing.T) {
 				platformtest.Eq(t, "keys", len(s.SSHAuthorizedKeys), 0)
 			}},
 		{Name: "a password without user_name is root's", Doc: vm("    <root_password>"+hash+"</root_password>\n", ""),
-			Check: func(t *testing.T, s *spec.Spec, r *platform.Result) { platformtest.Eq(t, "user", s.Users[0].Name, "root") }},
+			Check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
+				platformtest.Eq(t, "user", s.Users[0].Name, "root")
+			}},
 		{Name: "plain password, salted", Doc: vm("    <user_name>admin</user_name>\n    <root_password>s3cret pass</root_password>\n", ""), Opts: platform.Options{PasswordSalt: "abcdefgh"},
 			Check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
 				platformtest.Eq(t, "hash", s.Users[0].PasswordHash, "$6$abcdefgh$JkUs2M4cQMIF3fzb8rSPdrGis9kyxOr8G//eP6mEBQv4DyD/cfcCAqUX6.8VAMaqE9BpPh.U5Cfz9mU/DZcFL1")
@@ -209,7 +211,9 @@ func TestIgnitionGuest(t *testing.T) {
 			Warns: []string{"timezone: ignored for an Ignition guest", "nic_configurations: ignored for an Ignition guest", "translated to spec 3"}},
 		{Name: "an Ignition script without an OS type", Doc: vm(`    <custom_script>{"ignition": {"version": "3.0.0"}}</custom_script>`+"\n", ""),
 			Warns: []string{"custom_script: an Ignition config and no os.type"},
-			Check: func(t *testing.T, s *spec.Spec, r *platform.Result) { platformtest.Eq(t, "agent", s.Agent, spec.AgentIgnition) }},
+			Check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
+				platformtest.Eq(t, "agent", s.Agent, spec.AgentIgnition)
+			}},
 		{Name: "not JSON: the file's line", Doc: vm("    <custom_script>\n{\n  \"ignition\": {\"version\": \"3.0.0\"},\n  \"passwd\": [,]\n}\n</custom_script>\n", rhcos),
 			Errs: []string{"vm.yaml:8: vm.initialization.custom_script: column 14: not JSON: invalid character ','"}},
 		{Name: "not JSON, JSON document", Doc: `{"name": "a", "os": {"type": "rhcos_x64"}, "initialization": {"custom_script": "{\"ignition\": ]"}}`,
