@@ -441,6 +441,16 @@ func (c *conv) users() {
 			}
 			su.PasswordHash = strings.TrimSpace(string(v))
 		}
+		if u.LockPassword == nil {
+			// cloud-init locks a password unless lock_passwd is false,
+			// and CAPI writes lock_passwd only when it is set; its Ignition
+			// leaves the password usable.
+			lock := !c.ignition
+			su.LockPassword = &lock
+			if lock && (u.Passwd != "" || u.PasswdFrom.Secret.Name != "") {
+				c.b.Warnf(p+".lockPassword", "unset: the password is locked, as cloud-init's default lock_passwd locks it under Cluster API; set lockPassword: false to log in with it")
+			}
+		}
 		if u.Inactive != nil && *u.Inactive {
 			if c.ignition {
 				c.b.Errorf(p+".inactive", "Ignition cannot create an expired account")
