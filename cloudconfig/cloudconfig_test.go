@@ -96,8 +96,10 @@ func TestRepresentative(t *testing.T) {
 		data string
 		mode string
 	}{
-		"/etc/plain": {"hello", "<nil>"}, "/etc/b64": {"from base64\n", "<nil>"}, "/etc/gz": {"from gzip\n", "0600"},
-		"/etc/decimal-mode": {"x", "0644"}, "/etc/append-me": {"more", "<nil>"}, "/home/alice/owned": {"mine", "<nil>"},
+		// Without permissions a file has spec.Default's mode, 0644, as
+		// cloud-init's write_files gives it.
+		"/etc/plain": {"hello", "0644"}, "/etc/b64": {"from base64\n", "0644"}, "/etc/gz": {"from gzip\n", "0600"},
+		"/etc/decimal-mode": {"x", "0644"}, "/etc/append-me": {"more", "0644"}, "/home/alice/owned": {"mine", "0644"},
 	}
 	for _, f := range s.Files {
 		w, ok := want[f.Path]

@@ -145,22 +145,12 @@ func users(list []spec.User) *yaml.Node {
 // runcmd for the units and mounts to take effect.
 func writeFiles(s *spec.Spec, errs *spec.ErrorList) (files *yaml.Node, run []*yaml.Node) {
 	files = yaml11.Sequence()
-	written := map[string]string{} // path -> the field that writes it
-	claim := func(p, field string) bool {
-		if prev, dup := written[p]; dup {
-			errs.Add(field, "%s is already written by %s", p, prev)
-			return false
-		}
-		written[p] = field
-		return true
-	}
+	written := spec.PathClaims{}
+	claim := func(p, field string) bool { return written.Claim(errs, p, field) }
 	for i, f := range s.Files {
 		field := fmt.Sprintf("spec.files[%d]", i)
 		claim(f.Path, field+".path")
-		mode := spec.Mode(0o644)
-		if f.Mode != nil {
-			mode = *f.Mode
-		}
+		mode := *f.Mode // spec.Default sets it
 		deferred := false
 		if f.Owner != "" {
 			var problem string

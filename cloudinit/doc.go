@@ -1,8 +1,14 @@
 // Package cloudinit renders a vminit instance spec into the data cloud-init
 // reads on first boot: user-data, vendor-data and meta-data, for the NoCloud
-// datasource (YAML meta-data) and the ConfigDrive datasource (OpenStack's
-// meta_data.json and vendor_data.json). Package seed lays these files out
-// as a datasource's file tree; package network renders network-config.
+// datasource (YAML meta-data), the ConfigDrive datasource (OpenStack's
+// meta_data.json and vendor_data.json) and the Ec2 datasource (the EC2
+// instance metadata tree the metadata server serves). Every datasource
+// reports the same host name: the FQDN when the spec has one, else the
+// host name. Package seed lays these files out as a datasource's file
+// tree; package network renders network-config.
+//
+// Package cloudconfig goes the other way: from a #cloud-config document
+// a user already has to a spec.
 //
 // Every function takes a defaulted, valid spec (spec.Load returns one) and
 // returns the same bytes for the same spec: no clock, no randomness, no map

@@ -20,9 +20,12 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/coreos/go-semver/semver"
 	ignconfig "github.com/coreos/ignition/v2/config"
 
+	"github.com/vminit/vminit/cloudinit"
 	"github.com/vminit/vminit/seed"
+	"github.com/vminit/vminit/spec"
 )
 
 // FwCfgName is where Ignition's qemu platform reads its config on x86_64
@@ -104,29 +107,30 @@ func gzipBytes(data []byte) []byte {
 	return b.Bytes()
 }
 
-// ConfigDrive returns a config-2 seed carrying the config as
-// openstack/latest/user_data, where Ignition's openstack and kubevirt
-// platforms read it; meta_data.json gives cloud-init-style tools the uuid
-// they require.
-func ConfigDrive(config []byte, instanceID, hostname string) (*seed.Seed, error) {
-	md, err := json.Marshal(map[string]any{"uuid": instanceID, "hostname": hostname, "name": hostname})
+// Seed returns a seed of datasource ds carrying the config as its user
+// data, where Ignition's platforms read it (openstack and kubevirt read a
+// config drive's openstack/latest/user_data; kubevirt, proxmoxve and
+// ibmcloud a cidata seed's user-data), beside the meta-data the cloud-init
+// seed of inst has (instance-id, host name, public keys), which Afterburn
+// reads.
+func Seed(config []byte, inst *spec.Instance, ds seed.Datasource) (*seed.Seed, error) {
+	var md []byte
+	var err error
+	switch ds {
+	case seed.NoCloud:
+		md, err = cloudinit.MetaData(inst)
+	case seed.ConfigDrive:
+		md, err = cloudinit.ConfigDriveMetaData(inst)
+	default:
+		err = fmt.Errorf("%w %q", seed.ErrUnknownDatasource, ds)
+	}
 	if err != nil {
 		return nil, err
 	}
-	return &seed.Seed{Datasource: seed.ConfigDrive, Label: seed.ConfigDrive.Label(), Files: []seed.File{
-		{Path: "openstack/latest/meta_data.json", Data: md},
-		{Path: "openstack/latest/user_data", Data: config},
+	return &seed.Seed{Datasource: ds, Label: ds.Label(), Files: []seed.File{
+		{Path: ds.MetaDataPath(), Data: md},
+		{Path: ds.UserDataPath(), Data: config},
 	}}, nil
-}
-
-// NoCloud returns a cidata seed carrying the config as /user-data, where
-// Ignition's kubevirt, proxmoxve and ibmcloud platforms read it.
-func NoCloud(config []byte, instanceID, hostname string) *seed.Seed {
-	md := fmt.Sprintf("instance-id: %s\nlocal-hostname: %s\n", instanceID, hostname)
-	return &seed.Seed{Datasource: seed.NoCloud, Label: seed.NoCloud.Label(), Files: []seed.File{
-		{Path: "meta-data", Data: []byte(md)},
-		{Path: "user-data", Data: config},
-	}}
 }
 
 // Transport is a way user data reaches a guest, with a size limit.
@@ -140,8 +144,8 @@ type Transport struct {
 	Encode func([]byte) []byte
 }
 
-// Transports are the known budgets. The research behind them is in
-// shared/research/ignition.md (§1, §11) and platforms.md (§1.7).
+// Transports are the known budgets, each with the documented limit it
+// comes from.
 var Transports = []Transport{
 	{Name: "ec2", Limit: 16384, Source: "EC2 user data: 16 KB"},
 	{Name: "openstack", Limit: 65535, Source: "Nova user_data: 64 KB (65535 bytes)"},
@@ -179,6 +183,39 @@ func (t Transport) Size(config []byte) int {
 	return len(config)
 }
 
+// Pointer returns a pointer config for config: its ignition.config.replace
+// fetches the config from source and checks its sha512, so the guest gets
+// exactly config or nothing. headers are sent with the fetch (httpHeaders,
+// which need Ignition spec 3.1: a pointer for a 3.0 config with headers is
+// a 3.1 config). config must be an Ignition 3.x config.
+func Pointer(config []byte, source string, headers http.Header) ([]byte, error) {
+	var v struct {
+		Ignition struct{ Version string } `json:"ignition"`
+	}
+	if err := json.Unmarshal(config, &v); err != nil {
+		return nil, fmt.Errorf("pointer configs need an Ignition 3.x config: %v", err)
+	}
+	version, err := semver.NewVersion(v.Ignition.Version)
+	if err != nil || version.Major != 3 {
+		return nil, fmt.Errorf("pointer configs need an Ignition 3.x config, not version %q", v.Ignition.Version)
+	}
+	sum := sha512.Sum512(config)
+	ref := map[string]any{"source": source, "verification": map[string]any{"hash": "sha512-" + hex.EncodeToString(sum[:])}}
+	if len(headers) > 0 {
+		if v31 := (semver.Version{Major: 3, Minor: 1}); version.LessThan(v31) {
+			version = &v31
+		}
+		var hs []map[string]string
+		for _, k := range slices.Sorted(maps.Keys(headers)) {
+			for _, val := range headers[k] {
+				hs = append(hs, map[string]string{"name": k, "value": val})
+			}
+		}
+		ref["httpHeaders"] = hs
+	}
+	return json.Marshal(map[string]any{"ignition": map[string]any{"version": version.String(), "config": map[string]any{"replace": ref}}})
+}
+
 // ErrTooLarge is returned when a config exceeds its transport's budget
 // and no URL to publish it at was given.
 var ErrTooLarge = errors.New("config too large for its transport")
@@ -200,29 +237,7 @@ func Fit(config []byte, t Transport, publishURL string, headers http.Header) (pa
 	if err != nil || u.Scheme == "" {
 		return nil, nil, fmt.Errorf("publish URL %q: want an absolute http(s), s3, gs or tftp URL", publishURL)
 	}
-	var v struct {
-		Ignition struct{ Version string } `json:"ignition"`
-	}
-	if err := json.Unmarshal(config, &v); err != nil || !strings.HasPrefix(v.Ignition.Version, "3.") {
-		return nil, nil, fmt.Errorf("pointer configs need an Ignition 3.x config: %v", err)
-	}
-	version := v.Ignition.Version
-	sum := sha512.Sum512(config)
-	ref := map[string]any{"source": publishURL, "verification": map[string]any{"hash": "sha512-" + hex.EncodeToString(sum[:])}}
-	if len(headers) > 0 {
-		if version < "3.1.0" {
-			// httpHeaders exist from spec 3.1 on.
-			version = "3.1.0"
-		}
-		var hs []map[string]string
-		for _, k := range slices.Sorted(maps.Keys(headers)) {
-			for _, val := range headers[k] {
-				hs = append(hs, map[string]string{"name": k, "value": val})
-			}
-		}
-		ref["httpHeaders"] = hs
-	}
-	pointer, err := json.Marshal(map[string]any{"ignition": map[string]any{"version": version, "config": map[string]any{"replace": ref}}})
+	pointer, err := Pointer(config, publishURL, headers)
 	if err != nil {
 		return nil, nil, err
 	}

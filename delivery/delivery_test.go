@@ -22,6 +22,8 @@ import (
 
 	"github.com/vminit/vminit/internal/testing/qemutest"
 	"github.com/vminit/vminit/internal/testing/testtools"
+	"github.com/vminit/vminit/seed"
+	"github.com/vminit/vminit/spec"
 )
 
 func TestQEMUArgs(t *testing.T) {
@@ -179,5 +181,58 @@ func TestFwCfgInKernel(t *testing.T) {
 	os.WriteFile(p, config, 0o644)
 	if got := qemutest.ReadFwCfg(t, FwCfgName, p); !bytes.Equal(got, config) {
 		t.Errorf("the guest read %d bytes that differ from the %d passed", len(got), len(config))
+	}
+}
+
+// TestPointerVersion: headers need spec 3.1, compared as versions (a
+// pointer is never older than the config it points to), and only a 3.x
+// config has a pointer.
+func TestPointerVersion(t *testing.T) {
+	for _, tc := range []struct {
+		config  string
+		headers http.Header
+		want    string
+	}{
+		{"3.0.0", nil, "3.0.0"},
+		{"3.0.0", http.Header{"X": {"y"}}, "3.1.0"},
+		{"3.4.0", http.Header{"X": {"y"}}, "3.4.0"},
+		{"3.10.0", http.Header{"X": {"y"}}, "3.10.0"},
+	} {
+		p, err := Pointer([]byte(`{"ignition":{"version":"`+tc.config+`"}}`), "https://example.com/c.ign", tc.headers)
+		if err != nil || !strings.Contains(string(p), `"version":"`+tc.want+`"`) {
+			t.Errorf("%s with %v: %s %v, want version %s", tc.config, tc.headers, p, err, tc.want)
+		}
+	}
+	if _, err := Pointer([]byte(`{"ignition":{"version":"2.2.0"}}`), "https://example.com/c.ign", nil); err == nil {
+		t.Error("a pointer for a spec 2 config")
+	}
+}
+
+// TestSeedsCarryTheSeedMetadata: a config drive or cidata seed carrying an
+// Ignition config has the meta-data of the cloud-init seed of the same
+// spec (the host name the FQDN when there is one, as every datasource
+// reports it), not a copy of its own.
+func TestSeedsCarryTheSeedMetadata(t *testing.T) {
+	inst, err := spec.Parse([]byte("apiVersion: vminit.dev/v1alpha1\nkind: Instance\nmetadata: {name: web-1}\nspec:\n  agent: ignition\n  fqdn: web-1.example.com\n"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := []byte(`{"ignition":{"version":"3.0.0"}}`)
+	for _, ds := range seed.Datasources {
+		s, err := Seed(config, inst, ds)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := seed.Metadata(inst, ds, seed.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		md := want[0] // meta-data, openstack/latest/meta_data.json
+		if got, ok := s.Lookup(md.Path); !ok || !bytes.Equal(got, md.Data) || !bytes.Contains(got, []byte("web-1.example.com")) {
+			t.Errorf("%s: %s is\n%s\nwant\n%s", ds, md.Path, got, md.Data)
+		}
+		if s.Label != ds.Label() {
+			t.Errorf("%s: label %q", ds, s.Label)
+		}
 	}
 }

@@ -26,10 +26,7 @@ func (r *renderer) files(cfg *types.Config) {
 		if !r.claim(f.Path, field+".path") {
 			continue
 		}
-		mode := 0o644
-		if f.Mode != nil {
-			mode = int(*f.Mode)
-		}
+		mode := int(*f.Mode) // spec.Default sets it
 		if mode&0o7000 != 0 {
 			// Ignition before spec 3.6 ignores setuid, setgid and sticky
 			// bits (3.4 and 3.5 warn), and 3.6 masks them off the older

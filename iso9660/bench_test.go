@@ -8,7 +8,7 @@ import (
 )
 
 // BenchmarkNoCloudSeed builds the 3-file NoCloud seed that cloud-localds
-// writes with genisoimage (about 11 ms per image by exec, media.md §1.6).
+// writes with genisoimage (bench/iso/run.sh times both: docs/benchmarks.md).
 // The readers are reset rather than reallocated so that allocs/op counts
 // the package's own allocations.
 func BenchmarkNoCloudSeed(b *testing.B) {

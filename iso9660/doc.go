@@ -24,23 +24,12 @@
 // # Why not an existing library
 //
 // The package is hand-written because no Go library was correct on all of the
-// points above. The project's research notes on seed media (media.md §1.2,
-// §1.3 and §1.6) measured go-diskfs v1.9.4 and kdomanski/iso9660 v0.4.0:
-//
-//   - go-diskfs stages every file in an on-disk workspace directory, writes a
-//     file shorter than the volume size it declares (57,354 bytes for 29
-//     sectors), pads identifiers with NUL, stamps every date (including the
-//     expiration date) with time.Now, copies host uid/gid and the 0700 mode of
-//     its temporary directory, and writes the RRIP 1.12 "IEEE_P1282" ER that
-//     macOS and older BSD cd9660 reject. Its Rock Ridge data broke for
-//     directories longer than one sector (go-diskfs#295, lima#3845).
-//   - kdomanski/iso9660 also needs a staging directory, writes no path tables
-//     (bsdtar then lists nothing), no Rock Ridge and no Joliet, and time.Now
-//     dates.
-//   - Both take 0.6-0.7 ms for a 3-file seed; this package takes a few
-//     microseconds, and genisoimage, run as a program, about 11 ms.
-//
-// Nothing here needs cgo, a temporary directory or an external program.
+// points above: go-diskfs v1.9.4 and kdomanski/iso9660 v0.4.0 both need a
+// staging directory and stamp the clock's time into the image, go-diskfs
+// writes the Rock Ridge ER that macOS and older BSDs reject, and
+// kdomanski/iso9660 writes no Rock Ridge, Joliet or path tables
+// (docs/design.md has the record). Nothing here needs cgo, a temporary
+// directory or an external program.
 //
 // # Limits
 //

@@ -80,14 +80,14 @@ func NewReader(r io.ReaderAt, size int64) (*Reader, error) {
 	if size < (systemAreas+2)*sectorSize {
 		return nil, fmt.Errorf("%w: %d bytes is too small for an ISO 9660 image", ErrFormat, size)
 	}
-	z := &Reader{ra: r, size: size}
+	rd := &Reader{ra: r, size: size}
 	sec := make([]byte, sectorSize)
 	var pvd, svd []byte
 	for i := int64(systemAreas); ; i++ {
 		if i >= systemAreas+maxVDescs || (i+1)*sectorSize > size {
 			return nil, fmt.Errorf("%w: no volume descriptor set terminator", ErrFormat)
 		}
-		if err := z.readAt(sec, i*sectorSize); err != nil {
+		if err := rd.readAt(sec, i*sectorSize); err != nil {
 			return nil, err
 		}
 		if string(sec[1:6]) != "CD001" || sec[6] != 1 {
@@ -102,11 +102,11 @@ func NewReader(r io.ReaderAt, size int64) (*Reader, error) {
 		case sec[0] == 2 && svd == nil && sec[88] == '%' && sec[89] == '/':
 			switch sec[90] {
 			case '@':
-				z.JolietLevel = 1
+				rd.JolietLevel = 1
 			case 'C':
-				z.JolietLevel = 2
+				rd.JolietLevel = 2
 			case 'E':
-				z.JolietLevel = 3
+				rd.JolietLevel = 3
 			default:
 				continue
 			}
@@ -119,63 +119,68 @@ func NewReader(r io.ReaderAt, size int64) (*Reader, error) {
 	if binary.LittleEndian.Uint16(pvd[128:]) != sectorSize {
 		return nil, fmt.Errorf("%w: logical block size %d is not 2048", ErrFormat, binary.LittleEndian.Uint16(pvd[128:]))
 	}
-	z.Label = trimID(string(pvd[40:72]))
-	z.VolumeSize = int64(binary.LittleEndian.Uint32(pvd[80:])) * sectorSize
-	z.UUID = blkidUUID(pvd[830:847])
-	if z.UUID == "" {
-		z.UUID = blkidUUID(pvd[813:830])
+	rd.Label = trimID(string(pvd[40:72]))
+	rd.VolumeSize = int64(binary.LittleEndian.Uint32(pvd[80:])) * sectorSize
+	if rd.VolumeSize > size {
+		// A kernel refuses to read past the device; a truncated copy
+		// would fail on the guest, not here.
+		return nil, fmt.Errorf("%w: the volume is %d bytes but the image only %d: truncated", ErrFormat, rd.VolumeSize, size)
+	}
+	rd.UUID = blkidUUID(pvd[830:847])
+	if rd.UUID == "" {
+		rd.UUID = blkidUUID(pvd[813:830])
 	}
 	if svd != nil {
-		z.JolietLabel = trimID(decodeUCS2(svd[40:72]))
+		rd.JolietLabel = trimID(decodeUCS2(svd[40:72]))
 	}
-	z.visited = make(map[uint32]struct{})
+	rd.visited = make(map[uint32]struct{})
 
 	// Rock Ridge is announced by SP at the start of the root's "." System
 	// Use area and an ER entry naming RRIP.
-	rootExt, rootLen, err := z.rootRecord(pvd[156:190])
+	rootExt, rootLen, err := rd.rootRecord(pvd[156:190])
 	if err != nil {
 		return nil, err
 	}
-	if err := z.readAt(sec, int64(rootExt)*sectorSize); err != nil {
+	if err := rd.readAt(sec, int64(rootExt)*sectorSize); err != nil {
 		return nil, err
 	}
 	var rootPX suspInfo
 	if dl := int(sec[0]); dl >= 34+lenSP && sec[32] == 1 && sec[33] == 0 {
 		su := sec[34:dl]
 		if string(su[:2]) == "SP" && su[2] == lenSP && su[4] == 0xBE && su[5] == 0xEF {
-			z.skip = int(su[6])
+			rd.skip = int(su[6])
 			var info suspInfo
-			if err := z.parseSUSP(su, &info); err != nil {
+			if err := rd.parseSUSP(su, &info); err != nil {
 				return nil, err
 			}
-			z.RockRidge = info.er
+			rd.RockRidge = info.er
 			rootPX = info
 		}
 	}
 	switch {
-	case z.RockRidge == "RRIP_1991A" || z.RockRidge == "IEEE_P1282" || z.RockRidge == "IEEE_1282":
-		z.rr = true
+	case rd.RockRidge == "RRIP_1991A" || rd.RockRidge == "IEEE_P1282" || rd.RockRidge == "IEEE_1282":
+		rd.rr = true
 	case svd != nil:
-		z.joliet = true
-		if rootExt, rootLen, err = z.rootRecord(svd[156:190]); err != nil {
+		rd.joliet = true
+		if rootExt, rootLen, err = rd.rootRecord(svd[156:190]); err != nil {
 			return nil, err
 		}
 	}
-	z.root = &entry{mode: fs.ModeDir | 0o555}
-	if z.rr && rootPX.px {
-		z.root.mode = fs.ModeDir | fs.FileMode(rootPX.mode&0o777)
+	rd.root = &entry{mode: fs.ModeDir | 0o555}
+	if rd.rr && rootPX.px {
+		rd.root.mode = fs.ModeDir | fs.FileMode(rootPX.mode&0o777)
 	}
-	if err := z.readDir(z.root, rootExt, rootLen, 0); err != nil {
+	if err := rd.readDir(rd.root, rootExt, rootLen, 0); err != nil {
 		return nil, err
 	}
-	return z, nil
+	return rd, nil
 }
 
-func (z *Reader) readAt(p []byte, off int64) error {
-	if off < 0 || off+int64(len(p)) > z.size {
-		return fmt.Errorf("%w: read of %d bytes at %d past the end (%d)", ErrFormat, len(p), off, z.size)
+func (r *Reader) readAt(p []byte, off int64) error {
+	if off < 0 || off+int64(len(p)) > r.size {
+		return fmt.Errorf("%w: read of %d bytes at %d past the end (%d)", ErrFormat, len(p), off, r.size)
 	}
-	n, err := z.ra.ReadAt(p, off)
+	n, err := r.ra.ReadAt(p, off)
 	if n == len(p) {
 		return nil
 	}
@@ -185,7 +190,7 @@ func (z *Reader) readAt(p []byte, off int64) error {
 	return err
 }
 
-func (z *Reader) rootRecord(b []byte) (extent, length uint32, err error) {
+func (r *Reader) rootRecord(b []byte) (extent, length uint32, err error) {
 	if b[0] != 34 || b[25]&2 == 0 || b[32] != 1 || b[33] != 0 {
 		return 0, 0, fmt.Errorf("%w: bad root directory record", ErrFormat)
 	}
@@ -193,12 +198,12 @@ func (z *Reader) rootRecord(b []byte) (extent, length uint32, err error) {
 }
 
 // readDir reads the directory at extent into d, then its subdirectories.
-func (z *Reader) readDir(d *entry, extent, length uint32, depth int) error {
+func (r *Reader) readDir(d *entry, extent, length uint32, depth int) error {
 	if depth > maxDepth {
 		return fmt.Errorf("%w: directories nested more than %d deep", ErrFormat, maxDepth)
 	}
 	nsec := (int64(length) + sectorSize - 1) / sectorSize
-	if nsec == 0 || int64(extent)+nsec > z.size/sectorSize {
+	if nsec == 0 || int64(extent)+nsec > r.size/sectorSize {
 		return fmt.Errorf("%w: directory extent %d+%d outside the image", ErrFormat, extent, length)
 	}
 	sec := make([]byte, sectorSize)
@@ -209,11 +214,11 @@ func (z *Reader) readDir(d *entry, extent, length uint32, depth int) error {
 		// A sector is marked when it is read, so the set never outgrows
 		// what the image really holds, whatever size the caller claims.
 		abs := uint32(int64(extent) + s)
-		if _, ok := z.visited[abs]; ok {
+		if _, ok := r.visited[abs]; ok {
 			return fmt.Errorf("%w: directory sector %d used twice (a loop?)", ErrFormat, abs)
 		}
-		z.visited[abs] = struct{}{}
-		if err := z.readAt(sec, int64(abs)*sectorSize); err != nil {
+		r.visited[abs] = struct{}{}
+		if err := r.readAt(sec, int64(abs)*sectorSize); err != nil {
 			return err
 		}
 		lim := int(min(sectorSize, int64(length)-s*sectorSize))
@@ -228,15 +233,15 @@ func (z *Reader) readDir(d *entry, extent, length uint32, depth int) error {
 			rec := sec[p : p+l]
 			p += l
 			seen++
-			e, ext, err := z.record(rec, seen)
+			e, ext, err := r.record(rec, seen)
 			if err != nil {
 				return err
 			}
 			if e == nil {
 				continue
 			}
-			z.count++
-			if z.count > maxEntries {
+			r.count++
+			if r.count > maxEntries {
 				return fmt.Errorf("%w: more than %d entries", ErrFormat, maxEntries)
 			}
 			d.kids = append(d.kids, e)
@@ -258,7 +263,7 @@ func (z *Reader) readDir(d *entry, extent, length uint32, depth int) error {
 		}
 	}
 	for i, sd := range subdirs {
-		if err := z.readDir(sd, subext[i], sublen[i], depth+1); err != nil {
+		if err := r.readDir(sd, subext[i], sublen[i], depth+1); err != nil {
 			return err
 		}
 	}
@@ -267,7 +272,7 @@ func (z *Reader) readDir(d *entry, extent, length uint32, depth int) error {
 
 // record parses one directory record; nth counts from 1. It returns nil
 // for "." and ".." and for associated files.
-func (z *Reader) record(rec []byte, nth int) (*entry, uint32, error) {
+func (r *Reader) record(rec []byte, nth int) (*entry, uint32, error) {
 	lenFI := int(rec[32])
 	if 33+lenFI > len(rec) {
 		return nil, 0, fmt.Errorf("%w: identifier overruns its directory record", ErrFormat)
@@ -294,17 +299,17 @@ func (z *Reader) record(rec []byte, nth int) (*entry, uint32, error) {
 	e.mode = 0o444
 	if isDir {
 		e.mode = fs.ModeDir | 0o555
-	} else if e.off+size > z.size {
+	} else if e.off+size > r.size {
 		return nil, 0, fmt.Errorf("%w: file extent %d+%d outside the image", ErrFormat, extent, size)
 	}
 
 	var name string
 	switch {
-	case z.rr:
-		su := 33 + lenFI + (1 - lenFI&1) + z.skip
+	case r.rr:
+		su := 33 + lenFI + (1 - lenFI&1) + r.skip
 		var info suspInfo
 		if su < len(rec) {
-			if err := z.parseSUSP(rec[su:], &info); err != nil {
+			if err := r.parseSUSP(rec[su:], &info); err != nil {
 				return nil, 0, err
 			}
 		}
@@ -316,7 +321,7 @@ func (z *Reader) record(rec []byte, nth int) (*entry, uint32, error) {
 		if info.px {
 			e.mode = e.mode&fs.ModeDir | fs.FileMode(info.mode&0o777)
 		}
-	case z.joliet:
+	case r.joliet:
 		if lenFI%2 != 0 {
 			return nil, 0, fmt.Errorf("%w: odd-length Joliet identifier", ErrFormat)
 		}
@@ -353,7 +358,7 @@ type suspInfo struct {
 
 // parseSUSP reads the System Use entries in su, following CE continuation
 // areas, into info.
-func (z *Reader) parseSUSP(su []byte, info *suspInfo) error {
+func (r *Reader) parseSUSP(su []byte, info *suspInfo) error {
 	var ce []byte
 	for hop := 0; ; hop++ {
 		var next struct {
@@ -410,7 +415,7 @@ func (z *Reader) parseSUSP(su []byte, info *suspInfo) error {
 			ce = make([]byte, sectorSize)
 		}
 		su = ce[:next.len]
-		if err := z.readAt(su, int64(next.block)*sectorSize+int64(next.off)); err != nil {
+		if err := r.readAt(su, int64(next.block)*sectorSize+int64(next.off)); err != nil {
 			return err
 		}
 	}
@@ -457,21 +462,21 @@ func blkidUUID(b []byte) string {
 
 // Open opens the named file or directory. It implements [io/fs.FS]; the
 // files it returns implement [io.ReaderAt] and [io.Seeker] too.
-func (z *Reader) Open(name string) (fs.File, error) {
-	e, err := z.lookup("open", name)
+func (r *Reader) Open(name string) (fs.File, error) {
+	e, err := r.lookup("open", name)
 	if err != nil {
 		return nil, err
 	}
 	if e.mode.IsDir() {
 		return &openDir{e: e}, nil
 	}
-	return &openFile{e: e, SectionReader: io.NewSectionReader(z.ra, e.off, e.size)}, nil
+	return &openFile{e: e, SectionReader: io.NewSectionReader(r.ra, e.off, e.size)}, nil
 }
 
 // ReadDir returns the entries of the named directory sorted by name. It
 // implements [io/fs.ReadDirFS].
-func (z *Reader) ReadDir(name string) ([]fs.DirEntry, error) {
-	e, err := z.lookup("readdir", name)
+func (r *Reader) ReadDir(name string) ([]fs.DirEntry, error) {
+	e, err := r.lookup("readdir", name)
 	if err != nil {
 		return nil, err
 	}
@@ -485,11 +490,11 @@ func (z *Reader) ReadDir(name string) ([]fs.DirEntry, error) {
 	return list, nil
 }
 
-func (z *Reader) lookup(op, name string) (*entry, error) {
+func (r *Reader) lookup(op, name string) (*entry, error) {
 	if !fs.ValidPath(name) {
 		return nil, &fs.PathError{Op: op, Path: name, Err: fs.ErrInvalid}
 	}
-	e := z.root
+	e := r.root
 	if name == "." {
 		return e, nil
 	}

@@ -92,6 +92,7 @@ func TestReaderRejects(t *testing.T) {
 	}
 	cases := map[string][]byte{
 		"short":        good[:17*2048],
+		"truncated":    good[:len(good)-2048], // the volume claims more than the image holds
 		"no CD001":     mutate(func(b []byte) { b[16*2048+1] = 'X' }),
 		"no PVD":       mutate(func(b []byte) { b[16*2048] = 3 }),
 		"block size":   mutate(func(b []byte) { b[16*2048+129] = 2 }),

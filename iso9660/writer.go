@@ -319,7 +319,7 @@ func (w *Writer) Close() error {
 		w.err = err
 		return err
 	}
-	w.err = w.emit()
+	w.err = w.write()
 	w.index = nil
 	return w.err
 }

@@ -114,7 +114,7 @@ func TestZeroModTimeIsEpoch(t *testing.T) {
 
 func TestSizeAndAlignment(t *testing.T) {
 	seed := build(t, Options{Label: "cidata"}, nocloudFiles())
-	// genisoimage writes 368 KiB for the same seed (media.md §1.5). A small
+	// genisoimage writes 368 KiB for the same seed. A small
 	// seed is exactly the 0x11000 bytes busybox's volume_id needs to see a
 	// label: smaller would be invisible to it, larger wasted.
 	if len(seed) != 0x11000 {
@@ -142,7 +142,7 @@ func TestSizeAndAlignment(t *testing.T) {
 }
 
 // TestVolumeDescriptors checks the PVD and SVD fields that readers and
-// reproducibility depend on (media.md §4.2, §4.3).
+// reproducibility depend on (ECMA-119 8.4 and 8.5, Joliet).
 func TestVolumeDescriptors(t *testing.T) {
 	img := build(t, Options{Label: "config-2", ModTime: testTime}, fixtures()[1].files)
 	pvd := img[16*2048 : 17*2048]
@@ -208,7 +208,7 @@ func TestVolumeDescriptors(t *testing.T) {
 	}
 }
 
-// TestRockRidgeEntries checks the raw SUSP/RRIP entries (media.md §4.7).
+// TestRockRidgeEntries checks the raw SUSP/RRIP entries (SUSP 1.12, RRIP 1.10).
 func TestRockRidgeEntries(t *testing.T) {
 	img := build(t, Options{Label: "cidata", ModTime: testTime}, append(nocloudFiles(), tfile{name: "sub/x", data: "x"}))
 	pvd := img[16*2048:]

@@ -6,33 +6,52 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
-	"encoding/hex"
-	"encoding/json"
-	"net"
 	"net/http"
-	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/vminit/vminit/spec"
+	"github.com/vminit/vminit/cloudinit"
+	"github.com/vminit/vminit/mdserver/registry"
 )
 
-// EC2 versions served, oldest first. Each maps to a feature level: 0 is
-// the 2009-04-04 tree, 1 adds network/interfaces/macs (2016-09-02), 2
-// adds placement/region (2019-10-01).
+// The EC2 dialect: the instance metadata service (IMDS) cloud-init's Ec2
+// datasource and Ignition's aws platform read, with IMDSv2 session tokens.
+//
+//	GET  /                                       version list
+//	GET  /{ver}/ , /{ver}/meta-data/…, /{ver}/user-data, /{ver}/dynamic/…
+//	PUT  /latest/api/token                       IMDSv2 session token
+//
+// The tree is cloudinit.EC2MetaData's, rendered once per record revision
+// into one map per feature level (user data aside: it depends on the
+// request for Ignition instances).
+
+func (h *Handler) ec2Routes(mux *http.ServeMux) {
+	mux.HandleFunc("GET /{$}", h.ec2Versions)
+	mux.HandleFunc("PUT /latest/api/token", h.ec2Token)
+	// Every other path is EC2's /{version}/{path...}, which ec2 splits
+	// itself: ServeMux's wildcards cost allocations on every request, and
+	// the EC2 crawl is most of a boot storm.
+	mux.HandleFunc("GET /", h.ec2)
+}
+
+// EC2 versions served, oldest first. Each maps to a feature level, the
+// files a version has: 0 is the 2009-04-04 tree, 1 adds
+// network/interfaces/macs (2016-09-02), 2 adds placement/region
+// (2019-10-01). cloudinit.EC2File.Since names the version that
+// introduced a file.
 var ec2VersionList = []string{"2009-04-04", "2016-09-02", "2018-09-24", "2019-10-01", "2021-03-23", "latest"}
 
 const ec2Levels = 3
 
 func ec2Level(v string) int {
 	switch v {
-	case "2009-04-04":
+	case cloudinit.EC2Version2009:
 		return 0
-	case "2016-09-02", "2018-09-24":
+	case cloudinit.EC2Version2016, "2018-09-24":
 		return 1
-	case "2019-10-01", "2021-03-23", "latest":
+	case cloudinit.EC2Version2019, "2021-03-23", "latest":
 		return 2
 	}
 	return -1
@@ -40,131 +59,47 @@ func ec2Level(v string) int {
 
 var ec2VersionsBody = []byte(strings.Join(ec2VersionList, "\n"))
 
-// Defaults of the EC2 placement and type keys.
-const (
-	DefaultRegion           = "vminit"
-	DefaultAvailabilityZone = "vminit-a"
-	DefaultInstanceType     = "vminit.vm"
-)
+// ec2Root is the version directory: its entries without "/" (as EC2
+// lists them); user-data is always there (cloud-init user data is never
+// empty).
+var ec2Root = []byte("dynamic\nmeta-data\nuser-data")
 
-func msOf(inst *spec.Instance) spec.MetadataServer {
-	var ms spec.MetadataServer
-	if inst.Spec.MetadataServer != nil {
-		ms = *inst.Spec.MetadataServer
-	}
-	if ms.Region == "" {
-		ms.Region = DefaultRegion
-	}
-	if ms.AvailabilityZone == "" {
-		ms.AvailabilityZone = DefaultAvailabilityZone
-	}
-	if ms.InstanceType == "" {
-		ms.InstanceType = DefaultInstanceType
-	}
-	if ms.TokenHopLimit == 0 {
-		ms.TokenHopLimit = 1
-	}
-	return ms
+// ec2Tree renders (once per revision) the record's EC2 meta-data trees,
+// one per level.
+func (h *Handler) ec2Tree(rec *registry.Record) [ec2Levels]map[string][]byte {
+	e := h.entry(rec)
+	t, _ := getPart(h, e, &e.ec2, func() ([ec2Levels]map[string][]byte, error) { return ec2Trees(rec), nil },
+		func(t [ec2Levels]map[string][]byte) int64 { return treeBytes(t[:]...) })
+	return t
 }
 
-// nic is one interface as the EC2 tree shows it.
-type nic struct {
-	mac   string
-	v4    []netip.Prefix
-	v6    []netip.Prefix
-	index int
-}
-
-// nics returns the spec's ethernets that have a MAC address, in the order
-// of their configuration IDs.
-func nics(inst *spec.Instance) []nic {
-	n := inst.Spec.Network
-	if n == nil {
-		return nil
+// ec2Trees lays cloudinit.EC2MetaData out as the tree of every feature
+// level: paths relative to a version directory, each directory listed
+// under its path ending in "/". The files are rendered once and their
+// bodies shared by the levels: a first fetch renders all of them, on the
+// request path of a booting VM.
+func ec2Trees(rec *registry.Record) [ec2Levels]map[string][]byte {
+	files := cloudinit.EC2MetaData(rec.Instance)
+	override := map[string][]byte{}
+	for _, f := range files {
+		if strings.HasSuffix(f.Path, "/") {
+			override[f.Path] = f.Data
+		}
 	}
-	var out []nic
-	for _, id := range sortedKeys(n.Ethernets) {
-		e := n.Ethernets[id]
-		mac := e.MACAddress
-		if e.Match != nil && e.Match.MACAddress != "" {
-			mac = e.Match.MACAddress
-		}
-		hw, err := net.ParseMAC(mac)
-		if err != nil {
-			continue
-		}
-		c := nic{mac: hw.String(), index: len(out)}
-		for _, a := range e.Addresses {
-			if p, err := netip.ParsePrefix(a); err == nil {
-				if p.Addr().Is4() {
-					c.v4 = append(c.v4, p)
-				} else {
-					c.v6 = append(c.v6, p)
-				}
+	var trees [ec2Levels]map[string][]byte
+	listings := map[string][]byte{}
+	for level := range ec2Levels {
+		t := &treeBuilder{m: map[string][]byte{}, children: map[string][]string{}, override: override, listings: listings}
+		for _, f := range files {
+			if ec2Level(f.Since) <= level && !strings.HasSuffix(f.Path, "/") {
+				t.leaf(f.Path, f.Data)
 			}
 		}
-		out = append(out, c)
+		t.build()
+		t.m[""] = ec2Root
+		trees[level] = t.m
 	}
-	return out
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	slices.Sort(ks)
-	return ks
-}
-
-// localIPv4 is the spec's first static IPv4 address, else the first IPv4
-// address the instance is identified by.
-func localIPv4(rec *Record, ns []nic) string {
-	for _, c := range ns {
-		if len(c.v4) > 0 {
-			return c.v4[0].Addr().String()
-		}
-	}
-	if n := rec.Instance.Spec.Network; n != nil {
-		for _, id := range sortedKeys(n.Ethernets) {
-			for _, a := range n.Ethernets[id].Addresses {
-				if p, err := netip.ParsePrefix(a); err == nil && p.Addr().Is4() {
-					return p.Addr().String()
-				}
-			}
-		}
-	}
-	for _, a := range rec.Addresses {
-		if a.Is4() {
-			return a.String()
-		}
-	}
-	return ""
-}
-
-func shortHash(s string, n int) string {
-	h := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(h[:])[:n]
-}
-
-// keyNames names the public keys: the key's comment when it is a plain
-// unique word, else key-N.
-func keyNames(keys []string) []string {
-	names := make([]string, len(keys))
-	seen := map[string]bool{}
-	for i, k := range keys {
-		f := strings.Fields(k)
-		name := ""
-		if len(f) >= 3 && !strings.ContainsAny(f[2], "=/") {
-			name = f[2]
-		}
-		if name == "" || seen[name] {
-			name = "key-" + strconv.Itoa(i)
-		}
-		seen[name] = true
-		names[i] = name
-	}
-	return names
+	return trees
 }
 
 // treeBuilder collects leaves; listings are derived so that every listed
@@ -215,143 +150,11 @@ func (t *treeBuilder) build() map[string][]byte {
 	return t.m
 }
 
-// ec2Leaf is a file of the EC2 tree and the lowest level that has it.
-type ec2Leaf struct {
-	level int
-	path  string
-	body  []byte
-}
-
-// ec2Root is the version directory: its entries without "/" (as EC2
-// lists them); user-data is always there (cloud-init user data is never
-// empty).
-var ec2Root = []byte("dynamic\nmeta-data\nuser-data")
-
-// ec2Trees renders the EC2 tree of every feature level (without
-// user-data, which depends on the request for Ignition instances). The
-// leaves are computed once and their bodies shared by the levels: a first
-// fetch renders all of them, on the request path of a booting VM.
-func ec2Trees(rec *Record) [ec2Levels]map[string][]byte {
-	inst := rec.Instance
-	s := &inst.Spec
-	ms := msOf(inst)
-	var leaves []ec2Leaf
-	leaf := func(level int, p, v string) { leaves = append(leaves, ec2Leaf{level, p, []byte(v)}) }
-	override := map[string][]byte{}
-	md := "meta-data/"
-	host := s.Hostname
-	if s.FQDN != "" {
-		host = s.FQDN
-	}
-	leaf(0, md+"ami-id", "ami-vminit")
-	leaf(0, md+"ami-launch-index", "0")
-	leaf(0, md+"ami-manifest-path", "(unknown)")
-	leaf(0, md+"block-device-mapping/ami", "/dev/vda")
-	leaf(0, md+"block-device-mapping/root", "/dev/vda")
-	leaf(0, md+"hostname", host)
-	leaf(0, md+"local-hostname", host)
-	leaf(0, md+"instance-action", "none")
-	leaf(0, md+"instance-id", s.InstanceID)
-	leaf(0, md+"instance-type", ms.InstanceType)
-	leaf(0, md+"placement/availability-zone", ms.AvailabilityZone)
-	leaf(2, md+"placement/region", ms.Region)
-	leaf(0, md+"reservation-id", "r-"+shortHash(rec.Name, 17))
-	leaf(0, md+"security-groups", "default")
-	ns := nics(inst)
-	ip := localIPv4(rec, ns)
-	if ip != "" {
-		leaf(0, md+"local-ipv4", ip)
-	}
-	if len(ns) > 0 {
-		leaf(0, md+"mac", ns[0].mac)
-	}
-	for _, c := range ns {
-		d := md + "network/interfaces/macs/" + c.mac + "/"
-		leaf(1, d+"device-number", strconv.Itoa(c.index))
-		leaf(1, d+"interface-id", "eni-"+shortHash(rec.Name+c.mac, 17))
-		leaf(1, d+"mac", c.mac)
-		var v4 []string
-		for _, p := range c.v4 {
-			v4 = append(v4, p.Addr().String())
-		}
-		if len(v4) == 0 && c.index == 0 && ip != "" {
-			v4 = []string{ip}
-		}
-		if len(v4) > 0 {
-			leaf(1, d+"local-ipv4s", strings.Join(v4, "\n"))
-		}
-		if len(c.v4) > 0 {
-			leaf(1, d+"subnet-ipv4-cidr-block", c.v4[0].Masked().String())
-		}
-		if len(c.v6) > 0 {
-			var v6 []string
-			for _, p := range c.v6 {
-				v6 = append(v6, p.Addr().String())
-			}
-			leaf(1, d+"ipv6s", strings.Join(v6, "\n"))
-			leaf(1, d+"subnet-ipv6-cidr-blocks", c.v6[0].Masked().String())
-		}
-	}
-	if keys := trimmedKeys(s.SSHAuthorizedKeys); len(keys) > 0 {
-		names := keyNames(keys)
-		var lines []string
-		for i, k := range keys {
-			leaf(0, md+"public-keys/"+strconv.Itoa(i)+"/openssh-key", k)
-			lines = append(lines, strconv.Itoa(i)+"="+names[i])
-		}
-		override[md+"public-keys/"] = []byte(strings.Join(lines, "\n"))
-	}
-	doc, _ := json.MarshalIndent(map[string]any{
-		"accountId":        "000000000000",
-		"architecture":     "x86_64",
-		"availabilityZone": ms.AvailabilityZone,
-		"imageId":          "ami-vminit",
-		"instanceId":       s.InstanceID,
-		"instanceType":     ms.InstanceType,
-		"privateIp":        nilIfEmpty(ip),
-		"region":           ms.Region,
-		"version":          "2017-09-30",
-	}, "", "  ")
-	leaves = append(leaves, ec2Leaf{0, "dynamic/instance-identity/document", doc})
-
-	var trees [ec2Levels]map[string][]byte
-	listings := map[string][]byte{}
-	for level := range ec2Levels {
-		t := &treeBuilder{m: map[string][]byte{}, children: map[string][]string{}, override: override, listings: listings}
-		for _, l := range leaves {
-			if l.level <= level {
-				t.leaf(l.path, l.body)
-			}
-		}
-		t.build()
-		t.m[""] = ec2Root
-		trees[level] = t.m
-	}
-	return trees
-}
-
-func nilIfEmpty(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
-}
-
-func trimmedKeys(keys []string) []string {
-	out := make([]string, 0, len(keys))
-	for _, k := range keys {
-		if k = strings.TrimSpace(k); k != "" {
-			out = append(out, k)
-		}
-	}
-	return out
-}
-
-func (h *handler) ec2Versions(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) ec2Versions(w http.ResponseWriter, r *http.Request) {
 	serveBytes(w, textPlain, ec2VersionsBody)
 }
 
-func (h *handler) ec2(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) ec2(w http.ResponseWriter, r *http.Request) {
 	ver, p, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/") // /{ver}/{path...}; ServeMux cleaned it
 	level := ec2Level(ver)
 	if level < 0 {
@@ -385,16 +188,6 @@ func (h *handler) ec2(w http.ResponseWriter, r *http.Request) {
 		ctype = "application/json"
 	}
 	serveBytes(w, ctype, b)
-}
-
-// failed answers 500 for a rendering error (logged, never sent).
-func (h *handler) failed(w http.ResponseWriter, rec *Record, err error) bool {
-	if err == nil {
-		return false
-	}
-	h.log.Error("rendering failed", "instance", rec.Name, "error", err)
-	emptyStatus(w, http.StatusInternalServerError)
-	return true
 }
 
 // IMDSv2 tokens are stateless: base64url(expiry (8 bytes, big-endian Unix
@@ -442,7 +235,7 @@ func (t tokenSigner) valid(tok, name string, now time.Time) bool {
 // ec2Authorized applies IMDSv2: a token, when sent, must be valid for this
 // instance (401 otherwise, as on EC2); without one, the request passes
 // unless the instance has imdsv2: required.
-func (h *handler) ec2Authorized(r *http.Request, rec *Record) bool {
+func (h *Handler) ec2Authorized(r *http.Request, rec *registry.Record) bool {
 	if tok := r.Header.Get(HeaderToken); tok != "" {
 		return h.tokens.valid(tok, rec.Name, h.opts.Now())
 	}
@@ -453,7 +246,7 @@ func (h *handler) ec2Authorized(r *http.Request, rec *Record) bool {
 // MaxTokenTTL is the longest IMDSv2 token lifetime, in seconds (6 hours).
 const MaxTokenTTL = 21600
 
-func (h *handler) ec2Token(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) ec2Token(w http.ResponseWriter, r *http.Request) {
 	rec := recordOf(w)
 	// A token request that went through a proxy is refused, as on EC2: an
 	// SSRF through an open proxy must not obtain a token.
@@ -466,7 +259,7 @@ func (h *handler) ec2Token(w http.ResponseWriter, r *http.Request) {
 		emptyStatus(w, http.StatusBadRequest)
 		return
 	}
-	ms := msOf(rec.Instance)
+	ms := rec.Instance.Spec.MetadataServerSettings()
 	if err := setHopLimit(r, ms.TokenHopLimit); err != nil {
 		// Fail closed: a token whose packets could travel further than
 		// configured is not issued.

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 
 	"github.com/vminit/vminit/mdserver"
+	"github.com/vminit/vminit/mdserver/registry"
 	"github.com/vminit/vminit/spec"
 )
 
@@ -27,11 +28,11 @@ spec:
 		panic(err)
 	}
 	inst.Default()
-	rec, err := mdserver.NewRecord(inst, "rev-1")
+	rec, err := registry.NewRecord(inst, "rev-1")
 	if err != nil {
 		panic(err)
 	}
-	store, err := mdserver.NewStaticStore([]*mdserver.Record{rec})
+	store, err := registry.NewStaticStore([]*registry.Record{rec})
 	if err != nil {
 		panic(err)
 	}

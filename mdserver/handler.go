@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/vminit/vminit/ignition"
+	"github.com/vminit/vminit/mdserver/registry"
 )
 
 // Options configure NewHandler. The zero value is usable: no trusted
@@ -41,8 +42,9 @@ type Options struct {
 	Metrics *Metrics
 	// Now is the clock (tests inject one); default time.Now.
 	Now func() time.Time
-	// IgnitionVariant is the variant Ignition configs are rendered for
-	// (default fcos).
+	// IgnitionVariant, when set, renders every Ignition config for that
+	// variant; empty means each instance's spec.ignition.variant (which
+	// spec.Default sets to fcos).
 	IgnitionVariant ignition.Variant
 	// MaxBodyBytes bounds PUT and POST bodies; default 4096.
 	MaxBodyBytes int64
@@ -71,19 +73,23 @@ const (
 
 var dialects = [...]string{DialectEC2, DialectOpenStack, DialectNoCloud, DialectIgnition, DialectOther}
 
-// handler is the http.Handler NewHandler returns.
-type handler struct {
-	store   Store
+// Handler is the metadata server NewHandler returns.
+type Handler struct {
+	src     registry.Source
 	opts    Options
 	log     *slog.Logger
 	metrics *Metrics
 	mux     *http.ServeMux
 	tokens  tokenSigner
 
-	cache     sync.Map // name → *entry
-	lastSnap  atomic.Pointer[Snapshot]
+	// Per-instance state. What belongs to one version of an instance is
+	// in its cache entry, under the record's registry.Key, and is dropped
+	// by sweep as soon as the snapshot no longer serves that key; the rest
+	// is by name and dropped when the instance is gone.
+	lastSnap  atomic.Pointer[registry.Snapshot]
+	cache     sync.Map // name → *entry (rendered payloads, by key)
 	limits    sync.Map // name → *bucket
-	passwords sync.Map // name+"\x00"+revision → []byte (OpenStack password, write-once)
+	passwords sync.Map // name → []byte (OpenStack password, write-once; kept across revisions)
 }
 
 type ctxKey int
@@ -111,7 +117,7 @@ const connKey ctxKey = 0
 // for proxies); a request nobody owns gets an empty 404. The IMDSv2 hop
 // limit needs the connection: serve the handler with NewServer, or set
 // http.Server.ConnContext to ConnContext.
-func NewHandler(store Store, opts Options) http.Handler {
+func NewHandler(src registry.Source, opts Options) *Handler {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -124,28 +130,15 @@ func NewHandler(store Store, opts Options) http.Handler {
 	if opts.Burst <= 0 {
 		opts.Burst = max(100, int(2*opts.Rate))
 	}
-	if opts.IgnitionVariant == "" {
-		opts.IgnitionVariant = ignition.FCOS
-	}
-	h := &handler{store: store, opts: opts, log: opts.Logger, metrics: opts.Metrics, tokens: newTokenSigner(opts.TokenKey)}
+	h := &Handler{src: src, opts: opts, log: opts.Logger, metrics: opts.Metrics, tokens: newTokenSigner(opts.TokenKey)}
 	if h.metrics != nil {
 		h.metrics.attach(h)
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /{$}", h.ec2Versions)
-	mux.HandleFunc("PUT /latest/api/token", h.ec2Token)
-	// Every other path is EC2's /{version}/{path...}, which ec2 splits
-	// itself: ServeMux's wildcards cost 6 allocations a request, and the
-	// EC2 crawl is most of a boot storm.
-	mux.HandleFunc("GET /", h.ec2)
-	mux.HandleFunc("GET /openstack", h.openstackVersions)
-	mux.HandleFunc("GET /openstack/{$}", h.openstackVersions)
-	mux.HandleFunc("GET /openstack/{ver}", h.openstack)
-	mux.HandleFunc("GET /openstack/{ver}/{file...}", h.openstack)
-	mux.HandleFunc("POST /openstack/{ver}/password", h.openstackPasswordPost)
-	mux.HandleFunc("GET /nocloud/{file}", h.nocloud)
-	mux.HandleFunc("GET /ignition/config", h.ignitionConfig)
-	mux.HandleFunc("GET /ignition/pointer", h.ignitionPointer)
+	h.ec2Routes(mux)
+	h.openstackRoutes(mux)
+	h.nocloudRoutes(mux)
+	h.ignitionRoutes(mux)
 	h.mux = mux
 	return h
 }
@@ -158,14 +151,14 @@ type statusWriter struct {
 	http.ResponseWriter
 	status int
 	n      int64
-	rec    *Record
+	rec    *registry.Record
 }
 
-func (w *statusWriter) record() *Record { return w.rec }
+func (w *statusWriter) record() *registry.Record { return w.rec }
 
 // recordWriter is a ResponseWriter that knows whose request it answers:
 // statusWriter for guests, the preview crawler's recorder for admins.
-type recordWriter interface{ record() *Record }
+type recordWriter interface{ record() *registry.Record }
 
 func (w *statusWriter) WriteHeader(code int) {
 	if w.status == 0 {
@@ -205,7 +198,7 @@ func dialectOf(path string) string {
 	return DialectOther
 }
 
-func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := h.opts.Now()
 	sw := swPool.Get().(*statusWriter)
 	*sw = statusWriter{ResponseWriter: w}
@@ -225,8 +218,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		if lh := h.log.Handler(); lh.Enabled(r.Context(), slog.LevelInfo) {
 			// The record is built here rather than by Logger.LogAttrs,
-			// which walks the stack for a source position (6 % of a
-			// request) that the audit line does not carry.
+			// which walks the stack for a source position that the audit
+			// line does not carry (docs/design.md).
 			line := slog.NewRecord(end, slog.LevelInfo, "fetch", 0)
 			line.AddAttrs(slog.String("instance", name), slog.String("dialect", dialect),
 				slog.String("method", r.Method), slog.String("path", r.URL.Path),
@@ -274,7 +267,7 @@ func emptyStatus(w http.ResponseWriter, status int) {
 
 // recordOf returns the record ServeHTTP identified (nil if w is not one
 // of ours).
-func recordOf(w http.ResponseWriter) *Record {
+func recordOf(w http.ResponseWriter) *registry.Record {
 	rw, _ := w.(recordWriter)
 	if rw == nil {
 		return nil
@@ -336,7 +329,7 @@ type bucket struct {
 
 // limit takes a token from the instance's bucket and returns 0, or how
 // long until one is available.
-func (h *handler) limit(name string) time.Duration {
+func (h *Handler) limit(name string) time.Duration {
 	now := h.opts.Now()
 	v, ok := h.limits.Load(name)
 	if !ok {
@@ -356,4 +349,18 @@ func (h *handler) limit(name string) time.Duration {
 
 func retryAfter(d time.Duration) string {
 	return itoa(int((d + time.Second - 1) / time.Second))
+}
+
+// failed answers 500 for a rendering error (logged, never sent).
+func (h *Handler) failed(w http.ResponseWriter, rec *registry.Record, err error) bool {
+	if err == nil {
+		return false
+	}
+	if rw, ok := w.(*recorder); ok {
+		rw.err = err // a preview reports it
+	} else {
+		h.log.Error("rendering failed", "instance", rec.Name, "error", err)
+	}
+	emptyStatus(w, http.StatusInternalServerError)
+	return true
 }

@@ -10,9 +10,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vminit/vminit/ignition"
+	"github.com/vminit/vminit/mdserver/registry"
 )
 
-func twoInstances(t *testing.T, extraA string) *StaticStore {
+func twoInstances(t *testing.T, extraA string) *registry.StaticStore {
 	return testStore(t,
 		testRecord(t, instanceDoc("vm-a", []string{"127.0.0.2"}, extraA), "1"),
 		testRecord(t, instanceDoc("vm-bb", []string{"127.0.0.3"}, ""), "1"))
@@ -353,7 +356,7 @@ func TestRateLimitAndMetrics(t *testing.T) {
 		}
 	}
 	// A new revision is rendered afresh; the old entry is swept.
-	recs := []*Record{testRecord(t, strings.Replace(instanceDoc("vm-a", []string{"127.0.0.2"}, ""), "fqdn: vm-a.example.com", "fqdn: vm-a.example.org", 1), "2")}
+	recs := []*registry.Record{testRecord(t, strings.Replace(instanceDoc("vm-a", []string{"127.0.0.2"}, ""), "fqdn: vm-a.example.com", "fqdn: vm-a.example.org", 1), "2")}
 	store.Replace(recs)
 	now = now.Add(10 * time.Second)
 	if r := get(t, c, srv.URL+"/latest/meta-data/hostname"); r.body != "vm-a.example.org" {
@@ -408,5 +411,30 @@ func TestLazyRendering(t *testing.T) {
 			t.Fatalf("after the instance left: %d entries, %d bytes", entries, bytes)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestIgnitionVariantFromSpec: each instance's Ignition config is rendered
+// for its spec.ignition.variant (a Flatcar guest gets systemd-networkd
+// files, an FCOS guest NetworkManager keyfiles) unless the server forces
+// one with Options.IgnitionVariant.
+func TestIgnitionVariantFromSpec(t *testing.T) {
+	flatcar := testRecord(t, instanceDoc("vm-fc", []string{"127.0.0.2"}, "  agent: ignition\n  ignition: {variant: flatcar}\n"), "1")
+	fcos := testRecord(t, instanceDoc("vm-fcos", []string{"127.0.0.3"}, "  agent: ignition\n"), "1")
+	store := testStore(t, flatcar, fcos)
+	for _, tc := range []struct {
+		forced           ignition.Variant
+		flatcar, fcosNet string
+	}{
+		{"", "/etc/systemd/network/", "/etc/NetworkManager/system-connections/"},
+		{ignition.FCOS, "/etc/NetworkManager/system-connections/", "/etc/NetworkManager/system-connections/"},
+	} {
+		srv, _ := serve(t, NewHandler(store, Options{Logger: quietLogger(), IgnitionVariant: tc.forced}))
+		if r := get(t, clientFrom("127.0.0.2"), srv.URL+"/ignition/config"); r.status != 200 || !strings.Contains(r.body, tc.flatcar) {
+			t.Errorf("forced %q: the flatcar instance's config lacks %s: %d %.300s", tc.forced, tc.flatcar, r.status, r.body)
+		}
+		if r := get(t, clientFrom("127.0.0.3"), srv.URL+"/ignition/config"); r.status != 200 || !strings.Contains(r.body, tc.fcosNet) {
+			t.Errorf("forced %q: the fcos instance's config lacks %s: %d %.300s", tc.forced, tc.fcosNet, r.status, r.body)
+		}
 	}
 }

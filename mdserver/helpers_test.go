@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vminit/vminit/mdserver/registry"
 	"github.com/vminit/vminit/spec"
 )
 
@@ -44,7 +45,7 @@ spec:
 }
 
 // testRecord decodes a spec document into a Record (what the stores do).
-func testRecord(t testing.TB, doc, rev string) *Record {
+func testRecord(t testing.TB, doc, rev string) *registry.Record {
 	t.Helper()
 	inst, _, err := spec.Decode([]byte(doc))
 	if err != nil {
@@ -57,16 +58,16 @@ func testRecord(t testing.TB, doc, rev string) *Record {
 	if err := inst.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	r, err := NewRecord(inst, rev)
+	r, err := registry.NewRecord(inst, rev)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return r
 }
 
-func testStore(t testing.TB, recs ...*Record) *StaticStore {
+func testStore(t testing.TB, recs ...*registry.Record) *registry.StaticStore {
 	t.Helper()
-	s, err := NewStaticStore(recs)
+	s, err := registry.NewStaticStore(recs)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/vminit/vminit/mdserver/registry"
 )
 
 // SignInstance returns the X-Vminit-Instance header value a trusted proxy
@@ -34,7 +36,7 @@ func mac(key []byte, msg string) []byte {
 // Only a request whose source address is in Options.TrustedProxies may
 // name another address or an instance; from anywhere else X-Forwarded-For
 // and X-Vminit-Instance are ignored and the source address decides.
-func (h *handler) identify(r *http.Request) (*Record, int) {
+func (h *Handler) identify(r *http.Request) (*registry.Record, int) {
 	ap, err := netip.ParseAddrPort(r.RemoteAddr)
 	if err != nil {
 		return nil, http.StatusNotFound
@@ -86,7 +88,7 @@ func (h *handler) identify(r *http.Request) (*Record, int) {
 	return rec, 0
 }
 
-func (h *handler) trusted(a netip.Addr) bool {
+func (h *Handler) trusted(a netip.Addr) bool {
 	for _, p := range h.opts.TrustedProxies {
 		if p.Contains(a) {
 			return true
@@ -96,7 +98,7 @@ func (h *handler) trusted(a netip.Addr) bool {
 }
 
 // verifyInstance checks a signed instance header and returns the name.
-func (h *handler) verifyInstance(v string) (string, bool) {
+func (h *Handler) verifyInstance(v string) (string, bool) {
 	if len(h.opts.HMACKey) == 0 || len(v) > 512 {
 		return "", false
 	}
@@ -127,8 +129,8 @@ func (h *handler) verifyInstance(v string) (string, bool) {
 // snapshot returns the store's current snapshot and, when it changed since
 // the last request, drops cached payloads of records that are gone or
 // changed (in the background: requests never wait for it).
-func (h *handler) snapshot() *Snapshot {
-	s := h.store.Snapshot()
+func (h *Handler) snapshot() *registry.Snapshot {
+	s := h.src.Snapshot()
 	if old := h.lastSnap.Load(); old != s && h.lastSnap.CompareAndSwap(old, s) && old != nil {
 		go h.sweep(s)
 	}

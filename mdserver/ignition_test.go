@@ -12,13 +12,14 @@ import (
 	"time"
 
 	"github.com/vminit/vminit/internal/testing/testtools"
+	"github.com/vminit/vminit/mdserver/registry"
 )
 
 const ignitionBin = "/usr/lib/dracut/modules.d/30ignition/ignition"
 
 // ignitionInstance is an Ignition instance (its user data in every
 // dialect is the Ignition config) identified by addrs.
-func ignitionInstance(t testing.TB, addrs ...string) *Record {
+func ignitionInstance(t testing.TB, addrs ...string) *registry.Record {
 	doc := instanceDoc("ign-1", addrs, "") + `  files:
     - path: /etc/served-by-vminit
       content: "hello from the metadata server\n"
@@ -90,12 +91,12 @@ func TestIgnitionProviders(t *testing.T) {
 	if os.Geteuid() != 0 {
 		testtools.Missing(t, "network namespaces need root")
 	}
-	for _, platform := range []string{"aws", "openstack"} {
-		t.Run(platform, func(t *testing.T) {
+	for _, tc := range []string{"aws", "openstack", "aws/example", "openstack/example"} {
+		t.Run(tc, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 			defer cancel()
 			cmd := exec.CommandContext(ctx, unshare, "-n", "--", os.Args[0], "-test.run=^TestNetnsHelper$", "-test.v")
-			cmd.Env = append(os.Environ(), "VMINIT_NETNS_HELPER="+platform)
+			cmd.Env = append(os.Environ(), "VMINIT_NETNS_HELPER="+tc)
 			out, err := cmd.CombinedOutput()
 			if err != nil || !strings.Contains(string(out), "--- PASS: TestNetnsHelper") {
 				t.Fatalf("%v\n%s", err, out)
@@ -107,7 +108,7 @@ func TestIgnitionProviders(t *testing.T) {
 
 // TestNetnsHelper runs inside the namespace TestIgnitionProviders made.
 func TestNetnsHelper(t *testing.T) {
-	platform := os.Getenv("VMINIT_NETNS_HELPER")
+	platform, example := strings.CutSuffix(os.Getenv("VMINIT_NETNS_HELPER"), "/example")
 	if platform == "" {
 		t.Skip("helper for TestIgnitionProviders")
 	}
@@ -116,7 +117,17 @@ func TestNetnsHelper(t *testing.T) {
 			t.Fatalf("ip %v: %v %s", args, err, out)
 		}
 	}
-	rec := ignitionInstance(t, "169.254.169.254", "127.0.0.1")
+	rec, want := ignitionInstance(t, "169.254.169.254", "127.0.0.1"), "/etc/served-by-vminit"
+	if example {
+		// The README's Ignition example, as written: its spec.agent alone
+		// makes every dialect's user data the Ignition config.
+		doc, err := os.ReadFile("../examples/fcos-server.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc = append(doc, "  metadataServer:\n    addresses: [169.254.169.254, 127.0.0.1]\n"...)
+		rec, want = testRecord(t, string(doc), "1"), "/etc/motd.d/vminit"
+	}
 	m := NewMetrics()
 	h := NewHandler(testStore(t, rec), Options{Logger: quietLogger(), Metrics: m})
 	l, err := net.Listen("tcp", "169.254.169.254:80")
@@ -130,7 +141,7 @@ func TestNetnsHelper(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ignition -platform %s: %v\n%s", platform, err, err.(*exec.ExitError).Stderr)
 	}
-	if !strings.Contains(cache, "/etc/served-by-vminit") {
+	if !strings.Contains(cache, want) {
 		t.Errorf("cache lacks the served config:\n%s", cache)
 	}
 	var sb strings.Builder

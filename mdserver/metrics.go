@@ -29,7 +29,7 @@ type Metrics struct {
 	cacheEntries atomic.Int64
 	cacheBytes   atomic.Int64
 
-	h atomic.Pointer[handler]
+	h atomic.Pointer[Handler]
 }
 
 // NewMetrics returns empty metrics.
@@ -39,7 +39,7 @@ var statusCodes = [...]int{200, 400, 401, 403, 404, 405, 409, 413, 429, 500}
 
 var latencyBuckets = [...]float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1}
 
-func (m *Metrics) attach(h *handler) { m.h.Store(h) }
+func (m *Metrics) attach(h *Handler) { m.h.Store(h) }
 
 func dialectIndex(d string) int {
 	for i, x := range dialects {
@@ -112,7 +112,7 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 	}
 	loaded := 0
 	if h := m.h.Load(); h != nil {
-		loaded = h.store.Snapshot().Len()
+		loaded = h.src.Snapshot().Len()
 	}
 	p("# HELP vminit_mdserver_instances_loaded Instances in the current snapshot.\n# TYPE vminit_mdserver_instances_loaded gauge\nvminit_mdserver_instances_loaded %d\n", loaded)
 	p("# HELP vminit_mdserver_rate_limited_total Requests refused with 429.\n# TYPE vminit_mdserver_rate_limited_total counter\nvminit_mdserver_rate_limited_total %d\n", m.rateLimited.Load())

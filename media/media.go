@@ -49,7 +49,11 @@ func ParseFormat(s string) (Format, error) {
 			return f, nil
 		}
 	}
-	return "", fmt.Errorf("%w %q (want iso9660, vfat, tar or dir)", ErrUnknownFormat, s)
+	names := make([]string, len(Formats))
+	for i, f := range Formats {
+		names[i] = string(f)
+	}
+	return "", fmt.Errorf("%w %q (want one of %s)", ErrUnknownFormat, s, strings.Join(names, ", "))
 }
 
 // FormatFor returns the format an output file name asks for: .iso is
@@ -177,7 +181,7 @@ func Open(r io.ReaderAt, size int64) (*Image, error) {
 	}
 	var boot [512]byte
 	if _, err := r.ReadAt(boot[:], 0); err == nil && boot[510] == 0x55 && boot[511] == 0xAA {
-		img, err := vfat.Open(r, size)
+		img, err := vfat.NewReader(r, size)
 		if err != nil {
 			return nil, err
 		}
@@ -246,7 +250,7 @@ func isoImage(r *iso9660.Reader) *Image {
 
 // fatImage reports the root-directory label as the label, as blkid's LABEL
 // does; the boot-sector copy is blkid's LABEL_FATBOOT.
-func fatImage(v *vfat.Image) *Image {
+func fatImage(v *vfat.Reader) *Image {
 	img := &Image{Format: VFAT, Label: v.Label, Labels: map[string]string{"root": v.Label, "boot": v.BootLabel}, FS: v}
 	if img.Label == "" {
 		img.Label = v.BootLabel

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs every program vminit's tests use as an oracle, and the Linux kernel
-# that the QEMU tests boot. Safe to run again: it skips what is already there.
+# Installs every program vminit's tests use as an oracle, the Linux kernel
+# that the QEMU tests boot, and the Kubernetes API server the Kubernetes tests
+# run. Safe to run again: it skips what is already there.
 # Needs root (apt-get); run as a user with sudo otherwise.
 set -euo pipefail
 
@@ -32,3 +33,5 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 "$(dirname "$0")/install-test-kernel.sh"
+# kube-apiserver and kubectl, built from the Go module proxy (minutes, once).
+"$(dirname "$0")/install-kube-apiserver.sh"

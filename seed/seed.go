@@ -1,6 +1,6 @@
 // Package seed lays out the files of a cloud-init datasource for an
-// instance spec, as plain data that the media writers (iso9660, vfat) turn
-// into a disk image, or that a caller writes to a directory.
+// instance spec, as plain data that package media writes to a disk image
+// (ISO9660, VFAT) or a tar archive, and WriteDir to a directory.
 //
 // Two datasources are supported:
 //
@@ -46,19 +46,34 @@ const (
 	ConfigDrive Datasource = "configdrive"
 )
 
-// Datasources lists the supported datasources.
+// Datasources lists the supported datasources, for flag help and
+// completion.
 var Datasources = []Datasource{NoCloud, ConfigDrive}
 
-// ParseDatasource parses a datasource name, case-insensitively; "cidata"
-// and "config-2" (the labels) are accepted as well.
+// ErrUnknownDatasource is returned for a datasource name ParseDatasource
+// does not know.
+var ErrUnknownDatasource = errors.New("unknown datasource")
+
+// ParseDatasource parses a datasource name, case-insensitively; the labels
+// ("cidata", "config-2") and "config-drive" are accepted as well.
 func ParseDatasource(s string) (Datasource, error) {
-	switch strings.ToLower(s) {
-	case "nocloud", "cidata":
+	switch ls := strings.ToLower(s); ls {
+	case "cidata":
 		return NoCloud, nil
-	case "configdrive", "config-drive", "config-2":
+	case "config-drive", "config-2":
 		return ConfigDrive, nil
+	default:
+		for _, d := range Datasources {
+			if ls == string(d) {
+				return d, nil
+			}
+		}
 	}
-	return "", fmt.Errorf("unknown datasource %q: want nocloud or configdrive", s)
+	names := make([]string, len(Datasources))
+	for i, d := range Datasources {
+		names[i] = string(d)
+	}
+	return "", fmt.Errorf("%w %q (want one of %s)", ErrUnknownDatasource, s, strings.Join(names, ", "))
 }
 
 // Label returns the filesystem label cloud-init looks for: "cidata" or
@@ -73,6 +88,24 @@ func (d Datasource) Label() string {
 		return "config-2"
 	}
 	return ""
+}
+
+// UserDataPath is where the datasource keeps the user data:
+// "user-data" or "openstack/latest/user_data".
+func (d Datasource) UserDataPath() string {
+	if d == ConfigDrive {
+		return configDriveLatest + "user_data"
+	}
+	return "user-data"
+}
+
+// MetaDataPath is where the datasource keeps the instance's meta-data:
+// "meta-data" or "openstack/latest/meta_data.json".
+func (d Datasource) MetaDataPath() string {
+	if d == ConfigDrive {
+		return configDriveLatest + "meta_data.json"
+	}
+	return "meta-data"
 }
 
 // File is one file of a seed.
@@ -107,13 +140,9 @@ func Build(inst *spec.Instance, ds Datasource, opts Options) (*Seed, error) {
 	if inst == nil {
 		return nil, errors.New("seed: nil instance")
 	}
-	userDataPath := "user-data"
-	if ds == ConfigDrive {
-		userDataPath = configDriveLatest + "user_data"
-	}
 	var b builder
 	userData, err := b.userData(inst)
-	b.add(userDataPath, userData, err)
+	b.add(ds.UserDataPath(), userData, err)
 	b.metadata(inst, ds, opts)
 	if err := b.err(); err != nil {
 		return nil, err
@@ -183,7 +212,7 @@ func (b *builder) metadata(inst *spec.Instance, ds Datasource, opts Options) {
 	switch ds {
 	case NoCloud:
 		md, err := cloudinit.MetaData(inst)
-		b.add("meta-data", md, err)
+		b.add(ds.MetaDataPath(), md, err)
 		if net != nil {
 			var nc []byte
 			var err error
@@ -203,7 +232,7 @@ func (b *builder) metadata(inst *spec.Instance, ds Datasource, opts Options) {
 		b.add("vendor-data", cloudinit.VendorData(inst), nil)
 	case ConfigDrive:
 		md, err := cloudinit.ConfigDriveMetaData(inst)
-		b.add(configDriveLatest+"meta_data.json", md, err)
+		b.add(ds.MetaDataPath(), md, err)
 		if net != nil {
 			nd, err := network.NetworkDataJSON(net)
 			b.add(configDriveLatest+"network_data.json", nd, err)

@@ -30,8 +30,8 @@ const MaxSpecSize = 16 << 20
 // MaxListEntries bounds each list of a spec (files, users, units,
 // commands…), so that rendering one spec, which every output does in
 // memory (and yaml.v3's emitter holds each event of a document until its
-// end), stays within tens of megabytes: 10,000 files render in about
-// 0.6 s and 120 MB, where 200,000 took 15 s and 2 GB.
+// end), stays within tens of megabytes and a second (docs/design.md,
+// "Loading many specs").
 const MaxListEntries = 10000
 
 // MaxSourceFileSize bounds one files[].source.file.

@@ -17,10 +17,32 @@ func DefaultInstanceID(name string) string {
 	return uuid.NewSHA1(instanceIDNamespace, []byte(name)).String()
 }
 
+// The defaults Default fills in that are not derived from other fields.
+const (
+	// DefaultFileMode is a file's mode when spec.files[].mode is unset.
+	DefaultFileMode Mode = 0o644
+	// DefaultRegion, DefaultAvailabilityZone and DefaultInstanceType are
+	// what the metadata server reports as the EC2 placement and instance
+	// type.
+	DefaultRegion           = "vminit"
+	DefaultAvailabilityZone = "vminit-a"
+	DefaultInstanceType     = "vminit.vm"
+	// DefaultTokenHopLimit is the IP TTL of IMDSv2 token responses: as on
+	// EC2, a token cannot leave the VM through a router or container
+	// bridge.
+	DefaultTokenHopLimit = 1
+	// DefaultIMDSv2 accepts IMDSv2 tokens without requiring them, as EC2
+	// does by default.
+	DefaultIMDSv2 = "optional"
+)
+
 // Default fills in the fields a spec may leave out: hostname (the first
 // label of metadata.name, or of fqdn), instanceID, agent (and for Ignition
-// the variant), and each user's lockPassword (true unless the user has a
-// passwordHash). It is idempotent; Load calls it.
+// the variant), each user's lockPassword (true unless the user has a
+// passwordHash), each file's mode, and the settings of spec.metadataServer
+// when it is present (see MetadataServer.Default). It is idempotent; Load
+// calls it. Every default of the spec is set here, so that a defaulted
+// spec, written out, shows what every consumer will use.
 func (in *Instance) Default() {
 	s := &in.Spec
 	if s.Agent == "" {
@@ -46,6 +68,48 @@ func (in *Instance) Default() {
 			u.LockPassword = &lock
 		}
 	}
+	for i := range s.Files {
+		if f := &s.Files[i]; f.Mode == nil {
+			m := DefaultFileMode
+			f.Mode = &m
+		}
+	}
+	if s.MetadataServer != nil {
+		s.MetadataServer.Default()
+	}
+}
+
+// Default fills in the metadata server settings left out: imdsv2,
+// tokenHopLimit, region, availabilityZone and instanceType.
+func (ms *MetadataServer) Default() {
+	if ms.IMDSv2 == "" {
+		ms.IMDSv2 = DefaultIMDSv2
+	}
+	if ms.TokenHopLimit == 0 {
+		ms.TokenHopLimit = DefaultTokenHopLimit
+	}
+	if ms.Region == "" {
+		ms.Region = DefaultRegion
+	}
+	if ms.AvailabilityZone == "" {
+		ms.AvailabilityZone = DefaultAvailabilityZone
+	}
+	if ms.InstanceType == "" {
+		ms.InstanceType = DefaultInstanceType
+	}
+}
+
+// MetadataServerSettings returns spec.metadataServer with its defaults:
+// the settings the metadata server applies to the instance. An instance
+// without spec.metadataServer has no address of its own but can still be
+// served (named by a trusted proxy, or previewed), with the defaults.
+func (s *Spec) MetadataServerSettings() MetadataServer {
+	var ms MetadataServer
+	if s.MetadataServer != nil {
+		ms = *s.MetadataServer
+	}
+	ms.Default()
+	return ms
 }
 
 // defaultAgent is the agent of a spec that does not name one: the

@@ -107,3 +107,21 @@ func AsErrors(err error) Errors {
 	}
 	return nil
 }
+
+// PathClaims records which spec field writes each path in the guest, for
+// the rule that two fields may not write one path: neither agent says
+// which write would win, so the cloud-init and Ignition renderings of the
+// spec would differ. Validate checks spec.files with it; each renderer
+// adds the files it generates (units, mounts, /etc/hostname…).
+type PathClaims map[string]string // path → the field that writes it
+
+// Claim records that field writes path and returns true, or, when another
+// field already writes it, adds that problem to errs and returns false.
+func (c PathClaims) Claim(errs *ErrorList, path, field string) bool {
+	if prev, dup := c[path]; dup {
+		errs.Add(field, "%s is already written by %s", path, prev)
+		return false
+	}
+	c[path] = field
+	return true
+}

@@ -9,10 +9,10 @@ import (
 )
 
 // This file is a fast front end for the YAML that spec files are actually
-// written in. It exists for one number: a metadata server loading 100,000
-// spec files. yaml.v3's scanner and parser (a port of libyaml's event
-// machine) cost about 35 µs of a 60 µs spec, which made a cold load of
-// 100,000 files several seconds of CPU.
+// written in. It exists for a metadata server loading 100,000 spec files,
+// where yaml.v3's scanner and parser (a port of libyaml's event machine)
+// were most of the cost of a cold load (docs/design.md, "Loading many
+// specs").
 //
 // fastParse builds the same yaml.Node tree that yaml.Unmarshal would, for
 // the plain subset of YAML that hand-written and generated specs use: block

@@ -137,7 +137,7 @@ func TestBadSpecs(t *testing.T) {
 		{"bad user name", header + "spec:\n  users:\n    - name: Alice\n", []string{`spec.users[0].name: "Alice" is not a valid user name`}},
 		{"relative file", header + "spec:\n  files:\n    - path: etc/x\n", []string{`spec.files[0].path: "etc/x" is not absolute`}},
 		{"unclean file", header + "spec:\n  files:\n    - path: /etc//x/\n", []string{`spec.files[0].path: "/etc//x/" is not clean; write "/etc/x"`}},
-		{"duplicate file", header + "spec:\n  files:\n    - path: /etc/x\n    - path: /etc/x\n", []string{`spec.files[1].path: "/etc/x" is already written by spec.files[0]`}},
+		{"duplicate file", header + "spec:\n  files:\n    - path: /etc/x\n    - path: /etc/x\n", []string{`spec.files[1].path: /etc/x is already written by spec.files[0].path`}},
 		{"bad mode", header + "spec:\n  files:\n    - path: /etc/x\n      mode: \"0999\"\n", []string{`spec.files[0].mode: mode "0999": want octal digits`}},
 		{"two contents", header + "spec:\n  files:\n    - path: /etc/x\n      content: a\n      contentBase64: YQ==\n", []string{"spec.files[0]: set only one of content, contentBase64 and source"}},
 		{"bad base64", header + "spec:\n  files:\n    - path: /etc/x\n      contentBase64: '!!'\n", []string{"spec.files[0].contentBase64: not valid base64"}},

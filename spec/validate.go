@@ -320,14 +320,12 @@ func validateUsers(c *ErrorList, users []User) {
 }
 
 func validateFiles(c *ErrorList, files []File) {
-	seen := map[string]int{}
+	claims := PathClaims{}
 	for i, fl := range files {
 		f := fmt.Sprintf("spec.files[%d]", i)
 		checkPath(c, f+".path", fl.Path)
-		if j, dup := seen[fl.Path]; dup && fl.Path != "" {
-			c.Add(f+".path", "%q is already written by spec.files[%d]", fl.Path, j)
-		} else {
-			seen[fl.Path] = i
+		if fl.Path != "" {
+			claims.Claim(c, fl.Path, f+".path")
 		}
 		n := 0
 		if fl.Content != nil {

@@ -52,7 +52,7 @@ func BenchmarkOpenNoCloud(b *testing.B) {
 	img := buildImage(b, Options{Label: "cidata"}, noCloudTree())
 	b.ReportAllocs()
 	for b.Loop() {
-		im, err := Open(bytes.NewReader(img), int64(len(img)))
+		im, err := NewReader(bytes.NewReader(img), int64(len(img)))
 		if err != nil {
 			b.Fatal(err)
 		}

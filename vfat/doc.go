@@ -45,42 +45,21 @@
 //
 // # Reading
 //
-// Open parses and checks a whole FAT12/16 volume and returns an *Image: the
-// two labels, the serial, and an fs.FS over the long names. It is strict and
-// bounded: every offset is checked against the image, every cluster chain
-// against the FAT (loops and cross-links are errors), and walking the tree
-// terminates on any input.
+// NewReader parses and checks a whole FAT12/16 volume and returns a
+// *Reader: the two labels, the serial, and an fs.FS over the long names. It
+// is strict and bounded: every offset is checked against the image, every
+// cluster chain against the FAT (loops and cross-links are errors), and
+// walking the tree terminates on any input.
 //
 // # Why not go-diskfs
 //
-// The project prefers a maintained library where one is correct. go-diskfs
-// v1.9.4 (already a dependency) has FAT12/FAT16 writers with LFN and both
-// labels, and was evaluated first. Measured with an in-memory backend on a
-// 128 KiB FAT12 image holding the four NoCloud files:
-//
-//   - fsck.fat -n fails (exit 1) on every image: "Reclaimed 1 unused
-//     cluster", because Create marks cluster 2 as allocated although the
-//     FAT12/16 root directory does not live in a cluster.
-//   - Two names with the same 8.3 basis that need no "~N" truncation, such
-//     as "a+b" and "a,b", both get the short name A_B; fsck.fat reports
-//     "Duplicate directory entry" and a lookup by short name is ambiguous.
-//   - Timestamps come from the wall clock, or from the process-wide
-//     SOURCE_DATE_EPOCH variable. Chtimes can reset a file's times after
-//     the fact, but the volume-label entry has no such hook, so without
-//     setting the environment (which a library must not do to its callers,
-//     and which concurrent writers would share) the bytes are not
-//     reproducible.
-//   - Media byte 0xF0 (floppy) for images up to 2 MiB, OEM "godiskfs".
-//   - It needs a random-access backend.Storage, so the whole image must be
-//     held in memory or in a file before it can be streamed anywhere; its
-//     build time grows with the image size (2.7 ms at 2 MiB, 5 ms at 8 MiB,
-//     versus 0.17 ms at 128 KiB).
-//
-// The first two make images that fail the independent checks this package
-// is tested against, so the writer is written here instead: a boot sector,
-// two FATs, a fixed root directory and a data region, small enough to read
-// in one sitting. The reader is written here too, to be strict and
-// fuzz-safe rather than a general read-write driver.
+// go-diskfs v1.9.4, evaluated first, writes images fsck.fat rejects
+// (cluster 2 marked used, duplicate 8.3 names) and takes its timestamps
+// from the clock or the process environment; docs/design.md has the
+// record. So the writer is written here: a boot sector, two FATs, a fixed
+// root directory and a data region, small enough to read in one sitting.
+// The reader is written here too, to be strict and fuzz-safe rather than a
+// general read-write driver.
 //
 // Not supported: FAT32, exFAT, sector sizes other than 512 when writing,
 // NT lower-case flags (names that are not upper-case get LFN entries

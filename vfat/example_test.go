@@ -36,7 +36,7 @@ func Example() {
 	fmt.Println("image bytes:", img.Len())
 
 	// Read it back.
-	im, err := vfat.Open(bytes.NewReader(img.Bytes()), int64(img.Len()))
+	im, err := vfat.NewReader(bytes.NewReader(img.Bytes()), int64(img.Len()))
 	if err != nil {
 		log.Fatal(err)
 	}

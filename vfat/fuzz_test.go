@@ -74,7 +74,7 @@ func FuzzWriter(f *testing.F) {
 		if a.Len()%Align != 0 || a.Len() < MinSize {
 			t.Fatalf("image size %d", a.Len())
 		}
-		im, err := Open(bytes.NewReader(a.Bytes()), int64(a.Len()))
+		im, err := NewReader(bytes.NewReader(a.Bytes()), int64(a.Len()))
 		if err != nil {
 			t.Fatalf("reading our own image: %v", err)
 		}
@@ -129,7 +129,7 @@ func FuzzReader(f *testing.F) {
 }
 
 func readAll(t *testing.T, data []byte) {
-	im, err := Open(bytes.NewReader(data), int64(len(data)))
+	im, err := NewReader(bytes.NewReader(data), int64(len(data)))
 	if err != nil {
 		if !errors.Is(err, ErrFormat) && !errors.Is(err, io.ErrUnexpectedEOF) {
 			t.Fatalf("unexpected error kind: %v", err)

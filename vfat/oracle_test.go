@@ -363,7 +363,7 @@ func TestReadMkfsImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	im, err := Open(bytes.NewReader(b), int64(len(b)))
+	im, err := NewReader(bytes.NewReader(b), int64(len(b)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -427,7 +427,7 @@ func TestGeometryBoundaries(t *testing.T) {
 	}
 	for _, size := range sizes {
 		b := buildImage(t, Options{Label: "cidata", Size: size}, noCloudTree())
-		im, err := Open(bytes.NewReader(b), int64(len(b)))
+		im, err := NewReader(bytes.NewReader(b), int64(len(b)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -506,7 +506,7 @@ func TestMaxSizeImage(t *testing.T) {
 	if out := runOK(t, blkid, "-p", "-o", "export", p); !strings.Contains(out, "VERSION=FAT16\n") || !strings.Contains(out, "LABEL=cidata\n") {
 		t.Errorf("blkid:\n%s", out)
 	}
-	im, err := Open(f, MaxSize)
+	im, err := NewReader(f, MaxSize)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,15 +13,15 @@ import (
 	"unicode/utf16"
 )
 
-// Image is a FAT12/FAT16 volume opened for reading. It implements fs.FS
+// Reader is a FAT12/FAT16 volume opened for reading. It implements fs.FS
 // (with ReadDir, ReadFile and Stat) over the long names; lookups are exact
 // and case-sensitive, as fs.FS requires, even though FAT itself is not.
 //
-// Open checks the whole volume up front: the BPB, every directory and every
-// cluster chain (in range, no loops, no cluster used twice, lengths matching
-// file sizes), so that later reads cannot fail on structure and walking the
-// tree always terminates.
-type Image struct {
+// NewReader checks the whole volume up front: the BPB, every directory and
+// every cluster chain (in range, no loops, no cluster used twice, lengths
+// matching file sizes), so that later reads cannot fail on structure and
+// walking the tree always terminates.
+type Reader struct {
 	// Label is the root-directory volume-label entry (blkid's LABEL), with
 	// trailing spaces removed; "" if there is none.
 	Label string
@@ -36,7 +36,7 @@ type Image struct {
 	// ClusterSize is the cluster size in bytes.
 	ClusterSize int64
 
-	r         io.ReaderAt
+	ra        io.ReaderAt
 	dataStart int64 // byte offset of cluster 2
 	root      *rnode
 }
@@ -52,9 +52,9 @@ type rnode struct {
 	children []*rnode // sorted by name
 }
 
-// vol holds what parsing needs beyond the Image.
+// vol holds what parsing needs beyond the Reader.
 type vol struct {
-	im       *Image
+	rd       *Reader
 	bps      int64
 	count    int64 // data clusters; valid numbers are 2..count+1
 	fat      []byte
@@ -80,16 +80,16 @@ func readFull(r io.ReaderAt, b []byte, off int64) error {
 	return err
 }
 
-// Open reads the volume in r, whose length is size bytes.
-func Open(r io.ReaderAt, size int64) (*Image, error) {
-	im, err := open(r, size)
+// NewReader reads the volume in r, whose length is size bytes.
+func NewReader(r io.ReaderAt, size int64) (*Reader, error) {
+	rd, err := newReader(r, size)
 	if err != nil {
 		return nil, pathErr("open", ".", err)
 	}
-	return im, nil
+	return rd, nil
 }
 
-func open(r io.ReaderAt, size int64) (*Image, error) {
+func newReader(r io.ReaderAt, size int64) (*Reader, error) {
 	if size < sectorSize {
 		return nil, formatErr("image of %d bytes is smaller than a boot sector", size)
 	}
@@ -139,15 +139,15 @@ func open(r io.ReaderAt, size int64) (*Image, error) {
 	}
 	count := (total - dataSec) / spc
 	v := &vol{bps: bps, count: count}
-	im := &Image{r: r, ClusterSize: spc * bps, dataStart: dataSec * bps}
-	v.im = im
+	rd := &Reader{ra: r, ClusterSize: spc * bps, dataStart: dataSec * bps}
+	v.rd = rd
 	switch {
 	case count == 0:
 		return nil, formatErr("no data clusters")
 	case count <= maxFAT12Clusters:
-		im.Type = "FAT12"
+		rd.Type = "FAT12"
 	case count <= maxFAT16Clusters:
-		im.Type, v.fat16 = "FAT16", true
+		rd.Type, v.fat16 = "FAT16", true
 	default:
 		return nil, formatErr("%d clusters means FAT32, which is not supported", count)
 	}
@@ -162,10 +162,10 @@ func open(r io.ReaderAt, size int64) (*Image, error) {
 	v.used = make([]bool, count+2)
 
 	if bs[38] == 0x29 || bs[38] == 0x28 {
-		im.Serial = le.Uint32(bs[39:])
+		rd.Serial = le.Uint32(bs[39:])
 	}
 	if bs[38] == 0x29 {
-		im.BootLabel = strings.TrimRight(decodeShort(bs[43:54]), " ")
+		rd.BootLabel = strings.TrimRight(decodeShort(bs[43:54]), " ")
 	}
 
 	v.rootData = make([]byte, rootEnt*dirEntrySize)
@@ -175,7 +175,7 @@ func open(r io.ReaderAt, size int64) (*Image, error) {
 	if err := v.walk(); err != nil {
 		return nil, err
 	}
-	return im, nil
+	return rd, nil
 }
 
 // next returns the FAT entry for cluster c.
@@ -226,20 +226,20 @@ func (v *vol) chain(first uint32, limit int64, what string) ([]uint32, error) {
 }
 
 func (v *vol) walk() error {
-	im := v.im
-	im.root = &rnode{dir: true}
+	rd := v.rd
+	rd.root = &rnode{dir: true}
 	type job struct {
 		n    *rnode
 		data []byte
 		path string
 	}
-	queue := []job{{im.root, v.rootData, "."}}
-	cs := im.ClusterSize
+	queue := []job{{rd.root, v.rootData, "."}}
+	cs := rd.ClusterSize
 	maxDirClusters := (maxDirEntries*dirEntrySize + cs - 1) / cs
 	for len(queue) > 0 {
 		j := queue[0]
 		queue = queue[1:]
-		isRoot := j.n == im.root
+		isRoot := j.n == rd.root
 		entries, label, err := parseDir(j.data, isRoot)
 		if err != nil {
 			where := "directory " + j.path
@@ -249,7 +249,7 @@ func (v *vol) walk() error {
 			return fmt.Errorf("%s: %w", where, err)
 		}
 		if isRoot {
-			im.Label = label
+			rd.Label = label
 		}
 		seen := make(map[string]bool, len(entries))
 		for _, e := range entries {
@@ -268,7 +268,7 @@ func (v *vol) walk() error {
 				}
 				data := make([]byte, int64(len(cl))*cs)
 				for i, c := range cl {
-					if err := readFull(im.r, data[int64(i)*cs:int64(i+1)*cs], im.clusterOffset(c)); err != nil {
+					if err := readFull(rd.ra, data[int64(i)*cs:int64(i+1)*cs], rd.clusterOffset(c)); err != nil {
 						return err
 					}
 				}
@@ -295,8 +295,8 @@ func (v *vol) walk() error {
 	return nil
 }
 
-func (im *Image) clusterOffset(c uint32) int64 {
-	return im.dataStart + int64(c-2)*im.ClusterSize
+func (r *Reader) clusterOffset(c uint32) int64 {
+	return r.dataStart + int64(c-2)*r.ClusterSize
 }
 
 // decodeShort turns 8.3 bytes into a string. Bytes above 0x7F depend on an
@@ -421,11 +421,11 @@ func shortToName(sn [11]byte, flags byte) string {
 	return base
 }
 
-func (im *Image) lookup(op, name string) (*rnode, error) {
+func (r *Reader) lookup(op, name string) (*rnode, error) {
 	if !fs.ValidPath(name) {
 		return nil, &fs.PathError{Op: op, Path: name, Err: fs.ErrInvalid}
 	}
-	n := im.root
+	n := r.root
 	if name == "." {
 		return n, nil
 	}
@@ -443,20 +443,20 @@ func (im *Image) lookup(op, name string) (*rnode, error) {
 }
 
 // Open implements fs.FS. Files also implement io.ReaderAt and io.Seeker.
-func (im *Image) Open(name string) (fs.File, error) {
-	n, err := im.lookup("open", name)
+func (r *Reader) Open(name string) (fs.File, error) {
+	n, err := r.lookup("open", name)
 	if err != nil {
 		return nil, err
 	}
 	if n.dir {
 		return &dirFile{n: n, name: name}, nil
 	}
-	return &file{im: im, n: n, name: name}, nil
+	return &file{rd: r, n: n, name: name}, nil
 }
 
 // ReadDir implements fs.ReadDirFS.
-func (im *Image) ReadDir(name string) ([]fs.DirEntry, error) {
-	n, err := im.lookup("readdir", name)
+func (r *Reader) ReadDir(name string) ([]fs.DirEntry, error) {
+	n, err := r.lookup("readdir", name)
 	if err != nil {
 		return nil, err
 	}
@@ -471,8 +471,8 @@ func (im *Image) ReadDir(name string) ([]fs.DirEntry, error) {
 }
 
 // ReadFile implements fs.ReadFileFS.
-func (im *Image) ReadFile(name string) ([]byte, error) {
-	n, err := im.lookup("readfile", name)
+func (r *Reader) ReadFile(name string) ([]byte, error) {
+	n, err := r.lookup("readfile", name)
 	if err != nil {
 		return nil, err
 	}
@@ -480,7 +480,7 @@ func (im *Image) ReadFile(name string) ([]byte, error) {
 		return nil, &fs.PathError{Op: "readfile", Path: name, Err: errors.New("is a directory")}
 	}
 	b := make([]byte, n.size)
-	f := &file{im: im, n: n, name: name}
+	f := &file{rd: r, n: n, name: name}
 	if _, err := f.ReadAt(b, 0); err != nil && err != io.EOF {
 		return nil, err
 	}
@@ -488,8 +488,8 @@ func (im *Image) ReadFile(name string) ([]byte, error) {
 }
 
 // Stat implements fs.StatFS.
-func (im *Image) Stat(name string) (fs.FileInfo, error) {
-	n, err := im.lookup("stat", name)
+func (r *Reader) Stat(name string) (fs.FileInfo, error) {
+	n, err := r.lookup("stat", name)
 	if err != nil {
 		return nil, err
 	}
@@ -519,7 +519,7 @@ func (i info) Type() fs.FileMode          { return i.Mode().Type() }
 func (i info) Info() (fs.FileInfo, error) { return i, nil }
 
 type file struct {
-	im   *Image
+	rd   *Reader
 	n    *rnode
 	name string
 	off  int64
@@ -551,18 +551,18 @@ func (f *file) Seek(offset int64, whence int) (int64, error) {
 	return offset, nil
 }
 
-// ReadAt reads from the file's cluster chain, which Open has checked.
+// ReadAt reads from the file's cluster chain, which NewReader has checked.
 func (f *file) ReadAt(b []byte, off int64) (int, error) {
 	if off < 0 {
 		return 0, &fs.PathError{Op: "read", Path: f.name, Err: fs.ErrInvalid}
 	}
-	cs := f.im.ClusterSize
+	cs := f.rd.ClusterSize
 	n := 0
 	for n < len(b) && off < f.n.size {
 		c := f.n.clusters[off/cs]
 		in := off % cs
 		k := min(int64(len(b)-n), cs-in, f.n.size-off)
-		if err := readFull(f.im.r, b[n:n+int(k)], f.im.clusterOffset(c)+in); err != nil {
+		if err := readFull(f.rd.ra, b[n:n+int(k)], f.rd.clusterOffset(c)+in); err != nil {
 			return n, &fs.PathError{Op: "read", Path: f.name, Err: err}
 		}
 		n += int(k)

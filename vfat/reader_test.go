@@ -49,7 +49,7 @@ func setFAT12(img []byte, n, v uint32) {
 
 func TestReaderRejectsCorruption(t *testing.T) {
 	base := smallImage(t)
-	if _, err := Open(bytes.NewReader(base), int64(len(base))); err != nil {
+	if _, err := NewReader(bytes.NewReader(base), int64(len(base))); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
@@ -123,7 +123,7 @@ func TestReaderRejectsCorruption(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := tc.mutate(bytes.Clone(base))
-			_, err := Open(bytes.NewReader(b), int64(len(b)))
+			_, err := NewReader(bytes.NewReader(b), int64(len(b)))
 			if !errors.Is(err, ErrFormat) {
 				t.Errorf("got %v, want ErrFormat", err)
 			}
@@ -134,14 +134,14 @@ func TestReaderRejectsCorruption(t *testing.T) {
 func TestReaderIOErrors(t *testing.T) {
 	b := smallImage(t)
 	// A ReaderAt shorter than the size it claims.
-	if _, err := Open(bytes.NewReader(b[:8192]), int64(len(b))); err == nil {
+	if _, err := NewReader(bytes.NewReader(b[:8192]), int64(len(b))); err == nil {
 		t.Error("short ReaderAt accepted")
 	}
-	if _, err := Open(bytes.NewReader(b[:100]), 100); !errors.Is(err, ErrFormat) {
+	if _, err := NewReader(bytes.NewReader(b[:100]), 100); !errors.Is(err, ErrFormat) {
 		t.Errorf("100-byte image: %v", err)
 	}
 	// OneByteReader-style short reads are still full reads.
-	im, err := Open(readerAtFunc(func(p []byte, off int64) (int, error) {
+	im, err := NewReader(readerAtFunc(func(p []byte, off int64) (int, error) {
 		return bytes.NewReader(b).ReadAt(p, off)
 	}), int64(len(b)))
 	if err != nil {
@@ -166,7 +166,7 @@ func TestReaderLFNFallbacks(t *testing.T) {
 	b := bytes.Clone(base)
 	e := dirEntryAt(t, b, "USER-D~1   ")
 	b[e-32+13] ^= 0xFF
-	im, err := Open(bytes.NewReader(b), int64(len(b)))
+	im, err := NewReader(bytes.NewReader(b), int64(len(b)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,12 +181,12 @@ func TestReaderLFNFallbacks(t *testing.T) {
 	b[e] = 0x20
 	// The 8.3 entry it replaced is gone, so the image is damaged anyway;
 	// what matters is that Open does not panic.
-	_, _ = Open(bytes.NewReader(b), int64(len(b)))
+	_, _ = NewReader(bytes.NewReader(b), int64(len(b)))
 	// NT lower-case flags on a plain 8.3 entry.
 	b = bytes.Clone(base)
 	e = dirEntryAt(t, b, "A          ")
 	b[e+12] = 0x08
-	im, err = Open(bytes.NewReader(b), int64(len(b)))
+	im, err = NewReader(bytes.NewReader(b), int64(len(b)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 
 // checkTree verifies that im holds exactly the files and directories of
 // tree (plus their parents), with the same contents.
-func checkTree(t testing.TB, im *Image, tree []entry) {
+func checkTree(t testing.TB, im *Reader, tree []entry) {
 	t.Helper()
 	want := map[string][]byte{}
 	wantDir := map[string]bool{}
@@ -76,7 +76,7 @@ func TestRoundTrip(t *testing.T) {
 	for _, c := range oracleCases() {
 		t.Run(c.name, func(t *testing.T) {
 			b := buildImage(t, c.opts, c.tree)
-			im, err := Open(bytes.NewReader(b), int64(len(b)))
+			im, err := NewReader(bytes.NewReader(b), int64(len(b)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -113,7 +113,7 @@ func TestModTime(t *testing.T) {
 		{time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2107, 12, 31, 23, 59, 58, 0, time.UTC)},
 	} {
 		b := buildImage(t, Options{Label: "cidata", ModTime: tc.in}, noCloudTree())
-		im, err := Open(bytes.NewReader(b), int64(len(b)))
+		im, err := NewReader(bytes.NewReader(b), int64(len(b)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -152,7 +152,7 @@ func TestReproducible(t *testing.T) {
 
 func TestSerial(t *testing.T) {
 	b := buildImage(t, Options{Label: "cidata", Serial: 0x1234ABCD}, noCloudTree())
-	im, err := Open(bytes.NewReader(b), int64(len(b)))
+	im, err := NewReader(bytes.NewReader(b), int64(len(b)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,8 +161,8 @@ func TestSerial(t *testing.T) {
 	}
 	b1 := buildImage(t, Options{Label: "cidata"}, noCloudTree())
 	b2 := buildImage(t, Options{Label: "config-2"}, noCloudTree())
-	i1, _ := Open(bytes.NewReader(b1), int64(len(b1)))
-	i2, _ := Open(bytes.NewReader(b2), int64(len(b2)))
+	i1, _ := NewReader(bytes.NewReader(b1), int64(len(b1)))
+	i2, _ := NewReader(bytes.NewReader(b2), int64(len(b2)))
 	if i1.Serial == 0 || i1.Serial == i2.Serial {
 		t.Errorf("derived serials %#x and %#x", i1.Serial, i2.Serial)
 	}
@@ -184,7 +184,7 @@ func TestSizes(t *testing.T) {
 		if int64(len(b)) != size {
 			t.Errorf("Size %d gave %d bytes", size, len(b))
 		}
-		im, err := Open(bytes.NewReader(b), int64(len(b)))
+		im, err := NewReader(bytes.NewReader(b), int64(len(b)))
 		if err != nil {
 			t.Fatalf("Size %d: %v", size, err)
 		}
@@ -297,7 +297,7 @@ func TestShortNames(t *testing.T) {
 			t.Errorf("short name of %q = %q, want %q", name, got[name], want)
 		}
 	}
-	im, err := Open(bytes.NewReader(b), int64(len(b)))
+	im, err := NewReader(bytes.NewReader(b), int64(len(b)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,8 +47,8 @@ func BenchmarkVminitNoCloudSeed(b *testing.B) {
 }
 
 // BenchmarkGoDiskfsNoCloudSeed builds the same seed with go-diskfs v1.9.4
-// (Rock Ridge and Joliet), the library vminit's writer replaces
-// (media.md §1.2). go-diskfs stages every file in an on-disk workspace; the
+// (Rock Ridge and Joliet), the library vminit's writer replaces (why:
+// docs/design.md). go-diskfs stages every file in an on-disk workspace; the
 // output image lives in a different directory, because a workspace that
 // contains the image would be copied into itself.
 func BenchmarkGoDiskfsNoCloudSeed(b *testing.B) {

@@ -2,9 +2,9 @@ package dirstore
 
 // The start-up cache (Options.CacheFile).
 //
-// Parsing YAML is the cost of opening a large directory: yaml.v3 takes
-// 30-60 µs for a small spec, so 100,000 specs are 3-6 CPU-seconds, well
-// over the 2 s a restart of the server may take. The cache keeps every
+// Parsing YAML is the cost of opening a large directory: at 100,000 specs
+// it is seconds of CPU, more than a restart of the server may take
+// (docs/design.md, "Loading many specs"). The cache keeps every
 // served instance as JSON (which encoding/json decodes several times
 // faster, in parallel) together with the stamp (inode, size, mtime, ctime)
 // of the file it came from. At Open, a file whose stamp matches its cache
@@ -40,7 +40,7 @@ import (
 	"sync"
 
 	"github.com/vminit/vminit/internal/lib/atomicfile"
-	"github.com/vminit/vminit/mdserver"
+	"github.com/vminit/vminit/mdserver/registry"
 	"github.com/vminit/vminit/spec"
 )
 
@@ -153,7 +153,7 @@ func (r *cacheReader) bytes() []byte {
 }
 
 // fromCache rebuilds a record from its cache entry.
-func fromCache(c cached) (*mdserver.Record, error) {
+func fromCache(c cached) (*registry.Record, error) {
 	inst := new(spec.Instance)
 	if err := json.Unmarshal(c.instance, inst); err != nil {
 		return nil, err
@@ -162,12 +162,12 @@ func fromCache(c cached) (*mdserver.Record, error) {
 	if err := inst.Resolve(""); err != nil {
 		return nil, err
 	}
-	return mdserver.NewRecord(inst, c.revision)
+	return registry.NewRecord(inst, c.revision)
 }
 
 // toCache encodes a record for the cache, or returns nil for one that
 // must always be parsed from its file.
-func toCache(r *mdserver.Record, verified bool) []byte {
+func toCache(r *registry.Record, verified bool) []byte {
 	for _, f := range r.Instance.Spec.Files {
 		if f.Source != nil {
 			return nil
@@ -190,7 +190,7 @@ func toCache(r *mdserver.Record, verified bool) []byte {
 type cacheItem struct {
 	file  string
 	stamp stamp
-	rec   *mdserver.Record
+	rec   *registry.Record
 }
 
 // writeCache writes items to path atomically and returns how many it

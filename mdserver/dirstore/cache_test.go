@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vminit/vminit/mdserver"
+	"github.com/vminit/vminit/mdserver/registry"
 )
 
 // noRacyWindow lets tests cache files they have just written. The racy
@@ -22,8 +22,8 @@ func noRacyWindow(t *testing.T) {
 }
 
 // records returns the served records by name, to compare two loads.
-func records(s *Store) map[string]*mdserver.Record {
-	out := map[string]*mdserver.Record{}
+func records(s *Store) map[string]*registry.Record {
+	out := map[string]*registry.Record{}
 	snap := s.Snapshot()
 	for _, n := range snap.Names() {
 		r, _ := snap.ByName(n)

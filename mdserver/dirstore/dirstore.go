@@ -4,7 +4,7 @@
 // files ignored).
 //
 // Every file is parsed once, at Open (in parallel across cores), into an
-// in-memory mdserver.Snapshot that requests read without locks or I/O.
+// in-memory registry.Snapshot that requests read without locks or I/O.
 // When the directory changes (inotify; an mtime poll where inotify is not
 // available) the changed files alone are re-read after a short debounce and
 // a new snapshot is swapped in atomically.
@@ -23,7 +23,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -38,7 +37,7 @@ import (
 
 	"github.com/vminit/vminit/internal/lib/atomicfile"
 	"github.com/vminit/vminit/internal/lib/parallel"
-	"github.com/vminit/vminit/mdserver"
+	"github.com/vminit/vminit/mdserver/registry"
 	"github.com/vminit/vminit/spec"
 )
 
@@ -68,16 +67,15 @@ type Options struct {
 	CacheInterval time.Duration
 }
 
-// Store is a directory of spec files. It implements mdserver.Store.
+// Store is a directory of spec files. It implements registry.Store.
 type Store struct {
 	dir  string
 	opts Options
 	log  *slog.Logger
-	snap atomic.Pointer[mdserver.Snapshot]
+	ix   *registry.Index // keyed by file name; read and applied under mu
 
-	mu     sync.Mutex        // serialises reloads and writes
-	files  map[string]*entry // by base name
-	served map[string]*mdserver.Record
+	mu    sync.Mutex        // serialises reloads and writes
+	files map[string]*entry // by base name
 
 	watching string // "inotify", "poll" or ""
 	stop     chan struct{}
@@ -104,9 +102,6 @@ type entry struct {
 	// unchanged, so the file is re-read on the next reload and kept out of
 	// the cache.
 	racy bool
-	// pending is a parsed version that was refused because another file
-	// holds its name or an address; it is retried on every reload.
-	pending mdserver.Pending
 }
 
 // racyWindow is longer than any file system's timestamp granularity
@@ -162,10 +157,9 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{dir: abs, opts: opts, log: opts.Logger.With("store", "dir", "dir", abs),
-		files: map[string]*entry{}, served: map[string]*mdserver.Record{},
-		stop: make(chan struct{}), done: make(chan struct{})}
-	empty, _ := mdserver.NewSnapshot(nil)
-	s.snap.Store(empty)
+		files: map[string]*entry{}, stop: make(chan struct{}), done: make(chan struct{})}
+	s.ix = registry.NewIndex(registry.IndexOptions{Logger: s.log, KeyAttr: "file",
+		Invalid: "dirstore: invalid spec file", Refused: "dirstore: spec file refused"})
 	if opts.CacheFile != "" {
 		if ca, err := filepath.Abs(opts.CacheFile); err != nil || filepath.Dir(ca) == abs {
 			return nil, fmt.Errorf("cache file %s: put it outside the spec directory (writing it there would wake the watcher)", opts.CacheFile)
@@ -230,7 +224,7 @@ func (s *Store) Watching() string { return s.watching }
 func (s *Store) Reloads() int64 { return s.reloads.Load() }
 
 // Snapshot returns the current index (an atomic load).
-func (s *Store) Snapshot() *mdserver.Snapshot { return s.snap.Load() }
+func (s *Store) Snapshot() *registry.Snapshot { return s.ix.Snapshot() }
 
 // Reload re-reads every file, changed or not (for SIGHUP).
 func (s *Store) Reload() error { return s.reload(true) }
@@ -278,12 +272,14 @@ func (s *Store) writeCache() {
 		return
 	}
 	s.cacheDirty = false
-	items := make([]cacheItem, 0, len(s.served))
-	for name, rec := range s.served {
-		if e := s.files[name]; e != nil && !e.racy && e.pending.Record == nil {
-			items = append(items, cacheItem{file: name, stamp: e.stamp, rec: rec})
+	items := make([]cacheItem, 0, s.Snapshot().Len())
+	s.ix.Each(func(name string, rec *registry.Record) {
+		if pending, _ := s.ix.Pending(name); pending == nil {
+			if e := s.files[name]; e != nil && !e.racy {
+				items = append(items, cacheItem{file: name, stamp: e.stamp, rec: rec})
+			}
 		}
-	}
+	})
 	s.mu.Unlock()
 	slices.SortFunc(items, func(a, b cacheItem) int { return strings.Compare(a.file, b.file) })
 	start := time.Now()
@@ -303,7 +299,7 @@ type scanned struct {
 	changed bool // read and parsed: new, different from its stamp, or forced
 	racy    bool // see entry.racy
 	cached  bool // rec came from the start-up cache
-	rec     *mdserver.Record
+	rec     *registry.Record
 	err     error
 }
 
@@ -341,15 +337,13 @@ func (s *Store) reload(force bool) error {
 		}
 	}
 
-	changes := make(map[string]*mdserver.Record, len(results))
-	var order []string
+	changes := make([]registry.Change, 0, len(results))
 	if len(s.files) == 0 {
 		s.files = make(map[string]*entry, len(results)) // the first load: no rehashing on the way to 100,000
 	}
 	for name := range s.files {
 		if !present[name] {
-			changes[name] = nil
-			order = append(order, name)
+			changes = append(changes, registry.Change{Key: name})
 			delete(s.files, name)
 			s.log.Info("dirstore: file removed", "file", name)
 		}
@@ -364,45 +358,11 @@ func (s *Store) reload(force bool) error {
 		if p.cached {
 			s.verified[p.rec.Revision] = true // cacheLoop is not running yet
 		}
-		if p.err != nil {
-			e.pending.Set(nil)
-			attrs := append([]any{"file", p.name}, mdserver.ProblemAttrs(p.err)...)
-			s.log.Error("dirstore: invalid spec file", append(attrs, "serving", mdserver.ServingInstead(s.served[p.name], "file"))...)
-			continue
-		}
-		if old := s.served[p.name]; old != nil && old.Revision == p.rec.Revision && !force {
-			e.pending.Set(nil)
-			continue
-		}
-		e.pending.Set(p.rec)
+		changes = append(changes, registry.Change{Key: p.name, Record: p.rec, Err: p.err})
 	}
-	// Retry every pending version (refused earlier, or new now).
-	for name, e := range s.files {
-		if e.pending.Record != nil {
-			changes[name] = e.pending.Record
-			order = append(order, name)
-		}
-	}
-	if len(changes) == 0 {
+	if !s.ix.Apply(changes) {
 		return nil
 	}
-	slices.Sort(order)
-	order = slices.Compact(order)
-	served, refused := mdserver.ResolveChanges(s.served, changes, order)
-	for name, e := range s.files {
-		e.pending.Settle(refused[name], func(reason string) {
-			s.log.Error("dirstore: spec file refused", "file", name, "instance", e.pending.Record.Name, "problem", reason,
-				"serving", mdserver.ServingInstead(s.served[name], "file"))
-		})
-	}
-	recs := slices.Collect(maps.Values(served))
-	snap, err := mdserver.NewSnapshot(recs)
-	if err != nil { // ResolveChanges makes this unreachable
-		s.log.Error("dirstore: cannot index the instances; serving the last snapshot", "err", err)
-		return err
-	}
-	s.served = served
-	s.snap.Store(snap)
 	s.reloads.Add(1)
 	if s.cacheKick != nil {
 		s.cacheDirty = true
@@ -411,7 +371,7 @@ func (s *Store) reload(force bool) error {
 		default:
 		}
 	}
-	s.log.Debug("dirstore: snapshot replaced", "instances", snap.Len(), "changed", len(changes))
+	s.log.Debug("dirstore: snapshot replaced", "instances", s.Snapshot().Len(), "changed", len(changes))
 	return nil
 }
 
@@ -495,7 +455,7 @@ func (s *Store) scan(dirfd int, name string, force bool) scanned {
 		r.err = err
 		return r
 	}
-	r.rec, r.err = mdserver.DecodeDocument(data, s.dir)
+	r.rec, r.err = registry.DecodeDocument(data, s.dir)
 	return r
 }
 
@@ -536,34 +496,25 @@ func readAll(fd, size int) ([]byte, error) {
 // <name>.yaml, replacing the file the instance was defined in (if it had
 // another name, that file is removed). source.file is refused: a document
 // from the API must not read the server's files.
-func (s *Store) Put(ctx context.Context, doc []byte) (*mdserver.Record, error) {
-	rec, err := mdserver.DecodeDocument(doc, "")
+func (s *Store) Put(ctx context.Context, doc []byte) (*registry.Record, error) {
+	rec, err := registry.DecodeDocument(doc, "")
 	if err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
 	target := rec.Name + ".yaml"
-	var previous string
-	for f, r := range s.served {
-		if r.Name == rec.Name {
-			previous = f
-		}
-	}
+	previous, _ := s.ix.KeyOf(rec.Name)
 	// Refuse before writing: a file that would be refused on load helps
 	// nobody.
-	check := map[string]*mdserver.Record{target: rec}
-	if previous != "" && previous != target {
-		check[previous] = nil
-	}
-	if _, refused := mdserver.ResolveChanges(s.served, check, []string{previous, target}); refused[target] != nil {
+	if err := s.ix.Check(target, rec, previous); err != nil {
 		s.mu.Unlock()
-		return nil, refused[target]
+		return nil, err
 	}
 	if e := s.files[target]; e != nil && previous != target {
 		// target exists but defines another instance (or nothing valid).
-		if r := s.served[target]; r != nil {
+		if r := s.ix.Served(target); r != nil {
 			s.mu.Unlock()
-			return nil, fmt.Errorf("%w: %s defines instance %q", mdserver.ErrConflict, target, r.Name)
+			return nil, fmt.Errorf("%w: %s defines instance %q", registry.ErrConflict, target, r.Name)
 		}
 	}
 	err = atomicfile.Write(filepath.Join(s.dir, target), 0o600, func(w io.Writer) error { _, err := w.Write(doc); return err })
@@ -579,10 +530,10 @@ func (s *Store) Put(ctx context.Context, doc []byte) (*mdserver.Record, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e := s.files[target]; e != nil && e.pending.Record != nil {
-		return nil, errors.New(e.pending.Refused)
+	if pending, why := s.ix.Pending(target); pending != nil {
+		return nil, why
 	}
-	got := s.served[target]
+	got := s.ix.Served(target)
 	if got == nil || got.Revision != rec.Revision {
 		return nil, fmt.Errorf("%s was changed concurrently", target)
 	}
@@ -592,15 +543,10 @@ func (s *Store) Put(ctx context.Context, doc []byte) (*mdserver.Record, error) {
 // Delete removes the file that defines the instance.
 func (s *Store) Delete(ctx context.Context, name string) error {
 	s.mu.Lock()
-	var file string
-	for f, r := range s.served {
-		if r.Name == name {
-			file = f
-		}
-	}
+	file, ok := s.ix.KeyOf(name)
 	s.mu.Unlock()
-	if file == "" {
-		return fmt.Errorf("%w: %q", mdserver.ErrNotFound, name)
+	if !ok {
+		return fmt.Errorf("%w: %q", registry.ErrNotFound, name)
 	}
 	if err := os.Remove(filepath.Join(s.dir, file)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err

@@ -16,7 +16,7 @@ import (
 
 	"github.com/vminit/vminit/internal/bench/mdbench"
 	"github.com/vminit/vminit/internal/testing/testtools"
-	"github.com/vminit/vminit/mdserver"
+	"github.com/vminit/vminit/mdserver/registry"
 	"github.com/vminit/vminit/spec"
 )
 
@@ -211,7 +211,7 @@ func TestPutDelete(t *testing.T) {
 	if _, err := s.Put(ctx, []byte(doc("x", "10.0.1.4", "x"))); err == nil || !strings.Contains(err.Error(), "source.file") {
 		t.Errorf("source.file over the API: %v", err)
 	}
-	if _, err := s.Put(ctx, inline("thief", "10.0.1.1", "thief")); !errors.Is(err, mdserver.ErrAddressConflict) {
+	if _, err := s.Put(ctx, inline("thief", "10.0.1.1", "thief")); !errors.Is(err, registry.ErrAddressConflict) {
 		t.Errorf("address conflict: %v", err)
 	}
 	after, _ := os.ReadDir(dir)
@@ -224,7 +224,7 @@ func TestPutDelete(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "new.yaml")); !errors.Is(err, os.ErrNotExist) || owner(s, "10.0.1.3") != "" {
 		t.Errorf("Delete left the instance: %v", err)
 	}
-	if err := s.Delete(ctx, "new"); !errors.Is(err, mdserver.ErrNotFound) {
+	if err := s.Delete(ctx, "new"); !errors.Is(err, registry.ErrNotFound) {
 		t.Errorf("deleting a missing instance: %v", err)
 	}
 	// Reload (SIGHUP) picks up changes made while not watching.
@@ -322,7 +322,7 @@ func BenchmarkDecodeDocument(b *testing.B) {
 	data, _ := os.ReadFile(filepath.Join(dir, "vm-000000.yaml"))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := mdserver.DecodeDocument(data, dir); err != nil {
+		if _, err := registry.DecodeDocument(data, dir); err != nil {
 			b.Fatal(err)
 		}
 	}

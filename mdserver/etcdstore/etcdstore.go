@@ -18,18 +18,15 @@
 package etcdstore
 
 import (
-	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"math/rand/v2"
 	"net"
 	"net/url"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -40,7 +37,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/vminit/vminit/internal/lib/parallel"
-	"github.com/vminit/vminit/mdserver"
+	"github.com/vminit/vminit/mdserver/registry"
 	"github.com/vminit/vminit/spec"
 )
 
@@ -72,27 +69,21 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Store is an etcd-backed mdserver.Store.
+// Store is an etcd-backed registry.Store.
 type Store struct {
-	cfg  Config
-	cli  *clientv3.Client
-	log  *slog.Logger
-	snap atomic.Pointer[mdserver.Snapshot]
+	cfg Config
+	cli *clientv3.Client
+	log *slog.Logger
+	ix  *registry.Index // keyed by etcd key; read and applied under mu
 
 	mu      sync.Mutex
-	keys    map[string]*entry
-	served  map[string]*mdserver.Record // by key
-	rev     int64                       // the etcd revision the index reflects
-	revSig  chan struct{}               // closed and replaced when rev moves
+	modRevs map[string]int64 // each key's mod revision, as last applied
+	rev     int64            // the etcd revision the index reflects
+	revSig  chan struct{}    // closed and replaced when rev moves
 	relists atomic.Int64
 
 	cancel context.CancelFunc
 	done   chan struct{}
-}
-
-type entry struct {
-	modRev  int64
-	pending mdserver.Pending
 }
 
 // beforeWatch is a test hook run before each Watch call; afterPage, after
@@ -142,9 +133,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("etcdstore: %w", err)
 	}
 	s := &Store{cfg: cfg, cli: cli, log: cfg.Logger.With("store", "etcd", "prefix", cfg.Prefix),
-		keys: map[string]*entry{}, served: map[string]*mdserver.Record{}, revSig: make(chan struct{}), done: make(chan struct{})}
-	empty, _ := mdserver.NewSnapshot(nil)
-	s.snap.Store(empty)
+		modRevs: map[string]int64{}, revSig: make(chan struct{}), done: make(chan struct{})}
+	s.ix = registry.NewIndex(registry.IndexOptions{Logger: s.log, KeyAttr: "key",
+		Invalid: "etcdstore: invalid document skipped", Refused: "etcdstore: document refused"})
 	rev, err := s.list(ctx)
 	if err != nil {
 		cli.Close()
@@ -160,7 +151,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 }
 
 // Snapshot returns the current index (an atomic load; never waits for etcd).
-func (s *Store) Snapshot() *mdserver.Snapshot { return s.snap.Load() }
+func (s *Store) Snapshot() *registry.Snapshot { return s.ix.Snapshot() }
 
 // Revision is the etcd revision the snapshot reflects.
 func (s *Store) Revision() int64 {
@@ -211,7 +202,7 @@ func (s *Store) list(ctx context.Context) (int64, error) {
 			return 0, err
 		}
 		s.mu.Lock()
-		for k := range s.keys {
+		for k := range s.modRevs {
 			if _, ok := changes[k]; !ok {
 				changes[k] = nil
 			}
@@ -252,7 +243,7 @@ func (s *Store) fetchAll(ctx context.Context) (int64, map[string]*version, error
 		for _, kv := range resp.Kvs {
 			k, v := string(kv.Key), &version{value: kv.Value, modRev: kv.ModRevision}
 			changes[k] = v
-			if e := s.keys[k]; e == nil || e.modRev != v.modRev {
+			if m, ok := s.modRevs[k]; !ok || m != v.modRev {
 				keys, vers = append(keys, k), append(vers, v)
 			}
 		}
@@ -353,72 +344,24 @@ func (s *Store) apply(changes map[string]*version, rev int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.decodeChanged(changes)
-	recs := make(map[string]*mdserver.Record, len(changes))
+	cs := make([]registry.Change, 0, len(changes))
 	for k, v := range changes {
 		if v == nil {
-			if _, ok := s.keys[k]; ok {
-				delete(s.keys, k)
-				recs[k] = nil
+			if _, ok := s.modRevs[k]; ok {
+				delete(s.modRevs, k)
+				cs = append(cs, registry.Change{Key: k})
 			}
 			continue
 		}
-		e := s.keys[k]
-		if e != nil && e.modRev == v.modRev {
+		if m, ok := s.modRevs[k]; ok && m == v.modRev {
 			continue // unchanged (a re-list)
 		}
-		if e == nil {
-			e = &entry{}
-			s.keys[k] = e
-		}
-		e.modRev = v.modRev
-		rec, err := v.dec.rec, v.dec.err
-		if err != nil {
-			e.pending.Set(nil)
-			attrs := append([]any{"key", k, "mod_revision", v.modRev}, mdserver.ProblemAttrs(err)...)
-			s.log.Error("etcdstore: invalid document skipped", append(attrs, "serving", mdserver.ServingInstead(s.served[k], "key"))...)
-			continue
-		}
-		e.pending.Set(rec)
+		s.modRevs[k] = v.modRev
+		// Seq: of two documents claiming one address, the one written
+		// first keeps it.
+		cs = append(cs, registry.Change{Key: k, Record: v.dec.rec, Err: v.dec.err, Seq: v.modRev, Attrs: []any{"mod_revision", v.modRev}})
 	}
-	for k, e := range s.keys {
-		if e.pending.Record != nil {
-			recs[k] = e.pending.Record
-		}
-	}
-	if len(recs) > 0 {
-		// Oldest first, so that of two documents claiming one address the
-		// one written first keeps it.
-		type keyRev struct {
-			key string
-			rev int64
-		}
-		byRev := make([]keyRev, 0, len(recs))
-		for k := range recs {
-			kr := keyRev{key: k}
-			if e := s.keys[k]; e != nil {
-				kr.rev = e.modRev
-			}
-			byRev = append(byRev, kr)
-		}
-		slices.SortFunc(byRev, func(a, b keyRev) int { return cmp.Or(cmp.Compare(a.rev, b.rev), strings.Compare(a.key, b.key)) })
-		order := make([]string, len(byRev))
-		for i, kr := range byRev {
-			order[i] = kr.key
-		}
-		served, refused := mdserver.ResolveChanges(s.served, recs, order)
-		for k, e := range s.keys {
-			e.pending.Settle(refused[k], func(reason string) {
-				s.log.Error("etcdstore: document refused", "key", k, "problem", reason, "serving", mdserver.ServingInstead(s.served[k], "key"))
-			})
-		}
-		snap, err := mdserver.NewSnapshot(slices.Collect(maps.Values(served)))
-		if err != nil {
-			s.log.Error("etcdstore: cannot index the instances; serving the last snapshot", "err", err)
-		} else {
-			s.served = served
-			s.snap.Store(snap)
-		}
-	}
+	s.ix.Apply(cs)
 	if rev > s.rev {
 		s.rev = rev
 		close(s.revSig)
@@ -427,7 +370,7 @@ func (s *Store) apply(changes map[string]*version, rev int64) {
 }
 
 type decoded struct {
-	rec *mdserver.Record
+	rec *registry.Record
 	err error
 }
 
@@ -437,7 +380,7 @@ func (s *Store) decodeChanged(changes map[string]*version) {
 	var keys []string
 	var vers []*version
 	for k, v := range changes {
-		if v != nil && v.dec == nil && (s.keys[k] == nil || s.keys[k].modRev != v.modRev) {
+		if m, ok := s.modRevs[k]; v != nil && v.dec == nil && (!ok || m != v.modRev) {
 			keys, vers = append(keys, k), append(vers, v)
 		}
 	}
@@ -456,8 +399,8 @@ func (s *Store) decodeAll(keys []string, vers []*version) {
 	}
 }
 
-func (s *Store) decode(key string, value []byte) (*mdserver.Record, error) {
-	rec, err := mdserver.DecodeDocument(value, "")
+func (s *Store) decode(key string, value []byte) (*registry.Record, error) {
+	rec, err := registry.DecodeDocument(value, "")
 	if err != nil {
 		return nil, err
 	}
@@ -482,28 +425,25 @@ func (s *Store) waitRev(ctx context.Context, rev int64) error {
 		select {
 		case <-sig:
 		case <-ctx.Done():
-			return fmt.Errorf("%w: the change was written (revision %d) but the watch has not delivered it yet", mdserver.ErrUnavailable, rev)
+			return fmt.Errorf("%w: the change was written (revision %d) but the watch has not delivered it yet", registry.ErrUnavailable, rev)
 		}
 	}
 }
 
 // Put stores doc under <prefix><metadata.name> in a transaction that
 // checks the key is still at the version this store's conflict check saw.
-func (s *Store) Put(ctx context.Context, doc []byte) (*mdserver.Record, error) {
-	rec, err := mdserver.DecodeDocument(doc, "")
+func (s *Store) Put(ctx context.Context, doc []byte) (*registry.Record, error) {
+	rec, err := registry.DecodeDocument(doc, "")
 	if err != nil {
 		return nil, err
 	}
 	key := s.cfg.Prefix + rec.Name
 	for range 5 {
 		s.mu.Lock()
-		_, refused := mdserver.ResolveChanges(s.served, map[string]*mdserver.Record{key: rec}, []string{key})
-		var modRev int64
-		if e := s.keys[key]; e != nil {
-			modRev = e.modRev
-		}
+		err := s.ix.Check(key, rec)
+		modRev := s.modRevs[key]
 		s.mu.Unlock()
-		if err := refused[key]; err != nil {
+		if err != nil {
 			return nil, err
 		}
 		tctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
@@ -511,7 +451,7 @@ func (s *Store) Put(ctx context.Context, doc []byte) (*mdserver.Record, error) {
 			Then(clientv3.OpPut(key, string(doc))).Commit()
 		cancel()
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", mdserver.ErrUnavailable, err)
+			return nil, fmt.Errorf("%w: %v", registry.ErrUnavailable, err)
 		}
 		if err := s.waitRev(ctx, resp.Header.Revision); err != nil {
 			return nil, err
@@ -521,15 +461,15 @@ func (s *Store) Put(ctx context.Context, doc []byte) (*mdserver.Record, error) {
 		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if e := s.keys[key]; e != nil && e.pending.Record != nil && e.pending.Refused != "" {
-			return nil, fmt.Errorf("%w: %s", mdserver.ErrAddressConflict, e.pending.Refused)
+		if pending, why := s.ix.Pending(key); pending != nil && why != nil {
+			return nil, why
 		}
-		if got := s.served[key]; got != nil && got.Revision == rec.Revision {
+		if got := s.ix.Served(key); got != nil && got.Revision == rec.Revision {
 			return got, nil
 		}
 		return rec, nil // superseded by a later write already
 	}
-	return nil, fmt.Errorf("%w: %s keeps changing concurrently", mdserver.ErrConflict, key)
+	return nil, fmt.Errorf("%w: %s keeps changing concurrently", registry.ErrConflict, key)
 }
 
 // Delete removes the instance's key; ErrNotFound if etcd has no such key.
@@ -540,10 +480,10 @@ func (s *Store) Delete(ctx context.Context, name string) error {
 		Then(clientv3.OpDelete(key)).Commit()
 	cancel()
 	if err != nil {
-		return fmt.Errorf("%w: %v", mdserver.ErrUnavailable, err)
+		return fmt.Errorf("%w: %v", registry.ErrUnavailable, err)
 	}
 	if !resp.Succeeded {
-		return fmt.Errorf("%w: %q", mdserver.ErrNotFound, name)
+		return fmt.Errorf("%w: %q", registry.ErrNotFound, name)
 	}
 	return s.waitRev(ctx, resp.Header.Revision)
 }

@@ -15,7 +15,7 @@ import (
 
 	"github.com/vminit/vminit/internal/testing/etcdtest"
 	"github.com/vminit/vminit/internal/testing/testtools"
-	"github.com/vminit/vminit/mdserver"
+	"github.com/vminit/vminit/mdserver/registry"
 )
 
 func startEtcd(t *testing.T) *etcdtest.Server { return etcdtest.Start(t, nil) }
@@ -110,7 +110,7 @@ func TestStore(t *testing.T) {
 		t.Errorf("10.1.0.1 → %v", r)
 	}
 	// Put refuses an address conflict and invalid documents up front.
-	if _, err := a.Put(ctx, []byte(doc("thief2", "10.1.0.1", "x"))); !errors.Is(err, mdserver.ErrAddressConflict) {
+	if _, err := a.Put(ctx, []byte(doc("thief2", "10.1.0.1", "x"))); !errors.Is(err, registry.ErrAddressConflict) {
 		t.Errorf("Put with a taken address: %v", err)
 	}
 	if _, err := a.Put(ctx, []byte("kind: nope\n")); err == nil {
@@ -125,7 +125,7 @@ func TestStore(t *testing.T) {
 		t.Error("Delete is not visible in its own store on return")
 	}
 	eventually(t, "a to see the delete", func() bool { _, ok := a.Snapshot().ByName("direct"); return !ok })
-	if err := a.Delete(ctx, "direct"); !errors.Is(err, mdserver.ErrNotFound) {
+	if err := a.Delete(ctx, "direct"); !errors.Is(err, registry.ErrNotFound) {
 		t.Errorf("deleting a missing key: %v", err)
 	}
 	// Deleting the incumbent lets the refused thief in.
@@ -179,7 +179,7 @@ func TestEtcdOutage(t *testing.T) {
 		}
 	}
 	// Writes fail (bounded by RequestTimeout) and say why.
-	if _, err := a.Put(ctx, []byte(doc("vm", "10.3.0.1", "during"))); !errors.Is(err, mdserver.ErrUnavailable) {
+	if _, err := a.Put(ctx, []byte(doc("vm", "10.3.0.1", "during"))); !errors.Is(err, registry.ErrUnavailable) {
 		t.Errorf("Put with etcd down: %v", err)
 	}
 	if hostname(a, "vm") != "before" {

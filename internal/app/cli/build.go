@@ -295,14 +295,9 @@ func (f *buildFlags) writeIgnition(cmd *cobra.Command, inst *spec.Instance, res 
 	}
 	// A config drive carrying the config, for Ignition's openstack,
 	// kubevirt, proxmoxve and ibmcloud platforms.
-	var s *seed.Seed
-	var err error
-	if ds == seed.ConfigDrive {
-		if s, err = delivery.ConfigDrive(config, inst.Spec.InstanceID, inst.Spec.Hostname); err != nil {
-			return err
-		}
-	} else {
-		s = delivery.NoCloud(config, inst.Spec.InstanceID, inst.Spec.Hostname)
+	s, err := delivery.Seed(config, inst, ds)
+	if err != nil {
+		return err
 	}
 	if err := f.writeSeed(cmd, s, format, opts, perm); err != nil {
 		return err

@@ -1,9 +1,7 @@
 package cli
 
 import (
-	"bytes"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -20,17 +18,20 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/vminit/vminit/check"
-	"github.com/vminit/vminit/mdserver"
-	"github.com/vminit/vminit/spec"
+	"github.com/vminit/vminit/internal/lib/secretfile"
+	"github.com/vminit/vminit/internal/lib/tlsfiles"
+	"github.com/vminit/vminit/mdserver/admin"
 )
 
-// adminClient talks to a metadata server's admin API.
+// adminClient is the admin API client the --server, --token-file and TLS
+// flags describe.
 type adminClient struct {
 	server, tokenFile string
 	caFile            string
 	certFile, keyFile string
 	token             string
 	http              *http.Client
+	api               *admin.Client
 }
 
 func (c *adminClient) flags(cmd *cobra.Command) {
@@ -55,11 +56,10 @@ func (c *adminClient) setup() error {
 	c.server = strings.TrimRight(c.server, "/")
 	switch {
 	case c.tokenFile != "":
-		b, err := os.ReadFile(c.tokenFile)
-		if err != nil {
+		var err error
+		if c.token, err = secretfile.Key(c.tokenFile, "admin token", 0); err != nil {
 			return usagef("--token-file: %v", err)
 		}
-		c.token = strings.TrimSpace(string(b))
 	default:
 		c.token = strings.TrimSpace(os.Getenv("VMINIT_ADMIN_TOKEN"))
 	}
@@ -75,13 +75,9 @@ func (c *adminClient) setup() error {
 	if c.http == nil {
 		tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12}
 		if c.caFile != "" {
-			pem, err := os.ReadFile(c.caFile)
-			if err != nil {
+			var err error
+			if tlsConfig.RootCAs, err = tlsfiles.LoadCertPool(c.caFile); err != nil {
 				return usagef("--ca-file: %v", err)
-			}
-			tlsConfig.RootCAs = x509.NewCertPool()
-			if !tlsConfig.RootCAs.AppendCertsFromPEM(pem) {
-				return usagef("--ca-file %s: no PEM certificates in it", c.caFile)
 			}
 		}
 		if c.certFile != "" {
@@ -95,47 +91,8 @@ func (c *adminClient) setup() error {
 		tr.TLSClientConfig = tlsConfig
 		c.http = &http.Client{Timeout: 30 * time.Second, Transport: tr}
 	}
+	c.api = &admin.Client{URL: c.server, Token: c.token, HTTP: c.http}
 	return nil
-}
-
-// do sends a request and decodes a JSON error body into an error; for
-// 422 the error is spec.Errors naming file (the spec's path) when given.
-func (c *adminClient) do(method, path string, body []byte, file string) ([]byte, error) {
-	req, err := http.NewRequest(method, c.server+path, bytes.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/yaml")
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode/100 == 2 {
-		return data, nil
-	}
-	var eb mdserver.ErrorBody
-	if json.Unmarshal(data, &eb) != nil || len(eb.Errors) == 0 {
-		return nil, fmt.Errorf("%s %s: %s", method, path, resp.Status)
-	}
-	if resp.StatusCode == http.StatusUnprocessableEntity {
-		for _, e := range eb.Errors {
-			e.File = file
-		}
-		return nil, spec.Errors(eb.Errors)
-	}
-	msgs := make([]string, len(eb.Errors))
-	for i, e := range eb.Errors {
-		msgs[i] = e.Error()
-	}
-	return nil, fmt.Errorf("%s (%s)", strings.Join(msgs, "; "), resp.Status)
 }
 
 func newInstancesCommand() *cobra.Command {
@@ -161,17 +118,13 @@ $VMINIT_ADMIN_TOKEN.`,
 		Example: "  vminit instances list --server https://mds.example:8443 --ca-file ca.pem",
 		Args:    exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			data, err := c.do("GET", "/v1/instances", nil, "")
+			list, err := c.api.List(cmd.Context())
 			if err != nil {
 				return err
 			}
-			var l mdserver.InstanceList
-			if err := json.Unmarshal(data, &l); err != nil {
-				return fmt.Errorf("the server's answer: %v", err)
-			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 8, 2, ' ', 0)
 			fmt.Fprintln(tw, "NAME\tADDRESSES\tREVISION")
-			for _, i := range l.Instances {
+			for _, i := range list {
 				fmt.Fprintf(tw, "%s\t%s\t%s\n", i.Name, strings.Join(i.Addresses, ","), i.Revision)
 			}
 			return tw.Flush()
@@ -183,7 +136,7 @@ $VMINIT_ADMIN_TOKEN.`,
 		Example: "  vminit instances get web-1 > web-1.yaml",
 		Args:    exactArgs(1, "one NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			data, err := c.do("GET", "/v1/instances/"+url.PathEscape(args[0]), nil, "")
+			data, err := c.api.Get(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
@@ -219,12 +172,11 @@ the specs before it stay stored.`,
 					if err != nil {
 						return err
 					}
-					data, err := c.do("PUT", "/v1/instances/"+url.PathEscape(name), doc, path)
+					s, err := c.api.Put(cmd.Context(), name, doc)
 					if err != nil {
+						withFile(err, path)
 						return err
 					}
-					var s mdserver.InstanceSummary
-					json.Unmarshal(data, &s)
 					fmt.Fprintf(cmd.OutOrStdout(), "%s: stored %s (revision %s)\n", si.name, s.Name, s.Revision)
 				}
 			}
@@ -238,7 +190,7 @@ the specs before it stay stored.`,
 		Example: "  vminit instances delete web-1",
 		Args:    exactArgs(1, "one NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if _, err := c.do("DELETE", "/v1/instances/"+url.PathEscape(args[0]), nil, ""); err != nil {
+			if err := c.api.Delete(cmd.Context(), args[0]); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "deleted %s\n", args[0])
@@ -260,18 +212,15 @@ the specs before it stay stored.`,
 			if err != nil {
 				return err
 			}
-			data, err := c.do("GET", "/v1/instances/"+url.PathEscape(args[0])+"/preview?dialect="+url.QueryEscape(dialect), nil, "")
+			p, err := c.api.Preview(cmd.Context(), args[0], dialect)
 			if err != nil {
 				return err
 			}
 			w := cmd.OutOrStdout()
 			if asJSON {
-				_, err := w.Write(data)
-				return err
-			}
-			var p mdserver.Preview
-			if err := json.Unmarshal(data, &p); err != nil {
-				return fmt.Errorf("the server's answer: %v", err)
+				enc := json.NewEncoder(w)
+				enc.SetIndent("", "  ")
+				return enc.Encode(p)
 			}
 			for _, f := range p.Files {
 				fmt.Fprintf(w, "==> %s <==\n", f.Path)

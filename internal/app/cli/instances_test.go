@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vminit/vminit/mdserver"
+	"github.com/vminit/vminit/mdserver/admin"
 	"github.com/vminit/vminit/mdserver/dirstore"
 )
 
@@ -22,7 +22,7 @@ func TestInstances(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	srv := httptest.NewServer(mdserver.NewAdminHandler(store, mdserver.AdminOptions{Token: token, Logger: slog.New(slog.DiscardHandler)}))
+	srv := httptest.NewServer(admin.NewHandler(store, admin.Options{Token: token, Logger: slog.New(slog.DiscardHandler)}))
 	defer srv.Close()
 	tokenFile := filepath.Join(work, "token")
 	os.WriteFile(tokenFile, []byte(token+"\n"), 0o600)

@@ -20,10 +20,13 @@ import (
 
 	"github.com/vminit/vminit/ignition"
 	"github.com/vminit/vminit/internal/app/serve"
+	"github.com/vminit/vminit/internal/lib/secretfile"
 	"github.com/vminit/vminit/internal/lib/tlsfiles"
 	"github.com/vminit/vminit/mdserver"
+	"github.com/vminit/vminit/mdserver/admin"
 	"github.com/vminit/vminit/mdserver/dirstore"
 	"github.com/vminit/vminit/mdserver/etcdstore"
+	"github.com/vminit/vminit/mdserver/registry"
 )
 
 type serveFlags struct {
@@ -124,7 +127,7 @@ peak heap of three times the live one (GOMEMLIMIT bounds it if needed).`,
 	fl.Float64Var(&f.rate, "rate", 0, "requests per second each instance may make (0: unlimited)")
 	fl.IntVar(&f.burst, "burst", 0, "rate-limit burst (default max(100, 2*rate))")
 	fl.StringVar(&f.logFormat, "log-format", "json", "log format: json or text")
-	fl.StringVar(&f.ignitionVariant, "ignition-variant", "fcos", "Ignition variant to render: fcos, rhcos or flatcar")
+	fl.StringVar(&f.ignitionVariant, "ignition-variant", "", "render every Ignition config for this variant: fcos, rhcos or flatcar (default: each instance's spec.ignition.variant)")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long requests in flight may finish on SIGTERM or SIGINT before they are cut")
 	return cmd
 }
@@ -165,13 +168,9 @@ func etcdConfig(f serveFlags, logger *slog.Logger) (etcdstore.Config, error) {
 	if tlsWanted {
 		cfg.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
 		if f.etcdCA != "" {
-			b, err := os.ReadFile(f.etcdCA)
-			if err != nil {
+			var err error
+			if cfg.TLS.RootCAs, err = tlsfiles.LoadCertPool(f.etcdCA); err != nil {
 				return cfg, usagef("--etcd-ca: %v", err)
-			}
-			cfg.TLS.RootCAs = x509.NewCertPool()
-			if !cfg.TLS.RootCAs.AppendCertsFromPEM(b) {
-				return cfg, usagef("--etcd-ca %s: no PEM certificates in it", f.etcdCA)
 			}
 		}
 		if f.etcdCert != "" {
@@ -188,11 +187,10 @@ func etcdConfig(f serveFlags, logger *slog.Logger) (etcdstore.Config, error) {
 		}
 	}
 	if f.etcdPassFile != "" {
-		b, err := os.ReadFile(f.etcdPassFile)
-		if err != nil {
+		var err error
+		if cfg.Password, err = secretfile.Password(f.etcdPassFile); err != nil {
 			return cfg, usagef("--etcd-password-file: %v", err)
 		}
-		cfg.Password = strings.TrimRight(string(b), "\r\n")
 	}
 	return cfg, nil
 }
@@ -227,19 +225,13 @@ func isLoopback(addr string) bool {
 	return err == nil && ip.IsLoopback()
 }
 
+// readKey reads the key in a --*-key-file, if one was given.
 func readKey(path, what string) ([]byte, error) {
 	if path == "" {
 		return nil, nil
 	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	k := []byte(strings.TrimSpace(string(b)))
-	if len(k) < 16 {
-		return nil, fmt.Errorf("%s: the %s is %d bytes; use at least 16", path, what, len(k))
-	}
-	return k, nil
+	k, err := secretfile.Key(path, what, 16)
+	return []byte(k), err
 }
 
 func runServe(ctx context.Context, f serveFlags, stderr interface{ Write([]byte) (int, error) }) error {
@@ -299,11 +291,11 @@ func runServe(ctx context.Context, f serveFlags, stderr interface{ Write([]byte)
 		if f.adminTokenFile == "" {
 			return usagef("--admin-listen needs --admin-token-file")
 		}
-		if adminToken, err = mdserver.LoadToken(f.adminTokenFile); err != nil {
+		if adminToken, err = secretfile.Key(f.adminTokenFile, "admin token", 16); err != nil {
 			return err
 		}
 		if f.adminTLSCert != "" {
-			if adminTLS, err = mdserver.AdminTLSConfig(f.adminTLSCert, f.adminTLSKey, f.adminClientCA, logger); err != nil {
+			if adminTLS, err = admin.TLSConfig(f.adminTLSCert, f.adminTLSKey, f.adminClientCA, logger); err != nil {
 				return fmt.Errorf("admin TLS: %w", err)
 			}
 		} else if !isLoopback(f.adminListen) {
@@ -323,7 +315,10 @@ func runServe(ctx context.Context, f serveFlags, stderr interface{ Write([]byte)
 
 	gcPercent := serve.SetGC()
 	start := time.Now()
-	var store mdserver.Store
+	var store interface {
+		registry.Store
+		Close() error
+	}
 	if f.instances != "" {
 		store, err = dirstore.Open(f.instances, dirstore.Options{Logger: logger, CacheFile: f.instancesCache})
 	} else {
@@ -376,7 +371,7 @@ func runServe(ctx context.Context, f serveFlags, stderr interface{ Write([]byte)
 		}
 	}
 	if f.adminListen != "" {
-		ah := mdserver.NewAdminHandler(store, mdserver.AdminOptions{Token: adminToken, Logger: logger, Metadata: h})
+		ah := admin.NewHandler(store, admin.Options{Token: adminToken, Logger: logger, Metadata: h})
 		if err := add("admin", f.adminListen, &http.Server{Handler: ah, ReadHeaderTimeout: 5 * time.Second, MaxHeaderBytes: 16 << 10}, adminTLS); err != nil {
 			return err
 		}

@@ -7,14 +7,11 @@ import (
 
 // GCPercent is vminit serve's garbage-collection target (GOGC) when the
 // environment does not set one. The loaded instances are a large heap
-// that lives as long as the process (about 110 MB for 100,000), and every
-// collection marks all of it, while requests make little garbage: with
-// Go's default of 100 a boot storm of 1,000 VMs triggers a collection
-// that takes about 190 ms of one core, and its requests wait. At 200,
-// collections are half as frequent, for a peak heap of three times the
-// live one instead of two (BenchmarkStorm and docs/benchmarks.md: the
-// p99 at 32 concurrent VMs, pinned, fell from 6.1–9.1 ms to 4.6–6.9 ms;
-// peak RSS with 100,000 instances rose from 218–225 to 282 MB).
+// that lives as long as the process and every collection marks all of it,
+// while requests make little garbage: collecting half as often as Go's
+// default shortens the tail of a boot storm, for a peak heap of three
+// times the live one instead of two (docs/design.md, "Serving a boot
+// storm"; the numbers are in docs/benchmarks.md).
 const GCPercent = 200
 
 // SetGC applies GCPercent unless GOGC is set, and returns the percentage in

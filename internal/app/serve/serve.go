@@ -1,8 +1,8 @@
 // Package serve is the long-running part of `vminit serve`: it serves a
 // set of listeners, reloads the instance store when asked (SIGHUP) and
-// shuts down gracefully. It is kept out of internal/cli, which only turns
-// flags into listeners and a store, so that tests can drive the loop in
-// process with real listeners and a reload channel instead of signals.
+// shuts down gracefully. It is kept out of internal/app/cli, which only
+// turns flags into listeners and a store, so that tests can drive the loop
+// in process with real listeners and a reload channel instead of signals.
 package serve
 
 import (
@@ -17,7 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/vminit/vminit/mdserver"
+	"github.com/vminit/vminit/mdserver/registry"
 )
 
 // Listener is one address the server answers on.
@@ -36,9 +36,9 @@ type Listener struct {
 type Config struct {
 	Listeners []Listener
 	// Store is reloaded on every value received from Reload, when it
-	// implements mdserver.Reloader; stores that follow their backend by
+	// implements registry.Reloader; stores that follow their backend by
 	// themselves (etcd) only log the request.
-	Store mdserver.Store
+	Store registry.Source
 	// Reload is vminit serve's SIGHUP channel; nil never reloads.
 	Reload <-chan os.Signal
 	// ShutdownTimeout bounds how long requests in flight may finish once
@@ -138,8 +138,8 @@ loop:
 	return serveErr
 }
 
-func reload(store mdserver.Store, log *slog.Logger) {
-	r, ok := store.(mdserver.Reloader)
+func reload(store registry.Source, log *slog.Logger) {
+	r, ok := store.(registry.Reloader)
 	if !ok {
 		log.Info("reload requested: this store follows its backend by itself; nothing to reload")
 		return

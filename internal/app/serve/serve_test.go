@@ -22,6 +22,7 @@ import (
 	"github.com/vminit/vminit/internal/testing/testtools"
 	"github.com/vminit/vminit/mdserver"
 	"github.com/vminit/vminit/mdserver/dirstore"
+	"github.com/vminit/vminit/mdserver/registry"
 )
 
 // vmAddr is instance i's source address. Linux answers for all of
@@ -263,11 +264,11 @@ func (s *shutdownServer) wait(d time.Duration) (error, bool) {
 
 // startGated serves one instance (vm-0) behind a gate.
 func startGated(t *testing.T, timeout time.Duration) *shutdownServer {
-	rec, err := mdserver.DecodeDocument([]byte(doc(0, 1)), "")
+	rec, err := registry.DecodeDocument([]byte(doc(0, 1)), "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := mdserver.NewStaticStore([]*mdserver.Record{rec})
+	store, err := registry.NewStaticStore([]*registry.Record{rec})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -457,7 +458,7 @@ func TestShutdownTimeoutCutsRequests(t *testing.T) {
 // TestListenerFailure: when one listener fails, Run shuts the others down
 // and returns the failure.
 func TestListenerFailure(t *testing.T) {
-	store, _ := mdserver.NewStaticStore(nil)
+	store, _ := registry.NewStaticStore(nil)
 	good, bad := listen(t), listen(t)
 	bad.Close()
 	h := http.NotFoundHandler()
@@ -474,7 +475,7 @@ func TestListenerFailure(t *testing.T) {
 // TestReloadWithoutReloader: a store that follows its backend by itself
 // (etcd) logs the request and keeps serving.
 func TestReloadWithoutReloader(t *testing.T) {
-	store, _ := mdserver.NewStaticStore(nil)
+	store, _ := registry.NewStaticStore(nil)
 	l := listen(t)
 	logs := &testtools.SyncBuffer{}
 	reload := make(chan os.Signal)

@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/vminit/vminit/mdserver"
+	"github.com/vminit/vminit/mdserver/registry"
 	"github.com/vminit/vminit/spec"
 )
 
@@ -112,7 +113,7 @@ func AuditLogger(kind string) (*slog.Logger, error) {
 // Loaded is a handler over n in-memory instances and what loading cost.
 type Loaded struct {
 	Handler http.Handler
-	Store   *mdserver.StaticStore
+	Store   *registry.StaticStore
 	N       int
 	// Took is the time to build the records, the snapshot index and the
 	// handler (the start-up cost with a store that has its specs parsed).
@@ -122,22 +123,22 @@ type Loaded struct {
 	HeapPerInstance float64
 }
 
-// Load builds n instances in memory (mdserver.NewStaticStore) and the
+// Load builds n instances in memory (registry.NewStaticStore) and the
 // handler over them.
 func Load(n int, opts mdserver.Options) (*Loaded, error) {
 	runtime.GC()
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
 	start := time.Now()
-	recs := make([]*mdserver.Record, n)
+	recs := make([]*registry.Record, n)
 	for i := range recs {
-		r, err := mdserver.NewRecord(Instance(i), "1")
+		r, err := registry.NewRecord(Instance(i), "1")
 		if err != nil {
 			return nil, err
 		}
 		recs[i] = r
 	}
-	store, err := mdserver.NewStaticStore(recs)
+	store, err := registry.NewStaticStore(recs)
 	if err != nil {
 		return nil, err
 	}
@@ -181,7 +182,8 @@ func Listen(h http.Handler, srv *http.Server) (string, func(), error) {
 }
 
 // CrawlPaths is cloud-init 22.4's request sequence on a non-AWS VM (the
-// small tree of research §1.3) plus the 2021-03-23 network entries.
+// small tree its Ec2 datasource walks there) plus the 2021-03-23 network
+// entries.
 var CrawlPaths = []string{
 	"/2009-04-04/meta-data/instance-id", "/2021-03-23/meta-data/instance-id", "/2021-03-23/user-data",
 	"/2021-03-23/meta-data/", "/2021-03-23/meta-data/block-device-mapping/", "/2021-03-23/meta-data/block-device-mapping/ami",

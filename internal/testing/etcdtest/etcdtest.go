@@ -8,9 +8,9 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"net"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -48,8 +48,8 @@ func Start(t testing.TB, pki *testpki.PKI) *Server {
 		scheme = "https"
 	}
 	e := &Server{t: t, bin: bin, dir: filepath.Join(t.TempDir(), "etcd"), pki: pki,
-		ClientURL: fmt.Sprintf("%s://127.0.0.1:%d", scheme, freePort(t)),
-		peerURL:   fmt.Sprintf("http://127.0.0.1:%d", freePort(t))}
+		ClientURL: fmt.Sprintf("%s://127.0.0.1:%d", scheme, testtools.FreePort(t)),
+		peerURL:   fmt.Sprintf("http://127.0.0.1:%d", testtools.FreePort(t))}
 	if pki != nil {
 		cfg, err := pki.ClientTLS()
 		if err != nil {
@@ -60,15 +60,6 @@ func Start(t testing.TB, pki *testpki.PKI) *Server {
 	e.Restart()
 	t.Cleanup(e.Kill)
 	return e
-}
-
-func freePort(t testing.TB) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // Restart starts the process again (same data directory and ports) after
@@ -85,6 +76,9 @@ func (e *Server) Restart() {
 			"--trusted-ca-file", e.pki.CA, "--client-cert-auth")
 	}
 	e.cmd = exec.Command(e.bin, args...)
+	// Its own process group, killed with the test binary: a test that
+	// dies never leaves an etcd behind.
+	e.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	e.cmd.Stdout, e.cmd.Stderr = e.log, e.log
 	if err := e.cmd.Start(); err != nil {
 		e.t.Fatal(err)

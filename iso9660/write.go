@@ -112,7 +112,7 @@ func (o *out) at(sector uint32, what, path string) error {
 	return nil
 }
 
-func (w *Writer) emit() error {
+func (w *Writer) write() error {
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
 	o := &w.out

@@ -1,4 +1,4 @@
-package mdserver
+package admin
 
 import (
 	"crypto/tls"
@@ -40,7 +40,7 @@ func TestAdminTLSReload(t *testing.T) {
 	}
 	install(first, cert, key, ca)
 	logs := &testtools.SyncBuffer{}
-	cfg, err := AdminTLSConfig(cert, key, ca, slog.New(slog.NewTextHandler(logs, nil)))
+	cfg, err := TLSConfig(cert, key, ca, slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

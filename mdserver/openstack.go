@@ -1,16 +1,31 @@
 package mdserver
 
 import (
-	"crypto/sha512"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"strings"
 
-	"github.com/vminit/vminit/delivery"
+	"github.com/vminit/vminit/mdserver/registry"
+	"github.com/vminit/vminit/seed"
 )
+
+// The OpenStack dialect: nova's metadata service, which cloud-init's
+// OpenStack datasource, cloudbase-init and Ignition's openstack platform
+// read. Its files are the ConfigDrive's (seed.Metadata), served over HTTP.
+//
+//	GET  /openstack , /openstack/{ver}/          version and file lists
+//	GET  /openstack/{ver}/meta_data.json, user_data, network_data.json,
+//	     vendor_data.json, vendor_data2.json
+//	GET|POST /openstack/{ver}/password           write-once password
+
+func (h *Handler) openstackRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("GET /openstack", h.openstackVersions)
+	mux.HandleFunc("GET /openstack/{$}", h.openstackVersions)
+	mux.HandleFunc("GET /openstack/{ver}", h.openstack)
+	mux.HandleFunc("GET /openstack/{ver}/{file...}", h.openstack)
+	mux.HandleFunc("POST /openstack/{ver}/password", h.openstackPasswordPost)
+}
 
 // OpenStack versions served (nova's list up to 2018-08-27, the newest
 // cloud-init 22.4 knows), oldest first.
@@ -50,11 +65,11 @@ func knownOpenstackVersion(v string) bool {
 	return false
 }
 
-func (h *handler) openstackVersions(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) openstackVersions(w http.ResponseWriter, r *http.Request) {
 	serveBytes(w, textPlain, openstackVersionsBody)
 }
 
-func (h *handler) openstack(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) openstack(w http.ResponseWriter, r *http.Request) {
 	ver, file := r.PathValue("ver"), r.PathValue("file")
 	if !knownOpenstackVersion(ver) {
 		emptyStatus(w, http.StatusNotFound)
@@ -103,7 +118,7 @@ func (h *handler) openstack(w http.ResponseWriter, r *http.Request) {
 
 // openstackPasswordPost stores the guest's (encrypted) password once; a
 // second POST is 409, as in nova. The password lives in memory only.
-func (h *handler) openstackPasswordPost(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) openstackPasswordPost(w http.ResponseWriter, r *http.Request) {
 	if !knownOpenstackVersion(r.PathValue("ver")) || !openstackHas(r.PathValue("ver"), "password") {
 		emptyStatus(w, http.StatusNotFound)
 		return
@@ -130,96 +145,9 @@ func (h *handler) openstackPasswordPost(w http.ResponseWriter, r *http.Request) 
 	emptyStatus(w, http.StatusOK)
 }
 
-// NoCloud-net files under /nocloud/. Point cloud-init at them with
-// ds=nocloud-net;s=http://HOST:PORT/nocloud/ (the trailing slash is
-// required: cloud-init 22.4 appends the file names to the URL as is).
-func (h *handler) nocloud(w http.ResponseWriter, r *http.Request) {
-	rec := recordOf(w)
-	file := r.PathValue("file")
-	switch file {
-	case "user-data":
-		b, ctype, err := h.userData(r, rec, "")
-		if h.failed(w, rec, err) {
-			return
-		}
-		serveBytes(w, ctype, b)
-	case "meta-data", "vendor-data", "network-config":
-		files, err := h.nocloudFiles(rec)
-		if h.failed(w, rec, err) {
-			return
-		}
-		b, ok := files[file]
-		if !ok && file == "network-config" {
-			emptyStatus(w, http.StatusNotFound)
-			return
-		}
-		// vendor-data is 200 even when empty: cloud-init 22.4 retries
-		// failed seed files.
-		serveBytes(w, textPlain, b)
-	default:
-		emptyStatus(w, http.StatusNotFound)
-	}
-}
-
-const ignitionType = "application/vnd.coreos.ignition+json"
-
-// configURL is this server's /ignition/config as the guest reached it.
-func configURL(r *http.Request) string {
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
-	}
-	return scheme + "://" + r.Host + "/ignition/config"
-}
-
-func (h *handler) ignitionConfig(w http.ResponseWriter, r *http.Request) {
-	rec := recordOf(w)
-	cfg, err := h.renderIgnition(rec)
-	if h.failed(w, rec, err) {
-		return
-	}
-	serveBytes(w, ignitionType, cfg)
-}
-
-// ignitionPointer answers a pointer config: ignition.config.replace
-// fetching /ignition/config from this server, verified by its sha512. With
-// ?transport=NAME (a delivery.Transports name) the pointer is checked
-// against that transport's budget (413 if even the pointer is too large).
-func (h *handler) ignitionPointer(w http.ResponseWriter, r *http.Request) {
-	rec := recordOf(w)
-	cfg, err := h.renderIgnition(rec)
-	if h.failed(w, rec, err) {
-		return
-	}
-	ptr, err := pointer(cfg, configURL(r))
-	if h.failed(w, rec, err) {
-		return
-	}
-	if name := r.URL.Query().Get("transport"); name != "" {
-		t, err := delivery.LookupTransport(name)
-		if err != nil {
-			emptyStatus(w, http.StatusBadRequest)
-			return
-		}
-		if t.Size(ptr) > t.Limit {
-			emptyStatus(w, http.StatusRequestEntityTooLarge)
-			return
-		}
-	}
-	serveBytes(w, ignitionType, ptr)
-}
-
-// pointer builds the pointer config delivery.Fit builds for a config too
-// large for its transport (same shape), unconditionally.
-func pointer(cfg []byte, source string) ([]byte, error) {
-	var v struct {
-		Ignition struct{ Version string } `json:"ignition"`
-	}
-	if err := json.Unmarshal(cfg, &v); err != nil {
-		return nil, err
-	}
-	sum := sha512.Sum512(cfg)
-	return json.Marshal(map[string]any{"ignition": map[string]any{"version": v.Ignition.Version,
-		"config": map[string]any{"replace": map[string]any{"source": source,
-			"verification": map[string]any{"hash": "sha512-" + hex.EncodeToString(sum[:])}}}}})
+// openstackFiles renders (once) the record's ConfigDrive metadata files,
+// by name.
+func (h *Handler) openstackFiles(rec *registry.Record) (map[string][]byte, error) {
+	e := h.entry(rec)
+	return h.metadataFiles(rec, e, &e.openstack, seed.ConfigDrive, "openstack/latest/")
 }

@@ -1,16 +1,13 @@
-package mdserver
+package admin
 
 import (
 	"crypto/tls"
-	"crypto/x509"
-	"fmt"
 	"log/slog"
-	"os"
 
 	"github.com/vminit/vminit/internal/lib/tlsfiles"
 )
 
-// AdminTLSConfig is the listener configuration for serving the admin API
+// TLSConfig is the listener configuration for serving the admin API
 // over TLS: a certificate and key (PEM files), TLS 1.2 or newer, and, when
 // clientCAFile is set, client certificates required and verified against
 // that CA bundle (mutual TLS on top of the bearer token). Use it with
@@ -23,9 +20,9 @@ import (
 // beside its new certificate) keeps the previous one in use; log (nil:
 // slog.Default()) gets one line per failing set, and one when a new set is
 // in use.
-func AdminTLSConfig(certFile, keyFile, clientCAFile string, log *slog.Logger) (*tls.Config, error) {
+func TLSConfig(certFile, keyFile, clientCAFile string, log *slog.Logger) (*tls.Config, error) {
 	w, err := tlsfiles.Watch("admin TLS", log, func() (*tls.Config, error) {
-		return loadAdminTLS(certFile, keyFile, clientCAFile)
+		return loadTLS(certFile, keyFile, clientCAFile)
 	}, certFile, keyFile, clientCAFile)
 	if err != nil {
 		return nil, err
@@ -35,20 +32,16 @@ func AdminTLSConfig(certFile, keyFile, clientCAFile string, log *slog.Logger) (*
 	}}, nil
 }
 
-func loadAdminTLS(certFile, keyFile, clientCAFile string) (*tls.Config, error) {
+func loadTLS(certFile, keyFile, clientCAFile string) (*tls.Config, error) {
 	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 	if err != nil {
 		return nil, err
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
 	if clientCAFile != "" {
-		pem, err := os.ReadFile(clientCAFile)
+		pool, err := tlsfiles.LoadCertPool(clientCAFile)
 		if err != nil {
 			return nil, err
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("%s: no PEM certificates", clientCAFile)
 		}
 		cfg.ClientCAs = pool
 		cfg.ClientAuth = tls.RequireAndVerifyClientCert

@@ -1,77 +1,56 @@
-package mdserver
+package admin
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
 
-	"github.com/vminit/vminit/spec"
+	"github.com/vminit/vminit/mdserver"
+	"github.com/vminit/vminit/mdserver/registry"
 )
 
 // memStore is a minimal Store for the admin API tests (the real stores
-// have their own tests and import this package).
+// have their own tests and import this package): an Index keyed by name.
 type memStore struct {
-	mu   sync.Mutex
-	recs map[string]*Record
-	snap *Snapshot
+	mu sync.Mutex
+	ix *registry.Index
 }
 
 func newMemStore() *memStore {
-	s := &memStore{recs: map[string]*Record{}}
-	s.snap, _ = NewSnapshot(nil)
-	return s
+	return &memStore{ix: registry.NewIndex(registry.IndexOptions{Logger: slog.New(slog.DiscardHandler)})}
 }
 
-func (m *memStore) Snapshot() *Snapshot {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.snap
-}
+func (m *memStore) Snapshot() *registry.Snapshot { return m.ix.Snapshot() }
 
-func (m *memStore) Put(_ context.Context, doc []byte) (*Record, error) {
-	rec, err := DecodeDocument(doc, "")
+func (m *memStore) Put(_ context.Context, doc []byte) (*registry.Record, error) {
+	rec, err := registry.DecodeDocument(doc, "")
 	if err != nil {
 		return nil, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	served, refused := ResolveChanges(m.recs, map[string]*Record{rec.Name: rec}, []string{rec.Name})
-	if err := refused[rec.Name]; err != nil {
+	if err := m.ix.Check(rec.Name, rec); err != nil {
 		return nil, err
 	}
-	var list []*Record
-	for _, r := range served {
-		list = append(list, r)
-	}
-	m.recs = served
-	m.snap, err = NewSnapshot(list)
-	return rec, err
+	m.ix.Apply([]registry.Change{{Key: rec.Name, Record: rec}})
+	return rec, nil
 }
 
 func (m *memStore) Delete(_ context.Context, name string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if _, ok := m.recs[name]; !ok {
-		return ErrNotFound
+	if m.ix.Served(name) == nil {
+		return registry.ErrNotFound
 	}
-	delete(m.recs, name)
-	var list []*Record
-	for _, r := range m.recs {
-		list = append(list, r)
-	}
-	m.snap, _ = NewSnapshot(list)
+	m.ix.Apply([]registry.Change{{Key: name}})
 	return nil
 }
-
-func (m *memStore) Close() error { return nil }
 
 const adminToken = "test-token-0123456789abcdef"
 
@@ -106,8 +85,8 @@ func call(t *testing.T, srv *httptest.Server, method, path, token, body string) 
 
 func TestAdminAPI(t *testing.T) {
 	store := newMemStore()
-	md := NewHandler(store, Options{Logger: slog.New(slog.DiscardHandler)})
-	srv := httptest.NewServer(NewAdminHandler(store, AdminOptions{Token: adminToken, MaxBodyBytes: 4096, Logger: slog.New(slog.DiscardHandler), Metadata: md}))
+	md := mdserver.NewHandler(store, mdserver.Options{Logger: slog.New(slog.DiscardHandler)})
+	srv := httptest.NewServer(NewHandler(store, Options{Token: adminToken, MaxBodyBytes: 4096, Logger: slog.New(slog.DiscardHandler), Metadata: md}))
 	defer srv.Close()
 
 	// Auth on every endpoint.
@@ -119,7 +98,7 @@ func TestAdminAPI(t *testing.T) {
 		}
 	}
 	// An empty configured token refuses everything.
-	open := httptest.NewServer(NewAdminHandler(store, AdminOptions{}))
+	open := httptest.NewServer(NewHandler(store, Options{}))
 	if code, _ := call(t, open, "GET", "/v1/instances", "", ""); code != 401 {
 		t.Errorf("no token configured: %d", code)
 	}
@@ -157,9 +136,12 @@ func TestAdminAPI(t *testing.T) {
 	if code, body := call(t, srv, "PUT", "/v1/instances/web", adminToken, webSpec); code != 200 || !strings.Contains(body, `"10.9.0.1"`) {
 		t.Fatalf("put: %d %s", code, body)
 	}
-	if code, body := call(t, srv, "GET", "/v1/instances/web", adminToken, ""); code != 200 || !strings.Contains(body, "name: web") || !strings.Contains(body, "/etc/motd") {
+	// The stored spec with its defaults filled in (a file's mode, the
+	// metadata server's region and hop limit).
+	if code, body := call(t, srv, "GET", "/v1/instances/web", adminToken, ""); code != 200 || !strings.Contains(body, "name: web") || !strings.Contains(body, "/etc/motd") ||
+		!strings.Contains(body, `mode: "0644"`) || !strings.Contains(body, "region: vminit") || !strings.Contains(body, "tokenHopLimit: 1") {
 		t.Errorf("get: %d %s", code, body)
-	} else if rec, err := DecodeDocument([]byte(body), ""); err != nil || rec.Name != "web" {
+	} else if rec, err := registry.DecodeDocument([]byte(body), ""); err != nil || rec.Name != "web" {
 		t.Errorf("the stored spec does not load back: %v", err)
 	}
 	code, body = call(t, srv, "GET", "/v1/instances", adminToken, "")
@@ -195,9 +177,12 @@ func TestAdminAPI(t *testing.T) {
 			}
 		}
 	}
-	noMD := httptest.NewServer(NewAdminHandler(store, AdminOptions{Token: adminToken, Logger: slog.New(slog.DiscardHandler)}))
+	noMD := httptest.NewServer(NewHandler(store, Options{Token: adminToken, Logger: slog.New(slog.DiscardHandler)}))
 	defer noMD.Close()
-	if code, body := call(t, noMD, "GET", "/v1/instances/web/preview?dialect=ec2", adminToken, ""); code != 501 || !strings.Contains(body, "AdminOptions.Metadata") {
+	// Without Options.Metadata the previews use a handler of their own:
+	// the ec2 preview works (it answered 501 when Metadata was an
+	// http.Handler that had to be type-asserted).
+	if code, body := call(t, noMD, "GET", "/v1/instances/web/preview?dialect=ec2", adminToken, ""); code != 200 || !strings.Contains(body, "/latest/meta-data/instance-id") {
 		t.Errorf("ec2 preview without the metadata handler: %d %s", code, body)
 	}
 	if code, _ := call(t, srv, "GET", "/v1/instances/web/preview?dialect=gopher", adminToken, ""); code != 400 {
@@ -218,54 +203,29 @@ func TestAdminAPI(t *testing.T) {
 	}
 }
 
-func TestResolveChanges(t *testing.T) {
-	a, b := record(t, "a", "10.0.0.1"), record(t, "b", "10.0.0.2")
-	served := map[string]*Record{"a.yaml": a, "b.yaml": b}
-	// b gives up its address while c takes it in the same batch: c is
-	// tried first, refused, and retried after b's change.
-	b2, c := record(t, "b", "10.0.0.3"), record(t, "c", "10.0.0.2")
-	out, refused := ResolveChanges(served, map[string]*Record{"b.yaml": b2, "c.yaml": c}, []string{"c.yaml", "b.yaml"})
-	if len(refused) != 0 || out["c.yaml"] != c || out["b.yaml"] != b2 {
-		t.Errorf("batch: %v %v", out, refused)
+// TestPreviewIgnitionInstance: the nocloud and configdrive previews of an
+// Ignition instance show what its guest gets, the Ignition config, not a
+// cloud-init user-data it is never served.
+func TestPreviewIgnitionInstance(t *testing.T) {
+	store := newMemStore()
+	srv := httptest.NewServer(NewHandler(store, Options{Token: adminToken, Logger: slog.New(slog.DiscardHandler)}))
+	defer srv.Close()
+	doc := strings.Replace(webSpec, "spec:\n", "spec:\n  agent: ignition\n", 1)
+	if code, body := call(t, srv, "PUT", "/v1/instances/web", adminToken, doc); code != 200 {
+		t.Fatalf("put: %d %s", code, body)
 	}
-	// A newcomer on an incumbent's address is refused; the incumbent keeps
-	// serving its previous version when its own change is refused.
-	a2 := record(t, "a", "10.0.0.3")
-	out, refused = ResolveChanges(out, map[string]*Record{"a.yaml": a2}, []string{"a.yaml"})
-	if !errors.Is(refused["a.yaml"], ErrAddressConflict) || out["a.yaml"] != a {
-		t.Errorf("refusal: %v %v", out, refused)
-	}
-	// Deletion.
-	out, _ = ResolveChanges(out, map[string]*Record{"a.yaml": nil}, []string{"a.yaml"})
-	if _, ok := out["a.yaml"]; ok || len(out) != 2 {
-		t.Errorf("delete: %v", out)
-	}
-}
-
-// TestPending: a standing refusal is reported once, a new reason again,
-// and a served version clears it.
-func TestPending(t *testing.T) {
-	var p Pending
-	var reports []string
-	report := func(r string) { reports = append(reports, r) }
-	p.Settle(errors.New("ignored: nothing pending"), report)
-	p.Set(&Record{Name: "a"})
-	p.Settle(errors.New("10.0.0.1 is claimed by b"), report)
-	p.Settle(errors.New("10.0.0.1 is claimed by b"), report)
-	p.Settle(errors.New("name a is claimed by c"), report)
-	if want := []string{"10.0.0.1 is claimed by b", "name a is claimed by c"}; !slices.Equal(reports, want) {
-		t.Errorf("reported %q, want %q", reports, want)
-	}
-	p.Settle(nil, report)
-	if p.Record != nil || p.Refused != "" {
-		t.Errorf("served, still pending: %+v", p)
-	}
-	fe := &spec.FieldError{File: "a.yaml", Field: "spec.hostname", Message: "bad"}
-	attrs := ProblemAttrs(spec.Errors{fe})
-	if len(attrs) != 2 || attrs[0] != "problem1" || strings.Contains(attrs[1].(string), "a.yaml") || fe.File != "a.yaml" {
-		t.Errorf("ProblemAttrs = %q (and the error's file is now %q)", attrs, fe.File)
-	}
-	if attrs := ProblemAttrs(errors.New("read: EIO")); len(attrs) != 2 || attrs[0] != "err" {
-		t.Errorf("ProblemAttrs of a plain error = %q", attrs)
+	for dialect, userData := range map[string]string{"nocloud": "user-data", "configdrive": "openstack/latest/user_data"} {
+		code, body := call(t, srv, "GET", "/v1/instances/web/preview?dialect="+dialect, adminToken, "")
+		var p Preview
+		json.Unmarshal([]byte(body), &p)
+		var got string
+		for _, f := range p.Files {
+			if f.Path == userData {
+				got = f.Content
+			}
+		}
+		if code != 200 || !strings.HasPrefix(got, `{"ignition":{"version":"3.`) {
+			t.Errorf("%s preview: %d, %s is %q\n%s", dialect, code, userData, got, body)
+		}
 	}
 }

@@ -3,21 +3,32 @@ package mdserver
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
+
+	"github.com/vminit/vminit/mdserver/registry"
+	"github.com/vminit/vminit/seed"
 )
 
 // maxPreviewFetches bounds a preview crawl; the EC2 tree of an instance
 // with many interfaces is a few hundred paths.
 const maxPreviewFetches = 2000
 
-// crawl returns what a guest of rec is served in the ec2 or openstack
-// dialect, fetched from h itself the way cloud-init walks the tree: every
-// listed name, directories recursively, public keys by index. The
-// requests skip identification, rate limits, metrics and audit lines:
-// they are the administrator's, not the guest's.
-func (h *handler) crawl(ctx context.Context, rec *Record, dialect string) ([]PreviewFile, error) {
+// Crawl returns what a guest of rec is served in a dialect (DialectEC2,
+// DialectOpenStack, DialectNoCloud or DialectIgnition), fetched from h
+// itself the way the guest's agent does: for EC2 and OpenStack, every
+// listed name, directories recursively, public keys by index; for
+// NoCloud, the four seed files; for Ignition, the config. Each file's
+// Path is the URL path it is served at. The requests skip identification,
+// rate limits, metrics and audit lines: they are the administrator's, not
+// the guest's.
+//
+// The error says what the guest would not get: a file that failed to
+// render (its error, which may hold spec.Errors), or the reason the crawl
+// stopped early. The files fetched are returned with it.
+func (h *Handler) Crawl(ctx context.Context, rec *registry.Record, dialect string) ([]seed.File, error) {
 	c := &crawler{h: h, ctx: ctx, rec: rec}
 	switch dialect {
 	case DialectEC2:
@@ -26,19 +37,26 @@ func (h *handler) crawl(ctx context.Context, rec *Record, dialect string) ([]Pre
 		c.leaf("/latest/dynamic/instance-identity/document")
 	case DialectOpenStack:
 		c.tree("/openstack/latest/")
+	case DialectNoCloud:
+		for _, f := range []string{"meta-data", "user-data", "vendor-data", "network-config"} {
+			c.leaf("/nocloud/" + f)
+		}
+	case DialectIgnition:
+		c.leaf("/ignition/config")
 	default:
 		return nil, fmt.Errorf("no crawl for dialect %q", dialect)
 	}
-	return c.files, c.err
+	return c.files, errors.Join(c.err, c.failed)
 }
 
 type crawler struct {
-	h       *handler
+	h       *Handler
 	ctx     context.Context
-	rec     *Record
-	files   []PreviewFile
+	rec     *registry.Record
+	files   []seed.File
 	fetches int
-	err     error
+	err     error // why the crawl stopped
+	failed  error // the first file that failed to render
 }
 
 func (c *crawler) get(path string) (int, []byte) {
@@ -58,13 +76,16 @@ func (c *crawler) get(path string) (int, []byte) {
 	if rw.status == 0 {
 		rw.status = http.StatusOK
 	}
+	if rw.err != nil && c.failed == nil {
+		c.failed = fmt.Errorf("%s: %w", path, rw.err)
+	}
 	return rw.status, rw.body.Bytes()
 }
 
 // leaf adds the file at path, if the guest would get one.
 func (c *crawler) leaf(path string) {
 	if status, b := c.get(path); status == http.StatusOK {
-		c.files = append(c.files, previewFile(path, b))
+		c.files = append(c.files, seed.File{Path: path, Data: b})
 	}
 }
 
@@ -95,10 +116,11 @@ type recorder struct {
 	header http.Header
 	status int
 	body   bytes.Buffer
-	rec    *Record
+	rec    *registry.Record
+	err    error // the rendering error a 500 stands for
 }
 
-func (r *recorder) record() *Record { return r.rec }
+func (r *recorder) record() *registry.Record { return r.rec }
 
 func (r *recorder) Header() http.Header { return r.header }
 

@@ -1,4 +1,4 @@
-package mdserver
+package registry
 
 import (
 	"context"
@@ -47,10 +47,3 @@ func (s *StaticStore) Delete(context.Context, string) error { return errReadOnly
 
 // Close does nothing.
 func (s *StaticStore) Close() error { return nil }
-
-// Reloader is implemented by stores that can rescan their backend on
-// demand (vminit serve calls it on SIGHUP; dirstore.Store does). Reload swaps in the new
-// snapshot atomically, so requests in flight are not dropped.
-type Reloader interface {
-	Reload() error
-}

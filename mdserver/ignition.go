@@ -1,0 +1,83 @@
+package mdserver
+
+import (
+	"net/http"
+
+	"github.com/vminit/vminit/delivery"
+	"github.com/vminit/vminit/ignition"
+	"github.com/vminit/vminit/mdserver/registry"
+)
+
+// The Ignition dialect: an Ignition instance's config, and a pointer
+// config to it for transports too small to carry the config itself.
+//
+//	GET  /ignition/config                        the instance's Ignition config
+//	GET  /ignition/pointer[?transport=ec2|…]     a pointer config with sha512
+
+func (h *Handler) ignitionRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("GET /ignition/config", h.ignitionConfig)
+	mux.HandleFunc("GET /ignition/pointer", h.ignitionPointer)
+}
+
+const ignitionType = "application/vnd.coreos.ignition+json"
+
+// configURL is this server's /ignition/config as the guest reached it.
+func configURL(r *http.Request) string {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host + "/ignition/config"
+}
+
+func (h *Handler) ignitionConfig(w http.ResponseWriter, r *http.Request) {
+	rec := recordOf(w)
+	cfg, err := h.renderIgnition(rec)
+	if h.failed(w, rec, err) {
+		return
+	}
+	serveBytes(w, ignitionType, cfg)
+}
+
+// ignitionPointer answers a pointer config: ignition.config.replace
+// fetching /ignition/config from this server, verified by its sha512. With
+// ?transport=NAME (a delivery.Transports name) the pointer is checked
+// against that transport's budget (413 if even the pointer is too large).
+func (h *Handler) ignitionPointer(w http.ResponseWriter, r *http.Request) {
+	rec := recordOf(w)
+	cfg, err := h.renderIgnition(rec)
+	if h.failed(w, rec, err) {
+		return
+	}
+	ptr, err := delivery.Pointer(cfg, configURL(r), nil)
+	if h.failed(w, rec, err) {
+		return
+	}
+	if name := r.URL.Query().Get("transport"); name != "" {
+		t, err := delivery.LookupTransport(name)
+		if err != nil {
+			emptyStatus(w, http.StatusBadRequest)
+			return
+		}
+		if t.Size(ptr) > t.Limit {
+			emptyStatus(w, http.StatusRequestEntityTooLarge)
+			return
+		}
+	}
+	serveBytes(w, ignitionType, ptr)
+}
+
+// renderIgnition renders (once) the record's Ignition config.
+func (h *Handler) renderIgnition(rec *registry.Record) ([]byte, error) {
+	e := h.entry(rec)
+	return getPart(h, e, &e.ignition, func() ([]byte, error) {
+		res, err := ignition.Render(rec.Instance, ignition.Options{Variant: h.opts.IgnitionVariant, AllowPartial: true})
+		if err != nil {
+			return nil, err
+		}
+		for _, w := range res.Warnings {
+			h.log.Warn("ignition rendering", "instance", rec.Name, "warning", w)
+		}
+		return res.Config, nil
+	}, bytesLen)
+}

@@ -1,0 +1,75 @@
+package registry
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/netip"
+
+	"github.com/vminit/vminit/spec"
+)
+
+// Record is one instance as the server knows it: its loaded, defaulted
+// and validated spec, and the source addresses that identify it.
+type Record struct {
+	// Name is the instance's metadata.name, unique in a Snapshot.
+	Name string
+	// Instance is the spec; never modified once in a Snapshot.
+	Instance *spec.Instance
+	// Addresses come from Instance.Spec.MetadataServer.Addresses, unmapped
+	// (an IPv4-mapped IPv6 address is stored as IPv4).
+	Addresses []netip.Addr
+	// Revision changes whenever the record's content changes (a content
+	// hash or a store revision); caches of rendered data key on it.
+	Revision string
+}
+
+// NewRecord builds a Record from a valid instance.
+func NewRecord(inst *spec.Instance, revision string) (*Record, error) {
+	r := &Record{Name: inst.Metadata.Name, Instance: inst, Revision: revision}
+	if ms := inst.Spec.MetadataServer; ms != nil {
+		for _, a := range ms.Addresses {
+			ip, err := netip.ParseAddr(a)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", r.Name, err)
+			}
+			r.Addresses = append(r.Addresses, ip.Unmap())
+		}
+	}
+	return r, nil
+}
+
+// Key identifies one version of one instance: its name and revision.
+// State a server keeps for an instance that must not outlive it, or
+// survive a change of its spec, is kept under its Key and dropped when
+// Snapshot.Serves says the key is no longer current.
+type Key struct {
+	Name, Revision string
+}
+
+// Key returns the record's Key.
+func (r *Record) Key() Key { return Key{Name: r.Name, Revision: r.Revision} }
+
+// DecodeDocument parses, resolves, defaults and validates one spec document
+// and returns its Record, with a content hash as Revision. Every problem is
+// returned together as spec.Errors, each with the line it was found on.
+//
+// dir is the directory files[].source.file is relative to. An empty dir
+// refuses source.file altogether: documents that arrive over the admin API
+// or from etcd must not make the server read its own files (a document
+// naming /etc/shadow would otherwise be served to a VM). Inline the
+// content with content or contentBase64 instead; `vminit instances put`
+// does so for local spec files.
+func DecodeDocument(doc []byte, dir string) (*Record, error) {
+	inst, err := spec.Parse(doc, dir)
+	if err != nil {
+		return nil, err
+	}
+	h := sha256.New()
+	h.Write(doc)
+	for _, f := range inst.Spec.Files {
+		h.Write([]byte{0})
+		h.Write(f.Data())
+	}
+	return NewRecord(inst, hex.EncodeToString(h.Sum(nil))[:20])
+}

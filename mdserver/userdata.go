@@ -1,0 +1,73 @@
+package mdserver
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/vminit/vminit/delivery"
+	"github.com/vminit/vminit/mdserver/registry"
+	"github.com/vminit/vminit/seed"
+	"github.com/vminit/vminit/spec"
+)
+
+// What the dialects share: the user data every dialect serves, and the
+// metadata files the OpenStack and NoCloud dialects take from package seed.
+
+// isIgnition reports whether the instance's user data is Ignition: its
+// spec.agent, which spec.Default fills in.
+func isIgnition(inst *spec.Instance) bool {
+	return inst.Spec.Agent == spec.AgentIgnition
+}
+
+// userData returns the user data every dialect serves: cloud-init's, or
+// for an Ignition instance the Ignition config, replaced by a pointer
+// config to this server's /ignition/config when it exceeds the transport's
+// budget (as it would on the real cloud).
+func (h *Handler) userData(r *http.Request, rec *registry.Record, transport string) ([]byte, string, error) {
+	if !isIgnition(rec.Instance) {
+		ud, err := h.cloudUserData(rec)
+		return ud, textPlain, err
+	}
+	cfg, err := h.renderIgnition(rec)
+	if err != nil {
+		return nil, "", err
+	}
+	if transport == "" {
+		return cfg, ignitionType, nil
+	}
+	t, err := delivery.LookupTransport(transport)
+	if err != nil {
+		return nil, "", err
+	}
+	out, _, err := delivery.Fit(cfg, t, configURL(r), nil)
+	return out, ignitionType, err
+}
+
+// cloudUserData renders (once) the record's cloud-init user data.
+func (h *Handler) cloudUserData(rec *registry.Record) ([]byte, error) {
+	e := h.entry(rec)
+	return getPart(h, e, &e.userData, func() ([]byte, error) {
+		ud, err := seed.UserData(rec.Instance)
+		if err != nil {
+			return nil, fmt.Errorf("rendering %s: %w", rec.Name, err)
+		}
+		return ud, nil
+	}, bytesLen)
+}
+
+// metadataFiles renders (once, into e's part p) the files seed.Metadata
+// gives ds, named by their path without dir.
+func (h *Handler) metadataFiles(rec *registry.Record, e *entry, p *part[map[string][]byte], ds seed.Datasource, dir string) (map[string][]byte, error) {
+	return getPart(h, e, p, func() (map[string][]byte, error) {
+		files, err := seed.Metadata(rec.Instance, ds, seed.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("rendering %s for %s: %w", rec.Name, ds, err)
+		}
+		m := make(map[string][]byte, len(files))
+		for _, f := range files {
+			m[strings.TrimPrefix(f.Path, dir)] = f.Data
+		}
+		return m, nil
+	}, func(m map[string][]byte) int64 { return treeBytes(m) })
+}
