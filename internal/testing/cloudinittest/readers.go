@@ -1,5 +1,47 @@
 package cloudinittest
 
+import "testing"
+
+// Seed is what cloud-init's datasource code reads from a seed directory:
+// NoCloudReader's or ConfigDriveReader's output.
+type Seed struct {
+	InstanceID    string         `json:"instance_id"`
+	Hostname      string         `json:"hostname"`
+	FQDN          string         `json:"fqdn"` // NoCloud only
+	Keys          []string       `json:"keys"`
+	UserData      []byte         `json:"user_data"`
+	VendorData    any            `json:"vendor_data"`
+	NetworkConfig map[string]any `json:"network_config"` // NoCloud's network-config
+	Metadata      map[string]any `json:"metadata"`
+	// Config is the final cloud-config: every cloud-config part of the
+	// user-data merged as first boot merges them.
+	Config    map[string]any `json:"config"`
+	PartTypes []string       `json:"part_types"`
+	// Network is ConfigDrive's network_data.json as cloud-init's network
+	// state holds it, by interface name.
+	Network map[string]Interface `json:"network"`
+}
+
+// Interface is one interface of Seed.Network.
+type Interface struct {
+	Type      string   `json:"type"`
+	MAC       string   `json:"mac"`
+	VLANID    int      `json:"vlan_id"`
+	Link      string   `json:"link"`
+	Master    string   `json:"master"`
+	Addresses []string `json:"addresses"`
+}
+
+// ReadSeed reads the seed directory dir with reader (NoCloudReader or
+// ConfigDriveReader); knownMACs maps MAC addresses to the interface names
+// the ConfigDrive reader's network conversion finds them under.
+func ReadSeed(t testing.TB, reader, dir string, knownMACs map[string]string) *Seed {
+	t.Helper()
+	var s Seed
+	Run(t, reader, map[string]any{"dir": dir, "known_macs": knownMACs}, &s)
+	return &s
+}
+
 // finalConfig is shared by both readers: it runs the user-data through
 // cloud-init's UserDataProcessor and merges its cloud-config parts with the
 // cloud-config handler, as first boot does, and lists the part types.
