@@ -163,6 +163,9 @@ func (c *conv) convert() {
 		c.ignition = true
 		s.Agent = spec.AgentIgnition
 		s.Ignition.Variant = spec.VariantFlatcar
+		// On a seed disk, config-2: what Ignition's openstack and kubevirt
+		// platforms read, and what Cluster API's KubeVirt provider attaches.
+		s.Datasource = spec.DatasourceConfigDrive
 	default:
 		c.b.Errorf(c.path+".format", "%q: want cloud-config or ignition", cs.Format)
 		return

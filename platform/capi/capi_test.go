@@ -157,6 +157,7 @@ func TestKubeadm(t *testing.T) {
 			Check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
 				platformtest.Eq(t, "agent", s.Agent, spec.AgentIgnition)
 				platformtest.Eq(t, "variant", s.Ignition.Variant, spec.VariantFlatcar)
+				platformtest.Eq(t, "datasource", s.Datasource, spec.DatasourceConfigDrive)
 				platformtest.Eq(t, "commands", shells(s.Commands), []string{"echo pre",
 					"kubeadm join --config /etc/kubeadm.yml && mkdir -p /run/cluster-api && echo success > /run/cluster-api/bootstrap-success.complete", "echo post"})
 				f := fileMap(s)

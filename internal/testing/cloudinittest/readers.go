@@ -134,3 +134,45 @@ json.dump({
     "part_types": types,
 }, sys.stdout, default=str)
 `
+
+// FirstBootReader is Python that takes a final cloud-config ({"config": …},
+// Seed.Config) and returns what cloud-init's write_files and runcmd modules
+// make of it: each file's path, content (base64, decoded by write_files'
+// own extract_contents), permissions (its decode_perms), owner, append and
+// defer; and the runcmd script (util.shellify, as cc_runcmd writes it).
+const FirstBootReader = `
+import base64, json, sys
+from cloudinit import util
+from cloudinit.config import cc_write_files as wf
+cfg = json.load(sys.stdin)["config"]
+files = []
+for f in cfg.get("write_files") or []:
+    data = wf.extract_contents(f.get("content", ""), wf.canonicalize_extraction(f.get("encoding")))
+    if isinstance(data, str):
+        data = data.encode()
+    files.append({"path": f["path"], "content": base64.b64encode(data).decode(),
+                  "perms": wf.decode_perms(f.get("permissions"), 0o644), "owner": f.get("owner", "root:root"),
+                  "append": bool(f.get("append", False)), "defer": bool(f.get("defer", False))})
+json.dump({"files": files, "runcmd": util.shellify(cfg["runcmd"]) if cfg.get("runcmd") else ""}, sys.stdout)
+`
+
+// FirstBoot is FirstBootReader's output.
+type FirstBoot struct {
+	Files []struct {
+		Path    string `json:"path"`
+		Content []byte `json:"content"`
+		Perms   int    `json:"perms"`
+		Owner   string `json:"owner"`
+		Append  bool   `json:"append"`
+		Defer   bool   `json:"defer"`
+	} `json:"files"`
+	Runcmd string `json:"runcmd"`
+}
+
+// ReadFirstBoot runs FirstBootReader on a final cloud-config.
+func ReadFirstBoot(t testing.TB, config map[string]any) *FirstBoot {
+	t.Helper()
+	var fb FirstBoot
+	Run(t, FirstBootReader, map[string]any{"config": config}, &fb)
+	return &fb
+}
