@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -335,29 +336,42 @@ func Fetch(ctx context.Context, r Resolver, kind, namespace, name string) (*Sour
 		if err != nil {
 			return nil, notFound(err, kind, namespace, name)
 		}
-		src.Data = map[string][]byte{}
-		for k, v := range s.Data {
-			src.Data[k] = v
-		}
-		for k, v := range s.StringData { // as the API server merges it
-			src.Data[k] = []byte(v)
-		}
+		// stringData over data, as the API server merges them.
+		src.Data = merged(s.Data, s.StringData)
 	case "configmap":
 		cm, err := r.ConfigMap(ctx, namespace, name)
 		if err != nil {
 			return nil, notFound(err, kind, namespace, name)
 		}
-		src.Data = map[string][]byte{}
-		for k, v := range cm.Data {
-			src.Data[k] = []byte(v)
-		}
-		for k, v := range cm.BinaryData {
-			src.Data[k] = v
-		}
+		src.Data = merged(cm.BinaryData, cm.Data)
 	default:
 		return nil, fmt.Errorf("platform: unknown kind %q", kind)
 	}
 	return src, nil
+}
+
+// merged is bin with text's entries added (replacing bin's).
+func merged(bin map[string][]byte, text map[string]string) map[string][]byte {
+	out := maps.Clone(bin)
+	if out == nil {
+		out = map[string][]byte{}
+	}
+	for k, v := range text {
+		out[k] = []byte(v)
+	}
+	return out
+}
+
+// FetchKey is Fetch and Source.Key in one: the value of key in the
+// referenced object. The error matches ErrNotFound when the object is
+// missing and ErrMissingKey when the key is.
+func FetchKey(ctx context.Context, r Resolver, kind, namespace, name, key string) ([]byte, error) {
+	src, err := Fetch(ctx, r, kind, namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	_, v, err := src.Key(key)
+	return v, err
 }
 
 func notFound(err error, kind, ns, name string) error {

@@ -41,6 +41,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -246,14 +247,9 @@ func (c *conv) files() {
 				c.b.Errorf(p, "sets both content and contentFrom: give one (Cluster API refuses this object)")
 				continue
 			}
-			src, err := platform.Fetch(c.ctx, c.opts.Resolver, "secret", c.ns, sec.Name)
+			v, err := platform.FetchKey(c.ctx, c.opts.Resolver, "secret", c.ns, sec.Name, sec.Key)
 			if err != nil {
-				c.b.Err(p+".contentFrom.secret.name", err)
-				continue
-			}
-			_, v, err := src.Key(sec.Key)
-			if err != nil {
-				c.b.Err(p+".contentFrom.secret.key", err)
+				c.b.Err(p+".contentFrom.secret."+refField(err), err)
 				continue
 			}
 			data = v
@@ -278,6 +274,15 @@ func (c *conv) files() {
 		}
 		c.addFile(sf, p)
 	}
+}
+
+// refField is the field of a Secret reference that err is about: its key
+// when the Secret lacks it, else its name.
+func refField(err error) string {
+	if errors.Is(err, platform.ErrMissingKey) {
+		return "key"
+	}
+	return "name"
 }
 
 func decode(data []byte, enc bootstrapv1.Encoding) ([]byte, error) {
@@ -432,14 +437,9 @@ func (c *conv) users() {
 				c.b.Errorf(p, "sets both passwd and passwdFrom: give one")
 				continue
 			}
-			src, err := platform.Fetch(c.ctx, c.opts.Resolver, "secret", c.ns, sec.Name)
+			v, err := platform.FetchKey(c.ctx, c.opts.Resolver, "secret", c.ns, sec.Name, sec.Key)
 			if err != nil {
-				c.b.Err(p+".passwdFrom.secret.name", err)
-				continue
-			}
-			_, v, err := src.Key(sec.Key)
-			if err != nil {
-				c.b.Err(p+".passwdFrom.secret.key", err)
+				c.b.Err(p+".passwdFrom.secret."+refField(err), err)
 				continue
 			}
 			su.PasswordHash = strings.TrimSpace(string(v))

@@ -352,23 +352,17 @@ func quoteEnv(v string) string {
 }
 
 func (c *conv) valueFrom(vf *corev1.EnvVarSource) (string, error) {
+	var v []byte
+	var err error
 	switch {
 	case vf.ConfigMapKeyRef != nil:
-		src, err := platform.Fetch(c.ctx, c.opts.Resolver, "configmap", c.ns, vf.ConfigMapKeyRef.Name)
-		if err != nil {
-			return "", err
-		}
-		_, v, err := src.Key(vf.ConfigMapKeyRef.Key)
-		return string(v), err
+		v, err = platform.FetchKey(c.ctx, c.opts.Resolver, "configmap", c.ns, vf.ConfigMapKeyRef.Name, vf.ConfigMapKeyRef.Key)
 	case vf.SecretKeyRef != nil:
-		src, err := platform.Fetch(c.ctx, c.opts.Resolver, "secret", c.ns, vf.SecretKeyRef.Name)
-		if err != nil {
-			return "", err
-		}
-		_, v, err := src.Key(vf.SecretKeyRef.Key)
-		return string(v), err
+		v, err = platform.FetchKey(c.ctx, c.opts.Resolver, "secret", c.ns, vf.SecretKeyRef.Name, vf.SecretKeyRef.Key)
+	default:
+		err = fmt.Errorf("%w: only configMapKeyRef and secretKeyRef are known before the pod runs", platform.ErrUnsupported)
 	}
-	return "", fmt.Errorf("%w: only configMapKeyRef and secretKeyRef are known before the pod runs", platform.ErrUnsupported)
+	return string(v), err
 }
 
 func (c *conv) addFile(p string, mode uint32, data []byte, from string) {

@@ -112,6 +112,24 @@ func validateIgnition(t *testing.T, config []byte) {
 	}
 }
 
+// applyIgnition builds an Ignition example's config, has ignition-validate
+// check it and the ignition binary apply it, and returns the config and
+// the root it was applied to.
+func applyIgnition(t *testing.T, example string) ([]byte, string) {
+	t.Helper()
+	_, cfg := buildFile(t, example, "config.ign")
+	validateIgnition(t, cfg)
+	return cfg, ignitiontest.Apply(t, cfg)
+}
+
+// checkDrive checks that an Ignition example's default seed image is a
+// config drive carrying its config as user_data.
+func checkDrive(t *testing.T, example string, cfg []byte) {
+	t.Helper()
+	drive := buildDir(t, example)
+	check(t, "config drive user_data", string(readFile(t, filepath.Join(drive, "openstack/latest/user_data"))), string(cfg))
+}
+
 // shellValues sources an environment file with a POSIX shell (its
 // command line), in an empty environment, and returns the variables'
 // values as the shell sees them.
@@ -218,17 +236,14 @@ func TestKubeVirtExamplesConsumers(t *testing.T) {
 		})
 	}
 	t.Run("Ignition annotation", func(t *testing.T) {
-		_, cfg := buildFile(t, "kubevirt-seed-ignition-fixed.yaml", "config.ign")
-		validateIgnition(t, cfg)
-		root := ignitiontest.Apply(t, cfg)
+		cfg, root := applyIgnition(t, "kubevirt-seed-ignition-fixed.yaml")
 		check(t, "/etc/hostname", string(readFile(t, filepath.Join(root, "etc/hostname"))), "myvm1\n")
 		if keys := readFile(t, filepath.Join(root, "home/core/.ssh/authorized_keys.d/ignition")); !bytes.Contains(keys, []byte("kboumedh@bumblefoot")) {
 			t.Errorf("core's keys:\n%s", keys)
 		}
 		// The default delivery: the config drive Fedora CoreOS's kubevirt
 		// platform reads, carrying the same config.
-		drive := buildDir(t, "kubevirt-seed-ignition-fixed.yaml")
-		check(t, "config drive user_data", string(readFile(t, filepath.Join(drive, "openstack/latest/user_data"))), string(cfg))
+		checkDrive(t, "kubevirt-seed-ignition-fixed.yaml", cfg)
 	})
 }
 
@@ -335,9 +350,7 @@ func TestOVirtExamplesConsumers(t *testing.T) {
 		check(t, "network", rb.Network["eth0"], cloudinittest.Interface{Type: "physical", MAC: "56:6f:1a:2b:00:01", Addresses: []string{"192.0.2.20/24"}})
 	})
 	t.Run("RHCOS with a plain password", func(t *testing.T) {
-		_, cfg := buildFile(t, "ovirt-rhcos-password.xml", "config.ign")
-		validateIgnition(t, cfg)
-		root := ignitiontest.Apply(t, cfg)
+		_, root := applyIgnition(t, "ovirt-rhcos-password.xml")
 		check(t, "/etc/hostname", string(readFile(t, filepath.Join(root, "etc/hostname"))), "rhcos-1\n")
 		// The hash crypt(3) makes of the password with the salt: what the
 		// guest's login checks it against.
@@ -355,16 +368,13 @@ json.dump(crypt.crypt("changeme", "$6$examplesalt"), sys.stdout)
 		}
 	})
 	t.Run("the seed document's Ignition custom_script", func(t *testing.T) {
-		_, cfg := buildFile(t, "ovirt-seed-ignition.json", "config.ign")
-		validateIgnition(t, cfg)
-		root := ignitiontest.Apply(t, cfg)
+		cfg, root := applyIgnition(t, "ovirt-seed-ignition.json")
 		check(t, "/etc/hostname", string(readFile(t, filepath.Join(root, "etc/hostname"))), "fcosvm\n")
 		if shadow := readFile(t, filepath.Join(root, "etc/shadow")); !bytes.Contains(shadow, []byte("core:$y$j9T$skCa2x5kFis7p58gYjz3C1$ykelHfCckRToZKAVYK7GDdLOCi3pcF2WMioI.vmYkj5:")) {
 			t.Errorf("core's shadow entry:\n%s", shadow)
 		}
 		// oVirt's delivery: config-2 with the config as user_data.
-		drive := buildDir(t, "ovirt-seed-ignition.json")
-		check(t, "config drive user_data", string(readFile(t, filepath.Join(drive, "openstack/latest/user_data"))), string(cfg))
+		checkDrive(t, "ovirt-seed-ignition.json", cfg)
 	})
 }
 
@@ -433,9 +443,8 @@ func TestCAPIExamplesConsumers(t *testing.T) {
 		}
 	})
 	t.Run("Ignition", func(t *testing.T) {
-		_, cfg := buildFile(t, "capi-ignition.yaml", "config.ign")
-		validateIgnition(t, cfg)
-		root := ignitiontest.Apply(t, cfg)
+		cfg, root := applyIgnition(t, "capi-ignition.yaml")
+		checkDrive(t, "capi-ignition.yaml", cfg)
 		kubeadmYML := readFile(t, filepath.Join(root, "etc/kubeadm.yml"))
 		if !bytes.Contains(kubeadmYML, []byte("kind: JoinConfiguration")) || !bytes.Contains(kubeadmYML, []byte("name: $${COREOS_EC2_HOSTNAME}")) {
 			t.Errorf("/etc/kubeadm.yml:\n%s", kubeadmYML)
@@ -456,8 +465,7 @@ func TestCAPIExamplesConsumers(t *testing.T) {
 		}
 	})
 	t.Run("Ignition with diskSetup", func(t *testing.T) {
-		_, cfg := buildFile(t, "capi-ignition-disk.yaml", "config.ign")
-		validateIgnition(t, cfg)
+		cfg, root := applyIgnition(t, "capi-ignition-disk.yaml")
 		var c struct {
 			Storage struct {
 				Disks       []map[string]any `json:"disks"`
@@ -467,7 +475,6 @@ func TestCAPIExamplesConsumers(t *testing.T) {
 		json.Unmarshal(cfg, &c)
 		check(t, "disks", c.Storage.Disks, []map[string]any{{"device": "/dev/vdb", "wipeTable": true, "partitions": []any{map[string]any{"number": 1, "sizeMiB": 0, "startMiB": 0, "wipePartitionEntry": true}}}})
 		check(t, "filesystems", c.Storage.Filesystems, []map[string]any{{"device": "/dev/vdb1", "format": "ext4", "label": "etcd_disk", "wipeFilesystem": true, "options": []any{"-E", "lazy_itable_init=1"}}})
-		root := ignitiontest.Apply(t, cfg)
 		unit := string(readFile(t, filepath.Join(root, "etc/systemd/system/var-lib-etcddisk.mount")))
 		if !strings.Contains(unit, "What=/dev/disk/by-label/etcd_disk\n") {
 			t.Errorf("mount unit:\n%s", unit)

@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
+
+	"github.com/vminit/vminit/internal/lib/jsonfields"
 )
 
 // CRD returns the manifest of a namespaced CustomResourceDefinition for
@@ -33,7 +35,7 @@ func CRD(group, version, kind, plural string, obj any) []byte {
 		"kind":       map[string]any{"type": "string"},
 		"metadata":   map[string]any{"type": "object"},
 	}
-	for name, ft := range jsonFields(t) {
+	for name, ft := range fields(t) {
 		if name == "spec" || name == "status" {
 			props[name] = schemaOf(ft, map[reflect.Type]bool{})
 		}
@@ -119,7 +121,7 @@ func schemaOf(t reflect.Type, seen map[reflect.Type]bool) map[string]any {
 		seen[t] = true
 		defer delete(seen, t)
 		props := map[string]any{}
-		for name, ft := range jsonFields(t) {
+		for name, ft := range fields(t) {
 			props[name] = schemaOf(ft, seen)
 		}
 		return map[string]any{"type": "object", "properties": props}
@@ -128,32 +130,7 @@ func schemaOf(t reflect.Type, seen map[reflect.Type]bool) map[string]any {
 	return map[string]any{"x-kubernetes-preserve-unknown-fields": true}
 }
 
-// jsonFields maps a struct's JSON member names, inlined structs
-// flattened, to their types.
-func jsonFields(t reflect.Type) map[string]reflect.Type {
-	out := map[string]reflect.Type{}
-	for i := range t.NumField() {
-		f := t.Field(i)
-		name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if name == "-" || !f.IsExported() && !f.Anonymous {
-			continue
-		}
-		ft := f.Type
-		for ft.Kind() == reflect.Pointer {
-			ft = ft.Elem()
-		}
-		if (f.Anonymous && name == "") || strings.Contains(opts, "inline") {
-			if ft.Kind() == reflect.Struct {
-				for k, v := range jsonFields(ft) {
-					out[k] = v
-				}
-			}
-			continue
-		}
-		if name == "" {
-			name = f.Name
-		}
-		out[name] = f.Type
-	}
-	return out
+func fields(t reflect.Type) map[string]reflect.Type {
+	f, _ := jsonfields.Of(t)
+	return f
 }
