@@ -313,6 +313,30 @@ spec:
 			Check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
 				platformtest.Eq(t, "name", r.Instance.Metadata.Name, "workers-1")
 			}},
+		{Name: "pool: the member's sysprep ConfigMap", Doc: `apiVersion: pool.kubevirt.io/v1alpha1
+kind: VirtualMachinePool
+metadata: {name: win, namespace: ns}
+spec:
+  nameGeneration: {appendIndexToConfigMapRefs: true}
+  selector: {}
+  virtualMachineTemplate:
+    spec:
+      template:
+        spec:
+          domain: {devices: {}}
+          volumes:
+          - name: sp
+            sysprep: {configMap: {name: answers}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: answers-0, namespace: ns}
+data: {unattend.xml: "<unattend/>"}
+`,
+			Check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
+				platformtest.Eq(t, "object", r.Object, "KubeVirt VirtualMachinePool ns/win-0")
+				platformtest.Eq(t, "answer file", string(r.Sysprep.Files[0].Data), "<unattend/>")
+			}},
 		{Name: "pool index past replicas", Doc: pool, Opts: platform.Options{PoolIndex: 3},
 			Errs: []string{"spec.replicas: the pool has 3 members; there is no member 3"}},
 		{Name: "v1alpha3 VM", Doc: strings.Replace(vm("volumes:\n- name: ci\n  cloudInitNoCloud: {userData: \"#!/bin/sh\\n\"}\n"), "kubevirt.io/v1\n", "kubevirt.io/v1alpha3\n", 1),

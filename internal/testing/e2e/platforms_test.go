@@ -517,7 +517,11 @@ func TestPlatformMediaMountedByTheKernel(t *testing.T) {
 		}
 		probe.Mounts = append(probe.Mounts, m)
 	}
+	// KubeVirt's own delivery of its Ignition annotation: QEMU's fw_cfg.
+	ign, _ := buildFile(t, "kubevirt-seed-ignition-fixed.yaml", "config.ign")
+	probe.FwCfg = map[string]string{"opt/com.coreos/config": ign}
 	rep := qemutest.Inspect(t, probe)
+	check(t, "fw_cfg opt/com.coreos/config", string(rep.FwCfg["opt/com.coreos/config"]), string(readFile(t, ign)))
 	for i, img := range imgs {
 		fsys := rep.FS[i]
 		t.Run(img.example, func(t *testing.T) {
