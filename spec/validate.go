@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/coreos/go-systemd/v22/unit"
 	"golang.org/x/crypto/ssh"
 	yaml3 "gopkg.in/yaml.v3"
 )
@@ -364,6 +365,7 @@ func validateUnits(c *ErrorList, units []Unit) {
 		if u.Content == "" && len(u.Dropins) == 0 && u.Enabled == nil {
 			c.Add(f, "nothing to do: give content, dropins or enabled")
 		}
+		checkUnitSyntax(c, f+".content", u.Content)
 		dseen := map[string]bool{}
 		for j, d := range u.Dropins {
 			df := fmt.Sprintf("%s.dropins[%d]", f, j)
@@ -373,8 +375,21 @@ func validateUnits(c *ErrorList, units []Unit) {
 			if dseen[d.Name] {
 				c.Add(df+".name", "drop-in %q is given twice", d.Name)
 			}
+			checkUnitSyntax(c, df+".content", d.Content)
 			dseen[d.Name] = true
 		}
+	}
+}
+
+// checkUnitSyntax reports unit file text that systemd (and Ignition's
+// validator, which uses the same go-systemd parser) cannot read: an
+// unterminated section header, a line outside any section.
+func checkUnitSyntax(c *ErrorList, field, content string) {
+	if content == "" {
+		return
+	}
+	if _, err := unit.DeserializeOptions(strings.NewReader(content)); err != nil {
+		c.Add(field, "not a systemd unit file: %v", err)
 	}
 }
 
