@@ -28,7 +28,8 @@ func FuzzDocument(f *testing.F) {
 	f.Add([]byte("apiVersion: v1\nkind: Secret\nmetadata: {name: a}\ndata: {k: 1}\nstringData: {a: b, a: c}\n"))
 	f.Add([]byte("kind: X\nmetadata:\n  annotations:\n    lit: |\n      {\n       ]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		lines := strings.Count(string(data), "\n") + 1
+		// Line breaks as YAML counts them: CR LF, LF, or a CR alone.
+		lines := strings.Count(string(data), "\n") + strings.Count(string(data), "\r") - strings.Count(string(data), "\r\n") + 1
 		docs, err := Split("f.yaml", data)
 		if err != nil {
 			for _, e := range spec.AsErrors(err) {

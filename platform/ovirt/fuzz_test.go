@@ -34,7 +34,8 @@ func FuzzConvert(f *testing.F) {
 		if len(data) > 1<<16 {
 			return
 		}
-		lines := strings.Count(string(data), "\n") + 1
+		// Line breaks as YAML counts them: CR LF, LF, or a CR alone.
+		lines := strings.Count(string(data), "\n") + strings.Count(string(data), "\r") - strings.Count(string(data), "\r\n") + 1
 		docs, err := platform.Split("vm.xml", data)
 		if err != nil || len(docs) != 1 || !ovirt.Recognizes(docs[0]) {
 			return
