@@ -13,10 +13,11 @@ type inner struct {
 
 type outer struct {
 	inner
-	Inline  inner `json:",inline"`
-	B       int   `json:"b,omitempty"`
-	Skip    int   `json:"-"`
-	NoTag   bool
+	Inline inner `json:",inline"`
+	B      int   `json:"b,omitempty"`
+	Skip   int   `json:"-"`
+	NoTag  bool
+	//lint:ignore U1000 the unexported field Of must leave out
 	private int
 	P       *inner `json:"p"`
 }
