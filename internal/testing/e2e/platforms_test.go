@@ -459,6 +459,15 @@ func TestCAPIExamplesConsumers(t *testing.T) {
 		}
 		check(t, "order", string(readFile(t, filepath.Join(root, "run/order"))), "kubeadm join --config /etc/kubeadm.yml\n")
 		check(t, "sentinel", string(readFile(t, filepath.Join(root, "run/cluster-api/bootstrap-success.complete"))), "success\n")
+		// CAPI's own spec version, on request: spec 2.3 (checked by
+		// Ignition 0.35's parser in the build; Debian's ignition reads 3.x
+		// only), with the same files on the root filesystem.
+		_, cfg23 := buildFile(t, "capi-ignition.yaml", "capi.ign", "--ignition-version", "2.3.0")
+		for _, want := range []string{`"version":"2.3.0"`, `"path":"/etc/kubeadm.yml"`, `"filesystem":"root"`} {
+			if !bytes.Contains(cfg23, []byte(want)) {
+				t.Errorf("the spec 2.3 config lacks %s", want)
+			}
+		}
 		sub, mv, kubeadm := strings.Index(script, "envsubst"), strings.Index(script, "mv /etc/kubeadm.yml.tmp"), strings.Index(script, "kubeadm join")
 		if !(0 <= sub && sub < mv && mv < kubeadm) {
 			t.Errorf("first-boot.sh order:\n%s", script)
