@@ -229,6 +229,15 @@ type CloudInit struct {
 	// the generated one with cloud-init's merge rules; any other part type
 	// (#!, #include, MIME…) is combined with it as MIME multipart.
 	UserData string `yaml:"userData,omitempty" json:"userData,omitempty"`
+	// UserDataOnly makes UserData the whole user-data, byte for byte, with
+	// nothing generated into it: for guests that read neither MIME nor
+	// #cloud-config (CirrOS runs a #! user-data and nothing else), and to
+	// give a guest exactly what a platform gave it. The spec may then set
+	// only what meta-data and network configuration carry (hostname,
+	// instanceID, sshAuthorizedKeys, network, cloudInit's networkConfig,
+	// metaData and vendorData); cloud-init takes the host name from
+	// meta-data then.
+	UserDataOnly bool `yaml:"userDataOnly,omitempty" json:"userDataOnly,omitempty"`
 	// VendorData is written as vendor-data unchanged.
 	VendorData string `yaml:"vendorData,omitempty" json:"vendorData,omitempty"`
 	// NetworkConfig is network configuration written to the seed as given,

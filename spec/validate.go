@@ -106,6 +106,9 @@ func (in *Instance) Validate() error {
 		validateNetwork(&c, s.Network)
 	}
 	validateCloudInit(&c, &s.CloudInit)
+	if s.CloudInit.UserDataOnly {
+		validateUserDataOnly(&c, in)
+	}
 	switch s.Datasource {
 	case "", DatasourceNoCloud, DatasourceConfigDrive:
 	default:
@@ -453,6 +456,28 @@ func validateCloudInit(c *ErrorList, ci *CloudInit) {
 	for _, k := range sortedKeys(ci.MetaData) {
 		if hint, ok := reservedMD[k]; ok {
 			c.Add("spec.cloudInit.metaData."+k, "generated from the spec: %s instead", hint)
+		}
+	}
+}
+
+// validateUserDataOnly refuses the fields only the generated #cloud-config
+// carries, which spec.cloudInit.userDataOnly leaves out.
+func validateUserDataOnly(c *ErrorList, in *Instance) {
+	s := &in.Spec
+	if s.Agent == AgentIgnition {
+		c.Add("spec.cloudInit.userDataOnly", "is for cloud-init guests; an Ignition guest reads no user-data")
+		return
+	}
+	for _, f := range []struct {
+		field string
+		set   bool
+	}{
+		{"spec.fqdn", s.FQDN != ""}, {"spec.users", len(s.Users) > 0}, {"spec.files", len(s.Files) > 0},
+		{"spec.units", len(s.Units) > 0}, {"spec.mounts", len(s.Mounts) > 0}, {"spec.timezone", s.Timezone != ""},
+		{"spec.packages", len(s.Packages) > 0}, {"spec.commands", len(s.Commands) > 0}, {"spec.bootCommands", len(s.BootCommands) > 0},
+	} {
+		if f.set {
+			c.Add(f.field, "goes into the generated #cloud-config, which spec.cloudInit.userDataOnly leaves out: remove one of them (or put this in spec.cloudInit.userData)")
 		}
 	}
 }
