@@ -1,7 +1,7 @@
 # vminit's two commands for a fresh machine are in README.md:
 #   go run ./cmd/vminit build examples/ubuntu-server/instance.yaml -o seed.iso
 #   make test
-.PHONY: test test-tools check unit bench fuzz
+.PHONY: test test-tools check unit bench fuzz generate
 
 GO ?= go
 # Pinned: the module proxy answers some @latest look-ups wrongly.
@@ -17,10 +17,16 @@ test: test-tools check
 # (the root and the benchmarks that carry their own go.mod) is checked.
 check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt -l:"; echo "$$out"; exit 1; fi
+	@echo "== generated files (scripts/generate.sh --check)"; ./scripts/generate.sh --check
 	@for m in . $$(git ls-files '*/go.mod' | xargs -n1 dirname); do \
 	  echo "== $$m: go vet, staticcheck, go mod tidy -diff"; \
 	  (cd $$m && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./... && $(GO) mod tidy -diff) || exit 1; \
 	done
+
+# The CRD and DeepCopy methods derived from kube/api (controller-gen,
+# pinned in the script); check fails when they are stale.
+generate:
+	./scripts/generate.sh
 
 test-tools:
 	./scripts/install-test-tools.sh

@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -367,14 +368,14 @@ func (d *deprecationWalk) walk(sch map[string]any, ptr string, v any, loc []stri
 	case map[string]any:
 		props, _ := sch["properties"].(map[string]any)
 		patterns, _ := sch["patternProperties"].(map[string]any)
-		for _, k := range sortedKeys(t) {
+		for _, k := range slices.Sorted(maps.Keys(t)) {
 			child := append(slices.Clip(loc), k)
 			matched := false
 			if p, ok := props[k].(map[string]any); ok {
 				matched = true
 				d.walk(p, ptr+"/properties/"+escapePointer(k), t[k], child)
 			}
-			for _, pat := range sortedKeys(patterns) {
+			for _, pat := range slices.Sorted(maps.Keys(patterns)) {
 				if re, err := regexp.Compile(pat); err == nil && re.MatchString(k) {
 					matched = true
 					p, _ := patterns[pat].(map[string]any)
@@ -442,15 +443,6 @@ func list(v any) []map[string]any {
 		out = append(out, m)
 	}
 	return out
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 func escapePointer(s string) string {

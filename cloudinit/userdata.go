@@ -96,7 +96,17 @@ func isMIME(data []byte) bool {
 // UserData renders the instance's user-data: the generated #cloud-config
 // (CloudConfig) combined with spec.cloudInit.userData (Combine). Problems
 // come back as spec.Errors naming the field.
+//
+// With spec.cloudInit.userDataOnly the user-data is spec.cloudInit.userData
+// as given (validation has refused what only the generated document could
+// carry), checked like vendor-data: something cloud-init reads.
 func UserData(inst *spec.Instance) ([]byte, error) {
+	if ci := &inst.Spec.CloudInit; ci.UserDataOnly {
+		if err := CheckUserData([]byte(ci.UserData)); err != nil {
+			return nil, spec.Errors{{Field: "spec.cloudInit.userData", Message: err.Error()}}
+		}
+		return []byte(ci.UserData), nil
+	}
 	gen, err := CloudConfig(inst)
 	if err != nil {
 		return nil, err

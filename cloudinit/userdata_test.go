@@ -239,3 +239,25 @@ func TestCheckUserData(t *testing.T) {
 		}
 	}
 }
+
+// TestUserDataOnly: spec.cloudInit.userDataOnly writes the user's data as
+// the whole user-data, what a guest without MIME support (CirrOS) runs.
+func TestUserDataOnly(t *testing.T) {
+	const script = "#!/bin/sh\necho hello > /run/hello\n"
+	doc := minimalSpec + "  hostname: cirros\n  cloudInit:\n    userDataOnly: true\n    userData: |\n      #!/bin/sh\n      echo hello > /run/hello\n"
+	ud, err := UserData(loadSpec(t, doc, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(ud) != script {
+		t.Errorf("user-data %q, want the script alone", ud)
+	}
+	empty := minimalSpec + "  cloudInit:\n    userDataOnly: true\n"
+	if ud, err := UserData(loadSpec(t, empty, nil)); err != nil || len(ud) != 0 {
+		t.Errorf("no userData: %q %v, want empty user-data", ud, err)
+	}
+	bad := minimalSpec + "  cloudInit:\n    userDataOnly: true\n    userData: hello\n"
+	if _, err := UserData(loadSpec(t, bad, nil)); err == nil || !strings.HasPrefix(err.Error(), "spec.cloudInit.userData: cloud-init does not recognise") {
+		t.Errorf("unrecognised user-data: %v", err)
+	}
+}

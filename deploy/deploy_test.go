@@ -87,7 +87,10 @@ var fileFlags = map[string]bool{
 	"--etcd-ca": true, "--etcd-cert": true, "--etcd-key": true,
 }
 
-var required = map[string]string{"Secret": "v1", "ConfigMap": "v1", "Service": "v1", "Deployment": "apps/v1", "DaemonSet": "apps/v1"}
+var required = map[string]string{"Secret": "v1", "ConfigMap": "v1", "Service": "v1", "Deployment": "apps/v1", "DaemonSet": "apps/v1",
+	"Namespace": "v1", "ServiceAccount": "v1", "Role": rbac, "ClusterRole": rbac, "RoleBinding": rbac}
+
+const rbac = "rbac.authorization.k8s.io/v1"
 
 func load(t *testing.T, path string) []object {
 	t.Helper()
@@ -104,6 +107,9 @@ func load(t *testing.T, path string) []object {
 			return objs
 		} else if err != nil {
 			t.Fatalf("%s: %v", path, err)
+		}
+		if o.Kind == "Kustomization" {
+			continue
 		}
 		if want, ok := required[o.Kind]; !ok || o.APIVersion != want || o.Metadata.Name == "" {
 			t.Errorf("%s: %s %q: unexpected kind, apiVersion %q or no name", path, o.Kind, o.Metadata.Name, o.APIVersion)
@@ -155,7 +161,7 @@ func TestManifests(t *testing.T) {
 					}
 				}
 				for _, c := range ps.Containers {
-					if c.Image == "" || len(c.Args) == 0 || c.Args[0] != "serve" {
+					if c.Image == "" || len(c.Args) == 0 || (c.Args[0] != "serve" && c.Args[0] != "controller") {
 						t.Errorf("%s: container %s: image %q args %v", f, c.Name, c.Image, c.Args)
 					}
 					sc := c.SecurityContext
@@ -167,7 +173,7 @@ func TestManifests(t *testing.T) {
 							t.Errorf("%s: mount %s has no volume", f, m.Name)
 						}
 					}
-					shutdown := serveFlags(t, f+": "+c.Name, c.Args)
+					shutdown := commandFlags(t, f+": "+c.Name, c.Args)
 					grace := 30 * time.Second // Kubernetes' default
 					if g := ps.TerminationGracePeriodSeconds; g != nil {
 						grace = time.Duration(*g) * time.Second
@@ -285,21 +291,21 @@ func TestSystemdUnit(t *testing.T) {
 	if len(e) != 1 || !strings.Contains(e[0], "vminit serve") {
 		t.Fatalf("ExecStart = %v", e)
 	}
-	shutdown := serveFlags(t, "ExecStart", strings.Fields(e[0])[1:])
+	shutdown := commandFlags(t, "ExecStart", strings.Fields(e[0])[1:])
 	stop, err := time.ParseDuration(strings.Join(keys["Service.TimeoutStopSec"], ""))
 	if err != nil || stop <= shutdown {
 		t.Errorf("TimeoutStopSec = %v (%v): systemd must wait longer than --shutdown-timeout %v before SIGKILL", keys["Service.TimeoutStopSec"], err, shutdown)
 	}
 }
 
-// serveFlags parses args as `vminit serve` does, so that a misspelt or
-// removed flag fails here rather than at deployment, and returns the
-// shutdown timeout they set.
-func serveFlags(t *testing.T, where string, args []string) time.Duration {
+// commandFlags parses args as `vminit serve` (or `vminit controller`)
+// does, so that a misspelt or removed flag fails here rather than at
+// deployment, and returns the shutdown timeout they set (serve's).
+func commandFlags(t *testing.T, where string, args []string) time.Duration {
 	t.Helper()
 	cmd, rest, err := cli.NewRootCommand().Find(args)
-	if err != nil || cmd.Name() != "serve" {
-		t.Errorf("%s: %v is not a serve command line (%v)", where, args, err)
+	if err != nil || (cmd.Name() != "serve" && cmd.Name() != "controller") {
+		t.Errorf("%s: %v is not a serve or controller command line (%v)", where, args, err)
 		return 0
 	}
 	if err := cmd.ParseFlags(rest); err != nil {

@@ -57,12 +57,19 @@ func marshalClean(v any) ([]byte, error) {
 // fields (null, "verification":{}, "user":{}, empty lists) and sorts keys:
 // the form in which configs are compared and merged configs restamped.
 func canonical(raw []byte) ([]byte, error) {
+	_, out, err := canonicalTree(raw)
+	return out, err
+}
+
+// canonicalTree is canonical, with the decoded tree it encodes.
+func canonicalTree(raw []byte) (any, []byte, error) {
 	v, err := decode(raw)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	v, _ = prune(v)
-	return encode(v)
+	out, err := encode(v)
+	return v, out, err
 }
 
 func prune(v any) (any, bool) {

@@ -123,7 +123,7 @@ func legacyCheck(raw []byte, version string, parse func([]byte) (legacyreport.Re
 // brings 2.0–2.2 up to 2.3, and ign-converter's 2.3 to 3.0 translation,
 // the one Ignition itself applies at boot. from is the config's version.
 // Spec 2's networkd units and filesystems other than "root" have no spec 3
-// equivalent and are errors.
+// equivalent and are errors. Text that is not JSON is a *SyntaxError.
 func Upgrade(config []byte) (out []byte, from string, err error) {
 	var head struct {
 		Ignition struct {
@@ -159,19 +159,34 @@ func Upgrade(config []byte) (out []byte, from string, err error) {
 	return b, from, err
 }
 
+// SyntaxError is a config that is not JSON, with the position of the
+// problem in the config's text (1-based), so that a caller holding the
+// config inside another document can name its own line.
+type SyntaxError struct {
+	Line, Column int
+	Err          error
+}
+
+func (e *SyntaxError) Error() string {
+	return fmt.Sprintf("not JSON: line %d, column %d: %v", e.Line, e.Column, e.Err)
+}
+
+func (e *SyntaxError) Unwrap() error { return e.Err }
+
 // jsonSyntax says where JSON does not parse, by line and column.
 func jsonSyntax(data []byte, err error) error {
 	var se *json.SyntaxError
 	if !errors.As(err, &se) {
 		return fmt.Errorf("not JSON: %v", err)
 	}
+	// Offset counts the byte that went wrong.
 	line, col := 1, 1
-	for _, c := range data[:min(int(se.Offset), len(data))] {
+	for _, c := range data[:max(0, min(int(se.Offset)-1, len(data)))] {
 		if c == '\n' {
 			line, col = line+1, 1
 		} else {
 			col++
 		}
 	}
-	return fmt.Errorf("not JSON: line %d, column %d: %v", line, col, se)
+	return &SyntaxError{Line: line, Column: col, Err: se}
 }

@@ -5,19 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"slices"
 	"strings"
-	"sync"
 
 	"github.com/coreos/butane/config"
 	"github.com/coreos/butane/config/common"
 	"github.com/coreos/go-semver/semver"
 	"github.com/coreos/ignition/v2/config/util"
 	"github.com/coreos/ignition/v2/config/v3_6"
-	"github.com/coreos/ignition/v2/config/validate"
-	"github.com/coreos/vcontext/path"
 	"github.com/coreos/vcontext/report"
-	vvalidate "github.com/coreos/vcontext/validate"
 	"gopkg.in/yaml.v3"
 
 	types "github.com/coreos/ignition/v2/config/v3_0/types"
@@ -27,6 +22,13 @@ import (
 	t34 "github.com/coreos/ignition/v2/config/v3_4/types"
 	t35 "github.com/coreos/ignition/v2/config/v3_5/types"
 	t36 "github.com/coreos/ignition/v2/config/v3_6/types"
+
+	tr31 "github.com/coreos/ignition/v2/config/v3_1/translate"
+	tr32 "github.com/coreos/ignition/v2/config/v3_2/translate"
+	tr33 "github.com/coreos/ignition/v2/config/v3_3/translate"
+	tr34 "github.com/coreos/ignition/v2/config/v3_4/translate"
+	tr35 "github.com/coreos/ignition/v2/config/v3_5/translate"
+	tr36 "github.com/coreos/ignition/v2/config/v3_6/translate"
 )
 
 // specVersion is a spec version Render can emit. Experimental versions
@@ -35,114 +37,67 @@ import (
 type specVersion struct {
 	v      semver.Version
 	legacy bool
-	// emit turns a config stamped with this 3.x version into the output:
-	// decoded into the version's types, validated by Ignition's rules for
-	// the version, and marshalled cleanly.
-	emit func(raw []byte) ([]byte, report.Report, error)
+	// For 3.x: the version's config type, a decoder of JSON into it (as
+	// Ignition's parser decodes) that stamps the version unless it is
+	// empty, and Ignition's translation of the version's config up to
+	// spec 3.6.0, which a guest with a newer Ignition applies.
+	config reflect.Type
+	decode func(raw []byte, version string) (any, error)
+	up     func(cfg any) t36.Config
 }
 
-// emitter is specVersion.emit for the version whose config type is C.
-// Validating the struct gives the verdict of the version's Parse (which
-// also insists on the version) without the position tree Parse builds for
-// line numbers, three times faster; every config it sees is ours,
-// marshalled from Ignition's types, with no unknown keys to warn about.
-func emitter[C any]() func([]byte) ([]byte, report.Report, error) {
-	return func(raw []byte) ([]byte, report.Report, error) {
-		var c C
-		if err := json.Unmarshal(raw, &c); err != nil {
-			return nil, report.Report{}, err
-		}
-		rpt := validateStruct(c)
-		out, err := marshalClean(c)
-		return out, rpt, err
+// version3 describes the 3.x version whose config type is C.
+func version3[C any](v string, up func(C) t36.Config) specVersion {
+	return specVersion{
+		v:      *semver.New(v),
+		config: reflect.TypeFor[C](),
+		decode: func(raw []byte, version string) (any, error) {
+			var c C
+			if err := json.Unmarshal(raw, &c); err != nil {
+				return nil, err
+			}
+			if version != "" {
+				reflect.ValueOf(&c).Elem().FieldByName("Ignition").FieldByName("Version").SetString(version)
+			}
+			return c, nil
+		},
+		up: func(cfg any) t36.Config { return up(cfg.(C)) },
 	}
-}
-
-// validateStruct is validate.ValidateWithContext(cfg, nil) in one walk of
-// the config instead of two: its two validators, each type's own Validate
-// and the duplicate check, run at every node of the same reflective walk,
-// each only where it can find something: Validate on types that have it,
-// the duplicate check on structs whose lists hold two entries or more
-// between them (a duplicate takes two). Both would otherwise find out at
-// every node, at the cost of allocations; the walk is most of a Render's
-// time. TestValidateStructIsIgnitions holds it to Ignition's verdict.
-func validateStruct(cfg any) report.Report {
-	return vvalidate.ValidateCustom(cfg, "json", func(v reflect.Value, c path.ContextPath) (r report.Report) {
-		ti := typeInfoOf(v.Type())
-		if ti.validates {
-			r = vvalidate.DefaultValidator(v, c)
-		}
-		if ti.dynamic || ti.entries(v) >= 2 {
-			r.Merge(validate.ValidateDups(v, c))
-		}
-		return r
-	})
-}
-
-type typeInfo struct {
-	validates bool
-	lists     [][]int // index paths of the list fields, embedded structs' included
-	dynamic   bool    // an embedded pointer or interface: only known at run time
-}
-
-// entries counts the elements of a struct's lists.
-func (ti typeInfo) entries(v reflect.Value) int {
-	n := 0
-	for _, idx := range ti.lists {
-		n += v.FieldByIndex(idx).Len()
-	}
-	return n
-}
-
-var (
-	typeInfos     sync.Map // reflect.Type -> typeInfo
-	validatorType = reflect.TypeFor[interface {
-		Validate(path.ContextPath) report.Report
-	}]()
-)
-
-func typeInfoOf(t reflect.Type) typeInfo {
-	if ti, ok := typeInfos.Load(t); ok {
-		return ti.(typeInfo)
-	}
-	// DefaultValidator calls Validate on values (not pointers) whose type
-	// has it; ValidateDups looks at the list fields of structs.
-	ti := typeInfo{validates: t.Kind() != reflect.Pointer && t.Implements(validatorType)}
-	if t.Kind() == reflect.Struct {
-		ti.lists, ti.dynamic = listFields(t, nil)
-	}
-	typeInfos.Store(t, ti)
-	return ti
-}
-
-func listFields(t reflect.Type, prefix []int) (lists [][]int, dynamic bool) {
-	for i := range t.NumField() {
-		f := t.Field(i)
-		idx := append(slices.Clone(prefix), i)
-		switch {
-		case f.Type.Kind() == reflect.Slice:
-			lists = append(lists, idx)
-		case f.Anonymous && f.Type.Kind() == reflect.Struct:
-			l, d := listFields(f.Type, idx)
-			lists, dynamic = append(lists, l...), dynamic || d
-		case f.Anonymous:
-			dynamic = true
-		}
-	}
-	return lists, dynamic
 }
 
 // specVersions are oldest first: the 2.x versions, then 3.0.0 to 3.6.0.
 var specVersions = []specVersion{
 	{v: *semver.New("2.2.0"), legacy: true},
 	{v: *semver.New("2.3.0"), legacy: true},
-	{v: *semver.New("3.0.0"), emit: emitter[types.Config]()},
-	{v: *semver.New("3.1.0"), emit: emitter[t31.Config]()},
-	{v: *semver.New("3.2.0"), emit: emitter[t32.Config]()},
-	{v: *semver.New("3.3.0"), emit: emitter[t33.Config]()},
-	{v: *semver.New("3.4.0"), emit: emitter[t34.Config]()},
-	{v: *semver.New("3.5.0"), emit: emitter[t35.Config]()},
-	{v: *semver.New("3.6.0"), emit: emitter[t36.Config]()},
+	version3("3.0.0", func(c types.Config) t36.Config { return up31(tr31.Translate(c)) }),
+	version3("3.1.0", up31),
+	version3("3.2.0", up32),
+	version3("3.3.0", up33),
+	version3("3.4.0", up34),
+	version3("3.5.0", up35),
+	version3("3.6.0", func(c t36.Config) t36.Config { return c }),
+}
+
+func up31(c t31.Config) t36.Config { return up32(tr32.Translate(c)) }
+func up32(c t32.Config) t36.Config { return up33(tr33.Translate(c)) }
+func up33(c t33.Config) t36.Config { return up34(tr34.Translate(c)) }
+func up34(c t34.Config) t36.Config { return up35(tr35.Translate(c)) }
+func up35(c t35.Config) t36.Config { return tr36.Translate(c) }
+
+// emit turns a config stamped with a 3.x version into the output: decoded
+// into the version's types, validated by Ignition's rules for the version,
+// and marshalled cleanly. Validating the struct gives the verdict of the
+// version's Parse (which also insists on the version) without the
+// position tree Parse builds for line numbers; every config it sees is
+// ours, marshalled from Ignition's types, with no unknown keys to warn
+// about.
+func (sv specVersion) emit(raw []byte) ([]byte, report.Report, error) {
+	cfg, err := sv.decode(raw, "")
+	if err != nil {
+		return nil, report.Report{}, err
+	}
+	out, err := marshalClean(cfg)
+	return out, validateStruct(cfg), err
 }
 
 // at is the 3.x version a config must be expressible in to be emitted as
@@ -239,58 +194,41 @@ func (r *renderer) finish(generated *types.Config) (*Result, error) {
 		if merr != nil {
 			return nil, merr
 		}
-		// The lowest version is the highest any part needs: each user
-		// config is tried on its own, so that the reason for a version
-		// names the config and its own key.
+		// The lowest version that expresses every user config and the
+		// merged config. The merged config holds every key and value of
+		// the last user config (the child's win), so that one need not be
+		// tried on its own; an earlier one's may have been overridden.
 		lowest := r.floor
-		for _, p := range parts {
-			for _, sv := range stable3() {
-				if !sv.v.LessThan(lowest) {
-					if ok, _ := expressible(p.cfg, p.base, sv.v); ok {
-						lowest = sv.v
-						break
-					}
-				}
+		for _, p := range parts[:max(len(parts)-1, 0)] {
+			c, err := newConfig36(p.cfg)
+			if err != nil {
+				return nil, err
 			}
+			lowest, _, _ = c.lowest(lowest)
 		}
-		// Merging only combines what the parts say, but the merged
-		// config is what is emitted: check it too.
-		_, mergedBase, perr := v3_6.Parse(merged)
-		if perr != nil {
-			return nil, perr
-		}
-		for ok, _ := expressible(merged, mergedBase, lowest); !ok && lowest != v360; ok, _ = expressible(merged, mergedBase, lowest) {
-			lowest = stable3()[slices.IndexFunc(stable3(), func(sv specVersion) bool { return sv.v == lowest })+1].v
-		}
+		var cfg any
+		lowest, cfg, rpt = merged.lowest(lowest)
 		target, _ = lookupVersion(lowest.String())
 		if f := r.forced; f != nil {
 			if at := f.at(); at.LessThan(lowest) {
 				if at.LessThan(r.floor) {
 					return nil, r.tooOld(f.v, r.floor, r.floorField, r.floorWhy)
 				}
-				field, why := "spec.ignition", ""
-				for _, p := range parts {
-					if ok, reason := expressible(p.cfg, p.base, at); !ok {
-						field, why = p.field, reason
-						break
-					}
-				}
-				if why == "" {
-					_, why = expressible(merged, mergedBase, at)
-					why = "the merged config " + why
-				}
+				field, why := whyNot(at, merged, parts)
 				return nil, r.tooOld(f.v, lowest, field, why)
 			}
-			target = *f
+			if target = *f; !target.legacy && target.v != lowest {
+				cfg, rpt, err = merged.in(target)
+			}
 		}
-		raw, serr := restamp(merged, target.at())
-		if serr != nil {
-			return nil, serr
-		}
-		if target.legacy {
-			out, rpt, err = r.toLegacy(raw, target)
-		} else {
-			out, rpt, err = target.emit(raw)
+		switch {
+		case target.legacy:
+			var raw []byte
+			if raw, err = restamp(merged.raw, v300); err == nil {
+				out, rpt, err = r.toLegacy(raw, target)
+			}
+		case err == nil:
+			out, err = marshalClean(cfg)
 		}
 	}
 	if rerr := r.errs.Err(); rerr != nil {
@@ -390,30 +328,31 @@ func butaneError(err error) string {
 	return strings.TrimPrefix(err.Error(), "yaml: ")
 }
 
-// part is a user config translated to spec 3.6.0: canonical JSON and the
-// report of its validation there.
+// part is a user config translated to spec 3.6.0.
 type part struct {
 	field string
-	cfg   []byte
-	base  report.Report
+	cfg   t36.Config
 }
 
-// merge merges the children into the generated config, in spec 3.6.0
-// types (every stable config translates up to it), and returns the result
-// as canonical JSON, with each child on its own for version selection.
-func (r *renderer) merge(generated *types.Config, children []child) ([]byte, []part, error) {
+// merge merges the children into the generated config with Ignition's
+// merge, in spec 3.6.0 types (every stable config translates up to it),
+// and returns the result, with each child on its own to say why a version
+// cannot express it.
+func (r *renderer) merge(generated *types.Config, children []child) (*config36, []part, error) {
+	// The generated config uses only spec 3.0.0 fields, which every later
+	// version has unchanged: stamping 3.6.0 is its translation.
 	generated.Ignition.Version = v360.String()
 	raw, err := json.Marshal(generated)
 	if err != nil {
 		return nil, nil, err
 	}
-	merged, rpt, err := v3_6.Parse(raw)
-	if err != nil {
-		return nil, nil, fmt.Errorf("internal error: the generated config does not parse as 3.6.0: %v%s", err, reportSuffix(rpt))
+	var merged t36.Config
+	if err := json.Unmarshal(raw, &merged); err != nil {
+		return nil, nil, fmt.Errorf("internal error: the generated config does not decode as 3.6.0: %v", err)
 	}
 	var parts []part
 	for _, c := range children {
-		cfg, rpt, err := v3_6.ParseCompatibleVersion(c.raw)
+		cfg, rpt, err := parseChild(c.raw)
 		r.report(c.field, rpt)
 		if err != nil {
 			if !rpt.IsFatal() {
@@ -421,75 +360,67 @@ func (r *renderer) merge(generated *types.Config, children []child) ([]byte, []p
 			}
 			continue
 		}
-		p := part{field: c.field}
-		if p.cfg, err = json.Marshal(cfg); err == nil {
-			p.cfg, err = canonical(p.cfg)
-		}
-		if err != nil {
-			return nil, nil, err
-		}
-		if _, p.base, err = v3_6.Parse(p.cfg); err != nil {
-			return nil, nil, fmt.Errorf("internal error: %s does not parse again as 3.6.0: %v", c.field, err)
-		}
-		parts = append(parts, p)
+		parts = append(parts, part{c.field, cfg})
 		// Ignition's own merge: the user's config is the child, so its
 		// values win, and lists keyed by path or name merge by key.
 		merged = v3_6.Merge(merged, cfg)
 	}
-	if err := r.errs.Err(); err != nil {
-		return nil, nil, err
-	}
-	out, err := json.Marshal(merged)
-	if err == nil {
-		out, err = canonical(out)
-	}
-	if err != nil {
-		return nil, nil, err
-	}
-	if _, base, err := v3_6.Parse(out); err != nil {
-		r.errs.Add("spec.ignition", "merged with the generated config, it does not validate: %v%s", err, reportSuffix(base))
-		return nil, nil, r.errs.Err()
-	}
-	return out, parts, nil
-}
-
-// expressible reports whether a canonical 3.6.0 config means the same as
-// version v: Ignition parses it as v without anything it did not already
-// report at 3.6.0 (an unknown key is a warning), and translates it back up
-// to the same config (setuid, setgid and sticky bits do not survive). If
-// not, it says why.
-func expressible(cfg36 []byte, base report.Report, v semver.Version) (bool, string) {
-	if v == v360 {
-		return true, ""
-	}
-	raw, err := restamp(cfg36, v)
-	if err != nil {
-		return false, err.Error()
-	}
-	up, rpt, err := v3_6.ParseCompatibleVersion(raw)
-	known := map[string]bool{}
-	for _, e := range base.Entries {
-		known[e.Kind.String()+e.Context.String()+e.Message] = true
-	}
-	for _, e := range rpt.Entries {
-		if !known[e.Kind.String()+e.Context.String()+e.Message] {
-			return false, fmt.Sprintf("at %s: %s (spec %s)", e.Context, e.Message, v)
+	if r.errs.Err() == nil {
+		m, err := newConfig36(merged)
+		if err != nil || !m.base.IsFatal() {
+			return m, parts, err
 		}
 	}
+	return nil, nil, r.mergeError(raw, parts)
+}
+
+// mergeError explains why merging failed, in Ignition's words and with
+// the positions of its parser: the generated config or a user config that
+// does not validate as spec 3.6.0 (a bug of ours or Ignition's
+// translation), the user configs' own errors, or the merged config. Only
+// a failed render takes this path.
+func (r *renderer) mergeError(generated []byte, parts []part) error {
+	merged, rpt, err := v3_6.Parse(generated)
 	if err != nil {
-		return false, fmt.Sprintf("does not parse as spec %s: %v", v, err)
+		return fmt.Errorf("internal error: the generated config does not parse as 3.6.0: %v%s", err, reportSuffix(rpt))
 	}
-	back, err := json.Marshal(up)
-	if err == nil {
-		back, err = canonical(back)
+	for _, p := range parts {
+		raw, err := canonicalOf(p.cfg)
+		if err != nil {
+			return err
+		}
+		if _, _, err := v3_6.Parse(raw); err != nil {
+			return fmt.Errorf("internal error: %s does not parse again as 3.6.0: %v", p.field, err)
+		}
+		merged = v3_6.Merge(merged, p.cfg)
 	}
+	if err := r.errs.Err(); err != nil {
+		return err
+	}
+	raw, err := canonicalOf(merged)
 	if err != nil {
-		return false, err.Error()
+		return err
 	}
-	if p, same := diff(cfg36, back); !same {
-		return false, fmt.Sprintf("at %s: does not mean the same in spec %s", p, v)
+	_, rpt, err = v3_6.Parse(raw)
+	r.errs.Add("spec.ignition", "merged with the generated config, it does not validate: %v%s", err, reportSuffix(rpt))
+	return r.errs.Err()
+}
+
+// whyNot names the user config, and its key, that version v cannot
+// express, or says what of the merged config it cannot.
+func whyNot(v semver.Version, merged *config36, parts []part) (field, why string) {
+	sv, _ := lookupVersion(v.String())
+	for _, p := range parts {
+		c, err := newConfig36(p.cfg)
+		if err != nil {
+			return p.field, err.Error()
+		}
+		if _, _, why := c.express(sv); why != "" {
+			return p.field, why
+		}
 	}
-	return true, ""
+	_, _, why = merged.express(sv)
+	return "spec.ignition", "the merged config " + why
 }
 
 // report records a library report's entries about field: errors as field

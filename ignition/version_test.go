@@ -2,20 +2,11 @@ package ignition
 
 import (
 	"encoding/json"
-	"os"
-	"reflect"
-	"slices"
 	"strings"
 	"testing"
 
 	v22 "github.com/coreos/ignition/config/v2_2"
 	v23 "github.com/coreos/ignition/config/v2_3"
-	types "github.com/coreos/ignition/v2/config/v3_0/types"
-	t33 "github.com/coreos/ignition/v2/config/v3_3/types"
-	t34 "github.com/coreos/ignition/v2/config/v3_4/types"
-	t36 "github.com/coreos/ignition/v2/config/v3_6/types"
-	"github.com/coreos/ignition/v2/config/validate"
-	"github.com/coreos/vcontext/report"
 
 	"github.com/vminit/vminit/spec"
 )
@@ -257,58 +248,5 @@ func TestLegacyLimits(t *testing.T) {
 	_, err := Render(inst, Options{Variant: Flatcar, Version: "2.3.0"})
 	if err == nil || err.Error() != "spec.ignition.config: needs Ignition spec 3.3.0, and spec 2.3.0 is made from spec 3.0.0: at $.kernelArguments: unused key kernelArguments (spec 3.0.0)" {
 		t.Errorf("kernel arguments in 2.3.0: %v", err)
-	}
-}
-
-// TestValidateStructIsIgnitions: the one-walk validation gives exactly the
-// entries of Ignition's own ValidateWithContext, on valid and invalid
-// configs of several versions.
-func TestValidateStructIsIgnitions(t *testing.T) {
-	configs := []string{
-		`{"ignition":{"version":"3.0.0"},"storage":{"files":[{"path":"relative"},{"path":"/a","contents":{"source":"bogus:x","verification":{"hash":"sha512-12"}}},{"path":"/a"}],"links":[{"path":"/l"}]},"passwd":{"users":[{"name":"u"},{"name":"u"}]}}`,
-		`{"ignition":{"version":"3.4.0"},"storage":{"files":[{"path":"/x","mode":2541}],"directories":[{"path":"/x"}]},"systemd":{"units":[{"name":"a.service","enabled":true,"contents":"[Service]\nExecStart=/bin/true\n"},{"name":"bad","contents":"[Unit"}]}}`,
-		`{"ignition":{"version":"3.6.0"},"kernelArguments":{"shouldExist":["a","a"]},"storage":{"luks":[{"name":"x","device":"/dev/x"}]}}`,
-	}
-	for _, c := range goldenCases {
-		if c.version[0] == '3' {
-			b, _ := os.ReadFile(c.path())
-			configs = append(configs, string(b))
-		}
-	}
-	for i, raw := range configs {
-		var head struct{ Ignition struct{ Version string } }
-		json.Unmarshal([]byte(raw), &head)
-		var cfg any
-		switch head.Ignition.Version {
-		case "3.0.0":
-			cfg = new(types.Config)
-		case "3.3.0":
-			cfg = new(t33.Config)
-		case "3.4.0":
-			cfg = new(t34.Config)
-		case "3.6.0":
-			cfg = new(t36.Config)
-		default:
-			t.Fatalf("config %d: version %q", i, head.Ignition.Version)
-		}
-		if err := json.Unmarshal([]byte(raw), cfg); err != nil {
-			t.Fatal(err)
-		}
-		v := reflect.ValueOf(cfg).Elem().Interface()
-		entries := func(r report.Report) []string {
-			var out []string
-			for _, e := range r.Entries {
-				out = append(out, e.String())
-			}
-			slices.Sort(out)
-			return out
-		}
-		want, got := entries(validate.ValidateWithContext(v, nil)), entries(validateStruct(v))
-		if strings.Join(got, "\n") != strings.Join(want, "\n") {
-			t.Errorf("config %d:\nours     %q\nIgnition %q", i, got, want)
-		}
-		if i < 3 && len(want) == 0 {
-			t.Errorf("config %d should have problems", i)
-		}
 	}
 }

@@ -1,7 +1,6 @@
 package mdserver
 
 import (
-	"bytes"
 	"context"
 	"net"
 	"os"
@@ -11,11 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vminit/vminit/internal/testing/ignitiontest"
 	"github.com/vminit/vminit/internal/testing/testtools"
 	"github.com/vminit/vminit/mdserver/registry"
 )
 
-const ignitionBin = "/usr/lib/dracut/modules.d/30ignition/ignition"
+const ignitionBin = ignitiontest.Binary
 
 // ignitionInstance is an Ignition instance (its user data in every
 // dialect is the Ignition config) identified by addrs.
@@ -28,23 +28,8 @@ func ignitionInstance(t testing.TB, addrs ...string) *registry.Record {
 	return testRecord(t, doc, "1")
 }
 
-// runIgnition runs the fetch stage and returns the cached config.
-func runIgnition(t testing.TB, platform string, env ...string) (string, error) {
-	tmp := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, ignitionBin, "-platform", platform, "-stage", "fetch", "-log-to-stdout",
-		"-fetch-timeout", "20s", "-config-cache", filepath.Join(tmp, "cache.json"),
-		"-state-file", filepath.Join(tmp, "state"), "-root", filepath.Join(tmp, "root"))
-	cmd.Env = append(os.Environ(), env...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		return "", &exec.ExitError{ProcessState: cmd.ProcessState, Stderr: out.Bytes()}
-	}
-	b, err := os.ReadFile(filepath.Join(tmp, "cache.json"))
-	return string(b), err
-}
+// runIgnition runs the real ignition's fetch stage (ignitiontest.Fetch).
+var runIgnition = ignitiontest.Fetch
 
 // TestIgnitionFilePlatform: the real ignition binary, -platform file, with
 // the server's pointer config (ignition.config.replace + sha512) as its

@@ -184,8 +184,19 @@ func (d *Document) LineOf(path string) int {
 			}
 		}
 	}
-	if d.node == nil || len(d.node.Content) == 0 {
+	line, _ := d.find(path)
+	if line == 0 {
 		return 0
+	}
+	return d.Line + line - 1
+}
+
+// find walks the YAML document along path and returns the line (within
+// the document) of the deepest field found, and the field's value when
+// the whole path was found.
+func (d *Document) find(path string) (int, *yaml.Node) {
+	if d.node == nil || len(d.node.Content) == 0 {
+		return 0, nil
 	}
 	n := d.node.Content[0]
 	best := n.Line
@@ -206,14 +217,57 @@ func (d *Document) LineOf(path string) int {
 			}
 		}
 		if next == nil {
-			break
+			return best, nil
 		}
 		n = next
 	}
-	if best == 0 {
-		return 0
+	return best, n
+}
+
+// TextPosition maps a position in the string value of the field at path
+// (line and column, 1-based, as a parser of that text reports them: the
+// JSON of an annotation, say) to the file's line and column, when the
+// value is written so that its lines are the file's: a literal block
+// (|), a plain scalar on one line, or an XML element's text (whose first
+// line's column is unknown: fileCol is 0). ok is false otherwise (a quoted
+// or folded value), and the caller names the field's own line.
+func (d *Document) TextPosition(path string, line, col int) (fileLine, fileCol int, ok bool) {
+	if line < 1 {
+		return 0, 0, false
 	}
-	return d.Line + best - 1
+	if d.Format == XML {
+		// An element's text starts on the line its start tag ends, and
+		// keeps its lines; only the first line's column is unknown.
+		l, ok := d.LineOfKnown(path)
+		if !ok {
+			return 0, 0, false
+		}
+		if line > 1 {
+			fileCol = col
+		}
+		return l + line - 1, fileCol, true
+	}
+	_, v := d.find(path)
+	if v == nil || v.Kind != yaml.ScalarNode {
+		return 0, 0, false
+	}
+	switch {
+	case v.Style == yaml.LiteralStyle:
+		// The text starts on the line after the indicator, at the block's
+		// indentation (that of its first non-empty line).
+		lines := bytes.Split(d.Raw, []byte("\n"))
+		indent := 0
+		for i := v.Line; i < len(lines); i++ {
+			if t := bytes.TrimLeft(lines[i], " "); len(bytes.TrimSpace(t)) > 0 {
+				indent = len(lines[i]) - len(t)
+				break
+			}
+		}
+		return d.Line + v.Line - 1 + line, indent + col, true
+	case v.Style == 0 && line == 1 && !strings.Contains(v.Value, "\n"):
+		return d.Line + v.Line - 1, v.Column + col - 1, true
+	}
+	return 0, 0, false
 }
 
 // LineOfKnown returns the line SetLine recorded for path.
@@ -292,8 +346,19 @@ func (d *Document) Decode(v any) error {
 		es = append(es, d.jsonError(err))
 	}
 	seen := map[string]bool{}
+	if d.node != nil && len(d.node.Content) > 0 {
+		// YAML to JSON keeps the last of two equal keys silently; the API
+		// server's strict validation refuses them, as here.
+		for _, p := range duplicateKeys(d.node.Content[0], "", nil, 0) {
+			seen[p] = true
+			es = append(es, d.Error(p, "given twice"))
+		}
+	}
 	for _, s := range strict {
 		e := d.strictError(s)
+		if seen[e.Field] {
+			continue
+		}
 		seen[e.Field] = true
 		es = append(es, e)
 	}
@@ -338,4 +403,48 @@ func (d *Document) jsonError(err error) *spec.FieldError {
 		return d.Error(field, fmt.Sprintf("wrong type (want %s): %s", typ, msg[:i]))
 	}
 	return d.Error("", strings.TrimPrefix(msg, "json: "))
+}
+
+// duplicateKeys returns the paths of mapping keys given twice in n.
+func duplicateKeys(n *yaml.Node, path string, out []string, depth int) []string {
+	if depth > 100 {
+		return out
+	}
+	switch n.Kind {
+	case yaml.MappingNode:
+		keys := map[string]bool{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i].Value
+			p := fieldPath(path, k)
+			if keys[k] {
+				out = append(out, p)
+			}
+			keys[k] = true
+			out = duplicateKeys(n.Content[i+1], p, out, depth+1)
+		}
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			out = duplicateKeys(c, fmt.Sprintf("%s[%d]", path, i), out, depth+1)
+		}
+	}
+	return out
+}
+
+// fieldPath appends key k to path as errors spell it: a.b, or a["k/x"]
+// for a key that is not a plain name.
+func fieldPath(path, k string) string {
+	plain := k != ""
+	for _, r := range k {
+		if !(r == '_' || r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+			plain = false
+			break
+		}
+	}
+	switch {
+	case !plain:
+		return fmt.Sprintf("%s[%q]", path, k)
+	case path == "":
+		return k
+	}
+	return path + "." + k
 }

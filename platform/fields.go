@@ -4,7 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
-	"strings"
+
+	"github.com/vminit/vminit/internal/lib/jsonfields"
 )
 
 // unknownFields finds the members of a JSON document that the Go type t
@@ -37,9 +38,9 @@ func walkFields(v any, t reflect.Type, path string, out *[]string, depth int) {
 				walkFields(x, t.Elem(), fmt.Sprintf("%s[%q]", path, k), out, depth+1)
 			}
 		case reflect.Struct:
-			fields := jsonFields(t)
-			if fields == nil {
-				return // no json-tagged fields: a type with its own encoding
+			fields, tagged := jsonfields.Of(t)
+			if !tagged {
+				return // a type with its own encoding
 			}
 			for k, x := range val {
 				ft, ok := fields[k]
@@ -64,46 +65,4 @@ func join(path, k string) string {
 		return k
 	}
 	return path + "." + k
-}
-
-// jsonFields maps a struct's JSON member names (inlined structs
-// flattened) to their types; nil when none has a json tag.
-func jsonFields(t reflect.Type) map[string]reflect.Type {
-	out := map[string]reflect.Type{}
-	tagged := false
-	for i := range t.NumField() {
-		f := t.Field(i)
-		tag := f.Tag.Get("json")
-		name, opts, _ := strings.Cut(tag, ",")
-		if name == "-" {
-			continue
-		}
-		if tag != "" {
-			tagged = true
-		}
-		ft := f.Type
-		for ft.Kind() == reflect.Pointer {
-			ft = ft.Elem()
-		}
-		if (f.Anonymous && name == "") || strings.Contains(opts, "inline") {
-			if ft.Kind() == reflect.Struct {
-				for k, v := range jsonFields(ft) {
-					out[k] = v
-				}
-				tagged = true
-			}
-			continue
-		}
-		if !f.IsExported() {
-			continue
-		}
-		if name == "" {
-			name = f.Name
-		}
-		out[name] = f.Type
-	}
-	if !tagged {
-		return nil
-	}
-	return out
 }

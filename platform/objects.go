@@ -34,32 +34,26 @@ func (o *Objects) Add(doc *Document) error {
 	}
 	switch doc.Kind {
 	case "Secret":
-		var s corev1.Secret
-		if err := doc.Decode(&s); err != nil {
-			return err
-		}
-		if o.secrets == nil {
-			o.secrets = map[[2]string]*corev1.Secret{}
-		}
-		if _, dup := o.secrets[key]; dup {
-			return spec.Errors{doc.Error("metadata.name", fmt.Sprintf("secret %q in namespace %q is given twice", doc.Name, ns))}
-		}
-		o.secrets[key] = &s
+		return add(&o.secrets, key, doc, "secret")
 	case "ConfigMap":
-		var cm corev1.ConfigMap
-		if err := doc.Decode(&cm); err != nil {
-			return err
-		}
-		if o.configMaps == nil {
-			o.configMaps = map[[2]string]*corev1.ConfigMap{}
-		}
-		if _, dup := o.configMaps[key]; dup {
-			return spec.Errors{doc.Error("metadata.name", fmt.Sprintf("configmap %q in namespace %q is given twice", doc.Name, ns))}
-		}
-		o.configMaps[key] = &cm
-	default:
-		return spec.Errors{doc.Error("kind", fmt.Sprintf("%q: only Secrets and ConfigMaps can be referred to", doc.Kind))}
+		return add(&o.configMaps, key, doc, "configmap")
 	}
+	return spec.Errors{doc.Error("kind", fmt.Sprintf("%q: only Secrets and ConfigMaps can be referred to", doc.Kind))}
+}
+
+// add decodes doc into a new T held in *m under key, refusing a second.
+func add[T any](m *map[[2]string]*T, key [2]string, doc *Document, kind string) error {
+	var v T
+	if err := doc.Decode(&v); err != nil {
+		return err
+	}
+	if *m == nil {
+		*m = map[[2]string]*T{}
+	}
+	if _, dup := (*m)[key]; dup {
+		return spec.Errors{doc.Error("metadata.name", fmt.Sprintf("%s %q in namespace %q is given twice", kind, key[1], key[0]))}
+	}
+	(*m)[key] = &v
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -117,6 +118,24 @@ func (b *Builder) Err(path string, err error) {
 	e := b.Doc.Error(path, err.Error())
 	e.Cause = err
 	b.errs = append(b.errs, e)
+}
+
+// TextErrorf records a problem at line and column (1-based) of the text
+// held by the object's field at path (an embedded JSON config, say): at
+// the file's line and column when the field's text keeps the file's lines,
+// else at the field, naming the text's line and column.
+func (b *Builder) TextErrorf(path string, line, col int, format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	fl, fc, ok := b.Doc.TextPosition(path, line, col)
+	switch {
+	case ok && fc > 0:
+		msg = fmt.Sprintf("column %d: %s", fc, msg)
+	case ok:
+	default:
+		fl = b.Doc.LineOf(path)
+		msg = fmt.Sprintf("line %d, column %d of its text: %s", line, col, msg)
+	}
+	b.errs = append(b.errs, &spec.FieldError{File: b.Doc.File, Line: fl, Field: path, Message: msg})
 }
 
 // Warnf records a warning about the object's field at path.
@@ -317,29 +336,42 @@ func Fetch(ctx context.Context, r Resolver, kind, namespace, name string) (*Sour
 		if err != nil {
 			return nil, notFound(err, kind, namespace, name)
 		}
-		src.Data = map[string][]byte{}
-		for k, v := range s.Data {
-			src.Data[k] = v
-		}
-		for k, v := range s.StringData { // as the API server merges it
-			src.Data[k] = []byte(v)
-		}
+		// stringData over data, as the API server merges them.
+		src.Data = merged(s.Data, s.StringData)
 	case "configmap":
 		cm, err := r.ConfigMap(ctx, namespace, name)
 		if err != nil {
 			return nil, notFound(err, kind, namespace, name)
 		}
-		src.Data = map[string][]byte{}
-		for k, v := range cm.Data {
-			src.Data[k] = []byte(v)
-		}
-		for k, v := range cm.BinaryData {
-			src.Data[k] = v
-		}
+		src.Data = merged(cm.BinaryData, cm.Data)
 	default:
 		return nil, fmt.Errorf("platform: unknown kind %q", kind)
 	}
 	return src, nil
+}
+
+// merged is bin with text's entries added (replacing bin's).
+func merged(bin map[string][]byte, text map[string]string) map[string][]byte {
+	out := maps.Clone(bin)
+	if out == nil {
+		out = map[string][]byte{}
+	}
+	for k, v := range text {
+		out[k] = []byte(v)
+	}
+	return out
+}
+
+// FetchKey is Fetch and Source.Key in one: the value of key in the
+// referenced object. The error matches ErrNotFound when the object is
+// missing and ErrMissingKey when the key is.
+func FetchKey(ctx context.Context, r Resolver, kind, namespace, name, key string) ([]byte, error) {
+	src, err := Fetch(ctx, r, kind, namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	_, v, err := src.Key(key)
+	return v, err
 }
 
 func notFound(err error, kind, ns, name string) error {

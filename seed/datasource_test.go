@@ -21,36 +21,13 @@ const (
 	pyConfigDrive = cloudinittest.ConfigDriveReader
 )
 
-type readBack struct {
-	InstanceID    string         `json:"instance_id"`
-	Hostname      string         `json:"hostname"`
-	FQDN          string         `json:"fqdn"`
-	Keys          []string       `json:"keys"`
-	UserData      []byte         `json:"user_data"`
-	VendorData    any            `json:"vendor_data"`
-	NetworkConfig map[string]any `json:"network_config"`
-	Metadata      map[string]any `json:"metadata"`
-	Config        map[string]any `json:"config"`
-	PartTypes     []string       `json:"part_types"`
-	Network       map[string]struct {
-		Type      string   `json:"type"`
-		MAC       string   `json:"mac"`
-		VLANID    int      `json:"vlan_id"`
-		Link      string   `json:"link"`
-		Master    string   `json:"master"`
-		Addresses []string `json:"addresses"`
-	} `json:"network"`
-}
-
-func readWith(t *testing.T, script string, s *Seed, knownMACs map[string]string) readBack {
+func readWith(t *testing.T, script string, s *Seed, knownMACs map[string]string) *cloudinittest.Seed {
 	t.Helper()
 	dir := t.TempDir()
 	if err := s.WriteDir(dir, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var rb readBack
-	cloudinittest.Run(t, script, map[string]any{"dir": dir, "known_macs": knownMACs}, &rb)
-	return rb
+	return cloudinittest.ReadSeed(t, script, dir, knownMACs)
 }
 
 func keysOf(inst *spec.Instance) []string {

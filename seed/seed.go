@@ -108,6 +108,16 @@ func (d Datasource) MetaDataPath() string {
 	return "meta-data"
 }
 
+// NetworkConfigPath is where the datasource keeps the guest's network
+// configuration: "network-config" (netplan-style YAML) or
+// "openstack/latest/network_data.json".
+func (d Datasource) NetworkConfigPath() string {
+	if d == ConfigDrive {
+		return configDriveLatest + "network_data.json"
+	}
+	return "network-config"
+}
+
 // File is one file of a seed.
 type File struct {
 	// Path is slash-separated and relative to the filesystem root, e.g.
@@ -225,9 +235,9 @@ func (b *builder) metadata(inst *spec.Instance, ds Datasource, opts Options) {
 				b.fatal = cmp.Or(b.fatal, fmt.Errorf("seed: network-config version %d: want 1 or 2", opts.NetworkConfigVersion))
 				return
 			}
-			b.add("network-config", nc, err)
+			b.add(ds.NetworkConfigPath(), nc, err)
 		} else if raw := inst.Spec.CloudInit.NetworkConfig; raw != "" {
-			b.add("network-config", []byte(raw), checkRawNetworkConfig(raw))
+			b.add(ds.NetworkConfigPath(), []byte(raw), checkRawNetworkConfig(raw))
 		}
 		b.add("vendor-data", cloudinit.VendorData(inst), nil)
 	case ConfigDrive:
@@ -235,9 +245,9 @@ func (b *builder) metadata(inst *spec.Instance, ds Datasource, opts Options) {
 		b.add(ds.MetaDataPath(), md, err)
 		if net != nil {
 			nd, err := network.NetworkDataJSON(net)
-			b.add(configDriveLatest+"network_data.json", nd, err)
+			b.add(ds.NetworkConfigPath(), nd, err)
 		} else if raw := inst.Spec.CloudInit.NetworkConfig; raw != "" {
-			b.add(configDriveLatest+"network_data.json", []byte(raw), checkRawNetworkData(raw))
+			b.add(ds.NetworkConfigPath(), []byte(raw), checkRawNetworkData(raw))
 		}
 		vd, err := cloudinit.ConfigDriveVendorData(inst)
 		b.add(configDriveLatest+"vendor_data.json", vd, err)

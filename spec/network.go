@@ -16,7 +16,7 @@ type Ethernet struct {
 	Match *Match `yaml:"match,omitempty" json:"match,omitempty"`
 	// SetName renames the matched interface.
 	SetName   string `yaml:"setName,omitempty" json:"setName,omitempty"`
-	Interface `yaml:",inline"`
+	Interface `yaml:",inline" json:",inline"`
 }
 
 // Match selects a physical interface. Matching by MAC address is the only
@@ -63,7 +63,7 @@ type Nameservers struct {
 type Bond struct {
 	Interfaces []string        `yaml:"interfaces" json:"interfaces"`
 	Parameters *BondParameters `yaml:"parameters,omitempty" json:"parameters,omitempty"`
-	Interface  `yaml:",inline"`
+	Interface  `yaml:",inline" json:",inline"`
 }
 
 // BondParameters are the bonding driver's settings.
@@ -82,7 +82,7 @@ type BondParameters struct {
 type Bridge struct {
 	Interfaces []string          `yaml:"interfaces,omitempty" json:"interfaces,omitempty"`
 	Parameters *BridgeParameters `yaml:"parameters,omitempty" json:"parameters,omitempty"`
-	Interface  `yaml:",inline"`
+	Interface  `yaml:",inline" json:",inline"`
 }
 
 // BridgeParameters are a bridge's spanning tree settings.
@@ -103,5 +103,5 @@ type BridgeParameters struct {
 type VLAN struct {
 	ID        int    `yaml:"id" json:"id"`
 	Link      string `yaml:"link" json:"link"`
-	Interface `yaml:",inline"`
+	Interface `yaml:",inline" json:",inline"`
 }

@@ -13,6 +13,13 @@ import (
 // as a string ("0644") or a YAML number (0644, 0o644, 644): a bare 420 means
 // 0420, never decimal 420, because a mode that silently changes meaning with
 // its quoting is worse than one rule.
+//
+// In an Instance object (the Kubernetes API) a mode must be a quoted
+// string: kubectl reads YAML 1.1, in which an unquoted 0644 is the number
+// 420, which this rule would take for 0420.
+//
+// +kubebuilder:validation:Type=string
+// +kubebuilder:validation:Pattern=`^(0[oO])?[0-7]{1,5}$`
 type Mode uint32
 
 // ParseMode parses an octal mode such as "0644", "644" or "0o755".

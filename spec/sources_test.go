@@ -82,7 +82,7 @@ func TestSourceFileConfined(t *testing.T) {
 		{top, "../../etc/passwd", "is outside " + top},
 		{"/", "/proc/self/environ", "not a regular file (a file of /proc)"},
 		{"/", "env", "is outside"}, // os.Root refuses an absolute link target
-		{"/", "/dev/zero", "not a regular file (a device)"},
+		{"/", "/dev/zero", "not a regular file (a character device)"},
 		{"/", "fifo", "not a regular file (a FIFO)"},
 	} {
 		_, err := loadSource(t, spec.Loader{SourceRoot: c.root}, specs, c.source)

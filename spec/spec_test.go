@@ -154,6 +154,9 @@ func TestBadSpecs(t *testing.T) {
 		{"reserved metadata", header + "spec:\n  cloudInit:\n    metaData: {instance-id: x}\n", []string{"spec.cloudInit.metaData.instance-id: generated from the spec: set spec.instanceID instead"}},
 		{"numeric owner", header + "spec:\n  files:\n    - path: /etc/x\n      owner: '1000:1000'\n", []string{"spec.files[0].owner", "numeric IDs cannot work"}},
 		{"configdrive metadata key", header + "spec:\n  cloudInit:\n    metaData: {public_keys: {}}\n", []string{"spec.cloudInit.metaData.public_keys: generated from the spec: set spec.sshAuthorizedKeys instead"}},
+		{"userDataOnly with generated fields", header + "spec:\n  fqdn: a.example.com\n  timezone: UTC\n  commands: [x]\n  cloudInit:\n    userDataOnly: true\n    userData: \"#!/bin/sh\\n\"\n", []string{
+			"spec.fqdn: goes into the generated #cloud-config, which spec.cloudInit.userDataOnly leaves out", "spec.timezone: goes into", "spec.commands: goes into"}},
+		{"userDataOnly for Ignition", header + "spec:\n  agent: ignition\n  cloudInit:\n    userDataOnly: true\n", []string{"spec.cloudInit.userDataOnly: is for cloud-init guests"}},
 		{"bad cloud-config", header + "spec:\n  cloudInit:\n    userData: \"#cloud-config\\n- a\\n\"\n", []string{"spec.cloudInit.userData: #cloud-config must be a mapping"}},
 		{"bad mac", header + "spec:\n  network:\n    ethernets:\n      e0:\n        match: {macAddress: 'zz'}\n", []string{`spec.network.ethernets.e0.match.macAddress: "zz" is not a MAC address`}},
 		{"bad cidr", header + "spec:\n  network:\n    ethernets:\n      eth0:\n        addresses: [10.0.0.1]\n", []string{`spec.network.ethernets.eth0.addresses[0]: "10.0.0.1" is not an address in CIDR form`}},

@@ -52,6 +52,14 @@ const (
 const LabelUserData = "vminit.dev/user-data"
 
 // Spec is what the guest gets on first boot.
+//
+// The kubebuilder markers in this package shape the schema of the
+// Instance CustomResourceDefinition (kube/api/v1alpha1), generated from
+// these types: they repeat, for the API server, the few rules of Validate
+// that a schema can state; Validate stays the rule.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.fqdn) || !has(self.hostname) || self.fqdn.startsWith(self.hostname + '.')",message="must start with spec.hostname and a dot",fieldPath=".fqdn"
+// +kubebuilder:validation:XValidation:rule="!has(self.network) || !has(self.cloudInit) || !has(self.cloudInit.networkConfig)",message="set either spec.network or spec.cloudInit.networkConfig, not both",fieldPath=".cloudInit.networkConfig"
 type Spec struct {
 	// Agent is the program in the guest that applies the first-boot data:
 	// "cloud-init" (Ubuntu, Debian, RHEL and most cloud images) or
@@ -59,39 +67,59 @@ type Spec struct {
 	// output carries: a seed's user-data, the metadata server's user data
 	// in every dialect, and what validate checks. Defaults to "ignition"
 	// when spec.ignition is set, else "cloud-init".
+	// +kubebuilder:validation:Enum=cloud-init;ignition
 	Agent string `yaml:"agent,omitempty" json:"agent,omitempty"`
 	// Hostname is the short host name (one RFC 1123 label). Defaults to
 	// the first label of metadata.name.
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	Hostname string `yaml:"hostname,omitempty" json:"hostname,omitempty"`
 	// FQDN is the fully qualified name; its first label must equal Hostname
 	// when both are set.
+	// +kubebuilder:validation:MaxLength=253
 	FQDN string `yaml:"fqdn,omitempty" json:"fqdn,omitempty"`
 	// InstanceID is what cloud-init compares on every boot to decide whether
 	// this is a first boot. Defaults to a UUID derived from metadata.name
 	// (never random: a changing instance-id re-runs first boot).
+	// +kubebuilder:validation:MaxLength=255
 	InstanceID string `yaml:"instanceID,omitempty" json:"instanceID,omitempty"`
 	// SSHAuthorizedKeys go to the image's default user: cloud-init's
 	// meta-data public-keys (the distro's default user, e.g. "ubuntu") and
 	// Ignition's "core" user.
+	// +kubebuilder:validation:MaxItems=10000
 	SSHAuthorizedKeys []string `yaml:"sshAuthorizedKeys,omitempty" json:"sshAuthorizedKeys,omitempty"`
 
+	// +kubebuilder:validation:MaxItems=10000
 	Users []User `yaml:"users,omitempty" json:"users,omitempty"`
+	// +kubebuilder:validation:MaxItems=10000
 	Files []File `yaml:"files,omitempty" json:"files,omitempty"`
+	// +kubebuilder:validation:MaxItems=10000
 	Units []Unit `yaml:"units,omitempty" json:"units,omitempty"`
 	// Commands run once, on first boot, in order, late in boot.
+	//
+	// Each is a string or a list of strings, which a structural schema
+	// cannot say (nor can a CEL rule check an untyped value): the CRD
+	// leaves the list untyped, and validation reports a bad command.
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:pruning:PreserveUnknownFields
 	Commands []Command `yaml:"commands,omitempty" json:"commands,omitempty"`
 	// BootCommands run early on every boot (cloud-init's bootcmd).
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:pruning:PreserveUnknownFields
 	BootCommands []Command `yaml:"bootCommands,omitempty" json:"bootCommands,omitempty"`
-	Mounts       []Mount   `yaml:"mounts,omitempty" json:"mounts,omitempty"`
+	// +kubebuilder:validation:MaxItems=10000
+	Mounts []Mount `yaml:"mounts,omitempty" json:"mounts,omitempty"`
 	// Timezone is an IANA zone name such as "Europe/Berlin" or "UTC".
 	Timezone string `yaml:"timezone,omitempty" json:"timezone,omitempty"`
 	// Packages are installed by cloud-init's package module on first boot.
+	// +kubebuilder:validation:MaxItems=10000
 	Packages []string `yaml:"packages,omitempty" json:"packages,omitempty"`
 	Network  *Network `yaml:"network,omitempty" json:"network,omitempty"`
 	// Datasource is the seed disk a build writes when not told otherwise:
 	// "nocloud" (label cidata, the default) or "configdrive" (label
 	// config-2). It lets a spec say what its platform attaches, e.g. a
 	// KubeVirt cloudInitConfigDrive volume; build's --datasource wins.
+	// +kubebuilder:validation:Enum=nocloud;configdrive
 	Datasource string `yaml:"datasource,omitempty" json:"datasource,omitempty"`
 
 	CloudInit CloudInit `yaml:"cloudInit,omitempty" json:"cloudInit,omitempty"`
@@ -127,6 +155,9 @@ type User struct {
 }
 
 // File is a file written into the guest.
+//
+// +kubebuilder:validation:XValidation:rule="[has(self.content), has(self.contentBase64), has(self.source)].filter(x, x).size() <= 1",message="set only one of content, contentBase64 and source"
+// +kubebuilder:validation:XValidation:rule="!has(self.source)",message="source.file is not allowed in an Instance object (the cluster's servers never read their own files): inline the content with content or contentBase64",fieldPath=".source"
 type File struct {
 	// Path is absolute and clean.
 	Path string `yaml:"path" json:"path"`
@@ -166,13 +197,15 @@ type Unit struct {
 	Enabled *bool `yaml:"enabled,omitempty" json:"enabled,omitempty"`
 	// Content is the unit file; empty with Dropins set means the unit is
 	// provided by the image and only drop-ins are added.
-	Content string   `yaml:"content,omitempty" json:"content,omitempty"`
+	Content string `yaml:"content,omitempty" json:"content,omitempty"`
+	// +kubebuilder:validation:MaxItems=10000
 	Dropins []Dropin `yaml:"dropins,omitempty" json:"dropins,omitempty"`
 }
 
 // Dropin is a systemd drop-in file, written to <unit>.d/<name>.
 type Dropin struct {
-	Name    string `yaml:"name" json:"name"`
+	Name string `yaml:"name" json:"name"`
+	// +optional
 	Content string `yaml:"content" json:"content"`
 }
 
@@ -196,6 +229,15 @@ type CloudInit struct {
 	// the generated one with cloud-init's merge rules; any other part type
 	// (#!, #include, MIME…) is combined with it as MIME multipart.
 	UserData string `yaml:"userData,omitempty" json:"userData,omitempty"`
+	// UserDataOnly makes UserData the whole user-data, byte for byte, with
+	// nothing generated into it: for guests that read neither MIME nor
+	// #cloud-config (CirrOS runs a #! user-data and nothing else), and to
+	// give a guest exactly what a platform gave it. The spec may then set
+	// only what meta-data and network configuration carry (hostname,
+	// instanceID, sshAuthorizedKeys, network, cloudInit's networkConfig,
+	// metaData and vendorData); cloud-init takes the host name from
+	// meta-data then.
+	UserDataOnly bool `yaml:"userDataOnly,omitempty" json:"userDataOnly,omitempty"`
 	// VendorData is written as vendor-data unchanged.
 	VendorData string `yaml:"vendorData,omitempty" json:"vendorData,omitempty"`
 	// NetworkConfig is network configuration written to the seed as given,
@@ -206,6 +248,10 @@ type CloudInit struct {
 	NetworkConfig string `yaml:"networkConfig,omitempty" json:"networkConfig,omitempty"`
 	// MetaData adds keys to the generated meta-data. It may not override
 	// instance-id or local-hostname: set spec.instanceID or spec.hostname.
+	//
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:pruning:PreserveUnknownFields
 	MetaData map[string]any `yaml:"metaData,omitempty" json:"metaData,omitempty"`
 }
 
@@ -214,6 +260,7 @@ type CloudInit struct {
 type Ignition struct {
 	// Variant is the Ignition guest family: "fcos" (default), "rhcos" or
 	// "flatcar".
+	// +kubebuilder:validation:Enum=fcos;rhcos;flatcar
 	Variant string `yaml:"variant,omitempty" json:"variant,omitempty"`
 	// Version forces the Ignition spec version of the rendered config, e.g.
 	// "3.4.0"; by default it is the lowest version that expresses it.
@@ -236,14 +283,20 @@ type MetadataServer struct {
 	// EC2 by default) or "required" (token-less EC2 requests get 401, and
 	// unless Dialects says otherwise the other dialects, whose clients
 	// cannot present a token, do not serve the instance).
+	// +kubebuilder:validation:Enum=optional;required
 	IMDSv2 string `yaml:"imdsv2,omitempty" json:"imdsv2,omitempty"`
 	// Dialects, when set, are the only dialects the metadata server
-	// serves the instance through (DialectEC2, DialectOpenStack,
-	// DialectNoCloud, DialectIgnition); see ServesDialect for the default.
+	// serves the instance through: ec2, openstack, nocloud, ignition. By
+	// default every one, except with imdsv2: required, EC2 alone
+	// (ServesDialect).
+	// +kubebuilder:validation:MaxItems=4
+	// +kubebuilder:validation:items:Enum=ec2;openstack;nocloud;ignition
 	Dialects []string `yaml:"dialects,omitempty" json:"dialects,omitempty"`
 	// TokenHopLimit is the IP TTL of IMDSv2 token responses (default 1, as
 	// on EC2: a token cannot leave the VM through a router or container
 	// bridge). 1–64.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=64
 	TokenHopLimit int `yaml:"tokenHopLimit,omitempty" json:"tokenHopLimit,omitempty"`
 	// Region, AvailabilityZone and InstanceType fill the EC2 placement and
 	// instance-type keys; defaults "vminit", "vminit-a" and "vminit.vm".

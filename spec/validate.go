@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/coreos/go-systemd/v22/unit"
 	"golang.org/x/crypto/ssh"
 	yaml3 "gopkg.in/yaml.v3"
 )
@@ -105,6 +106,9 @@ func (in *Instance) Validate() error {
 		validateNetwork(&c, s.Network)
 	}
 	validateCloudInit(&c, &s.CloudInit)
+	if s.CloudInit.UserDataOnly {
+		validateUserDataOnly(&c, in)
+	}
 	switch s.Datasource {
 	case "", DatasourceNoCloud, DatasourceConfigDrive:
 	default:
@@ -361,6 +365,7 @@ func validateUnits(c *ErrorList, units []Unit) {
 		if u.Content == "" && len(u.Dropins) == 0 && u.Enabled == nil {
 			c.Add(f, "nothing to do: give content, dropins or enabled")
 		}
+		checkUnitSyntax(c, f+".content", u.Content)
 		dseen := map[string]bool{}
 		for j, d := range u.Dropins {
 			df := fmt.Sprintf("%s.dropins[%d]", f, j)
@@ -370,8 +375,21 @@ func validateUnits(c *ErrorList, units []Unit) {
 			if dseen[d.Name] {
 				c.Add(df+".name", "drop-in %q is given twice", d.Name)
 			}
+			checkUnitSyntax(c, df+".content", d.Content)
 			dseen[d.Name] = true
 		}
+	}
+}
+
+// checkUnitSyntax reports unit file text that systemd (and Ignition's
+// validator, which uses the same go-systemd parser) cannot read: an
+// unterminated section header, a line outside any section.
+func checkUnitSyntax(c *ErrorList, field, content string) {
+	if content == "" {
+		return
+	}
+	if _, err := unit.DeserializeOptions(strings.NewReader(content)); err != nil {
+		c.Add(field, "not a systemd unit file: %v", err)
 	}
 }
 
@@ -438,6 +456,28 @@ func validateCloudInit(c *ErrorList, ci *CloudInit) {
 	for _, k := range sortedKeys(ci.MetaData) {
 		if hint, ok := reservedMD[k]; ok {
 			c.Add("spec.cloudInit.metaData."+k, "generated from the spec: %s instead", hint)
+		}
+	}
+}
+
+// validateUserDataOnly refuses the fields only the generated #cloud-config
+// carries, which spec.cloudInit.userDataOnly leaves out.
+func validateUserDataOnly(c *ErrorList, in *Instance) {
+	s := &in.Spec
+	if s.Agent == AgentIgnition {
+		c.Add("spec.cloudInit.userDataOnly", "is for cloud-init guests; an Ignition guest reads no user-data")
+		return
+	}
+	for _, f := range []struct {
+		field string
+		set   bool
+	}{
+		{"spec.fqdn", s.FQDN != ""}, {"spec.users", len(s.Users) > 0}, {"spec.files", len(s.Files) > 0},
+		{"spec.units", len(s.Units) > 0}, {"spec.mounts", len(s.Mounts) > 0}, {"spec.timezone", s.Timezone != ""},
+		{"spec.packages", len(s.Packages) > 0}, {"spec.commands", len(s.Commands) > 0}, {"spec.bootCommands", len(s.BootCommands) > 0},
+	} {
+		if f.set {
+			c.Add(f.field, "goes into the generated #cloud-config, which spec.cloudInit.userDataOnly leaves out: remove one of them (or put this in spec.cloudInit.userData)")
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -23,4 +24,18 @@ func FuzzNameChecks(f *testing.F) {
 			t.Errorf("validUserName(%q) = %v; the expression says %v", s, got, want)
 		}
 	})
+}
+
+// TestUnitSyntax: unit text systemd cannot read is refused by the spec,
+// naming the field, for every agent (Ignition's validator reported it only
+// as an internal error after rendering; cloud-init wrote it as it was).
+func TestUnitSyntax(t *testing.T) {
+	doc := "apiVersion: vminit.dev/v1alpha1\nkind: Instance\nmetadata: {name: u}\nspec:\n  units:\n    - name: a.service\n      content: \"[Unit\"\n    - name: b.service\n      content: \"[Unit]\\nDescription=b\\n\"\n      dropins:\n        - {name: x.conf, content: \"[Service\"}\n"
+	_, err := Parse([]byte(doc), "")
+	got := fmt.Sprint(err)
+	for _, want := range []string{"spec.units[0].content: not a systemd unit file", "spec.units[1].dropins[0].content: not a systemd unit file"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("%v lacks %q", err, want)
+		}
+	}
 }

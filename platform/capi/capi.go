@@ -16,7 +16,10 @@
 //     postKubeadmCommands; bootCommands on every boot;
 //   - users (passwd or passwdFrom a Secret), ntp, mounts (as systemd mount
 //     units, which unlike cloud-init 22.4's mounts module mount LABEL= and
-//     UUID= devices), diskSetup (cloud-init's disk_setup and fs_setup);
+//     UUID= devices), diskSetup (cloud-init's disk_setup and fs_setup, or
+//     for format ignition Ignition's storage.disks and storage.filesystems,
+//     as CAPI's Ignition templates write them, with mounts naming a file
+//     system by its label);
 //   - format ignition: an Ignition config for Flatcar at the lowest spec 3
 //     version that holds it (CAPI emits spec 2.3: build with
 //     --ignition-version 2.3.0 for that), with
@@ -38,11 +41,14 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
 
+	ign30 "github.com/coreos/ignition/v2/config/v3_0/types"
+	"github.com/google/uuid"
 	"gopkg.in/yaml.v3"
 	//lint:ignore SA1019 v1beta1 KubeadmConfigs are what many users still have; reading them is the point.
 	bootstrapv1beta1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta1"
@@ -158,6 +164,9 @@ func (c *conv) convert() {
 		c.ignition = true
 		s.Agent = spec.AgentIgnition
 		s.Ignition.Variant = spec.VariantFlatcar
+		// On a seed disk, config-2: what Ignition's openstack and kubevirt
+		// platforms read, and what Cluster API's KubeVirt provider attaches.
+		s.Datasource = spec.DatasourceConfigDrive
 	default:
 		c.b.Errorf(c.path+".format", "%q: want cloud-config or ignition", cs.Format)
 		return
@@ -238,14 +247,9 @@ func (c *conv) files() {
 				c.b.Errorf(p, "sets both content and contentFrom: give one (Cluster API refuses this object)")
 				continue
 			}
-			src, err := platform.Fetch(c.ctx, c.opts.Resolver, "secret", c.ns, sec.Name)
+			v, err := platform.FetchKey(c.ctx, c.opts.Resolver, "secret", c.ns, sec.Name, sec.Key)
 			if err != nil {
-				c.b.Err(p+".contentFrom.secret.name", err)
-				continue
-			}
-			_, v, err := src.Key(sec.Key)
-			if err != nil {
-				c.b.Err(p+".contentFrom.secret.key", err)
+				c.b.Err(p+".contentFrom.secret."+refField(err), err)
 				continue
 			}
 			data = v
@@ -270,6 +274,15 @@ func (c *conv) files() {
 		}
 		c.addFile(sf, p)
 	}
+}
+
+// refField is the field of a Secret reference that err is about: its key
+// when the Secret lacks it, else its name.
+func refField(err error) string {
+	if errors.Is(err, platform.ErrMissingKey) {
+		return "key"
+	}
+	return "name"
 }
 
 func decode(data []byte, enc bootstrapv1.Encoding) ([]byte, error) {
@@ -424,17 +437,22 @@ func (c *conv) users() {
 				c.b.Errorf(p, "sets both passwd and passwdFrom: give one")
 				continue
 			}
-			src, err := platform.Fetch(c.ctx, c.opts.Resolver, "secret", c.ns, sec.Name)
+			v, err := platform.FetchKey(c.ctx, c.opts.Resolver, "secret", c.ns, sec.Name, sec.Key)
 			if err != nil {
-				c.b.Err(p+".passwdFrom.secret.name", err)
-				continue
-			}
-			_, v, err := src.Key(sec.Key)
-			if err != nil {
-				c.b.Err(p+".passwdFrom.secret.key", err)
+				c.b.Err(p+".passwdFrom.secret."+refField(err), err)
 				continue
 			}
 			su.PasswordHash = strings.TrimSpace(string(v))
+		}
+		if u.LockPassword == nil {
+			// cloud-init locks a password unless lock_passwd is false,
+			// and CAPI writes lock_passwd only when it is set; its Ignition
+			// leaves the password usable.
+			lock := !c.ignition
+			su.LockPassword = &lock
+			if lock && (u.Passwd != "" || u.PasswdFrom.Secret.Name != "") {
+				c.b.Warnf(p+".lockPassword", "unset: the password is locked, as cloud-init's default lock_passwd locks it under Cluster API; set lockPassword: false to log in with it")
+			}
 		}
 		if u.Inactive != nil && *u.Inactive {
 			if c.ignition {
@@ -496,6 +514,11 @@ func (c *conv) mounts() {
 			continue
 		}
 		sm := spec.Mount{Device: m[0], Path: m[1]}
+		if c.ignition && c.isFilesystemLabel(m[0]) {
+			// CAPI's Ignition reads the first field as the label of a
+			// diskSetup file system (its cloud-config, as a device).
+			sm.Device = "LABEL=" + m[0]
+		}
 		if len(m) > 2 {
 			sm.Type = m[2]
 		}
@@ -510,6 +533,17 @@ func (c *conv) mounts() {
 	}
 }
 
+// isFilesystemLabel reports whether label is that of a diskSetup file
+// system.
+func (c *conv) isFilesystemLabel(label string) bool {
+	for _, f := range c.cs.DiskSetup.Filesystems {
+		if f.Label == label {
+			return true
+		}
+	}
+	return false
+}
+
 func (c *conv) diskSetup() {
 	ds := c.cs.DiskSetup
 	if len(ds.Partitions) == 0 && len(ds.Filesystems) == 0 {
@@ -517,7 +551,7 @@ func (c *conv) diskSetup() {
 	}
 	p := c.path + ".diskSetup"
 	if c.ignition {
-		c.b.Err(p, fmt.Errorf("%w with format ignition: describe disks in ignition.containerLinuxConfig.additionalConfig (storage.disks, storage.filesystems)", platform.ErrUnsupported))
+		c.ignitionStorage(p)
 		return
 	}
 	if len(ds.Partitions) > 0 {
@@ -568,6 +602,135 @@ func (c *conv) diskSetup() {
 		}
 		c.cloudConfigKey("fs_setup", fs, p+".filesystems")
 	}
+}
+
+// ignitionStorage writes diskSetup as Ignition's storage.disks and
+// storage.filesystems (spec.ignition.config, merged before
+// additionalConfig, which wins as in Cluster API), as CAPI's Ignition
+// templates do: a partition layout of true is one partition filling the
+// disk, overwrite wipes the table and the filesystem. What Ignition cannot
+// express is an error: partition sizes in percent (Ignition's are MiB),
+// MBR-only types, cloud-init's partition search and replace_fs.
+func (c *conv) ignitionStorage(p string) {
+	ds := c.cs.DiskSetup
+	var st ign30.Storage
+	for i, part := range ds.Partitions {
+		pp := fmt.Sprintf("%s.partitions[%d]", p, i)
+		d := ign30.Disk{Device: part.Device, WipeTable: part.Overwrite}
+		if part.TableType != "" && part.TableType != "gpt" {
+			c.b.Warnf(pp+".tableType", "%q: Ignition writes GPT partition tables only; written as gpt, as Cluster API does", part.TableType)
+		}
+		switch {
+		case len(part.DiskLayout) == 1 && part.DiskLayout[0].Percentage == 100:
+			guid, err := partitionGUID(part.DiskLayout[0].PartitionType)
+			if err != nil {
+				c.b.Errorf(pp+".diskLayout[0].partitionType", "%v", err)
+				continue
+			}
+			d.Partitions = []ign30.Partition{fillPartition(guid, part.Overwrite)}
+		case len(part.DiskLayout) > 0:
+			c.b.Errorf(pp+".diskLayout", "partitions in percent of the disk: Ignition sizes partitions in MiB, and the disk's size is known only on the machine; give one partition of 100%%, or write storage.disks in ignition.containerLinuxConfig.additionalConfig")
+			continue
+		case part.Layout != nil && *part.Layout:
+			d.Partitions = []ign30.Partition{fillPartition(nil, part.Overwrite)}
+		}
+		st.Disks = append(st.Disks, d)
+	}
+	for i, f := range ds.Filesystems {
+		fp := fmt.Sprintf("%s.filesystems[%d]", p, i)
+		if f.Device == "" {
+			c.b.Errorf(fp+".device", "required")
+			continue
+		}
+		dev, err := partitionDevice(f.Device, f.Partition)
+		if err != nil {
+			c.b.Errorf(fp+".partition", "%v", err)
+			continue
+		}
+		if f.ReplaceFS != "" {
+			c.b.Errorf(fp+".replaceFS", "cloud-init's replace_fs (format over a file system of that type only) has no Ignition equivalent: use overwrite")
+			continue
+		}
+		fs := ign30.Filesystem{Device: dev, Format: strPtr(f.Filesystem), Label: strPtr(f.Label), WipeFilesystem: f.Overwrite}
+		// extraOpts are mkfs options, as cloud-init passes them (Cluster
+		// API's Butane template makes them mount options).
+		for _, o := range f.ExtraOpts {
+			fs.Options = append(fs.Options, ign30.FilesystemOption(o))
+		}
+		st.Filesystems = append(st.Filesystems, fs)
+	}
+	if c.b.HasErrors() || len(st.Disks)+len(st.Filesystems) == 0 {
+		return
+	}
+	cfg := ign30.Config{Ignition: ign30.Ignition{Version: "3.0.0"}, Storage: st}
+	out, err := json.Marshal(cfg)
+	if err != nil {
+		c.b.Errorf(p, "%v", err)
+		return
+	}
+	c.b.Instance.Spec.Ignition.Config = string(out)
+	c.b.From("spec.ignition.config", p)
+}
+
+// fillPartition is partition 1 filling the disk (Ignition's size 0).
+func fillPartition(typeGUID *string, wipe *bool) ign30.Partition {
+	n, zero := 1, 0
+	return ign30.Partition{Number: n, SizeMiB: &zero, StartMiB: &zero, TypeGUID: typeGUID, WipePartitionEntry: wipe}
+}
+
+// partitionGUID is the GPT partition type of CAPI's partition type name
+// (or the GUID given), nil for none.
+func partitionGUID(t string) (*string, error) {
+	var guid string
+	switch t {
+	case "":
+		return nil, nil
+	case bootstrapv1.PartitionTypeLinux:
+		guid = "0FC63DAF-8483-4772-8E79-3D69D8477DE4"
+	case bootstrapv1.PartitionTypeLinuxSwap:
+		guid = "0657FD6D-A4AB-43C4-84E5-0933C84B4F4F"
+	case bootstrapv1.PartitionTypeLinuxRAID:
+		guid = "A19D880F-05FC-4D3B-A006-743F0F84911E"
+	case bootstrapv1.PartitionTypeLVM:
+		guid = "E6D6D379-F507-44C2-A23C-238F2A3DF928"
+	case bootstrapv1.PartitionTypeFat32, bootstrapv1.PartitionTypeNTFS:
+		guid = "EBD0A0A2-B9E5-4433-87C0-68B6B72699C7" // Microsoft basic data
+	case bootstrapv1.PartitionTypeLinuxExtended:
+		return nil, fmt.Errorf("%q: an MBR type, and Ignition writes GPT", t)
+	default:
+		if _, err := uuid.Parse(t); err != nil || len(t) != 36 {
+			return nil, fmt.Errorf("%q: want Linux, LinuxSwap, LinuxRAID, LVM, Fat32, NTFS or a GPT partition type GUID", t)
+		}
+		guid = strings.ToUpper(t)
+	}
+	return &guid, nil
+}
+
+// partitionDevice is the device of cloud-init's fs_setup device and
+// partition: a partition number appended (with "p" after a digit, as
+// /dev/nvme0n1p1), the device itself for none.
+func partitionDevice(dev, part string) (string, error) {
+	switch part {
+	case "", "none":
+		return dev, nil
+	case "auto", "any":
+		return "", fmt.Errorf("%q: cloud-init searches the disk for a partition; Ignition needs the device: name the partition (1, 2…) or the partition's device", part)
+	}
+	n, err := strconv.Atoi(part)
+	if err != nil || n < 1 || n > 128 {
+		return "", fmt.Errorf("%q: want a partition number, auto, any or none", part)
+	}
+	if last := dev[len(dev)-1:]; last >= "0" && last <= "9" {
+		return fmt.Sprintf("%sp%d", dev, n), nil
+	}
+	return fmt.Sprintf("%s%d", dev, n), nil
+}
+
+func strPtr(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 // partitionType is cloud-init's MBR partition type code for CAPI's name.

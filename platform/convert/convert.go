@@ -83,6 +83,17 @@ func Documents(ctx context.Context, docs []*platform.Document, opts platform.Opt
 	return out, nil
 }
 
+// Read converts the platform objects in data, the text of a file named
+// name (as kubectl apply -f takes it: the VMs and the Secrets and
+// ConfigMaps they refer to), with Split and Documents.
+func Read(ctx context.Context, name string, data []byte, opts platform.Options) ([]*platform.Result, error) {
+	docs, err := platform.Split(name, data)
+	if err != nil {
+		return nil, err
+	}
+	return Documents(ctx, docs, opts)
+}
+
 func unknown(d *platform.Document) *spec.FieldError {
 	what := fmt.Sprintf("%s %s", d.APIVersion, d.Kind)
 	if d.APIVersion == "" && d.Kind == "" {

@@ -33,7 +33,7 @@ func New(cfg *rest.Config) (*Resolver, error) {
 
 // Load reads a kubeconfig as kubectl does (kubeconfig, else $KUBECONFIG,
 // else ~/.kube/config) and returns its REST config and the context's
-// namespace ("" when it names none).
+// namespace ("default" when it names none).
 func Load(kubeconfig, context string) (*rest.Config, string, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if kubeconfig != "" {
@@ -44,8 +44,11 @@ func Load(kubeconfig, context string) (*rest.Config, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("kubeconfig: %w", err)
 	}
-	ns, explicit, err := cc.Namespace()
-	if err != nil || !explicit {
+	// Namespace's second result says whether an override (flags, the
+	// environment) set it, not the context: the context's namespace, or
+	// "default" when it names none, is the answer either way.
+	ns, _, err := cc.Namespace()
+	if err != nil {
 		ns = ""
 	}
 	return cfg, ns, nil

@@ -5,9 +5,10 @@
 //
 //   - the first cloudInitNoCloud or cloudInitConfigDrive volume in spec order
 //     (as virt-launcher takes it; later ones are ignored with a warning):
-//     userData, userDataBase64 (binary and gzip survive) or secretRef (key
-//     userdata, else userData) becomes spec.cloudInit.userData, merged with
-//     what the spec generates; networkData, networkDataBase64 or
+//     userData, userDataBase64 (gzip is decompressed) or secretRef (key
+//     userdata, else userData) is the whole user-data file, as KubeVirt
+//     writes it (spec.cloudInit.userData with userDataOnly: a script runs on
+//     guests that read no MIME, such as KubeVirt's CirrOS demo); networkData, networkDataBase64 or
 //     networkDataSecretRef (networkdata, else networkData) becomes
 //     spec.cloudInit.networkConfig, checked against the datasource's format;
 //     the volume type decides spec.datasource;
@@ -45,6 +46,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/xml"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -304,7 +306,10 @@ func (m *vmi) cloudInit(ctx context.Context, b *platform.Builder, c *cloudInit, 
 		b.Errorf(path, "needs user data or network data (userData, userDataBase64, secretRef, networkData, networkDataBase64 or networkDataSecretRef); KubeVirt refuses the VM otherwise")
 	}
 	if udOK {
+		// Written as KubeVirt writes it, alone: what the guest of a
+		// script (KubeVirt's CirrOS demo) runs; the host name is meta-data.
 		s.CloudInit.UserData = string(gunzip(b, path, ud))
+		s.CloudInit.UserDataOnly = true
 		b.From("spec.cloudInit.userData", path)
 	}
 	if ndOK {
@@ -489,7 +494,12 @@ func (m *vmi) accessCredentials(ctx context.Context, b *platform.Builder, ci *cl
 func (m *vmi) ignition(b *platform.Builder, text, path string) {
 	s := &b.Instance.Spec
 	cfg, from, err := ignition.Upgrade([]byte(text))
-	if err != nil {
+	var se *ignition.SyntaxError
+	switch {
+	case errors.As(err, &se):
+		b.TextErrorf(path, se.Line, se.Column, "not JSON: %v", se.Err)
+		return
+	case err != nil:
 		b.Errorf(path, "%v", err)
 		return
 	}

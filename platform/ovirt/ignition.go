@@ -2,6 +2,7 @@ package ovirt
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 
 	ovirtsdk "github.com/ovirt/go-ovirt"
@@ -25,7 +26,18 @@ func ignitionGuest(b *platform.Builder, in *ovirtsdk.Initialization, ip, script 
 	// IgnitionHandler sets the osinfo's version, 2.3.0 for rhcos_x64.
 	cfg = injectVersion(cfg)
 	up, from, err := ignition.Upgrade([]byte(cfg))
-	if err != nil {
+	var se *ignition.SyntaxError
+	switch {
+	case errors.As(err, &se):
+		// The position in the script as written, before the trimming.
+		lead := script[:len(script)-len(strings.TrimLeft(script, " \t\r\n"))]
+		line, col := se.Line+strings.Count(lead, "\n"), se.Column
+		if se.Line == 1 {
+			col += len(lead) - strings.LastIndexByte(lead, '\n') - 1
+		}
+		b.TextErrorf(ip+".custom_script", line, col, "not JSON: %v", se.Err)
+		return
+	case err != nil:
 		b.Errorf(ip+".custom_script", "%v", err)
 		return
 	}

@@ -301,8 +301,8 @@ func network(b *platform.Builder, vm *ovirtsdk.Vm, in *ovirtsdk.Initialization, 
 			continue
 		}
 		e := spec.Ethernet{Match: &spec.Match{MACAddress: strings.ToLower(mac)}, SetName: name}
-		ipv4(b, nc, p, &e.Interface)
-		ipv6(b, nc, p, &e.Interface)
+		address(b, family{false, "boot_protocol", "ip", nc.BootProtocol, nc.Ip}, p, &e.Interface)
+		address(b, family{true, "ipv6_boot_protocol", "ipv6", nc.Ipv6BootProtocol, nc.Ipv6}, p, &e.Interface)
 		if len(dnsServers)+len(dnsSearch) > 0 {
 			e.Nameservers = &spec.Nameservers{Addresses: dnsServers, Search: dnsSearch}
 		}
@@ -317,65 +317,54 @@ func network(b *platform.Builder, vm *ovirtsdk.Vm, in *ovirtsdk.Initialization, 
 	}
 }
 
-func ipv4(b *platform.Builder, nc *ovirtsdk.NicConfiguration, p string, it *spec.Interface) {
-	proto, _ := nc.BootProtocol()
+// family is what differs between a NIC configuration's IPv4 and IPv6
+// settings.
+type family struct {
+	v6                bool
+	protoField, ipKey string // boot_protocol or ipv6_boot_protocol; ip or ipv6
+	proto             func() (ovirtsdk.BootProtocol, bool)
+	ip                func() (*ovirtsdk.Ip, bool)
+}
+
+// address reads one family's boot protocol and static address into it.
+func address(b *platform.Builder, f family, p string, it *spec.Interface) {
+	proto, _ := f.proto()
 	switch proto {
 	case ovirtsdk.BOOTPROTOCOL_DHCP:
-		it.DHCP4 = true
+		if f.v6 {
+			it.DHCP6 = true
+		} else {
+			it.DHCP4 = true
+		}
 	case ovirtsdk.BOOTPROTOCOL_STATIC:
-		a, ok := nc.Ip()
+		a, ok := f.ip()
 		addr := ""
 		if ok {
 			addr, _ = a.Address()
 		}
 		if addr == "" {
-			b.Errorf(p+".ip.address", "required with boot_protocol static (oVirt refuses it otherwise)")
+			b.Errorf(p+"."+f.ipKey+".address", "required with %s static (oVirt refuses it otherwise)", f.protoField)
 			return
 		}
 		mask, _ := a.Netmask()
-		prefix, err := prefixLen(mask, false)
+		prefix, err := prefixLen(mask, f.v6)
 		if err != nil {
-			b.Errorf(p+".ip.netmask", "%v", err)
+			b.Errorf(p+"."+f.ipKey+".netmask", "%v", err)
 			return
 		}
 		it.Addresses = append(it.Addresses, fmt.Sprintf("%s/%d", addr, prefix))
-		if gw, _ := a.Gateway(); gw != "" {
+		if gw, _ := a.Gateway(); gw != "" && f.v6 {
+			it.Gateway6 = gw
+		} else if gw != "" {
 			it.Gateway4 = gw
 		}
 	case "", ovirtsdk.BOOTPROTOCOL_NONE:
-	default:
-		b.Errorf(p+".boot_protocol", "%q is for IPv6; IPv4 is dhcp, static or none", proto)
-	}
-}
-
-func ipv6(b *platform.Builder, nc *ovirtsdk.NicConfiguration, p string, it *spec.Interface) {
-	proto, _ := nc.Ipv6BootProtocol()
-	switch proto {
-	case ovirtsdk.BOOTPROTOCOL_DHCP:
-		it.DHCP6 = true
-	case ovirtsdk.BOOTPROTOCOL_STATIC:
-		a, ok := nc.Ipv6()
-		addr := ""
-		if ok {
-			addr, _ = a.Address()
-		}
-		if addr == "" {
-			b.Errorf(p+".ipv6.address", "required with ipv6_boot_protocol static (oVirt refuses it otherwise)")
-			return
-		}
-		mask, _ := a.Netmask()
-		prefix, err := prefixLen(mask, true)
-		if err != nil {
-			b.Errorf(p+".ipv6.netmask", "%v", err)
-			return
-		}
-		it.Addresses = append(it.Addresses, fmt.Sprintf("%s/%d", addr, prefix))
-		if gw, _ := a.Gateway(); gw != "" {
-			it.Gateway6 = gw
-		}
-	case "", ovirtsdk.BOOTPROTOCOL_NONE:
 	case ovirtsdk.BOOTPROTOCOL_AUTOCONF, ovirtsdk.BOOTPROTOCOL_POLY_DHCP_AUTOCONF:
-		b.Errorf(p+".ipv6_boot_protocol", "%q: oVirt refuses IPv6 autoconf for cloud-init", proto)
+		if f.v6 {
+			b.Errorf(p+"."+f.protoField, "%q: oVirt refuses IPv6 autoconf for cloud-init", proto)
+		} else {
+			b.Errorf(p+"."+f.protoField, "%q is for IPv6; IPv4 is dhcp, static or none", proto)
+		}
 	}
 }
 

@@ -18,12 +18,20 @@
 //     Virtlet's rules (maps recursively, lists appended, scalars replaced;
 //     Overwrite takes the annotation's map alone), carried as a
 //     #cloud-config whose merge_how reproduces those rules against the
-//     generated part; VirtletCloudInitUserDataSourceKey takes one key's raw
-//     text as the whole user data (decoded with
-//     VirtletCloudInitUserDataSourceEncoding), so a #! script keeps its
-//     first line, which Virtlet's YAML reading turned into a comment;
-//     VirtletCloudInitUserDataScript is the whole user data, with
-//     @virtlet-mount-script@ replaced by the mount commands;
+//     generated part;
+//   - the whole user data: VirtletCloudInitUserDataScript, or the raw text
+//     of the data source's key named by VirtletCloudInitUserDataSourceKey
+//     (decoded with VirtletCloudInitUserDataSourceEncoding; a #! script
+//     keeps its first line, which Virtlet's YAML reading turned into a
+//     comment), with @virtlet-mount-script@ replaced by the mount
+//     commands. A script is written as the whole user-data file, byte for
+//     byte, as Virtlet wrote it (spec.cloudInit.userDataOnly): it is for
+//     guests such as CirrOS that run a #! user-data and read neither MIME
+//     nor #cloud-config, so the env file, the mounted ConfigMaps and
+//     Secrets and the mount units cannot join it and are left out with a
+//     warning, as Virtlet left them out; the host name, instance-id and
+//     SSH keys are meta-data. A whole #cloud-config is merged with those
+//     instead (a cloud-init guest reads both);
 //   - the container's env: /etc/cloud/environment, one KEY=value line each,
 //     values shell-quoted (Virtlet wrote them raw, so a value with a space
 //     or quote broke whoever sourced the file);
@@ -54,6 +62,7 @@ import (
 	"gopkg.in/yaml.v3"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/vminit/vminit/cloudinit"
 	"github.com/vminit/vminit/platform"
 	"github.com/vminit/vminit/spec"
 )
@@ -133,10 +142,19 @@ func Convert(ctx context.Context, doc *platform.Document, opts platform.Options)
 	}
 
 	ct := c.container()
+	whole, wholeOK := c.wholeUserData()
+	// A whole user data that is no #cloud-config is all the guest gets,
+	// as in Virtlet: nothing generated can join it without MIME, which
+	// the simple guests it is for (CirrOS) do not read.
+	c.only = wholeOK && cloudinit.PartType([]byte(whole)) != cloudinit.TypeCloudConfig
 	mountLines := c.volumes(ct)
 	c.env(ct)
 	c.filesFromSource()
-	c.userData(overwrite, mountLines)
+	if wholeOK {
+		c.setWholeUserData(whole, mountLines)
+	} else {
+		c.userData(overwrite, mountLines)
+	}
 	return b.Finish(fmt.Sprintf("Virtlet Pod %s/%s", ns, pod.Name))
 }
 
@@ -150,6 +168,10 @@ type conv struct {
 	ns   string
 	opts platform.Options
 	pod  *corev1.Pod
+	// only: the user data is a script given whole, so files and mounts
+	// cannot be added to it; dropped lists the fields that asked for them.
+	only    bool
+	dropped []string
 }
 
 func (c *conv) flag(name string) bool {
@@ -330,26 +352,24 @@ func quoteEnv(v string) string {
 }
 
 func (c *conv) valueFrom(vf *corev1.EnvVarSource) (string, error) {
+	var v []byte
+	var err error
 	switch {
 	case vf.ConfigMapKeyRef != nil:
-		src, err := platform.Fetch(c.ctx, c.opts.Resolver, "configmap", c.ns, vf.ConfigMapKeyRef.Name)
-		if err != nil {
-			return "", err
-		}
-		_, v, err := src.Key(vf.ConfigMapKeyRef.Key)
-		return string(v), err
+		v, err = platform.FetchKey(c.ctx, c.opts.Resolver, "configmap", c.ns, vf.ConfigMapKeyRef.Name, vf.ConfigMapKeyRef.Key)
 	case vf.SecretKeyRef != nil:
-		src, err := platform.Fetch(c.ctx, c.opts.Resolver, "secret", c.ns, vf.SecretKeyRef.Name)
-		if err != nil {
-			return "", err
-		}
-		_, v, err := src.Key(vf.SecretKeyRef.Key)
-		return string(v), err
+		v, err = platform.FetchKey(c.ctx, c.opts.Resolver, "secret", c.ns, vf.SecretKeyRef.Name, vf.SecretKeyRef.Key)
+	default:
+		err = fmt.Errorf("%w: only configMapKeyRef and secretKeyRef are known before the pod runs", platform.ErrUnsupported)
 	}
-	return "", fmt.Errorf("%w: only configMapKeyRef and secretKeyRef are known before the pod runs", platform.ErrUnsupported)
+	return string(v), err
 }
 
 func (c *conv) addFile(p string, mode uint32, data []byte, from string) {
+	if c.only {
+		c.drop(from)
+		return
+	}
 	s := &c.b.Instance.Spec
 	for _, f := range s.Files {
 		if f.Path == p {
@@ -425,9 +445,10 @@ func (c *conv) volumes(ct *corev1.Container) []string {
 				c.b.Errorf(vp+".flexVolume.options.type", "%q: Virtlet's flexvolumes are qcow2, raw or ceph", t)
 				continue
 			}
-			s := &c.b.Instance.Spec
-			c.b.From(fmt.Sprintf("spec.mounts[%d]", len(s.Mounts)), p)
-			s.Mounts = append(s.Mounts, spec.Mount{Device: dev, Path: vm.MountPath, Options: []string{"defaults", "nofail"}})
+			if s := &c.b.Instance.Spec; !c.only {
+				c.b.From(fmt.Sprintf("spec.mounts[%d]", len(s.Mounts)), p)
+				s.Mounts = append(s.Mounts, spec.Mount{Device: dev, Path: vm.MountPath, Options: []string{"defaults", "nofail"}})
+			}
 			lines = append(lines, fmt.Sprintf("if ! mountpoint %s; then mkdir -p %s && mount %s %s; fi",
 				spec.ShellQuote(vm.MountPath), spec.ShellQuote(vm.MountPath), dev, spec.ShellQuote(vm.MountPath)))
 		case v.FlexVolume != nil:
@@ -508,67 +529,121 @@ func (c *conv) filesFromSource() {
 	}
 }
 
-// userData builds the user data from the data source, the annotations and
-// the mount script.
+// wholeUserData returns the user data given whole: the text of
+// VirtletCloudInitUserDataScript, or of the data source's key named by
+// VirtletCloudInitUserDataSourceKey (decoded with
+// VirtletCloudInitUserDataSourceEncoding), which Virtlet took as the
+// script. ok is false when neither is given (or it could not be read).
+func (c *conv) wholeUserData() (string, bool) {
+	a := c.pod.Annotations
+	if script, ok := a[AnnotationUserDataScript]; ok {
+		for _, other := range []string{AnnotationUserDataSourceKey, AnnotationUserData} {
+			if _, ok := a[other]; ok {
+				c.b.Warnf(ann(other), "ignored: %s is the whole user data, as in Virtlet", AnnotationUserDataScript)
+			}
+		}
+		return script, true
+	}
+	key, ok := a[AnnotationUserDataSourceKey]
+	if !ok {
+		return "", false
+	}
+	if _, ok := a[AnnotationUserDataSource]; !ok {
+		c.b.Errorf(ann(AnnotationUserDataSourceKey), "needs %s", AnnotationUserDataSource)
+		return "", false
+	}
+	if _, ok := a[AnnotationUserData]; ok {
+		c.b.Warnf(ann(AnnotationUserData), "ignored: %s takes the whole user data from the data source, as in Virtlet", AnnotationUserDataSourceKey)
+	}
+	src, _, ok := c.source(AnnotationUserDataSource, false)
+	if !ok {
+		return "", false
+	}
+	data, ok := src.Data[key]
+	if !ok {
+		_, _, err := src.Key(key)
+		c.b.Err(ann(AnnotationUserDataSourceKey), err)
+		return "", false
+	}
+	switch enc := a[AnnotationUserDataEncoding]; enc {
+	case "", "plain":
+	case "base64":
+		d, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(data)))
+		if err != nil {
+			c.b.Errorf(ann(AnnotationUserDataSourceKey), "key %q is not base64 (%s: base64): %v", key, AnnotationUserDataEncoding, err)
+			return "", false
+		}
+		data = d
+	default:
+		c.b.Errorf(ann(AnnotationUserDataEncoding), "%q: want plain or base64", enc)
+		return "", false
+	}
+	return string(data), true
+}
+
+// setWholeUserData makes text the user data, with @virtlet-mount-script@
+// replaced by the mount commands. A #cloud-config is merged with what the
+// spec generates (files, mounts) by cloud-init's rules; anything else (a
+// script) is the whole user-data file, as Virtlet wrote it.
+func (c *conv) setWholeUserData(text string, mountLines []string) {
+	a := c.pod.Annotations
+	from := ann(AnnotationUserDataScript)
+	if _, ok := a[AnnotationUserDataScript]; !ok {
+		from = ann(AnnotationUserDataSourceKey)
+	}
+	script := mountScript(mountLines)
+	if strings.Contains(text, mountScriptMarker) {
+		text = strings.ReplaceAll(text, mountScriptMarker, script)
+	} else if script != "" && !c.only {
+		c.addFile(mountScriptFile, 0o755, []byte(script), "spec.containers[0].volumeMounts")
+	} else if script != "" {
+		c.b.Warnf(from, "has no %s: the flexvolumes are not mounted (put the marker where the mount commands should run)", mountScriptMarker)
+	}
+	s := &c.b.Instance.Spec
+	s.CloudInit.UserData = text
+	s.CloudInit.UserDataOnly = c.only
+	c.b.From("spec.cloudInit.userData", from)
+	if len(c.dropped) > 0 {
+		c.b.Warnf(from, "the user data is this script alone, as in Virtlet: a guest without #cloud-config and MIME support (CirrOS) runs it as is, so nothing generated joins it and %s are not written to the guest", strings.Join(c.dropped, ", "))
+	}
+}
+
+// drop records that the field from asked for something the whole user
+// data leaves out.
+func (c *conv) drop(from string) {
+	if !slices.Contains(c.dropped, from) {
+		c.dropped = append(c.dropped, from)
+	}
+}
+
+func mountScript(lines []string) string {
+	if len(lines) == 0 {
+		return ""
+	}
+	return "#!/bin/sh\n" + strings.Join(lines, "\n") + "\n"
+}
+
+// userData builds the user data from the data source's keys and
+// VirtletCloudInitUserData, and the mount script.
 func (c *conv) userData(overwrite bool, mountLines []string) {
 	a := c.pod.Annotations
 	s := &c.b.Instance.Spec
-	mountScript := ""
-	if len(mountLines) > 0 {
-		mountScript = "#!/bin/sh\n" + strings.Join(mountLines, "\n") + "\n"
-	}
-	if script, ok := a[AnnotationUserDataScript]; ok {
-		s.CloudInit.UserData = strings.ReplaceAll(script, mountScriptMarker, mountScript)
-		c.b.From("spec.cloudInit.userData", ann(AnnotationUserDataScript))
-		return
-	}
-	if mountScript != "" {
-		c.addFile(mountScriptFile, 0o755, []byte(mountScript), "spec.containers[0].volumeMounts")
+	if script := mountScript(mountLines); script != "" {
+		c.addFile(mountScriptFile, 0o755, []byte(script), "spec.containers[0].volumeMounts")
 	}
 	var base map[string]any
-	var raw map[string][]byte
 	if _, ok := a[AnnotationUserDataSource]; ok {
 		if src, _, ok := c.source(AnnotationUserDataSource, false); ok {
-			raw = src.Data
 			base = map[string]any{}
 			for _, k := range src.Keys() {
 				var v any
 				if err := yaml.Unmarshal(src.Data[k], &v); err != nil {
-					if _, isKey := a[AnnotationUserDataSourceKey]; !isKey {
-						c.b.Errorf(ann(AnnotationUserDataSource), "%s %q: key %q is not YAML, so it cannot be a user-data key (Virtlet dropped it silently): %v", src.Kind, src.Name, k, strings.TrimPrefix(err.Error(), "yaml: "))
-					}
+					c.b.Errorf(ann(AnnotationUserDataSource), "%s %q: key %q is not YAML, so it cannot be a user-data key (Virtlet dropped it silently; to give a script, name its key with %s): %v", src.Kind, src.Name, k, AnnotationUserDataSourceKey, strings.TrimPrefix(err.Error(), "yaml: "))
 					continue
 				}
 				base[k] = v
 			}
 		}
-	}
-	if key, ok := a[AnnotationUserDataSourceKey]; ok {
-		if raw == nil {
-			c.b.Errorf(ann(AnnotationUserDataSourceKey), "needs %s", AnnotationUserDataSource)
-			return
-		}
-		data, ok := raw[key]
-		if !ok {
-			c.b.Errorf(ann(AnnotationUserDataSourceKey), "%q: the data source has no such key", key)
-			return
-		}
-		switch enc := a[AnnotationUserDataEncoding]; enc {
-		case "", "plain":
-		case "base64":
-			d, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(data)))
-			if err != nil {
-				c.b.Errorf(ann(AnnotationUserDataSourceKey), "key %q is not base64 (%s: base64): %v", key, AnnotationUserDataEncoding, err)
-				return
-			}
-			data = d
-		default:
-			c.b.Errorf(ann(AnnotationUserDataEncoding), "%q: want plain or base64", enc)
-			return
-		}
-		s.CloudInit.UserData = string(data)
-		c.b.From("spec.cloudInit.userData", ann(AnnotationUserDataSourceKey))
-		return
 	}
 	if enc, ok := a[AnnotationUserDataEncoding]; ok {
 		c.b.Warnf(ann(AnnotationUserDataEncoding), "%q has no effect without %s", enc, AnnotationUserDataSourceKey)

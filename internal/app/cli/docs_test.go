@@ -25,7 +25,8 @@ const repoRoot = "../../.."
 // with "# exits N".
 func TestDocsCommands(t *testing.T) {
 	pages, _ := filepath.Glob(filepath.Join(repoRoot, "docs", "*.md"))
-	pages = append([]string{filepath.Join(repoRoot, "README.md")}, pages...)
+	sub, _ := filepath.Glob(filepath.Join(repoRoot, "docs", "*", "*.md"))
+	pages = append(append([]string{filepath.Join(repoRoot, "README.md")}, pages...), sub...)
 	wd, err := os.Getwd()
 	if err != nil {
 		t.Fatal(err)
@@ -112,6 +113,7 @@ func docsFixture(t *testing.T) string {
 	dir := t.TempDir()
 	copyTree(t, filepath.Join(repoRoot, "examples"), filepath.Join(dir, "examples"))
 	copyTree(t, filepath.Join(repoRoot, "examples", "ubuntu-server"), dir) // instance.yaml and files/
+	copyTree(t, filepath.Join(repoRoot, "platform", "testdata"), filepath.Join(dir, "platform", "testdata"))
 	for name, content := range map[string]string{
 		"user-data":  "#cloud-config\nhostname: web-1\nruncmd: [echo hi]\n",
 		"web-1.yaml": "apiVersion: vminit.dev/v1alpha1\nkind: Instance\nmetadata: {name: web-1}\n",
@@ -144,8 +146,9 @@ func copyTree(t *testing.T, from, to string) {
 	}
 }
 
-// parseOnly are commands that serve, or need a server, or print a script.
-var parseOnly = map[string]bool{"serve": true, "instances": true, "completion": true}
+// parseOnly are commands that serve, need a server or a cluster, or print
+// a script.
+var parseOnly = map[string]bool{"serve": true, "instances": true, "controller": true, "completion": true}
 
 func runDocLine(t *testing.T, l docLine) {
 	t.Helper()

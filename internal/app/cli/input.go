@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/vminit/vminit/internal/lib/inputfile"
 	"github.com/vminit/vminit/platform"
@@ -39,12 +40,24 @@ type inputFlags struct {
 }
 
 func (f *inputFlags) register(cmd *cobra.Command) {
+	f.registerCluster(cmd.Flags(), "resolve platform objects' references from the cluster of this kubeconfig (the files given are searched first)",
+		"namespace of platform objects that name none (default: the kubeconfig context's, else default)")
+	f.registerFiles(cmd)
+}
+
+// registerCluster registers --kubeconfig, --context and --namespace, which
+// `vminit instances` shares between its commands.
+func (f *inputFlags) registerCluster(fl *pflag.FlagSet, kubeconfigHelp, namespaceHelp string) {
+	fl.StringVar(&f.kubeconfig, "kubeconfig", "", kubeconfigHelp)
+	fl.StringVar(&f.kubeContext, "context", "", "with --kubeconfig: the kubeconfig context to use")
+	fl.StringVarP(&f.namespace, "namespace", "n", "", namespaceHelp)
+}
+
+// registerFiles registers the other input flags.
+func (f *inputFlags) registerFiles(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.sourceRoot, "source-root", "", "directory files[].source.file may read from (default: the spec's own directory, or the current one for -)")
 	fl.StringArrayVar(&f.objects, "objects", nil, "a YAML file of Secrets and ConfigMaps that platform objects refer to (repeatable)")
-	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "resolve platform objects' references from the cluster of this kubeconfig (the files given are searched first)")
-	fl.StringVar(&f.kubeContext, "context", "", "with --kubeconfig: the kubeconfig context to use")
-	fl.StringVarP(&f.namespace, "namespace", "n", "", "namespace of platform objects that name none (default: the kubeconfig context's, else default)")
 	fl.StringVar(&f.passwordSalt, "password-salt", "", "oVirt: hash root_password with SHA-512 crypt and this salt (1-16 of [./A-Za-z0-9]), reproducibly")
 	fl.StringVar(&f.kubernetesVersion, "kubernetes-version", "", "Cluster API: the Kubernetes version the kubeadm configuration is for (default "+capi.DefaultKubernetesVersion+")")
 	fl.IntVar(&f.poolIndex, "pool-index", 0, "KubeVirt VirtualMachinePool: which member to build")

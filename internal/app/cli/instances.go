@@ -1,13 +1,18 @@
 package cli
 
 import (
+	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"strings"
@@ -21,6 +26,8 @@ import (
 	"github.com/vminit/vminit/internal/lib/secretfile"
 	"github.com/vminit/vminit/internal/lib/tlsfiles"
 	"github.com/vminit/vminit/mdserver/admin"
+	"github.com/vminit/vminit/mdserver/kubestore"
+	"github.com/vminit/vminit/platform/kube"
 )
 
 // adminClient is the admin API client the --server, --token-file and TLS
@@ -32,6 +39,10 @@ type adminClient struct {
 	token             string
 	http              *http.Client
 	api               *admin.Client
+	// cluster holds --kubeconfig, --context and --namespace: without
+	// --server, the instances are that cluster's Instance objects.
+	cluster *inputFlags
+	closer  io.Closer
 }
 
 func (c *adminClient) flags(cmd *cobra.Command) {
@@ -42,12 +53,15 @@ func (c *adminClient) flags(cmd *cobra.Command) {
 	cmd.PersistentFlags().StringVar(&c.keyFile, "key", "", "PEM private key of --cert")
 }
 
-func (c *adminClient) setup() error {
+func (c *adminClient) setup(ctx context.Context) error {
+	if c.server == "" && c.cluster.kubeconfig != "" {
+		return c.setupCluster(ctx)
+	}
 	if c.server == "" {
 		c.server = os.Getenv("VMINIT_ADMIN_URL")
 	}
 	if c.server == "" {
-		return usagef("no admin server: pass --server URL or set VMINIT_ADMIN_URL")
+		return usagef("no admin server: pass --server URL or set VMINIT_ADMIN_URL, or --kubeconfig FILE for a cluster's Instances")
 	}
 	u, err := url.Parse(c.server)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -95,22 +109,81 @@ func (c *adminClient) setup() error {
 	return nil
 }
 
+// setupCluster makes the instances those of a cluster: a Kubernetes store
+// (mdserver/kubestore) of the namespace, behind the admin API's own
+// handler called in-process, so that every command means the same against
+// a cluster as against a server.
+func (c *adminClient) setupCluster(ctx context.Context) error {
+	if c.tokenFile != "" || c.caFile != "" || c.certFile != "" {
+		return usagef("--token-file, --ca-file, --cert and --key are for --server; --kubeconfig carries its own credentials")
+	}
+	cfg, ns, err := kube.Load(c.cluster.kubeconfig, c.cluster.kubeContext)
+	if err != nil {
+		return usagef("--kubeconfig: %v", err)
+	}
+	if c.cluster.namespace != "" {
+		ns = c.cluster.namespace
+	}
+	if ns == "" {
+		ns = "default"
+	}
+	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	quiet := slog.New(slog.DiscardHandler)
+	store, err := kubestore.Open(octx, kubestore.Config{REST: cfg, Namespaces: []string{ns}, Logger: quiet})
+	if err != nil {
+		return err
+	}
+	c.closer = store
+	token := make([]byte, 16)
+	rand.Read(token)
+	c.token = hex.EncodeToString(token)
+	h := admin.NewHandler(store, admin.Options{Token: c.token, Logger: quiet})
+	c.api = &admin.Client{URL: "http://" + ns + ".instances.cluster", Token: c.token, HTTP: &http.Client{Transport: handlerTransport{h}}}
+	return nil
+}
+
+// handlerTransport answers requests with a handler, in-process.
+type handlerTransport struct{ h http.Handler }
+
+func (t handlerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	rec := httptest.NewRecorder()
+	t.h.ServeHTTP(rec, r)
+	return rec.Result(), nil
+}
+
 func newInstancesCommand() *cobra.Command {
-	c := &adminClient{}
+	var putIn inputFlags
+	c := &adminClient{cluster: &putIn}
 	cmd := &cobra.Command{
 		Use:   "instances",
-		Short: "Manage the instances a metadata server serves (admin API)",
+		Short: "Manage the instances a metadata server serves (admin API), or a cluster's Instance objects",
 		Long: `Instances lists, shows, stores, deletes and previews the instances of a
 running 'vminit serve' through its admin API. The server URL comes from
 --server or $VMINIT_ADMIN_URL, the bearer token from --token-file or
-$VMINIT_ADMIN_TOKEN.`,
+$VMINIT_ADMIN_TOKEN.
+
+With --kubeconfig (and no --server) the instances are the Instance objects
+(vminit.dev/v1alpha1) of a Kubernetes cluster, in --namespace (default: the
+kubeconfig context's, else default): put creates or updates them, delete
+removes them, and list, get and preview read them, with the same checks and
+output as against a server.`,
 		Example: `  export VMINIT_ADMIN_URL=https://mds.example:8443 VMINIT_ADMIN_TOKEN=$(cat token)
   vminit instances put web-1.yaml web-2.yaml
   vminit instances list
-  vminit instances preview web-1 --dialect ignition`,
-		PersistentPreRunE: func(*cobra.Command, []string) error { return c.setup() },
+  vminit instances preview web-1 --dialect ignition
+  vminit instances put web-1.yaml --kubeconfig ~/.kube/config -n vms`,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return c.setup(cmd.Context()) },
+		PersistentPostRunE: func(*cobra.Command, []string) error {
+			if c.closer != nil {
+				return c.closer.Close()
+			}
+			return nil
+		},
 	}
 	c.flags(cmd)
+	putIn.registerCluster(cmd.PersistentFlags(), "a cluster's Instance objects are the instances (without --server); put also resolves platform objects' references there",
+		"with --kubeconfig: the namespace of the Instances, and of platform objects that name none (default: the kubeconfig context's, else default)")
 
 	list := &cobra.Command{
 		Use:     "list",
@@ -144,7 +217,6 @@ $VMINIT_ADMIN_TOKEN.`,
 			return err
 		},
 	}
-	var putIn inputFlags
 	put := &cobra.Command{
 		Use:   "put SPEC...",
 		Short: "Validate spec files locally and store them on the server",
@@ -183,7 +255,7 @@ the specs before it stay stored.`,
 			return nil
 		},
 	}
-	putIn.register(put)
+	putIn.registerFiles(put)
 	del := &cobra.Command{
 		Use:     "delete NAME",
 		Short:   "Remove an instance",

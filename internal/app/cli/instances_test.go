@@ -125,4 +125,23 @@ spec:
 	if store.Snapshot().Len() != 1 {
 		t.Errorf("after delete: %v", store.Snapshot().Names())
 	}
+
+	// Platform objects are stored as the specs they mean; the server
+	// serves what the platform's guest gets.
+	vm := filepath.Join("..", "..", "..", "platform", "testdata", "kubevirt-configdrive.yaml")
+	code, stdout, stderr = in("put", vm)
+	if code != ExitOK || !strings.Contains(stdout, "KubeVirt VirtualMachine prod/web-1: stored web-1") {
+		t.Fatalf("put a VirtualMachine: %d %s %s", code, stdout, stderr)
+	}
+	if r, ok := store.Snapshot().ByName("web-1"); !ok || !r.Instance.Spec.CloudInit.UserDataOnly || len(r.Instance.Spec.SSHAuthorizedKeys) != 2 {
+		t.Errorf("the stored VM: %+v", r)
+	}
+	code, stdout, _ = in("preview", "web-1", "--dialect", "configdrive")
+	if code != ExitOK || !strings.Contains(stdout, "==> openstack/latest/user_data <==\n#cloud-config\npackages: [nginx]\nruncmd:\n- systemctl enable --now nginx\n") {
+		t.Errorf("preview of the VM: %d %s", code, stdout)
+	}
+	sysprep := filepath.Join("..", "..", "..", "platform", "testdata", "kubevirt-sysprep.yaml")
+	if code, _, stderr := in("put", sysprep); code != ExitInvalid || !strings.Contains(stderr, "only a sysprep disc") {
+		t.Errorf("put a Windows VM: %d %s", code, stderr)
+	}
 }

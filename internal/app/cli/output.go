@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vminit/vminit/internal/lib/atomicfile"
+	"github.com/vminit/vminit/internal/lib/inputfile"
 )
 
 // defaultMode is every output's permission unless --mode says otherwise:
@@ -124,20 +125,6 @@ func checkTarget(path string, dir bool) error {
 		dest, _ := os.Readlink(path)
 		return fmt.Errorf("%s is a symbolic link (to %s): vminit replaces an output by renaming a complete new file over it, which would replace the link; name the file itself", path, dest)
 	default:
-		return fmt.Errorf("%s is a %s, not a regular file: vminit writes outputs only to regular files (-o - writes to standard output)", path, typeName(t))
+		return fmt.Errorf("%s is %s, not a regular file: vminit writes outputs only to regular files (-o - writes to standard output)", path, inputfile.Kind(t))
 	}
-}
-
-func typeName(t fs.FileMode) string {
-	switch {
-	case t&fs.ModeNamedPipe != 0:
-		return "FIFO"
-	case t&fs.ModeSocket != 0:
-		return "socket"
-	case t&fs.ModeCharDevice != 0:
-		return "character device"
-	case t&fs.ModeDevice != 0:
-		return "block device"
-	}
-	return "special file"
 }

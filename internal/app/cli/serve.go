@@ -29,6 +29,7 @@ import (
 	"github.com/vminit/vminit/mdserver/admin"
 	"github.com/vminit/vminit/mdserver/dirstore"
 	"github.com/vminit/vminit/mdserver/etcdstore"
+	"github.com/vminit/vminit/mdserver/kubestore"
 	"github.com/vminit/vminit/mdserver/registry"
 )
 
@@ -60,6 +61,8 @@ type serveFlags struct {
 	maxConns        int
 	maxConnsPerSrc  int
 	allowLoopback   bool
+	kubernetes      bool
+	cluster         clusterFlags
 }
 
 func newServeCommand() *cobra.Command {
@@ -71,7 +74,8 @@ func newServeCommand() *cobra.Command {
   vminit serve --instances specs/ --listen 127.0.0.1:8080 --metrics-listen 127.0.0.1:9100 \
     --admin-listen 127.0.0.1:8443 --admin-token-file admin-token
   vminit serve --etcd-endpoints https://etcd-0:2379 --etcd-ca ca.pem --etcd-cert client.crt \
-    --etcd-key client.key --listen 169.254.169.254:80`,
+    --etcd-key client.key --listen 169.254.169.254:80
+  vminit serve --kubernetes --namespace vms --listen 0.0.0.0:8080`,
 		Long: `serve answers each VM's metadata requests with the data of the instance
 that owns the request's source address (spec.metadataServer.addresses), in
 every dialect guests speak:
@@ -87,8 +91,12 @@ Instances come from a directory of spec files (--instances, re-read on
 change; SIGHUP re-reads every file, including files[].source.file content)
 or from etcd (--etcd-endpoints, followed by watch; over TLS with --etcd-ca
 and, for client-certificate auth, --etcd-cert/--etcd-key; etcd users with
---etcd-username/--etcd-password-file). A reload swaps the instances in at
-once: no request fails or sees a partial state.
+--etcd-username/--etcd-password-file), or from a Kubernetes cluster's
+Instance objects (--kubernetes: --kubeconfig, else the pod's service
+account; --namespace to limit it; with KubeVirt, a VMI's addresses also
+identify the Instance it or its VM names, vminit.dev/instance). A reload
+swaps the instances in at once: no request fails or sees a partial state;
+while etcd or the API server is unreachable the server answers from memory.
 
 SIGTERM and SIGINT stop accepting connections at once and close idle
 ones; requests already accepted finish, for at most --shutdown-timeout,
@@ -154,6 +162,8 @@ peak heap of three times the live one (GOMEMLIMIT bounds it if needed).`,
 	// host would get a loopback instance's data.
 	fl.BoolVar(&f.allowLoopback, "allow-loopback-instances", false, "let loopback addresses identify instances (tests and QEMU user networking only)")
 	fl.MarkHidden("allow-loopback-instances")
+	fl.BoolVar(&f.kubernetes, "kubernetes", false, "serve the Instance objects of a Kubernetes cluster (instead of --instances)")
+	f.cluster.register(fl, "with --kubernetes: namespace whose Instances are served (repeatable; default every namespace)")
 	return cmd
 }
 
@@ -297,25 +307,50 @@ func readKey(path, what string) ([]byte, error) {
 	return []byte(k), err
 }
 
-func runServe(ctx context.Context, f serveFlags, stderr interface{ Write([]byte) (int, error) }) error {
-	var logger *slog.Logger
-	switch f.logFormat {
-	case "json":
-		logger = slog.New(slog.NewJSONHandler(stderr, nil))
-	case "text":
-		logger = slog.New(slog.NewTextHandler(stderr, nil))
-	default:
-		return usagef("--log-format %q: want json or text", f.logFormat)
+func btoi(b bool) int {
+	if b {
+		return 1
 	}
-	if (f.instances == "") == (len(f.etcdEndpoints) == 0) {
-		return usagef("give exactly one of --instances DIR and --etcd-endpoints")
+	return 0
+}
+
+// kubeStoreConfig turns the cluster flags into a Kubernetes store's
+// configuration.
+func kubeStoreConfig(f serveFlags, logger *slog.Logger) (kubestore.Config, error) {
+	rest, err := f.cluster.restConfig()
+	if err != nil {
+		return kubestore.Config{}, err
+	}
+	logKlog(logger)
+	kv, err := f.cluster.kubeVirt(rest)
+	if err != nil {
+		return kubestore.Config{}, err
+	}
+	return kubestore.Config{REST: rest, Namespaces: f.cluster.namespaces, KubeVirt: kv, Logger: logger}, nil
+}
+
+func runServe(ctx context.Context, f serveFlags, stderr interface{ Write([]byte) (int, error) }) error {
+	logger, err := newLogger(f.logFormat, stderr)
+	if err != nil {
+		return err
+	}
+	if n := btoi(f.instances != "") + btoi(len(f.etcdEndpoints) > 0) + btoi(f.kubernetes); n != 1 {
+		return usagef("give exactly one of --instances DIR, --etcd-endpoints and --kubernetes")
 	}
 	etcd, err := etcdConfig(f, logger)
 	if err != nil {
 		return err
 	}
 	if f.instancesCache != "" && f.instances == "" {
-		return usagef("--instances-cache is for --instances DIR; the etcd store keeps no cache")
+		return usagef("--instances-cache is for --instances DIR; the etcd and Kubernetes stores keep no cache")
+	}
+	var kcfg kubestore.Config
+	if f.kubernetes {
+		if kcfg, err = kubeStoreConfig(f, logger); err != nil {
+			return err
+		}
+	} else if f.cluster.kubeconfig != "" || len(f.cluster.namespaces) > 0 {
+		return usagef("--kubeconfig and --namespace are for --kubernetes")
 	}
 	if len(f.listen) == 0 {
 		return usagef("--listen: give at least one address")
@@ -400,9 +435,15 @@ func runServe(ctx context.Context, f serveFlags, stderr interface{ Write([]byte)
 		registry.Store
 		Close() error
 	}
-	if f.instances != "" {
+	switch {
+	case f.instances != "":
 		store, err = dirstore.Open(f.instances, dirstore.Options{Logger: logger, CacheFile: f.instancesCache, Checks: checks})
-	} else {
+	case f.kubernetes:
+		kcfg.Checks = checks
+		octx, cancel := context.WithTimeout(ctx, time.Minute)
+		store, err = kubestore.Open(octx, kcfg)
+		cancel()
+	default:
 		etcd.Logger, etcd.Checks = logger, checks
 		if store, err = etcdstore.Open(ctx, etcd); err != nil {
 			err = etcdHint(err)

@@ -119,7 +119,7 @@ func check(f *os.File, path string) error {
 		return err
 	}
 	if !st.Mode().IsRegular() {
-		return &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("%w (%s)", ErrNotRegular, kind(st.Mode()))}
+		return &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("%w (%s)", ErrNotRegular, Kind(st.Mode()))}
 	}
 	if name := pseudoFS(f); name != "" {
 		return &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("%w (a file of %s)", ErrNotRegular, name)}
@@ -127,16 +127,22 @@ func check(f *os.File, path string) error {
 	return nil
 }
 
-func kind(m fs.FileMode) string {
+// Kind names what a file that is not a regular file is, for messages:
+// "a directory", "a FIFO", "a character device"…
+func Kind(m fs.FileMode) string {
 	switch {
 	case m.IsDir():
 		return "a directory"
+	case m&fs.ModeSymlink != 0:
+		return "a symbolic link"
 	case m&fs.ModeNamedPipe != 0:
 		return "a FIFO"
 	case m&fs.ModeSocket != 0:
 		return "a socket"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
 	case m&fs.ModeDevice != 0:
-		return "a device"
+		return "a block device"
 	}
 	return "mode " + m.String()
 }

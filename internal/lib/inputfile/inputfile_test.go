@@ -37,7 +37,7 @@ func TestRefusesWhatIsNotAFile(t *testing.T) {
 	}
 	for _, c := range []struct{ path, want string }{
 		{fifo, "not a regular file (a FIFO)"},
-		{"/dev/null", "not a regular file (a device)"},
+		{"/dev/null", "not a regular file (a character device)"},
 		{dir, "not a regular file (a directory)"},
 		{"/proc/self/environ", "not a regular file (a file of /proc)"},
 		{"/sys/kernel/uevent_seqnum", "not a regular file (a file of /sys)"},

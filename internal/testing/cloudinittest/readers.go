@@ -1,5 +1,47 @@
 package cloudinittest
 
+import "testing"
+
+// Seed is what cloud-init's datasource code reads from a seed directory:
+// NoCloudReader's or ConfigDriveReader's output.
+type Seed struct {
+	InstanceID    string         `json:"instance_id"`
+	Hostname      string         `json:"hostname"`
+	FQDN          string         `json:"fqdn"` // NoCloud only
+	Keys          []string       `json:"keys"`
+	UserData      []byte         `json:"user_data"`
+	VendorData    any            `json:"vendor_data"`
+	NetworkConfig map[string]any `json:"network_config"` // NoCloud's network-config
+	Metadata      map[string]any `json:"metadata"`
+	// Config is the final cloud-config: every cloud-config part of the
+	// user-data merged as first boot merges them.
+	Config    map[string]any `json:"config"`
+	PartTypes []string       `json:"part_types"`
+	// Network is ConfigDrive's network_data.json as cloud-init's network
+	// state holds it, by interface name.
+	Network map[string]Interface `json:"network"`
+}
+
+// Interface is one interface of Seed.Network.
+type Interface struct {
+	Type      string   `json:"type"`
+	MAC       string   `json:"mac"`
+	VLANID    int      `json:"vlan_id"`
+	Link      string   `json:"link"`
+	Master    string   `json:"master"`
+	Addresses []string `json:"addresses"`
+}
+
+// ReadSeed reads the seed directory dir with reader (NoCloudReader or
+// ConfigDriveReader); knownMACs maps MAC addresses to the interface names
+// the ConfigDrive reader's network conversion finds them under.
+func ReadSeed(t testing.TB, reader, dir string, knownMACs map[string]string) *Seed {
+	t.Helper()
+	var s Seed
+	Run(t, reader, map[string]any{"dir": dir, "known_macs": knownMACs}, &s)
+	return &s
+}
+
 // finalConfig is shared by both readers: it runs the user-data through
 // cloud-init's UserDataProcessor and merges its cloud-config parts with the
 // cloud-config handler, as first boot does, and lists the part types.
@@ -92,3 +134,45 @@ json.dump({
     "part_types": types,
 }, sys.stdout, default=str)
 `
+
+// FirstBootReader is Python that takes a final cloud-config ({"config": …},
+// Seed.Config) and returns what cloud-init's write_files and runcmd modules
+// make of it: each file's path, content (base64, decoded by write_files'
+// own extract_contents), permissions (its decode_perms), owner, append and
+// defer; and the runcmd script (util.shellify, as cc_runcmd writes it).
+const FirstBootReader = `
+import base64, json, sys
+from cloudinit import util
+from cloudinit.config import cc_write_files as wf
+cfg = json.load(sys.stdin)["config"]
+files = []
+for f in cfg.get("write_files") or []:
+    data = wf.extract_contents(f.get("content", ""), wf.canonicalize_extraction(f.get("encoding")))
+    if isinstance(data, str):
+        data = data.encode()
+    files.append({"path": f["path"], "content": base64.b64encode(data).decode(),
+                  "perms": wf.decode_perms(f.get("permissions"), 0o644), "owner": f.get("owner", "root:root"),
+                  "append": bool(f.get("append", False)), "defer": bool(f.get("defer", False))})
+json.dump({"files": files, "runcmd": util.shellify(cfg["runcmd"]) if cfg.get("runcmd") else ""}, sys.stdout)
+`
+
+// FirstBoot is FirstBootReader's output.
+type FirstBoot struct {
+	Files []struct {
+		Path    string `json:"path"`
+		Content []byte `json:"content"`
+		Perms   int    `json:"perms"`
+		Owner   string `json:"owner"`
+		Append  bool   `json:"append"`
+		Defer   bool   `json:"defer"`
+	} `json:"files"`
+	Runcmd string `json:"runcmd"`
+}
+
+// ReadFirstBoot runs FirstBootReader on a final cloud-config.
+func ReadFirstBoot(t testing.TB, config map[string]any) *FirstBoot {
+	t.Helper()
+	var fb FirstBoot
+	Run(t, FirstBootReader, map[string]any{"config": config}, &fb)
+	return &fb
+}

@@ -107,6 +107,9 @@ func (e *Server) Restart() {
 	}
 }
 
+// PID is the process id of the running etcd (for measurements).
+func (e *Server) PID() int { return e.cmd.Process.Pid }
+
 // Kill stops the process (SIGKILL) and waits for it.
 func (e *Server) Kill() {
 	if e.cmd != nil && e.cmd.Process != nil {

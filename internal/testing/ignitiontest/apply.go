@@ -4,6 +4,7 @@
 package ignitiontest
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"os/exec"
@@ -91,4 +92,25 @@ func lastLines(b []byte, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// Fetch runs the real ignition binary's fetch stage for platform (with
+// env added to its environment, e.g. IGNITION_CONFIG_FILE for the file
+// platform) and returns the config it cached: what a guest would apply.
+// A failed run's error is an *exec.ExitError whose Stderr holds the log.
+func Fetch(t testing.TB, platform string, env ...string) (string, error) {
+	tmp := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, Binary, "-platform", platform, "-stage", "fetch", "-log-to-stdout",
+		"-fetch-timeout", "20s", "-config-cache", filepath.Join(tmp, "cache.json"),
+		"-state-file", filepath.Join(tmp, "state"), "-root", filepath.Join(tmp, "root"))
+	cmd.Env = append(os.Environ(), env...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return "", &exec.ExitError{ProcessState: cmd.ProcessState, Stderr: out.Bytes()}
+	}
+	b, err := os.ReadFile(filepath.Join(tmp, "cache.json"))
+	return string(b), err
 }

@@ -1,0 +1,143 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vminit/vminit/internal/app/controller"
+)
+
+// serviceAccountNamespace is where a pod finds its own namespace.
+const serviceAccountNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+type controllerFlags struct {
+	cluster       clusterFlags
+	patchVMs      bool
+	workers       int
+	leaderElect   bool
+	leaseNS       string
+	leaseName     string
+	identity      string
+	leaseDuration time.Duration
+	renewDeadline time.Duration
+	retryPeriod   time.Duration
+	listen        string
+	logFormat     string
+}
+
+func newControllerCommand() *cobra.Command {
+	var f controllerFlags
+	cmd := &cobra.Command{
+		Use:   "controller",
+		Short: "Reconcile Instance objects and KubeVirt VirtualMachines in a Kubernetes cluster",
+		Long: `controller runs in a cluster (deploy/kubernetes) and keeps vminit's objects
+true:
+
+  Instance (vminit.dev/v1alpha1): checked as 'vminit validate' checks a spec
+  file and rendered for its agent; its status says Valid, Rendered and
+  Served (every problem with its field path), the sha256 of each rendered
+  file and the VMs that use it.
+
+  KubeVirt VirtualMachine naming an Instance (annotation vminit.dev/instance)
+  or carrying a cloud-init volume or the kubevirt.io/ignitiondata
+  annotation: its user data and network data are written to a Secret
+  <vm>-vminit (keys userdata and networkdata, owned by the VM), rewritten
+  only when their bytes change, following the Instance and the Secrets the
+  VM's data reads. With --patch-vms the VM's cloud-init volume is pointed at
+  it; otherwise an Event on the VM says how to reference it.
+
+Replicas elect a leader on a Lease (--leader-elect); only the leader
+reconciles. /metrics, /healthz and /readyz are served on --metrics-listen.`,
+		Example: `  vminit controller --namespace vms --patch-vms
+  vminit controller --kubeconfig ~/.kube/config --namespace default --leader-elect=false`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runController(cmd.Context(), f, cmd.ErrOrStderr())
+		},
+	}
+	fl := cmd.Flags()
+	f.cluster.register(fl, "namespace to reconcile (repeatable; default every namespace, which needs a ClusterRoleBinding)")
+	fl.BoolVar(&f.patchVMs, "patch-vms", false, "point each VM's cloud-init volume at the Secret made for it")
+	fl.IntVar(&f.workers, "workers", 4, "objects reconciled in parallel")
+	fl.BoolVar(&f.leaderElect, "leader-elect", true, "elect one leader among replicas on a Lease")
+	fl.StringVar(&f.leaseNS, "leader-election-namespace", "", "namespace of the Lease (default: the pod's own)")
+	fl.StringVar(&f.leaseName, "leader-election-id", "vminit-controller", "name of the Lease")
+	fl.StringVar(&f.identity, "identity", "", "this replica's name in the Lease (default $POD_NAME, else the host name)")
+	fl.DurationVar(&f.leaseDuration, "lease-duration", 15*time.Second, "how long a leader's Lease lasts without renewal")
+	fl.DurationVar(&f.renewDeadline, "renew-deadline", 10*time.Second, "how long a leader tries to renew before it steps down")
+	fl.DurationVar(&f.retryPeriod, "retry-period", 2*time.Second, "how often replicas try to take or renew the Lease")
+	fl.StringVar(&f.listen, "metrics-listen", ":8080", "address of /metrics, /healthz and /readyz (empty: none)")
+	fl.StringVar(&f.logFormat, "log-format", "json", "log format: json or text")
+	return cmd
+}
+
+func runController(ctx context.Context, f controllerFlags, stderr interface{ Write([]byte) (int, error) }) error {
+	logger, err := newLogger(f.logFormat, stderr)
+	if err != nil {
+		return err
+	}
+	if f.workers < 1 {
+		return usagef("--workers %d: want at least 1", f.workers)
+	}
+	rest, err := f.cluster.restConfig()
+	if err != nil {
+		return err
+	}
+	logKlog(logger)
+	kubevirt, err := f.cluster.kubeVirt(rest)
+	if err != nil {
+		return err
+	}
+	cfg := controller.Config{REST: rest, Namespaces: f.cluster.namespaces, KubeVirt: kubevirt, PatchVMs: f.patchVMs,
+		Workers: f.workers, Logger: logger}
+	if f.patchVMs && !kubevirt {
+		return usagef("--patch-vms: the cluster serves no KubeVirt VirtualMachines (or --kubevirt=false)")
+	}
+	if f.leaderElect {
+		ns := f.leaseNS
+		if ns == "" {
+			b, err := os.ReadFile(serviceAccountNamespace)
+			if err != nil {
+				return usagef("--leader-election-namespace: not running in a pod (%v); name the Lease's namespace", err)
+			}
+			ns = strings.TrimSpace(string(b))
+		}
+		id := f.identity
+		if id == "" {
+			id = os.Getenv("POD_NAME")
+		}
+		cfg.LeaderElection = controller.LeaderElection{Namespace: ns, Name: f.leaseName, Identity: id,
+			LeaseDuration: f.leaseDuration, RenewDeadline: f.renewDeadline, RetryPeriod: f.retryPeriod}
+	}
+	c, err := controller.New(cfg)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if f.listen != "" {
+		l, err := net.Listen("tcp", f.listen)
+		if err != nil {
+			return err
+		}
+		srv := &http.Server{Handler: c.Handler(), ReadHeaderTimeout: 5 * time.Second,
+			ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+		go srv.Serve(l)
+		defer srv.Close()
+		logger.Info("serving metrics and health", "address", l.Addr().String())
+	}
+	if err := c.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,85 @@
+package cli
+
+import (
+	"log/slog"
+	"slices"
+
+	"github.com/spf13/pflag"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+
+	"github.com/vminit/vminit/platform/kube"
+)
+
+// clusterFlags are the flags of the commands that run against a cluster
+// (serve --kubernetes, controller).
+type clusterFlags struct {
+	kubeconfig, context string
+	namespaces          []string
+	kubevirt            string
+	qps                 float32
+	burst               int
+}
+
+func (f *clusterFlags) register(fl *pflag.FlagSet, namespaceHelp string) {
+	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster (default $KUBECONFIG, ~/.kube/config, else the pod's service account)")
+	fl.StringVar(&f.context, "context", "", "the kubeconfig context to use")
+	fl.StringArrayVar(&f.namespaces, "namespace", nil, namespaceHelp)
+	fl.StringVar(&f.kubevirt, "kubevirt", "auto", "read KubeVirt VirtualMachines (and VMIs): auto (when the cluster serves kubevirt.io/v1), true or false")
+	fl.Float32Var(&f.qps, "kube-api-qps", 50, "requests per second to the API server, sustained")
+	fl.IntVar(&f.burst, "kube-api-burst", 100, "requests to the API server in a burst")
+}
+
+// restConfig loads the kubeconfig as kubectl does (--kubeconfig, else
+// $KUBECONFIG, else ~/.kube/config, else the pod's service account) with
+// the flags' client-side rate limits.
+func (f *clusterFlags) restConfig() (*rest.Config, error) {
+	cfg, _, err := kube.Load(f.kubeconfig, f.context)
+	if err != nil {
+		return nil, usagef("%v (give --kubeconfig, or run in a pod with a service account)", err)
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = f.qps, f.burst
+	cfg.UserAgent = "vminit"
+	return cfg, nil
+}
+
+// kubeVirt resolves --kubevirt: "auto" asks the API server whether it
+// serves kubevirt.io/v1 VirtualMachines.
+func (f *clusterFlags) kubeVirt(cfg *rest.Config) (bool, error) {
+	switch f.kubevirt {
+	case "true":
+		return true, nil
+	case "false":
+		return false, nil
+	case "auto", "":
+	default:
+		return false, usagef("--kubevirt %q: want auto, true or false", f.kubevirt)
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return false, err
+	}
+	list, err := dc.ServerResourcesForGroupVersion("kubevirt.io/v1")
+	if err != nil {
+		return false, nil // not served: no KubeVirt here
+	}
+	return slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == "virtualmachines" }), nil
+}
+
+// logKlog sends client-go's own log lines (klog) to the command's logger,
+// so that a JSON log stays JSON.
+func logKlog(logger *slog.Logger) { klog.SetSlogLogger(logger) }
+
+// newLogger is the logger --log-format names.
+func newLogger(format string, w interface{ Write([]byte) (int, error) }) (*slog.Logger, error) {
+	switch format {
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, nil)), nil
+	case "text":
+		return slog.New(slog.NewTextHandler(w, nil)), nil
+	}
+	return nil, usagef("--log-format %q: want json or text", format)
+}

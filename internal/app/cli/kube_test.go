@@ -1,0 +1,304 @@
+package cli
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/yaml"
+
+	"github.com/vminit/vminit/deploy/kubernetes/crd"
+	"github.com/vminit/vminit/internal/testing/cloudinittest"
+	"github.com/vminit/vminit/internal/testing/ignitiontest"
+	"github.com/vminit/vminit/internal/testing/kubetest"
+	"github.com/vminit/vminit/internal/testing/testtools"
+	"github.com/vminit/vminit/kube/api/v1alpha1"
+)
+
+func startCluster(t testing.TB) (*kubetest.Server, dynamic.ResourceInterface) {
+	t.Helper()
+	s := kubetest.Start(t)
+	s.CreateCRDs(t, crd.Instances)
+	return s, s.Dynamic(t).Resource(v1alpha1.GroupVersionResource).Namespace("default")
+}
+
+func createInstance(t *testing.T, res dynamic.ResourceInterface, name, specYAML string) {
+	t.Helper()
+	var sp map[string]any
+	if err := yaml.Unmarshal([]byte(specYAML), &sp); err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "vminit.dev/v1alpha1", "kind": "Instance",
+		"metadata": map[string]any{"name": name}, "spec": sp}}
+	if _, err := res.Create(context.Background(), u, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// httpFrom is an HTTP client whose connections come from src, a guest's
+// address on loopback.
+func httpFrom(src string) *http.Client {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: d.DialContext}}
+}
+
+func fetch(t *testing.T, c *http.Client, url string) string {
+	t.Helper()
+	res, err := c.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	if res.StatusCode != 200 {
+		t.Fatalf("%s: %s %s", url, res.Status, b)
+	}
+	return string(b)
+}
+
+// TestServeKubernetes: `vminit serve --kubernetes` serves Instances created
+// through the API to the real clients: cloud-init's Ec2 datasource and
+// NoCloud-net, and the ignition binary; an update through the API is
+// served next.
+func TestServeKubernetes(t *testing.T) {
+	cloudinittest.Require(t)
+	testtools.RequireFile(t, ignitiontest.Binary)
+	s, res := startCluster(t)
+	createInstance(t, res, "web-1", "sshAuthorizedKeys: ['ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl user@example']\n"+
+		"users: [{name: alice}]\nmetadataServer: {addresses: [127.0.0.2]}\n")
+	createInstance(t, res, "fcos-1", "agent: ignition\nfiles: [{path: /etc/served-by-vminit, content: \"from the cluster\\n\"}]\nmetadataServer: {addresses: [127.0.0.1]}\n")
+	addr := freeAddr(t)
+	stop := startServe(t, "--kubernetes", "--kubeconfig", s.Kubeconfig, "--namespace", "default", "--kubevirt", "false",
+		"--listen", addr, "--log-format", "text")
+	base := "http://" + addr
+	waitServed := func(c *http.Client, url, want string) {
+		t.Helper()
+		for range 500 {
+			if res, err := c.Get(url); err == nil {
+				b, _ := io.ReadAll(res.Body)
+				res.Body.Close()
+				if res.StatusCode == 200 && strings.Contains(string(b), want) {
+					return
+				}
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatalf("%s never served %q\n%s", url, want, stop())
+	}
+	waitServed(httpFrom("127.0.0.2"), base+"/latest/meta-data/hostname", "web-1")
+
+	var ec2 struct {
+		OK         bool
+		InstanceID string `json:"instance_id"`
+		Userdata   string
+		Keys       []string
+		Hostname   string
+	}
+	cloudinittest.Run(t, cloudinittest.Ec2Client, map[string]any{"base": base, "src": "127.0.0.2", "aws": true}, &ec2)
+	if !ec2.OK || ec2.Hostname != "web-1" || len(ec2.Keys) != 1 || !strings.Contains(ec2.Userdata, "alice") {
+		t.Errorf("cloud-init Ec2: %+v", ec2)
+	}
+	var nc struct {
+		MD map[string]any
+		UD string
+	}
+	cloudinittest.Run(t, cloudinittest.NoCloudNetClient, map[string]any{"base": base + "/nocloud/", "src": "127.0.0.2"}, &nc)
+	if nc.MD["instance-id"] != ec2.InstanceID || !strings.HasPrefix(nc.UD, "#cloud-config") {
+		t.Errorf("cloud-init NoCloud-net: %+v", nc)
+	}
+
+	// Ignition, from 127.0.0.1: the pointer config, then the config.
+	ptr := fetch(t, httpFrom("127.0.0.1"), base+"/ignition/pointer")
+	cfgFile := filepath.Join(t.TempDir(), "pointer.ign")
+	os.WriteFile(cfgFile, []byte(ptr), 0o644)
+	cache, err := ignitiontest.Fetch(t, "file", "IGNITION_CONFIG_FILE="+cfgFile)
+	if err != nil {
+		t.Fatalf("ignition: %v\n%s", err, err.(*exec.ExitError).Stderr)
+	}
+	if !strings.Contains(cache, "/etc/served-by-vminit") {
+		t.Errorf("ignition's config:\n%s", cache)
+	}
+
+	// Updated through the API: served next.
+	u, _ := res.Get(context.Background(), "web-1", metav1.GetOptions{})
+	unstructured.SetNestedField(u.Object, "renamed", "spec", "hostname")
+	if _, err := res.Update(context.Background(), u, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitServed(httpFrom("127.0.0.2"), base+"/latest/meta-data/hostname", "renamed")
+	if log := stop(); !strings.Contains(log, "instances loaded") {
+		t.Errorf("serve's log:\n%s", log)
+	}
+}
+
+// TestInstancesKubeconfig: `vminit instances --kubeconfig` puts, lists,
+// shows, previews and deletes a cluster's Instance objects.
+func TestInstancesKubeconfig(t *testing.T) {
+	s, res := startCluster(t)
+	work := t.TempDir()
+	os.WriteFile(filepath.Join(work, "motd"), []byte("welcome\n"), 0o644)
+	specFile := filepath.Join(work, "web-1.yaml")
+	os.WriteFile(specFile, []byte(`apiVersion: vminit.dev/v1alpha1
+kind: Instance
+metadata: {name: web-1}
+spec:
+  files:
+    - {path: /etc/motd, mode: 0600, source: {file: motd}}
+  metadataServer: {addresses: [10.0.0.1]}
+`), 0o644)
+	kc := []string{"--kubeconfig", s.Kubeconfig, "-n", "default"}
+	in := func(args ...string) (int, string, string) {
+		t.Helper()
+		return run(t, append(append([]string{"instances"}, args...), kc...)...)
+	}
+	if code, out, stderr := in("put", specFile); code != 0 || !strings.Contains(out, "stored web-1") {
+		t.Fatalf("put: %d %s %s", code, out, stderr)
+	}
+	obj, err := res.Get(context.Background(), "web-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, _, _ := unstructured.NestedSlice(obj.Object, "spec", "files")
+	if f := files[0].(map[string]any); f["contentBase64"] != "d2VsY29tZQo=" || f["mode"] != "0600" || f["source"] != nil {
+		t.Errorf("stored file: %v", f)
+	}
+	if code, out, _ := in("list"); code != 0 || !strings.Contains(out, "web-1") || !strings.Contains(out, "10.0.0.1") {
+		t.Errorf("list: %d\n%s", code, out)
+	}
+	if code, out, _ := in("get", "web-1"); code != 0 || !strings.Contains(out, "instanceID:") {
+		t.Errorf("get: %d\n%s", code, out)
+	}
+	if code, out, _ := in("preview", "web-1", "--dialect", "nocloud"); code != 0 || !strings.Contains(out, "==> user-data <==") || !strings.Contains(out, "/etc/motd") {
+		t.Errorf("preview: %d\n%s", code, out)
+	}
+	// A spec refused on its content: exit 1, every problem named.
+	bad := filepath.Join(work, "bad.yaml")
+	os.WriteFile(bad, []byte("apiVersion: vminit.dev/v1alpha1\nkind: Instance\nmetadata: {name: bad}\nspec: {metadataServer: {addresses: [10.0.0.1]}}\n"), 0o644)
+	if code, _, stderr := in("put", bad); code != ExitInvalid || !strings.Contains(stderr, "10.0.0.1") {
+		t.Errorf("put of a taken address: %d %s", code, stderr)
+	}
+	if code, out, _ := in("delete", "web-1"); code != 0 || !strings.Contains(out, "deleted web-1") {
+		t.Errorf("delete: %d %s", code, out)
+	}
+	if _, err := res.Get(context.Background(), "web-1", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("after delete: %v", err)
+	}
+	if code, _, stderr := run(t, "instances", "list", "--kubeconfig", s.Kubeconfig, "--token-file", "x"); code != ExitUsage {
+		t.Errorf("--token-file with --kubeconfig: %d %s", code, stderr)
+	}
+}
+
+// TestControllerHelper is `vminit controller` in a process of its own,
+// for TestControllerReplicas.
+func TestControllerHelper(t *testing.T) {
+	args := os.Getenv("VMINIT_TEST_CONTROLLER_ARGS")
+	if args == "" {
+		return
+	}
+	os.Exit(Main(strings.Split(args, "\n"), os.Stdout, os.Stderr))
+}
+
+// TestControllerReplicas: two `vminit controller` processes elect one
+// leader on a Lease; the leader is killed (SIGKILL: no release), and the
+// other takes over within the lease duration and reconciles what changed.
+func TestControllerReplicas(t *testing.T) {
+	s, res := startCluster(t)
+	lease := func() string {
+		l, err := s.Clientset(t).CoordinationV1().Leases("default").Get(context.Background(), "vminit-controller", metav1.GetOptions{})
+		if err != nil || l.Spec.HolderIdentity == nil {
+			return ""
+		}
+		return *l.Spec.HolderIdentity
+	}
+	procs := map[string]*exec.Cmd{}
+	metrics := map[string]string{}
+	for _, id := range []string{"a", "b"} {
+		metrics[id] = freeAddr(t)
+		args := []string{"controller", "--kubeconfig", s.Kubeconfig, "--namespace", "default", "--leader-election-namespace", "default",
+			"--identity", id, "--lease-duration", "3s", "--renew-deadline", "2s", "--retry-period", "250ms",
+			"--metrics-listen", metrics[id], "--log-format", "text"}
+		cmd := exec.Command(os.Args[0], "-test.run=^TestControllerHelper$")
+		cmd.Env = append(os.Environ(), "VMINIT_TEST_CONTROLLER_ARGS="+strings.Join(args, "\n"))
+		log := &testtools.SyncBuffer{}
+		cmd.Stdout, cmd.Stderr = log, log
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		procs[id] = cmd
+		t.Cleanup(func() {
+			cmd.Process.Kill()
+			cmd.Wait()
+			if t.Failed() {
+				t.Logf("controller %s:\n%s", id, log)
+			}
+		})
+	}
+	leaderMetric := func(id string) string {
+		res, err := http.Get("http://" + metrics[id] + "/metrics")
+		if err != nil {
+			return ""
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "vminit_controller_leader "); ok {
+				return v
+			}
+		}
+		return ""
+	}
+	valid := func(name string) bool {
+		u, err := res.Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+		for _, c := range conds {
+			if m := c.(map[string]any); m["type"] == "Valid" && m["status"] == "True" {
+				return true
+			}
+		}
+		return false
+	}
+	waitUntil := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("never: %s", what)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	createInstance(t, res, "one", "hostname: one")
+	waitUntil("one leader, reconciling", func() bool { return lease() != "" && valid("one") })
+	first := lease()
+	other := map[string]string{"a": "b", "b": "a"}[first]
+	waitUntil("both replicas report who leads", func() bool { return leaderMetric(first) == "1" && leaderMetric(other) == "0" })
+
+	procs[first].Process.Signal(syscall.SIGKILL)
+	procs[first].Wait()
+	killed := time.Now()
+	createInstance(t, res, "two", "hostname: two")
+	waitUntil("the other replica leads and reconciles", func() bool { return lease() == other && valid("two") })
+	t.Logf("failover: %s killed, %s reconciled a new Instance %v later", first, other, time.Since(killed).Round(10*time.Millisecond))
+	if leaderMetric(other) != "1" {
+		t.Error("the new leader's metric")
+	}
+	if r, err := http.Get("http://" + metrics[other] + "/readyz"); err != nil || r.StatusCode != 200 {
+		t.Errorf("readyz: %v %v", r, err)
+	}
+}

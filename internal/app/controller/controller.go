@@ -1,0 +1,444 @@
+// Package controller is `vminit controller`: it reconciles vminit's
+// Instance objects and KubeVirt VirtualMachines in a cluster.
+//
+//   - Instance: its spec document (v1alpha1.SpecDocumentOf) is loaded and
+//     checked as `vminit validate` checks a spec file (spec.Parse, then
+//     check.Instance), rendered for its agent, and the result written to
+//     its status: the Valid, Rendered and Served conditions (problems listed
+//     with their field paths), the sha256 of each rendered file, the VMs
+//     that use it. Events say when that changes.
+//   - VirtualMachine that names an Instance (annotation vminit.dev/instance)
+//     or carries a cloud-init volume or the kubevirt.io/ignitiondata
+//     annotation (read by platform/kubevirt, as `vminit convert` reads it):
+//     the guest's user data and network data are written to a Secret of
+//     its own (keys userdata and networkdata, what KubeVirt's secretRef and
+//     networkDataSecretRef read), owned by the VM and rewritten only when
+//     its bytes change. With PatchVMs the VM's cloud-init volume is pointed
+//     at the Secret (what it replaced is kept in an annotation, and put
+//     back when the VM no longer names an Instance); otherwise an Event on
+//     the VM and the Instance's status name the Secret to reference.
+//
+// Deleting an Instance or a VM removes the Secrets the controller made for
+// it (and undoes its patch); objects it did not make are never written.
+//
+// Replicas elect a leader on a Lease; only the leader watches and writes.
+// Written on client-go's informers and work queue rather than
+// controller-runtime: docs/design.md, "The Kubernetes controller", says
+// why.
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/vminit/vminit/kube/api/v1alpha1"
+	"github.com/vminit/vminit/mdserver/kubestore"
+	"github.com/vminit/vminit/mdserver/registry"
+	"github.com/vminit/vminit/platform"
+	"github.com/vminit/vminit/platform/kube"
+)
+
+// secrets are watched as metadata only.
+var secrets = corev1.SchemeGroupVersion.WithResource("secrets")
+
+// Labels and annotations on what the controller makes.
+const (
+	// LabelManagedBy marks the Secrets the controller made (value
+	// "vminit"); nothing without it is written or deleted.
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	managedBy      = "vminit"
+	// LabelVirtualMachine names the VM a Secret is for.
+	LabelVirtualMachine = "vminit.dev/virtual-machine"
+	// AnnotationPatched, on a VM the controller patched (PatchVMs), keeps
+	// what the patch replaced (JSON), so that it can be undone and the
+	// VM's own first-boot data still be read.
+	AnnotationPatched = "vminit.dev/patched"
+	// SecretSuffix makes a VM's Secret name: <vm>-vminit.
+	SecretSuffix = "-vminit"
+)
+
+// Config configures a Controller.
+type Config struct {
+	// REST is the API server's client configuration (its QPS and Burst
+	// bound the controller's writes).
+	REST *rest.Config
+	// Namespaces are reconciled; empty: every namespace (which needs a
+	// ClusterRoleBinding).
+	Namespaces []string
+	// KubeVirt reconciles VirtualMachines too (the KubeVirt CRDs must
+	// exist).
+	KubeVirt bool
+	// PatchVMs points each VM's cloud-init volume at the Secret made for
+	// it.
+	PatchVMs bool
+	// Workers reconcile in parallel; default 4.
+	Workers int
+	// LeaderElection, when its Namespace is set, makes replicas elect one
+	// leader on a Lease; only the leader reconciles.
+	LeaderElection LeaderElection
+	// Resync re-reconciles everything this often (0: never; changes are
+	// watched).
+	Resync time.Duration
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+}
+
+// LeaderElection configures the Lease replicas elect a leader on.
+type LeaderElection struct {
+	Namespace, Name string
+	// Identity names this replica in the Lease; default the host name.
+	Identity string
+	// LeaseDuration, RenewDeadline and RetryPeriod default to 15 s, 10 s
+	// and 2 s, as Kubernetes' own controllers use.
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+}
+
+// Controller reconciles Instances and VirtualMachines.
+type Controller struct {
+	cfg     Config
+	log     *slog.Logger
+	dyn     dynamic.Interface
+	kube    kubernetes.Interface
+	meta    metadata.Interface
+	metrics *Metrics
+	// resolver reads the Secrets a VM's cloud-init volume refers to.
+	resolver platform.Resolver
+
+	leader atomic.Bool
+	synced atomic.Bool
+
+	mu      sync.Mutex
+	started bool
+}
+
+// New returns a Controller; Run starts it.
+func New(cfg Config) (*Controller, error) {
+	if cfg.REST == nil {
+		return nil, errors.New("controller: no client configuration")
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = 4
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	le := &cfg.LeaderElection
+	if le.Name == "" {
+		le.Name = "vminit-controller"
+	}
+	if le.Identity == "" {
+		host, _ := os.Hostname()
+		le.Identity = host
+	}
+	le.LeaseDuration = orDefault(le.LeaseDuration, 15*time.Second)
+	le.RenewDeadline = orDefault(le.RenewDeadline, 10*time.Second)
+	le.RetryPeriod = orDefault(le.RetryPeriod, 2*time.Second)
+	c := &Controller{cfg: cfg, log: cfg.Logger.With("component", "controller"), metrics: newMetrics()}
+	var err error
+	if c.dyn, err = dynamic.NewForConfig(cfg.REST); err != nil {
+		return nil, err
+	}
+	if c.kube, err = kubernetes.NewForConfig(cfg.REST); err != nil {
+		return nil, err
+	}
+	if c.meta, err = metadata.NewForConfig(cfg.REST); err != nil {
+		return nil, err
+	}
+	if c.resolver, err = kube.New(cfg.REST); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
+
+// Run reconciles until ctx ends. With leader election it first waits to
+// be elected; a leader that loses its Lease (the API server unreachable
+// past the renew deadline) stops reconciling and stands for election
+// again.
+func (c *Controller) Run(ctx context.Context) error {
+	c.mu.Lock()
+	if c.started {
+		c.mu.Unlock()
+		return errors.New("controller: Run called twice")
+	}
+	c.started = true
+	c.mu.Unlock()
+	le := c.cfg.LeaderElection
+	if le.Namespace == "" {
+		c.leader.Store(true)
+		c.metrics.leader.Store(1)
+		return c.lead(ctx)
+	}
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: le.Namespace, Name: le.Name},
+		Client:     c.kube.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: le.Identity},
+	}
+	for ctx.Err() == nil {
+		var runErr error
+		elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+			Lock: lock, Name: le.Name, ReleaseOnCancel: true,
+			LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod,
+			Callbacks: leaderelection.LeaderCallbacks{
+				OnStartedLeading: func(ctx context.Context) {
+					c.log.Info("leading", "lease", le.Namespace+"/"+le.Name, "identity", le.Identity)
+					c.leader.Store(true)
+					c.metrics.leader.Store(1)
+					runErr = c.lead(ctx)
+				},
+				OnStoppedLeading: func() {
+					c.leader.Store(false)
+					c.synced.Store(false)
+					c.metrics.leader.Store(0)
+				},
+				OnNewLeader: func(id string) {
+					if id != le.Identity {
+						c.log.Info("standing by", "leader", id)
+					}
+				},
+			},
+		})
+		if err != nil {
+			return fmt.Errorf("controller: leader election: %w", err)
+		}
+		elector.Run(ctx)
+		if runErr != nil && ctx.Err() == nil {
+			return runErr
+		}
+		if ctx.Err() == nil {
+			c.log.Warn("lost the lease; standing for election again", "lease", le.Namespace+"/"+le.Name)
+		}
+	}
+	return nil
+}
+
+// IsLeader reports whether this replica reconciles now.
+func (c *Controller) IsLeader() bool { return c.leader.Load() }
+
+// Handler serves /metrics (Prometheus), /healthz (the process runs) and
+// /readyz (a replica standing by, or a leader whose caches are synced).
+func (c *Controller) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", c.metrics)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if c.leader.Load() && !c.synced.Load() {
+			http.Error(w, "leading; caches not synced yet", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	return mux
+}
+
+// key is a work item: an object to reconcile.
+type key struct {
+	kind      byte // kindInstance or kindVM
+	namespace string
+	name      string
+}
+
+const (
+	kindInstance byte = 'i'
+	kindVM       byte = 'v'
+)
+
+func (k key) String() string { return k.namespace + "/" + k.name }
+
+// term is what one leadership term runs: informers, a queue, and the
+// state the reconcilers keep.
+type term struct {
+	c        *Controller
+	queue    workqueue.TypedRateLimitingInterface[key]
+	recorder record.EventRecorder
+
+	instances map[string]cache.SharedIndexInformer // by namespace ("" = all)
+	vms       map[string]cache.SharedIndexInformer
+	secrets   map[string]cache.SharedIndexInformer // metadata only
+
+	mu      sync.Mutex
+	ix      *registry.Index     // the metadata server's view: keys are namespace/name
+	loaded  map[string]*loaded  // each Instance's document, loaded and checked
+	refused map[string]bool     // keys the Index refuses now
+	deps    map[string]setOfKey // Secret namespace/name → the VMs whose data read it
+}
+
+type setOfKey map[string]bool
+
+// indexInstance indexes VMs by the Instance they name.
+const indexInstance = "instance"
+
+// lead runs one leadership term: informers, then workers, until ctx ends.
+func (c *Controller) lead(ctx context.Context) error {
+	t := &term{c: c, instances: map[string]cache.SharedIndexInformer{}, vms: map[string]cache.SharedIndexInformer{},
+		secrets: map[string]cache.SharedIndexInformer{}, loaded: map[string]*loaded{}, refused: map[string]bool{}, deps: map[string]setOfKey{}}
+	t.ix = registry.NewIndex(registry.IndexOptions{Logger: c.log, KeyAttr: "instance",
+		Invalid: "instance does not load", Refused: "instance refused by the metadata server's rule"})
+	t.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[key](),
+		workqueue.TypedRateLimitingQueueConfig[key]{Name: "vminit"})
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.kube.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+	t.recorder = broadcaster.NewRecorder(runtime.NewScheme(), corev1.EventSource{Component: "vminit-controller"})
+
+	namespaces := c.cfg.Namespaces
+	if len(namespaces) == 0 {
+		namespaces = []string{metav1.NamespaceAll}
+	}
+	var all []cache.SharedIndexInformer
+	for _, ns := range namespaces {
+		ii := dynamicinformer.NewFilteredDynamicInformer(c.dyn, v1alpha1.GroupVersionResource, ns, c.cfg.Resync, cache.Indexers{}, nil).Informer()
+		ii.SetTransform(dropManagedFields)
+		ii.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { t.instanceChanged(obj) },
+			UpdateFunc: func(_, obj any) { t.instanceChanged(obj) },
+			DeleteFunc: func(obj any) { t.instanceChanged(obj) },
+		})
+		t.instances[ns] = ii
+		all = append(all, ii)
+		if !c.cfg.KubeVirt {
+			continue
+		}
+		vi := dynamicinformer.NewFilteredDynamicInformer(c.dyn, kubestore.VirtualMachines, ns, c.cfg.Resync,
+			cache.Indexers{indexInstance: vmInstanceIndex}, nil).Informer()
+		vi.SetTransform(dropManagedFields)
+		vi.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { t.vmChanged(nil, obj) },
+			UpdateFunc: func(old, obj any) { t.vmChanged(old, obj) },
+			DeleteFunc: func(obj any) { t.vmChanged(nil, obj) },
+		})
+		t.vms[ns] = vi
+		si := metadatainformer.NewFilteredMetadataInformer(c.meta, secrets, ns, c.cfg.Resync, cache.Indexers{}, nil).Informer()
+		si.SetTransform(dropManagedFields)
+		si.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { t.secretChanged(obj) },
+			UpdateFunc: func(_, obj any) { t.secretChanged(obj) },
+			DeleteFunc: func(obj any) { t.secretChanged(obj) },
+		})
+		t.secrets[ns] = si
+		all = append(all, vi, si)
+	}
+	// The handlers enqueue nothing until the first batch below is in: the
+	// Index sees every Instance at once, in creation order, as a metadata
+	// server's first list does.
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer t.queue.ShutDown()
+	for _, inf := range all {
+		wg.Go(func() { inf.RunWithContext(ctx) })
+	}
+	for _, inf := range all {
+		if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+			return nil // ctx ended
+		}
+	}
+	t.loadAll()
+	c.synced.Store(true)
+	c.log.Info("caches synced; reconciling", "namespaces", c.cfg.Namespaces, "kubevirt", c.cfg.KubeVirt, "patch_vms", c.cfg.PatchVMs)
+	for range c.cfg.Workers {
+		wg.Go(func() {
+			for t.work(ctx) {
+			}
+		})
+	}
+	<-ctx.Done()
+	return nil
+}
+
+// dropManagedFields leaves the server-side apply bookkeeping out of the
+// informers' caches: the controller never reads it, and it is often the
+// larger part of an object.
+func dropManagedFields(obj any) (any, error) {
+	if m, ok := obj.(metav1.Object); ok {
+		m.SetManagedFields(nil)
+	}
+	return obj, nil
+}
+
+// work reconciles one key; false when the queue is shut down.
+func (t *term) work(ctx context.Context) bool {
+	k, quit := t.queue.Get()
+	if quit {
+		return false
+	}
+	defer t.queue.Done(k)
+	start := time.Now()
+	var err error
+	switch k.kind {
+	case kindInstance:
+		err = t.syncInstance(ctx, k.namespace, k.name)
+	case kindVM:
+		err = t.syncVM(ctx, k.namespace, k.name)
+	}
+	t.c.metrics.reconciled(k.kind, err, time.Since(start))
+	t.c.metrics.depth.Store(int64(t.queue.Len()))
+	if err != nil && ctx.Err() == nil {
+		t.c.log.Warn("reconcile failed; retrying", "kind", kindName(k.kind), "object", k.String(), "err", err)
+		t.queue.AddRateLimited(k)
+		return true
+	}
+	t.queue.Forget(k)
+	return true
+}
+
+func kindName(k byte) string {
+	if k == kindVM {
+		return "VirtualMachine"
+	}
+	return "Instance"
+}
+
+// informerFor returns the informer of namespace ns in m.
+func informerFor(m map[string]cache.SharedIndexInformer, ns string) cache.SharedIndexInformer {
+	if inf, ok := m[ns]; ok {
+		return inf
+	}
+	return m[metav1.NamespaceAll]
+}
+
+// get returns the cached object ns/name of the informers in m.
+func get(m map[string]cache.SharedIndexInformer, ns, name string) (any, bool) {
+	inf := informerFor(m, ns)
+	if inf == nil {
+		return nil, false
+	}
+	obj, ok, _ := inf.GetIndexer().GetByKey(ns + "/" + name)
+	return obj, ok
+}
+
+func metaOf(obj any) (metav1.Object, bool) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	m, ok := obj.(metav1.Object)
+	return m, ok
+}

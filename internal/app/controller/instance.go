@@ -1,0 +1,367 @@
+package controller
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/vminit/vminit/check"
+	"github.com/vminit/vminit/internal/lib/parallel"
+	"github.com/vminit/vminit/kube/api/v1alpha1"
+	"github.com/vminit/vminit/mdserver/registry"
+	"github.com/vminit/vminit/spec"
+)
+
+// loaded is an Instance's spec document, loaded and checked as `vminit
+// validate` would.
+type loaded struct {
+	doc []byte
+	rv  int64
+	// rec is the document as a metadata server loads it
+	// (registry.DecodeDocument), nil when it does not load.
+	rec *registry.Record
+	// problems are every error of spec.Parse and check.Instance;
+	// warnings check's warnings.
+	problems, warnings spec.Errors
+	// outputs are the rendered files' digests, and rendered what the
+	// Rendered condition says of them ("" when nothing rendered). The
+	// files themselves are not kept: 10,000 Instances' seeds would be
+	// most of the controller's memory.
+	outputs  []v1alpha1.Output
+	rendered string
+}
+
+// load reads an Instance object. prev is the last load of the same key:
+// an object whose document has not changed (a status write, a label
+// added) is not loaded again.
+func load(u *unstructured.Unstructured, prev *loaded) *loaded {
+	rv, _ := strconv.ParseInt(u.GetResourceVersion(), 10, 64)
+	sp, _, _ := unstructured.NestedFieldNoCopy(u.Object, "spec")
+	doc, err := v1alpha1.SpecDocumentOf(u.GetName(), u.GetLabels(), sp)
+	if err != nil {
+		return &loaded{rv: rv, problems: spec.Errors{{Message: err.Error()}}}
+	}
+	if prev != nil && bytes.Equal(prev.doc, doc) {
+		l := *prev
+		l.rv = rv
+		return &l
+	}
+	l := &loaded{doc: doc, rv: rv}
+	rec, err := registry.DecodeDocument(doc, "")
+	if err != nil {
+		l.problems = bare(spec.AsErrors(err), err)
+		return l
+	}
+	l.rec = rec
+	r := check.Instance(rec.Instance, check.Target{})
+	l.problems, l.warnings = bare(r.Errors, nil), bare(r.Warnings, nil)
+	switch {
+	case !r.OK():
+	case r.Ignition != nil:
+		l.outputs = []v1alpha1.Output{output("config.ign", r.Ignition.Config)}
+		l.rendered = fmt.Sprintf("Ignition config, spec %s, %d bytes", r.Ignition.Version, len(r.Ignition.Config))
+	case r.Seed != nil:
+		for _, f := range r.Seed.Files {
+			l.outputs = append(l.outputs, output(f.Path, f.Data))
+		}
+		l.rendered = fmt.Sprintf("cloud-init %s seed, %d files", r.Seed.Datasource, len(r.Seed.Files))
+	}
+	return l
+}
+
+// bare drops file names and lines: the document is the object's, made
+// here, and its lines are nobody's.
+func bare(es spec.Errors, err error) spec.Errors {
+	if es == nil && err != nil {
+		return spec.Errors{{Message: err.Error()}}
+	}
+	out := make(spec.Errors, len(es))
+	for i, e := range es {
+		c := *e
+		c.File, c.Line = "", 0
+		out[i] = &c
+	}
+	return out
+}
+
+func (t *term) instanceChanged(obj any) {
+	m, ok := metaOf(obj)
+	if !ok {
+		return
+	}
+	t.queue.Add(key{kindInstance, m.GetNamespace(), m.GetName()})
+	// The VMs that name it render from it.
+	for ns, inf := range t.vms {
+		if ns != metav1.NamespaceAll && ns != m.GetNamespace() {
+			continue
+		}
+		vms, _ := inf.GetIndexer().ByIndex(indexInstance, m.GetNamespace()+"/"+m.GetName())
+		for _, vm := range vms {
+			if vm, ok := metaOf(vm); ok {
+				t.queue.Add(key{kindVM, vm.GetNamespace(), vm.GetName()})
+			}
+		}
+	}
+}
+
+// loadAll loads every cached Instance on every core and hands them to the
+// Index as one batch, then queues every object.
+func (t *term) loadAll() {
+	var objs []*unstructured.Unstructured
+	for _, inf := range t.instances {
+		for _, o := range inf.GetStore().List() {
+			if u, ok := o.(*unstructured.Unstructured); ok {
+				objs = append(objs, u)
+			}
+		}
+	}
+	ls := parallel.Map(len(objs), 0, func(i int) *loaded { return load(objs[i], nil) })
+	t.mu.Lock()
+	changes := make([]registry.Change, len(objs))
+	for i, u := range objs {
+		k := u.GetNamespace() + "/" + u.GetName()
+		t.loaded[k] = ls[i]
+		changes[i] = change(k, ls[i])
+	}
+	t.ix.Apply(changes)
+	for i := range objs {
+		k := objs[i].GetNamespace() + "/" + objs[i].GetName()
+		if _, err := t.ix.Pending(k); err != nil {
+			t.refused[k] = true
+		}
+	}
+	t.mu.Unlock()
+	for _, u := range objs {
+		t.queue.Add(key{kindInstance, u.GetNamespace(), u.GetName()})
+	}
+	for _, inf := range t.vms {
+		for _, o := range inf.GetStore().List() {
+			if m, ok := metaOf(o); ok {
+				t.queue.Add(key{kindVM, m.GetNamespace(), m.GetName()})
+			}
+		}
+	}
+}
+
+// change is a loaded Instance as the metadata server's Index takes it.
+func change(k string, l *loaded) registry.Change {
+	c := registry.Change{Key: k, Record: l.rec, Seq: l.rv}
+	if l.rec == nil {
+		c.Err = l.problems
+	}
+	return c
+}
+
+// applyServed hands key's version to the Index (nil: the object is gone)
+// and queues the Instances whose refusal that may have lifted.
+func (t *term) applyServed(k string, l *loaded) {
+	t.mu.Lock()
+	var c registry.Change
+	if l == nil {
+		c = registry.Change{Key: k}
+		delete(t.loaded, k)
+	} else {
+		c = change(k, l)
+		t.loaded[k] = l
+	}
+	t.ix.Apply([]registry.Change{c})
+	var requeue []string
+	for r := range t.refused {
+		if _, err := t.ix.Pending(r); err == nil {
+			delete(t.refused, r)
+			if r != k {
+				requeue = append(requeue, r)
+			}
+		}
+	}
+	if l != nil {
+		if _, err := t.ix.Pending(k); err != nil {
+			t.refused[k] = true
+		}
+	}
+	t.mu.Unlock()
+	for _, r := range requeue {
+		ns, name, _ := strings.Cut(r, "/")
+		t.queue.Add(key{kindInstance, ns, name})
+	}
+}
+
+// served is the Served condition of key's version l.
+func (t *term) served(k string, l *loaded) metav1.Condition {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c := metav1.Condition{Type: v1alpha1.ConditionServed}
+	cur := t.ix.Served(k)
+	_, refusal := t.ix.Pending(k)
+	switch {
+	case l.rec == nil:
+		c.Status, c.Reason = metav1.ConditionFalse, "Invalid"
+		c.Message = "the spec does not load, so the metadata server does not serve this version"
+		if cur != nil {
+			c.Message += " (a server that served an earlier version keeps serving that)"
+		}
+	case refusal != nil:
+		c.Status, c.Reason = metav1.ConditionFalse, "Conflict"
+		c.Message = refusal.Error()
+	case cur != nil && cur.Revision == l.rec.Revision:
+		c.Status, c.Reason = metav1.ConditionTrue, "Served"
+		if len(cur.Addresses) == 0 {
+			c.Message = "served; no address of its own: to the KubeVirt VMIs that name it, or through a trusted proxy"
+		} else {
+			addrs := make([]string, len(cur.Addresses))
+			for i, a := range cur.Addresses {
+				addrs[i] = a.String()
+			}
+			c.Message = "served to " + strings.Join(addrs, ", ")
+		}
+	default:
+		c.Status, c.Reason = metav1.ConditionUnknown, "Pending"
+		c.Message = "not applied yet"
+	}
+	return c
+}
+
+// syncInstance reconciles one Instance: load, check, render, status.
+func (t *term) syncInstance(ctx context.Context, ns, name string) error {
+	k := ns + "/" + name
+	obj, ok := get(t.instances, ns, name)
+	if !ok {
+		t.applyServed(k, nil)
+		return nil
+	}
+	u := obj.(*unstructured.Unstructured)
+	t.mu.Lock()
+	prev := t.loaded[k]
+	t.mu.Unlock()
+	l := load(u, prev)
+	if prev == nil || prev.rv != l.rv || !bytes.Equal(prev.doc, l.doc) {
+		t.applyServed(k, l)
+	}
+	cur, _ := statusOf(u)
+	next := t.status(u, l, cur)
+	if statusEqual(cur, next) {
+		t.c.metrics.skipped.Add(1)
+		return nil
+	}
+	out := u.DeepCopy()
+	st, err := runtime.DefaultUnstructuredConverter.ToUnstructured(next)
+	if err != nil {
+		return err
+	}
+	out.Object["status"] = st
+	_, err = t.c.dyn.Resource(v1alpha1.GroupVersionResource).Namespace(ns).UpdateStatus(ctx, out, metav1.UpdateOptions{FieldManager: "vminit-controller"})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err // a conflict: the informer delivers the newer version, and the retry uses it
+	}
+	t.c.metrics.statusWrites.Add(1)
+	t.events(u, cur, next, l)
+	return nil
+}
+
+// statusOf reads an object's status.
+func statusOf(u *unstructured.Unstructured) (*v1alpha1.InstanceStatus, error) {
+	st := &v1alpha1.InstanceStatus{}
+	m, ok, _ := unstructured.NestedMap(u.Object, "status")
+	if !ok {
+		return st, nil
+	}
+	err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, st)
+	return st, err
+}
+
+// status is the status the object should have; cur keeps the conditions'
+// transition times where their status did not change.
+func (t *term) status(u *unstructured.Unstructured, l *loaded, cur *v1alpha1.InstanceStatus) *v1alpha1.InstanceStatus {
+	next := &v1alpha1.InstanceStatus{ObservedGeneration: u.GetGeneration(), Conditions: slices.Clone(cur.Conditions)}
+	valid := metav1.Condition{Type: v1alpha1.ConditionValid, Status: metav1.ConditionTrue, Reason: "Valid", Message: "every check vminit validate runs passed"}
+	rendered := metav1.Condition{Type: v1alpha1.ConditionRendered, Status: metav1.ConditionFalse, Reason: "Invalid", Message: "nothing is rendered from an invalid spec"}
+	if len(l.warnings) > 0 {
+		valid.Message = "valid, with warnings: " + joinProblems(l.warnings)
+	}
+	if len(l.problems) > 0 {
+		valid.Status, valid.Reason = metav1.ConditionFalse, "Invalid"
+		valid.Message = joinProblems(l.problems)
+	}
+	if l.rec != nil {
+		s := &l.rec.Instance.Spec
+		next.Hostname, next.Agent = s.Hostname, s.Agent
+	}
+	if len(l.problems) == 0 && l.rendered != "" {
+		rendered.Status, rendered.Reason, rendered.Message = metav1.ConditionTrue, "Rendered", l.rendered
+		next.Outputs = l.outputs
+	}
+	meta.SetStatusCondition(&next.Conditions, valid)
+	meta.SetStatusCondition(&next.Conditions, rendered)
+	meta.SetStatusCondition(&next.Conditions, t.served(u.GetNamespace()+"/"+u.GetName(), l))
+	for i := range next.Conditions {
+		next.Conditions[i].ObservedGeneration = u.GetGeneration()
+	}
+	next.VirtualMachines = t.virtualMachines(u.GetNamespace(), u.GetName())
+	return next
+}
+
+// maxMessage bounds a condition's message (the API allows 32 KiB).
+const maxMessage = 8 << 10
+
+// joinProblems lists problems as validate prints them, one per line.
+func joinProblems(es spec.Errors) string {
+	var b strings.Builder
+	for i, e := range es {
+		line := e.Error()
+		if b.Len()+len(line) > maxMessage {
+			fmt.Fprintf(&b, "\n… and %d more", len(es)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(line)
+	}
+	return b.String()
+}
+
+func output(name string, data []byte) v1alpha1.Output {
+	sum := sha256.Sum256(data)
+	return v1alpha1.Output{Name: name, SHA256: hex.EncodeToString(sum[:]), Size: int64(len(data))}
+}
+
+// statusEqual compares statuses as the API stores them.
+func statusEqual(a, b *v1alpha1.InstanceStatus) bool {
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	return bytes.Equal(ja, jb)
+}
+
+// events records what changed, on the Instance.
+func (t *term) events(u *unstructured.Unstructured, cur, next *v1alpha1.InstanceStatus, l *loaded) {
+	was := meta.FindStatusCondition(cur.Conditions, v1alpha1.ConditionValid)
+	now := meta.FindStatusCondition(next.Conditions, v1alpha1.ConditionValid)
+	switch {
+	case now.Status == metav1.ConditionFalse && (was == nil || was.Message != now.Message):
+		t.recorder.Event(u, corev1.EventTypeWarning, "Invalid", now.Message)
+	case now.Status == metav1.ConditionTrue && !slices.Equal(cur.Outputs, next.Outputs):
+		r := meta.FindStatusCondition(next.Conditions, v1alpha1.ConditionRendered)
+		t.recorder.Event(u, corev1.EventTypeNormal, "Rendered", r.Message)
+	}
+	wasS := meta.FindStatusCondition(cur.Conditions, v1alpha1.ConditionServed)
+	nowS := meta.FindStatusCondition(next.Conditions, v1alpha1.ConditionServed)
+	if nowS.Reason == "Conflict" && (wasS == nil || wasS.Message != nowS.Message) {
+		t.recorder.Event(u, corev1.EventTypeWarning, "Conflict", nowS.Message)
+	}
+}

@@ -1,0 +1,226 @@
+package v1alpha1
+
+import (
+	"encoding/base64"
+	"encoding/json"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/vminit/vminit/spec"
+)
+
+// The API's group, version, kind and resource.
+const (
+	Group    = "vminit.dev"
+	Version  = "v1alpha1"
+	Kind     = "Instance"
+	Resource = "instances"
+)
+
+var (
+	// SchemeGroupVersion is vminit.dev/v1alpha1.
+	SchemeGroupVersion = schema.GroupVersion{Group: Group, Version: Version}
+	// GroupVersionResource is the Instance resource, for dynamic clients.
+	GroupVersionResource = SchemeGroupVersion.WithResource(Resource)
+	// GroupVersionKind is the Instance kind.
+	GroupVersionKind = SchemeGroupVersion.WithKind(Kind)
+
+	schemeBuilder = runtime.NewSchemeBuilder(func(s *runtime.Scheme) error {
+		s.AddKnownTypes(SchemeGroupVersion, &Instance{}, &InstanceList{})
+		metav1.AddToGroupVersion(s, SchemeGroupVersion)
+		return nil
+	})
+	// AddToScheme adds the types to a scheme, for typed clients.
+	AddToScheme = schemeBuilder.AddToScheme
+)
+
+// AnnotationInstance, on a KubeVirt VirtualMachine (or its template, and
+// so its VirtualMachineInstance), names the Instance in the same namespace
+// whose first-boot data the VM gets.
+const AnnotationInstance = "vminit.dev/instance"
+
+// The condition types of InstanceStatus.
+const (
+	// ConditionValid is True when the spec passes every check `vminit
+	// validate` runs; its message lists every problem, each with its
+	// field path.
+	ConditionValid = "Valid"
+	// ConditionRendered is True when the outputs for the spec's agent
+	// rendered (status.outputs lists them).
+	ConditionRendered = "Rendered"
+	// ConditionServed is True when the metadata server serves this version
+	// (no other Instance holds its name or an address).
+	ConditionServed = "Served"
+)
+
+// Instance is one virtual machine's first-boot configuration as a
+// Kubernetes object.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:object:generate=false
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Namespaced,categories=vminit
+// +kubebuilder:printcolumn:name="Hostname",type=string,JSONPath=`.status.hostname`
+// +kubebuilder:printcolumn:name="Agent",type=string,JSONPath=`.status.agent`
+// +kubebuilder:printcolumn:name="Valid",type=string,JSONPath=`.status.conditions[?(@.type=="Valid")].status`
+// +kubebuilder:printcolumn:name="Served",type=string,JSONPath=`.status.conditions[?(@.type=="Served")].status`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Instance struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the instance spec, as in a spec file (docs/spec.md).
+	Spec spec.Spec `json:"spec"`
+	// Status is written by the controller.
+	// +optional
+	Status InstanceStatus `json:"status,omitempty"`
+}
+
+// InstanceStatus is what the controller found and made of the spec.
+type InstanceStatus struct {
+	// ObservedGeneration is the metadata.generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Hostname and Agent are the spec's, with defaults filled in.
+	// +optional
+	Hostname string `json:"hostname,omitempty"`
+	// +optional
+	Agent string `json:"agent,omitempty"`
+	// Conditions: Valid, Rendered, Served.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// Outputs are the rendered files, with their digests: the seed's files
+	// for cloud-init, the config for Ignition.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Outputs []Output `json:"outputs,omitempty"`
+	// VirtualMachines are the KubeVirt VirtualMachines that name this
+	// Instance, and the Secret each one's first-boot data is in.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	VirtualMachines []VirtualMachine `json:"virtualMachines,omitempty"`
+}
+
+// Output is one rendered file.
+type Output struct {
+	// Name is the file's path in the seed ("user-data",
+	// "openstack/latest/meta_data.json") or "config.ign".
+	Name string `json:"name"`
+	// SHA256 is the hex SHA-256 of the file's bytes.
+	SHA256 string `json:"sha256"`
+	// Size is its length in bytes.
+	Size int64 `json:"size"`
+}
+
+// VirtualMachine is a KubeVirt VirtualMachine that names the Instance.
+type VirtualMachine struct {
+	// Name is the VirtualMachine's name (in the Instance's namespace).
+	Name string `json:"name"`
+	// Secret holds the VM's userdata and networkdata; reference it from
+	// the VM's cloud-init volume (secretRef, networkDataSecretRef) unless
+	// Patched.
+	// +optional
+	Secret string `json:"secret,omitempty"`
+	// Patched is true when the controller pointed the VM at the Secret.
+	// +optional
+	Patched bool `json:"patched,omitempty"`
+}
+
+// InstanceList is a list of Instances.
+//
+// +kubebuilder:object:root=true
+type InstanceList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Instance `json:"items"`
+}
+
+// SpecDocument returns the spec document the object stands for:
+// apiVersion vminit.dev/v1alpha1, kind Instance, its name and labels, and
+// its spec. Loading it (spec.Parse with no directory, or
+// registry.DecodeDocument) validates it as `vminit validate` would.
+func (in *Instance) SpecDocument() ([]byte, error) {
+	return SpecDocumentOf(in.Name, in.Labels, &in.Spec)
+}
+
+// SpecDocumentOf is SpecDocument for an object read without these types
+// (an unstructured object's name, labels and spec): the spec goes into
+// the document as it is, so a field the types would not decode is
+// reported by the loader with its path, not lost.
+func SpecDocumentOf(name string, labels map[string]string, specValue any) ([]byte, error) {
+	return json.Marshal(document{APIVersion: spec.APIVersion, Kind: spec.Kind,
+		Metadata: metadata{Name: name, Labels: labels}, Spec: specValue})
+}
+
+type document struct {
+	APIVersion string   `json:"apiVersion"`
+	Kind       string   `json:"kind"`
+	Metadata   metadata `json:"metadata"`
+	Spec       any      `json:"spec"`
+}
+
+type metadata struct {
+	Name   string            `json:"name"`
+	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// DeepCopyInto copies in into out. The spec is copied through JSON:
+// spec.Spec holds free-form meta-data (map[string]any), for which
+// deepcopy generators write no code, and objects are copied only to be
+// changed (a status update), which is rare.
+func (in *Instance) DeepCopyInto(out *Instance) {
+	*out = *in
+	out.TypeMeta = in.TypeMeta
+	in.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	b, err := json.Marshal(&in.Spec)
+	if err == nil {
+		out.Spec = spec.Spec{}
+		err = json.Unmarshal(b, &out.Spec)
+	}
+	if err != nil {
+		panic("v1alpha1: copying an Instance's spec: " + err.Error())
+	}
+	in.Status.DeepCopyInto(&out.Status)
+}
+
+// DeepCopy returns a deep copy.
+func (in *Instance) DeepCopy() *Instance {
+	if in == nil {
+		return nil
+	}
+	out := new(Instance)
+	in.DeepCopyInto(out)
+	return out
+}
+
+// DeepCopyObject implements runtime.Object.
+func (in *Instance) DeepCopyObject() runtime.Object { return in.DeepCopy() }
+
+// FromSpec returns the Instance object for a spec: its name, labels and
+// spec. Content that the spec reads from files (files[].source.file, which
+// an object may not name) is inlined as contentBase64, so inst must be
+// resolved (spec.Parse or Instance.Resolve). The object's spec is inst's
+// as it stands: pass a spec that spec.Default has not filled in (spec.Decode
+// then Resolve) to keep the defaults out of the object.
+func FromSpec(inst *spec.Instance) *Instance {
+	obj := &Instance{TypeMeta: metav1.TypeMeta{APIVersion: SchemeGroupVersion.String(), Kind: Kind},
+		ObjectMeta: metav1.ObjectMeta{Name: inst.Metadata.Name, Labels: inst.Metadata.Labels}, Spec: inst.Spec}
+	copied := false
+	for i, f := range inst.Spec.Files {
+		if f.Source == nil {
+			continue
+		}
+		if !copied {
+			obj.Spec.Files, copied = append([]spec.File(nil), inst.Spec.Files...), true
+		}
+		obj.Spec.Files[i] = spec.File{Path: f.Path, Mode: f.Mode, Owner: f.Owner, Append: f.Append,
+			ContentBase64: base64.StdEncoding.EncodeToString(f.Data())}
+	}
+	return obj
+}

@@ -1,0 +1,346 @@
+package kubestore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/yaml"
+
+	"github.com/vminit/vminit/deploy/kubernetes/crd"
+	"github.com/vminit/vminit/internal/testing/kubetest"
+	"github.com/vminit/vminit/internal/testing/testtools"
+	"github.com/vminit/vminit/kube/api/v1alpha1"
+	"github.com/vminit/vminit/mdserver/kubestore"
+	"github.com/vminit/vminit/mdserver/registry"
+)
+
+func start(t *testing.T, kubevirt bool) (*kubetest.Server, dynamic.Interface) {
+	t.Helper()
+	s := kubetest.Start(t)
+	s.CreateCRDs(t, crd.Instances)
+	if kubevirt {
+		s.CreateCRDs(t, kubetest.KubeVirtCRDs)
+	}
+	return s, s.Dynamic(t)
+}
+
+func ctxFor(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// object is an Instance object with the spec given as YAML.
+func object(t testing.TB, ns, name, specYAML string) *unstructured.Unstructured {
+	t.Helper()
+	var sp map[string]any
+	if err := yaml.Unmarshal([]byte(specYAML), &sp); err != nil {
+		t.Fatal(err)
+	}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "vminit.dev/v1alpha1", "kind": "Instance",
+		"metadata": map[string]any{"name": name, "namespace": ns}, "spec": sp}}
+}
+
+func createNS(t *testing.T, s *kubetest.Server, names ...string) {
+	t.Helper()
+	for _, n := range names {
+		if _, err := s.Clientset(t).CoreV1().Namespaces().Create(ctxFor(t), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// eventually waits until cond holds (the store applies watch events
+// asynchronously).
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("never: %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func addrOf(snap *registry.Snapshot, a string) string {
+	r, ok := snap.ByAddr(netip.MustParseAddr(a))
+	if !ok {
+		return ""
+	}
+	return r.Name
+}
+
+// TestStore: the first list, then creates, updates, deletes; an object
+// that does not load is logged with its field path and keeps nothing (or
+// the last good version) served; a newcomer taking an address is refused.
+func TestStore(t *testing.T) {
+	s, dyn := start(t, false)
+	ctx := ctxFor(t)
+	createNS(t, s, "a", "b")
+	res := func(ns string) dynamic.ResourceInterface {
+		return dyn.Resource(v1alpha1.GroupVersionResource).Namespace(ns)
+	}
+	if _, err := res("a").Create(ctx, object(t, "a", "web-1", "metadataServer: {addresses: [10.0.0.1]}"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var logs testtools.SyncBuffer
+	st, err := kubestore.Open(ctx, kubestore.Config{REST: s.Config(), Namespaces: []string{"a", "b"},
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if got := addrOf(st.Snapshot(), "10.0.0.1"); got != "web-1" {
+		t.Fatalf("after Open: 10.0.0.1 → %q", got)
+	}
+
+	// Created in the other namespace; updated; an object outside the
+	// watched namespaces is not seen.
+	createNS(t, s, "c")
+	res("c").Create(ctx, object(t, "c", "other", "metadataServer: {addresses: [10.0.0.9]}"), metav1.CreateOptions{})
+	w2, err := res("b").Create(ctx, object(t, "b", "web-2", "metadataServer: {addresses: [10.0.0.2]}"), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "web-2 served", func() bool { return addrOf(st.Snapshot(), "10.0.0.2") == "web-2" })
+	unstructured.SetNestedStringSlice(w2.Object, []string{"10.0.0.3"}, "spec", "metadataServer", "addresses")
+	if _, err := res("b").Update(ctx, w2, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "web-2 moved", func() bool { return addrOf(st.Snapshot(), "10.0.0.3") == "web-2" })
+	if addrOf(st.Snapshot(), "10.0.0.2") != "" || addrOf(st.Snapshot(), "10.0.0.9") != "" {
+		t.Error("an old address, or another namespace's instance, is served")
+	}
+
+	// Valid to the schema, not to vminit validate: logged with the field.
+	if _, err := res("a").Create(ctx, object(t, "a", "bad", "sshAuthorizedKeys: [not-a-key]\nmetadataServer: {addresses: [10.0.0.4]}"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the invalid object logged", func() bool { return strings.Contains(logs.String(), "object=a/bad") })
+	if l := logs.String(); !strings.Contains(l, "spec.sshAuthorizedKeys[0]") {
+		t.Errorf("log of an invalid object:\n%s", l)
+	}
+	if addrOf(st.Snapshot(), "10.0.0.4") != "" {
+		t.Error("an invalid instance is served")
+	}
+
+	// A newcomer on web-1's address, in the other namespace, is refused.
+	if _, err := res("b").Create(ctx, object(t, "b", "thief", "metadataServer: {addresses: [10.0.0.1]}"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the thief refused", func() bool { return strings.Contains(logs.String(), "Instance refused") })
+	if got := addrOf(st.Snapshot(), "10.0.0.1"); got != "web-1" {
+		t.Errorf("10.0.0.1 → %q after a newcomer claimed it", got)
+	}
+	// web-1 deleted: the thief gets in.
+	if err := res("a").Delete(ctx, "web-1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the thief served once web-1 left", func() bool { return addrOf(st.Snapshot(), "10.0.0.1") == "thief" })
+	if _, ok := st.Snapshot().ByName("web-1"); ok {
+		t.Error("a deleted instance is served")
+	}
+}
+
+// Put and Delete write Instance objects and return once the store serves
+// the change; a document that would be refused is refused up front.
+func TestPutDelete(t *testing.T) {
+	s, dyn := start(t, false)
+	ctx := ctxFor(t)
+	st, err := kubestore.Open(ctx, kubestore.Config{REST: s.Config(), Namespaces: []string{"default"}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	doc := "apiVersion: vminit.dev/v1alpha1\nkind: Instance\nmetadata: {name: web-1}\nspec:\n  files:\n  - {path: /etc/a, mode: 0600, content: x}\n  metadataServer: {addresses: [10.0.0.1]}\n"
+	rec, err := st.Put(ctx, []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := addrOf(st.Snapshot(), "10.0.0.1"); got != "web-1" || rec.Name != "web-1" {
+		t.Fatalf("after Put: %q %v", got, rec)
+	}
+	// The object holds the document's meaning: the mode written as a
+	// string, so kubectl's YAML 1.1 never reads it as a decimal number.
+	obj, err := dyn.Resource(v1alpha1.GroupVersionResource).Namespace("default").Get(ctx, "web-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, _, _ := unstructured.NestedSlice(obj.Object, "spec", "files")
+	if m := files[0].(map[string]any)["mode"]; m != "0600" {
+		t.Errorf("stored mode %#v", m)
+	}
+	if r, _ := st.Snapshot().ByName("web-1"); *r.Instance.Spec.Files[0].Mode != 0o600 {
+		t.Errorf("served mode %v", r.Instance.Spec.Files[0].Mode)
+	}
+	// Updated in place.
+	if _, err := st.Put(ctx, []byte(strings.Replace(doc, "10.0.0.1", "10.0.0.2", 1))); err != nil {
+		t.Fatal(err)
+	}
+	if addrOf(st.Snapshot(), "10.0.0.2") != "web-1" {
+		t.Error("the update is not served when Put returns")
+	}
+	// Refused before writing: invalid, or an address web-1 holds.
+	if _, err := st.Put(ctx, []byte("apiVersion: vminit.dev/v1alpha1\nkind: Instance\nmetadata: {name: x}\nspec: {hostname: Bad_Name}\n")); err == nil || !strings.Contains(err.Error(), "spec.hostname") {
+		t.Errorf("invalid document: %v", err)
+	}
+	if _, err := st.Put(ctx, []byte("apiVersion: vminit.dev/v1alpha1\nkind: Instance\nmetadata: {name: thief}\nspec: {metadataServer: {addresses: [10.0.0.2]}}\n")); !errors.Is(err, registry.ErrAddressConflict) {
+		t.Errorf("a taken address: %v", err)
+	}
+	if _, err := dyn.Resource(v1alpha1.GroupVersionResource).Namespace("default").Get(ctx, "thief", metav1.GetOptions{}); err == nil {
+		t.Error("a refused document was written")
+	}
+	if err := st.Delete(ctx, "web-1"); err != nil {
+		t.Fatal(err)
+	}
+	if st.Snapshot().Len() != 0 {
+		t.Error("served after Delete returned")
+	}
+	if err := st.Delete(ctx, "web-1"); !errors.Is(err, registry.ErrNotFound) {
+		t.Errorf("second Delete: %v", err)
+	}
+}
+
+// The API server stops: the store serves from memory; writes made while
+// it is down (straight to etcd's API server after the restart) and the
+// ones just before are all applied once it is back: no lost update.
+func TestAPIServerRestart(t *testing.T) {
+	s, dyn := start(t, false)
+	ctx := ctxFor(t)
+	res := dyn.Resource(v1alpha1.GroupVersionResource).Namespace("default")
+	for i := range 3 {
+		if _, err := res.Create(ctx, object(t, "default", fmt.Sprint("web-", i), fmt.Sprintf("metadataServer: {addresses: [10.0.1.%d]}", i)), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var logs testtools.SyncBuffer
+	st, err := kubestore.Open(ctx, kubestore.Config{REST: s.Config(), Namespaces: []string{"default"}, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	s.Stop(t)
+	for i := range 3 {
+		if addrOf(st.Snapshot(), fmt.Sprintf("10.0.1.%d", i)) != fmt.Sprint("web-", i) {
+			t.Fatalf("web-%d not served while the API server is down", i)
+		}
+	}
+	time.Sleep(500 * time.Millisecond) // the watch notices
+	s.Restart(t)
+	// Changes after the restart: an update, a delete, a create.
+	w0, err := res.Get(ctx, "web-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unstructured.SetNestedStringSlice(w0.Object, []string{"10.0.2.0"}, "spec", "metadataServer", "addresses")
+	if _, err := res.Update(ctx, w0, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := res.Delete(ctx, "web-1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := res.Create(ctx, object(t, "default", "web-9", "metadataServer: {addresses: [10.0.1.9]}"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "every change after the restart applied", func() bool {
+		sn := st.Snapshot()
+		_, gone := sn.ByName("web-1")
+		return addrOf(sn, "10.0.2.0") == "web-0" && !gone && addrOf(sn, "10.0.1.9") == "web-9" && addrOf(sn, "10.0.1.2") == "web-2"
+	})
+	if !strings.Contains(logs.String(), "serving from memory") {
+		t.Logf("no outage logged:\n%s", logs.String())
+	}
+}
+
+// Open fails, naming the reason, when it cannot list.
+func TestOpenFails(t *testing.T) {
+	s := kubetest.Start(t) // no CRD
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	_, err := kubestore.Open(ctx, kubestore.Config{REST: s.Config(), Logger: slog.New(slog.DiscardHandler)})
+	if err == nil || !strings.Contains(err.Error(), "the server could not find the requested resource") {
+		t.Errorf("Open without the CRD: %v", err)
+	}
+}
+
+// A guest is known by its VMI's addresses: the VMI names the Instance,
+// or its VirtualMachine does.
+func TestKubeVirtIdentity(t *testing.T) {
+	s, dyn := start(t, true)
+	ctx := ctxFor(t)
+	res := dyn.Resource(v1alpha1.GroupVersionResource).Namespace("default")
+	vms := dyn.Resource(kubestore.VirtualMachines).Namespace("default")
+	vmis := dyn.Resource(kubestore.VirtualMachineInstances).Namespace("default")
+	for _, n := range []string{"web-1", "web-2"} {
+		if _, err := res.Create(ctx, object(t, "default", n, "hostname: "+n), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := kubestore.Open(ctx, kubestore.Config{REST: s.Config(), Namespaces: []string{"default"}, KubeVirt: true, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	vmi := func(name string, ann map[string]string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+			"metadata": map[string]any{"name": name}, "spec": map[string]any{}}}
+		u.SetAnnotations(ann)
+		return u
+	}
+	setStatus := func(u *unstructured.Unstructured, ips ...string) {
+		t.Helper()
+		var ifs []any
+		for _, ip := range ips {
+			ifs = append(ifs, map[string]any{"name": "default", "ipAddress": ip})
+		}
+		unstructured.SetNestedSlice(u.Object, ifs, "status", "interfaces")
+		if _, err := vmis.UpdateStatus(ctx, u, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A VMI naming web-1 itself.
+	v1, err := vmis.Create(ctx, vmi("vm-a", map[string]string{v1alpha1.AnnotationInstance: "web-1"}), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	setStatus(v1, "10.244.0.5")
+	eventually(t, "the VMI's address serves web-1", func() bool { return addrOf(st.Snapshot(), "10.244.0.5") == "web-1" })
+	// A VM naming web-2, whose VMI (same name) names nothing.
+	vm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+		"metadata": map[string]any{"name": "vm-b", "annotations": map[string]any{v1alpha1.AnnotationInstance: "web-2"}}, "spec": map[string]any{}}}
+	if _, err := vms.Create(ctx, vm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	v2, err := vmis.Create(ctx, vmi("vm-b", nil), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	setStatus(v2, "10.244.0.6")
+	eventually(t, "the VM's instance is served at its VMI's address", func() bool { return addrOf(st.Snapshot(), "10.244.0.6") == "web-2" })
+	// The VMI's address changes (a migration, a restart).
+	v2, _ = vmis.Get(ctx, "vm-b", metav1.GetOptions{})
+	setStatus(v2, "10.244.0.7")
+	eventually(t, "the new address", func() bool {
+		return addrOf(st.Snapshot(), "10.244.0.7") == "web-2" && addrOf(st.Snapshot(), "10.244.0.6") == ""
+	})
+	// The VMI goes away: its address with it.
+	if err := vmis.Delete(ctx, "vm-a", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the deleted VMI's address dropped", func() bool { return addrOf(st.Snapshot(), "10.244.0.5") == "" })
+	if _, ok := st.Snapshot().ByName("web-1"); !ok {
+		t.Error("web-1 is gone with its VMI")
+	}
+}
