@@ -22,6 +22,7 @@ import (
 	"github.com/vminit/vminit/kube/api/v1alpha1"
 	"github.com/vminit/vminit/mdserver/kubestore"
 	"github.com/vminit/vminit/mdserver/registry"
+	"github.com/vminit/vminit/spec"
 )
 
 func start(t *testing.T, kubevirt bool) (*kubetest.Server, dynamic.Interface) {
@@ -343,4 +344,94 @@ func TestKubeVirtIdentity(t *testing.T) {
 	if _, ok := st.Snapshot().ByName("web-1"); !ok {
 		t.Error("web-1 is gone with its VMI")
 	}
+}
+
+// TestChecksAndIncarnations: the server's checks run on every object, the
+// policy also on the addresses a VMI adds; a refused version leaves the
+// last good one served; a record's UID is its object's, new when the
+// object is deleted and created again.
+func TestChecksAndIncarnations(t *testing.T) {
+	s, dyn := start(t, true)
+	ctx := ctxFor(t)
+	res := dyn.Resource(v1alpha1.GroupVersionResource).Namespace("default")
+	vmis := dyn.Resource(kubestore.VirtualMachineInstances).Namespace("default")
+	var logs testtools.SyncBuffer
+	checks := registry.Checks{
+		Content: func(r *registry.Record) error {
+			if r.Instance.Spec.Hostname == "refused" {
+				return spec.Errors{{Field: "spec.hostname", Message: "refused by the check"}}
+			}
+			return nil
+		},
+		Policy: func(r *registry.Record) error {
+			for i, a := range r.Addresses {
+				if a.IsLoopback() {
+					return spec.Errors{{Field: fmt.Sprintf("spec.metadataServer.addresses[%d]", i), Message: "loopback refused"}}
+				}
+			}
+			return nil
+		},
+	}
+	st, err := kubestore.Open(ctx, kubestore.Config{REST: s.Config(), Namespaces: []string{"default"}, KubeVirt: true,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil)), Checks: checks})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	hostname := func() string {
+		if r, ok := st.Snapshot().ByName("web"); ok {
+			return r.Instance.Spec.Hostname
+		}
+		return ""
+	}
+	obj, err := res.Create(ctx, object(t, "default", "web", "hostname: good\nmetadataServer: {addresses: [10.0.0.1]}"), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "web served", func() bool { return hostname() == "good" })
+	if r, _ := st.Snapshot().ByName("web"); r.UID != string(obj.GetUID()) {
+		t.Errorf("UID %q, the object's %q", r.UID, obj.GetUID())
+	}
+	// A VMI naming web with a loopback address: refused, web keeps serving.
+	vmi := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+		"metadata": map[string]any{"name": "vm-lo", "annotations": map[string]any{v1alpha1.AnnotationInstance: "web"}}, "spec": map[string]any{}}}
+	v, err := vmis.Create(ctx, vmi, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unstructured.SetNestedSlice(v.Object, []any{map[string]any{"name": "default", "ipAddress": "127.0.0.7"}}, "status", "interfaces")
+	if _, err := vmis.UpdateStatus(ctx, v, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the VMI's loopback address refused", func() bool { return strings.Contains(logs.String(), "loopback refused") })
+	if addrOf(st.Snapshot(), "127.0.0.7") != "" || hostname() != "good" {
+		t.Errorf("127.0.0.7 → %q, web %q", addrOf(st.Snapshot(), "127.0.0.7"), hostname())
+	}
+	if err := vmis.Delete(ctx, "vm-lo", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	unstructured.SetNestedField(obj.Object, "refused", "spec", "hostname")
+	if _, err := res.Update(ctx, obj, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the refused version logged", func() bool { return strings.Contains(logs.String(), "refused by the check") })
+	if hostname() != "good" {
+		t.Errorf("served %q, not the last good version", hostname())
+	}
+	if _, err := st.Put(ctx, []byte("apiVersion: vminit.dev/v1alpha1\nkind: Instance\nmetadata: {name: lo}\nspec:\n  metadataServer: {addresses: [127.0.0.1]}\n")); err == nil || !strings.Contains(err.Error(), "loopback refused") {
+		t.Errorf("Put of a loopback instance: %v", err)
+	}
+	// Deleted and created again with the same spec: a new incarnation.
+	first, _ := st.Snapshot().ByName("web")
+	if err := res.Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	obj2, err := res.Create(ctx, object(t, "default", "web", "hostname: good\nmetadataServer: {addresses: [10.0.0.1]}"), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the new incarnation", func() bool {
+		r, ok := st.Snapshot().ByName("web")
+		return ok && r.UID == string(obj2.GetUID()) && r.UID != first.UID
+	})
 }
