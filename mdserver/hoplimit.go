@@ -24,9 +24,10 @@ func setHopLimit(r *http.Request, hops int) error {
 }
 
 // SetConnHopLimit sets the IP TTL and, on IPv6 sockets, the unicast hop
-// limit of a TCP connection.
+// limit of a TCP connection (or of the one a wrapper such as a Limiter's
+// connection or a tls.Conn holds: NetConn).
 func SetConnHopLimit(c net.Conn, hops int) error {
-	sc, ok := c.(syscall.Conn)
+	sc, ok := socketOf(c).(syscall.Conn)
 	if !ok {
 		return errors.New("connection has no socket")
 	}
@@ -51,7 +52,7 @@ func SetConnHopLimit(c net.Conn, hops int) error {
 // ConnHopLimit reads back the IPv4 TTL of a connection (for tests and
 // diagnostics).
 func ConnHopLimit(c net.Conn) (int, error) {
-	sc, ok := c.(syscall.Conn)
+	sc, ok := socketOf(c).(syscall.Conn)
 	if !ok {
 		return 0, errors.New("connection has no socket")
 	}
@@ -66,4 +67,16 @@ func ConnHopLimit(c net.Conn) (int, error) {
 		return 0, err
 	}
 	return v, serr
+}
+
+// socketOf unwraps connections that hold another (NetConn) down to the
+// socket.
+func socketOf(c net.Conn) net.Conn {
+	for {
+		w, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			return c
+		}
+		c = w.NetConn()
+	}
 }

@@ -282,6 +282,10 @@ type limitedConn struct {
 	released  bool
 }
 
+// NetConn is the connection c counts (for the IMDSv2 hop limit, which is
+// set on the socket).
+func (c *limitedConn) NetConn() net.Conn { return c.Conn }
+
 func (c *limitedConn) Close() error {
 	err := c.Conn.Close()
 	c.lim.release(c)

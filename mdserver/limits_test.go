@@ -232,3 +232,39 @@ func TestIdleConnectionsMakeRoom(t *testing.T) {
 		t.Error("no idle connection was evicted")
 	}
 }
+
+// TestLimitedConnectionsKeepTheHopLimit: an IMDSv2 token is issued, with
+// its hop limit set on the socket, through a Limiter's connection.
+func TestLimitedConnectionsKeepTheHopLimit(t *testing.T) {
+	store := twoInstances(t, "    tokenHopLimit: 3\n")
+	h := NewHandler(store, Options{AllowLoopbackInstances: true, Logger: quietLogger()})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := NewServer(h)
+	var mu sync.Mutex
+	var conns []net.Conn
+	srv.ConnState = func(c net.Conn, s http.ConnState) {
+		if s == http.StateActive {
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}
+	lim := NewLimiter(Limits{Known: h.Knows})
+	go srv.Serve(lim.Limit(srv, ln))
+	defer srv.Close()
+	c := clientFrom("127.0.0.2")
+	c.Transport.(*http.Transport).DisableKeepAlives = false // the connection stays open to be read
+	defer c.CloseIdleConnections()
+	r := do(t, c, "PUT", "http://"+ln.Addr().String()+"/latest/api/token", map[string]string{HeaderTokenTTL: "60"}, "")
+	if r.status != 200 || r.body == "" {
+		t.Fatalf("token through a limited connection: %d %q", r.status, r.body)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if ttl, err := ConnHopLimit(conns[len(conns)-1]); err != nil || ttl != 3 {
+		t.Errorf("hop limit %d, %v; want 3", ttl, err)
+	}
+}
