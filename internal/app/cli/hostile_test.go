@@ -126,7 +126,7 @@ func TestServeRefusesWhatIsNotAVMs(t *testing.T) {
 	token := filepath.Join(dir, "admin-token")
 	os.WriteFile(token, []byte("token-0123456789abcdef\n"), 0o600)
 	// serve runs until ready() says what it waited for, then is stopped.
-	serve := func(ready func(stderr string) bool, args ...string) (error, string) {
+	serve := func(ready func(stderr string) bool, args ...string) (string, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		root := NewRootCommand()
@@ -138,7 +138,7 @@ func TestServeRefusesWhatIsNotAVMs(t *testing.T) {
 		for {
 			select {
 			case err := <-done:
-				return err, stderr.String()
+				return stderr.String(), err
 			case <-time.After(20 * time.Millisecond):
 				if ready(stderr.String()) {
 					cancel()
@@ -147,13 +147,13 @@ func TestServeRefusesWhatIsNotAVMs(t *testing.T) {
 		}
 	}
 	listening := func(l string) bool { return strings.Contains(l, "listening") }
-	if err, l := serve(listening, "--listen", freeAddr(t), "--admin-listen", freeAddr(t), "--admin-token-file", token); err == nil ||
+	if l, err := serve(listening, "--listen", freeAddr(t), "--admin-listen", freeAddr(t), "--admin-token-file", token); err == nil ||
 		!strings.Contains(err.Error(), "--admin-token-file "+token+" is inside --instances") {
 		t.Errorf("a token inside the spec directory: %v\n%s", err, l)
 	}
 	addr := freeAddr(t)
 	var status int
-	err, l := serve(func(l string) bool {
+	l, err := serve(func(l string) bool {
 		if !listening(l) {
 			return false
 		}
