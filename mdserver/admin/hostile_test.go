@@ -279,3 +279,23 @@ func TestPutOneDocument(t *testing.T) {
 		t.Errorf("two documents: %d %s; %d stored", code, body, store.Snapshot().Len())
 	}
 }
+
+// TestPreviewWarnsOfUnservedDialects: a preview of a dialect the instance
+// is not served through (imdsv2: required) says its guest gets 403 there.
+func TestPreviewWarnsOfUnservedDialects(t *testing.T) {
+	store := newMemStore()
+	srv := httptest.NewServer(NewHandler(store, Options{Token: adminToken, Logger: slog.New(slog.DiscardHandler)}))
+	defer srv.Close()
+	if code, body := call(t, srv, "PUT", "/v1/instances/web", adminToken, strings.Replace(webSpec, `addresses: ["10.9.0.1"]`, `addresses: ["10.9.0.1"]`+"\n    imdsv2: required", 1)); code != 200 {
+		t.Fatalf("put: %d %s", code, body)
+	}
+	for dialect, warned := range map[string]bool{"ec2": false, "openstack": true, "nocloud": true, "configdrive": false} {
+		_, body := call(t, srv, "GET", "/v1/instances/web/preview?dialect="+dialect, adminToken, "")
+		var p Preview
+		json.Unmarshal([]byte(body), &p)
+		got := slices.ContainsFunc(p.Warnings, func(w string) bool { return strings.Contains(w, "its guest gets 403 there") })
+		if got != warned {
+			t.Errorf("%s: warned %v, want %v: %v", dialect, got, warned, p.Warnings)
+		}
+	}
+}

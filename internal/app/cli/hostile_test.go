@@ -125,35 +125,13 @@ func TestServeRefusesWhatIsNotAVMs(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "lo.yaml"), []byte("apiVersion: vminit.dev/v1alpha1\nkind: Instance\nmetadata: {name: lo}\nspec:\n  metadataServer: {addresses: [127.0.0.1]}\n"), 0o600)
 	token := filepath.Join(dir, "admin-token")
 	os.WriteFile(token, []byte("token-0123456789abcdef\n"), 0o600)
-	// serve runs until ready() says what it waited for, then is stopped.
-	serve := func(ready func(stderr string) bool, args ...string) (string, error) {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		root := NewRootCommand()
-		stderr := &testtools.SyncBuffer{}
-		root.SetErr(stderr)
-		root.SetArgs(append([]string{"serve", "--instances", dir, "--log-format", "text"}, args...))
-		done := make(chan error, 1)
-		go func() { done <- root.ExecuteContext(ctx) }()
-		for {
-			select {
-			case err := <-done:
-				return stderr.String(), err
-			case <-time.After(20 * time.Millisecond):
-				if ready(stderr.String()) {
-					cancel()
-				}
-			}
-		}
-	}
-	listening := func(l string) bool { return strings.Contains(l, "listening") }
-	if l, err := serve(listening, "--listen", freeAddr(t), "--admin-listen", freeAddr(t), "--admin-token-file", token); err == nil ||
+	if l, err := serveUntil(t, listening, "--instances", dir, "--listen", freeAddr(t), "--admin-listen", freeAddr(t), "--admin-token-file", token); err == nil ||
 		!strings.Contains(err.Error(), "--admin-token-file "+token+" is inside --instances") {
 		t.Errorf("a token inside the spec directory: %v\n%s", err, l)
 	}
 	addr := freeAddr(t)
 	var status int
-	l, err := serve(func(l string) bool {
+	l, err := serveUntil(t, func(l string) bool {
 		if !listening(l) {
 			return false
 		}
@@ -162,12 +140,91 @@ func TestServeRefusesWhatIsNotAVMs(t *testing.T) {
 			res.Body.Close()
 		}
 		return true
-	}, "--listen", addr)
+	}, "--instances", dir, "--listen", addr)
 	if err != nil || status != 404 {
 		t.Errorf("a loopback instance was served: %d, %v", status, err)
 	}
 	if !strings.Contains(l, "file=lo.yaml") || !strings.Contains(l, "spec.metadataServer.addresses[0]: 127.0.0.1 is a loopback address") {
 		t.Errorf("the refusal is not logged:\n%s", l)
+	}
+}
+
+func listening(stderr string) bool { return strings.Contains(stderr, "listening") }
+
+// serveUntil runs `vminit serve --log-format text args...` until ready
+// (called every 20 ms with what it logged) says what it waited for, then
+// stops it as SIGTERM does (its context ends) and returns its log and
+// error; at most 20 s in all.
+func serveUntil(t *testing.T, ready func(stderr string) bool, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	root := NewRootCommand()
+	stderr := &testtools.SyncBuffer{}
+	root.SetErr(stderr)
+	root.SetArgs(append([]string{"serve", "--log-format", "text"}, args...))
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx) }()
+	stopped := false
+	for {
+		select {
+		case err := <-done:
+			return stderr.String(), err
+		case <-time.After(20 * time.Millisecond):
+			if !stopped && ready(stderr.String()) {
+				stopped = true
+				cancel()
+				select {
+				case err := <-done:
+					return stderr.String(), err
+				case <-time.After(15 * time.Second):
+					t.Fatalf("serve did not stop within 15 s of its context's end:\n%s", stderr)
+				}
+			}
+		}
+	}
+}
+
+// TestServeWithAFIFOSource: a spec in the directory store whose
+// files[].source.file is a FIFO freezes nothing: the admin API stores an
+// instance, a new spec file is picked up, and serve stops at once when
+// told to.
+func TestServeWithAFIFOSource(t *testing.T) {
+	dir, work := t.TempDir(), t.TempDir()
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	doc := func(name, addr, files string) string {
+		return "apiVersion: vminit.dev/v1alpha1\nkind: Instance\nmetadata: {name: " + name + "}\nspec:\n" + files + "  metadataServer: {addresses: [" + addr + "]}\n"
+	}
+	os.WriteFile(filepath.Join(dir, "a.yaml"), []byte(doc("a", "192.0.2.1", "  files:\n    - path: /etc/x\n      source: {file: fifo}\n")), 0o600)
+	token := filepath.Join(work, "token")
+	os.WriteFile(token, []byte("token-0123456789abcdef\n"), 0o600)
+	put := filepath.Join(work, "b.yaml")
+	os.WriteFile(put, []byte(doc("b", "192.0.2.2", "")), 0o600)
+	adminAddr := freeAddr(t)
+	step := 0
+	l, err := serveUntil(t, func(l string) bool {
+		switch {
+		case step == 0 && listening(l):
+			if code, out, errOut := run(t, "instances", "put", put, "--server", "http://"+adminAddr, "--token-file", token); code != ExitOK {
+				t.Errorf("instances put: exit %d %s%s", code, out, errOut)
+			}
+			os.WriteFile(filepath.Join(dir, ".c"), []byte(doc("c", "192.0.2.3", "")), 0o600)
+			os.Rename(filepath.Join(dir, ".c"), filepath.Join(dir, "c.yaml"))
+			step = 1
+		case step == 1:
+			// The new file is served (the admin API lists what is served).
+			code, _, _ := run(t, "instances", "get", "c", "--server", "http://"+adminAddr, "--token-file", token)
+			return code == ExitOK
+		}
+		return false
+	}, "--instances", dir, "--listen", freeAddr(t), "--admin-listen", adminAddr, "--admin-token-file", token)
+	if err != nil {
+		t.Errorf("serve: %v\n%s", err, l)
+	}
+	if !strings.Contains(l, "file=a.yaml") || !strings.Contains(l, "not a regular file (a FIFO)") {
+		t.Errorf("the FIFO is not logged:\n%s", l)
 	}
 }
 
