@@ -68,8 +68,11 @@ trap 'rm -rf "$tmp"' EXIT
 export GOWORK=off GOFLAGS=-mod=mod CGO_ENABLED=0
 cd "$tmp"
 printf 'module kubetools\n' > go.mod
-go mod edit -require "k8s.io/kubernetes@$VERSION"
+# Download before requiring it: with the requirement in go.mod, `go mod
+# download` loads the module graph first and fails on the staging modules'
+# v0.0.0 (which only the replacements below make resolvable).
 gomod=$(go mod download -json "k8s.io/kubernetes@$VERSION" | sed -n 's/^\t"GoMod": "\(.*\)",$/\1/p')
+go mod edit -require "k8s.io/kubernetes@$VERSION"
 # The staging modules are the ones k8s.io/kubernetes requires at v0.0.0.
 staging=$(sed -n 's/^\t\(k8s\.io\/[a-z0-9-]*\) v0\.0\.0$/\1/p' "$gomod")
 if [ -z "$staging" ]; then
