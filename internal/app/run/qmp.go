@@ -88,7 +88,7 @@ func hmp(socket, command string) error {
 				return err
 			}
 			var m struct {
-				Return json.RawMessage `json:"return"`
+				Return json.RawMessage        `json:"return"`
 				Error  *struct{ Desc string } `json:"error"`
 			}
 			if json.Unmarshal(line, &m) != nil {
