@@ -212,3 +212,42 @@ func TestErrorsAUserHits(t *testing.T) {
 		}
 	})
 }
+
+// waitConsole waits until the guest's console shows want.
+func waitConsole(t *testing.T, g *Guest, want string) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for !bytes.Contains(g.Console(), []byte(want)) {
+		select {
+		case <-g.exited:
+			t.Fatalf("QEMU exited before the console showed %q: %v%s\n%s", want, g.exitStatus(), g.qemuSaid(), tail(g.Console(), 20))
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the console never showed %q:\n%s", want, tail(g.Console(), 20))
+		}
+	}
+}
+
+// TestServeBootsWithTheDialectsSMBIOS boots QEMU with each serve mode's
+// command line (user network, guestfwd relay, SMBIOS) and reads back, from
+// the real kernel's boot log, the system vendor and product the guest's
+// cloud-init will see.
+func TestServeBootsWithTheDialectsSMBIOS(t *testing.T) {
+	kernel := bootKernel(t)
+	defer func(g time.Duration) { StopGrace = g }(StopGrace)
+	StopGrace = time.Second
+	dev := loadSpec(t, "../../../examples/dev-vm.yaml")
+	for _, c := range []struct{ dialect, dmi string }{
+		{"ec2", "DMI: Amazon EC2 vminit"},
+		{"openstack", "DMI: OpenStack Foundation OpenStack Nova"},
+		{"nocloud", "DMI: QEMU Standard PC"},
+	} {
+		g := start(t, Options{Instance: dev, Serve: true, Dialect: c.dialect, SSHPort: testtools.FreePort(t),
+			Kernel: kernel, Append: waitForever, Memory: "256M", CPUs: 1})
+		waitConsole(t, g, c.dmi)
+		if err := g.Stop(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

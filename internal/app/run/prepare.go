@@ -153,15 +153,23 @@ func serve(inst *spec.Instance) (*http.Server, int, error) {
 // relayCommand is what QEMU runs for each guest connection to
 // 169.254.169.254:80 (guestfwd=...-cmd:), with the connection on its
 // standard input and output: bash joins it to the metadata server on
-// 127.0.0.1:port. (A guestfwd to a socket would carry every guest
-// connection over one stream, which HTTP cannot share.) When the guest
-// closes its side, the relay ends.
+// 127.0.0.1:port (relayScript). A guestfwd to a socket would carry every
+// guest connection over one stream, which HTTP cannot share; and QEMU
+// forwards only addresses inside the guest's user network, hence
+// metadataNet.
 func relayCommand(port int) (string, error) {
 	bash, err := exec.LookPath("bash")
 	if err != nil {
 		return "", errors.New("run: serve needs bash on the host (it relays the guest's metadata connections)")
 	}
-	return fmt.Sprintf(`%s -c 'exec 3<>/dev/tcp/127.0.0.1/%d && { cat <&3 & cat >&3; kill $! 2>/dev/null; }'`, bash, port), nil
+	return fmt.Sprintf("%s -c '%s'", bash, relayScript(port)), nil
+}
+
+// relayScript copies the server's answers to standard output in the
+// background and the guest's requests to the server in the foreground;
+// when the guest closes its side, the relay ends.
+func relayScript(port int) string {
+	return fmt.Sprintf("exec 3<>/dev/tcp/127.0.0.1/%d && { cat <&3 & cat >&3; kill $! 2>/dev/null; }", port)
 }
 
 // ec2UUID is the SMBIOS system UUID and serial of an EC2-dialect guest:
