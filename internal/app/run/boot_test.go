@@ -31,6 +31,14 @@ func bootKernel(t *testing.T) string {
 	return k.Image
 }
 
+// shortGrace shortens stopGrace for a test whose kernel has no userspace
+// to handle the power button, until the test and its cleanups are done.
+func shortGrace(t *testing.T, d time.Duration) {
+	old := stopGrace
+	stopGrace = d
+	t.Cleanup(func() { stopGrace = old })
+}
+
 // mbrDisk writes a small raw disk with a partition table signature.
 func mbrDisk(t *testing.T, dir string) string {
 	t.Helper()
@@ -63,8 +71,7 @@ const waitForever = "console=ttyS0 root=/dev/nonexistent rootwait"
 // after the grace period) and removes the temporary directory.
 func TestGuestThatNeverReports(t *testing.T) {
 	kernel := bootKernel(t)
-	defer func(g time.Duration) { StopGrace = g }(StopGrace)
-	StopGrace = 2 * time.Second
+	shortGrace(t, 2*time.Second)
 	var progress testtools.SyncBuffer
 	g := start(t, Options{Instance: loadSpec(t, "../../../examples/dev-vm.yaml"), Image: mbrDisk(t, t.TempDir()),
 		Kernel: kernel, Append: waitForever, Memory: "256M", CPUs: 1, Timeout: 15 * time.Second, Progress: &progress})
@@ -103,8 +110,7 @@ func TestGuestThatNeverReports(t *testing.T) {
 // badly: the verdict comes at once, not at the timeout.
 func TestKernelPanicEndsTheWait(t *testing.T) {
 	kernel := bootKernel(t)
-	defer func(g time.Duration) { StopGrace = g }(StopGrace)
-	StopGrace = 2 * time.Second
+	shortGrace(t, 2*time.Second)
 	g := start(t, Options{Instance: loadSpec(t, "../../../examples/fcos-server.yaml"),
 		Kernel: kernel, Append: "console=ttyS0", Memory: "256M", CPUs: 1, Timeout: 3 * time.Minute})
 	res, err := g.WaitFirstBoot(context.Background())
@@ -123,8 +129,7 @@ func TestKernelPanicEndsTheWait(t *testing.T) {
 // second boot of the same overlay.
 func TestOverlayKeepsTheBaseImage(t *testing.T) {
 	kernel := bootKernel(t)
-	defer func(g time.Duration) { StopGrace = g }(StopGrace)
-	StopGrace = 2 * time.Second
+	shortGrace(t, 2*time.Second)
 	dir := t.TempDir()
 	base := mbrDisk(t, dir)
 	before := sha(t, base)
@@ -134,9 +139,11 @@ func TestOverlayKeepsTheBaseImage(t *testing.T) {
 	for boot := 1; boot <= 2; boot++ {
 		g := start(t, o)
 		if boot == 1 {
-			if err := hmp(g.qmp, `qemu-io virtio0 "write -P 0xab 4096 4096"`); err != nil {
+			// qemu-io prints on QEMU's standard output: the console.
+			if _, err := hmp(g.qmp, `qemu-io virtio0 "write -P 0xab 4096 4096"`); err != nil {
 				t.Fatal(err)
 			}
+			waitConsole(t, g, "wrote 4096/4096 bytes")
 		}
 		if err := g.Stop(); err != nil {
 			t.Fatal(err)
@@ -235,8 +242,7 @@ func waitConsole(t *testing.T, g *Guest, want string) {
 // cloud-init will see.
 func TestServeBootsWithTheDialectsSMBIOS(t *testing.T) {
 	kernel := bootKernel(t)
-	defer func(g time.Duration) { StopGrace = g }(StopGrace)
-	StopGrace = time.Second
+	shortGrace(t, time.Second)
 	dev := loadSpec(t, "../../../examples/dev-vm.yaml")
 	for _, c := range []struct{ dialect, dmi string }{
 		{"ec2", "DMI: Amazon EC2 vminit"},

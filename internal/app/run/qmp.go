@@ -3,46 +3,71 @@ package run
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net"
-	"strings"
 	"time"
 )
 
 // powerdown presses the guest's ACPI power button through QEMU's QMP
 // socket (system_powerdown), as a host's shutdown does; a guest that
 // handles it powers off cleanly and QEMU exits.
-func powerdown(socket string) error { return qmpExecute(socket, "system_powerdown") }
+func powerdown(socket string) error {
+	_, err := qmp(socket, "system_powerdown", nil)
+	return err
+}
 
 // quit makes QEMU exit at once, as pulling the plug, but with its disk
 // images flushed and closed: a kept overlay stays consistent (a killed
 // QEMU loses the qcow2 metadata it still caches).
-func quit(socket string) error { return qmpExecute(socket, "quit") }
+func quit(socket string) error {
+	_, err := qmp(socket, "quit", nil)
+	if errors.Is(err, io.EOF) {
+		return nil // QEMU quit before answering
+	}
+	return err
+}
 
-// qmpExecute runs one QMP command without arguments.
-func qmpExecute(socket, command string) error {
+// hmp runs a human monitor command (tests use qemu-io) and returns what
+// it printed.
+func hmp(socket, command string) (string, error) {
+	ret, err := qmp(socket, "human-monitor-command", map[string]string{"command-line": command})
+	if err != nil {
+		return "", err
+	}
+	var out string
+	json.Unmarshal(ret, &out)
+	return out, nil
+}
+
+// qmp runs one QMP command on a new connection: the greeting, the
+// capabilities negotiation, then the command; events in between are
+// skipped.
+func qmp(socket, command string, args any) (json.RawMessage, error) {
 	conn, err := dialQMP(socket)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	conn.SetDeadline(time.Now().Add(30 * time.Second))
 	r := bufio.NewReader(conn)
-	// The greeting, then capabilities negotiation, then the command.
 	if _, err := r.ReadBytes('\n'); err != nil {
-		return err
+		return nil, err
 	}
-	for _, cmd := range []string{"qmp_capabilities", command} {
-		if _, err := fmt.Fprintf(conn, `{"execute":%q}`+"\n", cmd); err != nil {
-			return err
+	var ret json.RawMessage
+	for _, c := range []map[string]any{{"execute": "qmp_capabilities"}, {"execute": command, "arguments": args}} {
+		if c["arguments"] == nil {
+			delete(c, "arguments")
 		}
-		for {
+		req, _ := json.Marshal(c)
+		if _, err := conn.Write(append(req, '\n')); err != nil {
+			return nil, err
+		}
+		for ret = nil; ret == nil; {
 			line, err := r.ReadBytes('\n')
 			if err != nil {
-				if cmd == "quit" {
-					return nil // QEMU quit before answering
-				}
-				return err
+				return nil, err
 			}
 			var msg struct {
 				Return json.RawMessage `json:"return"`
@@ -54,58 +79,12 @@ func qmpExecute(socket, command string) error {
 				continue
 			}
 			if msg.Error != nil {
-				return fmt.Errorf("%s: %s", cmd, msg.Error.Desc)
+				return nil, fmt.Errorf("QMP %s: %s", c["execute"], msg.Error.Desc)
 			}
-			if msg.Return != nil {
-				break
-			}
-			// An event ({"event": ...}): read on.
+			ret = msg.Return // nil for an event: read on
 		}
 	}
-	return nil
-}
-
-// hmp runs a human monitor command through QMP (tests use qemu-io).
-func hmp(socket, command string) error {
-	conn, err := dialQMP(socket)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(30 * time.Second))
-	r := bufio.NewReader(conn)
-	if _, err := r.ReadBytes('\n'); err != nil {
-		return err
-	}
-	req, _ := json.Marshal(map[string]any{"execute": "human-monitor-command", "arguments": map[string]string{"command-line": command}})
-	for _, msg := range [][]byte{[]byte(`{"execute":"qmp_capabilities"}`), req} {
-		if _, err := conn.Write(append(msg, '\n')); err != nil {
-			return err
-		}
-		for {
-			line, err := r.ReadBytes('\n')
-			if err != nil {
-				return err
-			}
-			var m struct {
-				Return json.RawMessage        `json:"return"`
-				Error  *struct{ Desc string } `json:"error"`
-			}
-			if json.Unmarshal(line, &m) != nil {
-				continue
-			}
-			if m.Error != nil {
-				return fmt.Errorf("%s: %s", command, m.Error.Desc)
-			}
-			if m.Return != nil {
-				if s := strings.Trim(string(m.Return), `"{}`); strings.Contains(s, "rror") {
-					return fmt.Errorf("%s: %s", command, s)
-				}
-				break
-			}
-		}
-	}
-	return nil
+	return ret, nil
 }
 
 // dialQMP connects to QEMU's QMP socket, which QEMU creates a moment

@@ -114,9 +114,9 @@ type Guest struct {
 	stopErr   error
 }
 
-// StopGrace is how long Stop waits for the guest to power off after the
+// stopGrace is how long Stop waits for the guest to power off after the
 // ACPI power button before it kills QEMU.
-var StopGrace = 30 * time.Second
+var stopGrace = 30 * time.Second
 
 // Start builds the seed (in a temporary directory removed by Stop or Wait,
 // or when QEMU exits), starts QEMU and returns at once. When ctx is
@@ -422,7 +422,7 @@ func (g *Guest) Wait(ctx context.Context) error {
 }
 
 // Stop asks the guest to power off (ACPI through QMP), kills QEMU after
-// StopGrace and removes the temporary files. It may be called more than
+// stopGrace and removes the temporary files. It may be called more than
 // once and from several goroutines; all wait for the same stop.
 func (g *Guest) Stop() error {
 	g.stopOnce.Do(func() {
@@ -436,8 +436,8 @@ func (g *Guest) Stop() error {
 			}
 			select {
 			case <-g.exited:
-			case <-time.After(StopGrace):
-				g.say("the guest did not power off in %v; stopping QEMU", StopGrace)
+			case <-time.After(stopGrace):
+				g.say("the guest did not power off in %v; stopping QEMU", stopGrace)
 				g.kill()
 			}
 		}
