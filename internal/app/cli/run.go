@@ -177,6 +177,15 @@ func (f *runFlags) run(cmd *cobra.Command, args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	go func() {
+		// The first Ctrl-C powers the guest off; a second one ends vminit
+		// at once (and QEMU with it).
+		<-ctx.Done()
+		stop()
+		if cmd.Context().Err() == nil {
+			fmt.Fprintln(stderr, "vminit: powering the guest off (Ctrl-C again to kill it now)")
+		}
+	}()
 	g, err := vmrun.Start(ctx, o)
 	if err != nil {
 		return err

@@ -429,6 +429,14 @@ func (g *Guest) Stop() error {
 		select {
 		case <-g.exited:
 		default:
+			g.mu.Lock()
+			panicked := g.watch.panic
+			g.mu.Unlock()
+			if panicked {
+				g.say("stopping QEMU (the guest's kernel panicked)")
+				g.kill()
+				break
+			}
 			g.say("stopping the guest (ACPI power button)")
 			if err := powerdown(g.qmp); err != nil {
 				g.say("QMP: %v; stopping QEMU", err)

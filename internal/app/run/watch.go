@@ -22,6 +22,7 @@ type watcher struct {
 	done    bool
 	ok      bool
 	summary string // the agent's own final words (cloud-init's final message)
+	panic   bool   // the kernel panicked: nothing in the guest will answer
 }
 
 // The signals on the console, each from the agent's own code.
@@ -76,6 +77,7 @@ func (w *watcher) line(l string) {
 		}
 	}
 	if m := rePanic.FindStringSubmatch(l); m != nil {
+		w.panic = true
 		w.fail("kernel panic: " + m[1])
 		return
 	}
