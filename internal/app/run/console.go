@@ -50,9 +50,10 @@ func (r *ring) Bytes() []byte {
 }
 
 // tail returns the last n lines of a console, without carriage returns
-// and with control characters other than tab made visible.
+// and terminal escape sequences, and with other control characters than
+// tab made visible.
 func tail(b []byte, n int) string {
-	s := strings.TrimRight(strings.ReplaceAll(string(b), "\r", ""), "\n")
+	s := strings.TrimRight(stripANSI(strings.ReplaceAll(string(b), "\r", "")), "\n")
 	lines := strings.Split(s, "\n")
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]

@@ -64,12 +64,23 @@ var (
 	rePanic = regexp.MustCompile(`Kernel panic - not syncing: (.*)`)
 )
 
+// reANSI matches the terminal escape sequences systemd colours its status
+// lines with ("[\x1b[0;32m  OK  \x1b[0m] Reached target \x1b[0;1;39mx\x1b[0m").
+var reANSI = regexp.MustCompile("\x1b\\[[0-9;?]*[A-Za-z]|\x1b[()][A-Za-z0-9]")
+
+func stripANSI(s string) string {
+	if !strings.Contains(s, "\x1b") {
+		return s
+	}
+	return reANSI.ReplaceAllString(s, "")
+}
+
 // line feeds one console line (without its newline).
 func (w *watcher) line(l string) {
 	if w.done {
 		return
 	}
-	l = strings.TrimRight(strings.ReplaceAll(l, "\r", ""), " ")
+	l = strings.TrimRight(stripANSI(strings.ReplaceAll(l, "\r", "")), " ")
 	if !w.kernel {
 		if m := reKernel.FindStringSubmatch(l); m != nil {
 			w.kernel = true

@@ -30,7 +30,7 @@ const (
 [   25.000000] cloud-init[480]: Cloud-init v. 22.4.2 running 'modules:final' at Wed, 25 Nov 2026 19:00:20 +0000. Up 24.90 seconds.
 `
 	ciFinal = `Cloud-init v. 22.4.2 finished at Wed, 25 Nov 2026 19:00:31 +0000. Datasource DataSourceNoCloud [seed=/dev/sr0][dsmode=net].  Up 35.12 seconds
-[  OK  ] Finished cloud-final.service - Execute cloud user/final scripts.
+[` + "\x1b[0;32m  OK  \x1b[0m] Finished \x1b[0;1;39mcloud-final.service\x1b[0m" + ` - Execute cloud user/final scripts.
 `
 )
 
@@ -61,7 +61,7 @@ func TestWatcherCloudInit(t *testing.T) {
 	}
 
 	// A user's final_message replaces the default: systemd's line ends it.
-	w, _ = feed(agentCloudInit, ciHead+"all done, my way\n[  OK  ] Finished cloud-final.service - Execute cloud user/final scripts.\n")
+	w, _ = feed(agentCloudInit, ciHead+"all done, my way\n[\x1b[0;32m  OK  \x1b[0m] Finished \x1b[0;1;39mcloud-final.service\x1b[0m - Execute cloud user/final scripts.\n")
 	if !w.done || !w.ok {
 		t.Errorf("custom final message: done %v ok %v", w.done, w.ok)
 	}
@@ -88,9 +88,8 @@ const ignHead = `[    0.000000] Linux version 6.1.0-28-amd64 (debian-kernel@list
 `
 
 func TestWatcherIgnition(t *testing.T) {
-	w, said := feed(agentIgnition, ignHead+`[    7.000000] ignition[340]: Ignition finished successfully
-[  OK  ] Reached target ignition-complete.target - Ignition Complete.
-`)
+	w, said := feed(agentIgnition, ignHead+"[    7.000000] ignition[340]: Ignition finished successfully\n"+
+		"[\x1b[0;32m  OK  \x1b[0m] Reached target \x1b[0;1;39mignition-complete.target\x1b[0m - Ignition Complete.\n")
 	if !w.done || !w.ok {
 		t.Fatalf("a clean Ignition run: done %v ok %v errors %q", w.done, w.ok, w.errors)
 	}
@@ -139,7 +138,7 @@ func TestLineSplitterBoundsLines(t *testing.T) {
 }
 
 func TestTailShowsTheLastLines(t *testing.T) {
-	if got := tail([]byte("1\r\n2\r\n3\x1b[0m\r\n"), 2); got != "2\n3?[0m" {
+	if got := tail([]byte("1\r\n2\r\n3\x1b[0m\x07\r\n"), 2); got != "2\n3?" {
 		t.Errorf("tail = %q", got)
 	}
 }
