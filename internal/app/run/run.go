@@ -183,7 +183,7 @@ func Start(ctx context.Context, o Options) (*Guest, error) {
 		return nil, fmt.Errorf("run: writing the seed: %w", err)
 	}
 	if c.Serve {
-		if g.srv, f.mdPort, err = serve(c.Instance); err != nil {
+		if g.srv, f.mdPort, err = serve(c.servedInstance()); err != nil {
 			return nil, fmt.Errorf("run: metadata server: %w", err)
 		}
 		if c.dialect != spec.DialectNoCloud {
