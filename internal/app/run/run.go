@@ -94,6 +94,7 @@ type Guest struct {
 	dir     string // the temporary directory (seed, overlay, QMP socket)
 	qmp     string
 	srv     *http.Server
+	srvAddr string
 	start   time.Time
 	console ring
 	stderr  ring // QEMU's own messages
@@ -186,6 +187,7 @@ func Start(ctx context.Context, o Options) (*Guest, error) {
 		if g.srv, f.mdPort, err = serve(c.servedInstance()); err != nil {
 			return nil, fmt.Errorf("run: metadata server: %w", err)
 		}
+		g.srvAddr = fmt.Sprintf("127.0.0.1:%d", f.mdPort)
 		if c.dialect != spec.DialectNoCloud {
 			if f.relay, err = relayCommand(f.mdPort); err != nil {
 				return nil, err
@@ -215,7 +217,7 @@ func (g *Guest) delivery() string {
 	c := g.c
 	switch {
 	case c.Serve:
-		return "metadata server (" + c.dialect + ")"
+		return fmt.Sprintf("metadata server (%s) on %s", c.dialect, g.srvAddr)
 	case c.datasource == DatasourceFwCfg:
 		return "fw_cfg"
 	}
