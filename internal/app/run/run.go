@@ -77,8 +77,14 @@ type Result struct {
 	Agent string
 	// OK is true when the agent finished without reporting errors.
 	OK bool
-	// Errors are the errors the agent reported.
+	// Errors are the errors the agent reported: for cloud-init, what its
+	// own status counts (modules and stages that failed), ERROR and
+	// CRITICAL log lines, failed units, no datasource; for Ignition, its
+	// failures and failed stage units; for both, a kernel panic.
 	Errors []string
+	// Warnings are the agent's other warnings (cloud-init's WARNING lines
+	// that are not failures); they do not make OK false.
+	Warnings []string
 	// Elapsed is the time from Start to first-boot-done.
 	Elapsed time.Duration
 	// ConsoleTail holds the last lines of the serial console.
@@ -304,7 +310,7 @@ func (g *Guest) line(l string) {
 	g.watch.line(l)
 	if g.watch.done {
 		w := g.watch
-		g.result = &Result{Agent: g.c.agent, OK: w.ok, Errors: w.errors, Elapsed: time.Since(g.start)}
+		g.result = &Result{Agent: g.c.agent, OK: w.ok, Errors: w.errors, Warnings: w.warnings, Elapsed: time.Since(g.start)}
 		close(g.agentCh)
 	}
 }
