@@ -178,10 +178,16 @@ func (f *runFlags) run(cmd *cobra.Command, args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	finished := make(chan struct{})
+	defer close(finished) // before stop: the goroutine below sees it first
 	go func() {
 		// The first Ctrl-C powers the guest off; a second one ends vminit
 		// at once (and QEMU with it).
-		<-ctx.Done()
+		select {
+		case <-finished:
+			return
+		case <-ctx.Done():
+		}
 		stop()
 		if cmd.Context().Err() == nil {
 			fmt.Fprintln(stderr, "vminit: powering the guest off (Ctrl-C again to kill it now)")
