@@ -58,7 +58,8 @@ var (
 	// each stage and "Ignition finished successfully" at its end, or
 	// "Ignition failed: <why>" (CRITICAL); systemd-journald forwards
 	// them to the console (systemd.journald.forward_to_console=1).
-	reIgnVersion = regexp.MustCompile(`Ignition (\d+\.\d+\.\d+)`)
+	// (Debian's build says "Ignition Debian 2.14.0+ds1-1+b6".)
+	reIgnVersion = regexp.MustCompile(`Ignition (?:[A-Za-z]+ )?v?(\d+\.\d+\.\d+)`)
 	reIgnStage   = regexp.MustCompile(`Stage: (\S+)`)
 	reIgnFailed  = regexp.MustCompile(`Ignition failed: (.*)`)
 	// The initramfs's systemd: ignition-complete.target is reached when

@@ -91,12 +91,12 @@ func TestWatcherCloudInit(t *testing.T) {
 }
 
 const ignHead = `[    0.000000] Linux version 6.1.0-28-amd64 (debian-kernel@lists.debian.org) #1 SMP PREEMPT_DYNAMIC Debian 6.1.119-1
-[    4.000000] ignition[312]: Ignition 2.14.0
+[    4.000000] ignition[312]: Ignition Debian 2.14.0+ds1-1+b6
 [    4.010000] ignition[312]: Stage: fetch-offline
 [    4.020000] ignition[312]: reading system config file "/usr/lib/ignition/base.ign"
 [    4.100000] ignition[312]: parsing config with SHA512: 3c1b...
 [    4.200000] ignition[312]: Ignition finished successfully
-[    6.000000] ignition[340]: Ignition 2.14.0
+[    6.000000] ignition[340]: Ignition Debian 2.14.0+ds1-1+b6
 [    6.010000] ignition[340]: Stage: files
 [    6.500000] ignition[340]: files: createFilesystemsFiles: createFiles: op(1): [started]  writing file "/sysroot/etc/hostname"
 `
