@@ -178,25 +178,32 @@ func (f *runFlags) run(cmd *cobra.Command, args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	g, err := vmrun.Start(ctx, o)
+	if err != nil {
+		return err
+	}
 	finished := make(chan struct{})
 	defer close(finished) // before stop: the goroutine below sees it first
 	go func() {
-		// The first Ctrl-C powers the guest off; a second one ends vminit
-		// at once (and QEMU with it).
+		// The first Ctrl-C powers the guest off; a second one stops QEMU
+		// at once.
 		select {
 		case <-finished:
 			return
 		case <-ctx.Done():
 		}
+		again, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+		defer cancel()
 		stop()
 		if cmd.Context().Err() == nil {
-			fmt.Fprintln(stderr, "vminit: powering the guest off (Ctrl-C again to kill it now)")
+			fmt.Fprintln(stderr, "vminit: powering the guest off (Ctrl-C again to stop QEMU now)")
+		}
+		select {
+		case <-finished:
+		case <-again.Done():
+			g.Kill()
 		}
 	}()
-	g, err := vmrun.Start(ctx, o)
-	if err != nil {
-		return err
-	}
 	res, waitErr := g.WaitFirstBoot(ctx)
 	if f.console && waitErr == nil {
 		printRunResult(stderr, in.inst.Metadata.Name, res)

@@ -462,6 +462,20 @@ func (g *Guest) Stop() error {
 	return g.stopErr
 }
 
+// Kill ends QEMU at once, without asking the guest (QMP quit, which
+// flushes the disk images; else SIGKILL), and removes the temporary files.
+// A Stop waiting for the guest returns too.
+func (g *Guest) Kill() error {
+	select {
+	case <-g.exited:
+	default:
+		g.say("stopping QEMU now")
+		g.kill()
+	}
+	g.cleanup()
+	return g.stopErr
+}
+
 // kill ends QEMU: quit through QMP (images flushed), else SIGKILL.
 func (g *Guest) kill() {
 	if quit(g.qmp) == nil {
