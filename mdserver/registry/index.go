@@ -99,6 +99,58 @@ func (ix *Index) Decode(doc []byte, dir string) (*Record, error) {
 	return rec, nil
 }
 
+// DecodeDeferred is Decode with Checks.Content deferred: the record is
+// indexed at once and its content check runs on first use
+// (Record.Verify, which Snapshot.ByAddr and ByName call) or when the
+// store's background pass reaches it, whichever is first; the store then
+// calls Unserve for each record that failed. A store defers only at
+// start-up, where no last good version exists to keep (docs/security.md);
+// the policy check runs here, as it is cheap.
+func (ix *Index) DecodeDeferred(doc []byte, dir string) (*Record, error) {
+	rec, err := DecodeDocument(doc, dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := ix.Admit(rec); err != nil {
+		return nil, err
+	}
+	if c := ix.opts.Checks.Content; c != nil {
+		rec.deferred = &deferredCheck{run: c}
+	}
+	return rec, nil
+}
+
+// Unserve takes rec, which key serves and whose deferred content check
+// failed with err, out of the snapshot, logged as a version that did not
+// load: the key serves nothing (it had no other good version), and the
+// versions refused for the names and addresses rec held are tried again.
+// It reports whether rec was still served.
+func (ix *Index) Unserve(key string, rec *Record, err error) bool {
+	if ix.served[key] != rec {
+		return false
+	}
+	attrs := append([]any{ix.opts.KeyAttr, key}, problemAttrs(err)...)
+	ix.opts.Logger.Error(ix.opts.Invalid, append(attrs, "serving", "nothing from this "+ix.opts.KeyAttr)...)
+	// A newer version of key, refused for now, is tried once rec is out.
+	_, newer := ix.pending[key]
+	delete(ix.pending, key)
+	set := make(map[string]*Record, 1+len(ix.pending))
+	set[key] = nil
+	for k := range ix.pending {
+		set[k] = ix.keys[k].pending
+	}
+	ix.publish(set)
+	if newer {
+		ix.pending[key] = struct{}{}
+		set = make(map[string]*Record, len(ix.pending))
+		for k := range ix.pending {
+			set[k] = ix.keys[k].pending
+		}
+		ix.publish(set)
+	}
+	return true
+}
+
 // Admit runs Checks.Policy alone, on a record that did not go through
 // Decode in this process (one from a start-up cache).
 func (ix *Index) Admit(rec *Record) error {
@@ -263,7 +315,7 @@ func (ix *Index) giveUIDs(set map[string]*Record) {
 		if r == nil || ix.served[k] != r || r.UID != "" {
 			continue
 		}
-		if old, ok := prev.ByName(r.Name); ok {
+		if old, ok := prev.byName.get(r.Name); ok { // not ByName: no check runs under the store's lock
 			r.UID = old.UID
 		} else if !first {
 			ix.uids++
@@ -311,6 +363,14 @@ func (ix *Index) KeyOf(name string) (string, bool) {
 func (ix *Index) Each(f func(key string, rec *Record)) {
 	for k, r := range ix.served {
 		f(k, r)
+	}
+}
+
+// EachPending calls f for every key whose latest version is refused for
+// now (see Pending), with that version, in no order.
+func (ix *Index) EachPending(f func(key string, rec *Record)) {
+	for k := range ix.pending {
+		f(k, ix.keys[k].pending)
 	}
 }
 

@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/vminit/vminit/spec"
@@ -102,5 +104,59 @@ func BenchmarkIndexApply(b *testing.B) {
 				b.Fatalf("%d served", ix.Snapshot().Len())
 			}
 		})
+	}
+}
+
+// TestDeferredChecks: a record whose content check is deferred is never
+// found before it passed (the first lookup runs the check, once); one
+// that fails is taken out by Unserve, logged, and what it blocked is let
+// in.
+func TestDeferredChecks(t *testing.T) {
+	var logs strings.Builder
+	var runs atomic.Int32
+	ix := NewIndex(IndexOptions{Logger: slog.New(slog.NewTextHandler(&logs, nil)), KeyAttr: "file", Invalid: "invalid", Refused: "refused",
+		Checks: Checks{Content: func(r *Record) error {
+			runs.Add(1)
+			if r.Instance.Spec.Hostname == "bad" {
+				return spec.Errors{{Field: "spec.hostname", Message: "refused by the check"}}
+			}
+			return nil
+		}}})
+	decode := func(name, addr, host string) *Record {
+		r, err := ix.DecodeDeferred([]byte("apiVersion: vminit.dev/v1alpha1\nkind: Instance\nmetadata: {name: "+name+"}\nspec:\n  hostname: "+host+"\n  metadataServer: {addresses: ["+addr+"]}\n"), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	bad, thief, good := decode("a", "10.0.0.1", "bad"), decode("b", "10.0.0.1", "fine"), decode("c", "10.0.0.3", "fine")
+	ix.Apply([]Change{{Key: "a.yaml", Record: bad}, {Key: "b.yaml", Record: thief}, {Key: "c.yaml", Record: good}})
+	if ran, _ := bad.Checked(); ran || runs.Load() != 0 {
+		t.Fatal("a deferred check ran at Apply")
+	}
+	snap := ix.Snapshot()
+	if r, ok := snap.ByAddr(netip.MustParseAddr("10.0.0.1")); ok {
+		t.Errorf("a record that fails its deferred check was found: %v", r.Name)
+	}
+	if _, ok := snap.ByName("a"); ok || runs.Load() != 1 {
+		t.Errorf("found by name, or checked again (%d runs)", runs.Load())
+	}
+	if r, ok := snap.ByName("c"); !ok || r != good {
+		t.Error("a record that passes is not found")
+	}
+	if ran, err := bad.Checked(); !ran || err == nil {
+		t.Errorf("Checked = %v, %v", ran, err)
+	}
+	if !ix.Unserve("a.yaml", bad, bad.Verify()) || ix.Unserve("a.yaml", bad, bad.Verify()) {
+		t.Error("Unserve did not take the record out exactly once")
+	}
+	if r, ok := ix.Snapshot().ByAddr(netip.MustParseAddr("10.0.0.1")); !ok || r != thief {
+		t.Errorf("the version the failed record blocked is not served: %v", r)
+	}
+	if l := logs.String(); !strings.Contains(l, `msg=invalid file=a.yaml problem1="spec.hostname: refused by the check" serving="nothing from this file"`) {
+		t.Errorf("log:\n%s", l)
+	}
+	if ix.Snapshot().Len() != 2 || !slices.Equal(ix.Snapshot().Names(), []string{"b", "c"}) || !slices.Equal(snap.Names(), []string{"a", "c"}) {
+		t.Errorf("%d served now, %d in the snapshot before", ix.Snapshot().Len(), snap.Len())
 	}
 }

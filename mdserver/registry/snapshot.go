@@ -66,14 +66,23 @@ func (s *Snapshot) derive(gone, added []*Record) *Snapshot {
 	return &Snapshot{byName: names.done(), byAddr: addrs.done()}
 }
 
-// ByAddr returns the record that owns a source address.
+// ByAddr returns the record that owns a source address. A record whose
+// content check was deferred is checked first (Record.Verify), and not
+// returned if it fails.
 func (s *Snapshot) ByAddr(a netip.Addr) (*Record, bool) {
-	return s.byAddr.get(a.Unmap())
+	return verified(s.byAddr.get(a.Unmap()))
 }
 
-// ByName returns the record with the given name.
+// ByName returns the record with the given name, checked as by ByAddr.
 func (s *Snapshot) ByName(name string) (*Record, bool) {
-	return s.byName.get(name)
+	return verified(s.byName.get(name))
+}
+
+func verified(r *Record, ok bool) (*Record, bool) {
+	if !ok || r.Verify() != nil {
+		return nil, false
+	}
+	return r, true
 }
 
 // Serves reports whether k is current: the snapshot holds its instance,
@@ -90,7 +99,9 @@ func (s *Snapshot) Incarnation(name, uid string) bool {
 	return ok && r.UID == uid
 }
 
-// Names returns every instance name, sorted. The list is built on the
+// Names returns every instance name, sorted. While a store's deferred
+// checks run (Index.DecodeDeferred), it may name a record that ByName
+// then refuses. The list is built on the
 // first call (O(n log n)) and kept; callers must not modify it.
 func (s *Snapshot) Names() []string {
 	s.namesOnce.Do(func() {
