@@ -103,3 +103,22 @@ func ExampleMetadata() {
 	// nocloud meta-data
 	// configdrive openstack/latest/meta_data.json
 }
+
+// BuildError finds what Build would refuse (here a NIC ConfigDrive
+// cannot express) without encoding the documents that cannot fail: a
+// server that checks every instance it loads keeps no rendering.
+func ExampleBuildError() {
+	inst := &spec.Instance{
+		APIVersion: spec.APIVersion, Kind: spec.Kind,
+		Metadata: spec.Metadata{Name: "dev"},
+		Spec: spec.Spec{Network: &spec.Network{Ethernets: map[string]spec.Ethernet{
+			"eth0": {Interface: spec.Interface{DHCP4: true}},
+		}}},
+	}
+	inst.Default()
+	fmt.Println(seed.BuildError(inst, seed.NoCloud, seed.Options{}))
+	fmt.Println(seed.BuildError(inst, seed.ConfigDrive, seed.Options{}))
+	// Output:
+	// <nil>
+	// spec.network.ethernets.eth0.match.macAddress: ConfigDrive's network_data.json matches NICs by MAC address; add one
+}
