@@ -238,6 +238,14 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	if deferred {
+		if s.cacheKick != nil {
+			// The cache is written once the pass is done: it holds only
+			// records that passed the checks.
+			select {
+			case <-s.cacheKick:
+			default:
+			}
+		}
 		s.checksDone = make(chan struct{})
 		go s.checkDeferred()
 	}

@@ -316,8 +316,8 @@ func BenchmarkLoad100k(b *testing.B) {
 }
 
 // BenchmarkLoad100kChecked is BenchmarkLoad100k with the server's checks
-// (mdserver.StoreChecks), as vminit serve opens its directory: a cold
-// start.
+// (mdserver.StoreChecks) run before Open returns: a cold start of a store
+// that does not defer them (vminit serve does: DeferChecks).
 func BenchmarkLoad100kChecked(b *testing.B) {
 	dir := b.TempDir()
 	writeMany(b, dir, 100_000)
