@@ -285,11 +285,11 @@ func TestDeferredChecks(t *testing.T) {
 	if hostname(s, "a") != "good" || !strings.Contains(logs.String(), "last good version") {
 		t.Errorf("a refused edit replaced the last good version: %q", hostname(s, "a"))
 	}
-	write(t, dir, "a.yaml", string(inlineDoc("a", "10.0.0.1", "good")))
+	write(t, dir, "a.yaml", string(inlineDoc("a", "10.0.0.1", "good2")))
 	s.Reload()
 	closeNow(t, s)
 	s, _ = open(t, dir, Options{NoWatch: true, CacheFile: cache, Checks: checks})
-	if s.cacheHits.Load() != 2 || !slices.Equal(s.Snapshot().Names(), []string{"a", "d"}) {
+	if s.cacheHits.Load() != 2 || !slices.Equal(s.Snapshot().Names(), []string{"a", "d"}) || hostname(s, "a") != "good2" {
 		t.Errorf("after a restart: %d from the cache, %v served", s.cacheHits.Load(), s.Snapshot().Names())
 	}
 }
