@@ -19,26 +19,6 @@ func FuzzBuildError(f *testing.F) {
 			f.Add(b)
 		}
 	}
-	// A spec of the metadata server's benchmarks (mdbench.SpecFile).
-	f.Add([]byte(`apiVersion: vminit.dev/v1alpha1
-kind: Instance
-metadata:
-  name: vm-000001
-  labels: {rack: r1}
-spec:
-  sshAuthorizedKeys:
-    - ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl user@example
-  users:
-    - name: ops
-      sudo: ALL=(ALL) NOPASSWD:ALL
-  files:
-    - path: /etc/motd
-      content: "welcome to vm-000001\n"
-  commands:
-    - [systemctl, enable, --now, app.service]
-  metadataServer:
-    addresses: [127.1.0.1]
-`))
 	const head = "apiVersion: vminit.dev/v1alpha1\nkind: Instance\nmetadata: {name: x}\nspec:\n"
 	for _, s := range []string{
 		"  hostname: h\n  cloudInit:\n    metaData: {instance-id: i}\n",

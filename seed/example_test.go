@@ -108,14 +108,18 @@ func ExampleMetadata() {
 // cannot express) without encoding the documents that cannot fail: a
 // server that checks every instance it loads keeps no rendering.
 func ExampleBuildError() {
-	inst := &spec.Instance{
-		APIVersion: spec.APIVersion, Kind: spec.Kind,
-		Metadata: spec.Metadata{Name: "dev"},
-		Spec: spec.Spec{Network: &spec.Network{Ethernets: map[string]spec.Ethernet{
-			"eth0": {Interface: spec.Interface{DHCP4: true}},
-		}}},
+	inst, err := spec.Parse([]byte(`
+apiVersion: vminit.dev/v1alpha1
+kind: Instance
+metadata: {name: dev}
+spec:
+  network:
+    ethernets:
+      eth0: {dhcp4: true}
+`), "")
+	if err != nil {
+		panic(err)
 	}
-	inst.Default()
 	fmt.Println(seed.BuildError(inst, seed.NoCloud, seed.Options{}))
 	fmt.Println(seed.BuildError(inst, seed.ConfigDrive, seed.Options{}))
 	// Output:
