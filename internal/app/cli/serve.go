@@ -458,7 +458,13 @@ func runServe(ctx context.Context, f serveFlags, stderr interface{ Write([]byte)
 		return err
 	}
 	defer store.Close()
-	logger.Info("instances loaded", "count", store.Snapshot().Len(), "duration", time.Since(start), "gc_percent", gcPercent)
+	loaded := []any{"count", store.Snapshot().Len(), "duration", time.Since(start), "gc_percent", gcPercent}
+	if f.instances != "" {
+		// The checks of what was read run in the background (DeferChecks);
+		// "dirstore: deferred checks done" follows.
+		loaded = append(loaded, "checks", "deferred")
+	}
+	logger.Info("instances loaded", loaded...)
 
 	h := mdserver.NewHandler(store, opts)
 	guests := mdserver.NewLimiter(mdserver.Limits{PerSource: f.maxConnsPerSrc, Total: f.maxConns,
