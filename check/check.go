@@ -53,6 +53,11 @@ type Target struct {
 	// itself only warns and a newer guest may accept a newer form;
 	// `vminit validate` does not.
 	LenientSchema bool
+	// VerdictOnly leaves Report.Seed nil: the cloud-init seed is checked
+	// with seed.BuildError, which finds what seed.Build would without encoding
+	// what cannot fail. The metadata server's checks of every instance it
+	// loads use it; they render nothing they keep.
+	VerdictOnly bool
 }
 
 // Report is what the checks found. Errors stop a build; Warnings do not
@@ -106,6 +111,12 @@ func (t Target) DatasourceFor(inst *spec.Instance) seed.Datasource {
 }
 
 func (r *Report) cloudInit(inst *spec.Instance, t Target) {
+	if t.VerdictOnly {
+		if err := seed.BuildError(inst, t.DatasourceFor(inst), seed.Options{NetworkConfigVersion: t.NetworkConfigVersion}); err != nil {
+			r.Errors = append(r.Errors, asErrors(err, "")...)
+		}
+		return
+	}
 	s, err := seed.Build(inst, t.DatasourceFor(inst), seed.Options{NetworkConfigVersion: t.NetworkConfigVersion})
 	if err != nil {
 		r.Errors = append(r.Errors, asErrors(err, "")...)

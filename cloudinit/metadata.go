@@ -31,6 +31,24 @@ func hostname(s *spec.Spec) string {
 // gives the image's default user), then spec.cloudInit.metaData's keys in
 // sorted order.
 func MetaData(inst *spec.Instance) ([]byte, error) {
+	doc, err := metaData(inst)
+	if err != nil {
+		return nil, err
+	}
+	return yaml11.Marshal(doc)
+}
+
+// MetaDataError returns the error MetaData would return, without
+// encoding the YAML where that cannot fail (yaml11.Encodes).
+func MetaDataError(inst *spec.Instance) error {
+	doc, err := metaData(inst)
+	if err != nil {
+		return err
+	}
+	return yaml11.Encodes(doc)
+}
+
+func metaData(inst *spec.Instance) (*yaml.Node, error) {
 	s := &inst.Spec
 	doc := yaml11.Mapping(
 		"instance-id", yaml11.String(s.InstanceID),
@@ -49,7 +67,7 @@ func MetaData(inst *spec.Instance) ([]byte, error) {
 		}
 		yaml11.AddPair(doc, k, jsonToNode(extra[k]))
 	}
-	return yaml11.Marshal(doc)
+	return doc, nil
 }
 
 // configDriveKeys are the meta_data.json keys generated from the spec, with

@@ -13,6 +13,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/vminit/vminit/internal/lib/yaml11"
 	"github.com/vminit/vminit/spec"
 )
 
@@ -116,6 +117,23 @@ func UserData(inst *spec.Instance) ([]byte, error) {
 		return nil, spec.Errors{{Field: "spec.cloudInit.userData", Message: err.Error()}}
 	}
 	return out, nil
+}
+
+// UserDataError returns the error UserData would return for inst,
+// without rendering the user data where that cannot fail: with no user
+// data of the user's own, the generated document is built but not
+// encoded (yaml11.Encodes). A check that needs only the verdict (the
+// metadata server's, on every instance it loads) runs it.
+func UserDataError(inst *spec.Instance) error {
+	if ci := &inst.Spec.CloudInit; ci.UserDataOnly || strings.TrimSpace(ci.UserData) != "" {
+		_, err := UserData(inst)
+		return err
+	}
+	doc, err := cloudConfig(inst)
+	if err != nil {
+		return err
+	}
+	return yaml11.Encodes(doc) // marshalCloudConfig's only failure
 }
 
 // Combine combines a generated #cloud-config document with user-supplied

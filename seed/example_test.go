@@ -103,3 +103,26 @@ func ExampleMetadata() {
 	// nocloud meta-data
 	// configdrive openstack/latest/meta_data.json
 }
+
+// BuildError finds what Build would refuse (here a NIC ConfigDrive
+// cannot express) without encoding the documents that cannot fail: a
+// server that checks every instance it loads keeps no rendering.
+func ExampleBuildError() {
+	inst, err := spec.Parse([]byte(`
+apiVersion: vminit.dev/v1alpha1
+kind: Instance
+metadata: {name: dev}
+spec:
+  network:
+    ethernets:
+      eth0: {dhcp4: true}
+`), "")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(seed.BuildError(inst, seed.NoCloud, seed.Options{}))
+	fmt.Println(seed.BuildError(inst, seed.ConfigDrive, seed.Options{}))
+	// Output:
+	// <nil>
+	// spec.network.ethernets.eth0.match.macAddress: ConfigDrive's network_data.json matches NICs by MAC address; add one
+}

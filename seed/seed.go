@@ -160,6 +160,22 @@ func Build(inst *spec.Instance, ds Datasource, opts Options) (*Seed, error) {
 	return &Seed{Datasource: ds, Label: ds.Label(), Files: b.sorted()}, nil
 }
 
+// BuildError returns the error Build(inst, ds, opts) would return, without
+// encoding the YAML documents where that cannot fail (the user data
+// generated from the spec alone, NoCloud's meta-data): for a server that
+// checks every instance it loads and renders each one only when its guest
+// asks. FuzzBuildError holds it to Build.
+func BuildError(inst *spec.Instance, ds Datasource, opts Options) error {
+	if inst == nil {
+		return errors.New("seed: nil instance")
+	}
+	b := builder{check: true}
+	userData, err := b.userData(inst)
+	b.add(ds.UserDataPath(), userData, err)
+	b.metadata(inst, ds, opts)
+	return b.err()
+}
+
 // UserData renders the user data every datasource serves for inst, and
 // checks inst's vendor data with it, as Build does. With Metadata it lets
 // a server that answers several datasources render the user data once.
@@ -190,6 +206,7 @@ type builder struct {
 	files    []File
 	problems spec.Errors
 	fatal    error
+	check    bool // BuildError: the errors only, without encoding what cannot fail
 }
 
 // add records the file at p, or err: field errors join the problems,
@@ -214,6 +231,9 @@ func (b *builder) userData(inst *spec.Instance) ([]byte, error) {
 	if err := cloudinit.CheckUserData(cloudinit.VendorData(inst)); err != nil {
 		b.problems = append(b.problems, &spec.FieldError{Field: "spec.cloudInit.vendorData", Message: err.Error()})
 	}
+	if b.check {
+		return nil, cloudinit.UserDataError(inst)
+	}
 	return cloudinit.UserData(inst)
 }
 
@@ -221,8 +241,12 @@ func (b *builder) metadata(inst *spec.Instance, ds Datasource, opts Options) {
 	net := inst.Spec.Network
 	switch ds {
 	case NoCloud:
-		md, err := cloudinit.MetaData(inst)
-		b.add(ds.MetaDataPath(), md, err)
+		if b.check {
+			b.add(ds.MetaDataPath(), nil, cloudinit.MetaDataError(inst))
+		} else {
+			md, err := cloudinit.MetaData(inst)
+			b.add(ds.MetaDataPath(), md, err)
+		}
 		if net != nil {
 			var nc []byte
 			var err error

@@ -181,7 +181,10 @@ func (a *admin) list(w http.ResponseWriter, r *http.Request) {
 	snap := a.store.Snapshot()
 	out := InstanceList{Instances: make([]InstanceSummary, 0, snap.Len())}
 	for _, n := range snap.Names() {
-		rec, _ := snap.ByName(n)
+		rec, ok := snap.ByName(n)
+		if !ok {
+			continue // its deferred check failed (dirstore.Options.DeferChecks); the store takes it out
+		}
 		s := InstanceSummary{Name: n, Addresses: make([]string, len(rec.Addresses)), Revision: rec.Revision}
 		for i, ad := range rec.Addresses {
 			s.Addresses[i] = ad.String()

@@ -69,6 +69,16 @@ type Options struct {
 	// Checks are the server's rules beyond the spec's validation (see
 	// registry.Checks), run on every file read and every Put.
 	Checks registry.Checks
+	// DeferChecks runs Checks.Content of the files Open reads (and does
+	// not find in the start-up cache) after Open returns, so that a server
+	// can listen at once: each such record is checked on its first lookup
+	// (registry.Record.Verify, which the snapshot's lookups call) or by a
+	// background pass over all of them on half the Workers, whichever
+	// comes first, and one that fails is logged and taken out
+	// (registry.Index.Unserve). Nothing unchecked is ever served. Files
+	// read later (reloads, Put) are checked before they are indexed, as
+	// without it: their last good version stays.
+	DeferChecks bool
 	// CacheFile, when set, is a start-up cache (see cache.go): the
 	// instances as last served, so that a restart parses only the files
 	// that changed since. It is rewritten after changes, at most once per
@@ -98,6 +108,11 @@ type Store struct {
 	watching string // "inotify", "poll" or ""
 	stop     chan struct{}
 	done     chan struct{}
+
+	// deferring is set while Open reads the directory with DeferChecks;
+	// checksDone is closed when the background pass has ended.
+	deferring  bool
+	checksDone chan struct{}
 
 	// The start-up cache: startCache is read during Open only; the rest
 	// belongs to cacheLoop.
@@ -201,7 +216,10 @@ func Open(dir string, opts Options) (*Store, error) {
 		s.cacheKick = make(chan struct{}, 1)
 		s.cacheDone = make(chan struct{})
 	}
+	s.deferring = opts.DeferChecks && opts.Checks.Content != nil
 	err = s.reload(true)
+	deferred := s.deferring
+	s.deferring = false
 	if s.startCache != nil {
 		hits := int(s.cacheHits.Load())
 		s.log.Info("dirstore: start-up cache used", "instances", s.Snapshot().Len(), "fromCache", hits)
@@ -218,6 +236,18 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		root.Close()
 		return nil, err
+	}
+	if deferred {
+		if s.cacheKick != nil {
+			// The cache is written once the pass is done: it holds only
+			// records that passed the checks.
+			select {
+			case <-s.cacheKick:
+			default:
+			}
+		}
+		s.checksDone = make(chan struct{})
+		go s.checkDeferred()
 	}
 	if opts.CacheFile != "" {
 		go s.cacheLoop()
@@ -265,6 +295,9 @@ func (s *Store) Close() error {
 		}
 	})
 	<-s.done
+	if s.checksDone != nil {
+		<-s.checksDone
+	}
 	if s.cacheDone != nil {
 		<-s.cacheDone
 	}
@@ -273,6 +306,84 @@ func (s *Store) Close() error {
 		s.reloadMu.Unlock()
 	}
 	return nil
+}
+
+// checkDeferred is the background pass of Options.DeferChecks: it checks
+// every record Open indexed unchecked, takes out those that fail, and
+// then lets the start-up cache be written with the rest. It stops early
+// when the store is closed.
+func (s *Store) checkDeferred() {
+	defer close(s.checksDone)
+	if h := deferHook.Load(); h != nil {
+		(*h)()
+	}
+	type item struct {
+		file   string
+		rec    *registry.Record
+		served bool // else pending: refused for now, for a name or an address
+	}
+	start := time.Now()
+	s.mu.Lock()
+	var todo []item
+	// A record a request checked first is here too if it failed.
+	s.ix.Each(func(file string, rec *registry.Record) {
+		if ran, err := rec.Checked(); !ran || err != nil {
+			todo = append(todo, item{file, rec, true})
+		}
+	})
+	s.ix.EachPending(func(file string, rec *registry.Record) {
+		if ran, err := rec.Checked(); !ran || err != nil {
+			todo = append(todo, item{file, rec, false})
+		}
+	})
+	s.mu.Unlock()
+	slices.SortFunc(todo, func(a, b item) int { return strings.Compare(a.file, b.file) })
+	stopped := func() bool {
+		select {
+		case <-s.stop:
+			return true
+		default:
+			return false
+		}
+	}
+	// Half the workers: the other half serves the guests meanwhile, and
+	// the garbage the checks make (their renderings) comes at half the
+	// rate, so that less of it outlives a collection.
+	errs := parallel.Map(len(todo), max(1, s.opts.Workers/2), func(i int) error {
+		if stopped() {
+			return nil
+		}
+		return todo[i].rec.Verify()
+	})
+	s.mu.Lock()
+	refused := 0
+	for i, err := range errs {
+		switch it := todo[i]; {
+		case err == nil:
+		case it.served:
+			if s.ix.Unserve(it.file, it.rec, err) {
+				refused++
+				s.reloads.Add(1)
+			}
+		default:
+			if p, _ := s.ix.Pending(it.file); p == it.rec { // a version that does not load, after all
+				s.applyLocked([]registry.Change{{Key: it.file, Err: err}})
+				refused++
+			}
+		}
+	}
+	if s.cacheKick != nil { // the records checked now may be cached
+		s.cacheDirty = true
+		select {
+		case s.cacheKick <- struct{}{}:
+		default:
+		}
+	}
+	s.mu.Unlock()
+	if stopped() {
+		return
+	}
+	s.log.Info("dirstore: deferred checks done", "checked", len(todo), "refused", refused, "duration", time.Since(start))
 }
 
 // reloadOrStop reloads, and returns false without waiting for the reload
@@ -323,6 +434,9 @@ func (s *Store) writeCache() {
 	items := make([]cacheItem, 0, s.Snapshot().Len())
 	s.ix.Each(func(name string, rec *registry.Record) {
 		if pending, _ := s.ix.Pending(name); pending == nil {
+			if ran, err := rec.Checked(); !ran || err != nil {
+				return // a deferred check (Options.DeferChecks) has not passed yet
+			}
 			if e := s.files[name]; e != nil && !e.racy {
 				items = append(items, cacheItem{file: name, stamp: e.stamp, rec: rec})
 			}
@@ -466,6 +580,10 @@ func (s *Store) scanAll(names []string, known map[string]entry, force bool) ([]s
 	return out, nil
 }
 
+// deferHook, when set by a test, runs before the background pass of
+// Options.DeferChecks.
+var deferHook atomic.Pointer[func()]
+
 // scanHook, when set by a test, runs before a file is opened.
 var scanHook atomic.Pointer[func(name string)]
 
@@ -548,7 +666,11 @@ func (s *Store) scan(dirfd int, name string, known map[string]entry, force bool)
 		r.err = err
 		return r
 	}
-	r.rec, r.err = s.ix.Decode(data, s.dir)
+	if s.deferring {
+		r.rec, r.err = s.ix.DecodeDeferred(data, s.dir)
+	} else {
+		r.rec, r.err = s.ix.Decode(data, s.dir)
+	}
 	return r
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/vminit/vminit/internal/bench/mdbench"
 	"github.com/vminit/vminit/internal/testing/testtools"
+	"github.com/vminit/vminit/mdserver"
 	"github.com/vminit/vminit/mdserver/registry"
 	"github.com/vminit/vminit/spec"
 )
@@ -304,6 +305,26 @@ func BenchmarkLoad100k(b *testing.B) {
 	b.ResetTimer()
 	for b.Loop() {
 		s, err := Open(dir, Options{NoWatch: true, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if s.Snapshot().Len() != 100_000 {
+			b.Fatalf("loaded %d", s.Snapshot().Len())
+		}
+		s.Close()
+	}
+}
+
+// BenchmarkLoad100kChecked is BenchmarkLoad100k with the server's checks
+// (mdserver.StoreChecks) run before Open returns: a cold start of a store
+// that does not defer them (vminit serve does: DeferChecks).
+func BenchmarkLoad100kChecked(b *testing.B) {
+	dir := b.TempDir()
+	writeMany(b, dir, 100_000)
+	syscall.Sync()
+	b.ResetTimer()
+	for b.Loop() {
+		s, err := Open(dir, Options{NoWatch: true, Logger: slog.New(slog.DiscardHandler), Checks: mdserver.StoreChecks(mdserver.Options{})})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -230,5 +232,64 @@ func TestChecksKeepLastGood(t *testing.T) {
 	s, logs = open(t, dir, Options{NoWatch: true, CacheFile: cache, Checks: registry.Checks{Content: refuse, Policy: policy}})
 	if s.cacheHits.Load() != 1 || s.Snapshot().Len() != 0 || !strings.Contains(logs.String(), "refused by the policy") {
 		t.Errorf("%d hits, %v served:\n%s", s.cacheHits.Load(), s.Snapshot().Names(), logs.String())
+	}
+}
+
+// TestDeferredChecks: with DeferChecks, Open indexes the files unchecked
+// and a lookup checks a record before it returns it (a record that fails
+// is never found); the background pass then takes out and logs every
+// record that fails, lets in what it blocked, and only records that
+// passed are written to the start-up cache. Files read later are checked
+// before they are indexed: their last good version stays.
+func TestDeferredChecks(t *testing.T) {
+	noRacyWindow(t)
+	dir, cache := t.TempDir(), filepath.Join(t.TempDir(), "instances.cache")
+	var runs atomic.Int32
+	checks := registry.Checks{Content: func(r *registry.Record) error {
+		runs.Add(1)
+		if r.Instance.Spec.Hostname == "refused" {
+			return spec.Errors{{Field: "spec.hostname", Message: "refused by the check"}}
+		}
+		return nil
+	}}
+	write(t, dir, "a.yaml", string(inlineDoc("a", "10.0.0.1", "good")))
+	write(t, dir, "b.yaml", string(inlineDoc("b", "10.0.0.2", "refused")))
+	write(t, dir, "c.yaml", string(inlineDoc("c", "10.0.0.3", "refused")))
+	write(t, dir, "d.yaml", string(inlineDoc("d", "10.0.0.3", "good"))) // blocked by c until c is out
+	release := make(chan struct{})
+	hook := func() { <-release }
+	deferHook.Store(&hook)
+	defer deferHook.Store(nil)
+	s, logs := open(t, dir, Options{NoWatch: true, CacheFile: cache, Checks: checks, DeferChecks: true})
+	if runs.Load() != 0 {
+		t.Fatalf("%d checks ran in Open", runs.Load())
+	}
+	if hostname(s, "a") != "good" || hostname(s, "b") != "" || owner(s, "10.0.0.3") != "" || runs.Load() != 3 {
+		t.Errorf("before the background pass: a=%q b=%q 10.0.0.3=%q, %d checks", hostname(s, "a"), hostname(s, "b"), owner(s, "10.0.0.3"), runs.Load())
+	}
+	close(release)
+	<-s.checksDone
+	if got := s.Snapshot().Names(); !slices.Equal(got, []string{"a", "d"}) || owner(s, "10.0.0.3") != "d" || runs.Load() != 4 {
+		t.Errorf("after the background pass: %v, 10.0.0.3=%q, %d checks", got, owner(s, "10.0.0.3"), runs.Load())
+	}
+	l := logs.String()
+	for _, want := range []string{"file=b.yaml problem1=\"spec.hostname: refused by the check\" serving=\"nothing from this file\"",
+		"file=c.yaml problem1=\"spec.hostname: refused by the check\"", "checked=3 refused=2"} {
+		if !strings.Contains(l, want) {
+			t.Errorf("no %q in the log:\n%s", want, l)
+		}
+	}
+	// A later version is checked before it is indexed: the last good one stays.
+	write(t, dir, "a.yaml", string(inlineDoc("a", "10.0.0.1", "refused")))
+	s.Reload()
+	if hostname(s, "a") != "good" || !strings.Contains(logs.String(), "last good version") {
+		t.Errorf("a refused edit replaced the last good version: %q", hostname(s, "a"))
+	}
+	write(t, dir, "a.yaml", string(inlineDoc("a", "10.0.0.1", "good2")))
+	s.Reload()
+	closeNow(t, s)
+	s, _ = open(t, dir, Options{NoWatch: true, CacheFile: cache, Checks: checks})
+	if s.cacheHits.Load() != 2 || !slices.Equal(s.Snapshot().Names(), []string{"a", "d"}) || hostname(s, "a") != "good2" {
+		t.Errorf("after a restart: %d from the cache, %v served", s.cacheHits.Load(), s.Snapshot().Names())
 	}
 }

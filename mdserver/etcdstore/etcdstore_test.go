@@ -341,7 +341,12 @@ func TestChecksAndIncarnations(t *testing.T) {
 		t.Errorf("served %q:\n%s", hostname(a, "web"), logs.String())
 	}
 
-	uid := func(s *Store) string { r, _ := s.Snapshot().ByName("web"); return r.UID }
+	uid := func(s *Store) string { // "" while s does not serve web (a replica lags)
+		if r, ok := s.Snapshot().ByName("web"); ok {
+			return r.UID
+		}
+		return ""
+	}
 	eventually(t, "the replica to serve web", func() bool { return hostname(b, "web") == "good" })
 	first := uid(a)
 	if first == "" || uid(b) != first {

@@ -1,6 +1,7 @@
 package registry_test
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -61,4 +62,38 @@ func ExampleIndex() {
 	// msg="spec file refused" file=thief.yaml instance=thief problem="address claimed by two instances: 10.0.0.1 is claimed by web-1.yaml (instance \"web-1\")" serving="nothing from this file"
 	// [web-1]
 	// [thief]
+}
+
+// A store that defers the content check (at start-up, to listen at once)
+// indexes the record unchecked; the snapshot's lookups run the check
+// first, once, and never return a record that fails it.
+func ExampleIndex_DecodeDeferred() {
+	ix := registry.NewIndex(registry.IndexOptions{Logger: slog.New(slog.DiscardHandler), KeyAttr: "file",
+		Checks: registry.Checks{Content: func(r *registry.Record) error {
+			if r.Name == "bad" {
+				return errors.New("refused by the check")
+			}
+			return nil
+		}}})
+	var changes []registry.Change
+	for _, name := range []string{"good", "bad"} {
+		r, err := ix.DecodeDeferred(doc(name, "10.0.0."+fmt.Sprint(len(changes)+1)), "")
+		if err != nil {
+			panic(err)
+		}
+		changes = append(changes, registry.Change{Key: name + ".yaml", Record: r})
+	}
+	ix.Apply(changes)
+	snap := ix.Snapshot()
+	_, good := snap.ByName("good")
+	_, bad := snap.ByName("bad")
+	fmt.Println(snap.Len(), good, bad)
+	r := changes[1].Record
+	fmt.Println(r.Checked())
+	ix.Unserve("bad.yaml", r, r.Verify()) // what the store's background pass does
+	fmt.Println(ix.Snapshot().Names())
+	// Output:
+	// 2 true false
+	// true refused by the check
+	// [good]
 }

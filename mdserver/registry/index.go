@@ -27,10 +27,20 @@ import (
 // not: a store calls them under its own lock, which also orders its
 // writes with the changes it applies.
 type Index struct {
-	opts   IndexOptions
-	snap   atomic.Pointer[Snapshot]
-	served map[string]*Record // by key
-	keys   map[string]*keyState
+	opts IndexOptions
+	snap atomic.Pointer[Snapshot]
+	// served, names and addrs are what is served, by key, and the key
+	// that holds each name and address: kept up to date change by change,
+	// so that applying a change costs O(changed), not O(n).
+	served  map[string]*Record
+	names   map[string]string
+	addrs   map[netip.Addr]string
+	keys    map[string]*keyState
+	pending map[string]struct{} // the keys whose keyState.pending is set
+	// pendingPeak is the most keys pending has held since it was last
+	// rebuilt: a Go map keeps its size once grown, and iterating it
+	// costs that size (a first load leaves every key pending once).
+	pendingPeak int
 
 	applied bool   // a first Apply is done
 	uids    uint64 // the last UID given
@@ -89,6 +99,58 @@ func (ix *Index) Decode(doc []byte, dir string) (*Record, error) {
 	return rec, nil
 }
 
+// DecodeDeferred is Decode with Checks.Content deferred: the record is
+// indexed at once and its content check runs on first use
+// (Record.Verify, which Snapshot.ByAddr and ByName call) or when the
+// store's background pass reaches it, whichever is first; the store then
+// calls Unserve for each record that failed. A store defers only at
+// start-up, where no last good version exists to keep (docs/security.md);
+// the policy check runs here, as it is cheap.
+func (ix *Index) DecodeDeferred(doc []byte, dir string) (*Record, error) {
+	rec, err := DecodeDocument(doc, dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := ix.Admit(rec); err != nil {
+		return nil, err
+	}
+	if c := ix.opts.Checks.Content; c != nil {
+		rec.deferred = &deferredCheck{run: c}
+	}
+	return rec, nil
+}
+
+// Unserve takes rec, which key serves and whose deferred content check
+// failed with err, out of the snapshot, logged as a version that did not
+// load: the key serves nothing (it had no other good version), and the
+// versions refused for the names and addresses rec held are tried again.
+// It reports whether rec was still served.
+func (ix *Index) Unserve(key string, rec *Record, err error) bool {
+	if ix.served[key] != rec {
+		return false
+	}
+	attrs := append([]any{ix.opts.KeyAttr, key}, problemAttrs(err)...)
+	ix.opts.Logger.Error(ix.opts.Invalid, append(attrs, "serving", "nothing from this "+ix.opts.KeyAttr)...)
+	// A newer version of key, refused for now, is tried once rec is out.
+	_, newer := ix.pending[key]
+	delete(ix.pending, key)
+	set := make(map[string]*Record, 1+len(ix.pending))
+	set[key] = nil
+	for k := range ix.pending {
+		set[k] = ix.keys[k].pending
+	}
+	ix.publish(set)
+	if newer {
+		ix.pending[key] = struct{}{}
+		set = make(map[string]*Record, len(ix.pending))
+		for k := range ix.pending {
+			set[k] = ix.keys[k].pending
+		}
+		ix.publish(set)
+	}
+	return true
+}
+
 // Admit runs Checks.Policy alone, on a record that did not go through
 // Decode in this process (one from a start-up cache).
 func (ix *Index) Admit(rec *Record) error {
@@ -126,7 +188,8 @@ func NewIndex(opts IndexOptions) *Index {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	ix := &Index{opts: opts, served: map[string]*Record{}, keys: map[string]*keyState{}}
+	ix := &Index{opts: opts, served: map[string]*Record{}, names: map[string]string{}, addrs: map[netip.Addr]string{},
+		keys: map[string]*keyState{}, pending: map[string]struct{}{}}
 	empty, _ := NewSnapshot(nil)
 	ix.snap.Store(empty)
 	return ix
@@ -137,10 +200,12 @@ func (ix *Index) Snapshot() *Snapshot { return ix.snap.Load() }
 
 // Apply takes the changed keys' new versions, together with every version
 // refused earlier, and publishes a new snapshot when what is served
-// changed (it reports whether it did). A version whose revision (and UID)
-// is already served changes nothing. Versions are tried in Seq order; one
-// refused only because of another change in the same call is retried
-// until nothing more can be applied.
+// changed (it reports whether it tried: whether there was a version to
+// take). A version whose revision (and UID) is already served changes
+// nothing. Versions are tried in Seq order; one refused only because of
+// another change in the same call is retried until nothing more can be
+// applied. Its cost is O(changes + versions refused for now), whatever
+// the number of keys: the snapshot is derived from the last one.
 //
 // A record without a UID is given one as it is first served: its
 // predecessor's, when the snapshot being replaced holds an instance of
@@ -148,15 +213,20 @@ func (ix *Index) Snapshot() *Snapshot { return ix.snap.Load() }
 // records of the first Apply all get the empty UID, so that a restarted
 // server gives them the same one (IMDSv2 tokens survive it).
 func (ix *Index) Apply(changes []Change) bool {
-	if len(ix.keys) == 0 {
-		ix.keys = make(map[string]*keyState, len(changes)) // a first load: no rehashing on the way to 100,000
+	if len(ix.keys) == 0 && len(changes) > 64 {
+		// A first load: no rehashing on the way to 100,000.
+		ix.keys = make(map[string]*keyState, len(changes))
+		ix.served = make(map[string]*Record, len(changes))
+		ix.names = make(map[string]string, len(changes))
+		ix.addrs = make(map[netip.Addr]string, len(changes))
 	}
-	set := make(map[string]*Record, len(changes))
+	set := make(map[string]*Record, len(changes)+len(ix.pending))
 	for _, c := range changes {
 		st := ix.keys[c.Key]
 		if c.Record == nil && c.Err == nil {
 			if st != nil {
 				delete(ix.keys, c.Key)
+				delete(ix.pending, c.Key)
 				set[c.Key] = nil
 			}
 			continue
@@ -166,6 +236,7 @@ func (ix *Index) Apply(changes []Change) bool {
 			ix.keys[c.Key] = st
 		}
 		st.seq, st.pending, st.refused = c.Seq, nil, nil
+		delete(ix.pending, c.Key)
 		if c.Err != nil {
 			attrs := append([]any{ix.opts.KeyAttr, c.Key}, c.Attrs...)
 			attrs = append(attrs, problemAttrs(c.Err)...)
@@ -174,51 +245,77 @@ func (ix *Index) Apply(changes []Change) bool {
 		}
 		if old := ix.served[c.Key]; old == nil || old.Revision != c.Record.Revision || c.Record.UID != "" && c.Record.UID != old.UID {
 			st.pending = c.Record
+			ix.pending[c.Key] = struct{}{}
 		}
 	}
-	for k, st := range ix.keys {
-		if st.pending != nil {
-			set[k] = st.pending
-		}
+	for k := range ix.pending {
+		set[k] = ix.keys[k].pending
 	}
 	if len(set) == 0 {
 		return false
 	}
+	ix.publish(set)
+	return true
+}
+
+// publish resolves set (keys → their new record, nil for a key that is
+// gone) against what is served, logs the versions refused, and publishes
+// the snapshot derived from the last one.
+func (ix *Index) publish(set map[string]*Record) {
 	order := slices.Collect(maps.Keys(set))
 	slices.SortFunc(order, func(a, b string) int { return cmp.Or(cmp.Compare(ix.seq(a), ix.seq(b)), strings.Compare(a, b)) })
-	served, refused := resolveChanges(ix.served, set, order)
-	for k, st := range ix.keys {
+	before := make(map[string]*Record, len(set))
+	for k := range set {
+		before[k] = ix.served[k]
+	}
+	refused := ix.resolve(set, order, nil)
+	for k := range ix.pending {
+		st := ix.keys[k]
 		switch err := refused[k]; {
-		case st.pending == nil:
 		case err == nil:
 			st.pending, st.refused = nil, nil
+			delete(ix.pending, k)
 		case st.refused == nil || err.Error() != st.refused.Error():
 			st.refused = err
 			ix.opts.Logger.Error(ix.opts.Refused, ix.opts.KeyAttr, k, "instance", st.pending.Name, "problem", err.Error(), "serving", ix.serving(k))
 		}
 	}
-	ix.giveUIDs(set, served)
-	snap, err := NewSnapshot(slices.Collect(maps.Values(served)))
-	if err != nil { // resolveChanges makes this unreachable
-		ix.opts.Logger.Error("cannot index the instances; serving the last snapshot", "err", err)
-		return false
+	ix.pendingPeak = max(ix.pendingPeak, len(set))
+	if len(ix.pending)*8 < ix.pendingPeak {
+		small := make(map[string]struct{}, len(ix.pending))
+		for k := range ix.pending {
+			small[k] = struct{}{}
+		}
+		ix.pending, ix.pendingPeak = small, len(small)
 	}
-	ix.served = served
-	ix.snap.Store(snap)
-	return true
+	ix.giveUIDs(set)
+	var gone, added []*Record
+	for _, k := range order {
+		if old, cur := before[k], ix.served[k]; old != cur {
+			if old != nil {
+				gone = append(gone, old)
+			}
+			if cur != nil {
+				added = append(added, cur)
+			}
+		}
+	}
+	if len(gone)+len(added) > 0 {
+		ix.snap.Store(ix.snap.Load().derive(gone, added))
+	}
 }
 
 // giveUIDs gives the records set newly serves a UID, when they have none
 // (see Apply).
-func (ix *Index) giveUIDs(set, served map[string]*Record) {
+func (ix *Index) giveUIDs(set map[string]*Record) {
 	first := !ix.applied
 	ix.applied = true
 	prev := ix.snap.Load()
 	for k, r := range set {
-		if r == nil || served[k] != r || r.UID != "" {
+		if r == nil || ix.served[k] != r || r.UID != "" {
 			continue
 		}
-		if old, ok := prev.ByName(r.Name); ok {
+		if old, ok := prev.byName.get(r.Name); ok { // not ByName: no check runs under the store's lock
 			r.UID = old.UID
 		} else if !first {
 			ix.uids++
@@ -258,12 +355,8 @@ func (ix *Index) Pending(key string) (*Record, error) {
 
 // KeyOf returns the key that serves the named instance.
 func (ix *Index) KeyOf(name string) (string, bool) {
-	for k, r := range ix.served {
-		if r.Name == name {
-			return k, true
-		}
-	}
-	return "", false
+	k, ok := ix.names[name]
+	return k, ok
 }
 
 // Each calls f for every key and the record it serves, in no order.
@@ -273,10 +366,20 @@ func (ix *Index) Each(f func(key string, rec *Record)) {
 	}
 }
 
+// EachPending calls f for every key whose latest version is refused for
+// now (see Pending), with that version, in no order.
+func (ix *Index) EachPending(f func(key string, rec *Record)) {
+	for k := range ix.pending {
+		f(k, ix.keys[k].pending)
+	}
+}
+
 // Check reports whether rec would be served from key, with the keys in
 // gone removed first (a Put that moves an instance to another key), or
 // the conflict it would be refused for. Stores call it before they write,
-// so that a write that would be refused on load is refused up front.
+// so that a write that would be refused on load is refused up front. It
+// changes nothing (what it tries is undone), in O(1) of the number of
+// keys.
 func (ix *Index) Check(key string, rec *Record, gone ...string) error {
 	set := map[string]*Record{key: rec}
 	order := make([]string, 0, len(gone)+1)
@@ -286,45 +389,69 @@ func (ix *Index) Check(key string, rec *Record, gone ...string) error {
 			order = append(order, g)
 		}
 	}
-	_, refused := resolveChanges(ix.served, set, append(order, key))
+	var undo []func()
+	refused := ix.resolve(set, append(order, key), &undo)
+	for i := len(undo) - 1; i >= 0; i-- {
+		undo[i]()
+	}
 	return refused[key]
 }
 
-// resolveChanges is the conflict rule. served maps a source key (a file
-// name, an etcd key) to the record currently served from it; changes maps
-// keys to their new record, or to nil for a key that is gone. Records that
-// are being served keep their names and addresses: a changed record that
-// would take a name or an address from another key is refused (the
-// newcomer loses) and that key keeps serving its previous record, if it
-// had one. Changes are tried in the order of keys; a change that was
-// refused only because of another change in the same batch is retried
-// until nothing more can be applied.
-//
-// The result is the new key → record map and the refused keys with why.
-func resolveChanges(served map[string]*Record, changes map[string]*Record, keys []string) (map[string]*Record, map[string]error) {
-	out := make(map[string]*Record, len(served)+len(changes))
-	for k, r := range served {
-		if c, changed := changes[k]; changed && c == nil {
-			continue // deleted
+// resolve applies the conflict rule to ix.served, ix.names and ix.addrs in
+// place. changes maps keys (a file name, an etcd key) to their new
+// record, or to nil for a key that is gone. Records that are being served
+// keep their names and addresses: a changed record that would take a
+// name or an address from another key is refused (the newcomer loses)
+// and that key keeps serving its previous record, if it had one. Changes
+// are tried in the order of keys; a change that was refused only because
+// of another change in the same batch is retried until nothing more can
+// be applied. It returns the refused keys with why; with undo, it appends
+// there what reverts each of its steps.
+func (ix *Index) resolve(changes map[string]*Record, keys []string, undo *[]func()) map[string]error {
+	setServed := func(k string, r *Record) {
+		if undo != nil {
+			old, had := ix.served[k]
+			*undo = append(*undo, func() {
+				if had {
+					ix.served[k] = old
+				} else {
+					delete(ix.served, k)
+				}
+			})
 		}
-		out[k] = r
+		if r == nil {
+			delete(ix.served, k)
+		} else {
+			ix.served[k] = r
+		}
 	}
-	names := make(map[string]string, len(out)+len(changes))
-	addrs := make(map[netip.Addr]string, len(out)+len(changes))
 	claim := func(k string, r *Record) {
-		names[r.Name] = k
+		if undo != nil {
+			*undo = append(*undo, func() { release(ix.names, ix.addrs, r) })
+		}
+		ix.names[r.Name] = k
 		for _, a := range r.Addresses {
-			addrs[a] = k
+			ix.addrs[a] = k
 		}
 	}
-	release := func(r *Record) {
-		delete(names, r.Name)
-		for _, a := range r.Addresses {
-			delete(addrs, a)
+	unclaim := func(k string, r *Record) {
+		if undo != nil {
+			*undo = append(*undo, func() {
+				ix.names[r.Name] = k
+				for _, a := range r.Addresses {
+					ix.addrs[a] = k
+				}
+			})
 		}
+		release(ix.names, ix.addrs, r)
 	}
-	for k, r := range out {
-		claim(k, r)
+	for _, k := range keys {
+		if c, changed := changes[k]; changed && c == nil {
+			if old := ix.served[k]; old != nil {
+				unclaim(k, old)
+				setServed(k, nil)
+			}
+		}
 	}
 	pending := make([]string, 0, len(keys))
 	for _, k := range keys {
@@ -338,20 +465,20 @@ func resolveChanges(served map[string]*Record, changes map[string]*Record, keys 
 		rest := pending[:0]
 		for _, k := range pending {
 			nr := changes[k]
-			old := out[k]
+			old := ix.served[k]
 			if old != nil {
-				release(old)
+				unclaim(k, old)
 			}
 			var err error
-			if o, taken := names[nr.Name]; taken && o != k {
+			if o, taken := ix.names[nr.Name]; taken && o != k {
 				err = fmt.Errorf("%w: instance %q is already defined by %s", ErrConflict, nr.Name, o)
 			}
 			for _, a := range nr.Addresses {
 				if err != nil {
 					break
 				}
-				if o, taken := addrs[a]; taken && o != k {
-					err = fmt.Errorf("%w: %s is claimed by %s (instance %q)", ErrAddressConflict, a, o, out[o].Name)
+				if o, taken := ix.addrs[a]; taken && o != k {
+					err = fmt.Errorf("%w: %s is claimed by %s (instance %q)", ErrAddressConflict, a, o, ix.served[o].Name)
 				}
 			}
 			if err != nil {
@@ -363,13 +490,21 @@ func resolveChanges(served map[string]*Record, changes map[string]*Record, keys 
 				continue
 			}
 			delete(refused, k)
-			out[k] = nr
+			setServed(k, nr)
 			claim(k, nr)
 			progress = true
 		}
 		pending = rest
 	}
-	return out, refused
+	return refused
+}
+
+// release removes r's name and addresses from the claims.
+func release(names map[string]string, addrs map[netip.Addr]string, r *Record) {
+	delete(names, r.Name)
+	for _, a := range r.Addresses {
+		delete(addrs, a)
+	}
 }
 
 // problemAttrs are the log attributes of a version that did not load:

@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/netip"
+	"sync"
+	"sync/atomic"
 
 	"github.com/vminit/vminit/spec"
 )
@@ -31,6 +33,49 @@ type Record struct {
 	// every replica agrees on); Index gives one to the records that have
 	// none (see Index.Apply).
 	UID string
+
+	// deferred is the content check a store deferred (Index.DecodeDeferred),
+	// or nil when the record passed its checks before it was indexed.
+	deferred *deferredCheck
+}
+
+// deferredCheck is a record's Checks.Content, run once, by whichever
+// comes first: a request for the record or the store's background pass.
+type deferredCheck struct {
+	once sync.Once
+	run  func(*Record) error
+	err  error
+	ran  atomic.Bool
+}
+
+// Verify runs the record's deferred content check, once (concurrent calls
+// wait for the one running), and returns its verdict. A record checked
+// before it was indexed returns nil at once. Snapshot.ByAddr and ByName
+// call it: a record whose check fails is never found, so nothing
+// unchecked is served.
+func (r *Record) Verify() error {
+	d := r.deferred
+	if d == nil {
+		return nil
+	}
+	d.once.Do(func() {
+		d.err = d.run(r)
+		d.ran.Store(true)
+	})
+	return d.err
+}
+
+// Checked reports whether every check of the record has run, and with
+// what verdict, without running any.
+func (r *Record) Checked() (bool, error) {
+	d := r.deferred
+	if d == nil {
+		return true, nil
+	}
+	if !d.ran.Load() {
+		return false, nil
+	}
+	return true, d.err
 }
 
 // NewRecord builds a Record from a valid instance.

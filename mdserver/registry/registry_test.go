@@ -2,6 +2,7 @@ package registry
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/netip"
 	"strings"
@@ -53,25 +54,36 @@ func TestSnapshot(t *testing.T) {
 
 func TestResolveChanges(t *testing.T) {
 	a, b := record(t, "a", "10.0.0.1"), record(t, "b", "10.0.0.2")
-	served := map[string]*Record{"a.yaml": a, "b.yaml": b}
+	ix := NewIndex(IndexOptions{})
+	ix.resolve(map[string]*Record{"a.yaml": a, "b.yaml": b}, []string{"a.yaml", "b.yaml"}, nil)
 	// b gives up its address while c takes it in the same batch: c is
 	// tried first, refused, and retried after b's change.
 	b2, c := record(t, "b", "10.0.0.3"), record(t, "c", "10.0.0.2")
-	out, refused := resolveChanges(served, map[string]*Record{"b.yaml": b2, "c.yaml": c}, []string{"c.yaml", "b.yaml"})
-	if len(refused) != 0 || out["c.yaml"] != c || out["b.yaml"] != b2 {
-		t.Errorf("batch: %v %v", out, refused)
+	refused := ix.resolve(map[string]*Record{"b.yaml": b2, "c.yaml": c}, []string{"c.yaml", "b.yaml"}, nil)
+	if len(refused) != 0 || ix.served["c.yaml"] != c || ix.served["b.yaml"] != b2 {
+		t.Errorf("batch: %v %v", ix.served, refused)
 	}
 	// A newcomer on an incumbent's address is refused; the incumbent keeps
 	// serving its previous version when its own change is refused.
 	a2 := record(t, "a", "10.0.0.3")
-	out, refused = resolveChanges(out, map[string]*Record{"a.yaml": a2}, []string{"a.yaml"})
-	if !errors.Is(refused["a.yaml"], ErrAddressConflict) || out["a.yaml"] != a {
-		t.Errorf("refusal: %v %v", out, refused)
+	refused = ix.resolve(map[string]*Record{"a.yaml": a2}, []string{"a.yaml"}, nil)
+	if !errors.Is(refused["a.yaml"], ErrAddressConflict) || ix.served["a.yaml"] != a {
+		t.Errorf("refusal: %v %v", ix.served, refused)
+	}
+	// What is tried with undo is undone.
+	var undo []func()
+	before := fmt.Sprint(ix.served, ix.names, ix.addrs)
+	ix.resolve(map[string]*Record{"a.yaml": nil, "d.yaml": record(t, "d", "10.0.0.1"), "b.yaml": nil}, []string{"a.yaml", "b.yaml", "d.yaml"}, &undo)
+	for i := len(undo) - 1; i >= 0; i-- {
+		undo[i]()
+	}
+	if after := fmt.Sprint(ix.served, ix.names, ix.addrs); after != before {
+		t.Errorf("undo left\n%s\nwhere there was\n%s", after, before)
 	}
 	// Deletion.
-	out, _ = resolveChanges(out, map[string]*Record{"a.yaml": nil}, []string{"a.yaml"})
-	if _, ok := out["a.yaml"]; ok || len(out) != 2 {
-		t.Errorf("delete: %v", out)
+	ix.resolve(map[string]*Record{"a.yaml": nil}, []string{"a.yaml"}, nil)
+	if _, ok := ix.served["a.yaml"]; ok || len(ix.served) != 2 || len(ix.names) != 2 || len(ix.addrs) != 2 {
+		t.Errorf("delete: %v %v %v", ix.served, ix.names, ix.addrs)
 	}
 }
 

@@ -112,7 +112,12 @@ connection. The admin and metrics listeners have limits of their own.
 
 Instances are refused (logged, and 422 from the admin API; the last good
 version stays served) when they fail the checks of vminit validate, or
-claim a loopback address or one inside a --trusted-proxy network.
+claim a loopback address or one inside a --trusted-proxy network. With
+--instances, the server listens as soon as the files are parsed: the
+checks of vminit validate on what was read at start run in the
+background (and on an instance's first request, if it comes first), and
+an instance is served only once it passed them; those refused are logged
+before "dirstore: deferred checks done".
 
 Metrics (Prometheus) are served only on --metrics-listen, the admin API
 only on --admin-listen: over HTTPS with --admin-tls-cert/--admin-tls-key,
@@ -437,7 +442,7 @@ func runServe(ctx context.Context, f serveFlags, stderr interface{ Write([]byte)
 	}
 	switch {
 	case f.instances != "":
-		store, err = dirstore.Open(f.instances, dirstore.Options{Logger: logger, CacheFile: f.instancesCache, Checks: checks})
+		store, err = dirstore.Open(f.instances, dirstore.Options{Logger: logger, CacheFile: f.instancesCache, Checks: checks, DeferChecks: true})
 	case f.kubernetes:
 		kcfg.Checks = checks
 		octx, cancel := context.WithTimeout(ctx, time.Minute)
@@ -453,7 +458,13 @@ func runServe(ctx context.Context, f serveFlags, stderr interface{ Write([]byte)
 		return err
 	}
 	defer store.Close()
-	logger.Info("instances loaded", "count", store.Snapshot().Len(), "duration", time.Since(start), "gc_percent", gcPercent)
+	loaded := []any{"count", store.Snapshot().Len(), "duration", time.Since(start), "gc_percent", gcPercent}
+	if f.instances != "" {
+		// The checks of what was read run in the background (DeferChecks);
+		// "dirstore: deferred checks done" follows.
+		loaded = append(loaded, "checks", "deferred")
+	}
+	logger.Info("instances loaded", loaded...)
 
 	h := mdserver.NewHandler(store, opts)
 	guests := mdserver.NewLimiter(mdserver.Limits{PerSource: f.maxConnsPerSrc, Total: f.maxConns,

@@ -17,6 +17,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 )
@@ -228,4 +229,61 @@ func Marshal(n *yaml.Node) ([]byte, error) {
 		return nil, err
 	}
 	return b.Bytes(), nil
+}
+
+// Encodes returns the error Marshal(n) would return, without encoding n
+// when n is in the subset Marshal never fails on (encodable): a check
+// that only needs the verdict ("does this render?") skips the encoding,
+// most of a rendering's time and nearly all its garbage. Outside the
+// subset it runs Marshal.
+func Encodes(n *yaml.Node) error {
+	if encodable(n) {
+		return nil
+	}
+	_, err := Marshal(n)
+	return err
+}
+
+// encodable reports whether n is a tree of block or flow mappings,
+// sequences and scalars, with scalar keys, the tags this package gives
+// (or none), valid UTF-8, and no anchors, aliases or comments. On such a
+// tree yaml.v3's (v3.0.1) encoder has no failing path: its errors are
+// invalid UTF-8 under a tag, an unknown node kind, and the emitter's
+// problems with anchors, tags and out-of-order events (a document node
+// inside a tree, an alias), none of which such a tree can produce; its
+// writer is a bytes.Buffer. FuzzEncodes holds it to Marshal.
+func encodable(n *yaml.Node) bool {
+	if n == nil || n.Anchor != "" || n.HeadComment != "" || n.LineComment != "" || n.FootComment != "" || n.Alias != nil {
+		return false
+	}
+	switch n.Kind {
+	case yaml.ScalarNode:
+		switch n.Tag {
+		case "", Str, Int, Float, Bool, Null, Timestamp:
+		default:
+			return false
+		}
+		return len(n.Content) == 0 && utf8.ValidString(n.Value)
+	case yaml.MappingNode:
+		if n.Tag != "" && n.Tag != Map || len(n.Content)%2 != 0 {
+			return false
+		}
+		for i, c := range n.Content {
+			if i%2 == 0 && (c == nil || c.Kind != yaml.ScalarNode) || !encodable(c) {
+				return false
+			}
+		}
+		return true
+	case yaml.SequenceNode:
+		if n.Tag != "" && n.Tag != Seq {
+			return false
+		}
+		for _, c := range n.Content {
+			if !encodable(c) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }
