@@ -18,6 +18,7 @@ packages=(
   util-linux            # blkid
   etcd-server           # the metadata server's etcd store
   busybox-static cpio   # the QEMU tests' initramfs
+  qemu-utils            # qemu-img: the copy-on-write overlays vminit run boots
   python3-yaml python3-jsonschema python3-netifaces
 )
 missing=()

@@ -146,9 +146,10 @@ func copyTree(t *testing.T, from, to string) {
 	}
 }
 
-// parseOnly are commands that serve, need a server or a cluster, or print
-// a script.
-var parseOnly = map[string]bool{"serve": true, "instances": true, "controller": true, "completion": true}
+// parseOnly are commands that serve, need a server or a cluster, print
+// a script, or boot a disk image (run: the pages name images a reader
+// downloads).
+var parseOnly = map[string]bool{"serve": true, "instances": true, "controller": true, "completion": true, "run": true}
 
 func runDocLine(t *testing.T, l docLine) {
 	t.Helper()

@@ -108,7 +108,7 @@ docs/spec.md and examples/.`,
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(newBuildCommand(), newRenderCommand(), newValidateCommand(), newInspectCommand(), newDeliverCommand(),
-		newConvertCommand(), newServeCommand(), newInstancesCommand(), newControllerCommand(), newVersionCommand())
+		newConvertCommand(), newRunCommand(), newServeCommand(), newInstancesCommand(), newControllerCommand(), newVersionCommand())
 	return root
 }
 

@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vminit/vminit/internal/lib/qemu"
 	"github.com/vminit/vminit/internal/testing/testtools"
 )
 
@@ -167,10 +168,10 @@ func findBusybox(t testing.TB) string {
 // on timeout and at test cleanup.
 func Run(t testing.TB, m Machine) (*Result, error) {
 	t.Helper()
-	qemu := testtools.Require(t, "qemu-system-x86_64")
+	qemuBin := testtools.Require(t, "qemu-system-x86_64")
 	busybox := findBusybox(t)
 	k := FindKernel(t)
-	if qemu == "" || busybox == "" || k == nil {
+	if qemuBin == "" || busybox == "" || k == nil {
 		return nil, errors.New("qemutest: missing qemu, busybox or the test kernel")
 	}
 	dir := t.TempDir()
@@ -201,7 +202,7 @@ func Run(t testing.TB, m Machine) (*Result, error) {
 		// Kernel console and data channel: the pipes passed as fd 3 and 4.
 		"-serial", "file:/dev/fd/3", "-serial", "file:/dev/fd/4",
 	}
-	args = append(args, accelArgs(qemu)...)
+	args = append(args, accelArgs(qemuBin)...)
 	if len(m.CDROMs) > 0 {
 		args = append(args, "-device", "virtio-scsi-pci,id=scsi0")
 		for i, img := range m.CDROMs {
@@ -226,7 +227,7 @@ func Run(t testing.TB, m Machine) (*Result, error) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, qemu, args...)
+	cmd := exec.CommandContext(ctx, qemuBin, args...)
 	cmd.Dir = dir
 	var qemuOut cappedBuffer
 	qemuOut.max = 1 << 20
@@ -321,46 +322,16 @@ func MustRun(t testing.TB, m Machine) *Result {
 	return r
 }
 
-// accelArgs is how QEMU runs guests on this machine, decided once per test
-// binary: KVM when /dev/kvm opens and QEMU can set up a vCPU with it, TCG
-// otherwise (VMINIT_QEMU_NO_KVM=1 forces TCG). Opening /dev/kvm is not
-// enough: a nested KVM can refuse the host CPU model's MSRs, and QEMU then
-// aborts before the guest starts ("failed to set MSR 0x10a"). The probe
-// starts QEMU paused (-S) and quits from its monitor, which takes ~50 ms.
-// (On such a host, the host CPU model without IA32_ARCH_CAPABILITIES passes
-// the probe but the guest then stops with a KVM internal error, so TCG it
-// is.)
-func accelArgs(qemu string) []string {
-	accelOnce.Do(func() {
-		accel = []string{"-accel", "tcg"}
-		if os.Getenv("VMINIT_QEMU_NO_KVM") != "" {
-			return
-		}
-		f, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0)
-		if err != nil {
-			return
-		}
-		f.Close()
-		kvm := []string{"-accel", "kvm", "-cpu", "host"}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, qemu, append([]string{"-nodefaults", "-no-user-config", "-display", "none",
-			"-machine", "pc", "-m", "64", "-S", "-monitor", "stdio"}, kvm...)...)
-		cmd.Stdin = strings.NewReader("quit\n")
-		if cmd.Run() == nil {
-			accel = kvm
-		}
-	})
-	return accel
+// accelArgs is how QEMU runs guests on this machine: KVM when it really
+// starts a guest here, TCG otherwise (the rule is package qemu's, shared
+// with vminit run; VMINIT_QEMU_NO_KVM=1 forces TCG).
+func accelArgs(qemuPath string) []string {
+	a, _ := qemu.Accel(qemuPath, "auto")
+	return a
 }
 
-var (
-	accelOnce sync.Once
-	accel     []string
-)
-
 // qemuEscape doubles commas, QEMU's escape inside option values.
-func qemuEscape(s string) string { return strings.ReplaceAll(s, ",", ",,") }
+var qemuEscape = qemu.Escape
 
 func writeInitramfs(path, busybox string, k *Kernel, mark, script string) error {
 	bb, err := os.ReadFile(busybox)

@@ -1,0 +1,245 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os/signal"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vminit/vminit/check"
+	vmrun "github.com/vminit/vminit/internal/app/run"
+	"github.com/vminit/vminit/internal/lib/qemu"
+	"github.com/vminit/vminit/spec"
+)
+
+// runFlags are run's flags.
+type runFlags struct {
+	in         inputFlags
+	report     reportFlags
+	image      string
+	overlay    string
+	kernel     string
+	initrd     string
+	appendArgs string
+	memory     string
+	cpus       int
+	sshPort    int
+	datasource string
+	media      string
+	serve      bool
+	dialect    string
+	nics       int
+	accel      string
+	console    bool
+	timeout    time.Duration
+}
+
+func newRunCommand() *cobra.Command {
+	var f runFlags
+	cmd := &cobra.Command{
+		Use:   "run SPEC --image DISK",
+		Short: "Boot a disk image under QEMU with the spec's first-boot data and wait for its agent to finish",
+		Long: `Run boots a VM the way a cloud would on its first boot: it builds the spec's
+first-boot data for its agent, starts QEMU on a copy-on-write overlay of the
+image (the image itself is never written), follows the serial console and
+exits when the guest's agent reports its first boot finished, with the
+agent's result and errors.
+
+  cloud-init: a NoCloud seed on a CD-ROM by default (--media vfat: a VFAT
+  disk; --datasource configdrive: an OpenStack config drive);
+
+  Ignition: the config through QEMU fw_cfg by default (the qemu platform),
+  or on a config drive (--datasource configdrive: the openstack platform);
+
+  --serve: no drive; an in-process metadata server answers the guest over
+  its user-mode network at 169.254.169.254 (EC2, OpenStack; Ignition's aws
+  and openstack platforms) or at the NoCloud-net URL the SMBIOS serial
+  gives, and the SMBIOS strings make cloud-init pick that datasource.
+
+The guest has a user-mode NIC (with the spec's MAC when its network names
+one; --nics adds NICs for bonds) and, with --ssh-port, 127.0.0.1:PORT
+forwarded to its port 22. KVM is used when it works here, else software
+emulation (--accel). --console attaches the serial console to this terminal
+and stays attached after the first boot until the guest powers off. Ctrl-C
+powers the guest off (ACPI), and stops QEMU if it does not.
+
+Nothing is left behind: the seed and the overlay live in a temporary
+directory, unless --overlay names an overlay to keep (a second run on it is
+a second boot of the same disk). Exits 0 when the agent reported success,
+1 when it reported errors or never reported (the last console lines are
+shown).`,
+		Example: `  vminit run examples/dev-vm.yaml --image debian-12-genericcloud-amd64.qcow2
+  vminit run examples/dev-vm.yaml --image debian.qcow2 --ssh-port 2222 --console
+  vminit run examples/ubuntu-server/instance.yaml --image ubuntu.img --nics 1 --datasource configdrive
+  vminit run examples/dev-vm.yaml --image debian.qcow2 --serve --dialect openstack
+  vminit run examples/fcos-server.yaml --image fedora-coreos-qemu.x86_64.qcow2 --memory 4G
+  vminit run instance.yaml --image root.ext4 --kernel vmlinuz --initrd initrd.img \
+    --append "root=/dev/vda rw console=ttyS0" --overlay web-1.qcow2 --timeout 5m`,
+		Args: exactArgs(1, "one SPEC file (- for standard input)"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return f.run(cmd, args)
+		},
+	}
+	f.in.registerFiles(cmd)
+	f.report.register(cmd)
+	fl := cmd.Flags()
+	fl.StringVar(&f.image, "image", "", "the disk image to boot (qcow2 or raw; never modified)")
+	fl.StringVar(&f.overlay, "overlay", "", "keep the copy-on-write overlay in this file (created when absent; default: a temporary one)")
+	fl.StringVar(&f.kernel, "kernel", "", "boot this kernel directly (QEMU -kernel)")
+	fl.StringVar(&f.initrd, "initrd", "", "with --kernel: its initramfs")
+	fl.StringVar(&f.appendArgs, "append", "", "with --kernel: its command line (e.g. root=/dev/vda rw console=ttyS0)")
+	fl.StringVar(&f.memory, "memory", vmrun.DefaultMemory, "guest memory, e.g. 2G or 1024M")
+	fl.IntVar(&f.cpus, "cpus", vmrun.DefaultCPUs, "virtual CPUs")
+	fl.IntVar(&f.sshPort, "ssh-port", 0, "forward 127.0.0.1:PORT to the guest's SSH port 22")
+	fl.StringVar(&f.datasource, "datasource", "", "how the data reaches the guest: cloud-init nocloud or configdrive (default: the spec's, else nocloud); Ignition fwcfg or configdrive (default fwcfg)")
+	fl.StringVar(&f.media, "media", vmrun.Media[0], "the seed drive: iso (a CD-ROM) or vfat (a virtio disk)")
+	fl.BoolVar(&f.serve, "serve", false, "answer the guest from an in-process metadata server over its network instead of a drive")
+	fl.StringVar(&f.dialect, "dialect", "", "with --serve: cloud-init ec2, openstack or nocloud (default: the spec's metadataServer.dialects, else ec2); Ignition aws or openstack (default aws)")
+	fl.IntVar(&f.nics, "nics", 0, "extra user-mode NICs beyond the first, e.g. for a bond (the spec's MACs are given to them in order)")
+	fl.StringVar(&f.accel, "accel", "auto", "QEMU accelerator: auto (KVM when it works, else TCG), kvm or tcg")
+	fl.BoolVar(&f.console, "console", false, "attach the serial console to this terminal; stay attached until the guest powers off")
+	fl.DurationVar(&f.timeout, "timeout", vmrun.DefaultTimeout, "give up when the agent has not reported its first boot by then")
+	cmd.RegisterFlagCompletionFunc("datasource", cobra.FixedCompletions(runDatasources(), cobra.ShellCompDirectiveNoFileComp))
+	cmd.RegisterFlagCompletionFunc("media", cobra.FixedCompletions(vmrun.Media, cobra.ShellCompDirectiveNoFileComp))
+	cmd.RegisterFlagCompletionFunc("accel", cobra.FixedCompletions(qemu.Accelerators, cobra.ShellCompDirectiveNoFileComp))
+	cmd.RegisterFlagCompletionFunc("dialect", cobra.FixedCompletions(runDialects(), cobra.ShellCompDirectiveNoFileComp))
+	return cmd
+}
+
+// runDatasources and runDialects are the run package's lists, for both
+// agents.
+func runDatasources() []string { return union(vmrun.Datasources) }
+func runDialects() []string    { return union(vmrun.Dialects) }
+
+func union(m map[string][]string) []string {
+	var out []string
+	for _, agent := range []string{spec.AgentCloudInit, spec.AgentIgnition} {
+		for _, v := range m[agent] {
+			if !slices.Contains(out, v) {
+				out = append(out, v)
+			}
+		}
+	}
+	return out
+}
+
+// runReport is run's --json document.
+type runReport struct {
+	Instance    string   `json:"instance"`
+	Agent       string   `json:"agent"`
+	OK          bool     `json:"ok"`
+	Errors      []string `json:"errors"`
+	Seconds     float64  `json:"seconds"`
+	Error       string   `json:"error,omitempty"`
+	ConsoleTail string   `json:"consoleTail,omitempty"`
+}
+
+func (f *runFlags) run(cmd *cobra.Command, args []string) error {
+	asJSON, err := f.report.json()
+	if err != nil {
+		return err
+	}
+	if f.image == "" && f.kernel == "" {
+		return usagef("--image DISK is required (or --kernel to boot a kernel directly)")
+	}
+	if f.console && asJSON {
+		return usagef("--console and --json both want standard output: choose one")
+	}
+	in, err := f.in.loadOne(cmd, args)
+	if err != nil {
+		return err
+	}
+	if in.inst == nil {
+		return fmt.Errorf("%s: a VM with only a sysprep disc: vminit run boots cloud-init and Ignition guests", in.name)
+	}
+	rep := check.Instance(in.inst, check.Target{LenientSchema: true})
+	printWarnings(cmd, in, rep.Warnings)
+	if !rep.OK() {
+		return in.locate(rep.Errors)
+	}
+	stderr := cmd.ErrOrStderr()
+	o := vmrun.Options{
+		Instance: in.inst, Image: f.image, Overlay: f.overlay,
+		Kernel: f.kernel, Initrd: f.initrd, Append: f.appendArgs,
+		Memory: f.memory, CPUs: f.cpus, SSHPort: f.sshPort,
+		Datasource: f.datasource, Media: f.media, Serve: f.serve, Dialect: f.dialect,
+		NICs: f.nics, Accel: f.accel, Timeout: f.timeout, Progress: stderr,
+	}
+	if f.console {
+		o.Console, o.Stdin = cmd.OutOrStdout(), cmd.InOrStdin()
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		// The first Ctrl-C powers the guest off; a second one ends vminit
+		// at once (and QEMU with it).
+		<-ctx.Done()
+		stop()
+		if cmd.Context().Err() == nil {
+			fmt.Fprintln(stderr, "vminit: powering the guest off (Ctrl-C again to kill it now)")
+		}
+	}()
+	g, err := vmrun.Start(ctx, o)
+	if err != nil {
+		return err
+	}
+	res, waitErr := g.WaitFirstBoot(ctx)
+	if f.console && waitErr == nil {
+		printRunResult(stderr, in.inst.Metadata.Name, res)
+		fmt.Fprintln(stderr, "vminit: console attached until the guest powers off (Ctrl-C powers it off)")
+		if err := g.Wait(ctx); err != nil && ctx.Err() == nil {
+			fmt.Fprintf(stderr, "vminit: %v\n", err)
+		}
+	}
+	if err := g.Stop(); err != nil {
+		fmt.Fprintf(stderr, "vminit: cleaning up: %v\n", err)
+	}
+	if asJSON {
+		out := runReport{Instance: in.inst.Metadata.Name, Agent: res.Agent, OK: res.OK && waitErr == nil,
+			Errors: append([]string{}, res.Errors...), Seconds: res.Elapsed.Seconds()}
+		if waitErr != nil {
+			out.Error, out.ConsoleTail = waitErr.Error(), res.ConsoleTail
+		}
+		enc := json.NewEncoder(cmd.OutOrStdout())
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(out); err != nil {
+			return err
+		}
+		if !out.OK {
+			return alreadyReported{errors.New("first boot failed")}
+		}
+		return nil
+	}
+	if waitErr != nil {
+		if errors.Is(waitErr, context.Canceled) {
+			return errors.New("interrupted: the guest was stopped")
+		}
+		return fmt.Errorf("%s: %v\n--- last console lines ---\n%s", in.inst.Metadata.Name, waitErr, res.ConsoleTail)
+	}
+	if !f.console {
+		printRunResult(stderr, in.inst.Metadata.Name, res)
+	}
+	if !res.OK {
+		return alreadyReported{errors.New("the agent reported errors")}
+	}
+	return nil
+}
+
+// printRunResult says how the first boot went.
+func printRunResult(w io.Writer, name string, res *vmrun.Result) {
+	if res.OK {
+		fmt.Fprintf(w, "%s: %s first boot done in %s\n", name, res.Agent, res.Elapsed.Round(100*time.Millisecond))
+		return
+	}
+	fmt.Fprintf(w, "%s: %s first boot finished in %s with %d error(s):\n", name, res.Agent, res.Elapsed.Round(100*time.Millisecond), len(res.Errors))
+	for _, e := range res.Errors {
+		fmt.Fprintf(w, "  %s\n", e)
+	}
+}

@@ -1,0 +1,321 @@
+package run
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/vminit/vminit/delivery"
+	"github.com/vminit/vminit/internal/lib/qemu"
+	"github.com/vminit/vminit/media"
+	"github.com/vminit/vminit/seed"
+	"github.com/vminit/vminit/spec"
+)
+
+const (
+	agentCloudInit = spec.AgentCloudInit
+	agentIgnition  = spec.AgentIgnition
+)
+
+// The deliveries (Options.Datasource) each agent reads.
+const (
+	DatasourceNoCloud     = string(seed.NoCloud)
+	DatasourceConfigDrive = string(seed.ConfigDrive)
+	DatasourceFwCfg       = "fwcfg"
+)
+
+// Datasources lists Options.Datasource's values per agent, the first
+// being the default (cloud-init: the spec's datasource when it names one).
+var Datasources = map[string][]string{
+	agentCloudInit: {DatasourceNoCloud, DatasourceConfigDrive},
+	agentIgnition:  {DatasourceFwCfg, DatasourceConfigDrive},
+}
+
+// Media lists Options.Media's values, the first being the default: the
+// seed drive is a CD-ROM (ISO9660) or a virtio disk (VFAT).
+var Media = []string{"iso", "vfat"}
+
+// The metadata API dialects Serve speaks to each agent (Options.Dialect);
+// the first is the default for cloud-init unless the spec's
+// metadataServer.dialects lists another.
+var Dialects = map[string][]string{
+	agentCloudInit: {spec.DialectEC2, spec.DialectOpenStack, spec.DialectNoCloud},
+	agentIgnition:  {"aws", "openstack"},
+}
+
+// Defaults of Options.
+const (
+	DefaultMemory  = "2G"
+	DefaultCPUs    = 2
+	DefaultTimeout = 10 * time.Minute
+)
+
+// Addresses the guest sees on QEMU's user-mode network.
+const (
+	// slirpHost is the host (its 127.0.0.1) on QEMU's default user network.
+	slirpHost = "10.0.2.2"
+	// metadataNet is the user network of a guest reaching a metadata
+	// server at 169.254.169.254: QEMU forwards only addresses inside the
+	// user network (guestfwd), so the network is the link-local /24 that
+	// holds it (host 169.254.169.2, DHCP from .15).
+	metadataNet  = "169.254.169.0/24"
+	metadataAddr = "169.254.169.254"
+)
+
+// config is Options checked and completed.
+type config struct {
+	Options
+	agent      string
+	datasource string
+	media      media.Format
+	dialect    string
+	macs       []string // per NIC; "" lets QEMU choose
+	accel      []string
+}
+
+var reMemory = regexp.MustCompile(`^[1-9][0-9]*[KMGT]?$`)
+
+// configure checks o and fills in its defaults; every problem is listed.
+func configure(o Options) (*config, error) {
+	c := &config{Options: o}
+	var errs []string
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Sprintf(format, a...)) }
+	if o.Instance == nil {
+		return nil, fmt.Errorf("run: no instance spec")
+	}
+	c.agent = o.Instance.Spec.Agent
+	if c.agent == "" {
+		c.agent = agentCloudInit
+	}
+	if o.Image == "" && o.Kernel == "" {
+		bad("image: a disk image is required (or a kernel to boot)")
+	}
+	if (o.Initrd != "" || o.Append != "") && o.Kernel == "" {
+		bad("initrd/append: they need a kernel (--kernel)")
+	}
+	if c.Memory == "" {
+		c.Memory = DefaultMemory
+	} else if !reMemory.MatchString(c.Memory) {
+		bad("memory %q: want a size such as 2G or 1024M", c.Memory)
+	}
+	if c.CPUs == 0 {
+		c.CPUs = DefaultCPUs
+	} else if c.CPUs < 0 || c.CPUs > 64 {
+		bad("cpus %d: want 1 to 64", c.CPUs)
+	}
+	if c.SSHPort < 0 || c.SSHPort > 65535 {
+		bad("ssh port %d: want 1 to 65535", c.SSHPort)
+	}
+	if c.NICs < 0 || c.NICs > 8 {
+		bad("nics %d: want 0 to 8 extra NICs", c.NICs)
+	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	} else if c.Timeout < 0 {
+		bad("timeout %v: want a positive duration", c.Timeout)
+	}
+	if !slices.Contains(qemu.Accelerators, orDefault(c.Accel, "auto")) {
+		bad("accel %q: want %s", c.Accel, strings.Join(qemu.Accelerators, ", "))
+	}
+	dss := Datasources[c.agent]
+	switch {
+	case o.Datasource != "":
+		c.datasource = o.Datasource
+	case c.agent == agentCloudInit && o.Instance.Spec.Datasource != "":
+		c.datasource = o.Instance.Spec.Datasource
+	default:
+		c.datasource = dss[0]
+	}
+	if !slices.Contains(dss, c.datasource) {
+		bad("datasource %q: %s reads %s", c.datasource, c.agent, strings.Join(dss, " or "))
+	}
+	switch orDefault(o.Media, Media[0]) {
+	case "iso", string(media.ISO9660):
+		c.media = media.ISO9660
+	case string(media.VFAT):
+		c.media = media.VFAT
+	default:
+		bad("media %q: want %s", o.Media, strings.Join(Media, " or "))
+	}
+	if o.Serve {
+		c.dialect = o.Dialect
+		if c.dialect == "" {
+			c.dialect = defaultDialect(c.agent, o.Instance.Spec.MetadataServer)
+		}
+		if !slices.Contains(Dialects[c.agent], c.dialect) {
+			bad("dialect %q: %s reads %s from a metadata server", c.dialect, c.agent, strings.Join(Dialects[c.agent], " or "))
+		} else if ms := o.Instance.Spec.MetadataServer; !ms.ServesDialect(serverDialect(c.dialect)) {
+			bad("dialect %q: spec.metadataServer does not serve this instance through it (dialects %v, imdsv2 %q)", c.dialect, ms.Dialects, ms.IMDSv2)
+		}
+		if o.Datasource != "" {
+			bad("datasource %q: with serve the guest reads the metadata server (choose its API with dialect)", o.Datasource)
+		}
+	} else if o.Dialect != "" {
+		bad("dialect %q: it needs serve", o.Dialect)
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("run: %s", strings.Join(errs, "; "))
+	}
+	c.macs = nicMACs(o.Instance.Spec.Network, o.NICs)
+	return c, nil
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// defaultDialect is the spec's first metadata-server dialect the agent
+// reads, else EC2 (Ignition: aws).
+func defaultDialect(agent string, ms *spec.MetadataServer) string {
+	if ms != nil {
+		for _, d := range ms.Dialects {
+			for _, a := range Dialects[agent] {
+				if serverDialect(a) == d {
+					return a
+				}
+			}
+		}
+	}
+	return Dialects[agent][0]
+}
+
+// serverDialect maps an Ignition platform to the dialect the metadata
+// server answers it with.
+func serverDialect(d string) string {
+	if d == "aws" {
+		return spec.DialectEC2
+	}
+	return d
+}
+
+// nicMACs returns the MAC of each NIC: the spec's ethernets that name one
+// (match.macAddress, else macAddress), in the order of their IDs, give
+// the first NICs theirs; there are 1+extra NICs, or as many as the spec
+// names MACs for.
+func nicMACs(n *spec.Network, extra int) []string {
+	var macs []string
+	if n != nil {
+		ids := make([]string, 0, len(n.Ethernets))
+		for id := range n.Ethernets {
+			ids = append(ids, id)
+		}
+		sort.Strings(ids)
+		for _, id := range ids {
+			e := n.Ethernets[id]
+			mac := e.MACAddress
+			if e.Match != nil && e.Match.MACAddress != "" {
+				mac = e.Match.MACAddress
+			}
+			if mac != "" {
+				macs = append(macs, strings.ToLower(mac))
+			}
+		}
+	}
+	for len(macs) < 1+extra {
+		macs = append(macs, "")
+	}
+	return macs
+}
+
+// files are the paths and ports a boot uses, decided by Start.
+type files struct {
+	qemu       string
+	disk       string // the overlay ("" without an image)
+	diskFormat string
+	seed       string // a cloud-init seed or Ignition config drive
+	fwCfg      string // an Ignition config for fw_cfg
+	qmp        string // the QMP socket
+	mdPort     int    // the in-process metadata server's port (serve)
+	relay      string // the program QEMU runs per metadata connection (serve, not nocloud)
+	uuid       string // the EC2 dialect's system UUID and serial
+}
+
+// args returns QEMU's command line (without the program).
+func (c *config) args(f files) []string {
+	a := []string{
+		"-nodefaults", "-no-user-config", "-display", "none",
+		"-machine", "pc", "-m", c.Memory, "-smp", strconv.Itoa(c.CPUs),
+	}
+	a = append(a, c.accel...)
+	a = append(a,
+		"-rtc", "base=utc",
+		"-device", "virtio-rng-pci",
+		// The serial console is QEMU's standard input and output (pipes).
+		"-chardev", "stdio,id=console,signal=off", "-serial", "chardev:console",
+		"-qmp", "unix:"+qemu.Escape(f.qmp)+",server=on,wait=off",
+	)
+	if f.disk != "" {
+		a = append(a, "-drive", "if=virtio,file="+qemu.Escape(f.disk)+",format="+f.diskFormat)
+	}
+	if f.seed != "" {
+		if c.media == media.VFAT {
+			a = append(a, "-drive", "if=virtio,file="+qemu.Escape(f.seed)+",format=raw,readonly=on")
+		} else {
+			a = append(a, "-drive", "file="+qemu.Escape(f.seed)+",format=raw,media=cdrom,readonly=on")
+		}
+	}
+	if f.fwCfg != "" {
+		a = append(a, delivery.QEMUArgs(f.fwCfg)...)
+	}
+	for i, mac := range c.macs {
+		netdev := fmt.Sprintf("user,id=net%d", i)
+		if i == 0 {
+			if c.Serve && c.dialect != spec.DialectNoCloud {
+				netdev += ",net=" + metadataNet
+				netdev += ",guestfwd=tcp:" + metadataAddr + ":80-cmd:" + qemu.Escape(f.relay)
+			}
+			if c.SSHPort != 0 {
+				netdev += fmt.Sprintf(",hostfwd=tcp:127.0.0.1:%d-:22", c.SSHPort)
+			}
+		}
+		dev := fmt.Sprintf("virtio-net-pci,netdev=net%d", i)
+		if mac != "" {
+			dev += ",mac=" + mac
+		}
+		a = append(a, "-netdev", netdev, "-device", dev)
+	}
+	if c.Serve {
+		a = append(a, c.smbios(f)...)
+	}
+	if c.Kernel != "" {
+		a = append(a, "-kernel", c.Kernel)
+		if c.Initrd != "" {
+			a = append(a, "-initrd", c.Initrd)
+		}
+		if c.Append != "" {
+			a = append(a, "-append", c.Append)
+		}
+	}
+	return a
+}
+
+// smbios returns the SMBIOS strings cloud-init's ds-identify (22.4) and
+// its datasources read to pick the dialect with no kernel argument: EC2
+// when the system UUID and serial both start with "ec2" and are equal
+// (ec2_identify_platform: AWS); OpenStack when the product name is
+// "OpenStack Nova" (dscheck_OpenStack, DataSourceOpenStack's
+// detect_openstack); NoCloud-net when the serial holds
+// "ds=nocloud-net;s=URL" (dscheck_NoCloud reads the serial like the
+// kernel command line; the URL needs its trailing slash). Ignition's
+// platform comes from the kernel command line, not SMBIOS.
+func (c *config) smbios(f files) []string {
+	if c.agent == agentIgnition {
+		return nil
+	}
+	switch c.dialect {
+	case spec.DialectEC2:
+		return []string{"-smbios", "type=1,manufacturer=Amazon EC2,product=vminit,serial=" + f.uuid + ",uuid=" + f.uuid}
+	case spec.DialectOpenStack:
+		return []string{"-smbios", "type=1,manufacturer=OpenStack Foundation,product=OpenStack Nova"}
+	case spec.DialectNoCloud:
+		return []string{"-smbios", fmt.Sprintf("type=1,serial=ds=nocloud-net;s=http://%s:%d/nocloud/", slirpHost, f.mdPort)}
+	}
+	return nil
+}

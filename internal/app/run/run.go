@@ -1,0 +1,487 @@
+// Package run boots a virtual machine under QEMU with its first-boot data
+// (a cloud-init seed or an Ignition config) built from an instance spec,
+// and follows the guest's serial console until its agent reports that the
+// first boot finished. It is the engine of `vminit run`.
+//
+// The disk image is never modified: a qcow2 overlay backed by it is booted.
+// The seed is built in a temporary directory that Stop and Wait remove.
+package run
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/vminit/vminit/internal/lib/qemu"
+	"github.com/vminit/vminit/spec"
+)
+
+// Options describes one guest to boot.
+type Options struct {
+	// Instance is the decoded and validated spec (the caller reads the file).
+	Instance *spec.Instance
+	// Image is the disk image. It is never modified: a qcow2 overlay
+	// backed by it (qemu-img create -b) is booted.
+	Image string
+	// Overlay, if set, is where the overlay is created when absent; it is
+	// kept, so a second Start on the same Overlay is a second boot of the
+	// same disk. Empty means a temporary overlay, removed by Stop/Wait.
+	Overlay string
+	// Kernel, Initrd and Append are an optional direct kernel boot
+	// (QEMU -kernel/-initrd/-append).
+	Kernel, Initrd, Append string
+	// Memory is the guest's memory in QEMU's syntax; "2G" by default.
+	Memory string
+	// CPUs is the number of virtual CPUs; 2 by default.
+	CPUs int
+	// SSHPort is the host port forwarded to the guest's port 22; 0 = none.
+	SSHPort int
+	// Datasource selects the delivery: for cloud-init "nocloud" (default)
+	// or "configdrive"; for Ignition "fwcfg" (default) or "configdrive".
+	Datasource string
+	// Media is the seed drive's filesystem: "iso" (default) or "vfat".
+	Media string
+	// Serve answers the guest from an in-process metadata server reached
+	// over its user-mode network instead of a seed drive.
+	Serve bool
+	// Dialect is the metadata API served with Serve: "ec2", "openstack" or
+	// "nocloud" for cloud-init (default from the spec, else ec2); "aws" or
+	// "openstack" for Ignition.
+	Dialect string
+	// NICs is the number of extra user-mode NICs beyond the first (for
+	// bonds); their MACs come from the spec when it names them.
+	NICs int
+	// Accel is "auto" (default: KVM when it works, else TCG), "kvm" or "tcg".
+	Accel string
+	// Console, if non-nil, receives every byte of the serial console.
+	Console io.Writer
+	// Progress, if non-nil, receives human progress lines.
+	Progress io.Writer
+	// Timeout bounds the whole boot up to first-boot-done; 10m by default.
+	Timeout time.Duration
+	// Stdin, if non-nil, is copied to the serial console (interactive use).
+	Stdin io.Reader
+}
+
+// Result is what the guest's agent reported about its first boot.
+type Result struct {
+	// Agent is "cloud-init" or "ignition".
+	Agent string
+	// OK is true when the agent finished without reporting errors.
+	OK bool
+	// Errors are the errors the agent reported.
+	Errors []string
+	// Elapsed is the time from Start to first-boot-done.
+	Elapsed time.Duration
+	// ConsoleTail holds the last lines of the serial console.
+	ConsoleTail string
+	// Err is set when the agent never reported (timeout, QEMU exited).
+	Err error
+}
+
+// Guest is a running QEMU process started by Start.
+type Guest struct {
+	c       *config
+	cmd     *exec.Cmd
+	dir     string // the temporary directory (seed, overlay, QMP socket)
+	qmp     string
+	srv     *http.Server
+	start   time.Time
+	console ring
+	stderr  ring // QEMU's own messages
+
+	progressMu sync.Mutex
+
+	mu      sync.Mutex
+	watch   *watcher
+	agentCh chan struct{} // closed when the watcher has its verdict
+	result  *Result
+
+	readDone chan struct{} // the console reader has seen the end
+	exited   chan struct{} // QEMU has exited; exitErr is its status
+	exitErr  error
+
+	cleanOnce sync.Once
+	stopOnce  sync.Once
+	stopErr   error
+}
+
+// stopGrace is how long Stop waits for the guest to power off after the
+// ACPI power button before it kills QEMU.
+var stopGrace = 30 * time.Second
+
+// Start builds the seed (in a temporary directory removed by Stop or Wait,
+// or when QEMU exits), starts QEMU and returns at once. When ctx is
+// cancelled the guest is stopped as by Stop.
+func Start(ctx context.Context, o Options) (*Guest, error) {
+	c, err := configure(o)
+	if err != nil {
+		return nil, err
+	}
+	var f files
+	if f.qemu, err = qemu.Find(qemu.System); err != nil {
+		return nil, fmt.Errorf("run: %w", err)
+	}
+	var img *qemu.Image
+	if o.Image != "" {
+		if img, err = qemu.DetectImage(o.Image); err != nil {
+			return nil, fmt.Errorf("run: --image %w", err)
+		}
+		if img.BareFS && o.Kernel == "" {
+			return nil, fmt.Errorf("run: --image %s is a bare %s without a boot loader: give the kernel to boot it with (--kernel, --initrd, --append root=/dev/vda)", o.Image, img.Kind)
+		}
+		if _, err := qemu.Find(qemu.Img); err != nil {
+			return nil, fmt.Errorf("run: %w", err)
+		}
+	}
+	for _, p := range []struct{ flag, path string }{{"kernel", o.Kernel}, {"initrd", o.Initrd}} {
+		if p.path == "" {
+			continue
+		}
+		if st, err := os.Stat(p.path); err != nil {
+			return nil, fmt.Errorf("run: --%s: %w", p.flag, err)
+		} else if st.IsDir() {
+			return nil, fmt.Errorf("run: --%s %s is a directory", p.flag, p.path)
+		}
+	}
+	if c.accel, err = qemu.Accel(f.qemu, c.Accel); err != nil {
+		return nil, fmt.Errorf("run: --accel kvm: %w", err)
+	}
+	rep, err := c.render()
+	if err != nil {
+		return nil, err
+	}
+	g := &Guest{c: c, console: ring{max: MaxConsole}, stderr: ring{max: 64 << 10},
+		agentCh: make(chan struct{}), readDone: make(chan struct{}), exited: make(chan struct{})}
+	if g.dir, err = os.MkdirTemp("", "vminit-run-"); err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			g.cleanup()
+		}
+	}()
+	if img != nil {
+		f.disk, f.diskFormat = o.Overlay, qemu.QCOW2
+		if f.disk == "" {
+			f.disk = filepath.Join(g.dir, "overlay.qcow2")
+		}
+		if err := overlay(ctx, img, o.Image, f.disk); err != nil {
+			return nil, fmt.Errorf("run: %w", err)
+		}
+	}
+	if err := c.writeDelivery(rep, g.dir, &f); err != nil {
+		return nil, fmt.Errorf("run: writing the seed: %w", err)
+	}
+	if c.Serve {
+		if g.srv, f.mdPort, err = serve(c.Instance); err != nil {
+			return nil, fmt.Errorf("run: metadata server: %w", err)
+		}
+		if c.dialect != spec.DialectNoCloud {
+			if f.relay, err = relayCommand(f.mdPort); err != nil {
+				return nil, err
+			}
+		}
+		f.uuid = ec2UUID(c.Instance.Metadata.Name)
+	}
+	f.qmp = filepath.Join(g.dir, "qmp.sock")
+	g.qmp = f.qmp
+	if err := g.launch(f.qemu, c.args(f)); err != nil {
+		return nil, err
+	}
+	ok = true
+	g.say("QEMU started: %s, %s, %d CPUs, %s", c.agent, g.delivery(), c.CPUs, accelName(c.accel))
+	go func() {
+		select {
+		case <-ctx.Done():
+			g.Stop()
+		case <-g.exited:
+		}
+	}()
+	return g, nil
+}
+
+// delivery describes how the guest gets its data, for the progress line.
+func (g *Guest) delivery() string {
+	c := g.c
+	switch {
+	case c.Serve:
+		return "metadata server (" + c.dialect + ")"
+	case c.datasource == DatasourceFwCfg:
+		return "fw_cfg"
+	}
+	return c.datasource + " " + string(c.media)
+}
+
+func accelName(a []string) string {
+	if len(a) > 1 && a[1] == "kvm" {
+		return "KVM"
+	}
+	return "TCG (software emulation)"
+}
+
+// launch starts QEMU with the console on pipes and the goroutines that
+// read it, feed it and wait for QEMU.
+func (g *Guest) launch(program string, args []string) error {
+	cmd := exec.Command(program, args...)
+	cmd.Dir = g.dir
+	cmd.Stderr = &g.stderr
+	cmd.SysProcAttr = sysProcAttr()
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	g.start = time.Now()
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("run: starting QEMU: %w", err)
+	}
+	g.cmd = cmd
+	g.watch = &watcher{agent: g.c.agent, say: g.say}
+	if g.c.Stdin != nil {
+		go func() {
+			io.Copy(stdin, g.c.Stdin)
+		}()
+	}
+	go g.read(stdout)
+	go func() {
+		<-g.readDone
+		err := cmd.Wait()
+		stdin.Close()
+		g.mu.Lock()
+		g.exitErr = err
+		g.mu.Unlock()
+		close(g.exited)
+		g.cleanup()
+	}()
+	return nil
+}
+
+// read copies the console to the ring buffer, Options.Console and the
+// watcher until QEMU closes it.
+func (g *Guest) read(r io.Reader) {
+	defer close(g.readDone)
+	lines := &lineSplitter{fn: g.line}
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			b := buf[:n]
+			g.console.Write(b)
+			if g.c.Console != nil {
+				g.c.Console.Write(b)
+			}
+			lines.Write(b)
+		}
+		if err != nil {
+			lines.flush()
+			return
+		}
+	}
+}
+
+// line hands a console line to the watcher and records its verdict.
+func (g *Guest) line(l string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.result != nil {
+		return
+	}
+	g.watch.line(l)
+	if g.watch.done {
+		w := g.watch
+		g.result = &Result{Agent: g.c.agent, OK: w.ok, Errors: w.errors, Elapsed: time.Since(g.start)}
+		close(g.agentCh)
+	}
+}
+
+// say writes a progress line, with the time since QEMU started.
+func (g *Guest) say(format string, a ...any) {
+	if g.c.Progress == nil {
+		return
+	}
+	g.progressMu.Lock()
+	defer g.progressMu.Unlock()
+	var el time.Duration
+	if !g.start.IsZero() {
+		el = time.Since(g.start)
+	}
+	fmt.Fprintf(g.c.Progress, "[%6.1fs] %s\n", el.Seconds(), fmt.Sprintf(format, a...))
+}
+
+// ErrTimeout and ErrExited are the Result.Err of a guest whose agent never
+// reported (wrapped with the details).
+var (
+	ErrTimeout = errors.New("the guest's agent did not report its first boot in time")
+	ErrExited  = errors.New("QEMU exited before the guest's agent reported its first boot")
+)
+
+// consoleTailLines is how much of the console a Result carries.
+const consoleTailLines = 20
+
+// WaitFirstBoot returns when the agent reports its first boot finished
+// (cloud-init's "Cloud-init v. ... finished at"; Ignition's completion),
+// with its result, or on timeout or QEMU exit (Result.Err set and
+// Result.ConsoleTail holding the last console lines). The Result is never
+// nil; the error is Result.Err: an agent that finished with errors is a
+// Result with OK false and a nil error.
+func (g *Guest) WaitFirstBoot(ctx context.Context) (*Result, error) {
+	timer := time.NewTimer(time.Until(g.start.Add(g.c.Timeout)))
+	defer timer.Stop()
+	var err error
+	select {
+	case <-g.agentCh:
+	case <-g.exited:
+		// The console may hold the agent's last words: the reader has
+		// drained it before exited is closed.
+		select {
+		case <-g.agentCh:
+		default:
+			err = fmt.Errorf("%w (%s)%s", ErrExited, g.exitStatus(), g.qemuSaid())
+		}
+	case <-timer.C:
+		err = fmt.Errorf("%w: no report after %v%s", ErrTimeout, g.c.Timeout, g.stage())
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	res := &Result{Agent: g.c.agent, Elapsed: time.Since(g.start)}
+	if err == nil {
+		g.mu.Lock()
+		r := *g.result
+		g.mu.Unlock()
+		res = &r
+	}
+	res.Err = err
+	res.ConsoleTail = tail(g.console.Bytes(), consoleTailLines)
+	return res, err
+}
+
+// stage says how far the boot got, for a timeout's message.
+func (g *Guest) stage() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	w := g.watch
+	switch {
+	case w.started && w.stage != "":
+		return fmt.Sprintf(" (%s was at stage %s)", g.c.agent, w.stage)
+	case w.started:
+		return fmt.Sprintf(" (%s had started)", g.c.agent)
+	case w.kernel:
+		return fmt.Sprintf(" (the kernel booted; %s never started)", g.c.agent)
+	case len(g.console.Bytes()) == 0:
+		return " (the guest printed nothing on its serial console ttyS0: is console=ttyS0 on its kernel command line?)"
+	}
+	return ""
+}
+
+func (g *Guest) exitStatus() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.exitErr == nil {
+		return "the guest powered off"
+	}
+	return g.exitErr.Error()
+}
+
+// qemuSaid is QEMU's own error output, for messages.
+func (g *Guest) qemuSaid() string {
+	if s := strings.TrimSpace(string(g.stderr.Bytes())); s != "" {
+		return "\nqemu: " + tail([]byte(s), 10)
+	}
+	return ""
+}
+
+// Wait waits for QEMU to exit (the guest powered itself off) or for ctx,
+// and returns QEMU's exit status. The temporary files are removed when
+// QEMU exits.
+func (g *Guest) Wait(ctx context.Context) error {
+	select {
+	case <-g.exited:
+		g.cleanup()
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if g.exitErr != nil {
+			return fmt.Errorf("qemu: %w%s", g.exitErr, g.qemuSaid())
+		}
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Stop asks the guest to power off (ACPI through QMP), kills QEMU after
+// stopGrace and removes the temporary files. It may be called more than
+// once and from several goroutines; all wait for the same stop.
+func (g *Guest) Stop() error {
+	g.stopOnce.Do(func() {
+		select {
+		case <-g.exited:
+		default:
+			g.mu.Lock()
+			panicked := g.watch.panic
+			g.mu.Unlock()
+			if panicked {
+				g.say("stopping QEMU (the guest's kernel panicked)")
+				g.kill()
+				break
+			}
+			g.say("stopping the guest (ACPI power button)")
+			if err := powerdown(g.qmp); err != nil {
+				g.say("QMP: %v; stopping QEMU", err)
+				g.kill()
+			}
+			select {
+			case <-g.exited:
+			case <-time.After(stopGrace):
+				g.say("the guest did not power off in %v; stopping QEMU", stopGrace)
+				g.kill()
+			}
+		}
+		g.cleanup()
+	})
+	return g.stopErr
+}
+
+// kill ends QEMU: quit through QMP (images flushed), else SIGKILL.
+func (g *Guest) kill() {
+	if quit(g.qmp) == nil {
+		select {
+		case <-g.exited:
+			return
+		case <-time.After(10 * time.Second):
+		}
+	}
+	g.cmd.Process.Kill()
+	<-g.exited
+}
+
+// cleanup closes the metadata server and removes the temporary
+// directory (a kept Overlay is outside it).
+func (g *Guest) cleanup() {
+	g.cleanOnce.Do(func() {
+		if g.srv != nil {
+			g.srv.Close()
+		}
+		if err := os.RemoveAll(g.dir); err != nil {
+			g.stopErr = err
+		}
+	})
+}
+
+// Console returns the serial console so far (bounded: the last MaxConsole
+// bytes).
+func (g *Guest) Console() []byte {
+	return g.console.Bytes()
+}

@@ -1,0 +1,192 @@
+package run
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// watcher reads the serial console line by line and follows the guest's
+// first boot: the kernel starting, the agent starting, its stages, the
+// errors it reports on the console and the line that says it finished.
+// It is fed from one goroutine; it sends progress lines to say and its
+// verdict once on done.
+type watcher struct {
+	agent string
+	say   func(format string, a ...any)
+
+	kernel  bool
+	started bool
+	stage   string
+	errors  []string
+	done    bool
+	ok      bool
+	summary string // the agent's own final words (cloud-init's final message)
+	panic   bool   // the kernel panicked: nothing in the guest will answer
+}
+
+// The signals on the console, each from the agent's own code.
+var (
+	// The kernel's first line.
+	reKernel = regexp.MustCompile(`Linux version (\S+)`)
+
+	// cloud-init 22.4 cmd/main.py welcome(): "Cloud-init v. 22.4.2 running
+	// 'init-local' at <time>. Up 5.12 seconds." (stderr, which the
+	// cloud-init units send to journal+console).
+	reCIRunning = regexp.MustCompile(`Cloud-init v\. (\S+) running '([^']+)'`)
+	// cc_final_message's default final_message: "Cloud-init v. 22.4.2
+	// finished at <time>. Datasource DataSourceNoCloud [seed=/dev/sr0]
+	// [dsmode=net].  Up 41.23 seconds".
+	reCIFinished = regexp.MustCompile(`Cloud-init v\. (\S+) finished at .*?Datasource (.*?)\.\s+Up ([0-9.]+) seconds`)
+	// Its console log handler (cloud.cfg.d/05_logging.cfg) prints WARNING
+	// and above as "<time> - <file>[<LEVEL>]: <message>"; a module that
+	// fails is logged with util.logexc, at WARNING ("Running module X
+	// failed").
+	reCILog = regexp.MustCompile(`- (\S+\.py)\[(WARNING|ERROR|CRITICAL)\]: (.*)`)
+	// systemd's status lines about the cloud-init units (the fallback
+	// when the user's cloud-config replaced final_message).
+	reCIUnitDone   = regexp.MustCompile(`Finished (cloud-final\.service)`)
+	reCIUnitFailed = regexp.MustCompile(`Failed to start (cloud-\S+\.service)`)
+
+	// Ignition logs "Ignition 2.14.0" and "Stage: fetch" at the start of
+	// each stage and "Ignition finished successfully" at its end, or
+	// "Ignition failed: <why>" (CRITICAL); systemd-journald forwards
+	// them to the console (systemd.journald.forward_to_console=1).
+	reIgnVersion = regexp.MustCompile(`Ignition (\d+\.\d+\.\d+)`)
+	reIgnStage   = regexp.MustCompile(`Stage: (\S+)`)
+	reIgnFailed  = regexp.MustCompile(`Ignition failed: (.*)`)
+	// The initramfs's systemd: ignition-complete.target is reached when
+	// every stage succeeded; a failed stage unit sends it to emergency.
+	reIgnComplete   = regexp.MustCompile(`Reached target (ignition-complete\.target|Ignition Complete)`)
+	reIgnUnitFailed = regexp.MustCompile(`Failed to start (ignition-\S+\.service)|(ignition-\S+\.service): Failed with result`)
+	reEmergency     = regexp.MustCompile(`Entering emergency mode|Reached target (emergency\.target|Emergency Mode)`)
+	// A panic ends the boot whatever the agent.
+	rePanic = regexp.MustCompile(`Kernel panic - not syncing: (.*)`)
+)
+
+// reANSI matches the terminal escape sequences systemd colours its status
+// lines with ("[\x1b[0;32m  OK  \x1b[0m] Reached target \x1b[0;1;39mx\x1b[0m").
+var reANSI = regexp.MustCompile("\x1b\\[[0-9;?]*[A-Za-z]|\x1b[()][A-Za-z0-9]")
+
+func stripANSI(s string) string {
+	if !strings.Contains(s, "\x1b") {
+		return s
+	}
+	return reANSI.ReplaceAllString(s, "")
+}
+
+// line feeds one console line (without its newline).
+func (w *watcher) line(l string) {
+	if w.done {
+		return
+	}
+	l = strings.TrimRight(stripANSI(strings.ReplaceAll(l, "\r", "")), " ")
+	if !w.kernel {
+		if m := reKernel.FindStringSubmatch(l); m != nil {
+			w.kernel = true
+			w.say("kernel %s booting", m[1])
+		}
+	}
+	if m := rePanic.FindStringSubmatch(l); m != nil {
+		w.panic = true
+		w.fail("kernel panic: " + m[1])
+		return
+	}
+	if w.agent == agentIgnition {
+		w.ignition(l)
+	} else {
+		w.cloudInit(l)
+	}
+}
+
+func (w *watcher) cloudInit(l string) {
+	if m := reCIFinished.FindStringSubmatch(l); m != nil {
+		w.summary = strings.TrimSpace(l[strings.Index(l, "Cloud-init v."):])
+		if strings.HasPrefix(m[2], "DataSourceNone") {
+			w.errors = append(w.errors, "cloud-init found no datasource (DataSourceNone): the guest did not see the seed or the metadata server")
+		}
+		w.finish(fmt.Sprintf("cloud-init %s finished (guest up %ss, %s)", m[1], m[3], m[2]))
+		return
+	}
+	if m := reCIRunning.FindStringSubmatch(l); m != nil {
+		if !w.started {
+			w.started = true
+			w.say("cloud-init %s started", m[1])
+		}
+		if m[2] != w.stage {
+			w.stage = m[2]
+			w.say("cloud-init stage %s", m[2])
+		}
+		return
+	}
+	if m := reCILog.FindStringSubmatch(l); m != nil {
+		w.addError(fmt.Sprintf("%s[%s]: %s", m[1], m[2], m[3]))
+		return
+	}
+	if m := reCIUnitFailed.FindStringSubmatch(l); m != nil {
+		w.addError(m[1] + " failed")
+		if m[1] == "cloud-final.service" {
+			w.finish("cloud-final.service failed")
+		}
+		return
+	}
+	if w.started && reCIUnitDone.MatchString(l) {
+		w.finish("cloud-init finished (cloud-final.service)")
+	}
+}
+
+func (w *watcher) ignition(l string) {
+	if m := reIgnFailed.FindStringSubmatch(l); m != nil {
+		w.addError("Ignition failed: " + m[1])
+		return
+	}
+	if m := reIgnUnitFailed.FindStringSubmatch(l); m != nil {
+		unit := m[1] + m[2]
+		w.fail(unit + " failed")
+		return
+	}
+	if reEmergency.MatchString(l) {
+		w.fail("the initramfs entered emergency mode")
+		return
+	}
+	if reIgnComplete.MatchString(l) {
+		w.finish("Ignition complete (ignition-complete.target)")
+		return
+	}
+	if !strings.Contains(l, "gnition") {
+		return
+	}
+	if m := reIgnVersion.FindStringSubmatch(l); m != nil && !w.started {
+		w.started = true
+		w.say("Ignition %s started", m[1])
+	}
+	if m := reIgnStage.FindStringSubmatch(l); m != nil && m[1] != w.stage {
+		w.stage = m[1]
+		w.say("Ignition stage %s", m[1])
+	}
+}
+
+func (w *watcher) addError(e string) {
+	const maxErrors = 100
+	if len(w.errors) < maxErrors {
+		w.errors = append(w.errors, e)
+	}
+}
+
+func (w *watcher) finish(what string) {
+	w.done, w.ok = true, len(w.errors) == 0
+	if w.summary == "" {
+		w.summary = what
+	}
+	if w.ok {
+		w.say("%s", what)
+	} else {
+		w.say("%s, with %d error(s)", what, len(w.errors))
+	}
+}
+
+func (w *watcher) fail(why string) {
+	w.addError(why)
+	w.done, w.ok = true, false
+	w.say("%s", why)
+}
