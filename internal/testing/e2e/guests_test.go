@@ -19,6 +19,7 @@ import (
 
 	"github.com/vminit/vminit/internal/app/run"
 	"github.com/vminit/vminit/internal/testing/guesttest"
+	"github.com/vminit/vminit/internal/testing/testtools"
 	"github.com/vminit/vminit/spec"
 )
 
@@ -76,10 +77,17 @@ func bootGuest(t *testing.T, o run.Options, firstBoot bool) (*run.Result, *guest
 	if o.Memory == "" {
 		o.Memory = "1G"
 	}
+	if o.CPUs == 0 {
+		// Two guests share two cores: a second vCPU each only adds
+		// contention under TCG.
+		o.CPUs = 1
+	}
 	if o.Accel == "" {
 		o.Accel = guestAccel()
 	}
 	o.Timeout = guestBootTimeout
+	var progress testtools.SyncBuffer
+	o.Progress = &progress
 	g, err := run.Start(ctx, o)
 	if err != nil {
 		t.Fatal(err)
@@ -93,7 +101,10 @@ func bootGuest(t *testing.T, o run.Options, firstBoot bool) (*run.Result, *guest
 		if res.Err != nil {
 			t.Fatalf("first boot: %v\n%s", res.Err, res.ConsoleTail)
 		}
-		t.Logf("%s: first boot done in %s (accel %s)", t.Name(), res.Elapsed.Round(100*time.Millisecond), o.Accel)
+		// The accelerator run chose is on its first progress line
+		// ("QEMU started: ..., TCG (software emulation)").
+		accel, _, _ := strings.Cut(progress.String(), "\n")
+		t.Logf("%s: first boot done in %s (%s)", t.Name(), res.Elapsed.Round(100*time.Millisecond), accel[strings.LastIndex(accel, ",")+1:])
 	}
 	// The report unit powers the guest off after printing.
 	if err := g.Wait(ctx); err != nil {
@@ -238,13 +249,36 @@ func contains(l []string, s string) bool {
 	return false
 }
 
+// knownCloudInitWarnings are WARNING lines cloud-init 22.4 logs on these
+// boots that `vminit run` counts as errors (it counts every WARNING on the
+// console) although cloud-init's own status is "done" with no errors. The
+// tests log them rather than fail:
+//   - NoCloud-net: in the network stage cloud-init applies the served
+//     network config and runs ifup on the NIC the local stage's fallback
+//     config already brought up ("interface ens3 already configured").
+//   - EC2: the metadata server's EC2 dialect has no meta-data/network tree
+//     (interfaces/macs/MAC/...), which IMDS serves on AWS; cloud-init warns
+//     "Metadata 'network' key not valid: None" and falls back to DHCP on the
+//     first NIC.
+var knownCloudInitWarnings = regexp.MustCompile(`Running \['ifup', '[^']+'\] resulted in stderr output: ifup: interface \S+ already configured|DataSourceEc2\.py\[WARNING\]: Metadata 'network' key not valid: None`)
+
 // cloudInitOK wants cloud-init's own verdict: done, no errors.
 func (c *guestCheck) cloudInitOK(res *run.Result) {
 	if c.rep.Agent() != "cloud-init" {
 		c.errorf("agent %q, want cloud-init", c.rep.Agent())
 	}
-	if res != nil && (!res.OK || len(res.Errors) > 0) {
-		c.errorf("run: OK %v, errors %q", res.OK, res.Errors)
+	if res != nil {
+		var errs []string
+		for _, e := range res.Errors {
+			if knownCloudInitWarnings.MatchString(e) {
+				c.t.Logf("cloud-init warned (known, see knownCloudInitWarnings): %s", e)
+				continue
+			}
+			errs = append(errs, e)
+		}
+		if len(errs) > 0 || (!res.OK && len(res.Errors) == 0) {
+			c.errorf("run: OK %v, errors %q", res.OK, errs)
+		}
 	}
 	c.contains("cloud-init-status", `^status: done$`)
 	c.contains("cloud-init-result", `"errors": \[\]`)
@@ -323,9 +357,11 @@ func checkUbuntuServer(t *testing.T, res *run.Result, rep *guesttest.Report, boo
 	// First-boot commands: once.
 	c.file("/var/log/first-boot.log", "644", "root", "root", "first boot done on web-1\n")
 	c.file(runsFile, "644", "root", "root", "run\n")
-	// Mounts: the fstab entry (the test attaches no "data" disk; nofail).
-	c.contains("mounts", `^/ `)
-	c.fileContains("/etc/fstab", `^LABEL=data\s+/srv/data\s+ext4\s+defaults,nofail`)
+	// Mounts: vminit writes a mount unit (the test attaches no "data" disk;
+	// nofail keeps the boot going).
+	c.contains("mounts", `^/ /dev/vda2 ext4$`)
+	c.unit("srv-data.mount", "enabled", "")
+	c.fileContains("/etc/systemd/system/srv-data.mount", `^What=/dev/disk/by-label/data$`)
 	// Static network: NICs matched by MAC and renamed, the bond, the VLAN.
 	c.contains("link", `^\d+: nic0: .*master bond0 .*link/ether 52:54:00:12:34:01`)
 	c.contains("link", `^\d+: nic1: .*master bond0 .*`)
