@@ -299,6 +299,23 @@ func (c *guestCheck) ignitionOK(res *run.Result) {
 	}
 }
 
+// startCheck begins the checks of a report: on a first boot the agent's
+// verdict, on every boot the disk's boot count.
+func startCheck(t *testing.T, res *run.Result, rep *guesttest.Report, agent string, boot int) *guestCheck {
+	c := &guestCheck{t: t, rep: rep}
+	if boot == 1 {
+		if agent == "ignition" {
+			c.ignitionOK(res)
+		} else {
+			c.cloudInitOK(res)
+		}
+	}
+	if rep.Boot() != boot {
+		c.errorf("boot %d, want %d", rep.Boot(), boot)
+	}
+	return c
+}
+
 // Keys of the examples.
 const (
 	aliceKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIIOcQfB+HkOOjJNE+kDUn8dHs94p8jX2ceyNdSdYS5bh alice@example.com"
@@ -309,8 +326,7 @@ const (
 // key on the image's default user, the first-boot command run once.
 func checkDevVM(t *testing.T, res *run.Result, rep *guesttest.Report) {
 	t.Helper()
-	c := &guestCheck{t: t, rep: rep}
-	c.cloudInitOK(res)
+	c := startCheck(t, res, rep, "cloud-init", 1)
 	c.text("hostname", "dev")
 	c.user("debian", "", "/bin/bash", "sudo")
 	c.keyFor("/home/debian", aliceKey)
@@ -326,13 +342,7 @@ func checkUbuntuServer(t *testing.T, res *run.Result, rep *guesttest.Report, boo
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &guestCheck{t: t, rep: rep}
-	if boot == 1 {
-		c.cloudInitOK(res)
-	}
-	if rep.Boot() != boot {
-		c.errorf("boot %d, want %d", rep.Boot(), boot)
-	}
+	c := startCheck(t, res, rep, "cloud-init", boot)
 	c.text("hostname", "web-1")
 	c.text("hostname-fqdn", "web-1.prod.example.com")
 	c.text("timezone", "/usr/share/zoneinfo/Europe/Berlin")
@@ -390,13 +400,7 @@ func checkUbuntuServer(t *testing.T, res *run.Result, rep *guesttest.Report, boo
 // initramfs, then systemd's first boot (presets) and the first-boot unit.
 func checkFCOSServer(t *testing.T, res *run.Result, rep *guesttest.Report, boot int) {
 	t.Helper()
-	c := &guestCheck{t: t, rep: rep}
-	if boot == 1 {
-		c.ignitionOK(res)
-	}
-	if rep.Boot() != boot {
-		c.errorf("boot %d, want %d", rep.Boot(), boot)
-	}
+	c := startCheck(t, res, rep, "ignition", boot)
 	c.text("hostname", "fcos-1")
 	c.text("timezone", "../usr/share/zoneinfo/Europe/Berlin")
 	c.user("core", "", "")
@@ -425,12 +429,7 @@ func checkFCOSServer(t *testing.T, res *run.Result, rep *guesttest.Report, boot 
 // the spec: its hostname and the key on a user.
 func checkDelivered(t *testing.T, res *run.Result, rep *guesttest.Report, agent, hostname, home, key string) {
 	t.Helper()
-	c := &guestCheck{t: t, rep: rep}
-	if agent == "ignition" {
-		c.ignitionOK(res)
-	} else {
-		c.cloudInitOK(res)
-	}
+	c := startCheck(t, res, rep, agent, 1)
 	c.text("hostname", hostname)
 	c.keyFor(home, key)
 	c.file(runsFile, "644", "root", "root", "run\n")
@@ -451,6 +450,7 @@ func TestGuestBootsThroughItsBootLoader(t *testing.T) {
 // (its kernel booted directly, as a cloud boots an image's kernel).
 func TestGuestCloudInitPaths(t *testing.T) {
 	im := guesttest.Find(t)
+	t.Parallel()
 	direct := func(o run.Options) run.Options {
 		o.Image, o.Kernel, o.Initrd, o.Append = im.CloudInitDisk, im.Kernel, im.Initrd, guesttest.CloudInitAppend
 		return o
@@ -503,6 +503,7 @@ func TestGuestCloudInitPaths(t *testing.T) {
 // drive (openstack) and the metadata server (aws, openstack).
 func TestGuestIgnitionPaths(t *testing.T) {
 	im := guesttest.Find(t)
+	t.Parallel()
 	ign := func(o run.Options, platform string, firstBoot bool) run.Options {
 		o.Instance = loadGuestSpec(t, fcosServer)
 		o.Image, o.Kernel, o.Initrd = im.IgnitionDisk, im.Kernel, im.IgnitionInitrd
