@@ -22,11 +22,14 @@
 # no mounts of the images: the file systems are made from directories
 # (mkfs.ext4 -d, mtools) and placed at their partition offsets.
 #
+# `install-test-guests.sh --key` prints the KEY a build would have and exits
+# (a CI cache key for the directory).
+#
 # VMINIT_TEST_GUESTS_DEBS=DIR keeps debootstrap's downloaded packages in DIR
 # (--cache-dir) between builds, for developing this script.
 set -euo pipefail
 
-if [ "$(id -u)" != 0 ]; then exec sudo -E "$0" "$@"; fi
+if [ "$(id -u)" != 0 ] && [ "${1:-}" != --key ]; then exec sudo -E "$0" "$@"; fi
 
 DEST="${VMINIT_TEST_GUESTS_DIR:-/var/cache/vminit-test-guests}"
 SUITE=bookworm
@@ -40,20 +43,6 @@ INCLUDE+=,openssh-server,iproute2,ifupdown,ifenslave,vlan,resolvconf,net-tools
 INCLUDE+=,isc-dhcp-client,kmod,sudo,tzdata,git,make,nginx,python3
 # Added to the Ignition guest's root (dracut replaces initramfs-tools there).
 IGN_PACKAGES=(dbus dracut dracut-network ignition curl network-manager)
-
-need() { command -v "$1" >/dev/null 2>&1 || missing+=("$2"); }
-missing=()
-need debootstrap debootstrap
-need sfdisk fdisk
-need mkfs.ext4 e2fsprogs
-need mkfs.fat dosfstools
-need mcopy mtools
-need syslinux syslinux
-[ -f /usr/lib/syslinux/mbr/mbr.bin ] || missing+=(syslinux-common)
-need qemu-img qemu-utils
-if [ ${#missing[@]} -gt 0 ]; then
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
-fi
 
 # The mirror apt already uses on this machine.
 mirror=$(sed -n 's/^URIs: *\([^ ]*\).*/\1/p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | grep -v security | head -n1 || true)
@@ -72,6 +61,8 @@ key=$( {
   for p in $kpkg cloud-init systemd ifupdown "${IGN_PACKAGES[@]}"; do echo "$p $(candidate "$p")"; done
 } | sha256sum | cut -d' ' -f1)
 
+if [ "${1:-}" = --key ]; then echo "$key"; exit 0; fi
+
 mkdir -p "$DEST"
 exec 9>"$DEST/.lock"
 flock 9
@@ -80,6 +71,20 @@ have_all() { for f in "${outputs[@]}"; do [ -s "$DEST/$f" ] || return 1; done; }
 if [ -f "$DEST/KEY" ] && [ "$(cat "$DEST/KEY")" = "$key" ] && have_all; then
   echo "install-test-guests: up to date in $DEST ($key)"
   exit 0
+fi
+
+need() { command -v "$1" >/dev/null 2>&1 || missing+=("$2"); }
+missing=()
+need debootstrap debootstrap
+need sfdisk fdisk
+need mkfs.ext4 e2fsprogs
+need mkfs.fat dosfstools
+need mcopy mtools
+need syslinux syslinux
+[ -f /usr/lib/syslinux/mbr/mbr.bin ] || missing+=(syslinux-common)
+need qemu-img qemu-utils
+if [ ${#missing[@]} -gt 0 ]; then
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
 start=$(date +%s)
