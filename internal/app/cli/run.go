@@ -136,6 +136,7 @@ type runReport struct {
 	Agent       string   `json:"agent"`
 	OK          bool     `json:"ok"`
 	Errors      []string `json:"errors"`
+	Warnings    []string `json:"warnings"`
 	Seconds     float64  `json:"seconds"`
 	Error       string   `json:"error,omitempty"`
 	ConsoleTail string   `json:"consoleTail,omitempty"`
@@ -177,19 +178,32 @@ func (f *runFlags) run(cmd *cobra.Command, args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	go func() {
-		// The first Ctrl-C powers the guest off; a second one ends vminit
-		// at once (and QEMU with it).
-		<-ctx.Done()
-		stop()
-		if cmd.Context().Err() == nil {
-			fmt.Fprintln(stderr, "vminit: powering the guest off (Ctrl-C again to kill it now)")
-		}
-	}()
 	g, err := vmrun.Start(ctx, o)
 	if err != nil {
 		return err
 	}
+	finished := make(chan struct{})
+	defer close(finished) // before stop: the goroutine below sees it first
+	go func() {
+		// The first Ctrl-C powers the guest off; a second one stops QEMU
+		// at once.
+		select {
+		case <-finished:
+			return
+		case <-ctx.Done():
+		}
+		again, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+		defer cancel()
+		stop()
+		if cmd.Context().Err() == nil {
+			fmt.Fprintln(stderr, "vminit: powering the guest off (Ctrl-C again to stop QEMU now)")
+		}
+		select {
+		case <-finished:
+		case <-again.Done():
+			g.Kill()
+		}
+	}()
 	res, waitErr := g.WaitFirstBoot(ctx)
 	if f.console && waitErr == nil {
 		printRunResult(stderr, in.inst.Metadata.Name, res)
@@ -203,7 +217,7 @@ func (f *runFlags) run(cmd *cobra.Command, args []string) error {
 	}
 	if asJSON {
 		out := runReport{Instance: in.inst.Metadata.Name, Agent: res.Agent, OK: res.OK && waitErr == nil,
-			Errors: append([]string{}, res.Errors...), Seconds: res.Elapsed.Seconds()}
+			Errors: append([]string{}, res.Errors...), Warnings: append([]string{}, res.Warnings...), Seconds: res.Elapsed.Seconds()}
 		if waitErr != nil {
 			out.Error, out.ConsoleTail = waitErr.Error(), res.ConsoleTail
 		}
@@ -235,7 +249,11 @@ func (f *runFlags) run(cmd *cobra.Command, args []string) error {
 // printRunResult says how the first boot went.
 func printRunResult(w io.Writer, name string, res *vmrun.Result) {
 	if res.OK {
-		fmt.Fprintf(w, "%s: %s first boot done in %s\n", name, res.Agent, res.Elapsed.Round(100*time.Millisecond))
+		fmt.Fprintf(w, "%s: %s first boot done in %s", name, res.Agent, res.Elapsed.Round(100*time.Millisecond))
+		if len(res.Warnings) > 0 {
+			fmt.Fprintf(w, " (%d warning(s), above)", len(res.Warnings))
+		}
+		fmt.Fprintln(w)
 		return
 	}
 	fmt.Fprintf(w, "%s: %s first boot finished in %s with %d error(s):\n", name, res.Agent, res.Elapsed.Round(100*time.Millisecond), len(res.Errors))

@@ -61,6 +61,9 @@ func TestQEMUArgs(t *testing.T) {
 				t.Fatal(err)
 			}
 			cfg.accel = qemu.TCGArgs
+			if cfg.Serve {
+				cfg.servedInstance() // as Start does: it may name NIC 0's MAC
+			}
 			got := strings.Join(cfg.args(c.f), "\n") + "\n"
 			golden := filepath.Join("testdata", "args", c.name+".txt")
 			if *update {

@@ -123,6 +123,30 @@ func checkOverlay(ctx context.Context, base, path string) error {
 	return nil
 }
 
+// primaryMAC is the MAC of the guest's first NIC when the spec names none:
+// QEMU's own default, given explicitly so the metadata server can name it.
+const primaryMAC = "52:54:00:12:34:56"
+
+// servedInstance is the instance the metadata server answers with. An
+// EC2 guest finds its NICs in the metadata (network/interfaces/macs/),
+// which the server renders from the spec's ethernets that name a MAC; a
+// spec without a network gets, in the served copy only, what a cloud
+// always has: its first NIC, by its MAC, with DHCP (which is also
+// cloud-init's fallback), so cloud-init 22.4 does not warn "Metadata
+// 'network' key not valid". The caller's instance is not modified.
+func (c *config) servedInstance() *spec.Instance {
+	inst := c.Instance
+	if c.dialect != spec.DialectEC2 || inst.Spec.Network != nil {
+		return inst
+	}
+	cp := *inst
+	cp.Spec.Network = &spec.Network{Ethernets: map[string]spec.Ethernet{
+		"eth0": {Match: &spec.Match{MACAddress: primaryMAC}, Interface: spec.Interface{DHCP4: true}},
+	}}
+	c.macs[0] = primaryMAC
+	return &cp
+}
+
 // serve starts the in-process metadata server on 127.0.0.1 for the one
 // instance. Guests on QEMU's user network reach the host from 127.0.0.1,
 // so the instance owns that address here (AllowLoopbackInstances): the

@@ -77,8 +77,14 @@ type Result struct {
 	Agent string
 	// OK is true when the agent finished without reporting errors.
 	OK bool
-	// Errors are the errors the agent reported.
+	// Errors are the errors the agent reported: for cloud-init, what its
+	// own status counts (modules and stages that failed), ERROR and
+	// CRITICAL log lines, failed units, no datasource; for Ignition, its
+	// failures and failed stage units; for both, a kernel panic.
 	Errors []string
+	// Warnings are the agent's other warnings (cloud-init's WARNING lines
+	// that are not failures); they do not make OK false.
+	Warnings []string
 	// Elapsed is the time from Start to first-boot-done.
 	Elapsed time.Duration
 	// ConsoleTail holds the last lines of the serial console.
@@ -94,6 +100,7 @@ type Guest struct {
 	dir     string // the temporary directory (seed, overlay, QMP socket)
 	qmp     string
 	srv     *http.Server
+	srvAddr string
 	start   time.Time
 	console ring
 	stderr  ring // QEMU's own messages
@@ -183,9 +190,10 @@ func Start(ctx context.Context, o Options) (*Guest, error) {
 		return nil, fmt.Errorf("run: writing the seed: %w", err)
 	}
 	if c.Serve {
-		if g.srv, f.mdPort, err = serve(c.Instance); err != nil {
+		if g.srv, f.mdPort, err = serve(c.servedInstance()); err != nil {
 			return nil, fmt.Errorf("run: metadata server: %w", err)
 		}
+		g.srvAddr = fmt.Sprintf("127.0.0.1:%d", f.mdPort)
 		if c.dialect != spec.DialectNoCloud {
 			if f.relay, err = relayCommand(f.mdPort); err != nil {
 				return nil, err
@@ -215,7 +223,7 @@ func (g *Guest) delivery() string {
 	c := g.c
 	switch {
 	case c.Serve:
-		return "metadata server (" + c.dialect + ")"
+		return fmt.Sprintf("metadata server (%s) on %s", c.dialect, g.srvAddr)
 	case c.datasource == DatasourceFwCfg:
 		return "fw_cfg"
 	}
@@ -302,7 +310,7 @@ func (g *Guest) line(l string) {
 	g.watch.line(l)
 	if g.watch.done {
 		w := g.watch
-		g.result = &Result{Agent: g.c.agent, OK: w.ok, Errors: w.errors, Elapsed: time.Since(g.start)}
+		g.result = &Result{Agent: g.c.agent, OK: w.ok, Errors: w.errors, Warnings: w.warnings, Elapsed: time.Since(g.start)}
 		close(g.agentCh)
 	}
 }
@@ -451,6 +459,20 @@ func (g *Guest) Stop() error {
 		}
 		g.cleanup()
 	})
+	return g.stopErr
+}
+
+// Kill ends QEMU at once, without asking the guest (QMP quit, which
+// flushes the disk images; else SIGKILL), and removes the temporary files.
+// A Stop waiting for the guest returns too.
+func (g *Guest) Kill() error {
+	select {
+	case <-g.exited:
+	default:
+		g.say("stopping QEMU now")
+		g.kill()
+	}
+	g.cleanup()
 	return g.stopErr
 }
 

@@ -152,3 +152,40 @@ func TestServeOnlyOnLoopback(t *testing.T) {
 		t.Errorf("listening beyond loopback: %s", s)
 	}
 }
+
+// TestServedEC2InstanceNamesTheNIC: an EC2 guest of a spec without a
+// network finds its NIC, by the MAC QEMU gives it, in the metadata; the
+// caller's spec is unchanged, and the other dialects serve it as is.
+func TestServedEC2InstanceNamesTheNIC(t *testing.T) {
+	dev := loadSpec(t, "../../../examples/dev-vm.yaml")
+	c, err := configure(Options{Instance: dev, Image: "x", Serve: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := c.servedInstance()
+	if dev.Spec.Network != nil || served.Spec.Network == nil || c.macs[0] != primaryMAC {
+		t.Fatalf("served network %+v, caller's %+v, NIC MACs %q", served.Spec.Network, dev.Spec.Network, c.macs)
+	}
+	if !strings.Contains(strings.Join(c.args(files{uuid: "u", relay: "r"}), " "), "virtio-net-pci,netdev=net0,mac="+primaryMAC) {
+		t.Error("NIC 0 does not carry the MAC the metadata names")
+	}
+	srv, port, err := serve(served)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	if code, body := relayGet(t, port, "/2016-09-02/meta-data/network/interfaces/macs/", nil); code != 200 || !strings.Contains(body, primaryMAC) {
+		t.Errorf("macs/: %d %q", code, body)
+	}
+	var got struct {
+		OK bool `json:"ok"`
+	}
+	cloudinittest.Run(t, cloudinittest.Ec2Client, map[string]any{"base": fmt.Sprintf("http://127.0.0.1:%d", port), "src": "127.0.0.1", "aws": true}, &got)
+	if !got.OK {
+		t.Error("cloud-init's Ec2 datasource does not read it")
+	}
+	c, _ = configure(Options{Instance: dev, Image: "x", Serve: true, Dialect: "openstack"})
+	if c.servedInstance() != dev {
+		t.Error("the openstack dialect serves a copy")
+	}
+}

@@ -15,14 +15,15 @@ type watcher struct {
 	agent string
 	say   func(format string, a ...any)
 
-	kernel  bool
-	started bool
-	stage   string
-	errors  []string
-	done    bool
-	ok      bool
-	summary string // the agent's own final words (cloud-init's final message)
-	panic   bool   // the kernel panicked: nothing in the guest will answer
+	kernel   bool
+	started  bool
+	stage    string
+	errors   []string
+	warnings []string
+	done     bool
+	ok       bool
+	summary  string // the agent's own final words (cloud-init's final message)
+	panic    bool   // the kernel panicked: nothing in the guest will answer
 }
 
 // The signals on the console, each from the agent's own code.
@@ -39,10 +40,15 @@ var (
 	// [dsmode=net].  Up 41.23 seconds".
 	reCIFinished = regexp.MustCompile(`Cloud-init v\. (\S+) finished at .*?Datasource (.*?)\.\s+Up ([0-9.]+) seconds`)
 	// Its console log handler (cloud.cfg.d/05_logging.cfg) prints WARNING
-	// and above as "<time> - <file>[<LEVEL>]: <message>"; a module that
-	// fails is logged with util.logexc, at WARNING ("Running module X
-	// failed").
-	reCILog = regexp.MustCompile(`- (\S+\.py)\[(WARNING|ERROR|CRITICAL)\]: (.*)`)
+	// and above as "<time> - <file>[<LEVEL>]: <message>". What cloud-init
+	// itself counts as errors (status.json's, `cloud-init status`) are the
+	// modules that fail and the stages that fail, both logged by
+	// util.logexc at WARNING: "Running module X (<module ...>) failed"
+	// (config/modules.py) and "failed stage X" (cmd/main.py); ERROR and
+	// CRITICAL are errors too. Its other warnings (an ifup that printed on
+	// stderr, a deprecated key) are warnings.
+	reCILog   = regexp.MustCompile(`- (\S+\.py)\[(WARNING|ERROR|CRITICAL)\]: (.*)`)
+	reCIError = regexp.MustCompile(`^Running module \S+ \(.*\) failed|^failed stage `)
 	// systemd's status lines about the cloud-init units (the fallback
 	// when the user's cloud-config replaced final_message).
 	reCIUnitDone   = regexp.MustCompile(`Finished (cloud-final\.service)`)
@@ -52,7 +58,8 @@ var (
 	// each stage and "Ignition finished successfully" at its end, or
 	// "Ignition failed: <why>" (CRITICAL); systemd-journald forwards
 	// them to the console (systemd.journald.forward_to_console=1).
-	reIgnVersion = regexp.MustCompile(`Ignition (\d+\.\d+\.\d+)`)
+	// (Debian's build says "Ignition Debian 2.14.0+ds1-1+b6".)
+	reIgnVersion = regexp.MustCompile(`Ignition (?:[A-Za-z]+ )?v?(\d+\.\d+\.\d+)`)
 	reIgnStage   = regexp.MustCompile(`Stage: (\S+)`)
 	reIgnFailed  = regexp.MustCompile(`Ignition failed: (.*)`)
 	// The initramfs's systemd: ignition-complete.target is reached when
@@ -120,7 +127,13 @@ func (w *watcher) cloudInit(l string) {
 		return
 	}
 	if m := reCILog.FindStringSubmatch(l); m != nil {
-		w.addError(fmt.Sprintf("%s[%s]: %s", m[1], m[2], m[3]))
+		msg := fmt.Sprintf("%s[%s]: %s", m[1], m[2], m[3])
+		if m[2] != "WARNING" || reCIError.MatchString(m[3]) {
+			w.addError(msg)
+		} else if len(w.warnings) < maxErrors {
+			w.warnings = append(w.warnings, msg)
+			w.say("cloud-init warning: %s", msg)
+		}
 		return
 	}
 	if m := reCIUnitFailed.FindStringSubmatch(l); m != nil {
@@ -166,8 +179,10 @@ func (w *watcher) ignition(l string) {
 	}
 }
 
+// maxErrors bounds the errors and warnings kept from one boot.
+const maxErrors = 100
+
 func (w *watcher) addError(e string) {
-	const maxErrors = 100
 	if len(w.errors) < maxErrors {
 		w.errors = append(w.errors, e)
 	}

@@ -50,8 +50,22 @@ func TestWatcherCloudInit(t *testing.T) {
 		"[   26.000000] cloud-init[480]: 2026-11-25 19:00:21,000 - cc_locale.py[WARNING]: Failed to run locale-gen\n"+
 		"[   26.100000] cloud-init[480]: 2026-11-25 19:00:21,100 - util.py[WARNING]: Running module locale (<module 'cloudinit.config.cc_locale'>) failed\n"+
 		ciFinal)
-	if !w.done || w.ok || len(w.errors) != 2 || w.errors[1] != "util.py[WARNING]: Running module locale (<module 'cloudinit.config.cc_locale'>) failed" {
+	if !w.done || w.ok || len(w.errors) != 1 || w.errors[0] != "util.py[WARNING]: Running module locale (<module 'cloudinit.config.cc_locale'>) failed" || len(w.warnings) != 1 {
 		t.Errorf("module failures: done %v ok %v errors %q", w.done, w.ok, w.errors)
+	}
+
+	// cloud-init's other warnings are warnings, as in its own status.
+	w, said = feed(agentCloudInit, ciHead+
+		"[  141.390449] cloud-init[402]: 2026-11-25 19:50:06,529 - activators.py[WARNING]: Running ['ifup', 'ens3'] resulted in stderr output: ifup: interface ens3 already configured\n"+
+		"[  141.5] cloud-init[402]: 2026-11-25 19:50:06,600 - util.py[ERROR]: something broke\n"+ciFinal)
+	if !w.done || w.ok || len(w.warnings) != 1 || !strings.HasPrefix(w.warnings[0], "activators.py[WARNING]: Running ['ifup'") ||
+		len(w.errors) != 1 || w.errors[0] != "util.py[ERROR]: something broke" || !strings.Contains(strings.Join(said, "\n"), "cloud-init warning: activators.py") {
+		t.Errorf("a warning and an error: ok %v, warnings %q, errors %q", w.ok, w.warnings, w.errors)
+	}
+	w, _ = feed(agentCloudInit, ciHead+
+		"[   26.0] cloud-init[480]: 2026-11-25 19:00:21,000 - main.py[WARNING]: failed stage init\n"+ciFinal)
+	if w.ok || len(w.errors) != 1 {
+		t.Errorf("a failed stage: ok %v, errors %q", w.ok, w.errors)
 	}
 
 	w, _ = feed(agentCloudInit, ciHead+"[   30.000000] cloud-init[480]: 2026-11-25 19:00:21,000 - cc_final_message.py[WARNING]: Used fallback datasource\n"+
@@ -77,12 +91,12 @@ func TestWatcherCloudInit(t *testing.T) {
 }
 
 const ignHead = `[    0.000000] Linux version 6.1.0-28-amd64 (debian-kernel@lists.debian.org) #1 SMP PREEMPT_DYNAMIC Debian 6.1.119-1
-[    4.000000] ignition[312]: Ignition 2.14.0
+[    4.000000] ignition[312]: Ignition Debian 2.14.0+ds1-1+b6
 [    4.010000] ignition[312]: Stage: fetch-offline
 [    4.020000] ignition[312]: reading system config file "/usr/lib/ignition/base.ign"
 [    4.100000] ignition[312]: parsing config with SHA512: 3c1b...
 [    4.200000] ignition[312]: Ignition finished successfully
-[    6.000000] ignition[340]: Ignition 2.14.0
+[    6.000000] ignition[340]: Ignition Debian 2.14.0+ds1-1+b6
 [    6.010000] ignition[340]: Stage: files
 [    6.500000] ignition[340]: files: createFilesystemsFiles: createFiles: op(1): [started]  writing file "/sysroot/etc/hostname"
 `
