@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs every program vminit's tests use as an oracle, the Linux kernel
-# that the QEMU tests boot, and the Kubernetes API server the Kubernetes tests
-# run. Safe to run again: it skips what is already there.
+# that the QEMU tests boot, the real guests the guest tests boot, and the
+# Kubernetes API server the Kubernetes tests run. Safe to run again: it
+# skips what is already there.
 # Needs root (apt-get); run as a user with sudo otherwise.
 set -euo pipefail
 
@@ -19,6 +20,7 @@ packages=(
   etcd-server           # the metadata server's etcd store
   busybox-static cpio   # the QEMU tests' initramfs
   qemu-utils            # qemu-img: the copy-on-write overlays vminit run boots
+  debootstrap fdisk e2fsprogs syslinux syslinux-common # the test guests' build
   python3-yaml python3-jsonschema python3-netifaces
 )
 missing=()
@@ -36,3 +38,7 @@ fi
 "$(dirname "$0")/install-test-kernel.sh"
 # kube-apiserver and kubectl, built from the Go module proxy (minutes, once).
 "$(dirname "$0")/install-kube-apiserver.sh"
+# The real Debian guests (cloud-init, Ignition) the guest tests boot: built
+# with debootstrap (minutes, once; cached by a key of the recipe and the
+# package versions). See docs/guests.md.
+"$(dirname "$0")/install-test-guests.sh"
