@@ -249,36 +249,19 @@ func contains(l []string, s string) bool {
 	return false
 }
 
-// knownCloudInitWarnings are WARNING lines cloud-init 22.4 has logged on
-// these boots although its own status is "done" with no errors. `vminit
-// run` reports cloud-init's WARNING lines as Result.Warnings, not Errors;
-// the filter stays so that a change in how they are classified shows in
-// the test log instead of failing a boot that cloud-init calls clean:
-//   - NoCloud-net: in the network stage cloud-init applies the served
-//     network config and runs ifup on the NIC the local stage's fallback
-//     config already brought up ("interface ens3 already configured").
-//   - EC2, for a spec without a network: cloud-init warns "Metadata
-//     'network' key not valid: None" when the EC2 tree has no
-//     meta-data/network/interfaces/macs/; `vminit run --serve` now serves
-//     the first NIC there (run.config.servedInstance), which stopped it.
-var knownCloudInitWarnings = regexp.MustCompile(`Running \['ifup', '[^']+'\] resulted in stderr output: ifup: interface \S+ already configured|DataSourceEc2\.py\[WARNING\]: Metadata 'network' key not valid: None`)
-
 // cloudInitOK wants cloud-init's own verdict: done, no errors.
 func (c *guestCheck) cloudInitOK(res *run.Result) {
 	if c.rep.Agent() != "cloud-init" {
 		c.errorf("agent %q, want cloud-init", c.rep.Agent())
 	}
 	if res != nil {
-		var errs []string
-		for _, e := range res.Errors {
-			if knownCloudInitWarnings.MatchString(e) {
-				c.t.Logf("cloud-init warned (known, see knownCloudInitWarnings): %s", e)
-				continue
-			}
-			errs = append(errs, e)
+		// cloud-init's WARNING lines are res.Warnings, logged here: the
+		// verdict is cloud-init's own (its errors and status below).
+		for _, w := range res.Warnings {
+			c.t.Logf("cloud-init warned: %s", w)
 		}
-		if len(errs) > 0 || (!res.OK && len(res.Errors) == 0) {
-			c.errorf("run: OK %v, errors %q", res.OK, errs)
+		if !res.OK || len(res.Errors) > 0 {
+			c.errorf("run: OK %v, errors %q", res.OK, res.Errors)
 		}
 	}
 	c.contains("cloud-init-status", `^status: done$`)
