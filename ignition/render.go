@@ -14,10 +14,15 @@
 // Every validation rule is Ignition's (each type's Validate method and its
 // duplicate check); only the walk that reaches the values is this
 // package's, because vcontext's works out each struct's fields, JSON
-// names and paths again at every node, some 40 % of a render's time. A
-// user config with nothing to report is likewise decoded and validated
-// without the tree of JSON positions Ignition's parser builds for its
-// messages; one with anything to report goes through the parser.
+// names and paths again at every node, some 40 % of a render's time. The
+// walk skips a validator only where a narrow test of the value shows the
+// validator would report nothing (a data URL in the form the renderer
+// writes, a unit file in the plain form, lists without a repeated key);
+// anything else goes to the validator, and fuzz tests hold each of those
+// tests to it. A user config with nothing to report is likewise decoded
+// and validated without the tree of JSON positions Ignition's parser
+// builds for its messages; one with anything to report goes through the
+// parser.
 //
 // # Spec versions
 //

@@ -6,7 +6,7 @@ import (
 	"sync"
 
 	"github.com/coreos/ignition/v2/config/validate"
-	"github.com/coreos/vcontext/path"
+	vpath "github.com/coreos/vcontext/path"
 	"github.com/coreos/vcontext/report"
 	vvalidate "github.com/coreos/vcontext/validate"
 )
@@ -42,7 +42,7 @@ func validateStruct(cfg any) report.Report {
 // types the cached walk does not know (Ignition's config types hold only
 // structs, pointers, slices and primitives).
 func vcontextValidate(cfg any) report.Report {
-	return vvalidate.ValidateCustom(cfg, "json", func(v reflect.Value, c path.ContextPath) report.Report {
+	return vvalidate.ValidateCustom(cfg, "json", func(v reflect.Value, c vpath.ContextPath) report.Report {
 		r := vvalidate.DefaultValidator(v, c)
 		r.Merge(validate.ValidateDups(v, c))
 		return r
@@ -55,6 +55,9 @@ type walker struct {
 	// validates: the type has a Validate method on values, which
 	// vcontext's DefaultValidator calls.
 	validates bool
+	// quiet, when set, tells from a value that its Validate would report
+	// nothing, without running it (see quietIf).
+	quiet func(v reflect.Value) bool
 	// lists are the index paths of a struct's list fields, embedded
 	// structs' included: Ignition's duplicate check looks at them, and can
 	// find something only where they hold two entries or more between
@@ -91,7 +94,7 @@ func walkerOf(t reflect.Type) *walker {
 }
 
 var validatorType = reflect.TypeFor[interface {
-	Validate(path.ContextPath) report.Report
+	Validate(vpath.ContextPath) report.Report
 }]()
 
 // buildWalker describes t; seen breaks cycles (a recursive type is taken
@@ -103,6 +106,7 @@ func buildWalker(t reflect.Type, seen map[reflect.Type]*walker) *walker {
 	w := &walker{kind: t.Kind(), exact: true, busy: true}
 	seen[t] = w
 	w.validates = t.Kind() != reflect.Pointer && t.Implements(validatorType)
+	w.quiet = quietIf[t]
 	switch t.Kind() {
 	case reflect.Struct:
 		fs := flatten(t)
@@ -177,18 +181,18 @@ type walk struct {
 	r    report.Report
 }
 
-func (wk *walk) ctx() path.ContextPath {
-	return path.ContextPath{Path: wk.path, Tag: "json"}
+func (wk *walk) ctx() vpath.ContextPath {
+	return vpath.ContextPath{Path: wk.path, Tag: "json"}
 }
 
 // node is vcontext's validate: the validators on v, then its fields,
 // elements or pointee.
 func (wk *walk) node(w *walker, v reflect.Value) {
-	if w.validates {
+	if w.validates && (w.quiet == nil || !w.quiet(v)) {
 		// Validate has a value receiver (DefaultValidator calls only
 		// those): called through the pointer, it gets a copy of *v.
 		wk.r.Merge(v.Addr().Interface().(interface {
-			Validate(path.ContextPath) report.Report
+			Validate(vpath.ContextPath) report.Report
 		}).Validate(wk.ctx()))
 	}
 	switch w.kind {
@@ -197,7 +201,7 @@ func (wk *walk) node(w *walker, v reflect.Value) {
 		for _, idx := range w.lists {
 			n += v.FieldByIndex(idx).Len()
 		}
-		if n >= 2 {
+		if n >= 2 && !distinctKeys(w, v, n) {
 			wk.r.Merge(validate.ValidateDups(v, wk.ctx()))
 		}
 		for _, f := range w.fields {
