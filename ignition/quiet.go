@@ -5,14 +5,6 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-
-	t30 "github.com/coreos/ignition/v2/config/v3_0/types"
-	t31 "github.com/coreos/ignition/v2/config/v3_1/types"
-	t32 "github.com/coreos/ignition/v2/config/v3_2/types"
-	t33 "github.com/coreos/ignition/v2/config/v3_3/types"
-	t34 "github.com/coreos/ignition/v2/config/v3_4/types"
-	t35 "github.com/coreos/ignition/v2/config/v3_5/types"
-	t36 "github.com/coreos/ignition/v2/config/v3_6/types"
 )
 
 // quietIf holds, for the validators that cost the most in a rendering,
@@ -33,19 +25,25 @@ import (
 var quietIf = map[reflect.Type]func(reflect.Value) bool{}
 
 // quietTypes are, for each 3.x version, the types of a file's contents,
-// a unit, a drop-in and the systemd section.
-var quietTypes = [][4]reflect.Type{
-	{reflect.TypeFor[t30.FileContents](), reflect.TypeFor[t30.Unit](), reflect.TypeFor[t30.Dropin](), reflect.TypeFor[t30.Systemd]()},
-	{reflect.TypeFor[t31.Resource](), reflect.TypeFor[t31.Unit](), reflect.TypeFor[t31.Dropin](), reflect.TypeFor[t31.Systemd]()},
-	{reflect.TypeFor[t32.Resource](), reflect.TypeFor[t32.Unit](), reflect.TypeFor[t32.Dropin](), reflect.TypeFor[t32.Systemd]()},
-	{reflect.TypeFor[t33.Resource](), reflect.TypeFor[t33.Unit](), reflect.TypeFor[t33.Dropin](), reflect.TypeFor[t33.Systemd]()},
-	{reflect.TypeFor[t34.Resource](), reflect.TypeFor[t34.Unit](), reflect.TypeFor[t34.Dropin](), reflect.TypeFor[t34.Systemd]()},
-	{reflect.TypeFor[t35.Resource](), reflect.TypeFor[t35.Unit](), reflect.TypeFor[t35.Dropin](), reflect.TypeFor[t35.Systemd]()},
-	{reflect.TypeFor[t36.Resource](), reflect.TypeFor[t36.Unit](), reflect.TypeFor[t36.Dropin](), reflect.TypeFor[t36.Systemd]()},
-}
+// a unit, a drop-in and the systemd section, found from the version's
+// config type.
+var quietTypes [][4]reflect.Type
 
 func init() {
-	for _, ts := range quietTypes {
+	field := func(t reflect.Type, name string) reflect.Type {
+		f, _ := t.FieldByName(name)
+		return f.Type
+	}
+	for _, sv := range stable3() {
+		systemd := field(sv.config, "Systemd")
+		unit := field(systemd, "Units").Elem()
+		ts := [4]reflect.Type{
+			field(field(field(sv.config, "Storage"), "Files").Elem(), "Contents"),
+			unit,
+			field(unit, "Dropins").Elem(),
+			systemd,
+		}
+		quietTypes = append(quietTypes, ts)
 		quietIf[ts[0]] = quietResource
 		quietIf[ts[1]] = quietUnit
 		quietIf[ts[2]] = quietDropin
