@@ -6,7 +6,7 @@ import (
 	"sync"
 
 	"github.com/coreos/ignition/v2/config/validate"
-	vpath "github.com/coreos/vcontext/path"
+	"github.com/coreos/vcontext/path"
 	"github.com/coreos/vcontext/report"
 	vvalidate "github.com/coreos/vcontext/validate"
 )
@@ -42,7 +42,7 @@ func validateStruct(cfg any) report.Report {
 // types the cached walk does not know (Ignition's config types hold only
 // structs, pointers, slices and primitives).
 func vcontextValidate(cfg any) report.Report {
-	return vvalidate.ValidateCustom(cfg, "json", func(v reflect.Value, c vpath.ContextPath) report.Report {
+	return vvalidate.ValidateCustom(cfg, "json", func(v reflect.Value, c path.ContextPath) report.Report {
 		r := vvalidate.DefaultValidator(v, c)
 		r.Merge(validate.ValidateDups(v, c))
 		return r
@@ -94,7 +94,7 @@ func walkerOf(t reflect.Type) *walker {
 }
 
 var validatorType = reflect.TypeFor[interface {
-	Validate(vpath.ContextPath) report.Report
+	Validate(path.ContextPath) report.Report
 }]()
 
 // buildWalker describes t; seen breaks cycles (a recursive type is taken
@@ -181,8 +181,8 @@ type walk struct {
 	r    report.Report
 }
 
-func (wk *walk) ctx() vpath.ContextPath {
-	return vpath.ContextPath{Path: wk.path, Tag: "json"}
+func (wk *walk) ctx() path.ContextPath {
+	return path.ContextPath{Path: wk.path, Tag: "json"}
 }
 
 // node is vcontext's validate: the validators on v, then its fields,
@@ -192,7 +192,7 @@ func (wk *walk) node(w *walker, v reflect.Value) {
 		// Validate has a value receiver (DefaultValidator calls only
 		// those): called through the pointer, it gets a copy of *v.
 		wk.r.Merge(v.Addr().Interface().(interface {
-			Validate(vpath.ContextPath) report.Report
+			Validate(path.ContextPath) report.Report
 		}).Validate(wk.ctx()))
 	}
 	switch w.kind {
