@@ -322,8 +322,17 @@ func (s *Store) run(ctx context.Context, rev int64) {
 				continue
 			}
 			changes := map[string]*version{}
-			for _, ev := range resp.Events {
+			for i, ev := range resp.Events {
 				k := string(ev.Kv.Key)
+				if _, again := changes[k]; again {
+					// A key changed twice in one response (a replica
+					// watching from before both): apply what came before,
+					// so that each version is met in order and a refused
+					// one keeps the good one before it, as when the two
+					// come in separate responses.
+					s.apply(changes, resp.Events[i-1].Kv.ModRevision)
+					changes = map[string]*version{}
+				}
 				if ev.Type == clientv3.EventTypeDelete {
 					changes[k] = nil
 				} else {

@@ -311,6 +311,40 @@ func pagedList(t *testing.T, onPause func(n int), beforeWatchHook func()) (e *et
 	return e, cli, func() int { return n }
 }
 
+// TestVersionsInOneWatchResponse: when a good and then a refused version
+// of a key reach a store in one watch response, as they do for a replica
+// that watches from before both, the store serves the good one, as it
+// does when they come one by one; it does not keep only the last event
+// of each key.
+func TestVersionsInOneWatchResponse(t *testing.T) {
+	e := startEtcd(t)
+	cli := e.Client()
+	checks := registry.Checks{Content: func(r *registry.Record) error {
+		if r.Instance.Spec.Hostname == "refused" {
+			return spec.Errors{{Field: "spec.hostname", Message: "refused by the check"}}
+		}
+		return nil
+	}}
+	// Both versions are written after the store's list and before its
+	// watch starts, so the watch sends them together.
+	var once sync.Once
+	beforeWatch = func() {
+		once.Do(func() {
+			for _, host := range []string{"good", "refused"} {
+				if _, err := cli.Put(context.Background(), DefaultPrefix+"web", doc("web", "10.1.0.2", host)); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	t.Cleanup(func() { beforeWatch = nil })
+	s, logs := openChecked(t, e, "", checks)
+	eventually(t, "the refused version to be logged", func() bool { return strings.Contains(logs.String(), "refused by the check") })
+	if hostname(s, "web") != "good" {
+		t.Errorf("served %q, want the last good version:\n%s", hostname(s, "web"), logs.String())
+	}
+}
+
 // TestChecksAndIncarnations: a version that fails the server's checks is
 // skipped and the last good one served, and Put refuses it; a key deleted
 // and written again with the same document is a new incarnation (UID),
