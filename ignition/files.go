@@ -170,6 +170,12 @@ var gzipPool = sync.Pool{New: func() any {
 	return zw
 }}
 
+// unescaped reports whether percentEncode leaves c as it is: unreserved
+// URL characters and a few that are safe in a data URL's payload.
+func unescaped(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("-_.~/:=@", c) >= 0
+}
+
 // percentEncode escapes everything but unreserved URL characters and a few
 // that are safe in a data URL's payload, keeping text readable.
 func percentEncode(data []byte) string {
@@ -177,7 +183,7 @@ func percentEncode(data []byte) string {
 	var b strings.Builder
 	b.Grow(len(data) + len(data)/4)
 	for _, c := range data {
-		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("-_.~/:=@", c) >= 0 {
+		if unescaped(c) {
 			b.WriteByte(c)
 		} else {
 			b.WriteByte('%')

@@ -126,8 +126,8 @@ var unitExts = map[string]bool{
 }
 
 // quietDataURL reports whether s is a data URL of the two forms dataURL
-// writes, which Ignition's URL check always accepts: "data:," with
-// unreserved characters and upper-case percent escapes, or
+// writes, which Ignition's URL check always accepts: "data:," with the
+// characters percentEncode leaves and upper-case percent escapes, or
 // "data:;base64," with padded standard base64.
 func quietDataURL(s string) bool {
 	if rest, ok := strings.CutPrefix(s, "data:,"); ok {
@@ -138,7 +138,7 @@ func quietDataURL(s string) bool {
 					return false
 				}
 				i += 2
-			case !isAlnum(c) && strings.IndexByte("-_.~/:=@", c) < 0:
+			case !unescaped(c):
 				return false
 			}
 		}
