@@ -80,7 +80,7 @@ func TestServeKubernetes(t *testing.T) {
 		"users: [{name: alice}]\nmetadataServer: {addresses: [127.0.0.2]}\n")
 	createInstance(t, res, "fcos-1", "agent: ignition\nfiles: [{path: /etc/served-by-vminit, content: \"from the cluster\\n\"}]\nmetadataServer: {addresses: [127.0.0.1]}\n")
 	addr := freeAddr(t)
-	stop := startServe(t, "--kubernetes", "--kubeconfig", s.Kubeconfig, "--namespace", "default", "--kubevirt", "false",
+	stop := startServe(t, "--kubernetes", "--kubeconfig", s.Kubeconfig, "--namespace", "default", "--kubevirt", "false", "--spec-addresses", "default=127.0.0.0/8",
 		"--listen", addr, "--log-format", "text")
 	base := "http://" + addr
 	waitServed := func(c *http.Client, url, want string) {
@@ -163,7 +163,7 @@ spec:
 		t.Helper()
 		return run(t, append(append([]string{"instances"}, args...), kc...)...)
 	}
-	if code, out, stderr := in("put", specFile); code != 0 || !strings.Contains(out, "stored web-1") {
+	if code, out, stderr := in("put", specFile); code != 0 || !strings.Contains(out, "stored default/web-1") {
 		t.Fatalf("put: %d %s %s", code, out, stderr)
 	}
 	obj, err := res.Get(context.Background(), "web-1", metav1.GetOptions{})

@@ -331,7 +331,11 @@ func kubeStoreConfig(f serveFlags, logger *slog.Logger) (kubestore.Config, error
 	if err != nil {
 		return kubestore.Config{}, err
 	}
-	return kubestore.Config{REST: rest, Namespaces: f.cluster.namespaces, KubeVirt: kv, Logger: logger}, nil
+	policy, err := f.cluster.addressPolicy()
+	if err != nil {
+		return kubestore.Config{}, err
+	}
+	return kubestore.Config{REST: rest, Namespaces: f.cluster.namespaces, KubeVirt: kv, Logger: logger, Addresses: policy}, nil
 }
 
 func runServe(ctx context.Context, f serveFlags, stderr interface{ Write([]byte) (int, error) }) error {
