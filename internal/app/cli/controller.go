@@ -98,8 +98,12 @@ func runController(ctx context.Context, f controllerFlags, stderr interface{ Wri
 	if err != nil {
 		return err
 	}
+	policy, err := f.cluster.addressPolicy()
+	if err != nil {
+		return err
+	}
 	cfg := controller.Config{REST: rest, Namespaces: f.cluster.namespaces, KubeVirt: kubevirt, PatchVMs: f.patchVMs,
-		Workers: f.workers, Logger: logger}
+		Workers: f.workers, Logger: logger, Addresses: policy}
 	if f.patchVMs && !kubevirt {
 		return usagef("--patch-vms: the cluster serves no KubeVirt VirtualMachines (or --kubevirt=false)")
 	}

@@ -56,7 +56,6 @@ import (
 
 	"github.com/vminit/vminit/kube/api/v1alpha1"
 	"github.com/vminit/vminit/mdserver/kubestore"
-	"github.com/vminit/vminit/mdserver/registry"
 	"github.com/vminit/vminit/platform"
 	"github.com/vminit/vminit/platform/kube"
 )
@@ -104,6 +103,10 @@ type Config struct {
 	Resync time.Duration
 	// Logger; default slog.Default().
 	Logger *slog.Logger
+	// Addresses are the addresses Instances' specs may claim: the
+	// servers' (kubestore.Config.Addresses), so that Served says what
+	// they do.
+	Addresses kubestore.AddressPolicy
 }
 
 // LeaderElection configures the Lease replicas elect a leader on.
@@ -285,11 +288,10 @@ type term struct {
 	vms       map[string]cache.SharedIndexInformer
 	secrets   map[string]cache.SharedIndexInformer // metadata only
 
-	mu      sync.Mutex
-	ix      *registry.Index     // the metadata server's view: keys are namespace/name
-	loaded  map[string]*loaded  // each Instance's document, loaded and checked
-	refused map[string]bool     // keys the Index refuses now
-	deps    map[string]setOfKey // Secret namespace/name → the VMs whose data read it
+	mu     sync.Mutex
+	claims *kubestore.Claims   // the metadata servers' rule: who is served where
+	loaded map[string]*loaded  // each Instance's document, loaded and checked
+	deps   map[string]setOfKey // Secret namespace/name → the VMs whose data read it
 }
 
 type setOfKey map[string]bool
@@ -300,9 +302,8 @@ const indexInstance = "instance"
 // lead runs one leadership term: informers, then workers, until ctx ends.
 func (c *Controller) lead(ctx context.Context) error {
 	t := &term{c: c, instances: map[string]cache.SharedIndexInformer{}, vms: map[string]cache.SharedIndexInformer{},
-		secrets: map[string]cache.SharedIndexInformer{}, loaded: map[string]*loaded{}, refused: map[string]bool{}, deps: map[string]setOfKey{}}
-	t.ix = registry.NewIndex(registry.IndexOptions{Logger: c.log, KeyAttr: "instance",
-		Invalid: "instance does not load", Refused: "instance refused by the metadata server's rule"})
+		secrets: map[string]cache.SharedIndexInformer{}, loaded: map[string]*loaded{}, deps: map[string]setOfKey{},
+		claims: kubestore.NewClaims(c.cfg.Addresses, nil)}
 	t.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[key](),
 		workqueue.TypedRateLimitingQueueConfig[key]{Name: "vminit"})
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
@@ -337,6 +338,15 @@ func (c *Controller) lead(ctx context.Context) error {
 			DeleteFunc: func(obj any) { t.vmChanged(nil, obj) },
 		})
 		t.vms[ns] = vi
+		// The VMIs' addresses decide where an Instance is served.
+		mi := dynamicinformer.NewFilteredDynamicInformer(c.dyn, kubestore.VirtualMachineInstances, ns, c.cfg.Resync, cache.Indexers{}, nil).Informer()
+		mi.SetTransform(dropManagedFields)
+		mi.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { t.vmiChanged(obj, false) },
+			UpdateFunc: func(_, obj any) { t.vmiChanged(obj, false) },
+			DeleteFunc: func(obj any) { t.vmiChanged(obj, true) },
+		})
+		all = append(all, mi)
 		si := metadatainformer.NewFilteredMetadataInformer(c.meta, secrets, ns, c.cfg.Resync, cache.Indexers{}, nil).Informer()
 		si.SetTransform(dropManagedFields)
 		si.AddEventHandler(cache.ResourceEventHandlerFuncs{
