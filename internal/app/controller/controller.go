@@ -304,7 +304,7 @@ func (c *Controller) lead(ctx context.Context) error {
 	t := &term{c: c, instances: map[string]cache.SharedIndexInformer{}, vms: map[string]cache.SharedIndexInformer{},
 		secrets: map[string]cache.SharedIndexInformer{}, loaded: map[string]*loaded{}, deps: map[string]setOfKey{},
 		claims: kubestore.NewClaims(c.cfg.Addresses, nil)}
-	t.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[key](),
+	t.queue = workqueue.NewTypedRateLimitingQueueWithConfig(retryLimiter(),
 		workqueue.TypedRateLimitingQueueConfig[key]{Name: "vminit"})
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.kube.CoreV1().Events("")})
@@ -383,6 +383,22 @@ func (c *Controller) lead(ctx context.Context) error {
 	<-ctx.Done()
 	return nil
 }
+
+// retryLimiter spaces the retries of an object whose reconcile failed (a
+// status the API server refuses, a Secret it may not write): retryFirst,
+// then twice as long at each failure, up to retryMax, until a reconcile
+// succeeds. client-go's default starts at 5 ms, a dozen writes in an
+// object's first seconds. The client's QPS bounds all writes together,
+// and a change of the object (its informer's event) is reconciled at
+// once, whatever the backoff.
+func retryLimiter() workqueue.TypedRateLimiter[key] {
+	return workqueue.NewTypedItemExponentialFailureRateLimiter[key](retryFirst, retryMax)
+}
+
+const (
+	retryFirst = time.Second
+	retryMax   = 5 * time.Minute
+)
 
 // dropManagedFields leaves the server-side apply bookkeeping out of the
 // informers' caches: the controller never reads it, and it is often the

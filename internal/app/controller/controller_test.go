@@ -10,11 +10,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -632,3 +634,39 @@ func sha(b []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// TestStatusRetryBacksOff: an Instance whose status the controller may
+// not write is retried with a growing wait (1 s, 2 s, 4 s…), not at
+// client-go's default 5 ms doubling (a dozen failed writes in the first
+// seconds) nor at a fixed pace forever. Counted over a window, the
+// failures can only be fewer on a slower machine.
+func TestStatusRetryBacksOff(t *testing.T) {
+	e := setup(t, false)
+	// An account that reads Instances and writes Events, and may not
+	// write their status.
+	acct := e.s.ServiceAccount(t, "default", "no-status")
+	rbac := e.kube.RbacV1()
+	if _, err := rbac.Roles("default").Create(e.ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "no-status"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{"vminit.dev"}, Resources: []string{"instances"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch", "update"}},
+	}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rbac.RoleBindings("default").Create(e.ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "no-status"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "no-status"},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "no-status", Namespace: "default"}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c := e.run(t, controller.Config{REST: acct.Config(), Namespaces: []string{"default"}})
+	e.create(t, "default", "web-1", "hostname: web-1")
+	failures := func() int {
+		n, _ := strconv.Atoi(metric(t, c, `vminit_controller_reconciles_total{kind="Instance",result="error"}`))
+		return n
+	}
+	waitFor(t, "a refused status write", func() bool { return failures() > 0 })
+	// 1 + 1 s + 2 s: at most 3 failures in the next 3.5 s, whatever the
+	// machine's speed; the default limiter makes about ten.
+	time.Sleep(3500 * time.Millisecond)
+	if n := failures(); n > 3 {
+		t.Errorf("%d failed status writes within 3.5 s of the first", n)
+	}
+}
