@@ -89,16 +89,16 @@ func runController(ctx context.Context, f controllerFlags, stderr interface{ Wri
 	if f.workers < 1 {
 		return usagef("--workers %d: want at least 1", f.workers)
 	}
+	policy, err := f.cluster.addressPolicy()
+	if err != nil {
+		return err
+	}
 	rest, err := f.cluster.restConfig()
 	if err != nil {
 		return err
 	}
 	logKlog(logger)
 	kubevirt, err := f.cluster.kubeVirt(rest)
-	if err != nil {
-		return err
-	}
-	policy, err := f.cluster.addressPolicy()
 	if err != nil {
 		return err
 	}

@@ -302,3 +302,21 @@ func TestControllerReplicas(t *testing.T) {
 		t.Errorf("readyz: %v %v", r, err)
 	}
 }
+
+// TestSpecAddressesFlag: a malformed --spec-addresses or
+// --max-spec-addresses is a usage error naming the flag, before any
+// cluster is contacted; --spec-addresses is for --kubernetes.
+func TestSpecAddressesFlag(t *testing.T) {
+	for want, args := range map[string][]string{
+		"want NAMESPACE=CIDR":                   {"serve", "--kubernetes", "--spec-addresses", "tenant-a"},
+		`--spec-addresses "tenant-a=10.0.0.1"`:  {"serve", "--kubernetes", "--spec-addresses", "tenant-a=10.0.0.1"},
+		"--max-spec-addresses=0: want 1":        {"serve", "--kubernetes", "--max-spec-addresses", "0"},
+		`--spec-addresses "=10.0.0.0/8"`:        {"controller", "--spec-addresses", "=10.0.0.0/8"},
+		"--spec-addresses are for --kubernetes": {"serve", "--instances", t.TempDir(), "--spec-addresses", "a=10.0.0.0/8"},
+	} {
+		code, _, stderr := run(t, args...)
+		if code != ExitUsage || !strings.Contains(stderr, want) {
+			t.Errorf("%v: exit %d, want %q in\n%s", args, code, want, stderr)
+		}
+	}
+}
