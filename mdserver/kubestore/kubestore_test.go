@@ -24,6 +24,7 @@ import (
 	"github.com/vminit/vminit/internal/testing/testtools"
 	"github.com/vminit/vminit/kube/api/v1alpha1"
 	"github.com/vminit/vminit/mdserver"
+	"github.com/vminit/vminit/mdserver/admin"
 	"github.com/vminit/vminit/mdserver/kubestore"
 	"github.com/vminit/vminit/mdserver/registry"
 	"github.com/vminit/vminit/spec"
@@ -551,6 +552,15 @@ func TestTenants(t *testing.T) {
 		r.Body.Close()
 		if r.StatusCode != http.StatusOK || !strings.Contains(string(body), want) {
 			t.Errorf("signed %s: %s %s", name, r.Status, body)
+		}
+	}
+	// So does the admin API.
+	api := httptest.NewServer(admin.NewHandler(watching, admin.Options{Token: "t", Logger: slog.New(slog.DiscardHandler)}))
+	defer api.Close()
+	client := &admin.Client{URL: api.URL, Token: "t", HTTP: api.Client()}
+	for name, want := range map[string]string{"b/web": "b-web", "a/web": "a-web"} {
+		if doc, err := client.Get(ctx, name); err != nil || !strings.Contains(string(doc), "hostname: "+want) {
+			t.Errorf("admin GET %s: %v\n%s", name, err, doc)
 		}
 	}
 }
