@@ -208,18 +208,7 @@ func (t *term) served(k string, l *loaded) metav1.Condition {
 	res := t.claims.Resolve(k)
 	t.mu.Unlock()
 	c := metav1.Condition{Type: v1alpha1.ConditionServed}
-	at := "no address of its own: to the KubeVirt VMIs that name it, or through a trusted proxy"
-	if len(res.Addresses) > 0 {
-		var addrs []string
-		for i, a := range res.Addresses {
-			if i == maxListed {
-				addrs = append(addrs, fmt.Sprintf("and %d more", len(res.Addresses)-i))
-				break
-			}
-			addrs = append(addrs, a.String())
-		}
-		at = strings.Join(addrs, ", ")
-	}
+	at := listed(res.Addresses)
 	switch {
 	case l.rec == nil:
 		c.Status, c.Reason = metav1.ConditionFalse, "Invalid"
@@ -236,7 +225,7 @@ func (t *term) served(k string, l *loaded) metav1.Condition {
 	default:
 		c.Status, c.Reason, c.Message = metav1.ConditionTrue, "Served", "served to "+at
 		if len(res.Addresses) == 0 {
-			c.Message = "served; " + at
+			c.Message = "served at " + at
 		}
 	}
 	return c
@@ -322,6 +311,23 @@ func (t *term) status(u *unstructured.Unstructured, l *loaded, cur *v1alpha1.Ins
 	}
 	next.VirtualMachines = t.virtualMachines(u.GetNamespace(), u.GetName())
 	return next
+}
+
+// listed is where an instance is served, for a condition's message: at
+// most maxListed addresses.
+func listed(addrs []netip.Addr) string {
+	if len(addrs) == 0 {
+		return "no address (by name only, through a trusted proxy)"
+	}
+	var out []string
+	for i, a := range addrs {
+		if i == maxListed {
+			out = append(out, fmt.Sprintf("and %d more", len(addrs)-i))
+			break
+		}
+		out = append(out, a.String())
+	}
+	return strings.Join(out, ", ")
 }
 
 // maxMessage bounds a condition's message (the API allows 32 KiB), and
