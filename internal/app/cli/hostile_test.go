@@ -259,3 +259,42 @@ func TestValidateBounded(t *testing.T) {
 		t.Errorf("validate allocated %d MB; the bound is 1024", alloc>>20)
 	}
 }
+
+// TestSysprepKeysThatAreNoFileName: a KubeVirt sysprep ConfigMap whose
+// keys leave the disc's root is refused by build in every format and by
+// render, naming the ConfigMap, the key and the field, and nothing is
+// written, inside the output or outside it.
+func TestSysprepKeysThatAreNoFileName(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("..", "..", "..", "platform", "testdata", "kubevirt-sysprep.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	top := t.TempDir()
+	dir := filepath.Join(top, "a", "b")
+	os.MkdirAll(dir, 0o700)
+	objects := filepath.Join(dir, "vm.yaml")
+	hostile := string(src) + "  ../../escape.txt: escaped\n  /abs.txt: absolute\n"
+	os.WriteFile(objects, []byte(hostile), 0o600)
+	for _, args := range [][]string{
+		{"build", objects, "--fs", "dir", "-o", filepath.Join(dir, "out")},
+		{"build", objects, "--fs", "tar", "-o", filepath.Join(dir, "out.tar")},
+		{"build", objects, "-o", filepath.Join(dir, "out.iso")},
+		{"build", objects, "-o", filepath.Join(dir, "out.img")},
+		{"render", objects, "-o", filepath.Join(dir, "out")},
+	} {
+		code, _, stderr := runWithin(t, args...)
+		for _, want := range []string{`sysprep.configMap.name`, `configmap "win-answers": key "../../escape.txt" has a ".." segment`, `key "/abs.txt" is absolute`} {
+			if code != ExitInvalid || !strings.Contains(stderr, want) {
+				t.Errorf("%v: exit %d, want 1 and %q in:\n%s", args, code, want, stderr)
+			}
+		}
+	}
+	for _, p := range []string{filepath.Join(top, "escape.txt"), filepath.Join(top, "a", "escape.txt"), "/abs.txt"} {
+		if _, err := os.Lstat(p); err == nil {
+			t.Errorf("wrote %s", p)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("wrote into %s: %v", dir, entries)
+	}
+}

@@ -84,9 +84,10 @@ func writeFile(cmd *cobra.Command, path string, perm fs.FileMode, fn func(io.Wri
 	return atomicfile.Write(path, perm, fn)
 }
 
-// writeDir creates the directory path from what fn writes into a new
-// directory, renamed into place when complete.
-func writeDir(path string, perm fs.FileMode, fn func(dir string) error) error {
+// writeDir creates the directory path from what fn writes, through an
+// os.Root, into a new directory that stays 0700 until it is complete and
+// is then given its mode and renamed into place.
+func writeDir(path string, perm fs.FileMode, fn func(r *os.Root) error) error {
 	if err := checkTarget(path, true); err != nil {
 		return err
 	}
