@@ -83,7 +83,7 @@ func (s *Seed) WriteRoot(r *os.Root, perm fs.FileMode) error {
 	if err := s.Check(); err != nil {
 		return err
 	}
-	dperm := perm | (perm&0o444)>>2
+	dperm := DirMode(perm)
 	for _, d := range s.dirs() {
 		if err := r.Mkdir(filepath.FromSlash(d), 0o700); err != nil {
 			return err
@@ -98,6 +98,12 @@ func (s *Seed) WriteRoot(r *os.Root, perm fs.FileMode) error {
 		}
 	}
 	return nil
+}
+
+// DirMode is the mode of a directory holding files of mode perm: perm
+// with a search bit wherever perm can read.
+func DirMode(perm fs.FileMode) fs.FileMode {
+	return perm | (perm&0o444)>>2
 }
 
 // writeIn creates f in r, with permissions perm whatever the umask.
