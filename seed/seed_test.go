@@ -292,3 +292,26 @@ func TestWriteDirFollowsNoLinks(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckPath: the name rule every output format applies, and Check
+// listing every file that breaks it.
+func TestCheckPath(t *testing.T) {
+	for p, want := range map[string]string{
+		"user-data": "", "openstack/latest/meta_data.json": "", "Autounattend.xml": "", "a b/ü.txt": "",
+		"": "is empty", "/abs.txt": "is absolute", "../x": `has a ".." segment`, "a/./b": `has a "." segment`,
+		"a//b": "has an empty segment", "a/": "has an empty segment", `..\x`: "backslash", "a\x00b": "control character",
+		"a\nb": "control character", "\xff": "not UTF-8",
+	} {
+		err := CheckPath(p)
+		if (err == nil) != (want == "") || err != nil && !strings.Contains(err.Error(), want) {
+			t.Errorf("CheckPath(%q) = %v, want %q", p, err, want)
+		}
+	}
+	s := &Seed{Label: "unattendCD", Files: []File{{Path: "../a"}, {Path: "ok"}, {Path: "/b"}}}
+	err := s.Check()
+	for _, want := range []string{`seed unattendCD: file "../a" has a ".." segment`, `seed unattendCD: file "/b" is absolute`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Check() = %v, want %q", err, want)
+		}
+	}
+}
