@@ -3,6 +3,8 @@ package cli
 import (
 	"fmt"
 	"io"
+	"maps"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -194,6 +196,28 @@ func looksLikeSpec(data []byte) bool {
 // or a Secret or ConfigMap they refer to.
 func isPlatformObject(doc *platform.Document) bool {
 	return convert.For(doc) != nil || platform.IsReferenced(doc)
+}
+
+// regularFiles refuses, naming each flag, the flags' files that exist and
+// are not regular files, all at once: a FIFO would block the command in
+// an open that no signal ends. A missing file is left to its reader, which
+// reads through inputfile too (a file swapped for a FIFO meanwhile is an
+// error there, never a hang).
+func regularFiles(files map[string]string) error {
+	var problems []string
+	for _, flag := range slices.Sorted(maps.Keys(files)) {
+		p := files[flag]
+		if p == "" {
+			continue
+		}
+		if st, err := os.Stat(p); err == nil && !st.Mode().IsRegular() {
+			problems = append(problems, fmt.Sprintf("%s %s: %s (%s)", flag, p, inputfile.ErrNotRegular, inputfile.Kind(st.Mode())))
+		}
+	}
+	if len(problems) > 0 {
+		return usagef("%s", strings.Join(problems, "\n"))
+	}
+	return nil
 }
 
 // read reads one input file ("-": standard input).

@@ -54,6 +54,9 @@ func (c *adminClient) flags(cmd *cobra.Command) {
 }
 
 func (c *adminClient) setup(ctx context.Context) error {
+	if err := regularFiles(map[string]string{"--token-file": c.tokenFile, "--ca-file": c.caFile, "--cert": c.certFile, "--key": c.keyFile}); err != nil {
+		return err
+	}
 	if c.server == "" && c.cluster.kubeconfig != "" {
 		return c.setupCluster(ctx)
 	}
@@ -95,7 +98,7 @@ func (c *adminClient) setup(ctx context.Context) error {
 			}
 		}
 		if c.certFile != "" {
-			cert, err := tls.LoadX509KeyPair(c.certFile, c.keyFile)
+			cert, err := tlsfiles.LoadKeyPair(c.certFile, c.keyFile)
 			if err != nil {
 				return usagef("--cert/--key: %v", err)
 			}

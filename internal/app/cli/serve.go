@@ -255,7 +255,7 @@ func etcdConfig(f serveFlags, logger *slog.Logger) (etcdstore.Config, error) {
 			// Re-read when renewed: the client presents the new pair
 			// from its next connection on.
 			w, err := tlsfiles.Watch("etcd client certificate", logger, func() (*tls.Certificate, error) {
-				cert, err := tls.LoadX509KeyPair(f.etcdCert, f.etcdKey)
+				cert, err := tlsfiles.LoadKeyPair(f.etcdCert, f.etcdKey)
 				return &cert, err
 			}, f.etcdCert, f.etcdKey)
 			if err != nil {
@@ -341,6 +341,12 @@ func runServe(ctx context.Context, f serveFlags, stderr interface{ Write([]byte)
 	}
 	if n := btoi(f.instances != "") + btoi(len(f.etcdEndpoints) > 0) + btoi(f.kubernetes); n != 1 {
 		return usagef("give exactly one of --instances DIR, --etcd-endpoints and --kubernetes")
+	}
+	if err := regularFiles(map[string]string{"--admin-token-file": f.adminTokenFile, "--hmac-key-file": f.hmacKeyFile,
+		"--token-key-file": f.tokenKeyFile, "--admin-tls-cert": f.adminTLSCert, "--admin-tls-key": f.adminTLSKey,
+		"--admin-client-ca": f.adminClientCA, "--etcd-ca": f.etcdCA, "--etcd-cert": f.etcdCert, "--etcd-key": f.etcdKey,
+		"--etcd-password-file": f.etcdPassFile, "--instances-cache": f.instancesCache}); err != nil {
+		return err
 	}
 	etcd, err := etcdConfig(f, logger)
 	if err != nil {
