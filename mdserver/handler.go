@@ -66,8 +66,8 @@ type Options struct {
 
 // Header names.
 const (
-	// HeaderInstance is the signed instance header a trusted proxy adds:
-	// "<name>;<unix-expiry>;<hex HMAC-SHA256(key, name;expiry)>".
+	// HeaderInstance is the signed instance header a trusted proxy adds
+	// (SignInstance): "v2;<name>;<uid>;<unix-expiry>;<hex HMAC>".
 	HeaderInstance = "X-Vminit-Instance"
 	// HeaderToken carries an IMDSv2 session token on GETs.
 	HeaderToken = "X-Aws-Ec2-Metadata-Token"
