@@ -370,3 +370,48 @@ func TestInstanceHeaderWindowAndIncarnation(t *testing.T) {
 		t.Errorf("a header replayed after its expiry: %d", got)
 	}
 }
+
+// TestTokenThroughAProxy: through a trusted proxy the server's socket
+// leads to the proxy, so the IMDSv2 hop limit it would set there keeps no
+// token inside the guest. A token PUT a trusted proxy forwards is refused
+// unless the proxies are declared to set the hop limit themselves
+// (Options.ProxiesSetHopLimit); then the answer says which, and the
+// server's own socket keeps its TTL. A PUT carrying X-Forwarded-For (a
+// proxy in the guest) is refused either way, as on EC2.
+func TestTokenThroughAProxy(t *testing.T) {
+	key := []byte("proxy-secret-0123456789")
+	store := testStore(t, testRecord(t, instanceDoc("vm-a", []string{"127.0.0.2"}, "    imdsv2: required\n    tokenHopLimit: 2\n"), "1"))
+	signed := map[string]string{HeaderInstance: SignInstance(key, "vm-a", "", time.Now().Add(time.Minute)), HeaderTokenTTL: "60"}
+	for _, declared := range []bool{false, true} {
+		srv, conns := serve(t, NewHandler(store, Options{AllowLoopbackInstances: true, Logger: quietLogger(), HMACKey: key,
+			TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.5/32")}, ProxiesSetHopLimit: declared}))
+		proxy := clientFrom("127.0.0.5")
+		proxy.Transport.(*http.Transport).DisableKeepAlives = false // the connection stays open to be read
+		r := do(t, proxy, "PUT", srv.URL+"/latest/api/token", signed, "")
+		if !declared {
+			if r.status != 403 || r.body != "" {
+				t.Errorf("undeclared proxy: %d %q, want an empty 403", r.status, r.body)
+			}
+			proxy.CloseIdleConnections()
+			continue
+		}
+		if r.status != 200 || r.body == "" || r.header.Get(HeaderTokenHopLimit) != "2" {
+			t.Fatalf("declared proxy: %d %q, %s %q", r.status, r.body, HeaderTokenHopLimit, r.header.Get(HeaderTokenHopLimit))
+		}
+		conns.mu.Lock()
+		toProxy := conns.conns[len(conns.conns)-1]
+		conns.mu.Unlock()
+		if ttl, err := ConnHopLimit(toProxy); err != nil || ttl == 2 {
+			t.Errorf("the server's socket to the proxy has TTL %d (%v): the proxy's hop is not the guest's", ttl, err)
+		}
+		get := map[string]string{HeaderInstance: signed[HeaderInstance], HeaderToken: r.body}
+		if g := do(t, proxy, "GET", srv.URL+"/latest/meta-data/hostname", get, ""); g.status != 200 {
+			t.Errorf("the token through the proxy: %d", g.status)
+		}
+		withXFF := map[string]string{HeaderInstance: signed[HeaderInstance], HeaderTokenTTL: "60", "X-Forwarded-For": "10.0.0.7"}
+		if r := do(t, proxy, "PUT", srv.URL+"/latest/api/token", withXFF, ""); r.status != 403 {
+			t.Errorf("a PUT that went through a proxy in the guest: %d", r.status)
+		}
+		proxy.CloseIdleConnections()
+	}
+}

@@ -137,6 +137,13 @@ func (h *Handler) Knows(a netip.Addr) bool {
 	return st == 0
 }
 
+// fromTrustedProxy reports whether the request's source is a trusted
+// proxy (which then named the instance by a header).
+func (h *Handler) fromTrustedProxy(r *http.Request) bool {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	return err == nil && h.trusted(ap.Addr().Unmap())
+}
+
 func (h *Handler) trusted(a netip.Addr) bool {
 	for _, p := range h.opts.TrustedProxies {
 		if p.Contains(a) {
