@@ -106,9 +106,10 @@ after which the rest are cut (and counted in the log).
 A VM cannot starve the others: each source address may hold
 --max-connections-per-source connections (trusted proxies are bound by the
 total only; an address no instance owns, 4), all guests together
---max-connections; at that limit the connections idle the longest are
-closed for newcomers, and beyond three quarters of it idle connections are
-closed after 1 s. A 404 for an unknown address and a 429 close their
+--max-connections, and the addresses no instance owns an eighth of it; at
+that limit the connections idle the longest are closed for newcomers (and
+for an instance's, the oldest of an unknown address), and beyond three
+quarters of it idle connections are closed after 1 s. A 404 for an unknown address and a 429 close their
 connection. The admin and metrics listeners have limits of their own.
 
 Instances are refused (logged, and 422 from the admin API; the last good
