@@ -43,7 +43,7 @@ type inputFlags struct {
 
 func (f *inputFlags) register(cmd *cobra.Command) {
 	f.registerCluster(cmd.Flags(), "resolve platform objects' references from the cluster of this kubeconfig (the files given are searched first)",
-		"namespace of platform objects that name none (default: the kubeconfig context's, else default)")
+		"the namespace of platform objects and of the Secrets they read, an object in another being an error (default with --kubeconfig: its context's; without either, each object's own)")
 	f.registerFiles(cmd)
 }
 
@@ -151,7 +151,10 @@ func (f *inputFlags) load(cmd *cobra.Command, paths []string) ([]*specInput, err
 	if len(docs) == 0 {
 		return out, nil
 	}
-	opts := platform.Options{Namespace: f.namespace, PasswordSalt: f.passwordSalt, KubernetesVersion: f.kubernetesVersion, PoolIndex: f.poolIndex}
+	opts := platform.Options{Namespace: f.namespace, PasswordSalt: f.passwordSalt, KubernetesVersion: f.kubernetesVersion, PoolIndex: f.poolIndex,
+		// A namespace chosen (-n, or the cluster's) is the only one read
+		// from: an object may not point the command at another's Secrets.
+		Confined: f.namespace != "" || f.kubeconfig != ""}
 	if f.kubeconfig != "" {
 		cfg, ns, err := kube.Load(f.kubeconfig, f.kubeContext)
 		if err != nil {

@@ -186,7 +186,7 @@ output as against a server.`,
 	}
 	c.flags(cmd)
 	putIn.registerCluster(cmd.PersistentFlags(), "a cluster's Instance objects are the instances (without --server); put also resolves platform objects' references there",
-		"with --kubeconfig: the namespace of the Instances, and of platform objects that name none (default: the kubeconfig context's, else default)")
+		"with --kubeconfig: the namespace of the Instances, of platform objects and of the Secrets they read (default: the kubeconfig context's, else default); an object in another is an error")
 
 	list := &cobra.Command{
 		Use:     "list",
