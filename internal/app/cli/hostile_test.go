@@ -341,6 +341,8 @@ func TestFIFOFlagsFailAtOnce(t *testing.T) {
 		{"--cert", instances("--cert", fifo, "--key", notPEM)},
 		{"--key", instances("--cert", notPEM, "--key", fifo)},
 		{"--objects", []string{"build", vm, "--objects", fifo, "-o", filepath.Join(work, "seed.iso")}},
+		{"--kubeconfig", []string{"build", vm, "--kubeconfig", fifo, "-o", filepath.Join(work, "seed.iso")}},
+		{"--kubeconfig", []string{"instances", "list", "--kubeconfig", fifo}},
 	} {
 		os.Remove(fifo)
 		if err := syscall.Mkfifo(fifo, 0o600); err != nil {
