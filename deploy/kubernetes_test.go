@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -47,10 +49,17 @@ func TestKustomization(t *testing.T) {
 	if out, err := s.Kubectl(t, "wait", "--for=condition=Established", "crd/instances.vminit.dev", "--timeout=60s"); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	if out, err := s.Kubectl(t, "apply", "-k", "kubernetes"); err != nil || strings.Contains(out, "configured") {
+	out, err = s.Kubectl(t, "apply", "-k", "kubernetes")
+	admin := s.Clientset(t)
+	// kubectl's client-side apply says an admission policy is
+	// "configured" each time, changing nothing: its generation tells.
+	const policyConfigured = "validatingadmissionpolicy.admissionregistration.k8s.io/vminit-controller-secrets configured"
+	if p, perr := admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, "vminit-controller-secrets", metav1.GetOptions{}); perr != nil || p.Generation != 1 {
+		t.Errorf("a second apply changed the admission policy: %v", perr)
+	}
+	if err != nil || strings.Contains(strings.ReplaceAll(out, policyConfigured, ""), "configured") {
 		t.Errorf("a second apply changed something: %v\n%s", err, out)
 	}
-	admin := s.Clientset(t)
 
 	// Secrets the service accounts must not read: one in their own
 	// namespace, one in a namespace vminit does not manage.
@@ -159,6 +168,150 @@ func TestKustomization(t *testing.T) {
 		}
 	}
 	denied(t, ctx, scs, "default", "update", "vminit.dev", "instances")
+
+	checkRBAC(t, s)
+	checkDeployments(t, ctx, admin)
+	checkSecretWritesAdmitted(t, ctx, admin, cs)
+}
+
+// checkRBAC asks the API server, as each service account (kubectl auth
+// can-i --as), what it may do with Secrets: the controller reads them in
+// the namespaces it manages and writes there, never patches or deletes
+// them in bulk, nor touches another namespace's; the server reads none,
+// not even its token key, which the kubelet mounts.
+func checkRBAC(t *testing.T, s *kubetest.Server) {
+	t.Helper()
+	const ctl, srv = "system:serviceaccount:vminit-system:vminit-controller", "system:serviceaccount:vminit-system:vminit-server"
+	for _, c := range []struct {
+		as, verb, resource, ns string
+		want                   string
+	}{
+		{ctl, "get", "secrets", "default", "yes"},
+		{ctl, "watch", "secrets", "default", "yes"},
+		{ctl, "create", "secrets", "default", "yes"},
+		{ctl, "patch", "secrets", "default", "no"},
+		{ctl, "deletecollection", "secrets", "default", "no"},
+		{ctl, "get", "secrets", "vminit-system", "no"},
+		{ctl, "get", "secrets", "elsewhere", "no"},
+		{ctl, "list", "secrets", "", "no"}, // every namespace
+		{srv, "get", "secrets", "vminit-system", "no"},
+		{srv, "get", "secrets", "default", "no"},
+		{srv, "watch", "instances.vminit.dev", "default", "yes"},
+	} {
+		args := []string{"auth", "can-i", c.verb, c.resource, "--as", c.as}
+		if c.ns == "" {
+			args = append(args, "-A")
+		} else {
+			args = append(args, "-n", c.ns)
+		}
+		out, _ := s.Kubectl(t, args...) // exit 1 for "no"
+		if got := strings.TrimSpace(out); got != c.want {
+			t.Errorf("kubectl %s: %q, want %q", strings.Join(args, " "), got, c.want)
+		}
+	}
+}
+
+// checkSecretWritesAdmitted: what RBAC cannot narrow, the admission policy
+// vminit-controller-secrets does. As the controller (dry runs, which
+// admission judges like any write), a Secret that is not a <vm>-vminit
+// labelled as vminit's is not created, and a user's is neither updated
+// nor deleted; its own are.
+func checkSecretWritesAdmitted(t *testing.T, ctx context.Context, admin, ctl kubernetes.Interface) {
+	t.Helper()
+	dry := []string{metav1.DryRunAll}
+	ours := map[string]string{controller.LabelManagedBy: "vminit"}
+	create := func(name string, labels map[string]string) error {
+		_, err := ctl.CoreV1().Secrets("default").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}},
+			metav1.CreateOptions{DryRun: dry})
+		return err
+	}
+	refused := func(err error) bool { return err != nil && strings.Contains(err.Error(), "the vminit controller") }
+	// The policy takes effect once the API server has loaded it.
+	waitFor(t, "the admission policy refuses the controller a Secret of its choosing", func() bool { return refused(create("not-mine", nil)) })
+	if err := create("web-1-vminit", nil); !refused(err) {
+		t.Errorf("a <vm>-vminit Secret without vminit's label: %v", err)
+	}
+	if err := create("web-1-vminit", ours); err != nil {
+		t.Errorf("its own Secret: %v", err)
+	}
+	user, err := admin.CoreV1().Secrets("default").Get(ctx, "user-data", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	user.Data["userdata"] = []byte("#!/bin/sh\necho owned\n")
+	user.Labels = ours // the label alone does not make it the controller's
+	if _, err := ctl.CoreV1().Secrets("default").Update(ctx, user, metav1.UpdateOptions{DryRun: dry}); !refused(err) {
+		t.Errorf("the controller updates a user's Secret: %v", err)
+	}
+	if err := ctl.CoreV1().Secrets("default").Delete(ctx, "user-data", metav1.DeleteOptions{DryRun: dry}); !refused(err) {
+		t.Errorf("the controller deletes a user's Secret: %v", err)
+	}
+	own, err := admin.CoreV1().Secrets("default").Get(ctx, "own-vminit", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ctl.CoreV1().Secrets("default").Update(ctx, own, metav1.UpdateOptions{DryRun: dry}); err != nil {
+		t.Errorf("the controller updates its own Secret: %v", err)
+	}
+	if err := ctl.CoreV1().Secrets("default").Delete(ctx, "own-vminit", metav1.DeleteOptions{DryRun: dry}); err != nil {
+		t.Errorf("the controller deletes its own Secret: %v", err)
+	}
+}
+
+// checkDeployments reads the Deployments back from the API server: the
+// metadata server's replicas share one IMDSv2 token key, from a Secret
+// they cannot start without; the controller's metrics, which have no
+// authentication, listen on loopback, and its probes reach a listener
+// that serves health alone.
+func checkDeployments(t *testing.T, ctx context.Context, admin kubernetes.Interface) {
+	t.Helper()
+	get := func(name string) *corev1.PodSpec {
+		d, err := admin.AppsV1().Deployments("vminit-system").Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &d.Spec.Template.Spec
+	}
+	server := get("vminit-server")
+	c := server.Containers[0]
+	mounted := ""
+	for _, v := range server.Volumes {
+		if s := v.Secret; s != nil && s.SecretName == "vminit-server-token-key" && (s.Optional == nil || !*s.Optional) {
+			for _, m := range c.VolumeMounts {
+				if m.Name == v.Name {
+					mounted = m.MountPath
+				}
+			}
+		}
+	}
+	if mounted == "" || !slices.Contains(c.Args, "--token-key-file="+mounted+"/token-key") {
+		t.Errorf("vminit-server: the token key Secret mounted at %q (required), args %v", mounted, c.Args)
+	}
+
+	ctl := get("vminit-controller").Containers[0]
+	health := ""
+	for _, a := range ctl.Args {
+		if addr, ok := strings.CutPrefix(a, "--metrics-listen="); ok && !strings.HasPrefix(addr, "127.0.0.1:") {
+			t.Errorf("vminit-controller: metrics on %s, beyond loopback", addr)
+		}
+		if addr, ok := strings.CutPrefix(a, "--health-listen="); ok {
+			_, health, _ = strings.Cut(addr, ":")
+		}
+	}
+	if !slices.Contains(ctl.Args, "--metrics-listen=127.0.0.1:8080") {
+		t.Errorf("vminit-controller: no --metrics-listen on loopback: %v", ctl.Args)
+	}
+	for _, p := range []*corev1.Probe{ctl.ReadinessProbe, ctl.LivenessProbe} {
+		port := ""
+		for _, cp := range ctl.Ports {
+			if p != nil && p.HTTPGet != nil && cp.Name == p.HTTPGet.Port.String() {
+				port = strconv.Itoa(int(cp.ContainerPort))
+			}
+		}
+		if health == "" || port != health {
+			t.Errorf("vminit-controller: a probe on port %q, --health-listen's is %q", port, health)
+		}
+	}
 }
 
 // denied checks that the account may not do verb on resource.

@@ -267,12 +267,22 @@ func (h *Handler) ec2Token(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ms := rec.Instance.Spec.MetadataServerSettings()
-	if err := setHopLimit(r, ms.TokenHopLimit); err != nil {
-		// Fail closed: a token whose packets could travel further than
-		// configured is not issued.
-		h.log.Error("IMDSv2: cannot set the hop limit on the connection; serve with mdserver.NewServer or ConnContext", "instance", rec.Name, "error", err)
-		emptyStatus(w, http.StatusInternalServerError)
+	switch {
+	case h.fromTrustedProxy(r) && !h.opts.ProxiesSetHopLimit:
+		// The server's socket leads to the proxy: a hop limit there
+		// would not keep the token in the guest.
+		emptyStatus(w, http.StatusForbidden)
 		return
+	case h.fromTrustedProxy(r):
+		w.Header().Set(HeaderTokenHopLimit, strconv.Itoa(ms.TokenHopLimit))
+	default:
+		if err := setHopLimit(r, ms.TokenHopLimit); err != nil {
+			// Fail closed: a token whose packets could travel further
+			// than configured is not issued.
+			h.log.Error("IMDSv2: cannot set the hop limit on the connection; serve with mdserver.NewServer or ConnContext", "instance", rec.Name, "error", err)
+			emptyStatus(w, http.StatusInternalServerError)
+			return
+		}
 	}
 	tok := h.tokens.mint(rec.Key(), h.opts.Now().Add(time.Duration(ttl)*time.Second))
 	w.Header().Set(HeaderTokenTTL, strconv.Itoa(ttl))

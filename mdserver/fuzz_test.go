@@ -20,7 +20,7 @@ import (
 func FuzzGuestRequest(f *testing.F) {
 	key := []byte("proxy-secret-0123456789")
 	now := time.Unix(1_700_000_000, 0)
-	signed := SignInstance(key, "vm-bb", now.Add(time.Minute))
+	signed := SignInstance(key, "vm-bb", "", now.Add(time.Minute))
 	for _, s := range []struct {
 		method, path, xff, inst, token string
 		src                            byte
@@ -93,7 +93,7 @@ func FuzzGuestRequest(f *testing.F) {
 		case src != 2 && src != 3 && src != 5:
 			t.Fatalf("an unknown source was answered: %s %q %q", method, path, body)
 		case src == 5 && withKey:
-			if _, ok := h.verifyInstance(inst); !ok {
+			if _, _, ok := h.verifyInstance(inst); !ok {
 				t.Fatalf("a trusted proxy was served without a verified header: %s %q xff %q inst %q", method, path, xff, inst)
 			}
 		}

@@ -31,6 +31,12 @@ type Options struct {
 	// is the only way a trusted proxy names an instance (an unsigned
 	// X-Forwarded-For is refused with 403).
 	HMACKey []byte
+	// ProxiesSetHopLimit declares that the TrustedProxies give an IMDSv2
+	// token answer the hop limit its HeaderTokenHopLimit says, on their
+	// own connection to the guest. Without it a token PUT through a
+	// trusted proxy is refused (403): the hop limit the server can set is
+	// on its socket to the proxy, and protects nothing beyond it.
+	ProxiesSetHopLimit bool
 	// AllowLoopbackInstances lets a loopback source address (127.0.0.0/8,
 	// ::1) identify an instance. Off, as it must be in production: every
 	// process of the server's host, and a proxy on it that is not a
@@ -66,14 +72,18 @@ type Options struct {
 
 // Header names.
 const (
-	// HeaderInstance is the signed instance header a trusted proxy adds:
-	// "<name>;<unix-expiry>;<hex HMAC-SHA256(key, name;expiry)>".
+	// HeaderInstance is the signed instance header a trusted proxy adds
+	// (SignInstance): "v2;<name>;<uid>;<unix-expiry>;<hex HMAC>".
 	HeaderInstance = "X-Vminit-Instance"
 	// HeaderToken carries an IMDSv2 session token on GETs.
 	HeaderToken = "X-Aws-Ec2-Metadata-Token"
 	// HeaderTokenTTL is the token lifetime in seconds, asked for on the
 	// PUT and echoed on its response.
 	HeaderTokenTTL = "X-Aws-Ec2-Metadata-Token-Ttl-Seconds"
+	// HeaderTokenHopLimit, on a token answered to a trusted proxy
+	// (Options.ProxiesSetHopLimit), is the hop limit (IP TTL) the proxy
+	// must give the answer on its way to the guest.
+	HeaderTokenHopLimit = "X-Vminit-Token-Hop-Limit"
 )
 
 // Dialects, as they appear in metrics, logs and

@@ -2,13 +2,16 @@ package mdserver
 
 import (
 	"bufio"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -83,7 +86,7 @@ func TestTrustedProxySignedOnly(t *testing.T) {
 		status int
 	}{
 		{"key, unsigned XFF", key, map[string]string{"X-Forwarded-For": "127.0.0.2"}, 403},
-		{"key, signed", key, map[string]string{HeaderInstance: SignInstance(key, "vm-a", time.Now().Add(time.Minute))}, 200},
+		{"key, signed", key, map[string]string{HeaderInstance: SignInstance(key, "vm-a", "", time.Now().Add(time.Minute))}, 200},
 		{"key, nothing", key, nil, 404},
 		{"no key, XFF", nil, map[string]string{"X-Forwarded-For": "127.0.0.2"}, 200},
 		{"no key, nothing", nil, nil, 404},
@@ -294,4 +297,121 @@ func ExampleStoreChecks() {
 	rec, _ := registry.DecodeDocument([]byte("apiVersion: vminit.dev/v1alpha1\nkind: Instance\nmetadata: {name: a}\nspec:\n  metadataServer: {addresses: [127.0.0.1]}\n"), "")
 	fmt.Println(checks.Content(rec) == nil, checks.Policy(rec) != nil)
 	// Output: true true
+}
+
+// TestInstanceHeaderWindowAndIncarnation: a trusted proxy's signed
+// X-Vminit-Instance header, built here from its documented format
+// (docs/metadata-server.md) as a proxy author would, names one incarnation
+// for a bounded time. It may be replayed within its lifetime; it is
+// refused once expired (beyond the clock-skew allowance), when its expiry
+// lies further ahead than the lifetime allows (a header leaked from a
+// proxy's log worked until the year 3000), for a successor of the same
+// name, and in the first format, which bound neither.
+func TestInstanceHeaderWindowAndIncarnation(t *testing.T) {
+	key := []byte("proxy-secret-0123456789")
+	var clock atomic.Int64
+	clock.Store(1_700_000_000)
+	now := func() time.Time { return time.Unix(clock.Load(), 0) }
+	store := newIndexStore()
+	doc := instanceDoc("vm-a", []string{"127.0.0.2"}, "")
+	uidOf := func() string { r, _ := store.Snapshot().ByName("vm-a"); return r.UID }
+	store.put(t, doc)
+	store.delete("vm-a")
+	store.put(t, doc) // a second incarnation: a UID of its own
+	old := uidOf()
+	store.delete("vm-a")
+	store.put(t, doc)
+	cur := uidOf()
+	if old == "" || cur == "" || old == cur {
+		t.Fatalf("incarnations %q and %q", old, cur)
+	}
+	h := NewHandler(store, Options{AllowLoopbackInstances: true, Logger: quietLogger(), HMACKey: key, Now: now,
+		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.5/32")}})
+	srv, _ := serve(t, h)
+	proxy := clientFrom("127.0.0.5")
+	status := func(header string) int {
+		t.Helper()
+		return do(t, proxy, "GET", srv.URL+"/latest/meta-data/hostname", map[string]string{HeaderInstance: header}, "").status
+	}
+	sign := func(fields ...string) string {
+		msg := strings.Join(fields, ";")
+		return msg + ";" + hex.EncodeToString(mac(key, msg))
+	}
+	at := func(d time.Duration) string { return strconv.FormatInt(now().Add(d).Unix(), 10) }
+
+	fresh := sign("v2", "vm-a", cur, at(time.Minute))
+	if got := SignInstance(key, "vm-a", cur, now().Add(time.Minute)); got != fresh {
+		t.Errorf("SignInstance = %q, the documented format %q", got, fresh)
+	}
+	for _, c := range []struct {
+		what   string
+		header string
+		want   int
+	}{
+		{"a fresh header", fresh, 200},
+		{"the same header again (replay within its lifetime)", fresh, 200},
+		{"expiring at the longest lifetime", sign("v2", "vm-a", cur, at(InstanceHeaderLifetime)), 200},
+		{"expired, within the clock-skew allowance", sign("v2", "vm-a", cur, at(-InstanceHeaderSkew/2)), 200},
+		{"expired", sign("v2", "vm-a", cur, at(-InstanceHeaderSkew-time.Second)), 403},
+		{"expiring too far ahead", sign("v2", "vm-a", cur, at(InstanceHeaderLifetime+InstanceHeaderSkew+time.Minute)), 403},
+		{"expiring in the year 3000", sign("v2", "vm-a", cur, "32503680000"), 403},
+		{"minted for the previous incarnation", sign("v2", "vm-a", old, at(time.Minute)), 403},
+		{"for no incarnation", sign("v2", "vm-a", "", at(time.Minute)), 403},
+		{"the first format (name;expiry;HMAC)", sign("vm-a", at(time.Minute)), 403},
+		{"another version", sign("v3", "vm-a", cur, at(time.Minute)), 403},
+	} {
+		if got := status(c.header); got != c.want {
+			t.Errorf("%s: %d, want %d (%s)", c.what, got, c.want, c.header)
+		}
+	}
+	// The fresh header, replayed once its lifetime is over.
+	clock.Add(int64((time.Minute + InstanceHeaderSkew).Seconds()))
+	if got := status(fresh); got != 403 {
+		t.Errorf("a header replayed after its expiry: %d", got)
+	}
+}
+
+// TestTokenThroughAProxy: through a trusted proxy the server's socket
+// leads to the proxy, so the IMDSv2 hop limit it would set there keeps no
+// token inside the guest. A token PUT a trusted proxy forwards is refused
+// unless the proxies are declared to set the hop limit themselves
+// (Options.ProxiesSetHopLimit); then the answer says which, and the
+// server's own socket keeps its TTL. A PUT carrying X-Forwarded-For (a
+// proxy in the guest) is refused either way, as on EC2.
+func TestTokenThroughAProxy(t *testing.T) {
+	key := []byte("proxy-secret-0123456789")
+	store := testStore(t, testRecord(t, instanceDoc("vm-a", []string{"127.0.0.2"}, "    imdsv2: required\n    tokenHopLimit: 2\n"), "1"))
+	signed := map[string]string{HeaderInstance: SignInstance(key, "vm-a", "", time.Now().Add(time.Minute)), HeaderTokenTTL: "60"}
+	for _, declared := range []bool{false, true} {
+		srv, conns := serve(t, NewHandler(store, Options{AllowLoopbackInstances: true, Logger: quietLogger(), HMACKey: key,
+			TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.5/32")}, ProxiesSetHopLimit: declared}))
+		proxy := clientFrom("127.0.0.5")
+		proxy.Transport.(*http.Transport).DisableKeepAlives = false // the connection stays open to be read
+		r := do(t, proxy, "PUT", srv.URL+"/latest/api/token", signed, "")
+		if !declared {
+			if r.status != 403 || r.body != "" {
+				t.Errorf("undeclared proxy: %d %q, want an empty 403", r.status, r.body)
+			}
+			proxy.CloseIdleConnections()
+			continue
+		}
+		if r.status != 200 || r.body == "" || r.header.Get(HeaderTokenHopLimit) != "2" {
+			t.Fatalf("declared proxy: %d %q, %s %q", r.status, r.body, HeaderTokenHopLimit, r.header.Get(HeaderTokenHopLimit))
+		}
+		conns.mu.Lock()
+		toProxy := conns.conns[len(conns.conns)-1]
+		conns.mu.Unlock()
+		if ttl, err := ConnHopLimit(toProxy); err != nil || ttl == 2 {
+			t.Errorf("the server's socket to the proxy has TTL %d (%v): the proxy's hop is not the guest's", ttl, err)
+		}
+		get := map[string]string{HeaderInstance: signed[HeaderInstance], HeaderToken: r.body}
+		if g := do(t, proxy, "GET", srv.URL+"/latest/meta-data/hostname", get, ""); g.status != 200 {
+			t.Errorf("the token through the proxy: %d", g.status)
+		}
+		withXFF := map[string]string{HeaderInstance: signed[HeaderInstance], HeaderTokenTTL: "60", "X-Forwarded-For": "10.0.0.7"}
+		if r := do(t, proxy, "PUT", srv.URL+"/latest/api/token", withXFF, ""); r.status != 403 {
+			t.Errorf("a PUT that went through a proxy in the guest: %d", r.status)
+		}
+		proxy.CloseIdleConnections()
+	}
 }

@@ -15,11 +15,34 @@ import (
 	"github.com/vminit/vminit/mdserver/registry"
 )
 
-// SignInstance returns the X-Vminit-Instance header value a trusted proxy
-// sends to name the instance a request comes from:
-// "<name>;<unix-expiry>;<hex HMAC-SHA256(key, "<name>;<unix-expiry>")>".
-func SignInstance(key []byte, name string, expiry time.Time) string {
-	msg := name + ";" + strconv.FormatInt(expiry.Unix(), 10)
+// The X-Vminit-Instance header names the instance a request a trusted
+// proxy forwards comes from, for one incarnation and a short time:
+//
+//	v2;<name>;<uid>;<unix-expiry>;<hex HMAC-SHA256(key, "v2;<name>;<uid>;<unix-expiry>")>
+//
+// <uid> is the incarnation (registry.Record.UID, the admin API's "uid"): a
+// header minted for an instance is refused for a successor of the same
+// name. The expiry may lie at most InstanceHeaderLifetime ahead (plus
+// InstanceHeaderSkew for the proxy's clock), so a header leaked from a
+// proxy's log or capture names its instance for minutes, not forever; it
+// may be replayed until then, as a proxy reusing it for a connection's
+// requests does. The first format, "<name>;<unix-expiry>;<HMAC>", bound to
+// neither, is refused.
+const (
+	instanceHeaderVersion = "v2"
+	// InstanceHeaderLifetime is how far ahead of the server's clock a
+	// header's expiry may be.
+	InstanceHeaderLifetime = 5 * time.Minute
+	// InstanceHeaderSkew is the difference allowed between the proxy's
+	// clock and the server's, on either side: a header is accepted until
+	// its expiry plus the skew.
+	InstanceHeaderSkew = 30 * time.Second
+)
+
+// SignInstance returns the X-Vminit-Instance header value naming
+// incarnation uid of instance name until expiry.
+func SignInstance(key []byte, name, uid string, expiry time.Time) string {
+	msg := strings.Join([]string{instanceHeaderVersion, name, uid, strconv.FormatInt(expiry.Unix(), 10)}, ";")
 	return msg + ";" + hex.EncodeToString(mac(key, msg))
 }
 
@@ -31,8 +54,9 @@ func mac(key []byte, msg string) []byte {
 
 // identify finds the record a request speaks for, or returns the status to
 // refuse it with: 404 for an address (or name) nobody owns, 403 for a
-// signed header that does not verify or has expired, or for an unsigned
-// X-Forwarded-For when signed headers are required.
+// signed header that does not verify, is out of its time window or names
+// another incarnation, or for an unsigned X-Forwarded-For when signed
+// headers are required.
 //
 // Only a request whose source address is in Options.TrustedProxies may
 // name another address or an instance; from anywhere else X-Forwarded-For
@@ -51,13 +75,16 @@ func (h *Handler) identify(r *http.Request) (*registry.Record, int) {
 		return h.byAddr(snap, src)
 	}
 	if v := r.Header.Get(HeaderInstance); v != "" {
-		name, ok := h.verifyInstance(v)
+		name, uid, ok := h.verifyInstance(v)
 		if !ok {
 			return nil, http.StatusForbidden
 		}
 		rec, found := snap.ByName(name)
 		if !found {
 			return nil, http.StatusNotFound
+		}
+		if rec.UID != uid {
+			return nil, http.StatusForbidden // minted for a predecessor
 		}
 		return rec, 0
 	}
@@ -110,6 +137,13 @@ func (h *Handler) Knows(a netip.Addr) bool {
 	return st == 0
 }
 
+// fromTrustedProxy reports whether the request's source is a trusted
+// proxy (which then named the instance by a header).
+func (h *Handler) fromTrustedProxy(r *http.Request) bool {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	return err == nil && h.trusted(ap.Addr().Unmap())
+}
+
 func (h *Handler) trusted(a netip.Addr) bool {
 	for _, p := range h.opts.TrustedProxies {
 		if p.Contains(a) {
@@ -119,33 +153,30 @@ func (h *Handler) trusted(a netip.Addr) bool {
 	return false
 }
 
-// verifyInstance checks a signed instance header and returns the name.
-func (h *Handler) verifyInstance(v string) (string, bool) {
+// verifyInstance checks a signed instance header (see SignInstance) and
+// returns the name and incarnation it names.
+func (h *Handler) verifyInstance(v string) (name, uid string, ok bool) {
 	if len(h.opts.HMACKey) == 0 || len(v) > 512 {
-		return "", false
+		return "", "", false
 	}
-	i := strings.LastIndexByte(v, ';')
-	if i < 0 {
-		return "", false
+	f := strings.Split(v, ";")
+	if len(f) != 5 || f[0] != instanceHeaderVersion || f[1] == "" {
+		return "", "", false
 	}
-	msg, sig := v[:i], v[i+1:]
-	j := strings.LastIndexByte(msg, ';')
-	if j < 0 {
-		return "", false
+	secs, err := strconv.ParseInt(f[3], 10, 64)
+	if err != nil {
+		return "", "", false
 	}
-	name, exp := msg[:j], msg[j+1:]
-	secs, err := strconv.ParseInt(exp, 10, 64)
-	if err != nil || name == "" {
-		return "", false
-	}
-	got, err := hex.DecodeString(sig)
+	got, err := hex.DecodeString(f[4])
+	msg := v[:len(v)-len(f[4])-1]
 	if err != nil || !hmac.Equal(got, mac(h.opts.HMACKey, msg)) {
-		return "", false
+		return "", "", false
 	}
-	if !h.opts.Now().Before(time.Unix(secs, 0)) {
-		return "", false
+	now, exp := h.opts.Now(), time.Unix(secs, 0)
+	if !now.Before(exp.Add(InstanceHeaderSkew)) || exp.After(now.Add(InstanceHeaderLifetime+InstanceHeaderSkew)) {
+		return "", "", false
 	}
-	return name, true
+	return f[1], f[2], true
 }
 
 // snapshot returns the store's current snapshot and, when it changed since

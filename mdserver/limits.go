@@ -21,9 +21,15 @@ import (
 // A connection beyond a limit is closed as soon as it is accepted (a
 // reset, which leaves no TIME_WAIT behind). When Total is reached, the
 // connection idle the longest is closed to make room for the newcomer
-// before the newcomer is refused; beyond three quarters of Total, idle
-// keep-alive connections are closed once idle for PressureIdle instead of
-// the server's IdleTimeout.
+// before the newcomer is refused, and for an instance's (or a trusted
+// proxy's) newcomer, else the oldest connection of an unknown source, idle
+// or not; beyond three quarters of Total, idle keep-alive connections are
+// closed once idle for PressureIdle instead of the server's IdleTimeout.
+//
+// Sources no instance owns are bounded as a class too (UnknownTotal):
+// thousands of such addresses, each within UnknownPerSource, holding
+// connections that are never idle, would otherwise fill Total and lock
+// every VM out.
 type Limits struct {
 	// PerSource is how many connections one source address may hold;
 	// default DefaultPerSource. Exempt sources are bound by Total only.
@@ -32,6 +38,9 @@ type Limits struct {
 	// has (it gets 404s, and a connection is closed after each);
 	// default 4.
 	UnknownPerSource int
+	// UnknownTotal is how many connections the sources Known says no
+	// instance has may hold together; default Total/8.
+	UnknownTotal int
 	// Total is how many connections the clients may hold together;
 	// default DefaultTotal().
 	Total int
@@ -74,10 +83,11 @@ func DefaultTotal() int {
 type Limiter struct {
 	l Limits
 
-	mu    sync.Mutex
-	bySrc map[netip.Addr]int
-	total int
-	idle  list.List // of *limitedConn, longest idle first
+	mu      sync.Mutex
+	bySrc   map[netip.Addr]int
+	total   int
+	idle    list.List // of *limitedConn, longest idle first
+	unknown list.List // of *limitedConn from unknown sources, oldest first
 }
 
 // NewLimiter returns a Limiter; zero fields of l take their defaults.
@@ -90,6 +100,9 @@ func NewLimiter(l Limits) *Limiter {
 	}
 	if l.Total <= 0 {
 		l.Total = DefaultTotal()
+	}
+	if l.UnknownTotal <= 0 {
+		l.UnknownTotal = max(1, l.Total/8)
 	}
 	if l.PressureIdle <= 0 {
 		l.PressureIdle = time.Second
@@ -158,21 +171,21 @@ func (lim *Limiter) admit(c net.Conn) *limitedConn {
 			break
 		}
 	}
+	unknown := !exempt && lim.l.Known != nil && !lim.l.Known(src)
 	perSource := lim.l.PerSource
-	if !exempt && lim.l.Known != nil && !lim.l.Known(src) {
+	if unknown {
 		perSource = lim.l.UnknownPerSource
 	}
 	var evict []*limitedConn
 	reason := -1
 	lim.mu.Lock()
 	switch {
+	case unknown && (lim.bySrc[src] >= perSource || lim.unknown.Len() >= lim.l.UnknownTotal):
+		reason = refusedUnknown
 	case !exempt && lim.bySrc[src] >= perSource:
 		reason = refusedPerSource
-		if perSource == lim.l.UnknownPerSource && perSource != lim.l.PerSource {
-			reason = refusedUnknown
-		}
 	default:
-		evict = lim.pressureLocked()
+		evict = lim.pressureLocked(!unknown)
 		if lim.total >= lim.l.Total {
 			reason = refusedTotal
 		}
@@ -182,6 +195,9 @@ func (lim *Limiter) admit(c net.Conn) *limitedConn {
 		lim.bySrc[src]++
 		lim.total++
 		lc = &limitedConn{Conn: c, lim: lim, src: src}
+		if unknown {
+			lc.unknownElem = lim.unknown.PushBack(lc)
+		}
 	}
 	lim.mu.Unlock()
 	for _, e := range evict {
@@ -205,8 +221,9 @@ func (lim *Limiter) admit(c net.Conn) *limitedConn {
 
 // pressureLocked counts out, for closing, the connections pressure
 // demands: every one idle longer than PressureIdle beyond three quarters
-// of Total, and the longest idle at Total (room for the newcomer).
-func (lim *Limiter) pressureLocked() []*limitedConn {
+// of Total, and at Total the longest idle (room for the newcomer) or, for
+// a known newcomer, the oldest of an unknown source.
+func (lim *Limiter) pressureLocked(known bool) []*limitedConn {
 	if lim.total < lim.l.Total*3/4 {
 		return nil
 	}
@@ -217,6 +234,11 @@ func (lim *Limiter) pressureLocked() []*limitedConn {
 		if lim.total < lim.l.Total && c.idleSince.After(cutoff) {
 			break
 		}
+		lim.releaseLocked(c)
+		out = append(out, c)
+	}
+	if e := lim.unknown.Front(); lim.total >= lim.l.Total && known && e != nil {
+		c := e.Value.(*limitedConn)
 		lim.releaseLocked(c)
 		out = append(out, c)
 	}
@@ -260,6 +282,10 @@ func (lim *Limiter) releaseLocked(c *limitedConn) {
 		lim.idle.Remove(c.elem)
 		c.elem = nil
 	}
+	if c.unknownElem != nil {
+		lim.unknown.Remove(c.unknownElem)
+		c.unknownElem = nil
+	}
 	lim.total--
 	if n := lim.bySrc[c.src] - 1; n > 0 {
 		lim.bySrc[c.src] = n
@@ -277,9 +303,10 @@ type limitedConn struct {
 	lim *Limiter
 	src netip.Addr
 	// Under lim.mu:
-	elem      *list.Element // in lim.idle while idle
-	idleSince time.Time
-	released  bool
+	elem        *list.Element // in lim.idle while idle
+	unknownElem *list.Element // in lim.unknown for an unknown source
+	idleSince   time.Time
+	released    bool
 }
 
 // NetConn is the connection c counts (for the IMDSv2 hop limit, which is

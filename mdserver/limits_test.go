@@ -268,3 +268,84 @@ func TestLimitedConnectionsKeepTheHopLimit(t *testing.T) {
 		t.Errorf("hop limit %d, %v; want 3", ttl, err)
 	}
 }
+
+// TestUnknownSourcesCannotFillTheLimit: addresses no instance owns, each
+// within its own limit, hold connections that are never idle (they send
+// nothing). Together they hold at most UnknownTotal, well under Total,
+// and when VMs have filled the rest, an instance's newcomer closes the
+// oldest of them: ~3,750 such sources filled the 16,384 of the default
+// limit and locked every VM out. Scaled down: 40 unknown sources, 4
+// connections each, against a Total of 64.
+func TestUnknownSourcesCannotFillTheLimit(t *testing.T) {
+	var many []string
+	for i := range 56 {
+		many = append(many, fmt.Sprintf("127.0.1.%d", i+1))
+	}
+	store := testStore(t, testRecord(t, instanceDoc("many", many, ""), "1"), testRecord(t, instanceDoc("late", []string{"127.0.0.3"}, ""), "1"))
+	m := NewMetrics()
+	h := NewHandler(store, Options{AllowLoopbackInstances: true, Logger: quietLogger(), Metrics: m})
+	const total = 64
+	lim := NewLimiter(Limits{Total: total, UnknownPerSource: 4, PressureIdle: time.Hour, Known: h.Knows, Metrics: m})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := NewServer(h)
+	srv.ReadHeaderTimeout = time.Hour // the silent connections stay for the test, whatever its pace
+	go srv.Serve(lim.Limit(srv, ln))
+	defer srv.Close()
+	addr := ln.Addr().String()
+
+	// silent opens n connections from each source that send nothing, and
+	// waits until the server has accepted (or refused) every one.
+	var held []net.Conn
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	processed := func() uint64 {
+		n := uint64(m.conns.Load()) + m.connsEvicted.Load()
+		for i := range m.connsRefused {
+			n += m.connsRefused[i].Load()
+		}
+		return n
+	}
+	silent := func(srcs []string, n int) {
+		t.Helper()
+		want := processed() + uint64(len(srcs)*n)
+		for _, src := range srcs {
+			d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 5 * time.Second}
+			for range n {
+				if c, err := d.Dial("tcp", addr); err == nil { // else reset at once: refused
+					held = append(held, c)
+				}
+			}
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for processed() < want && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	var unknown []string
+	for i := range 40 {
+		unknown = append(unknown, fmt.Sprintf("127.0.2.%d", i+1))
+	}
+	silent(unknown, 4)
+	if open, _ := lim.Open(netip.Addr{}); open > total/8 {
+		t.Errorf("unknown sources hold %d connections; Total is %d, their share %d", open, total, total/8)
+	}
+	silent(many, 1) // the VMs fill the rest
+	if open, _ := lim.Open(netip.Addr{}); open != total {
+		t.Errorf("%d connections open, want the limit, %d", open, total)
+	}
+	if r := get(t, clientFrom("127.0.0.3"), "http://"+addr+"/latest/meta-data/instance-id"); r.status != 200 {
+		t.Errorf("a VM arriving at the limit: %d", r.status)
+	}
+	if m.connsEvicted.Load() == 0 {
+		t.Error("no unknown source's connection was closed for the VM")
+	}
+	if open, _ := lim.Open(netip.Addr{}); open > total {
+		t.Errorf("%d connections open; the limit is %d", open, total)
+	}
+}

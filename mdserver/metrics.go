@@ -130,7 +130,7 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 	for i, r := range refusedNames {
 		p("vminit_mdserver_connections_refused_total{reason=%q} %d\n", r, m.connsRefused[i].Load())
 	}
-	p("# HELP vminit_mdserver_connections_evicted_total Idle guest connections closed under pressure.\n# TYPE vminit_mdserver_connections_evicted_total counter\nvminit_mdserver_connections_evicted_total %d\n", m.connsEvicted.Load())
+	p("# HELP vminit_mdserver_connections_evicted_total Guest connections closed under pressure: idle ones, and for an instance those of unknown sources.\n# TYPE vminit_mdserver_connections_evicted_total counter\nvminit_mdserver_connections_evicted_total %d\n", m.connsEvicted.Load())
 	return cw.n, cw.err
 }
 

@@ -28,7 +28,7 @@ import (
 type Format string
 
 // The formats Write produces; Dir, a plain directory, is written by
-// (*seed.Seed).WriteDir.
+// (*seed.Seed).WriteDir or WriteRoot.
 const (
 	ISO9660 Format = "iso9660"
 	VFAT    Format = "vfat"
@@ -93,7 +93,12 @@ func (o Options) modTime() time.Time {
 }
 
 // Write writes the seed as an image of format f (ISO9660, VFAT or Tar) to w.
+// A seed whose file paths fail seed.CheckPath is refused before a byte is
+// written, every such path named: the one name rule of every format.
 func Write(w io.Writer, s *seed.Seed, f Format, o Options) error {
+	if err := s.Check(); err != nil {
+		return err
+	}
 	switch f {
 	case ISO9660:
 		iw := iso9660.NewWriter(w, iso9660.Options{Label: s.Label, ModTime: o.modTime(), Alignment: o.Alignment})
@@ -142,9 +147,11 @@ func writeTar(w io.Writer, s *seed.Seed, mtime time.Time) error {
 }
 
 // parents returns the directories above a slash path, outermost first.
+// It ends at "/" as well as ".", whatever the path: Write checks paths
+// first, but a loop must not depend on that.
 func parents(p string) []string {
 	var out []string
-	for d := path.Dir(p); d != "."; d = path.Dir(d) {
+	for d := path.Dir(p); d != "." && d != "/"; d = path.Dir(d) {
 		out = append([]string{d}, out...)
 	}
 	return out

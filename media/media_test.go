@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -159,4 +160,50 @@ func write(t *testing.T, f Format, o Options) []byte {
 		t.Fatalf("%s: %v", f, err)
 	}
 	return b.Bytes()
+}
+
+// hostileNames are seed file paths that must never reach a medium: they
+// come from ConfigMap and Secret keys (a KubeVirt sysprep volume), which
+// an objects file can set to anything.
+var hostileNames = []string{
+	"../../escape.txt", "/abs.txt", "a/../../b", "a//b", "a/./b", "dir/", "", ".", "x\x00y", `..\..\escape.txt`, "line\nbreak",
+}
+
+// TestHostileNames: every format refuses a seed whose file path leaves
+// the medium's root, has an empty or dot segment or a control character,
+// naming the path, and returns (/abs.txt used to send the tar writer into
+// an endless loop).
+func TestHostileNames(t *testing.T) {
+	for _, name := range hostileNames {
+		s := &seed.Seed{Datasource: "sysprep", Label: "unattendCD", Files: []seed.File{
+			{Path: "autounattend.xml", Data: []byte("<unattend/>")},
+			{Path: name, Data: []byte("x")},
+		}}
+		for _, f := range []Format{ISO9660, VFAT, Tar} {
+			done := make(chan error, 1)
+			go func() { done <- Write(io.Discard, s, f, Options{}) }()
+			select {
+			case err := <-done:
+				if err == nil || !strings.Contains(err.Error(), strconv.Quote(name)) {
+					t.Errorf("%s %q: err = %v", f, name, err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("%s %q: Write did not return", f, name)
+			}
+		}
+		top := t.TempDir()
+		out := filepath.Join(top, "a", "b")
+		os.MkdirAll(out, 0o700)
+		if err := s.WriteDir(out, 0o600); err == nil || !strings.Contains(err.Error(), strconv.Quote(name)) {
+			t.Errorf("dir %q: err = %v", name, err)
+		}
+		for _, p := range []string{filepath.Join(top, "escape.txt"), "/abs.txt"} {
+			if _, err := os.Lstat(p); err == nil {
+				t.Errorf("dir %q: wrote %s", name, p)
+			}
+		}
+		if entries, _ := os.ReadDir(out); len(entries) != 0 {
+			t.Errorf("dir %q: wrote %d files before refusing", name, len(entries))
+		}
+	}
 }

@@ -40,6 +40,12 @@ type Options struct {
 	// Namespace is the namespace of objects that name none (default
 	// DefaultNamespace).
 	Namespace string
+	// Confined makes Namespace the only one: an object naming another is
+	// an error (CheckNamespace), so no reference is resolved outside it.
+	// A command reading a cluster's Secrets sets it: the namespace its
+	// user chose is the only one it may read from, whatever an object
+	// (perhaps written by someone else) says.
+	Confined bool
 	// PasswordSalt lets oVirt's root_password be hashed reproducibly
 	// (SHA-512 crypt with this salt); without it a plain-text password is
 	// refused.
@@ -61,6 +67,17 @@ func (o Options) NamespaceOf(ns string) string {
 		return o.Namespace
 	}
 	return DefaultNamespace
+}
+
+// CheckNamespace refuses, when Confined, an object whose
+// metadata.namespace is not Namespace, naming the object and the field.
+func (o Options) CheckNamespace(doc *Document) *spec.FieldError {
+	want := o.NamespaceOf("")
+	if !o.Confined || doc.Namespace == "" || doc.Namespace == want {
+		return nil
+	}
+	return doc.Error("metadata.namespace", fmt.Sprintf("%s %q is in namespace %q, not %q: references are resolved in %q only",
+		doc.Kind, doc.Name, doc.Namespace, want, want))
 }
 
 // Result is a platform object converted to vminit's terms.

@@ -22,10 +22,6 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -303,43 +299,4 @@ func (s *Seed) Lookup(path string) ([]byte, bool) {
 		}
 	}
 	return nil, false
-}
-
-// WriteDir writes the seed's files under dir, creating directories as
-// needed, files with permissions perm and directories with perm plus the
-// matching search bits. Pass 0o600 unless the files must be shared:
-// user-data can hold password hashes.
-func (s *Seed) WriteDir(dir string, perm fs.FileMode) error {
-	dperm := perm | (perm&0o444)>>2
-	for _, f := range s.Files {
-		if !fs.ValidPath(f.Path) {
-			return fmt.Errorf("seed: invalid path %q", f.Path)
-		}
-		p := filepath.Join(dir, filepath.FromSlash(f.Path))
-		if err := os.MkdirAll(filepath.Dir(p), dperm); err != nil {
-			return err
-		}
-		if err := os.WriteFile(p, f.Data, perm); err != nil {
-			return err
-		}
-		// WriteFile's perm passes through the umask; the caller's does not.
-		if err := os.Chmod(p, perm); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// dirs returns every directory that holds a file, parents first.
-func (s *Seed) dirs() []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, f := range s.Files {
-		for d := path.Dir(f.Path); d != "." && !seen[d]; d = path.Dir(d) {
-			seen[d] = true
-			out = append(out, d)
-		}
-	}
-	slices.Sort(out)
-	return out
 }

@@ -256,3 +256,62 @@ func BenchmarkBuildNoCloud(b *testing.B) {
 		}
 	}
 }
+
+// TestWriteDirFollowsNoLinks: a symbolic link planted in the output
+// directory, as a file or as a directory on a file's way, makes WriteDir
+// fail; it never writes or changes the mode of what the link points to.
+func TestWriteDirFollowsNoLinks(t *testing.T) {
+	s := &Seed{Files: []File{
+		{Path: "openstack/latest/meta_data.json", Data: []byte("{}")},
+		{Path: "user-data", Data: []byte("#cloud-config\n")},
+	}}
+	for _, planted := range []string{"user-data", "openstack"} {
+		top := t.TempDir()
+		victim := filepath.Join(top, "victim")
+		os.MkdirAll(filepath.Join(victim, "latest"), 0o700)
+		os.WriteFile(filepath.Join(victim, "latest", "meta_data.json"), []byte("root's"), 0o600)
+		os.WriteFile(filepath.Join(victim, "user-data"), []byte("root's"), 0o600)
+		out := filepath.Join(top, "out")
+		os.Mkdir(out, 0o700)
+		target := victim
+		if planted == "user-data" {
+			target = filepath.Join(victim, "user-data")
+		}
+		if err := os.Symlink(target, filepath.Join(out, planted)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.WriteDir(out, 0o666); err == nil {
+			t.Errorf("%s: a link in the way is no error", planted)
+		}
+		for _, p := range []string{filepath.Join(victim, "latest", "meta_data.json"), filepath.Join(victim, "user-data")} {
+			b, _ := os.ReadFile(p)
+			fi, err := os.Stat(p)
+			if string(b) != "root's" || err != nil || fi.Mode().Perm() != 0o600 {
+				t.Errorf("%s: %s changed: %q %v %v", planted, p, b, fi.Mode(), err)
+			}
+		}
+	}
+}
+
+// TestCheckPath: the name rule every output format applies, and Check
+// listing every file that breaks it.
+func TestCheckPath(t *testing.T) {
+	for p, want := range map[string]string{
+		"user-data": "", "openstack/latest/meta_data.json": "", "Autounattend.xml": "", "a b/ü.txt": "",
+		"": "is empty", "/abs.txt": "is absolute", "../x": `has a ".." segment`, "a/./b": `has a "." segment`,
+		"a//b": "has an empty segment", "a/": "has an empty segment", `..\x`: "backslash", "a\x00b": "control character",
+		"a\nb": "control character", "\xff": "not UTF-8",
+	} {
+		err := CheckPath(p)
+		if (err == nil) != (want == "") || err != nil && !strings.Contains(err.Error(), want) {
+			t.Errorf("CheckPath(%q) = %v, want %q", p, err, want)
+		}
+	}
+	s := &Seed{Label: "unattendCD", Files: []File{{Path: "../a"}, {Path: "ok"}, {Path: "/b"}}}
+	err := s.Check()
+	for _, want := range []string{`seed unattendCD: file "../a" has a ".." segment`, `seed unattendCD: file "/b" is absolute`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Check() = %v, want %q", err, want)
+		}
+	}
+}

@@ -185,7 +185,7 @@ func (a *admin) list(w http.ResponseWriter, r *http.Request) {
 		if !ok {
 			continue // its deferred check failed (dirstore.Options.DeferChecks); the store takes it out
 		}
-		s := InstanceSummary{Name: n, Addresses: make([]string, len(rec.Addresses)), Revision: rec.Revision}
+		s := InstanceSummary{Name: n, Addresses: make([]string, len(rec.Addresses)), Revision: rec.Revision, UID: rec.UID}
 		for i, ad := range rec.Addresses {
 			s.Addresses[i] = ad.String()
 		}

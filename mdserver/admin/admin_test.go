@@ -150,6 +150,16 @@ func TestAdminAPI(t *testing.T) {
 	if code != 200 || len(list.Instances) != 1 || list.Instances[0].Name != "web" || list.Instances[0].Addresses[0] != "10.9.0.1" {
 		t.Errorf("list: %d %s", code, body)
 	}
+	// The incarnation a trusted proxy signs its X-Vminit-Instance for
+	// (a web deleted and stored again is a new one, with a UID).
+	call(t, srv, "DELETE", "/v1/instances/web", adminToken, "")
+	call(t, srv, "PUT", "/v1/instances/web", adminToken, webSpec)
+	_, body = call(t, srv, "GET", "/v1/instances", adminToken, "")
+	list = InstanceList{}
+	json.Unmarshal([]byte(body), &list)
+	if rec, _ := store.Snapshot().ByName("web"); len(list.Instances) != 1 || rec.UID == "" || list.Instances[0].UID != rec.UID {
+		t.Errorf("list: %s; the record's UID is %q", body, rec.UID)
+	}
 	thief := strings.ReplaceAll(webSpec, "name: web", "name: thief")
 	if code, body := call(t, srv, "PUT", "/v1/instances/thief", adminToken, thief); code != 409 {
 		t.Errorf("address conflict: %d %s", code, body)

@@ -33,7 +33,7 @@ func TLSConfig(certFile, keyFile, clientCAFile string, log *slog.Logger) (*tls.C
 }
 
 func loadTLS(certFile, keyFile, clientCAFile string) (*tls.Config, error) {
-	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	cert, err := tlsfiles.LoadKeyPair(certFile, keyFile)
 	if err != nil {
 		return nil, err
 	}

@@ -6,7 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/vminit/vminit/internal/lib/tlsfiles"
 	"github.com/vminit/vminit/internal/testing/testpki"
@@ -70,5 +72,47 @@ func TestAdminTLSReload(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "reloaded") {
 		t.Errorf("no reload logged:\n%s", logs)
+	}
+}
+
+// TestAdminTLSReloadFIFO: a certificate file replaced by a FIFO neither
+// hangs the handshake that notices the change nor replaces the set in
+// use: the FIFO is refused at once, logged, and the previous set served.
+func TestAdminTLSReloadFIFO(t *testing.T) {
+	old := tlsfiles.Recheck
+	tlsfiles.Recheck = 0
+	t.Cleanup(func() { tlsfiles.Recheck = old })
+	p := testpki.New(t)
+	logs := &testtools.SyncBuffer{}
+	cfg, err := TLSConfig(p.ServerCert, p.ServerKey, "", slog.New(slog.NewTextHandler(logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(fifo, p.ServerCert); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan *tls.Config, 1)
+	go func() {
+		c, _ := cfg.GetConfigForClient(&tls.ClientHelloInfo{})
+		done <- c
+	}()
+	select {
+	case c := <-done:
+		if c == nil || len(c.Certificates) != 1 {
+			t.Errorf("the previous set is not served: %+v", c)
+		}
+	case <-time.After(20 * time.Second):
+		t.Error("the handshake blocked on the FIFO")
+		if w, err := os.OpenFile(p.ServerCert, os.O_RDWR, 0); err == nil {
+			w.Close()
+		}
+		<-done
+	}
+	if !strings.Contains(logs.String(), "FIFO") {
+		t.Errorf("the FIFO is not logged:\n%s", logs)
 	}
 }

@@ -9,6 +9,10 @@ type (
 		Name      string   `json:"name"`
 		Addresses []string `json:"addresses"`
 		Revision  string   `json:"revision"`
+		// UID is the instance's incarnation (registry.Record.UID), which
+		// a trusted proxy's signed X-Vminit-Instance header names; absent
+		// for the empty UID (and in PUT's answer).
+		UID string `json:"uid,omitempty"`
 	}
 	// InstanceList is the body of GET /v1/instances.
 	InstanceList struct {

@@ -40,6 +40,7 @@ import (
 	"sync"
 
 	"github.com/vminit/vminit/internal/lib/atomicfile"
+	"github.com/vminit/vminit/internal/lib/inputfile"
 	"github.com/vminit/vminit/mdserver/registry"
 	"github.com/vminit/vminit/spec"
 )
@@ -73,6 +74,18 @@ var programKey = sync.OnceValues(func() ([32]byte, error) {
 	return [32]byte(h.Sum(nil)), nil
 })
 
+// readCacheFile reads the cache without blocking, from a regular file
+// only (inputfile.ErrNotRegular otherwise): a FIFO would hang start-up
+// where no signal ends it. Its size is what the server wrote.
+func readCacheFile(path string) ([]byte, error) {
+	f, err := inputfile.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
+}
+
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // readCache loads a cache file written for dir by this build. A missing
@@ -80,7 +93,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // that did not run registry.Checks.Content is refused: its entries were
 // never checked.
 func readCache(path, dir string, checked bool) (map[string]cached, error) {
-	data, err := os.ReadFile(path)
+	data, err := readCacheFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}

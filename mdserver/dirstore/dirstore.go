@@ -206,6 +206,9 @@ func Open(dir string, opts Options) (*Store, error) {
 		}
 		c, err := readCache(opts.CacheFile, abs, opts.Checks.Content != nil)
 		switch {
+		case errors.Is(err, inputfile.ErrNotRegular):
+			// A FIFO or device: the cache would be renamed over it.
+			return nil, fmt.Errorf("cache file %w", err)
 		case errors.Is(err, errStaleCache):
 			s.log.Info("dirstore: start-up cache written by another build; parsing every file", "cache", opts.CacheFile)
 		case err != nil:

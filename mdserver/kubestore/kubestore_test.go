@@ -543,7 +543,11 @@ func TestTenants(t *testing.T) {
 	defer srv.Close()
 	for name, want := range map[string]string{"b/web": "b-web", "a/web": "a-web"} {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/latest/meta-data/hostname", nil)
-		req.Header.Set(mdserver.HeaderInstance, mdserver.SignInstance(key, name, time.Now().Add(time.Minute)))
+		rec, ok := watching.Snapshot().ByName(name)
+		if !ok {
+			t.Fatalf("%s not served", name)
+		}
+		req.Header.Set(mdserver.HeaderInstance, mdserver.SignInstance(key, name, rec.UID, time.Now().Add(time.Minute)))
 		r, err := srv.Client().Do(req)
 		if err != nil {
 			t.Fatal(err)

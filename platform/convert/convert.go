@@ -42,12 +42,17 @@ func IsInstance(doc *platform.Document) bool {
 
 // Documents converts the platform objects among docs. The Secrets and
 // ConfigMaps among docs are found first, then opts.Resolver's. A document
-// that is none of these (or a vminit Instance) is an error naming its kind.
+// that is none of these (or a vminit Instance) is an error naming its kind;
+// with opts.Confined, so is one in another namespace than opts.Namespace.
 func Documents(ctx context.Context, docs []*platform.Document, opts platform.Options) ([]*platform.Result, error) {
 	local := &platform.Objects{Namespace: opts.Namespace}
 	var errs spec.Errors
 	var todo []*platform.Document
 	for _, d := range docs {
+		if e := opts.CheckNamespace(d); e != nil {
+			errs = append(errs, e)
+			continue
+		}
 		switch {
 		case platform.IsReferenced(d):
 			if err := local.Add(d); err != nil {

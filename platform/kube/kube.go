@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/vminit/vminit/internal/lib/inputfile"
 	"github.com/vminit/vminit/platform"
 )
 
@@ -39,6 +41,9 @@ func Load(kubeconfig, context string) (*rest.Config, string, error) {
 	if kubeconfig != "" {
 		rules.ExplicitPath = kubeconfig
 	}
+	if err := regularFiles(rules.GetLoadingPrecedence()); err != nil {
+		return nil, "", fmt.Errorf("kubeconfig: %w", err)
+	}
 	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: context})
 	cfg, err := cc.ClientConfig()
 	if err != nil {
@@ -52,6 +57,18 @@ func Load(kubeconfig, context string) (*rest.Config, string, error) {
 		ns = ""
 	}
 	return cfg, ns, nil
+}
+
+// regularFiles refuses a kubeconfig that exists and is not a regular
+// file: client-go reads it with a plain open, which blocks forever on a
+// FIFO (and no signal ends a command stuck there).
+func regularFiles(paths []string) error {
+	for _, p := range paths {
+		if st, err := os.Stat(p); err == nil && !st.Mode().IsRegular() {
+			return fmt.Errorf("%s: %w (%s)", p, inputfile.ErrNotRegular, inputfile.Kind(st.Mode()))
+		}
+	}
+	return nil
 }
 
 // Secret implements platform.Resolver.

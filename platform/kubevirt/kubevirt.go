@@ -544,8 +544,15 @@ func (m *vmi) sysprep(ctx context.Context, b *platform.Builder, opts platform.Op
 			return nil
 		}
 		disc := &seed.Seed{Datasource: "sysprep", Label: sysprepLabel}
-		answer := ""
+		answer, badKeys := "", false
 		for _, k := range src.Keys() {
+			// Each key names a file on the disc, by the rule every
+			// medium applies; said here, it names the object and key.
+			if err := seed.CheckPath(k); err != nil {
+				b.Errorf(p, "%s %q: key %q %v: the disc's files are named by its keys", src.Kind, src.Name, k, err)
+				badKeys = true
+				continue
+			}
 			disc.Files = append(disc.Files, seed.File{Path: k, Data: src.Data[k]})
 			if strings.EqualFold(k, "autounattend.xml") || strings.EqualFold(k, "unattend.xml") {
 				answer = k
@@ -553,6 +560,9 @@ func (m *vmi) sysprep(ctx context.Context, b *platform.Builder, opts platform.Op
 					b.Errorf(p, "%s %q: %s is not well-formed XML, and Windows setup would stop on it: %v", src.Kind, src.Name, k, err)
 				}
 			}
+		}
+		if badKeys {
+			return nil
 		}
 		if answer == "" {
 			b.Errorf(p, "%s %q has no autounattend.xml or unattend.xml key (it has %s): Windows setup finds no answer file, and KubeVirt refuses to start the VM", src.Kind, src.Name, strings.Join(src.Keys(), ", "))

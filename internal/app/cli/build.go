@@ -5,6 +5,7 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -226,7 +227,7 @@ func (f *buildFlags) mediaFormat(out string, ignitionOut bool) (media.Format, er
 func (f *buildFlags) writeSeed(cmd *cobra.Command, s *seed.Seed, format media.Format, opts media.Options, perm fs.FileMode) error {
 	out := f.out.path
 	if format == media.Dir {
-		if err := writeDir(out, perm, func(dir string) error { return s.WriteDir(dir, perm) }); err != nil {
+		if err := writeDir(out, perm, func(r *os.Root) error { return s.WriteRoot(r, perm) }); err != nil {
 			return err
 		}
 		fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s: %s seed, %d files\n", out, s.Datasource, len(s.Files))

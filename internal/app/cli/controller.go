@@ -32,6 +32,7 @@ type controllerFlags struct {
 	renewDeadline time.Duration
 	retryPeriod   time.Duration
 	listen        string
+	healthListen  string
 	logFormat     string
 }
 
@@ -57,7 +58,9 @@ true:
   it; otherwise an Event on the VM says how to reference it.
 
 Replicas elect a leader on a Lease (--leader-elect); only the leader
-reconciles. /metrics, /healthz and /readyz are served on --metrics-listen.`,
+reconciles. /metrics, /healthz and /readyz are served on --metrics-listen,
+loopback by default: the metrics have no authentication. --health-listen
+serves /healthz and /readyz alone, for the kubelet's probes.`,
 		Example: `  vminit controller --namespace vms --patch-vms
   vminit controller --kubeconfig ~/.kube/config --namespace default --leader-elect=false`,
 		Args: cobra.NoArgs,
@@ -76,7 +79,8 @@ reconciles. /metrics, /healthz and /readyz are served on --metrics-listen.`,
 	fl.DurationVar(&f.leaseDuration, "lease-duration", 15*time.Second, "how long a leader's Lease lasts without renewal")
 	fl.DurationVar(&f.renewDeadline, "renew-deadline", 10*time.Second, "how long a leader tries to renew before it steps down")
 	fl.DurationVar(&f.retryPeriod, "retry-period", 2*time.Second, "how often replicas try to take or renew the Lease")
-	fl.StringVar(&f.listen, "metrics-listen", ":8080", "address of /metrics, /healthz and /readyz (empty: none)")
+	fl.StringVar(&f.listen, "metrics-listen", "127.0.0.1:8080", "address of /metrics, /healthz and /readyz, without authentication (empty: none)")
+	fl.StringVar(&f.healthListen, "health-listen", "", "address of /healthz and /readyz alone, for probes from beyond the pod (empty: none)")
 	fl.StringVar(&f.logFormat, "log-format", "json", "log format: json or text")
 	return cmd
 }
@@ -129,16 +133,25 @@ func runController(ctx context.Context, f controllerFlags, stderr interface{ Wri
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	if f.listen != "" {
-		l, err := net.Listen("tcp", f.listen)
+	health := http.NewServeMux()
+	health.Handle("GET /healthz", c.Handler())
+	health.Handle("GET /readyz", c.Handler())
+	for _, l := range []struct {
+		addr, what string
+		h          http.Handler
+	}{{f.listen, "metrics and health", c.Handler()}, {f.healthListen, "health", health}} {
+		if l.addr == "" {
+			continue
+		}
+		ln, err := net.Listen("tcp", l.addr)
 		if err != nil {
 			return err
 		}
-		srv := &http.Server{Handler: c.Handler(), ReadHeaderTimeout: 5 * time.Second,
+		srv := &http.Server{Handler: l.h, ReadHeaderTimeout: 5 * time.Second,
 			ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
-		go srv.Serve(l)
+		go srv.Serve(ln)
 		defer srv.Close()
-		logger.Info("serving metrics and health", "address", l.Addr().String())
+		logger.Info("serving "+l.what, "address", ln.Addr().String())
 	}
 	if err := c.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return err

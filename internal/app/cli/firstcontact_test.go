@@ -103,6 +103,7 @@ func TestOutputPermissions(t *testing.T) {
 		{[]string{"build", examples[1], "--mode", "0644"}, "shared.iso", 0o644},
 		{[]string{"build", examples[1], "--fs", "dir"}, "d", 0o700},
 		{[]string{"render", examples[1], "--mode", "0640"}, "r", 0o750},
+		{[]string{"render", examples[1], "--mode", "0664"}, "g", 0o775}, // given last: TestWriteDirPrivateUntilComplete
 		{[]string{"convert", "testdata-user-data", "--to", "spec"}, "spec.yaml", 0o600},
 	} {
 		args := tc.args

@@ -259,3 +259,135 @@ func TestValidateBounded(t *testing.T) {
 		t.Errorf("validate allocated %d MB; the bound is 1024", alloc>>20)
 	}
 }
+
+// TestSysprepKeysThatAreNoFileName: a KubeVirt sysprep ConfigMap whose
+// keys leave the disc's root is refused by build in every format and by
+// render, naming the ConfigMap, the key and the field, and nothing is
+// written, inside the output or outside it.
+func TestSysprepKeysThatAreNoFileName(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("..", "..", "..", "platform", "testdata", "kubevirt-sysprep.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	top := t.TempDir()
+	dir := filepath.Join(top, "a", "b")
+	os.MkdirAll(dir, 0o700)
+	objects := filepath.Join(dir, "vm.yaml")
+	hostile := string(src) + "  ../../escape.txt: escaped\n  /abs.txt: absolute\n"
+	os.WriteFile(objects, []byte(hostile), 0o600)
+	for _, args := range [][]string{
+		{"build", objects, "--fs", "dir", "-o", filepath.Join(dir, "out")},
+		{"build", objects, "--fs", "tar", "-o", filepath.Join(dir, "out.tar")},
+		{"build", objects, "-o", filepath.Join(dir, "out.iso")},
+		{"build", objects, "-o", filepath.Join(dir, "out.img")},
+		{"render", objects, "-o", filepath.Join(dir, "out")},
+	} {
+		code, _, stderr := runWithin(t, args...)
+		for _, want := range []string{`sysprep.configMap.name`, `configmap "win-answers": key "../../escape.txt" has a ".." segment`, `key "/abs.txt" is absolute`} {
+			if code != ExitInvalid || !strings.Contains(stderr, want) {
+				t.Errorf("%v: exit %d, want 1 and %q in:\n%s", args, code, want, stderr)
+			}
+		}
+	}
+	for _, p := range []string{filepath.Join(top, "escape.txt"), filepath.Join(top, "a", "escape.txt"), "/abs.txt"} {
+		if _, err := os.Lstat(p); err == nil {
+			t.Errorf("wrote %s", p)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("wrote into %s: %v", dir, entries)
+	}
+}
+
+// TestFIFOFlagsFailAtOnce: every file flag of serve, instances and build
+// given a FIFO is an error at once naming the flag; none blocks start-up
+// in an open that SIGTERM (the command's context ending) cannot end.
+func TestFIFOFlagsFailAtOnce(t *testing.T) {
+	dir, work := t.TempDir(), t.TempDir()
+	// The FIFO is made anew for each case: a blocked serve, once freed,
+	// replaces its cache file by a regular one.
+	fifo := filepath.Join(work, "fifo")
+	token := filepath.Join(work, "token")
+	os.WriteFile(token, []byte("token-0123456789abcdef\n"), 0o600)
+	notPEM := filepath.Join(work, "not.pem")
+	os.WriteFile(notPEM, []byte("x"), 0o600)
+	vm := filepath.Join("..", "..", "..", "platform", "testdata", "kubevirt-sysprep.yaml")
+	serve := func(more ...string) []string {
+		return append([]string{"serve", "--instances", dir, "--listen", freeAddr(t), "--admin-listen", freeAddr(t), "--admin-token-file", token}, more...)
+	}
+	etcd := func(more ...string) []string {
+		return append([]string{"serve", "--etcd-endpoints", "https://127.0.0.1:1", "--listen", freeAddr(t)}, more...)
+	}
+	instances := func(more ...string) []string {
+		return append([]string{"instances", "list", "--server", "https://127.0.0.1:1", "--token-file", token}, more...)
+	}
+	for _, c := range []struct {
+		flag string
+		args []string
+	}{
+		{"--instances-cache", serve("--instances-cache", fifo)},
+		{"--admin-token-file", serve("--admin-token-file", fifo)},
+		{"--hmac-key-file", serve("--hmac-key-file", fifo)},
+		{"--token-key-file", serve("--token-key-file", fifo)},
+		{"--admin-tls-cert", serve("--admin-tls-cert", fifo, "--admin-tls-key", notPEM)},
+		{"--admin-tls-key", serve("--admin-tls-cert", notPEM, "--admin-tls-key", fifo)},
+		{"--admin-client-ca", serve("--admin-tls-cert", notPEM, "--admin-tls-key", notPEM, "--admin-client-ca", fifo)},
+		{"--etcd-ca", etcd("--etcd-ca", fifo)},
+		{"--etcd-cert", etcd("--etcd-cert", fifo, "--etcd-key", notPEM)},
+		{"--etcd-key", etcd("--etcd-cert", notPEM, "--etcd-key", fifo)},
+		{"--etcd-password-file", etcd("--etcd-username", "u", "--etcd-password-file", fifo)},
+		{"--token-file", instances("--token-file", fifo)},
+		{"--ca-file", instances("--ca-file", fifo)},
+		{"--cert", instances("--cert", fifo, "--key", notPEM)},
+		{"--key", instances("--cert", notPEM, "--key", fifo)},
+		{"--objects", []string{"build", vm, "--objects", fifo, "-o", filepath.Join(work, "seed.iso")}},
+		{"--kubeconfig", []string{"build", vm, "--kubeconfig", fifo, "-o", filepath.Join(work, "seed.iso")}},
+		{"--kubeconfig", []string{"instances", "list", "--kubeconfig", fifo}},
+	} {
+		os.Remove(fifo)
+		if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		stderr, err := runUntilStopped(t, fifo, c.args...)
+		msg := stderr
+		if err != nil {
+			msg += err.Error()
+		}
+		if err == nil || !strings.Contains(msg, c.flag) || !strings.Contains(msg, "FIFO") {
+			t.Errorf("%s FIFO: err = %v, want one naming the flag and the FIFO; log:\n%s", c.flag, err, stderr)
+		}
+	}
+}
+
+// runUntilStopped runs vminit args with a context that ends after a
+// second, as SIGTERM ends serve's, and returns its standard error and
+// error. A command still running 20 s later failed the test; the FIFO is
+// then opened for writing and closed, which ends a reader blocked on it.
+func runUntilStopped(t *testing.T, fifo string, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	root := NewRootCommand()
+	stderr := &testtools.SyncBuffer{}
+	root.SetErr(stderr)
+	root.SetOut(io.Discard)
+	root.SetArgs(args)
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx) }()
+	select {
+	case err := <-done:
+		return stderr.String(), err
+	case <-time.After(time.Second):
+		cancel() // SIGTERM
+	}
+	select {
+	case err := <-done:
+		return stderr.String(), err
+	case <-time.After(20 * time.Second):
+		t.Errorf("vminit %v: still running 20 s after its context ended (blocked on the FIFO?)", args)
+		if w, err := os.OpenFile(fifo, os.O_RDWR, 0); err == nil {
+			w.Close()
+		}
+		return stderr.String(), <-done
+	}
+}

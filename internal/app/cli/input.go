@@ -3,6 +3,8 @@ package cli
 import (
 	"fmt"
 	"io"
+	"maps"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -41,7 +43,7 @@ type inputFlags struct {
 
 func (f *inputFlags) register(cmd *cobra.Command) {
 	f.registerCluster(cmd.Flags(), "resolve platform objects' references from the cluster of this kubeconfig (the files given are searched first)",
-		"namespace of platform objects that name none (default: the kubeconfig context's, else default)")
+		"the namespace of platform objects and of the Secrets they read, an object in another being an error (default with --kubeconfig: its context's; without either, each object's own)")
 	f.registerFiles(cmd)
 }
 
@@ -149,7 +151,10 @@ func (f *inputFlags) load(cmd *cobra.Command, paths []string) ([]*specInput, err
 	if len(docs) == 0 {
 		return out, nil
 	}
-	opts := platform.Options{Namespace: f.namespace, PasswordSalt: f.passwordSalt, KubernetesVersion: f.kubernetesVersion, PoolIndex: f.poolIndex}
+	opts := platform.Options{Namespace: f.namespace, PasswordSalt: f.passwordSalt, KubernetesVersion: f.kubernetesVersion, PoolIndex: f.poolIndex,
+		// A namespace chosen (-n, or the cluster's) is the only one read
+		// from: an object may not point the command at another's Secrets.
+		Confined: f.namespace != "" || f.kubeconfig != ""}
 	if f.kubeconfig != "" {
 		cfg, ns, err := kube.Load(f.kubeconfig, f.kubeContext)
 		if err != nil {
@@ -194,6 +199,28 @@ func looksLikeSpec(data []byte) bool {
 // or a Secret or ConfigMap they refer to.
 func isPlatformObject(doc *platform.Document) bool {
 	return convert.For(doc) != nil || platform.IsReferenced(doc)
+}
+
+// regularFiles refuses, naming each flag, the flags' files that exist and
+// are not regular files, all at once: a FIFO would block the command in
+// an open that no signal ends. A missing file is left to its reader, which
+// reads through inputfile too (a file swapped for a FIFO meanwhile is an
+// error there, never a hang).
+func regularFiles(files map[string]string) error {
+	var problems []string
+	for _, flag := range slices.Sorted(maps.Keys(files)) {
+		p := files[flag]
+		if p == "" {
+			continue
+		}
+		if st, err := os.Stat(p); err == nil && !st.Mode().IsRegular() {
+			problems = append(problems, fmt.Sprintf("%s %s: %s (%s)", flag, p, inputfile.ErrNotRegular, inputfile.Kind(st.Mode())))
+		}
+	}
+	if len(problems) > 0 {
+		return usagef("%s", strings.Join(problems, "\n"))
+	}
+	return nil
 }
 
 // read reads one input file ("-": standard input).

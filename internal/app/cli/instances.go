@@ -66,6 +66,9 @@ func (c *adminClient) flags(cmd *cobra.Command) {
 }
 
 func (c *adminClient) setup(ctx context.Context) error {
+	if err := regularFiles(map[string]string{"--token-file": c.tokenFile, "--ca-file": c.caFile, "--cert": c.certFile, "--key": c.keyFile}); err != nil {
+		return err
+	}
 	if c.server == "" && c.cluster.kubeconfig != "" {
 		return c.setupCluster(ctx)
 	}
@@ -107,7 +110,7 @@ func (c *adminClient) setup(ctx context.Context) error {
 			}
 		}
 		if c.certFile != "" {
-			cert, err := tls.LoadX509KeyPair(c.certFile, c.keyFile)
+			cert, err := tlsfiles.LoadKeyPair(c.certFile, c.keyFile)
 			if err != nil {
 				return usagef("--cert/--key: %v", err)
 			}
@@ -198,7 +201,7 @@ output as against a server.`,
 	}
 	c.flags(cmd)
 	putIn.registerCluster(cmd.PersistentFlags(), "a cluster's Instance objects are the instances (without --server); put also resolves platform objects' references there",
-		"with --kubeconfig: the namespace of the Instances, and of platform objects that name none (default: the kubeconfig context's, else default)")
+		"with --kubeconfig: the namespace of the Instances, of platform objects and of the Secrets they read (default: the kubeconfig context's, else default); an object in another is an error")
 
 	list := &cobra.Command{
 		Use:     "list",

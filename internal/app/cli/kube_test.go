@@ -223,12 +223,12 @@ func TestControllerReplicas(t *testing.T) {
 		return *l.Spec.HolderIdentity
 	}
 	procs := map[string]*exec.Cmd{}
-	metrics := map[string]string{}
+	metrics, health := map[string]string{}, map[string]string{}
 	for _, id := range []string{"a", "b"} {
-		metrics[id] = freeAddr(t)
+		metrics[id], health[id] = freeAddr(t), freeAddr(t)
 		args := []string{"controller", "--kubeconfig", s.Kubeconfig, "--namespace", "default", "--leader-election-namespace", "default",
 			"--identity", id, "--lease-duration", "3s", "--renew-deadline", "2s", "--retry-period", "250ms",
-			"--metrics-listen", metrics[id], "--log-format", "text"}
+			"--metrics-listen", metrics[id], "--health-listen", health[id], "--log-format", "text"}
 		cmd := exec.Command(os.Args[0], "-test.run=^TestControllerHelper$")
 		cmd.Env = append(os.Environ(), "VMINIT_TEST_CONTROLLER_ARGS="+strings.Join(args, "\n"))
 		log := &testtools.SyncBuffer{}
@@ -300,6 +300,14 @@ func TestControllerReplicas(t *testing.T) {
 	}
 	if r, err := http.Get("http://" + metrics[other] + "/readyz"); err != nil || r.StatusCode != 200 {
 		t.Errorf("readyz: %v %v", r, err)
+	}
+	// The probes' listener (the Deployment's, beyond the pod) serves
+	// health alone: the metrics, unauthenticated, stay on loopback.
+	if r, err := http.Get("http://" + health[other] + "/readyz"); err != nil || r.StatusCode != 200 {
+		t.Errorf("readyz on --health-listen: %v %v", r, err)
+	}
+	if r, err := http.Get("http://" + health[other] + "/metrics"); err != nil || r.StatusCode != 404 {
+		t.Errorf("/metrics on --health-listen: %v %v", r, err)
 	}
 }
 

@@ -72,7 +72,7 @@ func TestKubeconfig(t *testing.T) {
 			if code != ExitOK {
 				t.Fatalf("build from the file: %s", stderr)
 			}
-			code, seed, stderr := build(got, "--kubeconfig", srv.Kubeconfig)
+			code, seed, stderr := build(got, "--kubeconfig", srv.Kubeconfig, "-n", c.ns)
 			if code != ExitOK {
 				t.Fatalf("build with --kubeconfig: %s", stderr)
 			}
@@ -85,7 +85,7 @@ func TestKubeconfig(t *testing.T) {
 	t.Run("not found", func(t *testing.T) {
 		kubectl(&srv.Account, "delete", "secret", "web-userdata", "-n", "prod")
 		vm := filepath.Join(dir, "virtualmachine.yaml")
-		code, _, stderr := build(vm, "--kubeconfig", srv.Kubeconfig)
+		code, _, stderr := build(vm, "--kubeconfig", srv.Kubeconfig, "-n", "prod")
 		// The line of the reference as kubectl wrote the VM.
 		data, _ := os.ReadFile(vm)
 		line := 0
@@ -101,7 +101,7 @@ func TestKubeconfig(t *testing.T) {
 		// The files given come first: --objects supplies the Secret.
 		objs := filepath.Join(dir, "objects.yaml")
 		os.WriteFile(objs, []byte("apiVersion: v1\nkind: Secret\nmetadata: {name: web-userdata, namespace: prod}\nstringData: {userdata: \"#!/bin/sh\\n\"}\n"), 0o600)
-		if code, _, stderr := build(vm, "--kubeconfig", srv.Kubeconfig, "--objects", objs); code != ExitOK {
+		if code, _, stderr := build(vm, "--kubeconfig", srv.Kubeconfig, "-n", "prod", "--objects", objs); code != ExitOK {
 			t.Errorf("--objects beside --kubeconfig: %s", stderr)
 		}
 	})
@@ -142,4 +142,85 @@ spec:
 			t.Errorf("--context nope: exit %d, stderr:\n%s", code, stderr)
 		}
 	})
+}
+
+// TestReferencesOnlyInTheChosenNamespace: a platform object's
+// metadata.namespace does not choose whose Secrets are read. `instances put
+// vm.yaml --kubeconfig … -n tenant-a` of a VM saying kube-system read a
+// kube-system Secret and stored it in a tenant-a Instance; now the object
+// is refused, naming its namespace field and line, nothing is read or
+// stored, and the same holds for `build` and for a Secret given in a file.
+func TestReferencesOnlyInTheChosenNamespace(t *testing.T) {
+	srv, _ := startCluster(t)
+	srv.CreateCRDs(t, kubetest.KubeVirtCRDs)
+	kubectl := func(args ...string) string {
+		t.Helper()
+		out, err := srv.Kubectl(t, args...)
+		if err != nil {
+			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return out
+	}
+	kubectl("create", "namespace", "tenant-a")
+	kubectl("create", "secret", "generic", "cluster-admin-data", "-n", "kube-system", "--from-literal=userdata=#!/bin/sh\necho kube-system-secret\n")
+	dir := t.TempDir()
+	vm := filepath.Join(dir, "vm.yaml")
+	os.WriteFile(vm, []byte(`apiVersion: kubevirt.io/v1
+kind: VirtualMachine
+metadata:
+  name: evil
+  namespace: kube-system
+spec:
+  template:
+    spec:
+      domain: {devices: {}}
+      volumes:
+      - name: ci
+        cloudInitNoCloud: {secretRef: {name: cluster-admin-data}}
+`), 0o600)
+	want := `vm.yaml:5: metadata.namespace: VirtualMachine "evil" is in namespace "kube-system", not "tenant-a"`
+	out := filepath.Join(dir, "seed.tar")
+	for _, args := range [][]string{
+		{"instances", "put", vm, "--kubeconfig", srv.Kubeconfig, "-n", "tenant-a"},
+		{"build", vm, "--kubeconfig", srv.Kubeconfig, "-n", "tenant-a", "-o", out},
+	} {
+		code, stdout, stderr := run(t, args...)
+		if code != ExitInvalid || !strings.Contains(stderr, want) || strings.Contains(stdout+stderr, "kube-system-secret") {
+			t.Errorf("%s: exit %d, stdout %q, stderr:\n%s\nwant %q", args[0], code, stdout, stderr, want)
+		}
+	}
+	if got := kubectl("get", "instances", "-n", "tenant-a", "-o", "name"); got != "" {
+		t.Errorf("instances stored in tenant-a: %s", got)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("build wrote %s: %v", out, err)
+	}
+	// Without -n the kubeconfig context's namespace (default) is the
+	// chosen one: the object still does not choose.
+	if code, _, stderr := run(t, "build", vm, "--kubeconfig", srv.Kubeconfig, "-o", out); code != ExitInvalid || !strings.Contains(stderr, `is in namespace "kube-system", not "default"`) {
+		t.Errorf("without -n: exit %d, stderr:\n%s", code, stderr)
+	}
+	// A VM naming no namespace is tenant-a's: the kube-system Secret of
+	// the same name is not found there.
+	os.WriteFile(vm, []byte(strings.Replace(mustRead(t, vm), "  namespace: kube-system\n", "", 1)), 0o600)
+	if code, _, stderr := run(t, "build", vm, "--kubeconfig", srv.Kubeconfig, "-n", "tenant-a", "-o", out); code != ExitInvalid ||
+		!strings.Contains(stderr, `secret "cluster-admin-data" not found in namespace "tenant-a"`) {
+		t.Errorf("a VM naming no namespace: exit %d, stderr:\n%s", code, stderr)
+	}
+	// A Secret given in a file is confined the same way.
+	objs := filepath.Join(dir, "objects.yaml")
+	os.WriteFile(objs, []byte("apiVersion: v1\nkind: Secret\nmetadata: {name: cluster-admin-data, namespace: kube-system}\nstringData: {userdata: \"#!/bin/sh\\n\"}\n"), 0o600)
+	if code, _, stderr := run(t, "build", vm, "-n", "tenant-a", "--objects", objs, "-o", out); code != ExitInvalid ||
+		!strings.Contains(stderr, `objects.yaml:3: metadata.namespace: Secret "cluster-admin-data" is in namespace "kube-system", not "tenant-a"`) {
+		t.Errorf("--objects in another namespace: exit %d, stderr:\n%s", code, stderr)
+	}
+}
+
+func mustRead(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

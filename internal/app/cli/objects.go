@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"slices"
 
 	"github.com/spf13/cobra"
@@ -42,7 +43,7 @@ func writeSysprep(cmd *cobra.Command, in *specInput, path string, format media.F
 	}
 	s := in.result.Sysprep
 	if format == media.Dir {
-		return writeDir(path, perm, func(dir string) error { return s.WriteDir(dir, perm) })
+		return writeDir(path, perm, func(r *os.Root) error { return s.WriteRoot(r, perm) })
 	}
 	return writeFile(cmd, path, perm, func(w io.Writer) error { return media.Write(w, s, format, opts) })
 }

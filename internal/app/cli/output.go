@@ -13,6 +13,7 @@ import (
 
 	"github.com/vminit/vminit/internal/lib/atomicfile"
 	"github.com/vminit/vminit/internal/lib/inputfile"
+	"github.com/vminit/vminit/seed"
 )
 
 // defaultMode is every output's permission unless --mode says otherwise:
@@ -39,11 +40,6 @@ func (f *outputFlags) perm() (fs.FileMode, error) {
 		return 0, usagef("--mode=%q: want octal permissions such as 0600 or 0644", f.mode)
 	}
 	return fs.FileMode(m), nil
-}
-
-// dirMode is perm with a search bit wherever perm can read.
-func dirMode(perm fs.FileMode) fs.FileMode {
-	return perm | (perm&0o444)>>2
 }
 
 // stdStream matches the names of an already open descriptor, which an
@@ -84,13 +80,14 @@ func writeFile(cmd *cobra.Command, path string, perm fs.FileMode, fn func(io.Wri
 	return atomicfile.Write(path, perm, fn)
 }
 
-// writeDir creates the directory path from what fn writes into a new
-// directory, renamed into place when complete.
-func writeDir(path string, perm fs.FileMode, fn func(dir string) error) error {
+// writeDir creates the directory path from what fn writes, through an
+// os.Root, into a new directory that stays 0700 until it is complete and
+// is then given its mode and renamed into place.
+func writeDir(path string, perm fs.FileMode, fn func(r *os.Root) error) error {
 	if err := checkTarget(path, true); err != nil {
 		return err
 	}
-	return atomicfile.WriteDir(path, dirMode(perm), fn)
+	return atomicfile.WriteDir(path, seed.DirMode(perm), fn)
 }
 
 // checkTarget says, in words, why path cannot be replaced by a new file

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
@@ -69,7 +70,7 @@ another tool. The same checks as build run first.`,
 					files = &seed.Seed{Files: []seed.File{{Path: ignitionFileName, Data: rep.Ignition.Config}}}
 				}
 			}
-			if err := writeDir(out.path, perm, func(dir string) error { return files.WriteDir(dir, perm) }); err != nil {
+			if err := writeDir(out.path, perm, func(r *os.Root) error { return files.WriteRoot(r, perm) }); err != nil {
 				return err
 			}
 			for _, f := range files.Files {

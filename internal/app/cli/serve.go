@@ -46,6 +46,7 @@ type serveFlags struct {
 	etcdPassFile    string
 	trustedProxies  []string
 	hmacKeyFile     string
+	proxyHopLimit   bool
 	tokenKeyFile    string
 	metricsListen   string
 	adminListen     string
@@ -109,9 +110,10 @@ after which the rest are cut (and counted in the log).
 A VM cannot starve the others: each source address may hold
 --max-connections-per-source connections (trusted proxies are bound by the
 total only; an address no instance owns, 4), all guests together
---max-connections; at that limit the connections idle the longest are
-closed for newcomers, and beyond three quarters of it idle connections are
-closed after 1 s. A 404 for an unknown address and a 429 close their
+--max-connections, and the addresses no instance owns an eighth of it; at
+that limit the connections idle the longest are closed for newcomers (and
+for an instance's, the oldest of an unknown address), and beyond three
+quarters of it idle connections are closed after 1 s. A 404 for an unknown address and a 429 close their
 connection. The admin and metrics listeners have limits of their own.
 
 Instances are refused (logged, and 422 from the admin API; the last good
@@ -152,6 +154,7 @@ peak heap of three times the live one (GOMEMLIMIT bounds it if needed).`,
 	fl.StringVar(&f.etcdPassFile, "etcd-password-file", "", "file holding the password of --etcd-username")
 	fl.StringArrayVar(&f.trustedProxies, "trusted-proxy", nil, "CIDR of a proxy allowed to name instances with the signed X-Vminit-Instance header (repeatable)")
 	fl.StringVar(&f.hmacKeyFile, "hmac-key-file", "", "file holding the key that signs X-Vminit-Instance headers")
+	fl.BoolVar(&f.proxyHopLimit, "trusted-proxy-sets-hop-limit", false, "the trusted proxies give IMDSv2 token answers the hop limit of their X-Vminit-Token-Hop-Limit header; without it a token PUT through a proxy is refused")
 	fl.StringVar(&f.tokenKeyFile, "token-key-file", "", "file holding the IMDSv2 token key (share it between replicas; default: random per process)")
 	fl.StringVar(&f.metricsListen, "metrics-listen", "", "address to serve Prometheus /metrics on (never on --listen)")
 	fl.StringVar(&f.adminListen, "admin-listen", "", "address to serve the admin API on")
@@ -259,7 +262,7 @@ func etcdConfig(f serveFlags, logger *slog.Logger) (etcdstore.Config, error) {
 			// Re-read when renewed: the client presents the new pair
 			// from its next connection on.
 			w, err := tlsfiles.Watch("etcd client certificate", logger, func() (*tls.Certificate, error) {
-				cert, err := tls.LoadX509KeyPair(f.etcdCert, f.etcdKey)
+				cert, err := tlsfiles.LoadKeyPair(f.etcdCert, f.etcdKey)
 				return &cert, err
 			}, f.etcdCert, f.etcdKey)
 			if err != nil {
@@ -350,6 +353,12 @@ func runServe(ctx context.Context, f serveFlags, stderr interface{ Write([]byte)
 	if n := btoi(f.instances != "") + btoi(len(f.etcdEndpoints) > 0) + btoi(f.kubernetes); n != 1 {
 		return usagef("give exactly one of --instances DIR, --etcd-endpoints and --kubernetes")
 	}
+	if err := regularFiles(map[string]string{"--admin-token-file": f.adminTokenFile, "--hmac-key-file": f.hmacKeyFile,
+		"--token-key-file": f.tokenKeyFile, "--admin-tls-cert": f.adminTLSCert, "--admin-tls-key": f.adminTLSKey,
+		"--admin-client-ca": f.adminClientCA, "--etcd-ca": f.etcdCA, "--etcd-cert": f.etcdCert, "--etcd-key": f.etcdKey,
+		"--etcd-password-file": f.etcdPassFile, "--instances-cache": f.instancesCache}); err != nil {
+		return err
+	}
 	etcd, err := etcdConfig(f, logger)
 	if err != nil {
 		return err
@@ -436,7 +445,7 @@ func runServe(ctx context.Context, f serveFlags, stderr interface{ Write([]byte)
 	start := time.Now()
 	metrics := mdserver.NewMetrics()
 	opts := mdserver.Options{
-		TrustedProxies: proxies, HMACKey: hmacKey, TokenKey: tokenKey,
+		TrustedProxies: proxies, HMACKey: hmacKey, ProxiesSetHopLimit: f.proxyHopLimit, TokenKey: tokenKey,
 		Rate: f.rate, Burst: f.burst, Logger: logger, Metrics: metrics,
 		IgnitionVariant: ignition.Variant(f.ignitionVariant), AllowLoopbackInstances: f.allowLoopback,
 	}

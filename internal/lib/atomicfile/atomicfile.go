@@ -55,7 +55,13 @@ func Write(path string, perm fs.FileMode, fn func(w io.Writer) error) (err error
 // end. path must not exist or be an empty directory: replacing a populated
 // directory cannot be done atomically, and deleting a user's files is not
 // this package's call.
-func WriteDir(path string, perm fs.FileMode, fn func(dir string) error) (err error) {
+//
+// fn writes through r, an os.Root of the temporary directory, so that
+// nothing it creates can be redirected out of it. The directory stays
+// 0700 while fn fills it and is given perm last, on its descriptor: with
+// a group- or world-writable perm, no other user can plant a file or a
+// symbolic link in it before it is complete.
+func WriteDir(path string, perm fs.FileMode, fn func(r *os.Root) error) (err error) {
 	if entries, statErr := os.ReadDir(path); statErr == nil {
 		if len(entries) > 0 {
 			return fmt.Errorf("%s exists and is not empty", path)
@@ -67,7 +73,7 @@ func WriteDir(path string, perm fs.FileMode, fn func(dir string) error) (err err
 	if parent == "" {
 		parent = "."
 	}
-	tmp, err := os.MkdirTemp(parent, "."+base+".tmp-*")
+	tmp, err := os.MkdirTemp(parent, "."+base+".tmp-*") // mode 0700
 	if err != nil {
 		return renamePath(err, path)
 	}
@@ -77,16 +83,35 @@ func WriteDir(path string, perm fs.FileMode, fn func(dir string) error) (err err
 			err = renamePath(err, path)
 		}
 	}()
-	if err = os.Chmod(tmp, perm); err != nil {
-		return err
-	}
-	if err = fn(tmp); err != nil {
+	if err = fill(tmp, perm, fn); err != nil {
 		return err
 	}
 	// An empty directory in the way is replaced; rename fails on a
 	// non-empty one, which the check above has ruled out.
 	os.Remove(path)
 	return os.Rename(tmp, path)
+}
+
+// fill runs fn on the directory tmp and then gives it perm, through the
+// descriptor of the root fn wrote through.
+func fill(tmp string, perm fs.FileMode, fn func(r *os.Root) error) error {
+	r, err := os.OpenRoot(tmp)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	if err := fn(r); err != nil {
+		return err
+	}
+	d, err := r.Open(".")
+	if err != nil {
+		return err
+	}
+	err = d.Chmod(perm)
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // renamePath makes a file-system error name the target instead of the

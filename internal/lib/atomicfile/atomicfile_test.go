@@ -3,6 +3,7 @@ package atomicfile
 import (
 	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -32,16 +33,16 @@ func TestWrite(t *testing.T) {
 func TestWriteDir(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "out")
-	if err := WriteDir(p, 0o755, func(d string) error { return errors.New("boom") }); err == nil {
+	if err := WriteDir(p, 0o755, func(*os.Root) error { return errors.New("boom") }); err == nil {
 		t.Fatal("no error")
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 		t.Fatalf("left behind: %v", entries)
 	}
-	if err := WriteDir(p, 0o755, func(d string) error { return os.WriteFile(filepath.Join(d, "a"), []byte("x"), 0o644) }); err != nil {
+	if err := WriteDir(p, 0o755, func(r *os.Root) error { return r.WriteFile("a", []byte("x"), 0o644) }); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteDir(p, 0o755, func(d string) error { return nil }); err == nil {
+	if err := WriteDir(p, 0o755, func(*os.Root) error { return nil }); err == nil {
 		t.Fatal("replaced a populated directory")
 	}
 }
@@ -52,8 +53,33 @@ func TestErrorsNameTheTarget(t *testing.T) {
 	if err == nil || err.Error() != "write "+p+": no such file or directory" {
 		t.Errorf("err = %v", err)
 	}
-	err = WriteDir(p, 0o700, func(string) error { return nil })
+	err = WriteDir(p, 0o700, func(*os.Root) error { return nil })
 	if err == nil || err.Error() != "write "+p+": no such file or directory" {
 		t.Errorf("WriteDir err = %v", err)
+	}
+}
+
+// TestWriteDirPrivateUntilComplete: with a group- or world-writable mode,
+// the directory is 0700 while it is filled and gets its mode last, so no
+// other user can plant a file or a link in it before it is complete.
+func TestWriteDirPrivateUntilComplete(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "out")
+	var during fs.FileMode
+	err := WriteDir(p, 0o777, func(r *os.Root) error {
+		fi, err := r.Stat(".")
+		if err != nil {
+			return err
+		}
+		during = fi.Mode().Perm()
+		return r.WriteFile("a", []byte("x"), 0o600)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if during != 0o700 {
+		t.Errorf("mode while being filled = %04o; want 0700", during)
+	}
+	if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != 0o777 {
+		t.Errorf("final mode = %v, %v; want 0777", fi.Mode(), err)
 	}
 }
