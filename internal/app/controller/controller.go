@@ -40,6 +40,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
@@ -340,7 +341,7 @@ func (c *Controller) lead(ctx context.Context) error {
 		t.vms[ns] = vi
 		// The VMIs' addresses decide where an Instance is served.
 		mi := dynamicinformer.NewFilteredDynamicInformer(c.dyn, kubestore.VirtualMachineInstances, ns, c.cfg.Resync, cache.Indexers{}, nil).Informer()
-		mi.SetTransform(dropManagedFields)
+		mi.SetTransform(vmiAddresses)
 		mi.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { t.vmiChanged(obj, false) },
 			UpdateFunc: func(_, obj any) { t.vmiChanged(obj, false) },
@@ -399,6 +400,26 @@ const (
 	retryFirst = time.Second
 	retryMax   = 5 * time.Minute
 )
+
+// vmiAddresses keeps of a VMI what kubestore.Claims reads (its
+// annotations and status.interfaces): a VMI's spec and the rest of its
+// status are most of it, and a cluster may run thousands.
+func vmiAddresses(obj any) (any, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil
+	}
+	out := &unstructured.Unstructured{Object: map[string]any{"apiVersion": u.GetAPIVersion(), "kind": u.GetKind()}}
+	out.SetNamespace(u.GetNamespace())
+	out.SetName(u.GetName())
+	out.SetUID(u.GetUID())
+	out.SetResourceVersion(u.GetResourceVersion())
+	out.SetAnnotations(u.GetAnnotations())
+	if ifs, ok, _ := unstructured.NestedFieldNoCopy(u.Object, "status", "interfaces"); ok {
+		out.Object["status"] = map[string]any{"interfaces": ifs}
+	}
+	return out, nil
+}
 
 // dropManagedFields leaves the server-side apply bookkeeping out of the
 // informers' caches: the controller never reads it, and it is often the
