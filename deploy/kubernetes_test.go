@@ -158,7 +158,7 @@ func TestKustomization(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	if _, ok := st.Snapshot().ByName("web-1"); !ok {
+	if _, ok := st.Snapshot().ByName("default/web-1"); !ok {
 		t.Error("the server's store does not serve web-1")
 	}
 	scs := srv.Clientset(t)

@@ -39,7 +39,7 @@ func BenchmarkServeKubernetes(b *testing.B) {
 		var before runtime.MemStats
 		runtime.ReadMemStats(&before)
 		start := time.Now()
-		st, err := kubestore.Open(ctx, kubestore.Config{REST: s.Config(), Namespaces: []string{"default"}, Logger: slog.New(slog.DiscardHandler)})
+		st, err := kubestore.Open(ctx, kubestore.Config{REST: s.Config(), Namespaces: []string{"default"}, Logger: slog.New(slog.DiscardHandler), Addresses: tenants})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -13,16 +13,21 @@
 //
 // An object stands for its spec document (v1alpha1.SpecDocumentOf), loaded
 // by registry.Index.Decode like an etcd key's or an admin API put's: an
-// object that does not load, or that takes another instance's name or
-// address, is logged with every problem and its instance keeps its last
-// good version (registry.Index; keys are namespace/name, and instance
-// names are unique across the watched namespaces). The controller (`vminit
-// controller`) writes the same problems into the object's status.
+// object that does not load is logged with every problem and its
+// instance keeps its last good version. Namespaces are tenants: a record
+// is named namespace/name (the key, in the snapshot, the signed proxy
+// header and the admin API), so two namespaces' `web` are two instances.
 //
-// With KubeVirt set, a guest is also known by its VirtualMachineInstance:
-// the addresses in a VMI's status.interfaces (ipAddress, ipAddresses) are
-// added to the Instance that the VMI names with the vminit.dev/instance
-// annotation, or that its VirtualMachine (of the same name) names.
+// Who is served at which address is Claims' rule, not the Index's
+// first-claim-wins: with KubeVirt set, the addresses in a
+// VirtualMachineInstance's status.interfaces (ipAddress, ipAddresses) go
+// to the Instance that the VMI names with the vminit.dev/instance
+// annotation, or that its VirtualMachine (of the same name) names, and
+// beat the addresses specs list; a spec's addresses count only inside
+// the networks Config.Addresses gives its namespace; equal claims serve
+// nobody. The answer does not depend on the order the objects arrive in,
+// so replicas agree, and the controller (`vminit controller`) reports it
+// in the Served condition with the same Claims.
 //
 // Put and Delete write Instance objects (in Config.Namespace) and return
 // once the store's watch has applied the write.
@@ -30,11 +35,10 @@ package kubestore
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -86,6 +90,9 @@ type Config struct {
 	// registry.Checks), run on every object read and every Put; the
 	// policy also on the addresses a VMI adds.
 	Checks registry.Checks
+	// Addresses are the addresses Instances' specs may claim, by
+	// namespace; default none (see Claims).
+	Addresses AddressPolicy
 }
 
 // Store is a registry.Store backed by Instance objects.
@@ -97,9 +104,7 @@ type Store struct {
 	mu        sync.Mutex
 	ix        *registry.Index // keyed by namespace/name
 	instances map[string]*instance
-	vmis      map[string]vmi    // namespace/name
-	vms       map[string]string // namespace/name → the instance it names
-	extra     map[string][]netip.Addr
+	claims    *Claims       // who is served at which address
 	sig       chan struct{} // closed and replaced at every apply
 
 	cancel  context.CancelFunc
@@ -109,14 +114,12 @@ type Store struct {
 }
 
 type instance struct {
-	rv   int64
-	base *registry.Record // as the document says, nil when it does not load
-	err  error
-}
-
-type vmi struct {
-	instance string // the Instance's key, "" when it names none
-	addrs    []netip.Addr
+	rv int64
+	// base is the last version that loaded, named namespace/name, with
+	// the addresses its spec lists; nil when none did. It claims them
+	// while a newer version does not load, as it is what is served.
+	base *registry.Record
+	err  error // why the latest version does not load
 }
 
 // Open starts watching and returns once every watched resource has been
@@ -144,10 +147,16 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("kubestore: %w", err)
 	}
 	s := &Store{cfg: cfg, log: cfg.Logger.With("store", "kubernetes"), dyn: dyn,
-		instances: map[string]*instance{}, vmis: map[string]vmi{}, vms: map[string]string{},
-		extra: map[string][]netip.Addr{}, sig: make(chan struct{})}
+		instances: map[string]*instance{}, sig: make(chan struct{})}
 	s.ix = registry.NewIndex(registry.IndexOptions{Logger: s.log, KeyAttr: "object",
 		Invalid: "kubestore: invalid Instance skipped", Refused: "kubestore: Instance refused", Checks: cfg.Checks})
+	s.claims = NewClaims(cfg.Addresses, func(a netip.Addr) bool {
+		err := s.ix.Admit(&registry.Record{Addresses: []netip.Addr{a}})
+		if err != nil {
+			s.log.Warn("kubestore: a VirtualMachineInstance reports an address the server never serves", "address", a, "problem", err.Error())
+		}
+		return err != nil
+	})
 	namespaces := cfg.Namespaces
 	if len(namespaces) == 0 {
 		namespaces = []string{metav1.NamespaceAll}
@@ -229,10 +238,12 @@ func (s *Store) Close() error {
 
 func keyOf(ns, name string) string { return ns + "/" + name }
 
-// decodeInstance loads an Instance object's document. The record's UID
-// is the object's: a new one when the object is deleted and created
-// again, the same on every replica.
-func (s *Store) decodeInstance(u *unstructured.Unstructured) *instance {
+// decodeInstance loads an Instance object's document; prev is the key's
+// last version, whose base stays when this one does not load. The
+// record's name is the object's namespace/name, and its UID the
+// object's: a new one when the object is deleted and created again, the
+// same on every replica.
+func (s *Store) decodeInstance(u *unstructured.Unstructured, prev *instance) *instance {
 	rv, _ := strconv.ParseInt(u.GetResourceVersion(), 10, 64)
 	in := &instance{rv: rv}
 	sp, _, _ := unstructured.NestedFieldNoCopy(u.Object, "spec")
@@ -241,54 +252,29 @@ func (s *Store) decodeInstance(u *unstructured.Unstructured) *instance {
 		in.base, err = s.ix.Decode(doc, "")
 	}
 	if in.base != nil {
+		in.base.Name = keyOf(u.GetNamespace(), u.GetName())
 		in.base.UID = string(u.GetUID())
+	} else if prev != nil {
+		in.base = prev.base
 	}
 	in.err = err
 	return in
 }
 
-// record is what key serves: its document's record, with the addresses of
-// the VMIs that name it.
-func (s *Store) record(key string, in *instance) *registry.Record {
-	extra := s.extra[key]
-	if in.base == nil || len(extra) == 0 {
-		return in.base
-	}
-	r := *in.base
-	r.Addresses = slices.Clone(r.Addresses)
-	h := sha256.New()
-	for _, a := range extra {
-		if !slices.Contains(r.Addresses, a) {
-			r.Addresses = append(r.Addresses, a)
-			h.Write(a.AsSlice())
-		}
-	}
-	r.Revision += "-" + hex.EncodeToString(h.Sum(nil))[:8]
-	return &r
-}
-
-// change is key's Change for the Index.
-func (s *Store) change(key string) registry.Change {
-	in := s.instances[key]
-	if in == nil {
-		return registry.Change{Key: key}
-	}
-	rec, err := s.record(key, in), in.err
-	if rec != nil && rec != in.base {
-		// The addresses its VMIs add pass the server's policy too.
-		if err = s.ix.Admit(rec); err != nil {
-			rec = nil
-		}
-	}
-	return registry.Change{Key: key, Record: rec, Err: err, Seq: in.rv,
-		Attrs: []any{"resource_version", in.rv}}
-}
-
-// apply publishes the changed keys' versions. Called with s.mu held.
-func (s *Store) apply(keys []string) {
-	cs := make([]registry.Change, 0, len(keys))
+// apply hands the Index the load errors in failed (logged; the key keeps
+// what it serves) and the records the keys serve now, as Claims resolve
+// their addresses, and wakes the writers waiting for it. Called with
+// s.mu held.
+func (s *Store) apply(failed []registry.Change, keys []string) {
+	cs := failed
 	for _, k := range keys {
-		cs = append(cs, s.change(k))
+		in := s.instances[k]
+		switch {
+		case in == nil:
+			cs = append(cs, registry.Change{Key: k})
+		case in.base != nil:
+			cs = append(cs, registry.Change{Key: k, Record: s.claims.Record(k, in.base), Seq: in.rv})
+		}
 	}
 	s.ix.Apply(cs)
 	close(s.sig)
@@ -368,165 +354,80 @@ func (s *Store) putInstances(b batch) {
 	// Objects at the resourceVersion already applied (a re-list after a
 	// watch expired) need no decoding.
 	var todo []int
+	var prev []*instance
 	if !b.gone {
 		s.mu.Lock()
 		for i, u := range objs {
 			old := s.instances[keyOf(u.GetNamespace(), u.GetName())]
 			if rv, _ := strconv.ParseInt(u.GetResourceVersion(), 10, 64); old == nil || old.rv != rv {
-				todo = append(todo, i)
+				todo, prev = append(todo, i), append(prev, old)
 			}
 		}
 		s.mu.Unlock()
 	}
-	decoded := parallel.Map(len(todo), 0, func(i int) *instance { return s.decodeInstance(objs[todo[i]]) })
+	decoded := parallel.Map(len(todo), 0, func(i int) *instance { return s.decodeInstance(objs[todo[i]], prev[i]) })
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var keys []string
+	affected := map[string]bool{}
+	var failed []registry.Change
+	set := func(key string, in *instance) {
+		var addrs []netip.Addr
+		if in != nil {
+			s.instances[key] = in
+			if in.base != nil {
+				addrs = in.base.Addresses
+			}
+		} else {
+			delete(s.instances, key)
+		}
+		for _, k := range s.claims.SetSpec(key, addrs) {
+			affected[k] = true
+		}
+	}
 	seen := make(map[string]bool, len(objs))
 	for _, u := range objs {
 		key := keyOf(u.GetNamespace(), u.GetName())
 		seen[key] = true
 		if b.gone {
-			delete(s.instances, key)
-			keys = append(keys, key)
+			set(key, nil)
 		}
 	}
 	for i, j := range todo {
 		key := keyOf(objs[j].GetNamespace(), objs[j].GetName())
-		s.instances[key] = decoded[i]
-		keys = append(keys, key)
+		set(key, decoded[i])
+		if in := decoded[i]; in.err != nil {
+			failed = append(failed, registry.Change{Key: key, Err: in.err, Seq: in.rv, Attrs: []any{"resource_version", in.rv}})
+		}
 	}
 	if b.replace {
 		for key := range s.instances {
 			if !seen[key] && b.covers(key) {
-				delete(s.instances, key)
-				keys = append(keys, key)
+				set(key, nil)
 			}
 		}
 	}
-	s.apply(keys)
-}
-
-// vmiOf reads what the store needs of a VMI: the instance it names by
-// annotation, and its interfaces' addresses.
-func vmiOf(u *unstructured.Unstructured) vmi {
-	var out vmi
-	if name := u.GetAnnotations()[v1alpha1.AnnotationInstance]; name != "" {
-		out.instance = keyOf(u.GetNamespace(), name)
-	}
-	ifaces, _, _ := unstructured.NestedSlice(u.Object, "status", "interfaces")
-	for _, i := range ifaces {
-		m, _ := i.(map[string]any)
-		var ips []string
-		if ip, ok := m["ipAddress"].(string); ok {
-			ips = append(ips, ip)
-		}
-		if l, ok := m["ipAddresses"].([]any); ok {
-			for _, ip := range l {
-				if s, ok := ip.(string); ok {
-					ips = append(ips, s)
-				}
-			}
-		}
-		for _, ip := range ips {
-			if a, err := netip.ParseAddr(ip); err == nil && a.Zone() == "" {
-				out.addrs = append(out.addrs, a.Unmap())
-			}
-		}
-	}
-	return out
+	s.apply(failed, slices.Collect(maps.Keys(affected)))
 }
 
 // putVMIs applies VirtualMachineInstances: their addresses, and the
 // instance they name.
 func (s *Store) putVMIs(b batch) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	affected := map[string]bool{}
-	seen := map[string]bool{}
-	for _, o := range b.objs {
-		u, ok := asUnstructured(o)
-		if !ok {
-			continue
-		}
-		key := keyOf(u.GetNamespace(), u.GetName())
-		seen[key] = true
-		if old, ok := s.vmis[key]; ok {
-			affected[s.effective(key, old)] = true
-		}
-		if b.gone {
-			delete(s.vmis, key)
-			continue
-		}
-		nv := vmiOf(u)
-		s.vmis[key] = nv
-		affected[s.effective(key, nv)] = true
-	}
-	if b.replace {
-		for key, old := range s.vmis {
-			if !seen[key] && b.covers(key) {
-				affected[s.effective(key, old)] = true
-				delete(s.vmis, key)
-			}
-		}
-	}
-	delete(affected, "")
-	s.apply(s.recomputeExtra(affected))
-}
-
-// effective is the instance a VMI's addresses go to: the one it names,
-// else the one its VirtualMachine names.
-func (s *Store) effective(vmiKey string, v vmi) string {
-	if v.instance != "" {
-		return v.instance
-	}
-	if name := s.vms[vmiKey]; name != "" {
-		ns, _, _ := strings.Cut(vmiKey, "/")
-		return keyOf(ns, name)
-	}
-	return ""
-}
-
-// recomputeExtra recomputes the VMI addresses of the instances in keys
-// and returns those whose addresses changed. Called with s.mu held.
-func (s *Store) recomputeExtra(keys map[string]bool) []string {
-	if len(keys) == 0 {
-		return nil
-	}
-	next := map[string][]netip.Addr{}
-	for vk, v := range s.vmis {
-		if e := s.effective(vk, v); keys[e] {
-			next[e] = append(next[e], v.addrs...)
-		}
-	}
-	var changed []string
-	for k := range keys {
-		addrs := next[k]
-		slices.SortFunc(addrs, func(a, b netip.Addr) int { return a.Compare(b) })
-		addrs = slices.Compact(addrs)
-		if !slices.Equal(addrs, s.extra[k]) {
-			if len(addrs) == 0 {
-				delete(s.extra, k)
-			} else {
-				s.extra[k] = addrs
-			}
-			changed = append(changed, k)
-		}
-	}
-	return changed
+	s.putClaims(b, s.claims.SetVMI, s.claims.VMIs)
 }
 
 // putVMs applies VirtualMachines: the instance each names.
 func (s *Store) putVMs(b batch) {
+	s.putClaims(b, s.claims.SetVM, s.claims.VMs)
+}
+
+// putClaims applies a batch of VMIs or VMs through set (Claims.SetVMI or
+// SetVM; known lists those held) and publishes the instances whose
+// addresses that changed.
+func (s *Store) putClaims(b batch, set func(key string, u *unstructured.Unstructured) []string, known func() []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	affected := map[string]bool{}
 	seen := map[string]bool{}
-	note := func(key string) {
-		if old, ok := s.vmis[key]; ok {
-			affected[s.effective(key, old)] = true
-		}
-	}
 	for _, o := range b.objs {
 		u, ok := asUnstructured(o)
 		if !ok {
@@ -534,26 +435,23 @@ func (s *Store) putVMs(b batch) {
 		}
 		key := keyOf(u.GetNamespace(), u.GetName())
 		seen[key] = true
-		note(key)
-		name := u.GetAnnotations()[v1alpha1.AnnotationInstance]
-		if b.gone || name == "" {
-			delete(s.vms, key)
-		} else {
-			s.vms[key] = name
+		if b.gone {
+			u = nil
 		}
-		note(key)
+		for _, k := range set(key, u) {
+			affected[k] = true
+		}
 	}
 	if b.replace {
-		for key := range s.vms {
+		for _, key := range known() {
 			if !seen[key] && b.covers(key) {
-				note(key)
-				delete(s.vms, key)
-				note(key)
+				for _, k := range set(key, nil) {
+					affected[k] = true
+				}
 			}
 		}
 	}
-	delete(affected, "")
-	s.apply(s.recomputeExtra(affected))
+	s.apply(nil, slices.Collect(maps.Keys(affected)))
 }
 
 // Put validates doc and creates or updates its Instance object in
@@ -570,6 +468,10 @@ func (s *Store) Put(ctx context.Context, doc []byte) (*registry.Record, error) {
 		return nil, err
 	}
 	key := keyOf(s.cfg.Namespace, rec.Name)
+	if err := s.cfg.Addresses.Check(s.cfg.Namespace, rec.Addresses); err != nil {
+		return nil, err
+	}
+	rec.Name = key
 	s.mu.Lock()
 	err = s.ix.Check(key, rec)
 	s.mu.Unlock()
@@ -586,7 +488,7 @@ func (s *Store) Put(ctx context.Context, doc []byte) (*registry.Record, error) {
 	var written *unstructured.Unstructured
 	for range 5 {
 		tctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
-		cur, err := client.Get(tctx, rec.Name, metav1.GetOptions{})
+		cur, err := client.Get(tctx, inst.Metadata.Name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
 			written, err = client.Create(tctx, &unstructured.Unstructured{Object: u}, metav1.CreateOptions{FieldManager: "vminit"})
@@ -622,16 +524,21 @@ func (s *Store) Put(ctx context.Context, doc []byte) (*registry.Record, error) {
 	return rec, nil
 }
 
-// Delete removes the named instance's object; ErrNotFound when the store
-// serves no instance of that name.
+// Delete removes the named instance's object: namespace/name, as the
+// store names its records, or a bare name in Config.Namespace (where Put
+// writes); ErrNotFound when the store holds no such object.
 func (s *Store) Delete(ctx context.Context, name string) error {
+	key := name
+	if !strings.Contains(name, "/") {
+		key = keyOf(s.cfg.Namespace, name)
+	}
 	s.mu.Lock()
-	key, ok := s.ix.KeyOf(name)
+	_, ok := s.instances[key]
 	s.mu.Unlock()
 	if !ok {
 		return fmt.Errorf("%w: %q", registry.ErrNotFound, name)
 	}
-	ns, _, _ := strings.Cut(key, "/")
+	ns, name, _ := strings.Cut(key, "/")
 	tctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
 	err := s.dyn.Resource(v1alpha1.GroupVersionResource).Namespace(ns).Delete(tctx, name, metav1.DeleteOptions{})
 	cancel()

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"strings"
 	"testing"
@@ -20,6 +23,8 @@ import (
 	"github.com/vminit/vminit/internal/testing/kubetest"
 	"github.com/vminit/vminit/internal/testing/testtools"
 	"github.com/vminit/vminit/kube/api/v1alpha1"
+	"github.com/vminit/vminit/mdserver"
+	"github.com/vminit/vminit/mdserver/admin"
 	"github.com/vminit/vminit/mdserver/kubestore"
 	"github.com/vminit/vminit/mdserver/registry"
 	"github.com/vminit/vminit/spec"
@@ -98,12 +103,12 @@ func TestStore(t *testing.T) {
 	}
 	var logs testtools.SyncBuffer
 	st, err := kubestore.Open(ctx, kubestore.Config{REST: s.Config(), Namespaces: []string{"a", "b"},
-		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		Logger: slog.New(slog.NewTextHandler(&logs, nil)), Addresses: tenants})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	if got := addrOf(st.Snapshot(), "10.0.0.1"); got != "web-1" {
+	if got := addrOf(st.Snapshot(), "10.0.0.1"); got != "a/web-1" {
 		t.Fatalf("after Open: 10.0.0.1 → %q", got)
 	}
 
@@ -115,12 +120,12 @@ func TestStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "web-2 served", func() bool { return addrOf(st.Snapshot(), "10.0.0.2") == "web-2" })
+	eventually(t, "web-2 served", func() bool { return addrOf(st.Snapshot(), "10.0.0.2") == "b/web-2" })
 	unstructured.SetNestedStringSlice(w2.Object, []string{"10.0.0.3"}, "spec", "metadataServer", "addresses")
 	if _, err := res("b").Update(ctx, w2, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "web-2 moved", func() bool { return addrOf(st.Snapshot(), "10.0.0.3") == "web-2" })
+	eventually(t, "web-2 moved", func() bool { return addrOf(st.Snapshot(), "10.0.0.3") == "b/web-2" })
 	if addrOf(st.Snapshot(), "10.0.0.2") != "" || addrOf(st.Snapshot(), "10.0.0.9") != "" {
 		t.Error("an old address, or another namespace's instance, is served")
 	}
@@ -137,20 +142,18 @@ func TestStore(t *testing.T) {
 		t.Error("an invalid instance is served")
 	}
 
-	// A newcomer on web-1's address, in the other namespace, is refused.
+	// A newcomer on web-1's address, in the other namespace: a conflict
+	// of equal claims, served to neither (TestTenants has the rest).
 	if _, err := res("b").Create(ctx, object(t, "b", "thief", "metadataServer: {addresses: [10.0.0.1]}"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the thief refused", func() bool { return strings.Contains(logs.String(), "Instance refused") })
-	if got := addrOf(st.Snapshot(), "10.0.0.1"); got != "web-1" {
-		t.Errorf("10.0.0.1 → %q after a newcomer claimed it", got)
-	}
+	eventually(t, "the conflict serves nobody", func() bool { return addrOf(st.Snapshot(), "10.0.0.1") == "" })
 	// web-1 deleted: the thief gets in.
 	if err := res("a").Delete(ctx, "web-1", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the thief served once web-1 left", func() bool { return addrOf(st.Snapshot(), "10.0.0.1") == "thief" })
-	if _, ok := st.Snapshot().ByName("web-1"); ok {
+	eventually(t, "the thief served once web-1 left", func() bool { return addrOf(st.Snapshot(), "10.0.0.1") == "b/thief" })
+	if _, ok := st.Snapshot().ByName("a/web-1"); ok {
 		t.Error("a deleted instance is served")
 	}
 }
@@ -160,7 +163,7 @@ func TestStore(t *testing.T) {
 func TestPutDelete(t *testing.T) {
 	s, dyn := start(t, false)
 	ctx := ctxFor(t)
-	st, err := kubestore.Open(ctx, kubestore.Config{REST: s.Config(), Namespaces: []string{"default"}, Logger: slog.New(slog.DiscardHandler)})
+	st, err := kubestore.Open(ctx, kubestore.Config{REST: s.Config(), Namespaces: []string{"default"}, Logger: slog.New(slog.DiscardHandler), Addresses: tenants})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +173,7 @@ func TestPutDelete(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := addrOf(st.Snapshot(), "10.0.0.1"); got != "web-1" || rec.Name != "web-1" {
+	if got := addrOf(st.Snapshot(), "10.0.0.1"); got != "default/web-1" || rec.Name != "default/web-1" {
 		t.Fatalf("after Put: %q %v", got, rec)
 	}
 	// The object holds the document's meaning: the mode written as a
@@ -183,14 +186,14 @@ func TestPutDelete(t *testing.T) {
 	if m := files[0].(map[string]any)["mode"]; m != "0600" {
 		t.Errorf("stored mode %#v", m)
 	}
-	if r, _ := st.Snapshot().ByName("web-1"); *r.Instance.Spec.Files[0].Mode != 0o600 {
+	if r, _ := st.Snapshot().ByName("default/web-1"); *r.Instance.Spec.Files[0].Mode != 0o600 {
 		t.Errorf("served mode %v", r.Instance.Spec.Files[0].Mode)
 	}
 	// Updated in place.
 	if _, err := st.Put(ctx, []byte(strings.Replace(doc, "10.0.0.1", "10.0.0.2", 1))); err != nil {
 		t.Fatal(err)
 	}
-	if addrOf(st.Snapshot(), "10.0.0.2") != "web-1" {
+	if addrOf(st.Snapshot(), "10.0.0.2") != "default/web-1" {
 		t.Error("the update is not served when Put returns")
 	}
 	// Refused before writing: invalid, or an address web-1 holds.
@@ -203,7 +206,10 @@ func TestPutDelete(t *testing.T) {
 	if _, err := dyn.Resource(v1alpha1.GroupVersionResource).Namespace("default").Get(ctx, "thief", metav1.GetOptions{}); err == nil {
 		t.Error("a refused document was written")
 	}
-	if err := st.Delete(ctx, "web-1"); err != nil {
+	if _, err := st.Put(ctx, []byte("apiVersion: vminit.dev/v1alpha1\nkind: Instance\nmetadata: {name: far}\nspec: {metadataServer: {addresses: [192.168.0.1]}}\n")); err == nil || !strings.Contains(err.Error(), "spec.metadataServer.addresses[0]: 192.168.0.1 is not in a network") {
+		t.Errorf("an address outside the namespace's networks: %v", err)
+	}
+	if err := st.Delete(ctx, "default/web-1"); err != nil {
 		t.Fatal(err)
 	}
 	if st.Snapshot().Len() != 0 {
@@ -227,14 +233,14 @@ func TestAPIServerRestart(t *testing.T) {
 		}
 	}
 	var logs testtools.SyncBuffer
-	st, err := kubestore.Open(ctx, kubestore.Config{REST: s.Config(), Namespaces: []string{"default"}, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	st, err := kubestore.Open(ctx, kubestore.Config{REST: s.Config(), Namespaces: []string{"default"}, Logger: slog.New(slog.NewTextHandler(&logs, nil)), Addresses: tenants})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
 	s.Stop(t)
 	for i := range 3 {
-		if addrOf(st.Snapshot(), fmt.Sprintf("10.0.1.%d", i)) != fmt.Sprint("web-", i) {
+		if addrOf(st.Snapshot(), fmt.Sprintf("10.0.1.%d", i)) != fmt.Sprint("default/web-", i) {
 			t.Fatalf("web-%d not served while the API server is down", i)
 		}
 	}
@@ -257,8 +263,8 @@ func TestAPIServerRestart(t *testing.T) {
 	}
 	eventually(t, "every change after the restart applied", func() bool {
 		sn := st.Snapshot()
-		_, gone := sn.ByName("web-1")
-		return addrOf(sn, "10.0.2.0") == "web-0" && !gone && addrOf(sn, "10.0.1.9") == "web-9" && addrOf(sn, "10.0.1.2") == "web-2"
+		_, gone := sn.ByName("default/web-1")
+		return addrOf(sn, "10.0.2.0") == "default/web-0" && !gone && addrOf(sn, "10.0.1.9") == "default/web-9" && addrOf(sn, "10.0.1.2") == "default/web-2"
 	})
 	if !strings.Contains(logs.String(), "serving from memory") {
 		t.Logf("no outage logged:\n%s", logs.String())
@@ -317,7 +323,7 @@ func TestKubeVirtIdentity(t *testing.T) {
 		t.Fatal(err)
 	}
 	setStatus(v1, "10.244.0.5")
-	eventually(t, "the VMI's address serves web-1", func() bool { return addrOf(st.Snapshot(), "10.244.0.5") == "web-1" })
+	eventually(t, "the VMI's address serves web-1", func() bool { return addrOf(st.Snapshot(), "10.244.0.5") == "default/web-1" })
 	// A VM naming web-2, whose VMI (same name) names nothing.
 	vm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
 		"metadata": map[string]any{"name": "vm-b", "annotations": map[string]any{v1alpha1.AnnotationInstance: "web-2"}}, "spec": map[string]any{}}}
@@ -329,19 +335,19 @@ func TestKubeVirtIdentity(t *testing.T) {
 		t.Fatal(err)
 	}
 	setStatus(v2, "10.244.0.6")
-	eventually(t, "the VM's instance is served at its VMI's address", func() bool { return addrOf(st.Snapshot(), "10.244.0.6") == "web-2" })
+	eventually(t, "the VM's instance is served at its VMI's address", func() bool { return addrOf(st.Snapshot(), "10.244.0.6") == "default/web-2" })
 	// The VMI's address changes (a migration, a restart).
 	v2, _ = vmis.Get(ctx, "vm-b", metav1.GetOptions{})
 	setStatus(v2, "10.244.0.7")
 	eventually(t, "the new address", func() bool {
-		return addrOf(st.Snapshot(), "10.244.0.7") == "web-2" && addrOf(st.Snapshot(), "10.244.0.6") == ""
+		return addrOf(st.Snapshot(), "10.244.0.7") == "default/web-2" && addrOf(st.Snapshot(), "10.244.0.6") == ""
 	})
 	// The VMI goes away: its address with it.
 	if err := vmis.Delete(ctx, "vm-a", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the deleted VMI's address dropped", func() bool { return addrOf(st.Snapshot(), "10.244.0.5") == "" })
-	if _, ok := st.Snapshot().ByName("web-1"); !ok {
+	if _, ok := st.Snapshot().ByName("default/web-1"); !ok {
 		t.Error("web-1 is gone with its VMI")
 	}
 }
@@ -373,13 +379,13 @@ func TestChecksAndIncarnations(t *testing.T) {
 		},
 	}
 	st, err := kubestore.Open(ctx, kubestore.Config{REST: s.Config(), Namespaces: []string{"default"}, KubeVirt: true,
-		Logger: slog.New(slog.NewTextHandler(&logs, nil)), Checks: checks})
+		Logger: slog.New(slog.NewTextHandler(&logs, nil)), Checks: checks, Addresses: tenants})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
 	hostname := func() string {
-		if r, ok := st.Snapshot().ByName("web"); ok {
+		if r, ok := st.Snapshot().ByName("default/web"); ok {
 			return r.Instance.Spec.Hostname
 		}
 		return ""
@@ -389,7 +395,7 @@ func TestChecksAndIncarnations(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "web served", func() bool { return hostname() == "good" })
-	if r, _ := st.Snapshot().ByName("web"); r.UID != string(obj.GetUID()) {
+	if r, _ := st.Snapshot().ByName("default/web"); r.UID != string(obj.GetUID()) {
 		t.Errorf("UID %q, the object's %q", r.UID, obj.GetUID())
 	}
 	// A VMI naming web with a loopback address: refused, web keeps serving.
@@ -422,7 +428,7 @@ func TestChecksAndIncarnations(t *testing.T) {
 		t.Errorf("Put of a loopback instance: %v", err)
 	}
 	// Deleted and created again with the same spec: a new incarnation.
-	first, _ := st.Snapshot().ByName("web")
+	first, _ := st.Snapshot().ByName("default/web")
 	if err := res.Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -431,7 +437,134 @@ func TestChecksAndIncarnations(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the new incarnation", func() bool {
-		r, ok := st.Snapshot().ByName("web")
+		r, ok := st.Snapshot().ByName("default/web")
 		return ok && r.UID == string(obj2.GetUID()) && r.UID != first.UID
 	})
+}
+
+// TestTenants: namespaces are tenants. A's Instance listing the address
+// B's VMI reports is not served to B's VM (the VMI's address wins); A's
+// `web` does not squat B's `web` (names are namespace/name, in the
+// snapshot and through the signed proxy header); an Instance listing
+// 10,000 addresses claims none; two equal claims serve nobody; and a
+// replica that watched every change and one that listed them once serve
+// the same, whatever the order the objects came in.
+func TestTenants(t *testing.T) {
+	s, dyn := start(t, true)
+	ctx := ctxFor(t)
+	createNS(t, s, "a", "b")
+	res := func(ns string) dynamic.ResourceInterface {
+		return dyn.Resource(v1alpha1.GroupVersionResource).Namespace(ns)
+	}
+	create := func(ns, name, specYAML string) *unstructured.Unstructured {
+		t.Helper()
+		u, err := res(ns).Create(ctx, object(t, ns, name, specYAML), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+	open := func() *kubestore.Store {
+		t.Helper()
+		// a may list addresses in 10.0.0.0/8, b too: the rule, not the
+		// policy, must keep them apart.
+		st, err := kubestore.Open(ctx, kubestore.Config{REST: s.Config(), Namespaces: []string{"a", "b"}, KubeVirt: true,
+			Logger: slog.New(slog.DiscardHandler), Addresses: tenants})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		return st
+	}
+	watching := open()
+
+	// A gets there first: its web, and a thief listing the address B's VM
+	// will have.
+	create("a", "web", "hostname: a-web")
+	create("a", "thief", "hostname: thief\nmetadataServer: {addresses: [10.0.0.5]}")
+	eventually(t, "the thief served", func() bool { return addrOf(watching.Snapshot(), "10.0.0.5") == "a/thief" })
+	create("b", "web", "hostname: b-web")
+	vmi := kubevirtObject("VirtualMachineInstance", "b", "vm", "web")
+	v, err := dyn.Resource(kubestore.VirtualMachineInstances).Namespace("b").Create(ctx, vmi, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unstructured.SetNestedSlice(v.Object, []any{map[string]any{"name": "default", "ipAddress": "10.0.0.5"}}, "status", "interfaces")
+	if _, err := dyn.Resource(kubestore.VirtualMachineInstances).Namespace("b").UpdateStatus(ctx, v, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Two equal claims: x in a first, then y in b, then x again (its
+	// resourceVersion now the later one).
+	x := create("a", "x", "metadataServer: {addresses: [10.0.0.6]}")
+	create("b", "y", "metadataServer: {addresses: [10.0.0.6]}")
+	unstructured.SetNestedField(x.Object, "x-again", "spec", "hostname")
+	if _, err := res("a").Update(ctx, x, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	many := make([]string, 10_000)
+	for i := range many {
+		many[i] = fmt.Sprintf("10.1.%d.%d", i/250, i%250+1)
+	}
+	greedy := object(t, "a", "greedy", "hostname: greedy")
+	unstructured.SetNestedStringSlice(greedy.Object, many, "spec", "metadataServer", "addresses")
+	if _, err := res("a").Create(ctx, greedy, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	eventually(t, "B's VM served its own Instance", func() bool { return addrOf(watching.Snapshot(), "10.0.0.5") == "b/web" })
+	eventually(t, "greedy applied", func() bool { _, ok := watching.Snapshot().ByName("a/greedy"); return ok })
+	eventually(t, "x updated", func() bool {
+		r, ok := watching.Snapshot().ByName("a/x")
+		return ok && r.Instance.Spec.Hostname == "x-again"
+	})
+	listing := open()
+	for _, st := range []*kubestore.Store{watching, listing} {
+		snap := st.Snapshot()
+		for addr, want := range map[string]string{"10.0.0.5": "b/web", "10.0.0.6": "", "10.1.0.1": "", "10.1.39.250": ""} {
+			if got := addrOf(snap, addr); got != want {
+				t.Errorf("%s → %q, want %q", addr, got, want)
+			}
+		}
+		for name, host := range map[string]string{"a/web": "a-web", "b/web": "b-web", "a/thief": "thief"} {
+			if r, ok := snap.ByName(name); !ok || r.Instance.Spec.Hostname != host {
+				t.Errorf("%s → %v", name, r)
+			}
+		}
+	}
+	if a, b := strings.Join(watching.Snapshot().Names(), " "), strings.Join(listing.Snapshot().Names(), " "); a != b {
+		t.Errorf("the replicas serve different instances: %s / %s", a, b)
+	}
+
+	// A trusted proxy's signed header names namespace/name.
+	key := []byte("0123456789abcdef0123456789abcdef")
+	h := mdserver.NewHandler(watching, mdserver.Options{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, HMACKey: key,
+		Logger: slog.New(slog.DiscardHandler)})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	for name, want := range map[string]string{"b/web": "b-web", "a/web": "a-web"} {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/latest/meta-data/hostname", nil)
+		rec, ok := watching.Snapshot().ByName(name)
+		if !ok {
+			t.Fatalf("%s not served", name)
+		}
+		req.Header.Set(mdserver.HeaderInstance, mdserver.SignInstance(key, name, rec.UID, time.Now().Add(time.Minute)))
+		r, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(r.Body)
+		r.Body.Close()
+		if r.StatusCode != http.StatusOK || !strings.Contains(string(body), want) {
+			t.Errorf("signed %s: %s %s", name, r.Status, body)
+		}
+	}
+	// So does the admin API.
+	api := httptest.NewServer(admin.NewHandler(watching, admin.Options{Token: "t", Logger: slog.New(slog.DiscardHandler)}))
+	defer api.Close()
+	client := &admin.Client{URL: api.URL, Token: "t", HTTP: api.Client()}
+	for name, want := range map[string]string{"b/web": "b-web", "a/web": "a-web"} {
+		if doc, err := client.Get(ctx, name); err != nil || !strings.Contains(string(doc), "hostname: "+want) {
+			t.Errorf("admin GET %s: %v\n%s", name, err, doc)
+		}
+	}
 }

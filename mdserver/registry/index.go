@@ -496,7 +496,50 @@ func (ix *Index) resolve(changes map[string]*Record, keys []string, undo *[]func
 		}
 		pending = rest
 	}
+	if len(pending) > 1 && ix.fitTogether(changes, pending, setServed, claim, unclaim) {
+		clear(refused)
+	}
 	return refused
+}
+
+// fitTogether takes the changes of keys all at once when each was refused
+// only because another of them still holds its previous version (two
+// records exchanging addresses: neither fits first): with every previous
+// version of keys released, the new ones claim no name or address twice
+// and none that another key holds. Otherwise it changes nothing. A store
+// that resolves its claims itself (kubestore) hands the Index such
+// batches; with it, what is served never depends on the order of keys.
+func (ix *Index) fitTogether(changes map[string]*Record, keys []string, setServed, claim, unclaim func(string, *Record)) bool {
+	names := make(map[string]bool, len(keys))
+	addrs := map[netip.Addr]bool{}
+	inBatch := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		inBatch[k] = true
+	}
+	mine := func(holder string) bool { return inBatch[holder] }
+	for _, k := range keys {
+		nr := changes[k]
+		if o, taken := ix.names[nr.Name]; names[nr.Name] || taken && !mine(o) {
+			return false
+		}
+		names[nr.Name] = true
+		for _, a := range nr.Addresses {
+			if o, taken := ix.addrs[a]; addrs[a] || taken && !mine(o) {
+				return false
+			}
+			addrs[a] = true
+		}
+	}
+	for _, k := range keys {
+		if old := ix.served[k]; old != nil {
+			unclaim(k, old)
+		}
+	}
+	for _, k := range keys {
+		setServed(k, changes[k])
+		claim(k, changes[k])
+	}
+	return true
 }
 
 // release removes r's name and addresses from the claims.

@@ -160,3 +160,33 @@ func TestDeferredChecks(t *testing.T) {
 		t.Errorf("%d served now, %d in the snapshot before", ix.Snapshot().Len(), snap.Len())
 	}
 }
+
+// TestIndexSwap: two served records that exchange their addresses in one
+// batch are both taken, although neither fits while the other holds its
+// old version (a store that resolves claims itself, such as kubestore,
+// hands the Index such batches); a batch that does not fit together
+// changes nothing.
+func TestIndexSwap(t *testing.T) {
+	ix := NewIndex(IndexOptions{Logger: slog.New(slog.DiscardHandler)})
+	a, b, c := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2"), netip.MustParseAddr("10.0.0.3")
+	ix.Apply([]Change{{Key: "x", Record: quick("x", "1", a)}, {Key: "y", Record: quick("y", "1", b)}})
+	ix.Apply([]Change{{Key: "x", Record: quick("x", "2", b)}, {Key: "y", Record: quick("y", "2", a)}})
+	for addr, want := range map[netip.Addr]string{a: "y", b: "x"} {
+		if r, ok := ix.Snapshot().ByAddr(addr); !ok || r.Name != want {
+			t.Errorf("after the swap, %s → %v, want %s", addr, r, want)
+		}
+	}
+	if _, err := ix.Pending("x"); err != nil {
+		t.Errorf("x still refused: %v", err)
+	}
+	// z holds c and is not part of the batch: x cannot take it, so
+	// neither half of this swap is taken.
+	ix.Apply([]Change{{Key: "z", Record: quick("z", "1", c)}})
+	ix.Apply([]Change{{Key: "x", Record: quick("x", "3", a, c)}, {Key: "y", Record: quick("y", "3", b)}})
+	if r, _ := ix.Snapshot().ByAddr(a); r.Name != "y" {
+		t.Errorf("a batch that does not fit moved %s to %s", a, r.Name)
+	}
+	if r, _ := ix.Snapshot().ByAddr(c); r.Name != "z" {
+		t.Errorf("%s → %s", c, r.Name)
+	}
+}

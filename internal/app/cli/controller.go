@@ -93,6 +93,10 @@ func runController(ctx context.Context, f controllerFlags, stderr interface{ Wri
 	if f.workers < 1 {
 		return usagef("--workers %d: want at least 1", f.workers)
 	}
+	policy, err := f.cluster.addressPolicy()
+	if err != nil {
+		return err
+	}
 	rest, err := f.cluster.restConfig()
 	if err != nil {
 		return err
@@ -103,7 +107,7 @@ func runController(ctx context.Context, f controllerFlags, stderr interface{ Wri
 		return err
 	}
 	cfg := controller.Config{REST: rest, Namespaces: f.cluster.namespaces, KubeVirt: kubevirt, PatchVMs: f.patchVMs,
-		Workers: f.workers, Logger: logger}
+		Workers: f.workers, Logger: logger, Addresses: policy}
 	if f.patchVMs && !kubevirt {
 		return usagef("--patch-vms: the cluster serves no KubeVirt VirtualMachines (or --kubevirt=false)")
 	}

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"os"
 	"strings"
@@ -43,6 +44,17 @@ type adminClient struct {
 	// --server, the instances are that cluster's Instance objects.
 	cluster *inputFlags
 	closer  io.Closer
+	// namespace is the cluster's namespace: a store of a cluster names
+	// its instances namespace/name, and a bare name means one there.
+	namespace string
+}
+
+// instanceName is the name the store knows the instance arg by.
+func (c *adminClient) instanceName(arg string) string {
+	if c.namespace != "" && !strings.Contains(arg, "/") {
+		return c.namespace + "/" + arg
+	}
+	return arg
 }
 
 func (c *adminClient) flags(cmd *cobra.Command) {
@@ -133,11 +145,14 @@ func (c *adminClient) setupCluster(ctx context.Context) error {
 	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	quiet := slog.New(slog.DiscardHandler)
-	store, err := kubestore.Open(octx, kubestore.Config{REST: cfg, Namespaces: []string{ns}, Logger: quiet})
+	// Which addresses a spec may claim is the server's policy
+	// (--spec-addresses), not this client's: it writes what it is given.
+	anywhere := kubestore.AddressPolicy{SpecAddresses: map[string][]netip.Prefix{ns: {netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")}}}
+	store, err := kubestore.Open(octx, kubestore.Config{REST: cfg, Namespaces: []string{ns}, Logger: quiet, Addresses: anywhere})
 	if err != nil {
 		return err
 	}
-	c.closer = store
+	c.closer, c.namespace = store, ns
 	token := make([]byte, 16)
 	rand.Read(token)
 	c.token = hex.EncodeToString(token)
@@ -212,7 +227,7 @@ output as against a server.`,
 		Example: "  vminit instances get web-1 > web-1.yaml",
 		Args:    exactArgs(1, "one NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			data, err := c.api.Get(cmd.Context(), args[0])
+			data, err := c.api.Get(cmd.Context(), c.instanceName(args[0]))
 			if err != nil {
 				return err
 			}
@@ -265,7 +280,7 @@ the specs before it stay stored.`,
 		Example: "  vminit instances delete web-1",
 		Args:    exactArgs(1, "one NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := c.api.Delete(cmd.Context(), args[0]); err != nil {
+			if err := c.api.Delete(cmd.Context(), c.instanceName(args[0])); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "deleted %s\n", args[0])
@@ -287,7 +302,7 @@ the specs before it stay stored.`,
 			if err != nil {
 				return err
 			}
-			p, err := c.api.Preview(cmd.Context(), args[0], dialect)
+			p, err := c.api.Preview(cmd.Context(), c.instanceName(args[0]), dialect)
 			if err != nil {
 				return err
 			}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
+	"github.com/vminit/vminit/mdserver/kubestore"
 	"github.com/vminit/vminit/platform/kube"
 )
 
@@ -21,6 +22,10 @@ type clusterFlags struct {
 	kubevirt            string
 	qps                 float32
 	burst               int
+	// specAddresses and maxSpecAddresses are the AddressPolicy: the
+	// server serves by it and the controller reports it, so both take it.
+	specAddresses    []string
+	maxSpecAddresses int
 }
 
 func (f *clusterFlags) register(fl *pflag.FlagSet, namespaceHelp string) {
@@ -30,6 +35,20 @@ func (f *clusterFlags) register(fl *pflag.FlagSet, namespaceHelp string) {
 	fl.StringVar(&f.kubevirt, "kubevirt", "auto", "read KubeVirt VirtualMachines (and VMIs): auto (when the cluster serves kubevirt.io/v1), true or false")
 	fl.Float32Var(&f.qps, "kube-api-qps", 50, "requests per second to the API server, sustained")
 	fl.IntVar(&f.burst, "kube-api-burst", 100, "requests to the API server in a burst")
+	fl.StringArrayVar(&f.specAddresses, "spec-addresses", nil, "NAMESPACE=CIDR[,CIDR]: networks the Instances of NAMESPACE may list in spec.metadataServer.addresses (repeatable; default none: Instances are known by their VMIs' addresses)")
+	fl.IntVar(&f.maxSpecAddresses, "max-spec-addresses", kubestore.DefaultMaxSpecAddresses, "addresses one Instance's spec may list; a spec listing more claims none")
+}
+
+// addressPolicy reads --spec-addresses and --max-spec-addresses.
+func (f *clusterFlags) addressPolicy() (kubestore.AddressPolicy, error) {
+	nets, err := kubestore.ParseSpecAddresses(f.specAddresses)
+	if err != nil {
+		return kubestore.AddressPolicy{}, usagef("%v", err)
+	}
+	if f.maxSpecAddresses < 1 {
+		return kubestore.AddressPolicy{}, usagef("--max-spec-addresses=%d: want 1 or more", f.maxSpecAddresses)
+	}
+	return kubestore.AddressPolicy{SpecAddresses: nets, MaxSpecAddresses: f.maxSpecAddresses}, nil
 }
 
 // restConfig loads the kubeconfig as kubectl does (--kubeconfig, else

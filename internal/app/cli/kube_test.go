@@ -80,7 +80,7 @@ func TestServeKubernetes(t *testing.T) {
 		"users: [{name: alice}]\nmetadataServer: {addresses: [127.0.0.2]}\n")
 	createInstance(t, res, "fcos-1", "agent: ignition\nfiles: [{path: /etc/served-by-vminit, content: \"from the cluster\\n\"}]\nmetadataServer: {addresses: [127.0.0.1]}\n")
 	addr := freeAddr(t)
-	stop := startServe(t, "--kubernetes", "--kubeconfig", s.Kubeconfig, "--namespace", "default", "--kubevirt", "false",
+	stop := startServe(t, "--kubernetes", "--kubeconfig", s.Kubeconfig, "--namespace", "default", "--kubevirt", "false", "--spec-addresses", "default=127.0.0.0/8",
 		"--listen", addr, "--log-format", "text")
 	base := "http://" + addr
 	waitServed := func(c *http.Client, url, want string) {
@@ -163,7 +163,7 @@ spec:
 		t.Helper()
 		return run(t, append(append([]string{"instances"}, args...), kc...)...)
 	}
-	if code, out, stderr := in("put", specFile); code != 0 || !strings.Contains(out, "stored web-1") {
+	if code, out, stderr := in("put", specFile); code != 0 || !strings.Contains(out, "stored default/web-1") {
 		t.Fatalf("put: %d %s %s", code, out, stderr)
 	}
 	obj, err := res.Get(context.Background(), "web-1", metav1.GetOptions{})
@@ -308,5 +308,23 @@ func TestControllerReplicas(t *testing.T) {
 	}
 	if r, err := http.Get("http://" + health[other] + "/metrics"); err != nil || r.StatusCode != 404 {
 		t.Errorf("/metrics on --health-listen: %v %v", r, err)
+	}
+}
+
+// TestSpecAddressesFlag: a malformed --spec-addresses or
+// --max-spec-addresses is a usage error naming the flag, before any
+// cluster is contacted; --spec-addresses is for --kubernetes.
+func TestSpecAddressesFlag(t *testing.T) {
+	for want, args := range map[string][]string{
+		"want NAMESPACE=CIDR":                   {"serve", "--kubernetes", "--spec-addresses", "tenant-a"},
+		`--spec-addresses "tenant-a=10.0.0.1"`:  {"serve", "--kubernetes", "--spec-addresses", "tenant-a=10.0.0.1"},
+		"--max-spec-addresses=0: want 1":        {"serve", "--kubernetes", "--max-spec-addresses", "0"},
+		`--spec-addresses "=10.0.0.0/8"`:        {"controller", "--spec-addresses", "=10.0.0.0/8"},
+		"--spec-addresses are for --kubernetes": {"serve", "--instances", t.TempDir(), "--spec-addresses", "a=10.0.0.0/8"},
+	} {
+		code, _, stderr := run(t, args...)
+		if code != ExitUsage || !strings.Contains(stderr, want) {
+			t.Errorf("%v: exit %d, want %q in\n%s", args, code, want, stderr)
+		}
 	}
 }

@@ -94,8 +94,12 @@ or from etcd (--etcd-endpoints, followed by watch; over TLS with --etcd-ca
 and, for client-certificate auth, --etcd-cert/--etcd-key; etcd users with
 --etcd-username/--etcd-password-file), or from a Kubernetes cluster's
 Instance objects (--kubernetes: --kubeconfig, else the pod's service
-account; --namespace to limit it; with KubeVirt, a VMI's addresses also
-identify the Instance it or its VM names, vminit.dev/instance). A reload
+account; --namespace to limit it). There, instances are namespace/name,
+and a VMI's addresses identify the Instance it or its VM names
+(vminit.dev/instance), ahead of any address a spec lists; a spec's own
+addresses count only inside the networks --spec-addresses gives its
+namespace (none by default), and an address claimed twice serves nobody
+(docs/kubernetes.md, "Who is served where"). A reload
 swaps the instances in at once: no request fails or sees a partial state;
 while etcd or the API server is unreachable the server answers from memory.
 
@@ -325,6 +329,10 @@ func btoi(b bool) int {
 // kubeStoreConfig turns the cluster flags into a Kubernetes store's
 // configuration.
 func kubeStoreConfig(f serveFlags, logger *slog.Logger) (kubestore.Config, error) {
+	policy, err := f.cluster.addressPolicy()
+	if err != nil {
+		return kubestore.Config{}, err
+	}
 	rest, err := f.cluster.restConfig()
 	if err != nil {
 		return kubestore.Config{}, err
@@ -334,7 +342,7 @@ func kubeStoreConfig(f serveFlags, logger *slog.Logger) (kubestore.Config, error
 	if err != nil {
 		return kubestore.Config{}, err
 	}
-	return kubestore.Config{REST: rest, Namespaces: f.cluster.namespaces, KubeVirt: kv, Logger: logger}, nil
+	return kubestore.Config{REST: rest, Namespaces: f.cluster.namespaces, KubeVirt: kv, Logger: logger, Addresses: policy}, nil
 }
 
 func runServe(ctx context.Context, f serveFlags, stderr interface{ Write([]byte) (int, error) }) error {
@@ -363,8 +371,8 @@ func runServe(ctx context.Context, f serveFlags, stderr interface{ Write([]byte)
 		if kcfg, err = kubeStoreConfig(f, logger); err != nil {
 			return err
 		}
-	} else if f.cluster.kubeconfig != "" || len(f.cluster.namespaces) > 0 {
-		return usagef("--kubeconfig and --namespace are for --kubernetes")
+	} else if f.cluster.kubeconfig != "" || len(f.cluster.namespaces) > 0 || len(f.cluster.specAddresses) > 0 {
+		return usagef("--kubeconfig, --namespace and --spec-addresses are for --kubernetes")
 	}
 	if len(f.listen) == 0 {
 		return usagef("--listen: give at least one address")

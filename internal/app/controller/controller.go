@@ -40,6 +40,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
@@ -56,7 +57,6 @@ import (
 
 	"github.com/vminit/vminit/kube/api/v1alpha1"
 	"github.com/vminit/vminit/mdserver/kubestore"
-	"github.com/vminit/vminit/mdserver/registry"
 	"github.com/vminit/vminit/platform"
 	"github.com/vminit/vminit/platform/kube"
 )
@@ -104,6 +104,10 @@ type Config struct {
 	Resync time.Duration
 	// Logger; default slog.Default().
 	Logger *slog.Logger
+	// Addresses are the addresses Instances' specs may claim: the
+	// servers' (kubestore.Config.Addresses), so that Served says what
+	// they do.
+	Addresses kubestore.AddressPolicy
 }
 
 // LeaderElection configures the Lease replicas elect a leader on.
@@ -285,11 +289,10 @@ type term struct {
 	vms       map[string]cache.SharedIndexInformer
 	secrets   map[string]cache.SharedIndexInformer // metadata only
 
-	mu      sync.Mutex
-	ix      *registry.Index     // the metadata server's view: keys are namespace/name
-	loaded  map[string]*loaded  // each Instance's document, loaded and checked
-	refused map[string]bool     // keys the Index refuses now
-	deps    map[string]setOfKey // Secret namespace/name → the VMs whose data read it
+	mu     sync.Mutex
+	claims *kubestore.Claims   // the metadata servers' rule: who is served where
+	loaded map[string]*loaded  // each Instance's document, loaded and checked
+	deps   map[string]setOfKey // Secret namespace/name → the VMs whose data read it
 }
 
 type setOfKey map[string]bool
@@ -300,10 +303,9 @@ const indexInstance = "instance"
 // lead runs one leadership term: informers, then workers, until ctx ends.
 func (c *Controller) lead(ctx context.Context) error {
 	t := &term{c: c, instances: map[string]cache.SharedIndexInformer{}, vms: map[string]cache.SharedIndexInformer{},
-		secrets: map[string]cache.SharedIndexInformer{}, loaded: map[string]*loaded{}, refused: map[string]bool{}, deps: map[string]setOfKey{}}
-	t.ix = registry.NewIndex(registry.IndexOptions{Logger: c.log, KeyAttr: "instance",
-		Invalid: "instance does not load", Refused: "instance refused by the metadata server's rule"})
-	t.queue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[key](),
+		secrets: map[string]cache.SharedIndexInformer{}, loaded: map[string]*loaded{}, deps: map[string]setOfKey{},
+		claims: kubestore.NewClaims(c.cfg.Addresses, nil)}
+	t.queue = workqueue.NewTypedRateLimitingQueueWithConfig(retryLimiter(),
 		workqueue.TypedRateLimitingQueueConfig[key]{Name: "vminit"})
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.kube.CoreV1().Events("")})
@@ -337,6 +339,15 @@ func (c *Controller) lead(ctx context.Context) error {
 			DeleteFunc: func(obj any) { t.vmChanged(nil, obj) },
 		})
 		t.vms[ns] = vi
+		// The VMIs' addresses decide where an Instance is served.
+		mi := dynamicinformer.NewFilteredDynamicInformer(c.dyn, kubestore.VirtualMachineInstances, ns, c.cfg.Resync, cache.Indexers{}, nil).Informer()
+		mi.SetTransform(vmiAddresses)
+		mi.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { t.vmiChanged(obj, false) },
+			UpdateFunc: func(_, obj any) { t.vmiChanged(obj, false) },
+			DeleteFunc: func(obj any) { t.vmiChanged(obj, true) },
+		})
+		all = append(all, mi)
 		si := metadatainformer.NewFilteredMetadataInformer(c.meta, secrets, ns, c.cfg.Resync, cache.Indexers{}, nil).Informer()
 		si.SetTransform(dropManagedFields)
 		si.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -372,6 +383,42 @@ func (c *Controller) lead(ctx context.Context) error {
 	}
 	<-ctx.Done()
 	return nil
+}
+
+// retryLimiter spaces the retries of an object whose reconcile failed (a
+// status the API server refuses, a Secret it may not write): retryFirst,
+// then twice as long at each failure, up to retryMax, until a reconcile
+// succeeds. client-go's default starts at 5 ms, a dozen writes in an
+// object's first seconds. The client's QPS bounds all writes together,
+// and a change of the object (its informer's event) is reconciled at
+// once, whatever the backoff.
+func retryLimiter() workqueue.TypedRateLimiter[key] {
+	return workqueue.NewTypedItemExponentialFailureRateLimiter[key](retryFirst, retryMax)
+}
+
+const (
+	retryFirst = time.Second
+	retryMax   = 5 * time.Minute
+)
+
+// vmiAddresses keeps of a VMI what kubestore.Claims reads (its
+// annotations and status.interfaces): a VMI's spec and the rest of its
+// status are most of it, and a cluster may run thousands.
+func vmiAddresses(obj any) (any, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil
+	}
+	out := &unstructured.Unstructured{Object: map[string]any{"apiVersion": u.GetAPIVersion(), "kind": u.GetKind()}}
+	out.SetNamespace(u.GetNamespace())
+	out.SetName(u.GetName())
+	out.SetUID(u.GetUID())
+	out.SetResourceVersion(u.GetResourceVersion())
+	out.SetAnnotations(u.GetAnnotations())
+	if ifs, ok, _ := unstructured.NestedFieldNoCopy(u.Object, "status", "interfaces"); ok {
+		out.Object["status"] = map[string]any{"interfaces": ifs}
+	}
+	return out, nil
 }
 
 // dropManagedFields leaves the server-side apply bookkeeping out of the

@@ -9,11 +9,14 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -53,11 +56,21 @@ func setup(t *testing.T, kubevirt bool) *env {
 	return &env{s: s, dyn: s.Dynamic(t), kube: s.Clientset(t), ctx: ctx}
 }
 
-// run starts a controller; it stops at the test's end.
+// tenants lets the Instances of namespaces default, kube-public, a and b
+// list addresses in 10.0.0.0/8.
+var tenants = kubestore.AddressPolicy{SpecAddresses: map[string][]netip.Prefix{
+	"default": {netip.MustParsePrefix("10.0.0.0/8")}, "kube-public": {netip.MustParsePrefix("10.0.0.0/8")},
+	"a": {netip.MustParsePrefix("10.0.0.0/8")}, "b": {netip.MustParsePrefix("10.0.0.0/8")}}}
+
+// run starts a controller (with the tenants policy unless cfg has one);
+// it stops at the test's end.
 func (e *env) run(t *testing.T, cfg controller.Config) *controller.Controller {
 	t.Helper()
 	if cfg.REST == nil {
 		cfg.REST = e.s.Config()
+	}
+	if cfg.Addresses.SpecAddresses == nil {
+		cfg.Addresses = tenants
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -283,24 +296,88 @@ func TestInstance(t *testing.T) {
 	}
 }
 
-// Two Instances claim one address: the one created later is not served,
-// and says why; once the first is deleted, it is.
+// Two Instances of two namespaces claim one address: neither is served
+// there, both say so (and an Event too) without naming the other
+// namespace's object; once the first is deleted, the second is served.
 func TestServedConflict(t *testing.T) {
 	e := setup(t, false)
 	e.run(t, controller.Config{})
 	e.create(t, "default", "first", "metadataServer: {addresses: [10.0.0.1]}")
 	e.status(t, "default", "first", isTrue(v1alpha1.ConditionServed))
 	e.create(t, "kube-public", "second", "metadataServer: {addresses: [10.0.0.1]}")
-	st := e.status(t, "kube-public", "second", func(st *v1alpha1.InstanceStatus) bool {
+	isConflict := func(st *v1alpha1.InstanceStatus) bool {
 		return condition(st, v1alpha1.ConditionServed).Reason == "Conflict"
-	})
-	if s := condition(st, v1alpha1.ConditionServed); !strings.Contains(s.Message, "10.0.0.1 is claimed by default/first") {
-		t.Errorf("Served: %+v", s)
+	}
+	for _, o := range []struct{ ns, name, other string }{{"default", "first", "second"}, {"kube-public", "second", "first"}} {
+		st := e.status(t, o.ns, o.name, isConflict)
+		s := condition(st, v1alpha1.ConditionServed)
+		if s.Status != metav1.ConditionFalse || !strings.Contains(s.Message, "10.0.0.1 is listed by this Instance and by another Instance: served to neither") || strings.Contains(s.Message, o.other) {
+			t.Errorf("%s's Served: %+v", o.name, s)
+		}
+		waitFor(t, o.name+"'s Conflict Event", func() bool {
+			evs := e.events(t, o.ns, o.name, "Conflict")
+			return len(evs) > 0 && !strings.Contains(evs[0].Message, o.other)
+		})
 	}
 	if err := e.instances("default").Delete(e.ctx, "first", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	e.status(t, "kube-public", "second", isTrue(v1alpha1.ConditionServed))
+}
+
+// TestServedTenants: the Served condition is the servers' rule
+// (kubestore.Claims): tenant A's Instance listing the address B's VMI
+// reports says it is not served there, and B's (the victim) that it is;
+// an Instance listing 10,000 addresses, or one outside its namespace's
+// networks, says it claims none; the status of each is written.
+func TestServedTenants(t *testing.T) {
+	e := setup(t, true)
+	for _, ns := range []string{"a", "b", "c"} {
+		if _, err := e.kube.CoreV1().Namespaces().Create(e.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.run(t, controller.Config{KubeVirt: true})
+	e.create(t, "a", "thief", "metadataServer: {addresses: [10.0.0.5]}")
+	e.status(t, "a", "thief", isTrue(v1alpha1.ConditionServed))
+	e.create(t, "b", "web", "hostname: web")
+	vmis := e.dyn.Resource(kubestore.VirtualMachineInstances).Namespace("b")
+	v, err := vmis.Create(e.ctx, &unstructured.Unstructured{Object: map[string]any{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+		"metadata": map[string]any{"name": "vm", "annotations": map[string]any{v1alpha1.AnnotationInstance: "web"}}, "spec": map[string]any{}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unstructured.SetNestedSlice(v.Object, []any{map[string]any{"name": "default", "ipAddress": "10.0.0.5"}}, "status", "interfaces")
+	if _, err := vmis.UpdateStatus(e.ctx, v, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	victim := e.status(t, "b", "web", func(st *v1alpha1.InstanceStatus) bool {
+		return condition(st, v1alpha1.ConditionServed).Message == "served to 10.0.0.5"
+	})
+	if s := condition(victim, v1alpha1.ConditionServed); s.Status != metav1.ConditionTrue {
+		t.Errorf("the victim's Served: %+v", s)
+	}
+	thief := e.status(t, "a", "thief", func(st *v1alpha1.InstanceStatus) bool {
+		return condition(st, v1alpha1.ConditionServed).Status == metav1.ConditionFalse
+	})
+	if s := condition(thief, v1alpha1.ConditionServed); s.Reason != "AddressRefused" || !strings.Contains(s.Message, "10.0.0.5 is reported by the VirtualMachineInstance of another Instance") || strings.Contains(s.Message, "web") {
+		t.Errorf("the thief's Served: %+v", s)
+	}
+	many := make([]string, 10_000)
+	for i := range many {
+		many[i] = fmt.Sprintf("10.1.%d.%d", i/250, i%250+1)
+	}
+	e.create(t, "a", "greedy", "metadataServer: {addresses: ["+strings.Join(many, ", ")+"]}")
+	e.create(t, "c", "outside", "metadataServer: {addresses: [10.0.0.9]}")
+	for name, want := range map[string]string{"a/greedy": "lists 10000 addresses; an Instance may claim 16 at most", "c/outside": "10.0.0.9 is not in a network the operator lets namespace c claim"} {
+		ns, n, _ := strings.Cut(name, "/")
+		st := e.status(t, ns, n, func(st *v1alpha1.InstanceStatus) bool {
+			return condition(st, v1alpha1.ConditionServed).Reason == "AddressRefused"
+		})
+		if s := condition(st, v1alpha1.ConditionServed); !strings.Contains(s.Message, want) {
+			t.Errorf("%s's Served: %+v", name, s)
+		}
+	}
 }
 
 // The API server goes away and comes back: changes made after it returns
@@ -555,4 +632,41 @@ func TestPatchVMs(t *testing.T) {
 func sha(b []byte) string {
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
+}
+
+// TestStatusRetryBacksOff: an Instance whose status the controller may
+// not write is retried with a growing wait (1 s, 2 s, 4 s…), not at
+// client-go's default 5 ms doubling (a dozen failed writes in the first
+// seconds) nor at a fixed pace forever. Counted over a window, the
+// failures can only be fewer on a slower machine.
+func TestStatusRetryBacksOff(t *testing.T) {
+	e := setup(t, false)
+	// An account that reads Instances and writes Events, and may not
+	// write their status.
+	acct := e.s.ServiceAccount(t, "default", "no-status")
+	rbac := e.kube.RbacV1()
+	if _, err := rbac.Roles("default").Create(e.ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "no-status"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{"vminit.dev"}, Resources: []string{"instances"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch", "update"}},
+	}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rbac.RoleBindings("default").Create(e.ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "no-status"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "no-status"},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "no-status", Namespace: "default"}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c := e.run(t, controller.Config{REST: acct.Config(), Namespaces: []string{"default"}})
+	e.create(t, "default", "web-1", "hostname: web-1")
+	failures := func() int {
+		n, _ := strconv.Atoi(metric(t, c, `vminit_controller_reconciles_total{kind="Instance",result="error"}`))
+		return n
+	}
+	waitFor(t, "a refused status write", func() bool { return failures() > 0 })
+	// 1 + 1 s + 2 s: at most 3 failures in the next 3.5 s, whatever the
+	// machine's speed; the default limiter makes about ten.
+	time.Sleep(3500 * time.Millisecond)
+	if n := failures(); n > 3 {
+		t.Errorf("%d failed status writes within 3.5 s of the first", n)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,8 +32,10 @@ type loaded struct {
 	doc []byte
 	rv  int64
 	// rec is the document as a metadata server loads it
-	// (registry.DecodeDocument), nil when it does not load.
-	rec *registry.Record
+	// (registry.DecodeDocument), nil when it does not load; good is the
+	// last version that loaded, which a server keeps serving meanwhile
+	// (and whose addresses it still claims).
+	rec, good *registry.Record
 	// problems are every error of spec.Parse and check.Instance;
 	// warnings check's warnings.
 	problems, warnings spec.Errors
@@ -51,21 +54,25 @@ func load(u *unstructured.Unstructured, prev *loaded) *loaded {
 	rv, _ := strconv.ParseInt(u.GetResourceVersion(), 10, 64)
 	sp, _, _ := unstructured.NestedFieldNoCopy(u.Object, "spec")
 	doc, err := v1alpha1.SpecDocumentOf(u.GetName(), u.GetLabels(), sp)
+	l := &loaded{doc: doc, rv: rv}
+	if prev != nil {
+		l.good = prev.good
+	}
 	if err != nil {
-		return &loaded{rv: rv, problems: spec.Errors{{Message: err.Error()}}}
+		l.problems = spec.Errors{{Message: err.Error()}}
+		return l
 	}
 	if prev != nil && bytes.Equal(prev.doc, doc) {
 		l := *prev
 		l.rv = rv
 		return &l
 	}
-	l := &loaded{doc: doc, rv: rv}
 	rec, err := registry.DecodeDocument(doc, "")
 	if err != nil {
 		l.problems = bare(spec.AsErrors(err), err)
 		return l
 	}
-	l.rec = rec
+	l.rec, l.good = rec, rec
 	r := check.Instance(rec.Instance, check.Target{})
 	l.problems, l.warnings = bare(r.Errors, nil), bare(r.Warnings, nil)
 	switch {
@@ -117,8 +124,8 @@ func (t *term) instanceChanged(obj any) {
 	}
 }
 
-// loadAll loads every cached Instance on every core and hands them to the
-// Index as one batch, then queues every object.
+// loadAll loads every cached Instance on every core and claims their
+// addresses, then queues every object.
 func (t *term) loadAll() {
 	var objs []*unstructured.Unstructured
 	for _, inf := range t.instances {
@@ -130,18 +137,10 @@ func (t *term) loadAll() {
 	}
 	ls := parallel.Map(len(objs), 0, func(i int) *loaded { return load(objs[i], nil) })
 	t.mu.Lock()
-	changes := make([]registry.Change, len(objs))
 	for i, u := range objs {
 		k := u.GetNamespace() + "/" + u.GetName()
 		t.loaded[k] = ls[i]
-		changes[i] = change(k, ls[i])
-	}
-	t.ix.Apply(changes)
-	for i := range objs {
-		k := objs[i].GetNamespace() + "/" + objs[i].GetName()
-		if _, err := t.ix.Pending(k); err != nil {
-			t.refused[k] = true
-		}
+		t.claims.SetSpec(k, ls[i].addresses())
 	}
 	t.mu.Unlock()
 	for _, u := range objs {
@@ -156,80 +155,78 @@ func (t *term) loadAll() {
 	}
 }
 
-// change is a loaded Instance as the metadata server's Index takes it.
-func change(k string, l *loaded) registry.Change {
-	c := registry.Change{Key: k, Record: l.rec, Seq: l.rv}
-	if l.rec == nil {
-		c.Err = l.problems
+// addresses are those the spec a server serves lists.
+func (l *loaded) addresses() []netip.Addr {
+	if l == nil || l.good == nil {
+		return nil
 	}
-	return c
+	return l.good.Addresses
 }
 
-// applyServed hands key's version to the Index (nil: the object is gone)
-// and queues the Instances whose refusal that may have lifted.
+// applyServed claims the addresses of key's version l (nil: the object is
+// gone) and queues the other Instances whose Served that may change.
 func (t *term) applyServed(k string, l *loaded) {
 	t.mu.Lock()
-	var c registry.Change
 	if l == nil {
-		c = registry.Change{Key: k}
 		delete(t.loaded, k)
 	} else {
-		c = change(k, l)
 		t.loaded[k] = l
 	}
-	t.ix.Apply([]registry.Change{c})
-	var requeue []string
-	for r := range t.refused {
-		if _, err := t.ix.Pending(r); err == nil {
-			delete(t.refused, r)
-			if r != k {
-				requeue = append(requeue, r)
-			}
-		}
-	}
-	if l != nil {
-		if _, err := t.ix.Pending(k); err != nil {
-			t.refused[k] = true
-		}
-	}
+	affected := t.claims.SetSpec(k, l.addresses())
 	t.mu.Unlock()
-	for _, r := range requeue {
+	t.requeue(slices.DeleteFunc(affected, func(a string) bool { return a == k }))
+}
+
+// requeue queues the Instances keys names (namespace/name).
+func (t *term) requeue(keys []string) {
+	for _, r := range keys {
 		ns, name, _ := strings.Cut(r, "/")
 		t.queue.Add(key{kindInstance, ns, name})
 	}
 }
 
-// served is the Served condition of key's version l.
+// vmiChanged claims a VMI's addresses for the Instance it counts for.
+func (t *term) vmiChanged(obj any, gone bool) {
+	m, ok := metaOf(obj)
+	if !ok {
+		return
+	}
+	u, _ := obj.(*unstructured.Unstructured)
+	if gone {
+		u = nil
+	}
+	t.mu.Lock()
+	affected := t.claims.SetVMI(m.GetNamespace()+"/"+m.GetName(), u)
+	t.mu.Unlock()
+	t.requeue(affected)
+}
+
+// served is the Served condition of key's version l: what the metadata
+// servers' rule (kubestore.Claims) makes of it.
 func (t *term) served(k string, l *loaded) metav1.Condition {
 	t.mu.Lock()
-	defer t.mu.Unlock()
+	res := t.claims.Resolve(k)
+	t.mu.Unlock()
 	c := metav1.Condition{Type: v1alpha1.ConditionServed}
-	cur := t.ix.Served(k)
-	_, refusal := t.ix.Pending(k)
+	at := listed(res.Addresses)
 	switch {
 	case l.rec == nil:
 		c.Status, c.Reason = metav1.ConditionFalse, "Invalid"
 		c.Message = "the spec does not load, so the metadata server does not serve this version"
-		if cur != nil {
-			c.Message += " (a server that served an earlier version keeps serving that)"
+		if l.good != nil {
+			c.Message += " (it keeps serving the last version that loaded, at " + at + ")"
 		}
-	case refusal != nil:
-		c.Status, c.Reason = metav1.ConditionFalse, "Conflict"
-		c.Message = refusal.Error()
-	case cur != nil && cur.Revision == l.rec.Revision:
-		c.Status, c.Reason = metav1.ConditionTrue, "Served"
-		if len(cur.Addresses) == 0 {
-			c.Message = "served; no address of its own: to the KubeVirt VMIs that name it, or through a trusted proxy"
-		} else {
-			addrs := make([]string, len(cur.Addresses))
-			for i, a := range cur.Addresses {
-				addrs[i] = a.String()
-			}
-			c.Message = "served to " + strings.Join(addrs, ", ")
+	case len(res.Problems) > 0:
+		c.Status, c.Reason = metav1.ConditionFalse, "AddressRefused"
+		if len(res.Conflicts) > 0 {
+			c.Reason = "Conflict"
 		}
+		c.Message = joinProblems(append(spec.Errors{{Message: "served at " + at + ", but not at every address it claims:"}}, res.Problems...))
 	default:
-		c.Status, c.Reason = metav1.ConditionUnknown, "Pending"
-		c.Message = "not applied yet"
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, "Served", "served to "+at
+		if len(res.Addresses) == 0 {
+			c.Message = "served at " + at
+		}
 	}
 	return c
 }
@@ -316,8 +313,29 @@ func (t *term) status(u *unstructured.Unstructured, l *loaded, cur *v1alpha1.Ins
 	return next
 }
 
-// maxMessage bounds a condition's message (the API allows 32 KiB).
-const maxMessage = 8 << 10
+// listed is where an instance is served, for a condition's message: at
+// most maxListed addresses.
+func listed(addrs []netip.Addr) string {
+	if len(addrs) == 0 {
+		return "no address (by name only, through a trusted proxy)"
+	}
+	var out []string
+	for i, a := range addrs {
+		if i == maxListed {
+			out = append(out, fmt.Sprintf("and %d more", len(addrs)-i))
+			break
+		}
+		out = append(out, a.String())
+	}
+	return strings.Join(out, ", ")
+}
+
+// maxMessage bounds a condition's message (the API allows 32 KiB), and
+// maxListed the addresses it lists.
+const (
+	maxMessage = 8 << 10
+	maxListed  = 32
+)
 
 // joinProblems lists problems as validate prints them, one per line.
 func joinProblems(es spec.Errors) string {
@@ -361,7 +379,7 @@ func (t *term) events(u *unstructured.Unstructured, cur, next *v1alpha1.Instance
 	}
 	wasS := meta.FindStatusCondition(cur.Conditions, v1alpha1.ConditionServed)
 	nowS := meta.FindStatusCondition(next.Conditions, v1alpha1.ConditionServed)
-	if nowS.Reason == "Conflict" && (wasS == nil || wasS.Message != nowS.Message) {
-		t.recorder.Event(u, corev1.EventTypeWarning, "Conflict", nowS.Message)
+	if (nowS.Reason == "Conflict" || nowS.Reason == "AddressRefused") && (wasS == nil || wasS.Message != nowS.Message) {
+		t.recorder.Event(u, corev1.EventTypeWarning, nowS.Reason, nowS.Message)
 	}
 }

@@ -60,6 +60,14 @@ func (t *term) vmChanged(old, obj any) {
 		return
 	}
 	t.queue.Add(key{kindVM, m.GetNamespace(), m.GetName()})
+	// The Instance it names is the one its VMI's addresses count for,
+	// when the VMI names none (the informer's cache lost it when deleted).
+	cur, _ := get(t.vms, m.GetNamespace(), m.GetName())
+	vm, _ := cur.(*unstructured.Unstructured)
+	t.mu.Lock()
+	affected := t.claims.SetVM(m.GetNamespace()+"/"+m.GetName(), vm)
+	t.mu.Unlock()
+	t.requeue(affected)
 	// The Instances it named and names list it in their status.
 	for _, o := range []any{old, obj} {
 		if vm, ok := o.(*unstructured.Unstructured); ok {
