@@ -24,6 +24,8 @@ type runFlags struct {
 	in         inputFlags
 	report     reportFlags
 	image      string
+	format     string
+	allowBack  bool
 	overlay    string
 	kernel     string
 	initrd     string
@@ -70,6 +72,12 @@ emulation (--accel). --console attaches the serial console to this terminal
 and stays attached after the first boot until the guest powers off. Ctrl-C
 powers the guest off (ACPI), and stops QEMU if it does not.
 
+The image is refused when it names other files QEMU would open (a qcow2
+backing file or data file: the guest would read a host file) unless
+--allow-backing-files, and always when it names a protocol (nbd://,
+http://...). --image-format raw|qcow2 says what the image is; without it
+the format is read from the image's first bytes.
+
 Nothing is left behind: the seed and the overlay live in a temporary
 directory, unless --overlay names an overlay to keep (a second run on it is
 a second boot of the same disk). Exits 0 when the agent reported success,
@@ -91,6 +99,8 @@ shown).`,
 	f.report.register(cmd)
 	fl := cmd.Flags()
 	fl.StringVar(&f.image, "image", "", "the disk image to boot (qcow2 or raw; never modified)")
+	fl.StringVar(&f.format, "image-format", "", "the disk image's format, qcow2 or raw (default: read from its first bytes; give raw for a raw disk a guest has written to)")
+	fl.BoolVar(&f.allowBack, "allow-backing-files", false, "boot an image that names backing files or data files (local files only: the guest reads them, and writes a data file)")
 	fl.StringVar(&f.overlay, "overlay", "", "keep the copy-on-write overlay in this file (created when absent; default: a temporary one)")
 	fl.StringVar(&f.kernel, "kernel", "", "boot this kernel directly (QEMU -kernel)")
 	fl.StringVar(&f.initrd, "initrd", "", "with --kernel: its initramfs")
@@ -107,6 +117,7 @@ shown).`,
 	fl.BoolVar(&f.console, "console", false, "attach the serial console to this terminal; stay attached until the guest powers off")
 	fl.DurationVar(&f.timeout, "timeout", vmrun.DefaultTimeout, "give up when the agent has not reported its first boot by then")
 	cmd.RegisterFlagCompletionFunc("datasource", cobra.FixedCompletions(runDatasources(), cobra.ShellCompDirectiveNoFileComp))
+	cmd.RegisterFlagCompletionFunc("image-format", cobra.FixedCompletions(qemu.Formats, cobra.ShellCompDirectiveNoFileComp))
 	cmd.RegisterFlagCompletionFunc("media", cobra.FixedCompletions(vmrun.Media, cobra.ShellCompDirectiveNoFileComp))
 	cmd.RegisterFlagCompletionFunc("accel", cobra.FixedCompletions(qemu.Accelerators, cobra.ShellCompDirectiveNoFileComp))
 	cmd.RegisterFlagCompletionFunc("dialect", cobra.FixedCompletions(runDialects(), cobra.ShellCompDirectiveNoFileComp))
@@ -167,7 +178,7 @@ func (f *runFlags) run(cmd *cobra.Command, args []string) error {
 	}
 	stderr := cmd.ErrOrStderr()
 	o := vmrun.Options{
-		Instance: in.inst, Image: f.image, Overlay: f.overlay,
+		Instance: in.inst, Image: f.image, ImageFormat: f.format, AllowBackingFiles: f.allowBack, Overlay: f.overlay,
 		Kernel: f.kernel, Initrd: f.initrd, Append: f.appendArgs,
 		Memory: f.memory, CPUs: f.cpus, SSHPort: f.sshPort,
 		Datasource: f.datasource, Media: f.media, Serve: f.serve, Dialect: f.dialect,

@@ -94,6 +94,9 @@ func configure(o Options) (*config, error) {
 	if o.Image == "" && o.Kernel == "" {
 		bad("image: a disk image is required (or a kernel to boot)")
 	}
+	if o.ImageFormat != "" && !slices.Contains(qemu.Formats, o.ImageFormat) {
+		bad("image format %q: want %s", o.ImageFormat, strings.Join(qemu.Formats, " or "))
+	}
 	if (o.Initrd != "" || o.Append != "") && o.Kernel == "" {
 		bad("initrd/append: they need a kernel (--kernel)")
 	}

@@ -1,10 +1,8 @@
 package run
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,11 +13,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 
 	"github.com/vminit/vminit/check"
 	"github.com/vminit/vminit/delivery"
-	"github.com/vminit/vminit/internal/lib/qemu"
 	"github.com/vminit/vminit/mdserver"
 	"github.com/vminit/vminit/mdserver/registry"
 	"github.com/vminit/vminit/media"
@@ -75,52 +71,6 @@ func (c *config) writeDelivery(rep *check.Report, dir string, f *files) error {
 		err = cerr
 	}
 	return err
-}
-
-// overlay creates the copy-on-write overlay QEMU boots, or checks that a
-// kept overlay is one over this image. The base image is opened read-only
-// by QEMU as the overlay's backing file and never written.
-func overlay(ctx context.Context, img *qemu.Image, image, path string) error {
-	abs, err := filepath.Abs(image)
-	if err != nil {
-		return err
-	}
-	if _, err := os.Stat(path); err == nil {
-		return checkOverlay(ctx, abs, path)
-	}
-	qemuImg, err := qemu.Find(qemu.Img)
-	if err != nil {
-		return err
-	}
-	out, err := exec.CommandContext(ctx, qemuImg, "create", "-q", "-f", "qcow2", "-F", img.Format, "-b", abs, path).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("qemu-img create %s: %v: %s", path, err, strings.TrimSpace(string(out)))
-	}
-	return nil
-}
-
-// checkOverlay refuses a kept overlay that is not a qcow2 backed by base:
-// booting it would boot another disk.
-func checkOverlay(ctx context.Context, base, path string) error {
-	qemuImg, err := qemu.Find(qemu.Img)
-	if err != nil {
-		return err
-	}
-	out, err := exec.CommandContext(ctx, qemuImg, "info", "--output=json", "-U", path).Output()
-	if err != nil {
-		return fmt.Errorf("overlay %s: qemu-img info: %v", path, err)
-	}
-	var info struct {
-		Format  string `json:"format"`
-		Backing string `json:"full-backing-filename"`
-	}
-	if err := json.Unmarshal(out, &info); err != nil {
-		return fmt.Errorf("overlay %s: qemu-img info: %v", path, err)
-	}
-	if info.Format != qemu.QCOW2 || info.Backing != base {
-		return fmt.Errorf("overlay %s exists but is not a qcow2 overlay of %s (format %s, backing file %q): remove it or give another path", path, base, info.Format, info.Backing)
-	}
-	return nil
 }
 
 // primaryMAC is the MAC of the guest's first NIC when the spec names none:

@@ -31,9 +31,19 @@ type Options struct {
 	// Image is the disk image. It is never modified: a qcow2 overlay
 	// backed by it (qemu-img create -b) is booted.
 	Image string
+	// ImageFormat is Image's format, qcow2 or raw; empty means probed
+	// from its first bytes (a raw disk a guest wrote a qcow2 header into
+	// is then read as qcow2: give raw for such a disk).
+	ImageFormat string
+	// AllowBackingFiles lets Image (and the images below it) name backing
+	// files and data files, local files only: QEMU opens them, and the
+	// guest reads them (a data file, it also writes). By default such an
+	// image is refused; a protocol (nbd://, http://...) is refused always.
+	AllowBackingFiles bool
 	// Overlay, if set, is where the overlay is created when absent; it is
 	// kept, so a second Start on the same Overlay is a second boot of the
-	// same disk. Empty means a temporary overlay, removed by Stop/Wait.
+	// same disk (an existing one is used only when its sole dependency is
+	// Image). Empty means a temporary overlay, removed by Stop/Wait.
 	Overlay string
 	// Kernel, Initrd and Append are an optional direct kernel boot
 	// (QEMU -kernel/-initrd/-append).
@@ -137,27 +147,9 @@ func Start(ctx context.Context, o Options) (*Guest, error) {
 	if f.qemu, err = qemu.Find(qemu.System); err != nil {
 		return nil, fmt.Errorf("run: %w", err)
 	}
-	var img *qemu.Image
-	if o.Image != "" {
-		if img, err = qemu.DetectImage(o.Image); err != nil {
-			return nil, fmt.Errorf("run: --image %w", err)
-		}
-		if img.BareFS && o.Kernel == "" {
-			return nil, fmt.Errorf("run: --image %s is a bare %s without a boot loader: give the kernel to boot it with (--kernel, --initrd, --append root=/dev/vda)", o.Image, img.Kind)
-		}
-		if _, err := qemu.Find(qemu.Img); err != nil {
-			return nil, fmt.Errorf("run: %w", err)
-		}
-	}
-	for _, p := range []struct{ flag, path string }{{"kernel", o.Kernel}, {"initrd", o.Initrd}} {
-		if p.path == "" {
-			continue
-		}
-		if st, err := os.Stat(p.path); err != nil {
-			return nil, fmt.Errorf("run: --%s: %w", p.flag, err)
-		} else if st.IsDir() {
-			return nil, fmt.Errorf("run: --%s %s is a directory", p.flag, p.path)
-		}
+	img, err := c.checkInputs(ctx)
+	if err != nil {
+		return nil, err
 	}
 	if c.accel, err = qemu.Accel(f.qemu, c.Accel); err != nil {
 		return nil, fmt.Errorf("run: --accel kvm: %w", err)
@@ -178,11 +170,11 @@ func Start(ctx context.Context, o Options) (*Guest, error) {
 		}
 	}()
 	if img != nil {
-		f.disk, f.diskFormat = o.Overlay, qemu.QCOW2
+		f.disk, f.diskFormat = c.Overlay, qemu.QCOW2
 		if f.disk == "" {
 			f.disk = filepath.Join(g.dir, "overlay.qcow2")
 		}
-		if err := overlay(ctx, img, o.Image, f.disk); err != nil {
+		if err := overlay(ctx, img, c.Image, f.disk); err != nil {
 			return nil, fmt.Errorf("run: %w", err)
 		}
 	}
