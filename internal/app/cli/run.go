@@ -33,6 +33,7 @@ type runFlags struct {
 	memory     string
 	cpus       int
 	sshPort    int
+	outbound   bool
 	datasource string
 	media      string
 	serve      bool
@@ -61,14 +62,15 @@ agent's result and errors.
   or on a config drive (--datasource configdrive: the openstack platform);
 
   --serve: no drive; an in-process metadata server answers the guest over
-  its user-mode network at 169.254.169.254 (EC2, OpenStack; Ignition's aws
-  and openstack platforms) or at the NoCloud-net URL the SMBIOS serial
-  gives, and the SMBIOS strings make cloud-init pick that datasource.
+  its user-mode network at 169.254.169.254 (EC2, OpenStack, NoCloud-net;
+  Ignition's aws and openstack platforms) through a relay only this guest
+  reaches, and the SMBIOS strings make cloud-init pick that datasource.
 
 The guest has a user-mode NIC (with the spec's MAC when its network names
 one; --nics adds NICs for bonds) and, with --ssh-port, 127.0.0.1:PORT
-forwarded to its port 22. KVM is used when it works here, else software
-emulation (--accel). --console attaches the serial console to this terminal
+forwarded to its port 22. It cannot connect out (QEMU's restrict=on: not
+to the network, not to the host's loopback services) unless --outbound.
+KVM is used when it works here, else software emulation (--accel). --console attaches the serial console to this terminal
 and stays attached after the first boot until the guest powers off. Ctrl-C
 powers the guest off (ACPI), and stops QEMU if it does not.
 
@@ -108,6 +110,7 @@ shown).`,
 	fl.StringVar(&f.memory, "memory", vmrun.DefaultMemory, "guest memory, e.g. 2G or 1024M")
 	fl.IntVar(&f.cpus, "cpus", vmrun.DefaultCPUs, "virtual CPUs")
 	fl.IntVar(&f.sshPort, "ssh-port", 0, "forward 127.0.0.1:PORT to the guest's SSH port 22")
+	fl.BoolVar(&f.outbound, "outbound", false, "let the guest connect out through QEMU's user network (to the network, and to the host's loopback services through the host address QEMU gives it); by default it reaches only its metadata relay")
 	fl.StringVar(&f.datasource, "datasource", "", "how the data reaches the guest: cloud-init nocloud or configdrive (default: the spec's, else nocloud); Ignition fwcfg or configdrive (default fwcfg)")
 	fl.StringVar(&f.media, "media", vmrun.Media[0], "the seed drive: iso (a CD-ROM) or vfat (a virtio disk)")
 	fl.BoolVar(&f.serve, "serve", false, "answer the guest from an in-process metadata server over its network instead of a drive")
@@ -180,7 +183,7 @@ func (f *runFlags) run(cmd *cobra.Command, args []string) error {
 	o := vmrun.Options{
 		Instance: in.inst, Image: f.image, ImageFormat: f.format, AllowBackingFiles: f.allowBack, Overlay: f.overlay,
 		Kernel: f.kernel, Initrd: f.initrd, Append: f.appendArgs,
-		Memory: f.memory, CPUs: f.cpus, SSHPort: f.sshPort,
+		Memory: f.memory, CPUs: f.cpus, SSHPort: f.sshPort, Outbound: f.outbound,
 		Datasource: f.datasource, Media: f.media, Serve: f.serve, Dialect: f.dialect,
 		NICs: f.nics, Accel: f.accel, Timeout: f.timeout, Progress: stderr,
 	}

@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -54,13 +53,20 @@ type Options struct {
 	CPUs int
 	// SSHPort is the host port forwarded to the guest's port 22; 0 = none.
 	SSHPort int
+	// Outbound lets the guest connect out through QEMU's user network:
+	// to the network the host reaches and to the host itself, whose
+	// loopback services (10.0.2.2 is the host's 127.0.0.1) it then
+	// reaches too. Off (restrict=on), the guest reaches only its metadata
+	// relay and answers only on SSHPort.
+	Outbound bool
 	// Datasource selects the delivery: for cloud-init "nocloud" (default)
 	// or "configdrive"; for Ignition "fwcfg" (default) or "configdrive".
 	Datasource string
 	// Media is the seed drive's filesystem: "iso" (default) or "vfat".
 	Media string
-	// Serve answers the guest from an in-process metadata server reached
-	// over its user-mode network instead of a seed drive.
+	// Serve answers the guest from an in-process metadata server instead
+	// of a seed drive, reached at 169.254.169.254:80 over its user-mode
+	// network through a relay only this guest reaches (relay.go).
 	Serve bool
 	// Dialect is the metadata API served with Serve: "ec2", "openstack" or
 	// "nocloud" for cloud-init (default from the spec, else ec2); "aws" or
@@ -109,8 +115,7 @@ type Guest struct {
 	cmd     *exec.Cmd
 	dir     string // the temporary directory (seed, overlay, QMP socket)
 	qmp     string
-	srv     *http.Server
-	srvAddr string
+	relay   *relay // the guest's metadata server (Serve)
 	start   time.Time
 	console ring
 	stderr  ring // QEMU's own messages
@@ -182,14 +187,9 @@ func Start(ctx context.Context, o Options) (*Guest, error) {
 		return nil, fmt.Errorf("run: writing the seed: %w", err)
 	}
 	if c.Serve {
-		if g.srv, f.mdPort, err = serve(c.servedInstance()); err != nil {
+		f.relay = relaySocket(g.dir)
+		if g.relay, err = startRelay(c.servedInstance(), f.relay); err != nil {
 			return nil, fmt.Errorf("run: metadata server: %w", err)
-		}
-		g.srvAddr = fmt.Sprintf("127.0.0.1:%d", f.mdPort)
-		if c.dialect != spec.DialectNoCloud {
-			if f.relay, err = relayCommand(f.mdPort); err != nil {
-				return nil, err
-			}
 		}
 		f.uuid = ec2UUID(c.Instance.Metadata.Name)
 	}
@@ -215,7 +215,7 @@ func (g *Guest) delivery() string {
 	c := g.c
 	switch {
 	case c.Serve:
-		return fmt.Sprintf("metadata server (%s) on %s", c.dialect, g.srvAddr)
+		return fmt.Sprintf("metadata server (%s) at %s through its relay", c.dialect, metadataAddr)
 	case c.datasource == DatasourceFwCfg:
 		return "fw_cfg"
 	}
@@ -485,8 +485,8 @@ func (g *Guest) kill() {
 // directory (a kept Overlay is outside it).
 func (g *Guest) cleanup() {
 	g.cleanOnce.Do(func() {
-		if g.srv != nil {
-			g.srv.Close()
+		if g.relay != nil {
+			g.relay.Close()
 		}
 		if err := os.RemoveAll(g.dir); err != nil {
 			g.stopErr = err
