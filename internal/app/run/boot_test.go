@@ -257,3 +257,28 @@ func TestServeBootsWithTheDialectsSMBIOS(t *testing.T) {
 		}
 	}
 }
+
+// TestRelativePathsBoot: the image, the kept overlay and the kernel given
+// relative to the working directory, as docs/run.md's example does, boot
+// (QEMU runs in the temporary directory, so run makes them absolute).
+func TestRelativePathsBoot(t *testing.T) {
+	kernel := bootKernel(t)
+	shortGrace(t, time.Second)
+	dev := loadSpec(t, "../../../examples/dev-vm.yaml")
+	dir := t.TempDir()
+	mbrDisk(t, dir)
+	t.Chdir(dir)
+	relKernel, err := filepath.Rel(dir, kernel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := start(t, Options{Instance: dev, Image: "base.raw", Overlay: "kept.qcow2",
+		Kernel: relKernel, Append: waitForever, Memory: "256M", CPUs: 1})
+	waitConsole(t, g, "Linux version")
+	if err := g.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "kept.qcow2")); err != nil {
+		t.Errorf("the kept overlay is not where --overlay said: %v", err)
+	}
+}
