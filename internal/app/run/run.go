@@ -4,7 +4,9 @@
 // first boot finished. It is the engine of `vminit run`.
 //
 // The disk image is never modified: a qcow2 overlay backed by it is booted.
-// The seed is built in a temporary directory that Stop and Wait remove.
+// The seed is built in a private temporary directory that Stop and Wait
+// remove; one left by a run that was killed (SIGKILL) is removed by the
+// next Start.
 package run
 
 import (
@@ -15,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -165,7 +168,7 @@ func Start(ctx context.Context, o Options) (*Guest, error) {
 	}
 	g := &Guest{c: c, console: ring{max: MaxConsole}, stderr: ring{max: 64 << 10},
 		agentCh: make(chan struct{}), readDone: make(chan struct{}), exited: make(chan struct{})}
-	if g.dir, err = os.MkdirTemp("", "vminit-run-"); err != nil {
+	if g.dir, err = makeRunDir(); err != nil {
 		return nil, err
 	}
 	ok := false
@@ -319,6 +322,46 @@ func (g *Guest) say(format string, a ...any) {
 		el = time.Since(g.start)
 	}
 	fmt.Fprintf(g.c.Progress, "[%6.1fs] %s\n", el.Seconds(), fmt.Sprintf(format, a...))
+}
+
+// runDirPrefix names the runs' temporary directories.
+const runDirPrefix = "vminit-run-"
+
+// makeRunDir creates the run's private (0700) temporary directory with a
+// pid file naming this process, after removing the directories of runs
+// that were killed without cleaning up (SIGKILL cannot be caught; QEMU
+// dies with vminit, Pdeathsig, but the seed stays).
+func makeRunDir() (string, error) {
+	reapRunDirs()
+	dir, err := os.MkdirTemp("", runDirPrefix)
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "pid"), []byte(strconv.Itoa(os.Getpid())), 0o600); err != nil {
+		os.RemoveAll(dir)
+		return "", err
+	}
+	return dir, nil
+}
+
+// reapRunDirs removes the run directories of this user whose pid file
+// names a process that is gone. A directory without a pid file is being
+// created, or is not a run's: it is left alone.
+func reapRunDirs() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), runDirPrefix+"*"))
+	for _, d := range dirs {
+		st, err := os.Lstat(d)
+		if err != nil || !st.IsDir() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(d, "pid"))
+		if err != nil {
+			continue
+		}
+		if pid, err := strconv.Atoi(string(b)); err == nil && leftByDeadRun(st, pid) {
+			os.RemoveAll(d)
+		}
+	}
 }
 
 // ErrTimeout and ErrExited are the Result.Err of a guest whose agent never
