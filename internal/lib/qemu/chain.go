@@ -185,7 +185,7 @@ func parseQCOW2Header(b []byte) (*qcow2Header, error) {
 		return nil, fmt.Errorf("%w (version %d)", errBadQCOW2, version)
 	}
 	if off, size := be.Uint64(b[8:]), uint64(be.Uint32(b[16:])); off != 0 && size != 0 {
-		if off+size > uint64(len(b)) {
+		if off > uint64(len(b)) || size > uint64(len(b))-off {
 			return nil, fmt.Errorf("%w: the backing file name lies beyond the first %d bytes", errBadQCOW2, len(b))
 		}
 		h.backing = string(b[off : off+size])

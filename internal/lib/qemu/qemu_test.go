@@ -148,3 +148,35 @@ func TestDetectImageAgreesWithRealTools(t *testing.T) {
 		t.Errorf("mkfs.ext4's filesystem: %+v, %v", got, err)
 	}
 }
+
+// TestQCOW2HeaderHostileFields: a header whose offsets and lengths point
+// anywhere is an error, never a panic or a read beyond what was read.
+func TestQCOW2HeaderHostileFields(t *testing.T) {
+	h := make([]byte, 512)
+	copy(h, "QFI\xfb")
+	binary.BigEndian.PutUint32(h[4:], 3)
+	binary.BigEndian.PutUint32(h[100:], 104)
+	for name, set := range map[string]func(b []byte){
+		"backing offset wraps": func(b []byte) { binary.BigEndian.PutUint64(b[8:], ^uint64(0)); binary.BigEndian.PutUint32(b[16:], 2) },
+		"backing beyond":       func(b []byte) { binary.BigEndian.PutUint64(b[8:], 500); binary.BigEndian.PutUint32(b[16:], 100) },
+		"extension beyond": func(b []byte) {
+			binary.BigEndian.PutUint32(b[104:], extDataFile)
+			binary.BigEndian.PutUint32(b[108:], 1<<31)
+		},
+		"header length beyond": func(b []byte) { binary.BigEndian.PutUint32(b[100:], ^uint32(0)) },
+		"no end of extensions": func(b []byte) {
+			binary.BigEndian.PutUint32(b[104:], 0x12345678)
+			binary.BigEndian.PutUint32(b[108:], 400)
+		},
+		"version 4": func(b []byte) { binary.BigEndian.PutUint32(b[4:], 4) },
+	} {
+		b := append([]byte(nil), h...)
+		set(b)
+		if _, err := parseQCOW2Header(b); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+	if _, err := parseQCOW2Header(h); err != nil {
+		t.Errorf("a plain v3 header: %v", err)
+	}
+}
