@@ -1,6 +1,7 @@
 package run
 
 import (
+	"bufio"
 	"net"
 	"os"
 	"path/filepath"
@@ -23,6 +24,7 @@ const relayGuestScript = `
 ip link set eth0 up
 ip addr add 169.254.169.15/24 dev eth0
 ip route add default via 169.254.169.2
+{ echo SSH-PORT-FORWARDED | nc -l -p 22; } &
 # md asks once and hangs up when the answer is in (busybox's wget crashes
 # in a static build, and a metadata server never closes first).
 md() {
@@ -57,7 +59,8 @@ sleep 3600
 // server 20 times, then holds 100 connections open without a word: every
 // request is answered, QEMU starts no process for any of them (the relay
 // is in-process), the server still answers after the silent ones, and
-// the guest cannot reach a listener on the host's loopback (restrict=on).
+// the guest cannot reach a listener on the host's loopback (restrict=on),
+// while --ssh-port still reaches the guest.
 func TestRelayIsInProcessAndRestricted(t *testing.T) {
 	kernel := bootKernel(t)
 	requireModule(t, "virtio_net")
@@ -70,7 +73,8 @@ func TestRelayIsInProcessAndRestricted(t *testing.T) {
 	script := strings.NewReplacer("@REQUESTS@", "20", "@SILENT@", "100",
 		"@HOSTPORT@", strconv.Itoa(host.Addr().(*net.TCPAddr).Port)).Replace(relayGuestScript)
 	initrd := qemutest.Initramfs(t, script)
-	g := start(t, Options{Instance: loadSpec(t, "../../../examples/dev-vm.yaml"), Serve: true, Dialect: "openstack",
+	sshPort := testtools.FreePort(t)
+	g := start(t, Options{Instance: loadSpec(t, "../../../examples/dev-vm.yaml"), Serve: true, Dialect: "openstack", SSHPort: sshPort,
 		Kernel: kernel, Initrd: initrd, Append: "console=ttyS0 quiet", Memory: "256M", CPUs: 1})
 	waitConsole(t, g, "GUEST-DONE")
 	console := string(g.Console())
@@ -88,6 +92,20 @@ func TestRelayIsInProcessAndRestricted(t *testing.T) {
 	}
 	if n := children(t, g.cmd.Process.Pid); n != 0 {
 		t.Errorf("QEMU has %d child processes with 100 guest connections open; want none", n)
+	}
+	if n := g.relay.l.Addr().Network(); n != "unix" {
+		t.Errorf("the relay listens on %s; want only a Unix socket", n)
+	}
+	// --ssh-port's forward still reaches the guest under restrict=on.
+	if c, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(sshPort))); err != nil {
+		t.Errorf("--ssh-port: %v", err)
+	} else {
+		c.SetDeadline(time.Now().Add(time.Minute)) // against a hang, not a measure
+		line, _ := bufio.NewReader(c).ReadString('\n')
+		c.Close()
+		if line != "SSH-PORT-FORWARDED\n" {
+			t.Errorf("--ssh-port: the guest's port 22 said %q", line)
+		}
 	}
 	host.(*net.TCPListener).SetDeadline(time.Now())
 	if c, err := host.Accept(); err == nil {
