@@ -58,8 +58,8 @@ type Options struct {
 	SSHPort int
 	// Outbound lets the guest connect out through QEMU's user network:
 	// to the network the host reaches and to the host itself, whose
-	// loopback services (10.0.2.2 is the host's 127.0.0.1) it then
-	// reaches too. Off (restrict=on), the guest reaches only its metadata
+	// loopback services it then reaches too (QEMU's host address, 10.0.2.2,
+	// or 169.254.169.2 with Serve, is the host's 127.0.0.1). Off (restrict=on), the guest reaches only its metadata
 	// relay and answers only on SSHPort.
 	Outbound bool
 	// Datasource selects the delivery: for cloud-init "nocloud" (default)
@@ -116,7 +116,7 @@ type Result struct {
 type Guest struct {
 	c       *config
 	cmd     *exec.Cmd
-	dir     string // the temporary directory (seed, overlay, QMP socket)
+	dir     string // the temporary directory (seed, overlay, QMP and relay sockets)
 	qmp     string
 	relay   *relay // the guest's metadata server (Serve)
 	start   time.Time
