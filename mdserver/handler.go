@@ -44,6 +44,11 @@ type Options struct {
 	// QEMU user-mode networking (whose guests reach the host from
 	// 127.0.0.1) turn it on.
 	AllowLoopbackInstances bool
+	// NoHopLimit issues IMDSv2 tokens without setting the IP TTL of the
+	// connection (metadataServer.tokenHopLimit), for a handler that does
+	// not answer over a TCP connection to the guest: vminit run's relay,
+	// where QEMU's user network makes the guest's packets itself.
+	NoHopLimit bool
 	// TokenKey signs IMDSv2 session tokens. Servers that share it accept
 	// each other's tokens; empty means a random key per process (tokens do
 	// not survive a restart; clients get 401 and ask for a new one).

@@ -32,7 +32,8 @@ DEST="${VMINIT_TEST_KERNEL_DIR:-/var/cache/vminit-test-kernel}"
 
 # Modules wanted; a module built into the kernel (modules.builtin) is skipped.
 WANT=(isofs vfat fat nls_cp437 nls_ascii nls_utf8 nls_iso8859_1
-      cdrom sr_mod virtio_pci virtio_scsi virtio_blk qemu_fw_cfg)
+      cdrom sr_mod virtio_pci virtio_scsi virtio_blk qemu_fw_cfg
+      virtio_net) # virtio_net: vminit run's guests reach its metadata relay
 
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
@@ -53,7 +54,8 @@ if [ -z "$pkg" ]; then
   exit 1
 fi
 ver=$(apt-cache policy "$pkg" | sed -n 's/^ *Candidate: //p')
-stamp="$pkg $ver"
+# The module list is part of the stamp: a new module reinstalls the cache.
+stamp="$pkg $ver (${WANT[*]})"
 
 if [ -f "$DEST/VERSION" ] && [ "$(cat "$DEST/VERSION")" = "$stamp" ] &&
    [ -s "$DEST/vmlinuz" ] && [ -s "$DEST/vmlinux" ] && [ -s "$DEST/modules.load" ]; then

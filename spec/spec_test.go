@@ -159,6 +159,10 @@ func TestBadSpecs(t *testing.T) {
 		{"userDataOnly for Ignition", header + "spec:\n  agent: ignition\n  cloudInit:\n    userDataOnly: true\n", []string{"spec.cloudInit.userDataOnly: is for cloud-init guests"}},
 		{"bad cloud-config", header + "spec:\n  cloudInit:\n    userData: \"#cloud-config\\n- a\\n\"\n", []string{"spec.cloudInit.userData: #cloud-config must be a mapping"}},
 		{"bad mac", header + "spec:\n  network:\n    ethernets:\n      e0:\n        match: {macAddress: 'zz'}\n", []string{`spec.network.ethernets.e0.match.macAddress: "zz" is not a MAC address`}},
+		{"dotted or dashed mac", header + "spec:\n  network:\n    ethernets:\n      e0:\n        match: {macAddress: '5254.0012.3456'}\n      e1:\n        match: {macAddress: '52-54-00-12-34-57'}\n        macAddress: '0200.0000.0001'\n", []string{
+			`spec.network.ethernets.e0.match.macAddress: "5254.0012.3456" is not a MAC address in the colon form`,
+			`spec.network.ethernets.e1.match.macAddress: "52-54-00-12-34-57" is not a MAC address`,
+			`spec.network.ethernets.e1.macAddress: "0200.0000.0001" is not a MAC address`}},
 		{"bad cidr", header + "spec:\n  network:\n    ethernets:\n      eth0:\n        addresses: [10.0.0.1]\n", []string{`spec.network.ethernets.eth0.addresses[0]: "10.0.0.1" is not an address in CIDR form`}},
 		{"gateway family", header + "spec:\n  network:\n    ethernets:\n      eth0:\n        gateway4: '2001:db8::1'\n", []string{`spec.network.ethernets.eth0.gateway4: "2001:db8::1" is not an IPv4 address`}},
 		{"route family", header + "spec:\n  network:\n    ethernets:\n      eth0:\n        routes: [{to: 10.0.0.0/8, via: '2001:db8::1'}]\n", []string{"spec.network.ethernets.eth0.routes[0].via: 2001:db8::1 and 10.0.0.0/8 are of different address families"}},

@@ -24,6 +24,8 @@ type runFlags struct {
 	in         inputFlags
 	report     reportFlags
 	image      string
+	format     string
+	allowBack  bool
 	overlay    string
 	kernel     string
 	initrd     string
@@ -31,6 +33,7 @@ type runFlags struct {
 	memory     string
 	cpus       int
 	sshPort    int
+	outbound   bool
 	datasource string
 	media      string
 	serve      bool
@@ -59,16 +62,23 @@ agent's result and errors.
   or on a config drive (--datasource configdrive: the openstack platform);
 
   --serve: no drive; an in-process metadata server answers the guest over
-  its user-mode network at 169.254.169.254 (EC2, OpenStack; Ignition's aws
-  and openstack platforms) or at the NoCloud-net URL the SMBIOS serial
-  gives, and the SMBIOS strings make cloud-init pick that datasource.
+  its user-mode network at 169.254.169.254 (EC2, OpenStack, NoCloud-net;
+  Ignition's aws and openstack platforms) through a relay only this guest
+  reaches, and the SMBIOS strings make cloud-init pick that datasource.
 
 The guest has a user-mode NIC (with the spec's MAC when its network names
 one; --nics adds NICs for bonds) and, with --ssh-port, 127.0.0.1:PORT
-forwarded to its port 22. KVM is used when it works here, else software
-emulation (--accel). --console attaches the serial console to this terminal
+forwarded to its port 22. It cannot connect out (QEMU's restrict=on: not
+to the network, not to the host's loopback services) unless --outbound.
+KVM is used when it works here, else software emulation (--accel). --console attaches the serial console to this terminal
 and stays attached after the first boot until the guest powers off. Ctrl-C
 powers the guest off (ACPI), and stops QEMU if it does not.
+
+The image is refused when it names other files QEMU would open (a qcow2
+backing file or data file: the guest would read a host file) unless
+--allow-backing-files, and always when it names a protocol (nbd://,
+http://...). --image-format raw|qcow2 says what the image is; without it
+the format is read from the image's first bytes.
 
 Nothing is left behind: the seed and the overlay live in a temporary
 directory, unless --overlay names an overlay to keep (a second run on it is
@@ -91,6 +101,8 @@ shown).`,
 	f.report.register(cmd)
 	fl := cmd.Flags()
 	fl.StringVar(&f.image, "image", "", "the disk image to boot (qcow2 or raw; never modified)")
+	fl.StringVar(&f.format, "image-format", "", "the disk image's format, qcow2 or raw (default: read from its first bytes; give raw for a raw disk a guest has written to)")
+	fl.BoolVar(&f.allowBack, "allow-backing-files", false, "boot an image that names backing files or data files (local files only: the guest reads them, and writes a data file)")
 	fl.StringVar(&f.overlay, "overlay", "", "keep the copy-on-write overlay in this file (created when absent; default: a temporary one)")
 	fl.StringVar(&f.kernel, "kernel", "", "boot this kernel directly (QEMU -kernel)")
 	fl.StringVar(&f.initrd, "initrd", "", "with --kernel: its initramfs")
@@ -98,6 +110,7 @@ shown).`,
 	fl.StringVar(&f.memory, "memory", vmrun.DefaultMemory, "guest memory, e.g. 2G or 1024M")
 	fl.IntVar(&f.cpus, "cpus", vmrun.DefaultCPUs, "virtual CPUs")
 	fl.IntVar(&f.sshPort, "ssh-port", 0, "forward 127.0.0.1:PORT to the guest's SSH port 22")
+	fl.BoolVar(&f.outbound, "outbound", false, "let the guest connect out through QEMU's user network (to the network, and to the host's loopback services through the host address QEMU gives it); by default it reaches only its metadata relay")
 	fl.StringVar(&f.datasource, "datasource", "", "how the data reaches the guest: cloud-init nocloud or configdrive (default: the spec's, else nocloud); Ignition fwcfg or configdrive (default fwcfg)")
 	fl.StringVar(&f.media, "media", vmrun.Media[0], "the seed drive: iso (a CD-ROM) or vfat (a virtio disk)")
 	fl.BoolVar(&f.serve, "serve", false, "answer the guest from an in-process metadata server over its network instead of a drive")
@@ -107,6 +120,7 @@ shown).`,
 	fl.BoolVar(&f.console, "console", false, "attach the serial console to this terminal; stay attached until the guest powers off")
 	fl.DurationVar(&f.timeout, "timeout", vmrun.DefaultTimeout, "give up when the agent has not reported its first boot by then")
 	cmd.RegisterFlagCompletionFunc("datasource", cobra.FixedCompletions(runDatasources(), cobra.ShellCompDirectiveNoFileComp))
+	cmd.RegisterFlagCompletionFunc("image-format", cobra.FixedCompletions(qemu.Formats, cobra.ShellCompDirectiveNoFileComp))
 	cmd.RegisterFlagCompletionFunc("media", cobra.FixedCompletions(vmrun.Media, cobra.ShellCompDirectiveNoFileComp))
 	cmd.RegisterFlagCompletionFunc("accel", cobra.FixedCompletions(qemu.Accelerators, cobra.ShellCompDirectiveNoFileComp))
 	cmd.RegisterFlagCompletionFunc("dialect", cobra.FixedCompletions(runDialects(), cobra.ShellCompDirectiveNoFileComp))
@@ -167,9 +181,9 @@ func (f *runFlags) run(cmd *cobra.Command, args []string) error {
 	}
 	stderr := cmd.ErrOrStderr()
 	o := vmrun.Options{
-		Instance: in.inst, Image: f.image, Overlay: f.overlay,
+		Instance: in.inst, Image: f.image, ImageFormat: f.format, AllowBackingFiles: f.allowBack, Overlay: f.overlay,
 		Kernel: f.kernel, Initrd: f.initrd, Append: f.appendArgs,
-		Memory: f.memory, CPUs: f.cpus, SSHPort: f.sshPort,
+		Memory: f.memory, CPUs: f.cpus, SSHPort: f.sshPort, Outbound: f.outbound,
 		Datasource: f.datasource, Media: f.media, Serve: f.serve, Dialect: f.dialect,
 		NICs: f.nics, Accel: f.accel, Timeout: f.timeout, Progress: stderr,
 	}

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	vmrun "github.com/vminit/vminit/internal/app/run"
@@ -85,6 +86,40 @@ func TestRunCompletionsFromTheLibrary(t *testing.T) {
 		got := strings.Split(strings.TrimSpace(stdout), "\n")
 		if code != ExitOK || len(got) < 2 || !slices.Equal(got[:len(got)-1], want) {
 			t.Errorf("%s completes to %q, want %q", flag, got, want)
+		}
+	}
+}
+
+// TestRunFIFOsFailAtOnce: a FIFO given as the image, the overlay, the
+// kernel or the initrd is refused at once, naming the flag, where run
+// used to block on it (and ignore SIGTERM meanwhile).
+func TestRunFIFOsFailAtOnce(t *testing.T) {
+	testtools.Require(t, qemu.System)
+	testtools.Require(t, qemu.Img)
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	disk := filepath.Join(dir, "disk.raw")
+	b := make([]byte, 1<<20)
+	b[510], b[511] = 0x55, 0xaa
+	os.WriteFile(disk, b, 0o600)
+	kernel := filepath.Join(dir, "vmlinuz")
+	os.WriteFile(kernel, []byte("not run"), 0o600)
+	const spec = "../../../examples/dev-vm.yaml"
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--image", fifo}, "--image"},
+		{[]string{"--image", disk, "--overlay", fifo}, "overlay " + fifo},
+		{[]string{"--kernel", fifo}, "--kernel"},
+		{[]string{"--kernel", kernel, "--initrd", fifo}, "--initrd"},
+	} {
+		code, _, stderr := runWithin(t, append([]string{"run", spec}, c.args...)...)
+		if code == ExitOK || !strings.Contains(stderr, "not a regular file (a FIFO)") || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d %s", c.args, code, stderr)
 		}
 	}
 }

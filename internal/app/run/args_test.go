@@ -43,16 +43,16 @@ func TestQEMUArgs(t *testing.T) {
 		{"bond-nics", Options{Instance: bonded, Image: "debian.qcow2", NICs: 2}, with(disk, func(f *files) { f.seed = "/tmp/run/seed.iso" })},
 		{"kernel", Options{Instance: dev, Image: "root.ext4", Kernel: "/boot/vmlinuz", Initrd: "/boot/initrd.img", Append: "root=/dev/vda rw console=ttyS0"}, with(disk, func(f *files) { f.seed = "/tmp/run/seed.iso" })},
 		{"serve-ec2", Options{Instance: dev, Image: "debian.qcow2", Serve: true}, with(disk, func(f *files) {
-			f.mdPort, f.relay, f.uuid = 40123, "/bin/bash -c 'relay 40123'", ec2UUID(dev.Metadata.Name)
+			f.relay, f.uuid = "/tmp/run/metadata.sock", ec2UUID(dev.Metadata.Name)
 		})},
 		{"serve-openstack", Options{Instance: dev, Image: "debian.qcow2", Serve: true, Dialect: "openstack"}, with(disk, func(f *files) {
-			f.mdPort, f.relay = 40123, "/bin/bash -c 'relay 40123'"
+			f.relay = "/tmp/run/metadata.sock"
 		})},
-		{"serve-nocloud", Options{Instance: dev, Image: "debian.qcow2", Serve: true, Dialect: "nocloud", SSHPort: 2222}, with(disk, func(f *files) { f.mdPort = 40123 })},
+		{"serve-nocloud", Options{Instance: dev, Image: "debian.qcow2", Serve: true, Dialect: "nocloud", SSHPort: 2222}, with(disk, func(f *files) { f.relay = "/tmp/run/metadata.sock" })},
 		{"ignition-fwcfg", Options{Instance: fcos, Image: "fcos.qcow2"}, with(disk, func(f *files) { f.fwCfg = "/tmp/run/config.ign" })},
 		{"ignition-configdrive", Options{Instance: fcos, Image: "fcos.qcow2", Datasource: "configdrive"}, with(disk, func(f *files) { f.seed = "/tmp/run/seed.iso" })},
 		{"ignition-serve-aws", Options{Instance: fcos, Image: "fcos.qcow2", Serve: true}, with(disk, func(f *files) {
-			f.mdPort, f.relay = 40123, "/bin/bash -c 'relay 40123'"
+			f.relay = "/tmp/run/metadata.sock"
 		})},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -1,13 +1,16 @@
 package run
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -256,4 +259,89 @@ func TestServeBootsWithTheDialectsSMBIOS(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// TestRelativePathsBoot: the image, the kept overlay and the kernel given
+// relative to the working directory, as docs/run.md's example does, boot
+// (QEMU runs in the temporary directory, so run makes them absolute).
+func TestRelativePathsBoot(t *testing.T) {
+	kernel := bootKernel(t)
+	shortGrace(t, time.Second)
+	dev := loadSpec(t, "../../../examples/dev-vm.yaml")
+	dir := t.TempDir()
+	mbrDisk(t, dir)
+	t.Chdir(dir)
+	relKernel, err := filepath.Rel(dir, kernel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := start(t, Options{Instance: dev, Image: "base.raw", Overlay: "kept.qcow2",
+		Kernel: relKernel, Append: waitForever, Memory: "256M", CPUs: 1})
+	waitConsole(t, g, "Linux version")
+	if err := g.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "kept.qcow2")); err != nil {
+		t.Errorf("the kept overlay is not where --overlay said: %v", err)
+	}
+}
+
+// TestKilledRunIsReaped kills a process running a guest with SIGKILL,
+// which no cleanup survives: its temporary directory (with the seed) is
+// left, QEMU dies with it, and the next Start removes the directory. A
+// directory whose run is alive, and one without a pid file, are kept.
+func TestKilledRunIsReaped(t *testing.T) {
+	kernel := bootKernel(t)
+	shortGrace(t, time.Second)
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestRunHelperProcess$")
+	cmd.Env = append(os.Environ(), "VMINIT_RUN_HELPER_KERNEL="+kernel)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, _ := bufio.NewReader(out).ReadString('\n')
+	dir, ok := strings.CutPrefix(strings.TrimSpace(line), "STARTED ")
+	cmd.Process.Kill()
+	cmd.Wait()
+	if !ok {
+		t.Fatalf("the helper said %q", line)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "seed.iso")); err != nil {
+		t.Fatalf("SIGKILL left no seed to reap (%v): the test proves nothing", err)
+	}
+	live := filepath.Join(tmp, runDirPrefix+"live")
+	creating := filepath.Join(tmp, runDirPrefix+"creating")
+	os.Mkdir(live, 0o700)
+	os.WriteFile(filepath.Join(live, "pid"), []byte(strconv.Itoa(os.Getpid())), 0o600)
+	os.Mkdir(creating, 0o700)
+
+	g := start(t, Options{Instance: loadSpec(t, "../../../examples/dev-vm.yaml"), Kernel: kernel, Append: waitForever, Memory: "256M", CPUs: 1})
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("the killed run's %s is still there (%v)", dir, err)
+	}
+	for _, d := range []string{live, creating, g.dir} {
+		if _, err := os.Stat(d); err != nil {
+			t.Errorf("%s was removed: %v", d, err)
+		}
+	}
+}
+
+// TestRunHelperProcess is the process TestKilledRunIsReaped kills: it
+// starts a guest, says where its directory is, and waits.
+func TestRunHelperProcess(t *testing.T) {
+	kernel := os.Getenv("VMINIT_RUN_HELPER_KERNEL")
+	if kernel == "" {
+		t.Skip("the process TestKilledRunIsReaped starts and kills")
+	}
+	g, err := Start(context.Background(), Options{Instance: loadSpec(t, "../../../examples/dev-vm.yaml"), Kernel: kernel, Append: waitForever, Memory: "256M", CPUs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Printf("STARTED %s\n", g.dir)
+	select {}
 }

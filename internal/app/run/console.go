@@ -49,22 +49,15 @@ func (r *ring) Bytes() []byte {
 	return bytes.Clone(b)
 }
 
-// tail returns the last n lines of a console, without carriage returns
-// and terminal escape sequences, and with other control characters than
-// tab made visible.
+// tail returns the last n lines of a console, each made printable (no
+// escape sequences, other control characters made visible).
 func tail(b []byte, n int) string {
-	s := strings.TrimRight(stripANSI(strings.ReplaceAll(string(b), "\r", "")), "\n")
-	lines := strings.Split(s, "\n")
+	lines := strings.Split(strings.TrimRight(strings.ReplaceAll(string(b), "\r", ""), "\n"), "\n")
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}
 	for i, l := range lines {
-		lines[i] = strings.Map(func(r rune) rune {
-			if r < 0x20 && r != '\t' || r == 0x7f {
-				return '?'
-			}
-			return r
-		}, l)
+		lines[i] = printable(l)
 	}
 	return strings.Join(lines, "\n")
 }

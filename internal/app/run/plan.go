@@ -56,8 +56,6 @@ const (
 
 // Addresses the guest sees on QEMU's user-mode network.
 const (
-	// slirpHost is the host (its 127.0.0.1) on QEMU's default user network.
-	slirpHost = "10.0.2.2"
 	// metadataNet is the user network of a guest reaching a metadata
 	// server at 169.254.169.254: QEMU forwards only addresses inside the
 	// user network (guestfwd), so the network is the link-local /24 that
@@ -93,6 +91,9 @@ func configure(o Options) (*config, error) {
 	}
 	if o.Image == "" && o.Kernel == "" {
 		bad("image: a disk image is required (or a kernel to boot)")
+	}
+	if o.ImageFormat != "" && !slices.Contains(qemu.Formats, o.ImageFormat) {
+		bad("image format %q: want %s", o.ImageFormat, strings.Join(qemu.Formats, " or "))
 	}
 	if (o.Initrd != "" || o.Append != "") && o.Kernel == "" {
 		bad("initrd/append: they need a kernel (--kernel)")
@@ -232,8 +233,7 @@ type files struct {
 	seed       string // a cloud-init seed or Ignition config drive
 	fwCfg      string // an Ignition config for fw_cfg
 	qmp        string // the QMP socket
-	mdPort     int    // the in-process metadata server's port (serve)
-	relay      string // the program QEMU runs per metadata connection (serve, not nocloud)
+	relay      string // the metadata relay's Unix socket (serve)
 	uuid       string // the EC2 dialect's system UUID and serial
 }
 
@@ -264,12 +264,18 @@ func (c *config) args(f files) []string {
 	if f.fwCfg != "" {
 		a = append(a, delivery.QEMUArgs(f.fwCfg)...)
 	}
+	if c.Serve {
+		a = append(a, "-chardev", "socket,id=metadata,reconnect=1,path="+qemu.Escape(f.relay))
+	}
 	for i, mac := range c.macs {
 		netdev := fmt.Sprintf("user,id=net%d", i)
+		if !c.Outbound {
+			netdev += ",restrict=on"
+		}
 		if i == 0 {
-			if c.Serve && c.dialect != spec.DialectNoCloud {
+			if c.Serve {
 				netdev += ",net=" + metadataNet
-				netdev += ",guestfwd=tcp:" + metadataAddr + ":80-cmd:" + qemu.Escape(f.relay)
+				netdev += ",guestfwd=tcp:" + metadataAddr + ":80-chardev:metadata"
 			}
 			if c.SSHPort != 0 {
 				netdev += fmt.Sprintf(",hostfwd=tcp:127.0.0.1:%d-:22", c.SSHPort)
@@ -315,7 +321,7 @@ func (c *config) smbios(f files) []string {
 	case spec.DialectOpenStack:
 		return []string{"-smbios", "type=1,manufacturer=OpenStack Foundation,product=OpenStack Nova"}
 	case spec.DialectNoCloud:
-		return []string{"-smbios", fmt.Sprintf("type=1,serial=ds=nocloud-net;s=http://%s:%d/nocloud/", slirpHost, f.mdPort)}
+		return []string{"-smbios", "type=1,serial=ds=nocloud-net;s=http://" + metadataAddr + "/nocloud/"}
 	}
 	return nil
 }

@@ -1,27 +1,14 @@
 package run
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"log/slog"
-	"net"
-	"net/http"
-	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 
 	"github.com/vminit/vminit/check"
 	"github.com/vminit/vminit/delivery"
-	"github.com/vminit/vminit/internal/lib/qemu"
-	"github.com/vminit/vminit/mdserver"
-	"github.com/vminit/vminit/mdserver/registry"
 	"github.com/vminit/vminit/media"
 	"github.com/vminit/vminit/seed"
 	"github.com/vminit/vminit/spec"
@@ -77,52 +64,6 @@ func (c *config) writeDelivery(rep *check.Report, dir string, f *files) error {
 	return err
 }
 
-// overlay creates the copy-on-write overlay QEMU boots, or checks that a
-// kept overlay is one over this image. The base image is opened read-only
-// by QEMU as the overlay's backing file and never written.
-func overlay(ctx context.Context, img *qemu.Image, image, path string) error {
-	abs, err := filepath.Abs(image)
-	if err != nil {
-		return err
-	}
-	if _, err := os.Stat(path); err == nil {
-		return checkOverlay(ctx, abs, path)
-	}
-	qemuImg, err := qemu.Find(qemu.Img)
-	if err != nil {
-		return err
-	}
-	out, err := exec.CommandContext(ctx, qemuImg, "create", "-q", "-f", "qcow2", "-F", img.Format, "-b", abs, path).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("qemu-img create %s: %v: %s", path, err, strings.TrimSpace(string(out)))
-	}
-	return nil
-}
-
-// checkOverlay refuses a kept overlay that is not a qcow2 backed by base:
-// booting it would boot another disk.
-func checkOverlay(ctx context.Context, base, path string) error {
-	qemuImg, err := qemu.Find(qemu.Img)
-	if err != nil {
-		return err
-	}
-	out, err := exec.CommandContext(ctx, qemuImg, "info", "--output=json", "-U", path).Output()
-	if err != nil {
-		return fmt.Errorf("overlay %s: qemu-img info: %v", path, err)
-	}
-	var info struct {
-		Format  string `json:"format"`
-		Backing string `json:"full-backing-filename"`
-	}
-	if err := json.Unmarshal(out, &info); err != nil {
-		return fmt.Errorf("overlay %s: qemu-img info: %v", path, err)
-	}
-	if info.Format != qemu.QCOW2 || info.Backing != base {
-		return fmt.Errorf("overlay %s exists but is not a qcow2 overlay of %s (format %s, backing file %q): remove it or give another path", path, base, info.Format, info.Backing)
-	}
-	return nil
-}
-
 // primaryMAC is the MAC of the guest's first NIC when the spec names none:
 // QEMU's own default, given explicitly so the metadata server can name it.
 const primaryMAC = "52:54:00:12:34:56"
@@ -145,55 +86,6 @@ func (c *config) servedInstance() *spec.Instance {
 	}}
 	c.macs[0] = primaryMAC
 	return &cp
-}
-
-// serve starts the in-process metadata server on 127.0.0.1 for the one
-// instance. Guests on QEMU's user network reach the host from 127.0.0.1,
-// so the instance owns that address here (AllowLoopbackInstances): the
-// server listens on loopback only, for the life of this guest.
-func serve(inst *spec.Instance) (*http.Server, int, error) {
-	rec, err := registry.NewRecord(inst, "run")
-	if err != nil {
-		return nil, 0, err
-	}
-	rec.Addresses = []netip.Addr{netip.MustParseAddr("127.0.0.1")}
-	store, err := registry.NewStaticStore([]*registry.Record{rec})
-	if err != nil {
-		return nil, 0, err
-	}
-	h := mdserver.NewHandler(store, mdserver.Options{
-		AllowLoopbackInstances: true,
-		Logger:                 slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, 0, err
-	}
-	srv := mdserver.NewServer(h)
-	go srv.Serve(l)
-	return srv, l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// relayCommand is what QEMU runs for each guest connection to
-// 169.254.169.254:80 (guestfwd=...-cmd:), with the connection on its
-// standard input and output: bash joins it to the metadata server on
-// 127.0.0.1:port (relayScript). A guestfwd to a socket would carry every
-// guest connection over one stream, which HTTP cannot share; and QEMU
-// forwards only addresses inside the guest's user network, hence
-// metadataNet.
-func relayCommand(port int) (string, error) {
-	bash, err := exec.LookPath("bash")
-	if err != nil {
-		return "", errors.New("run: serve needs bash on the host (it relays the guest's metadata connections)")
-	}
-	return fmt.Sprintf("%s -c '%s'", bash, relayScript(port)), nil
-}
-
-// relayScript copies the server's answers to standard output in the
-// background and the guest's requests to the server in the foreground;
-// when the guest closes its side, the relay ends.
-func relayScript(port int) string {
-	return fmt.Sprintf("exec 3<>/dev/tcp/127.0.0.1/%d && { cat <&3 & cat >&3; kill $! 2>/dev/null; }", port)
 }
 
 // ec2UUID is the SMBIOS system UUID and serial of an EC2-dialect guest:

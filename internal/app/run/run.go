@@ -4,7 +4,9 @@
 // first boot finished. It is the engine of `vminit run`.
 //
 // The disk image is never modified: a qcow2 overlay backed by it is booted.
-// The seed is built in a temporary directory that Stop and Wait remove.
+// The seed is built in a private temporary directory that Stop and Wait
+// remove; one left by a run that was killed (SIGKILL) is removed by the
+// next Start.
 package run
 
 import (
@@ -12,10 +14,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -31,9 +33,19 @@ type Options struct {
 	// Image is the disk image. It is never modified: a qcow2 overlay
 	// backed by it (qemu-img create -b) is booted.
 	Image string
+	// ImageFormat is Image's format, qcow2 or raw; empty means probed
+	// from its first bytes (a raw disk a guest wrote a qcow2 header into
+	// is then read as qcow2: give raw for such a disk).
+	ImageFormat string
+	// AllowBackingFiles lets Image (and the images below it) name backing
+	// files and data files, local files only: QEMU opens them, and the
+	// guest reads them (a data file, it also writes). By default such an
+	// image is refused; a protocol (nbd://, http://...) is refused always.
+	AllowBackingFiles bool
 	// Overlay, if set, is where the overlay is created when absent; it is
 	// kept, so a second Start on the same Overlay is a second boot of the
-	// same disk. Empty means a temporary overlay, removed by Stop/Wait.
+	// same disk (an existing one is used only when its sole dependency is
+	// Image). Empty means a temporary overlay, removed by Stop/Wait.
 	Overlay string
 	// Kernel, Initrd and Append are an optional direct kernel boot
 	// (QEMU -kernel/-initrd/-append).
@@ -44,13 +56,20 @@ type Options struct {
 	CPUs int
 	// SSHPort is the host port forwarded to the guest's port 22; 0 = none.
 	SSHPort int
+	// Outbound lets the guest connect out through QEMU's user network:
+	// to the network the host reaches and to the host itself, whose
+	// loopback services it then reaches too (QEMU's host address, 10.0.2.2,
+	// or 169.254.169.2 with Serve, is the host's 127.0.0.1). Off (restrict=on), the guest reaches only its metadata
+	// relay and answers only on SSHPort.
+	Outbound bool
 	// Datasource selects the delivery: for cloud-init "nocloud" (default)
 	// or "configdrive"; for Ignition "fwcfg" (default) or "configdrive".
 	Datasource string
 	// Media is the seed drive's filesystem: "iso" (default) or "vfat".
 	Media string
-	// Serve answers the guest from an in-process metadata server reached
-	// over its user-mode network instead of a seed drive.
+	// Serve answers the guest from an in-process metadata server instead
+	// of a seed drive, reached at 169.254.169.254:80 over its user-mode
+	// network through a relay only this guest reaches (relay.go).
 	Serve bool
 	// Dialect is the metadata API served with Serve: "ec2", "openstack" or
 	// "nocloud" for cloud-init (default from the spec, else ec2); "aws" or
@@ -97,10 +116,9 @@ type Result struct {
 type Guest struct {
 	c       *config
 	cmd     *exec.Cmd
-	dir     string // the temporary directory (seed, overlay, QMP socket)
+	dir     string // the temporary directory (seed, overlay, QMP and relay sockets)
 	qmp     string
-	srv     *http.Server
-	srvAddr string
+	relay   *relay // the guest's metadata server (Serve)
 	start   time.Time
 	console ring
 	stderr  ring // QEMU's own messages
@@ -137,27 +155,9 @@ func Start(ctx context.Context, o Options) (*Guest, error) {
 	if f.qemu, err = qemu.Find(qemu.System); err != nil {
 		return nil, fmt.Errorf("run: %w", err)
 	}
-	var img *qemu.Image
-	if o.Image != "" {
-		if img, err = qemu.DetectImage(o.Image); err != nil {
-			return nil, fmt.Errorf("run: --image %w", err)
-		}
-		if img.BareFS && o.Kernel == "" {
-			return nil, fmt.Errorf("run: --image %s is a bare %s without a boot loader: give the kernel to boot it with (--kernel, --initrd, --append root=/dev/vda)", o.Image, img.Kind)
-		}
-		if _, err := qemu.Find(qemu.Img); err != nil {
-			return nil, fmt.Errorf("run: %w", err)
-		}
-	}
-	for _, p := range []struct{ flag, path string }{{"kernel", o.Kernel}, {"initrd", o.Initrd}} {
-		if p.path == "" {
-			continue
-		}
-		if st, err := os.Stat(p.path); err != nil {
-			return nil, fmt.Errorf("run: --%s: %w", p.flag, err)
-		} else if st.IsDir() {
-			return nil, fmt.Errorf("run: --%s %s is a directory", p.flag, p.path)
-		}
+	img, err := c.checkInputs(ctx)
+	if err != nil {
+		return nil, err
 	}
 	if c.accel, err = qemu.Accel(f.qemu, c.Accel); err != nil {
 		return nil, fmt.Errorf("run: --accel kvm: %w", err)
@@ -168,7 +168,7 @@ func Start(ctx context.Context, o Options) (*Guest, error) {
 	}
 	g := &Guest{c: c, console: ring{max: MaxConsole}, stderr: ring{max: 64 << 10},
 		agentCh: make(chan struct{}), readDone: make(chan struct{}), exited: make(chan struct{})}
-	if g.dir, err = os.MkdirTemp("", "vminit-run-"); err != nil {
+	if g.dir, err = makeRunDir(); err != nil {
 		return nil, err
 	}
 	ok := false
@@ -178,11 +178,11 @@ func Start(ctx context.Context, o Options) (*Guest, error) {
 		}
 	}()
 	if img != nil {
-		f.disk, f.diskFormat = o.Overlay, qemu.QCOW2
+		f.disk, f.diskFormat = c.Overlay, qemu.QCOW2
 		if f.disk == "" {
 			f.disk = filepath.Join(g.dir, "overlay.qcow2")
 		}
-		if err := overlay(ctx, img, o.Image, f.disk); err != nil {
+		if err := overlay(ctx, img, c.Image, f.disk); err != nil {
 			return nil, fmt.Errorf("run: %w", err)
 		}
 	}
@@ -190,14 +190,9 @@ func Start(ctx context.Context, o Options) (*Guest, error) {
 		return nil, fmt.Errorf("run: writing the seed: %w", err)
 	}
 	if c.Serve {
-		if g.srv, f.mdPort, err = serve(c.servedInstance()); err != nil {
+		f.relay = relaySocket(g.dir)
+		if g.relay, err = startRelay(c.servedInstance(), f.relay); err != nil {
 			return nil, fmt.Errorf("run: metadata server: %w", err)
-		}
-		g.srvAddr = fmt.Sprintf("127.0.0.1:%d", f.mdPort)
-		if c.dialect != spec.DialectNoCloud {
-			if f.relay, err = relayCommand(f.mdPort); err != nil {
-				return nil, err
-			}
 		}
 		f.uuid = ec2UUID(c.Instance.Metadata.Name)
 	}
@@ -223,7 +218,7 @@ func (g *Guest) delivery() string {
 	c := g.c
 	switch {
 	case c.Serve:
-		return fmt.Sprintf("metadata server (%s) on %s", c.dialect, g.srvAddr)
+		return fmt.Sprintf("metadata server (%s) at %s through its relay", c.dialect, metadataAddr)
 	case c.datasource == DatasourceFwCfg:
 		return "fw_cfg"
 	}
@@ -327,6 +322,46 @@ func (g *Guest) say(format string, a ...any) {
 		el = time.Since(g.start)
 	}
 	fmt.Fprintf(g.c.Progress, "[%6.1fs] %s\n", el.Seconds(), fmt.Sprintf(format, a...))
+}
+
+// runDirPrefix names the runs' temporary directories.
+const runDirPrefix = "vminit-run-"
+
+// makeRunDir creates the run's private (0700) temporary directory with a
+// pid file naming this process, after removing the directories of runs
+// that were killed without cleaning up (SIGKILL cannot be caught; QEMU
+// dies with vminit, Pdeathsig, but the seed stays).
+func makeRunDir() (string, error) {
+	reapRunDirs()
+	dir, err := os.MkdirTemp("", runDirPrefix)
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "pid"), []byte(strconv.Itoa(os.Getpid())), 0o600); err != nil {
+		os.RemoveAll(dir)
+		return "", err
+	}
+	return dir, nil
+}
+
+// reapRunDirs removes the run directories of this user whose pid file
+// names a process that is gone. A directory without a pid file is being
+// created, or is not a run's: it is left alone.
+func reapRunDirs() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), runDirPrefix+"*"))
+	for _, d := range dirs {
+		st, err := os.Lstat(d)
+		if err != nil || !st.IsDir() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(d, "pid"))
+		if err != nil {
+			continue
+		}
+		if pid, err := strconv.Atoi(string(b)); err == nil && leftByDeadRun(st, pid) {
+			os.RemoveAll(d)
+		}
+	}
 }
 
 // ErrTimeout and ErrExited are the Result.Err of a guest whose agent never
@@ -493,8 +528,8 @@ func (g *Guest) kill() {
 // directory (a kept Overlay is outside it).
 func (g *Guest) cleanup() {
 	g.cleanOnce.Do(func() {
-		if g.srv != nil {
-			g.srv.Close()
+		if g.relay != nil {
+			g.relay.Close()
 		}
 		if err := os.RemoveAll(g.dir); err != nil {
 			g.stopErr = err

@@ -2,76 +2,102 @@ package run
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
-	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"strings"
-	"syscall"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/vminit/vminit/internal/testing/cloudinittest"
-	"github.com/vminit/vminit/internal/testing/testtools"
+	"github.com/vminit/vminit/spec"
 )
 
-// relayGet sends one HTTP request through the relay QEMU runs for a guest
-// connection: bash with the connection on its standard input and output,
-// as libslirp's guestfwd cmd: starts it.
-func relayGet(t *testing.T, port int, path string, header http.Header) (int, string) {
+// viaRelay starts the relay for inst and returns a base URL on 127.0.0.1
+// whose connections are carried, one after the other, over one stream to
+// the relay's socket, as QEMU's guestfwd carries a guest's: what
+// cloud-init's own code sends reaches the relay as it would from a guest.
+func viaRelay(t *testing.T, inst *spec.Instance) string {
 	t.Helper()
-	bash := testtools.Require(t, "bash")
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	sock := relaySocket(t.TempDir())
+	r, err := startRelay(inst, sock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	guest, relay := os.NewFile(uintptr(fds[0]), "guest"), os.NewFile(uintptr(fds[1]), "relay")
-	defer guest.Close()
-	cmd := exec.Command(bash, "-c", relayScript(port))
-	cmd.Stdin, cmd.Stdout = relay, relay
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	relay.Close()
-	req, _ := http.NewRequestWithContext(context.Background(), "GET", "http://169.254.169.254"+path, nil)
-	for k, v := range header {
-		req.Header[k] = v
-	}
-	if err := req.Write(guest); err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(guest), req)
+	t.Cleanup(func() { r.Close() })
+	stream, err := net.Dial("unix", sock)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { stream.Close() })
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	// Connections may stay open side by side (a client's pool); their
+	// requests take turns on the stream, as a guest's do.
+	var turn sync.Mutex
+	answers := bufio.NewReader(stream)
+	roundTrip := func(req *http.Request, c net.Conn) error {
+		turn.Lock()
+		defer turn.Unlock()
+		if err := req.Write(stream); err != nil {
+			return err
+		}
+		resp, err := http.ReadResponse(answers, req)
+		if err != nil {
+			return err
+		}
+		return resp.Write(c)
+	}
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				requests := bufio.NewReader(c)
+				for {
+					req, err := http.ReadRequest(requests)
+					if err != nil || roundTrip(req, c) != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return "http://" + l.Addr().String()
+}
+
+func get(t *testing.T, base, path string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(base + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	guest.Close() // the guest hangs up: the relay must end
-	if err := cmd.Wait(); err != nil {
-		t.Errorf("relay: %v", err)
-	}
 	return resp.StatusCode, string(body)
 }
 
-// TestServeAnswersTheGuestsDialects starts the in-process metadata server
-// and asks it what a guest behind QEMU's user network asks, from
-// 127.0.0.1 as slirp connects: through the relay for 169.254.169.254,
-// directly for NoCloud-net at 10.0.2.2, and with cloud-init 22.4's own
-// datasource code.
+// TestServeAnswersTheGuestsDialects starts the in-process relay and asks
+// it, over one stream as QEMU carries a guest's connections, what a guest
+// asks, also with cloud-init 22.4's own datasource code.
 func TestServeAnswersTheGuestsDialects(t *testing.T) {
 	dev := loadSpec(t, "../../../examples/dev-vm.yaml")
-	srv, port, err := serve(dev)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	base := viaRelay(t, dev)
 	for _, c := range []struct{ path, want string }{
 		{"/latest/meta-data/local-hostname", "dev"},
 		{"/openstack/latest/meta_data.json", `"name": "dev"`},
 		{"/nocloud/meta-data", "local-hostname: dev"},
 	} {
-		code, body := relayGet(t, port, c.path, nil)
+		code, body := get(t, base, c.path)
 		if code != 200 || !strings.Contains(body, c.want) {
 			t.Errorf("GET %s through the relay: %d %q; want 200 with %q", c.path, code, body, c.want)
 		}
@@ -86,7 +112,7 @@ func TestServeAnswersTheGuestsDialects(t *testing.T) {
 			Token      bool   `json:"token"`
 			Keys       []string
 		}
-		cloudinittest.Run(t, cloudinittest.Ec2Client, map[string]any{"base": fmt.Sprintf("http://127.0.0.1:%d", port), "src": "127.0.0.1", "aws": true}, &got)
+		cloudinittest.Run(t, cloudinittest.Ec2Client, map[string]any{"base": base, "src": "127.0.0.1", "aws": true}, &got)
 		if !got.OK || got.Cloud != "aws" || got.Hostname != "dev" || !got.Token {
 			t.Errorf("DataSourceEc2: %+v", got)
 		}
@@ -96,7 +122,7 @@ func TestServeAnswersTheGuestsDialects(t *testing.T) {
 			Metadata map[string]any `json:"metadata"`
 			Userdata string         `json:"userdata"`
 		}
-		cloudinittest.Run(t, cloudinittest.OpenStackClient, map[string]any{"base": fmt.Sprintf("http://127.0.0.1:%d", port), "src": "127.0.0.1"}, &got)
+		cloudinittest.Run(t, cloudinittest.OpenStackClient, map[string]any{"base": base, "src": "127.0.0.1"}, &got)
 		if got.Metadata["hostname"] != "dev" || !strings.HasPrefix(got.Userdata, "#cloud-config") {
 			t.Errorf("OpenStack MetadataReader: %+v", got)
 		}
@@ -106,50 +132,23 @@ func TestServeAnswersTheGuestsDialects(t *testing.T) {
 			MD map[string]any `json:"md"`
 			UD string         `json:"ud"`
 		}
-		// The seed URL the SMBIOS serial gives, with the host as the
-		// guest reaches it (10.0.2.2) replaced by where slirp connects.
-		base := strings.Replace(strings.TrimPrefix((&config{dialect: "nocloud", agent: agentCloudInit}).smbios(files{mdPort: port})[1], "type=1,serial=ds=nocloud-net;s="), slirpHost, "127.0.0.1", 1)
-		cloudinittest.Run(t, cloudinittest.NoCloudNetClient, map[string]any{"base": base, "src": "127.0.0.1"}, &got)
+		// The seed URL the SMBIOS serial gives, with the metadata
+		// address replaced by where this test's stream takes it.
+		seed := strings.Replace(strings.TrimPrefix((&config{dialect: "nocloud", agent: agentCloudInit}).smbios(files{})[1], "type=1,serial=ds=nocloud-net;s="), "http://"+metadataAddr, base, 1)
+		cloudinittest.Run(t, cloudinittest.NoCloudNetClient, map[string]any{"base": seed, "src": "127.0.0.1"}, &got)
 		if got.MD["local-hostname"] != "dev" || !strings.HasPrefix(got.UD, "#cloud-config") {
-			t.Errorf("read_seeded(%s): %+v", base, got)
+			t.Errorf("read_seeded(%s): %+v", seed, got)
 		}
 	})
 
 	// Ignition's aws platform reads the EC2 user data: the config.
-	fcos := loadSpec(t, "../../../examples/fcos-server.yaml")
-	isrv, iport, err := serve(fcos)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer isrv.Close()
+	ibase := viaRelay(t, loadSpec(t, "../../../examples/fcos-server.yaml"))
 	for _, path := range []string{"/2019-10-01/user-data", "/openstack/latest/user_data"} {
-		code, body := relayGet(t, iport, path, nil)
+		code, body := get(t, ibase, path)
 		var cfg struct{ Ignition struct{ Version string } }
 		if code != 200 || json.Unmarshal([]byte(body), &cfg) != nil || cfg.Ignition.Version == "" {
 			t.Errorf("Ignition's GET %s: %d %.200q", path, code, body)
 		}
-	}
-}
-
-// TestServeOnlyOnLoopback: the server that lets 127.0.0.1 be the
-// instance listens nowhere else.
-func TestServeOnlyOnLoopback(t *testing.T) {
-	srv, port, err := serve(loadSpec(t, "../../../examples/dev-vm.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/latest/meta-data/instance-id", port))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Errorf("from 127.0.0.1: %d", resp.StatusCode)
-	}
-	out, _ := exec.Command("ss", "-Htln", fmt.Sprintf("sport = :%d", port)).Output()
-	if s := strings.TrimSpace(string(out)); s != "" && !strings.Contains(s, "127.0.0.1:") {
-		t.Errorf("listening beyond loopback: %s", s)
 	}
 }
 
@@ -169,23 +168,75 @@ func TestServedEC2InstanceNamesTheNIC(t *testing.T) {
 	if !strings.Contains(strings.Join(c.args(files{uuid: "u", relay: "r"}), " "), "virtio-net-pci,netdev=net0,mac="+primaryMAC) {
 		t.Error("NIC 0 does not carry the MAC the metadata names")
 	}
-	srv, port, err := serve(served)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	if code, body := relayGet(t, port, "/2016-09-02/meta-data/network/interfaces/macs/", nil); code != 200 || !strings.Contains(body, primaryMAC) {
+	base := viaRelay(t, served)
+	if code, body := get(t, base, "/2016-09-02/meta-data/network/interfaces/macs/"); code != 200 || !strings.Contains(body, primaryMAC) {
 		t.Errorf("macs/: %d %q", code, body)
 	}
 	var got struct {
 		OK bool `json:"ok"`
 	}
-	cloudinittest.Run(t, cloudinittest.Ec2Client, map[string]any{"base": fmt.Sprintf("http://127.0.0.1:%d", port), "src": "127.0.0.1", "aws": true}, &got)
+	cloudinittest.Run(t, cloudinittest.Ec2Client, map[string]any{"base": base, "src": "127.0.0.1", "aws": true}, &got)
 	if !got.OK {
 		t.Error("cloud-init's Ec2 datasource does not read it")
 	}
 	c, _ = configure(Options{Instance: dev, Image: "x", Serve: true, Dialect: "openstack"})
 	if c.servedInstance() != dev {
 		t.Error("the openstack dialect serves a copy")
+	}
+}
+
+// TestRelayStreamSurvivesBadRequests speaks to the relay's socket as
+// QEMU does, one stream for every guest connection: garbage and a request
+// cut off mid-way (the guest gave up on that connection) are answered 400
+// and the next request on the stream is answered as if nothing happened;
+// an over-long header is answered 400 once the relay has read its bound.
+func TestRelayStreamSurvivesBadRequests(t *testing.T) {
+	old := relayRequestTimeout
+	relayRequestTimeout = 200 * time.Millisecond
+	defer func() { relayRequestTimeout = old }()
+	sock := relaySocket(t.TempDir())
+	r, err := startRelay(loadSpec(t, "../../../examples/dev-vm.yaml"), sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if st, err := os.Stat(sock); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("relay socket: %v, mode %v; want 0600", err, st.Mode())
+	}
+	good := "GET /openstack/latest/meta_data.json HTTP/1.1\r\nHost: 169.254.169.254\r\nConnection: close\r\n\r\n"
+	for _, c := range []struct {
+		name, bad string
+		recovers  bool
+	}{
+		{"garbage", "\x16\x03\x01 not http\r\n\r\n", true},
+		{"cut off", "GET /openstack/latest/meta_data.json HTTP/1.1\r\nHost: 169.2", true},
+		{"over-long", "GET / HTTP/1.1\r\nX: " + strings.Repeat("a", 2*relayMaxRequest) + "\r\n\r\n", false},
+	} {
+		stream, err := net.Dial("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stream.SetDeadline(time.Now().Add(time.Minute)) // against a hang, not a measure
+		answers := bufio.NewReader(stream)
+		ask := func(req string) (int, string) {
+			if _, err := io.WriteString(stream, req); err != nil {
+				t.Fatalf("%s: %v", c.name, err)
+			}
+			resp, err := http.ReadResponse(answers, nil)
+			if err != nil {
+				t.Fatalf("%s: %v", c.name, err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			return resp.StatusCode, string(body)
+		}
+		if code, _ := ask(c.bad); code != http.StatusBadRequest {
+			t.Errorf("%s: %d; want 400", c.name, code)
+		}
+		if c.recovers {
+			if code, body := ask(good); code != http.StatusOK || !strings.Contains(body, `"name": "dev"`) {
+				t.Errorf("after %s: %d %q; want the instance's metadata", c.name, code, body)
+			}
+		}
+		stream.Close()
 	}
 }

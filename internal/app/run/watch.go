@@ -71,15 +71,29 @@ var (
 	rePanic = regexp.MustCompile(`Kernel panic - not syncing: (.*)`)
 )
 
-// reANSI matches the terminal escape sequences systemd colours its status
-// lines with ("[\x1b[0;32m  OK  \x1b[0m] Reached target \x1b[0;1;39mx\x1b[0m").
-var reANSI = regexp.MustCompile("\x1b\\[[0-9;?]*[A-Za-z]|\x1b[()][A-Za-z0-9]")
+// reEscape matches the terminal escape sequences a console line can hold:
+// CSI (systemd colours its status lines: "[\x1b[0;32m  OK  \x1b[0m]"),
+// the OSC, DCS, SOS, PM and APC strings (ESC ] P X ^ _ up to BEL or ESC \,
+// or to the end of the line when unterminated: a window title, a
+// clipboard write, a terminal query), and the two-byte escapes (ESC ( B).
+// The guest writes the console: none of it may reach the user's terminal
+// through a progress line, an error or the console tail.
+var reEscape = regexp.MustCompile("\x1b\\[[0-?]*[ -/]*[@-~]|\x1b[\\]PX^_][^\x07\x1b]*(?:\x07|\x1b\\\\)?|\x1b[ -/]*[0-~]")
 
-func stripANSI(s string) string {
-	if !strings.Contains(s, "\x1b") {
-		return s
+// printable returns a console line without carriage returns and escape
+// sequences, and with every other control character (C0 but tab, DEL,
+// C1) made visible as '?'.
+func printable(s string) string {
+	s = strings.ReplaceAll(s, "\r", "")
+	if strings.Contains(s, "\x1b") {
+		s = reEscape.ReplaceAllString(s, "")
 	}
-	return reANSI.ReplaceAllString(s, "")
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 && r != '\t' || r >= 0x7f && r < 0xa0 {
+			return '?'
+		}
+		return r
+	}, s)
 }
 
 // line feeds one console line (without its newline).
@@ -87,7 +101,7 @@ func (w *watcher) line(l string) {
 	if w.done {
 		return
 	}
-	l = strings.TrimRight(stripANSI(strings.ReplaceAll(l, "\r", "")), " ")
+	l = strings.TrimRight(printable(l), " ")
 	if !w.kernel {
 		if m := reKernel.FindStringSubmatch(l); m != nil {
 			w.kernel = true

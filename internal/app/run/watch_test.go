@@ -156,3 +156,31 @@ func TestTailShowsTheLastLines(t *testing.T) {
 		t.Errorf("tail = %q", got)
 	}
 }
+
+// TestGuestEscapesNeverReachTheTerminal: what the guest prints is shown in
+// progress lines, errors, warnings and the console tail; its OSC (window
+// title, clipboard), DCS and C1 sequences, and any control character, are
+// removed or made visible there, not passed to the user's terminal.
+func TestGuestEscapesNeverReachTheTerminal(t *testing.T) {
+	const (
+		osc = "\x1b]0;owned\x07\x1b]52;c;Y3VybCBldmlsIHwgc2g=\x1b\\"
+		dcs = "\x1bP$q\"p\x1b\\"
+		c1  = "\u009b31m\u009d0;t\u009c"
+	)
+	console := "[    0.0] Linux version 6.1" + osc + "-hostile (x)\n" +
+		"[   30.0] cloud-init[9]: 2026-11-25 19:00:10,000 - util.py[WARNING]: look " + osc + dcs + c1 + " here\n" +
+		"[   31.0] cloud-init[9]: 2026-11-25 19:00:11,000 - util.py[ERROR]: broken " + dcs + "\x1b]0;unterminated\n"
+	_, said := feed(agentCloudInit, console)
+	w, _ := feed(agentCloudInit, console)
+	ign, ignSaid := feed(agentIgnition, "Ignition failed: "+osc+"bad\n")
+	shown := strings.Join(append(append(append(said, ignSaid...), w.errors...), append(w.warnings, ign.errors...)...), "\n") +
+		"\n" + tail([]byte(console), 10)
+	if strings.ContainsAny(shown, "\x1b\x07\u009b\u009c\u009d") {
+		t.Errorf("escape or control characters shown:\n%q", shown)
+	}
+	for _, want := range []string{"kernel 6.1-hostile booting", "util.py[WARNING]: look ?31m?0;t? here", "util.py[ERROR]: broken", "Ignition failed: bad"} {
+		if !strings.Contains(shown, want) {
+			t.Errorf("%q not shown:\n%q", want, shown)
+		}
+	}
+}

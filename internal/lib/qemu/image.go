@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
+	"strings"
+
+	"github.com/vminit/vminit/internal/lib/inputfile"
 )
 
 // Image formats DetectImage recognises as bootable disks.
@@ -35,29 +37,46 @@ var ErrNotDiskImage = errors.New("not a disk image")
 // descriptor at 32 KiB is the farthest.
 const headLen = 0x8006
 
+// Formats are the values DetectImage takes for a format the user gives.
+var Formats = []string{QCOW2, Raw}
+
 // DetectImage recognises a disk image by its magic numbers: qcow2, raw
 // with an MBR or GPT partition table, or a bare ext2/3/4 filesystem.
 // Anything else is refused with ErrNotDiskImage and a description of what
 // the file seems to be (an ISO, a seed, an archive, a kernel...).
-func DetectImage(path string) (*Image, error) {
-	f, err := os.Open(path)
-	if err != nil {
+//
+// A format given (QCOW2 or Raw) is not probed: a raw disk whose first
+// bytes are a qcow2 header (a guest can write one) stays raw, and what it
+// holds is the guest's. The file is opened with inputfile.Open: a FIFO or
+// a device is refused at once instead of blocking.
+func DetectImage(path, format string) (*Image, error) {
+	f, err := inputfile.Open(path)
+	if errors.Is(err, inputfile.ErrNotRegular) {
+		return nil, fmt.Errorf("%w: %w", ErrNotDiskImage, err)
+	} else if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if st.IsDir() {
-		return nil, fmt.Errorf("%s: %w: it is a directory", path, ErrNotDiskImage)
-	}
 	head := make([]byte, headLen)
 	n, err := io.ReadFull(f, head)
 	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
 		return nil, err
 	}
 	img, what := Identify(head[:n])
+	switch format {
+	case "":
+	case Raw:
+		if img == nil || img.Format != Raw {
+			img = &Image{Format: Raw, Kind: "raw disk"}
+		}
+		return img, nil
+	case QCOW2:
+		if img == nil || img.Format != QCOW2 {
+			return nil, fmt.Errorf("%s: --image-format qcow2, but it has no qcow2 header", path)
+		}
+	default:
+		return nil, fmt.Errorf("%s: image format %q: want %s", path, format, strings.Join(Formats, " or "))
+	}
 	if img == nil {
 		return nil, fmt.Errorf("%s: %w: it looks like %s; vminit run boots a qcow2 or raw disk image (a cloud image such as debian-12-genericcloud-amd64.qcow2)", path, ErrNotDiskImage, what)
 	}

@@ -88,12 +88,12 @@ func TestDetectImageRefusesWhatIsNotADisk(t *testing.T) {
 		{"vmlinux", []byte("\x7fELF\x02\x01\x01"), "kernel"},
 		{"disk.vmdk", []byte("KDMV\x01\x00\x00\x00"), "qemu-img convert"},
 	} {
-		_, err := DetectImage(writeFile(t, c.name, c.data))
+		_, err := DetectImage(writeFile(t, c.name, c.data), "")
 		if !errors.Is(err, ErrNotDiskImage) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v; want ErrNotDiskImage saying %q", c.name, err, c.want)
 		}
 	}
-	if _, err := DetectImage(t.TempDir()); !errors.Is(err, ErrNotDiskImage) {
+	if _, err := DetectImage(t.TempDir(), ""); !errors.Is(err, ErrNotDiskImage) {
 		t.Errorf("a directory: %v", err)
 	}
 }
@@ -117,7 +117,7 @@ func TestDetectImageKnowsDisks(t *testing.T) {
 		{"root.ext4", ext4, Raw, true},
 		{"disk.qcow2", []byte("QFI\xfb\x00\x00\x00\x03"), QCOW2, false},
 	} {
-		img, err := DetectImage(writeFile(t, c.name, c.data))
+		img, err := DetectImage(writeFile(t, c.name, c.data), "")
 		if err != nil || img.Format != c.format || img.BareFS != c.bare {
 			t.Errorf("%s: %+v, %v; want format %s, bare %v", c.name, img, err, c.format, c.bare)
 		}
@@ -133,7 +133,7 @@ func TestDetectImageAgreesWithRealTools(t *testing.T) {
 	if out, err := exec.Command(img, "create", "-f", "qcow2", q, "64M").CombinedOutput(); err != nil {
 		t.Fatalf("qemu-img: %v\n%s", err, out)
 	}
-	if got, err := DetectImage(q); err != nil || got.Format != QCOW2 {
+	if got, err := DetectImage(q, ""); err != nil || got.Format != QCOW2 {
 		t.Errorf("qemu-img's qcow2: %+v, %v", got, err)
 	}
 	mkfs, err := exec.LookPath("mkfs.ext4")
@@ -144,7 +144,39 @@ func TestDetectImageAgreesWithRealTools(t *testing.T) {
 	if out, err := exec.Command(mkfs, "-q", "-F", e, "8M").CombinedOutput(); err != nil {
 		t.Fatalf("mkfs.ext4: %v\n%s", err, out)
 	}
-	if got, err := DetectImage(e); err != nil || !got.BareFS || got.Kind != "ext4 filesystem" {
+	if got, err := DetectImage(e, ""); err != nil || !got.BareFS || got.Kind != "ext4 filesystem" {
 		t.Errorf("mkfs.ext4's filesystem: %+v, %v", got, err)
+	}
+}
+
+// TestQCOW2HeaderHostileFields: a header whose offsets and lengths point
+// anywhere is an error, never a panic or a read beyond what was read.
+func TestQCOW2HeaderHostileFields(t *testing.T) {
+	h := make([]byte, 512)
+	copy(h, "QFI\xfb")
+	binary.BigEndian.PutUint32(h[4:], 3)
+	binary.BigEndian.PutUint32(h[100:], 104)
+	for name, set := range map[string]func(b []byte){
+		"backing offset wraps": func(b []byte) { binary.BigEndian.PutUint64(b[8:], ^uint64(0)); binary.BigEndian.PutUint32(b[16:], 2) },
+		"backing beyond":       func(b []byte) { binary.BigEndian.PutUint64(b[8:], 500); binary.BigEndian.PutUint32(b[16:], 100) },
+		"extension beyond": func(b []byte) {
+			binary.BigEndian.PutUint32(b[104:], extDataFile)
+			binary.BigEndian.PutUint32(b[108:], 1<<31)
+		},
+		"header length beyond": func(b []byte) { binary.BigEndian.PutUint32(b[100:], ^uint32(0)) },
+		"no end of extensions": func(b []byte) {
+			binary.BigEndian.PutUint32(b[104:], 0x12345678)
+			binary.BigEndian.PutUint32(b[108:], 400)
+		},
+		"version 4": func(b []byte) { binary.BigEndian.PutUint32(b[4:], 4) },
+	} {
+		b := append([]byte(nil), h...)
+		set(b)
+		if _, err := parseQCOW2Header(b); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+	if _, err := parseQCOW2Header(h); err != nil {
+		t.Errorf("a plain v3 header: %v", err)
 	}
 }

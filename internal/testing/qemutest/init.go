@@ -130,3 +130,20 @@ uname -r | qt_emit done "" $_rc
 sync
 poweroff -f
 `
+
+// plainInitScript is /init in an Initramfs: no records, the script's
+// output on the console.
+const plainInitScript = `#!/bin/busybox sh
+/bin/busybox mkdir -p /proc /sys /dev /tmp /mnt /sbin /usr/bin /usr/sbin
+/bin/busybox --install -s
+export PATH=/bin:/sbin:/usr/bin:/usr/sbin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+for _m in $(cat /lib/modules.load); do
+	insmod "/lib/modules/$_m" || echo "insmod $_m failed"
+done
+( . /script.sh )
+sync
+poweroff -f
+`

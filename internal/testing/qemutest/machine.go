@@ -181,7 +181,7 @@ func Run(t testing.TB, m Machine) (*Result, error) {
 	mark := "QEMUTEST-" + hex.EncodeToString(nonce[:])
 
 	initrd := filepath.Join(dir, "initrd.cpio")
-	if err := writeInitramfs(initrd, busybox, k, mark, m.Script); err != nil {
+	if err := writeInitramfs(initrd, busybox, k, strings.ReplaceAll(initScript, "@MARK@", mark), m.Script); err != nil {
 		return nil, err
 	}
 
@@ -333,7 +333,27 @@ func accelArgs(qemuPath string) []string {
 // qemuEscape doubles commas, QEMU's escape inside option values.
 var qemuEscape = qemu.Escape
 
-func writeInitramfs(path, busybox string, k *Kernel, mark, script string) error {
+// Initramfs writes, under t.TempDir(), an initramfs for a test that boots
+// the test kernel with its own QEMU command line (vminit run's tests):
+// its /init mounts /proc, /sys and /dev, loads the kernel's modules, runs
+// script with busybox sh, its output on the console, and powers off. It
+// returns the path, or "" when busybox or the kernel is missing (the test
+// is then skipped, or failed under CI).
+func Initramfs(t testing.TB, script string) string {
+	t.Helper()
+	busybox := findBusybox(t)
+	k := FindKernel(t)
+	if busybox == "" || k == nil {
+		return ""
+	}
+	path := filepath.Join(t.TempDir(), "initrd.cpio")
+	if err := writeInitramfs(path, busybox, k, plainInitScript, script); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func writeInitramfs(path, busybox string, k *Kernel, init, script string) error {
 	bb, err := os.ReadFile(busybox)
 	if err != nil {
 		return err
@@ -374,7 +394,7 @@ func writeInitramfs(path, busybox string, k *Kernel, mark, script string) error 
 	if err := c.File("lib/modules.load", 0o644, []byte(strings.Join(load, "\n")+"\n")); err != nil {
 		return err
 	}
-	if err := c.File("init", 0o755, []byte(strings.ReplaceAll(initScript, "@MARK@", mark))); err != nil {
+	if err := c.File("init", 0o755, []byte(init)); err != nil {
 		return err
 	}
 	if err := c.File("script.sh", 0o644, []byte(script+"\n")); err != nil {
