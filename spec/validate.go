@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"net/netip"
@@ -13,7 +14,8 @@ import (
 
 	"github.com/coreos/go-systemd/v22/unit"
 	"golang.org/x/crypto/ssh"
-	yaml3 "gopkg.in/yaml.v3"
+
+	"github.com/vminit/vminit/internal/lib/yamlbound"
 )
 
 var (
@@ -434,8 +436,8 @@ func validateCloudInit(c *ErrorList, ci *CloudInit) {
 			return
 		}
 		var v any
-		if err := yaml3.Unmarshal([]byte(data), &v); err != nil {
-			c.Add(field, "#cloud-config is not valid YAML: %v", strings.TrimPrefix(err.Error(), "yaml: "))
+		if err := yamlbound.Unmarshal([]byte(data), &v, MaxSpecSize); err != nil {
+			c.Add(field, "#cloud-config %s", yamlProblem(err, "is not valid YAML"))
 			return
 		}
 		if _, ok := v.(map[string]any); !ok && v != nil {
@@ -446,8 +448,8 @@ func validateCloudInit(c *ErrorList, ci *CloudInit) {
 	checkCloudConfig("spec.cloudInit.vendorData", ci.VendorData)
 	if nc := ci.NetworkConfig; nc != "" {
 		var v any
-		if err := yaml3.Unmarshal([]byte(nc), &v); err != nil {
-			c.Add("spec.cloudInit.networkConfig", "is not valid YAML or JSON: %v", strings.TrimPrefix(err.Error(), "yaml: "))
+		if err := yamlbound.Unmarshal([]byte(nc), &v, MaxSpecSize); err != nil {
+			c.Add("spec.cloudInit.networkConfig", "%s", yamlProblem(err, "is not valid YAML or JSON"))
 		} else if _, ok := v.(map[string]any); !ok {
 			c.Add("spec.cloudInit.networkConfig", "must be a mapping: network-config version 1 or 2, or network_data.json")
 		}
@@ -772,6 +774,16 @@ func validateMetadataServer(c *ErrorList, ms *MetadataServer) {
 // way cloud-init decides it: after leading whitespace, case-insensitively,
 // by the longest matching prefix (#cloud-config-archive and
 // #cloud-config-jsonp are other part types).
+// yamlProblem words an error of yamlbound.Unmarshal for a field holding
+// a YAML document: an expansion past the limit, or invalid (and how).
+func yamlProblem(err error, invalid string) string {
+	var be *yamlbound.Error
+	if errors.As(err, &be) {
+		return err.Error()
+	}
+	return invalid + ": " + strings.TrimPrefix(err.Error(), "yaml: ")
+}
+
 func isCloudConfig(data string) bool {
 	lc := strings.ToLower(strings.TrimLeft(data, " \t\r\n"))
 	if strings.HasPrefix(lc, "#cloud-config-archive") || strings.HasPrefix(lc, "#cloud-config-jsonp") {

@@ -1,0 +1,62 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/vminit/vminit/internal/testing/laughs"
+)
+
+// allocatedBy runs vminit with args (within runWithin's bound) and
+// returns its exit, its standard error and the bytes it allocated.
+func allocatedBy(t *testing.T, args ...string) (int, string, uint64) {
+	t.Helper()
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	code, _, stderr := runWithin(t, args...)
+	runtime.ReadMemStats(&after)
+	return code, stderr, after.TotalAlloc - before.TotalAlloc
+}
+
+func writeTemp(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestValidateLaughs: the issue's attack (a 100 KB scalar aliased 100×100
+// times, 1 GB expanded) in spec.cloudInit.userData, and the same aliases
+// in the spec itself, are refused naming the field and the alias's line,
+// within the 1 GB bound, where validate took 54 s and 5.9 GB and called
+// the spec valid.
+func TestValidateLaughs(t *testing.T) {
+	const head = "apiVersion: vminit.dev/v1alpha1\nkind: Instance\nmetadata: {name: a}\nspec:\n"
+	userData := head + "  cloudInit:\n    userData: |\n" + indent(laughs.Issue(), "      ")
+	inSpec := head + "  cloudInit:\n    metaData:\n" + laughs.Mapping(6, laughs.IssueScalar, laughs.IssueWidth)
+	for _, tc := range []struct{ name, doc, want string }{
+		{"userData", userData, "a.yaml:6: spec.cloudInit.userData: #cloud-config line 4: aliases expand the document past 16777216 bytes at bootcmd[0]"},
+		{"spec", inSpec, "a.yaml:9: spec.cloudInit.metaData.c[0]: aliases expand the document past 16777216 bytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stderr, alloc := allocatedBy(t, "validate", writeTemp(t, "a.yaml", tc.doc))
+			t.Logf("validate of %d bytes: exit %d, %d MB allocated", len(tc.doc), code, alloc>>20)
+			if code != ExitInvalid || !strings.Contains(stderr, tc.want) {
+				t.Errorf("exit %d, want %d and %q:\n%s", code, ExitInvalid, tc.want, stderr)
+			}
+			if alloc > 1<<30 {
+				t.Errorf("validate allocated %d MB; the bound is 1024", alloc>>20)
+			}
+		})
+	}
+}
+
+func indent(s, pad string) string {
+	return pad + strings.ReplaceAll(strings.TrimSuffix(s, "\n"), "\n", "\n"+pad) + "\n"
+}

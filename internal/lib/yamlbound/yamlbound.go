@@ -1,0 +1,228 @@
+// Package yamlbound bounds what a YAML document expands to through its
+// aliases, before anything decodes it.
+//
+// yaml.v3 (like go-yaml v2, which sigs.k8s.io/yaml uses) limits how many
+// aliases a document may use relative to its size, not the bytes they
+// stand for: a 100 KB scalar aliased by a list of 100 aliases, itself
+// aliased 100 times, is a few hundred kilobytes of text that decodes to a
+// gigabyte (a "billion laughs"). A parsed yaml.Node tree shares each
+// anchored node rather than copying it, so the tree stays as small as the
+// text; the expansion happens in whatever reads the tree next: the
+// decoder into Go values, an encoder writing it back, a third-party
+// translator handed the same bytes.
+//
+// Check walks the tree once and adds up the size of the document as it
+// would be written with every alias replaced by what it refers to: each
+// node counts its value's bytes plus NodeOverhead, and an alias the full
+// size of its anchor, memoised, so that counting is linear in the tree.
+// It refuses past a caller's limit, naming the path of the node where the
+// limit was crossed and the line of that alias. Decoding and writing a
+// document that passes take time and memory proportional to the limit.
+//
+// A document without aliases is never refused here: its text is already
+// bounded by its reader.
+package yamlbound
+
+import (
+	"bytes"
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"gopkg.in/yaml.v3"
+)
+
+// NodeOverhead is what each node counts besides its value: about what the
+// shortest written node takes ("a," in a flow list). It makes a flood of
+// aliases to empty nodes count, since each decodes to a value of its own.
+const NodeOverhead = 2
+
+// Error is a document that expands past its limit.
+type Error struct {
+	Path  string // where the limit was crossed, as a field path ("a.b[2]"); "" for the top
+	Line  int    // the line of the node (an alias) that crossed it
+	Limit int
+}
+
+func (e *Error) Error() string {
+	at := ""
+	if e.Path != "" {
+		at = " at " + e.Path
+	}
+	return fmt.Sprintf("line %d: aliases expand the document past %d bytes%s; write it out without anchors and aliases, or make it smaller", e.Line, e.Limit, at)
+}
+
+// Check returns an *Error when n, with every alias expanded, is larger
+// than limit bytes (see the package comment), and an error for an alias
+// that contains itself.
+func Check(n *yaml.Node, limit int) error {
+	if n == nil {
+		return nil
+	}
+	w := walker{limit: limit, sizes: map[*yaml.Node]int{}}
+	_, err := w.size(n)
+	return err
+}
+
+// Parse parses the first YAML document of data into a node tree and
+// Checks it. The tree is a DocumentNode, or a zero Node for an empty
+// input, as yaml.Unmarshal into a yaml.Node gives.
+func Parse(data []byte, limit int) (*yaml.Node, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, err
+	}
+	if err := Check(&doc, limit); err != nil {
+		return nil, err
+	}
+	return &doc, nil
+}
+
+// Unmarshal is yaml.Unmarshal for a document whose expansion is bounded
+// by limit: it parses once, Checks the tree and decodes it.
+func Unmarshal(data []byte, v any, limit int) error {
+	doc, err := Parse(data, limit)
+	if err != nil || doc.Kind == 0 {
+		return err // an empty document leaves v alone, as yaml.Unmarshal does
+	}
+	return doc.Decode(v)
+}
+
+// CheckStream Checks every document of a YAML stream, for decoders that
+// take the bytes rather than a tree (sigs.k8s.io/yaml, Butane). A syntax
+// error is left to that decoder, which words it in its own terms.
+func CheckStream(data []byte, limit int) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for {
+		var doc yaml.Node
+		if err := dec.Decode(&doc); err != nil {
+			return nil // the end, or a syntax error for the decoder to word
+		}
+		if err := Check(&doc, limit); err != nil {
+			return err
+		}
+	}
+}
+
+type walker struct {
+	limit   int
+	total   int                // the expanded size of what was walked so far
+	aliased bool               // an alias was seen: only then can total exceed the text
+	sizes   map[*yaml.Node]int // anchored nodes' expanded sizes; -1 while being walked
+	path    []string           // the keys and indexes down to the current node, for the error
+}
+
+// size returns n's expanded size, adding it to w.total.
+func (w *walker) size(n *yaml.Node) (int, error) {
+	if n.Kind == yaml.AliasNode {
+		return w.alias(n)
+	}
+	if n.Anchor != "" {
+		w.sizes[n] = -1
+	}
+	s := NodeOverhead + len(n.Value)
+	if err := w.add(n, s); err != nil {
+		return 0, err
+	}
+	for i, c := range n.Content {
+		switch {
+		case n.Kind == yaml.MappingNode && i%2 == 1:
+			w.path = append(w.path, keyName(n.Content[i-1]))
+		case n.Kind == yaml.SequenceNode:
+			w.path = append(w.path, "["+strconv.Itoa(i)+"]")
+		default:
+			w.path = append(w.path, "")
+		}
+		cs, err := w.size(c)
+		if err != nil {
+			return 0, err
+		}
+		w.path = w.path[:len(w.path)-1]
+		s += cs
+	}
+	if n.Anchor != "" {
+		w.sizes[n] = s
+	}
+	return s, nil
+}
+
+// alias counts an alias at the size of its anchor, which YAML defines
+// before any alias to it, so it was walked already.
+func (w *walker) alias(n *yaml.Node) (int, error) {
+	w.aliased = true
+	t := n.Alias
+	if t == nil {
+		return 0, fmt.Errorf("line %d: alias *%s to no anchor", n.Line, n.Value)
+	}
+	s, ok := w.sizes[t]
+	if !ok || s < 0 {
+		return 0, fmt.Errorf("line %d: alias *%s refers to a node that contains it", n.Line, n.Value)
+	}
+	if err := w.add(n, s); err != nil {
+		return 0, err
+	}
+	return s, nil
+}
+
+func (w *walker) add(n *yaml.Node, s int) error {
+	w.total += s
+	if w.aliased && w.total > w.limit {
+		return &Error{Path: w.where(), Line: n.Line, Limit: w.limit}
+	}
+	return nil
+}
+
+// where is w.path as a field path: keys joined by dots, indexes in
+// brackets.
+func (w *walker) where() string {
+	var b strings.Builder
+	for _, p := range w.path {
+		switch {
+		case p == "":
+		case p[0] == '[':
+			b.WriteString(p)
+		default:
+			if b.Len() > 0 {
+				b.WriteByte('.')
+			}
+			b.WriteString(p)
+		}
+	}
+	return b.String()
+}
+
+// maxQuotedKey bounds how much of a key an error quotes.
+const maxQuotedKey = 64
+
+// keyName is a mapping key as a path names it: a scalar's value, at most
+// maxQuotedKey bytes, control characters escaped ("<key>" for a key that
+// is not a scalar).
+func keyName(k *yaml.Node) string {
+	for k.Kind == yaml.AliasNode && k.Alias != nil {
+		k = k.Alias
+	}
+	if k.Kind != yaml.ScalarNode {
+		return "<key>"
+	}
+	return QuoteKey(k.Value)
+}
+
+// QuoteKey is a key as an error names it: at most 64 bytes, control
+// characters escaped. A key may be anything the author wrote, up to
+// megabytes, or a line of a file that was never meant to be read.
+func QuoteKey(k string) string {
+	if len(k) > maxQuotedKey {
+		cut := maxQuotedKey
+		for cut > 0 && !utf8.RuneStart(k[cut]) {
+			cut--
+		}
+		k = k[:cut] + "…"
+	}
+	if strings.IndexFunc(k, unicode.IsControl) >= 0 {
+		q := strconv.Quote(k)
+		k = q[1 : len(q)-1]
+	}
+	return k
+}
