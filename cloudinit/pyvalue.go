@@ -61,6 +61,15 @@ type normalizer struct {
 	active map[*yaml.Node]bool // aliases being expanded, to refuse cycles
 }
 
+// LoadCloudConfig reads a #cloud-config document as cloud-init's
+// util.load_yaml does, into the tree its module keys mean: aliases
+// expanded (within spec.MaxSpecSize, see yamlbound), "<<" merge keys
+// flattened, a repeated key's last value kept, each scalar styled so that
+// the tree written back out reads the same. It returns nil for an empty
+// or null document, which cloud-init skips; any other document that is
+// not a mapping is an error. Errors carry the document's line.
+func LoadCloudConfig(data []byte) (*yaml.Node, error) { return normalize(data) }
+
 // normalize parses one #cloud-config document the way cloud-init's
 // util.load_yaml does. It returns nil for an empty document (no content or
 // null), which cloud-init skips as "empty cloud config".

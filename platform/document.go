@@ -14,6 +14,7 @@ import (
 	kjson "sigs.k8s.io/json"
 	kyaml "sigs.k8s.io/yaml"
 
+	"github.com/vminit/vminit/internal/lib/yamlbound"
 	"github.com/vminit/vminit/spec"
 )
 
@@ -127,6 +128,10 @@ func parseYAML(file string, line int, chunk []byte) (*Document, error) {
 		return nil, d.syntaxError(err)
 	}
 	d.node = &n
+	// sigs.k8s.io/yaml expands aliases into its JSON: bound them first.
+	if err := yamlbound.Check(&n, MaxDocumentSize); err != nil {
+		return nil, d.boundError(err)
+	}
 	j, err := kyaml.YAMLToJSON(chunk)
 	if err != nil {
 		return nil, d.syntaxError(err)
@@ -158,6 +163,17 @@ func (d *Document) syntaxError(err error) error {
 		line, msg = d.Line+n-1, m[2]
 	}
 	return spec.Errors{{File: d.File, Line: line, Message: "not valid YAML: " + strings.TrimPrefix(msg, "yaml: ")}}
+}
+
+// boundError is yamlbound.Check's refusal on the field where the
+// expansion crossed the limit.
+func (d *Document) boundError(err error) error {
+	var be *yamlbound.Error
+	if !errors.As(err, &be) {
+		return d.syntaxError(err)
+	}
+	return spec.Errors{{File: d.File, Line: d.Line + be.Line - 1, Field: be.Path,
+		Message: fmt.Sprintf("aliases expand the object past %d bytes, the limit of one object; write it out without anchors and aliases, or make it smaller", be.Limit)}}
 }
 
 // Where names the object's field at path for a message: "vm.yaml:12:

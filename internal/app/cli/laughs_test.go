@@ -60,3 +60,19 @@ func TestValidateLaughs(t *testing.T) {
 func indent(s, pad string) string {
 	return pad + strings.ReplaceAll(strings.TrimSuffix(s, "\n"), "\n", "\n"+pad) + "\n"
 }
+
+// TestConvertLaughs: convert of the issue's cloud-config is refused naming
+// the alias's line, within the 1 GB bound, for either target.
+func TestConvertLaughs(t *testing.T) {
+	p := writeTemp(t, "user-data", laughs.Issue())
+	for _, to := range []string{"spec", "ignition"} {
+		code, stderr, alloc := allocatedBy(t, "convert", p, "--to", to, "-o", filepath.Join(t.TempDir(), "out"))
+		const want = "#cloud-config line 4: aliases expand the document past 16777216 bytes at bootcmd[0]"
+		if code != ExitInvalid || !strings.Contains(stderr, want) {
+			t.Errorf("--to %s: exit %d, want %d and %q:\n%s", to, code, ExitInvalid, want, stderr)
+		}
+		if alloc > 1<<30 {
+			t.Errorf("--to %s allocated %d MB; the bound is 1024", to, alloc>>20)
+		}
+	}
+}
