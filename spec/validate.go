@@ -1,7 +1,6 @@
 package spec
 
 import (
-	"errors"
 	"fmt"
 	"maps"
 	"net/netip"
@@ -437,7 +436,7 @@ func validateCloudInit(c *ErrorList, ci *CloudInit) {
 		}
 		var v any
 		if err := yamlbound.Unmarshal([]byte(data), &v, MaxSpecSize); err != nil {
-			c.Add(field, "#cloud-config %s", yamlProblem(err, "is not valid YAML"))
+			c.Add(field, "#cloud-config %s", yamlbound.Describe(err, "is not valid YAML"))
 			return
 		}
 		if _, ok := v.(map[string]any); !ok && v != nil {
@@ -449,7 +448,7 @@ func validateCloudInit(c *ErrorList, ci *CloudInit) {
 	if nc := ci.NetworkConfig; nc != "" {
 		var v any
 		if err := yamlbound.Unmarshal([]byte(nc), &v, MaxSpecSize); err != nil {
-			c.Add("spec.cloudInit.networkConfig", "%s", yamlProblem(err, "is not valid YAML or JSON"))
+			c.Add("spec.cloudInit.networkConfig", "%s", yamlbound.Describe(err, "is not valid YAML or JSON"))
 		} else if _, ok := v.(map[string]any); !ok {
 			c.Add("spec.cloudInit.networkConfig", "must be a mapping: network-config version 1 or 2, or network_data.json")
 		}
@@ -774,16 +773,6 @@ func validateMetadataServer(c *ErrorList, ms *MetadataServer) {
 // way cloud-init decides it: after leading whitespace, case-insensitively,
 // by the longest matching prefix (#cloud-config-archive and
 // #cloud-config-jsonp are other part types).
-// yamlProblem words an error of yamlbound.Unmarshal for a field holding
-// a YAML document: an expansion past the limit, or invalid (and how).
-func yamlProblem(err error, invalid string) string {
-	var be *yamlbound.Error
-	if errors.As(err, &be) {
-		return err.Error()
-	}
-	return invalid + ": " + strings.TrimPrefix(err.Error(), "yaml: ")
-}
-
 func isCloudConfig(data string) bool {
 	lc := strings.ToLower(strings.TrimLeft(data, " \t\r\n"))
 	if strings.HasPrefix(lc, "#cloud-config-archive") || strings.HasPrefix(lc, "#cloud-config-jsonp") {

@@ -13,6 +13,7 @@ import (
 	ovirtsdk "github.com/ovirt/go-ovirt"
 	"gopkg.in/yaml.v3"
 
+	"github.com/vminit/vminit/internal/lib/yamlbound"
 	"github.com/vminit/vminit/platform"
 	"github.com/vminit/vminit/spec"
 )
@@ -133,9 +134,9 @@ func newNode(t xml.StartElement, line int) *node {
 // lines) into nodes: an object's members are children, a list is repeated
 // children of the list's name, scalars are text.
 func parseJSON(data []byte) (*node, error) {
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, fmt.Errorf("not JSON: %v", strings.TrimPrefix(err.Error(), "yaml: "))
+	doc, err := yamlbound.Parse(data, platform.MaxDocumentSize)
+	if err != nil {
+		return nil, fmt.Errorf("%s", yamlbound.Describe(err, "not JSON"))
 	}
 	if len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
 		return nil, fmt.Errorf("not a JSON object")

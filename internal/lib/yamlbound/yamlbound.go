@@ -25,6 +25,7 @@ package yamlbound
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -104,6 +105,18 @@ func CheckStream(data []byte, limit int) error {
 			return err
 		}
 	}
+}
+
+// Describe words an error of Parse or Unmarshal for a message about the
+// field that held the document: an *Error as it is, any other error (a
+// syntax error from yaml.v3) after invalid ("not YAML", "is not valid
+// YAML or JSON"), without yaml.v3's "yaml: " prefix.
+func Describe(err error, invalid string) string {
+	var be *Error
+	if errors.As(err, &be) {
+		return err.Error()
+	}
+	return invalid + ": " + strings.TrimPrefix(err.Error(), "yaml: ")
 }
 
 type walker struct {
