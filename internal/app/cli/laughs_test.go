@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -74,5 +75,42 @@ func TestConvertLaughs(t *testing.T) {
 		if alloc > 1<<30 {
 			t.Errorf("--to %s allocated %d MB; the bound is 1024", to, alloc>>20)
 		}
+	}
+}
+
+// TestPlatformListLimit: the list limit of a spec holds for the lists of
+// platform objects, before they are converted: a KubeVirt VM with 200,000
+// volumes (22 s and 1.3 GB, and valid, before) and a KubeadmConfig with
+// 20,000 commands are refused naming the list and its line.
+func TestPlatformListLimit(t *testing.T) {
+	for _, tc := range []struct {
+		file, list, entry string
+		n                 int
+		want              string
+	}{
+		{"kubevirt-configdrive.yaml", "      volumes:\n", "      - name: v%d\n        emptyDisk: {capacity: 1Gi}\n", 200_000,
+			"vm.yaml:39: spec.template.spec.volumes: 200003 entries; the limit is 10000"},
+		{"capi-kubeadmconfig.yaml", "  preKubeadmCommands:\n", "  - echo %d\n", 20_000,
+			"vm.yaml:30: spec.preKubeadmCommands: 20001 entries; the limit is 10000"},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			data, err := os.ReadFile(filepath.Join("../../../platform/testdata", tc.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var b strings.Builder
+			for i := range tc.n {
+				fmt.Fprintf(&b, tc.entry, i)
+			}
+			doc := strings.Replace(string(data), tc.list, tc.list+b.String(), 1)
+			code, stderr, alloc := allocatedBy(t, "validate", writeTemp(t, "vm.yaml", doc))
+			t.Logf("validate of %d bytes: exit %d, %d MB allocated", len(doc), code, alloc>>20)
+			if code != ExitInvalid || !strings.Contains(stderr, tc.want) {
+				t.Errorf("exit %d, want %d and %q:\n%s", code, ExitInvalid, tc.want, stderr)
+			}
+			if alloc > 1<<30 {
+				t.Errorf("validate allocated %d MB; the bound is 1024", alloc>>20)
+			}
+		})
 	}
 }
