@@ -61,19 +61,27 @@ type normalizer struct {
 	active map[*yaml.Node]bool // aliases being expanded, to refuse cycles
 }
 
-// LoadCloudConfig reads a #cloud-config document as cloud-init's
-// util.load_yaml does, into the tree its module keys mean: aliases
-// expanded (within spec.MaxSpecSize, see yamlbound), "<<" merge keys
-// flattened, a repeated key's last value kept, each scalar styled so that
-// the tree written back out reads the same. It returns nil for an empty
-// or null document, which cloud-init skips; any other document that is
-// not a mapping is an error. Errors carry the document's line.
-func LoadCloudConfig(data []byte) (*yaml.Node, error) { return normalize(data) }
+// LoadCloudConfig reads a #cloud-config document someone wrote as
+// cloud-init's util.load_yaml does, into the tree its module keys mean:
+// aliases expanded, "<<" merge keys flattened, a repeated key's last value
+// kept, each scalar styled so that the tree written back out reads the
+// same; its expansion and its nodes bounded (spec.FieldYAML). It returns
+// nil for an empty or null document, which cloud-init skips; any other
+// document that is not a mapping is an error. Errors carry the document's
+// line.
+func LoadCloudConfig(data []byte) (*yaml.Node, error) { return load(data, spec.FieldYAML) }
 
 // normalize parses one #cloud-config document the way cloud-init's
 // util.load_yaml does. It returns nil for an empty document (no content or
-// null), which cloud-init skips as "empty cloud config".
+// null), which cloud-init skips as "empty cloud config". The document may
+// be vminit's own (a large spec's generated user-data): its expansion is
+// bounded, its nodes are left to the spec's list limits.
 func normalize(data []byte) (*yaml.Node, error) {
+	return load(data, yamlbound.Limits{Bytes: spec.MaxSpecSize})
+}
+
+// load is normalize within l.
+func load(data []byte, l yamlbound.Limits) (*yaml.Node, error) {
 	dec := yaml.NewDecoder(strings.NewReader(string(data)))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
@@ -91,7 +99,7 @@ func normalize(data []byte) (*yaml.Node, error) {
 	}
 	// PyYAML shares aliased objects, but a merged document written back
 	// out repeats them: the expansion is bounded as a spec's text is.
-	if err := yamlbound.Check(doc.Content[0], spec.MaxSpecSize); err != nil {
+	if err := yamlbound.Check(&doc, l); err != nil {
 		return nil, err
 	}
 	nz := &normalizer{active: map[*yaml.Node]bool{}}

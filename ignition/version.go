@@ -308,7 +308,7 @@ func (r *renderer) children() []child {
 func (r *renderer) butane(doc string) (child, bool) {
 	const field = "spec.ignition.butane"
 	// Butane's translator expands aliases as it decodes: bound them first.
-	head, err := yamlbound.Parse([]byte(doc), spec.MaxSpecSize)
+	head, err := yamlbound.Parse([]byte(doc), spec.FieldYAML)
 	var be *yamlbound.Error
 	if errors.As(err, &be) {
 		r.errs.Add(field, "%v", err)

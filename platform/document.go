@@ -132,7 +132,7 @@ func parseYAML(file string, line int, chunk []byte) (*Document, error) {
 	}
 	d.node = &n
 	// sigs.k8s.io/yaml expands aliases into its JSON: bound them first.
-	if err := yamlbound.Check(&n, MaxDocumentSize); err != nil {
+	if err := yamlbound.Check(&n, yamlbound.Limits{Bytes: MaxDocumentSize}); err != nil {
 		return nil, d.boundError(err)
 	}
 	// Converting and checking an object goes over its lists, some

@@ -145,7 +145,7 @@ func checkNoCloud(s *Seed, add addFunc) {
 	}
 	if md, ok := s.Lookup("meta-data"); ok {
 		var v any
-		if err := yamlbound.Unmarshal(md, &v, spec.MaxSpecSize); err != nil {
+		if err := yamlbound.Unmarshal(md, &v, yamlbound.Limits{Bytes: spec.MaxSpecSize}); err != nil {
 			add("meta-data", "%s", yamlbound.Describe(err, "not YAML"))
 		} else if m, ok := v.(map[string]any); !ok && v != nil {
 			add("meta-data", "must be a mapping (YAML or JSON object)")
@@ -168,7 +168,7 @@ func checkNoCloud(s *Seed, add addFunc) {
 
 func checkNetworkConfig(data []byte, add addFunc) {
 	var v any
-	if err := yamlbound.Unmarshal(data, &v, spec.MaxSpecSize); err != nil {
+	if err := yamlbound.Unmarshal(data, &v, yamlbound.Limits{Bytes: spec.MaxSpecSize}); err != nil {
 		add("network-config", "%s", yamlbound.Describe(err, "not YAML"))
 		return
 	}

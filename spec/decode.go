@@ -28,6 +28,12 @@ import (
 // is a mistake (or an attack on the YAML parser).
 const MaxSpecSize = 16 << 20
 
+// FieldYAML bounds a YAML document someone wrote in a field of a spec or
+// of a platform object (user data, vendor data, network config, Butane,
+// an annotation): its expansion through aliases, like a spec's, and its
+// nodes, which vminit reads several times over (see yamlbound.MaxNodes).
+var FieldYAML = yamlbound.Limits{Bytes: MaxSpecSize, Nodes: yamlbound.MaxNodes}
+
 // MaxListEntries bounds each list of a spec (files, users, units,
 // commands…), so that rendering one spec, which every output does in
 // memory (and yaml.v3's emitter holds each event of a document until its
@@ -103,7 +109,7 @@ func decode(data []byte, fast bool) (*Instance, *Positions, error) {
 	}
 	// Aliases may expand a document far past its text (the fast path
 	// takes none); the decoder below and every renderer would pay for it.
-	if err := yamlbound.Check(doc, MaxSpecSize); err != nil {
+	if err := yamlbound.Check(doc, yamlbound.Limits{Bytes: MaxSpecSize}); err != nil {
 		return nil, nil, Errors{boundError(err)}
 	}
 	pos := &Positions{doc: doc}

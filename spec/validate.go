@@ -435,7 +435,7 @@ func validateCloudInit(c *ErrorList, ci *CloudInit) {
 			return
 		}
 		var v any
-		if err := yamlbound.Unmarshal([]byte(data), &v, MaxSpecSize); err != nil {
+		if err := yamlbound.Unmarshal([]byte(data), &v, FieldYAML); err != nil {
 			c.Add(field, "#cloud-config %s", yamlbound.Describe(err, "is not valid YAML"))
 			return
 		}
@@ -447,7 +447,7 @@ func validateCloudInit(c *ErrorList, ci *CloudInit) {
 	checkCloudConfig("spec.cloudInit.vendorData", ci.VendorData)
 	if nc := ci.NetworkConfig; nc != "" {
 		var v any
-		if err := yamlbound.Unmarshal([]byte(nc), &v, MaxSpecSize); err != nil {
+		if err := yamlbound.Unmarshal([]byte(nc), &v, FieldYAML); err != nil {
 			c.Add("spec.cloudInit.networkConfig", "%s", yamlbound.Describe(err, "is not valid YAML or JSON"))
 		} else if _, ok := v.(map[string]any); !ok {
 			c.Add("spec.cloudInit.networkConfig", "must be a mapping: network-config version 1 or 2, or network_data.json")

@@ -767,7 +767,7 @@ func (c *conv) additionalConfig() {
 	}
 	p := c.path + ".ignition.containerLinuxConfig.additionalConfig"
 	var m map[string]any
-	if err := yamlbound.Unmarshal([]byte(text), &m, platform.MaxDocumentSize); err != nil {
+	if err := yamlbound.Unmarshal([]byte(text), &m, spec.FieldYAML); err != nil {
 		c.b.Errorf(p, "%s", yamlbound.Describe(err, "not YAML"))
 		return
 	}

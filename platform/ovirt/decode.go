@@ -134,7 +134,7 @@ func newNode(t xml.StartElement, line int) *node {
 // lines) into nodes: an object's members are children, a list is repeated
 // children of the list's name, scalars are text.
 func parseJSON(data []byte) (*node, error) {
-	doc, err := yamlbound.Parse(data, platform.MaxDocumentSize)
+	doc, err := yamlbound.Parse(data, yamlbound.Limits{Bytes: platform.MaxDocumentSize})
 	if err != nil {
 		return nil, fmt.Errorf("%s", yamlbound.Describe(err, "not JSON"))
 	}

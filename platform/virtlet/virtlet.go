@@ -194,7 +194,7 @@ func (c *conv) yamlMap(name string) map[string]any {
 		return nil
 	}
 	var m map[string]any
-	if err := yamlbound.Unmarshal([]byte(text), &m, platform.MaxDocumentSize); err != nil {
+	if err := yamlbound.Unmarshal([]byte(text), &m, spec.FieldYAML); err != nil {
 		c.b.Errorf(ann(name), "%s", yamlbound.Describe(err, "not a YAML mapping"))
 		return nil
 	}
@@ -638,7 +638,7 @@ func (c *conv) userData(overwrite bool, mountLines []string) {
 			base = map[string]any{}
 			for _, k := range src.Keys() {
 				var v any
-				if err := yamlbound.Unmarshal(src.Data[k], &v, platform.MaxDocumentSize); err != nil {
+				if err := yamlbound.Unmarshal(src.Data[k], &v, spec.FieldYAML); err != nil {
 					c.b.Errorf(ann(AnnotationUserDataSource), "%s %q: key %q %s", src.Kind, src.Name, k, yamlbound.Describe(err, fmt.Sprintf("is not YAML, so it cannot be a user-data key (Virtlet dropped it silently; to give a script, name its key with %s)", AnnotationUserDataSourceKey)))
 					continue
 				}

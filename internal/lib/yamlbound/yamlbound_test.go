@@ -24,10 +24,16 @@ func Laughs(size, width int) string {
 	return b.String()
 }
 
+// lim is the limit of a spec's document: expanded bytes only.
+func lim(bytes int) Limits { return Limits{Bytes: bytes} }
+
+// field is the limit of a document held in a field: nodes too.
+func field(bytes int) Limits { return Limits{Bytes: bytes, Nodes: MaxNodes} }
+
 func TestLaughsRefused(t *testing.T) {
 	doc := Laughs(100<<10, 100) // 1 GB expanded
 	var v any
-	err := Unmarshal([]byte(doc), &v, 16<<20)
+	err := Unmarshal([]byte(doc), &v, lim(16<<20))
 	var be *Error
 	if !errors.As(err, &be) {
 		t.Fatalf("Unmarshal: %v, want an *Error", err)
@@ -44,13 +50,13 @@ func TestLaughsRefused(t *testing.T) {
 func TestWithinLimitDecodes(t *testing.T) {
 	doc := Laughs(10, 10) // 1,000 bytes of x, plus overheads
 	var v map[string]any
-	if err := Unmarshal([]byte(doc), &v, 16<<20); err != nil {
+	if err := Unmarshal([]byte(doc), &v, lim(16<<20)); err != nil {
 		t.Fatal(err)
 	}
 	if c := v["c"].([]any); len(c) != 10 || len(c[9].([]any)) != 10 {
 		t.Errorf("decoded %v", v["c"])
 	}
-	if err := Unmarshal([]byte(doc), &v, 1000); err == nil {
+	if err := Unmarshal([]byte(doc), &v, lim(1000)); err == nil {
 		t.Error("a 1,000-byte limit accepted 1,000 bytes of scalars with their nodes")
 	}
 }
@@ -58,7 +64,7 @@ func TestWithinLimitDecodes(t *testing.T) {
 // A document without aliases is bounded by its text, which its reader
 // bounds: Check never refuses one, however small the limit.
 func TestNoAliasesNotRefused(t *testing.T) {
-	if _, err := Parse([]byte("a: [b, c, {d: e}]\nf: "+strings.Repeat("x", 1000)), 10); err != nil {
+	if _, err := Parse([]byte("a: [b, c, {d: e}]\nf: "+strings.Repeat("x", 1000)), lim(10)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -68,14 +74,14 @@ func TestMergeKeysCount(t *testing.T) {
 	for i := range 20 {
 		doc += fmt.Sprintf("m%d: {<<: *m, n: %d}\n", i, i)
 	}
-	if _, err := Parse([]byte(doc), 10000); err == nil {
+	if _, err := Parse([]byte(doc), lim(10000)); err == nil {
 		t.Error("twenty merges of a 1,000-byte mapping passed a 10,000-byte limit")
 	}
 }
 
 func TestSelfContainingAlias(t *testing.T) {
 	for _, doc := range []string{"a: &a [*a]\n", "a: &a {b: *a}\n"} {
-		_, err := Parse([]byte(doc), 1<<20)
+		_, err := Parse([]byte(doc), lim(1<<20))
 		if err == nil || !strings.Contains(err.Error(), "contains it") {
 			t.Errorf("%q: %v", doc, err)
 		}
@@ -85,7 +91,7 @@ func TestSelfContainingAlias(t *testing.T) {
 func TestPathOfLongKeyQuoted(t *testing.T) {
 	key := strings.Repeat("k", 100) + "\x01"
 	doc := "x: &x " + strings.Repeat("y", 100) + "\n\"" + strings.ReplaceAll(key, "\x01", `\x01`) + "\": [*x, *x]\n"
-	_, err := Parse([]byte(doc), 250)
+	_, err := Parse([]byte(doc), lim(250))
 	var be *Error
 	if !errors.As(err, &be) || be.Path != strings.Repeat("k", 64)+"…[0]" {
 		t.Fatalf("%v", err)
@@ -93,10 +99,10 @@ func TestPathOfLongKeyQuoted(t *testing.T) {
 }
 
 func TestCheckStream(t *testing.T) {
-	if err := CheckStream([]byte("a: 1\n---\n"+Laughs(1000, 100)), 1<<20); err == nil {
+	if err := CheckStream([]byte("a: 1\n---\n"+Laughs(1000, 100)), lim(1<<20)); err == nil {
 		t.Error("the second document's 10 MB passed a 1 MiB limit")
 	}
-	if err := CheckStream([]byte("a: [\n"), 1<<20); err != nil {
+	if err := CheckStream([]byte("a: [\n"), lim(1<<20)); err != nil {
 		t.Errorf("a syntax error is the decoder's to report: %v", err)
 	}
 }
@@ -109,7 +115,7 @@ func TestDeepLaughsLinear(t *testing.T) {
 	for i := 1; i <= 10; i++ {
 		fmt.Fprintf(&b, "l%d: &l%d [%s]\n", i, i, strings.TrimSuffix(strings.Repeat(fmt.Sprintf("*l%d, ", i-1), 10), ", "))
 	}
-	_, err := Parse([]byte(b.String()), math.MaxInt32)
+	_, err := Parse([]byte(b.String()), lim(math.MaxInt32))
 	var be *Error
 	if !errors.As(err, &be) {
 		t.Fatalf("%v", err)
@@ -132,11 +138,12 @@ func FuzzYAMLAmplification(f *testing.F) {
 		if yaml.Unmarshal(data, &doc) != nil {
 			return
 		}
-		w := walker{limit: math.MaxInt / 2, sizes: map[*yaml.Node]int{}}
-		if Check(&doc, limit) != nil {
+		w := walker{Limits: lim(math.MaxInt / 2), costs: map[*yaml.Node]cost{}}
+		if Check(&doc, lim(limit)) != nil {
 			return
 		}
-		counted, err := w.size(&doc)
+		c, err := w.cost(&doc)
+		counted := c.bytes
 		if err != nil {
 			t.Fatalf("accepted with limit %d, refused without: %v", limit, err)
 		}
@@ -179,4 +186,30 @@ func decodedSize(v any) int {
 		panic(fmt.Sprintf("decoded %T", v))
 	}
 	return s
+}
+
+// TestNodesBounded: a document held in a field (Parse, Unmarshal,
+// CheckStream) holds at most MaxNodes nodes, aliases or not; Check, for
+// whole documents, leaves nodes to their reader's list limits.
+func TestNodesBounded(t *testing.T) {
+	dense := []byte("a: [" + strings.Repeat("x,", MaxNodes) + "x]\n")
+	var be *Error
+	if _, err := Parse(dense, field(16<<20)); !errors.As(err, &be) || !be.Nodes || be.Limit != MaxNodes || be.Path != "a["+fmt.Sprint(MaxNodes-4)+"]" {
+		t.Errorf("Parse: %v", err)
+	}
+	if err := CheckStream(append([]byte("a: 1\n---\n"), dense...), field(16<<20)); !errors.As(err, &be) || !be.Nodes {
+		t.Errorf("CheckStream: %v", err)
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(dense, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if err := Check(&doc, lim(16<<20)); err != nil {
+		t.Errorf("Check: %v", err)
+	}
+	// Aliases count as the nodes they stand for: 400 × 400 = 160,000.
+	laughs := Laughs(1, 400)
+	if _, err := Parse([]byte(laughs), field(16<<20)); !errors.As(err, &be) || !be.Nodes {
+		t.Errorf("Parse of %d bytes of aliases: %v", len(laughs), err)
+	}
 }
