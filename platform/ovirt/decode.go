@@ -91,6 +91,9 @@ func parseXML(data []byte) (*node, error) {
 				root = n
 			} else {
 				p := stack[len(stack)-1].n
+				if len(p.children) == spec.MaxListEntries {
+					return nil, fmt.Errorf("line %d: <%s> holds more than %d elements; the limit is that of each list of a spec", p.line, p.name, spec.MaxListEntries)
+				}
 				p.children = append(p.children, n)
 			}
 			stack = append(stack, openElement{n: n})
