@@ -33,12 +33,12 @@ func TestLaughsObjectRefused(t *testing.T) {
 	}
 	var logs testtools.SyncBuffer
 	st, err := kubestore.Open(ctx, kubestore.Config{REST: s.Config(), Namespaces: []string{"default"},
-		Logger: slog.New(slog.NewTextHandler(&logs, nil)), Checks: mdserver.StoreChecks(mdserver.Options{})})
+		Logger: slog.New(slog.NewTextHandler(&logs, nil)), Checks: mdserver.StoreChecks(mdserver.Options{}), Addresses: tenants})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	eventually(t, "web served", func() bool { return addrOf(st.Snapshot(), "10.0.0.1") == "web" })
+	eventually(t, "web served", func() bool { return addrOf(st.Snapshot(), "10.0.0.1") == "default/web" })
 	eventually(t, "the attack logged", func() bool { return strings.Contains(logs.String(), "object=default/laughs") })
 	if l := logs.String(); !strings.Contains(l, "spec.cloudInit.userData") || !strings.Contains(l, "aliases expand the document past 16777216 bytes") {
 		t.Errorf("log of the attack:\n%s", l)
