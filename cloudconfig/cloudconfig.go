@@ -18,6 +18,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/vminit/vminit/cloudinit"
 	"github.com/vminit/vminit/spec"
 )
 
@@ -77,16 +78,14 @@ func ToSpec(data []byte, opts Options) (*spec.Instance, []string, error) {
 		c.inst.Spec.Files = []spec.File{{Path: ScriptPath, Mode: &mode, Content: &script}}
 		c.inst.Spec.Commands = []spec.Command{{Argv: []string{ScriptPath}}}
 	case bytes.HasPrefix(lower, []byte("#cloud-config")) && !bytes.HasPrefix(lower, []byte("#cloud-config-")):
-		var doc yaml.Node
-		if err := yaml.Unmarshal(data, &doc); err != nil {
-			return nil, nil, fmt.Errorf("#cloud-config is not valid YAML: %v", strings.TrimPrefix(err.Error(), "yaml: "))
+		// Read as cloud-init reads it: anchors, aliases and merge keys
+		// resolved (the kept keys are written back without them, and
+		// must mean the same), the expansion bounded.
+		doc, err := cloudinit.LoadCloudConfig(data)
+		if err != nil {
+			return nil, nil, fmt.Errorf("#cloud-config %w", err)
 		}
-		if len(doc.Content) > 0 && doc.Content[0].Kind != yaml.MappingNode {
-			return nil, nil, fmt.Errorf("#cloud-config must be a mapping of module keys")
-		}
-		if len(doc.Content) > 0 {
-			c.doc = doc.Content[0]
-		}
+		c.doc = doc
 		c.convert()
 	case opts.For == ForSpec:
 		// #include, boothooks, archives, MIME: cloud-init's own business.

@@ -14,6 +14,8 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/vminit/vminit/internal/lib/yaml11"
+	"github.com/vminit/vminit/internal/lib/yamlbound"
+	"github.com/vminit/vminit/spec"
 )
 
 // This file turns a parsed YAML document into the shape PyYAML's SafeLoader
@@ -55,20 +57,31 @@ func kindOf(n *yaml.Node) pyKind {
 	return pyOther
 }
 
-// errTooLarge stops alias expansion that would blow up the document (a
-// "billion laughs"): PyYAML shares aliased objects, but a merged document
-// written back out repeats them.
-var errTooLarge = errors.New("the document expands to too many nodes through aliases")
-
 type normalizer struct {
-	budget int
 	active map[*yaml.Node]bool // aliases being expanded, to refuse cycles
 }
 
+// LoadCloudConfig reads a #cloud-config document someone wrote as
+// cloud-init's util.load_yaml does, into the tree its module keys mean:
+// aliases expanded, "<<" merge keys flattened, a repeated key's last value
+// kept, each scalar styled so that the tree written back out reads the
+// same; its expansion and its nodes bounded (spec.FieldYAML). It returns
+// nil for an empty or null document, which cloud-init skips; any other
+// document that is not a mapping is an error. Errors carry the document's
+// line.
+func LoadCloudConfig(data []byte) (*yaml.Node, error) { return load(data, spec.FieldYAML) }
+
 // normalize parses one #cloud-config document the way cloud-init's
 // util.load_yaml does. It returns nil for an empty document (no content or
-// null), which cloud-init skips as "empty cloud config".
+// null), which cloud-init skips as "empty cloud config". The document may
+// be vminit's own (a large spec's generated user-data): its expansion is
+// bounded, its nodes are left to the spec's list limits.
 func normalize(data []byte) (*yaml.Node, error) {
+	return load(data, yamlbound.Limits{Bytes: spec.MaxSpecSize})
+}
+
+// load is normalize within l.
+func load(data []byte, l yamlbound.Limits) (*yaml.Node, error) {
 	dec := yaml.NewDecoder(strings.NewReader(string(data)))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
@@ -84,7 +97,12 @@ func normalize(data []byte) (*yaml.Node, error) {
 	if len(doc.Content) == 0 {
 		return nil, nil
 	}
-	nz := &normalizer{budget: 64*len(data) + 100000, active: map[*yaml.Node]bool{}}
+	// PyYAML shares aliased objects, but a merged document written back
+	// out repeats them: the expansion is bounded as a spec's text is.
+	if err := yamlbound.Check(&doc, l); err != nil {
+		return nil, err
+	}
+	nz := &normalizer{active: map[*yaml.Node]bool{}}
 	root, err := nz.node(doc.Content[0])
 	if err != nil {
 		return nil, err
@@ -99,9 +117,6 @@ func normalize(data []byte) (*yaml.Node, error) {
 }
 
 func (nz *normalizer) node(n *yaml.Node) (*yaml.Node, error) {
-	if nz.budget--; nz.budget < 0 {
-		return nil, errTooLarge
-	}
 	if n.Kind == yaml.AliasNode {
 		if n.Alias == nil {
 			return nil, fmt.Errorf("line %d: alias to an unknown anchor", n.Line)
@@ -254,9 +269,6 @@ func (nz *normalizer) flatten(n *yaml.Node, depth int) ([][2]*yaml.Node, error) 
 			}
 		default:
 			return nil, fmt.Errorf("line %d: a merge key (<<) takes a mapping or a list of mappings", v.Line)
-		}
-		if nz.budget -= len(merged); nz.budget < 0 {
-			return nil, errTooLarge
 		}
 	}
 	return append(merged, own...), nil

@@ -13,7 +13,6 @@ import (
 	"github.com/coreos/ignition/v2/config/util"
 	"github.com/coreos/ignition/v2/config/v3_6"
 	"github.com/coreos/vcontext/report"
-	"gopkg.in/yaml.v3"
 
 	types "github.com/coreos/ignition/v2/config/v3_0/types"
 	t31 "github.com/coreos/ignition/v2/config/v3_1/types"
@@ -29,6 +28,9 @@ import (
 	tr34 "github.com/coreos/ignition/v2/config/v3_4/translate"
 	tr35 "github.com/coreos/ignition/v2/config/v3_5/translate"
 	tr36 "github.com/coreos/ignition/v2/config/v3_6/translate"
+
+	"github.com/vminit/vminit/internal/lib/yamlbound"
+	"github.com/vminit/vminit/spec"
 )
 
 // specVersion is a spec version Render can emit. Experimental versions
@@ -286,25 +288,8 @@ func (r *renderer) children() []child {
 		out = append(out, child{"spec.ignition.config", []byte(ig.Config)})
 	}
 	if strings.TrimSpace(ig.Butane) != "" {
-		const field = "spec.ignition.butane"
-		var head struct {
-			Variant string `yaml:"variant"`
-		}
-		yaml.Unmarshal([]byte(ig.Butane), &head)
-		if want := map[string]Variant{"fcos": FCOS, "openshift": RHCOS, "flatcar": Flatcar}[head.Variant]; want != "" && want != r.opts.Variant {
-			r.warn(field, "Butane variant %q is meant for %s guests, and this config is for %s", head.Variant, want, r.opts.Variant)
-		}
-		// Raw: the openshift variant's bare Ignition, not a MachineConfig.
-		out1, rpt, err := config.TranslateBytes([]byte(ig.Butane), common.TranslateBytesOptions{
-			TranslateOptions: common.TranslateOptions{FilesDir: r.opts.FilesDir},
-			Raw:              true,
-		})
-		r.report(field, rpt)
-		switch {
-		case err != nil && !rpt.IsFatal():
-			r.errs.Add(field, "%s", butaneError(err))
-		case err == nil:
-			out = append(out, child{field, out1})
+		if c, ok := r.butane(ig.Butane); ok {
+			out = append(out, c)
 		}
 	}
 	for _, c := range out {
@@ -317,6 +302,40 @@ func (r *renderer) children() []child {
 		}
 	}
 	return out
+}
+
+// butane translates spec.ignition.butane, reporting its problems.
+func (r *renderer) butane(doc string) (child, bool) {
+	const field = "spec.ignition.butane"
+	// Butane's translator expands aliases as it decodes: bound them first.
+	head, err := yamlbound.Parse([]byte(doc), spec.FieldYAML)
+	var be *yamlbound.Error
+	if errors.As(err, &be) {
+		r.errs.Add(field, "%v", err)
+		return child{}, false
+	}
+	var variant struct {
+		Variant string `yaml:"variant"`
+	}
+	if err == nil {
+		head.Decode(&variant) // a problem is Butane's to report, below
+	}
+	if want := map[string]Variant{"fcos": FCOS, "openshift": RHCOS, "flatcar": Flatcar}[variant.Variant]; want != "" && want != r.opts.Variant {
+		r.warn(field, "Butane variant %q is meant for %s guests, and this config is for %s", variant.Variant, want, r.opts.Variant)
+	}
+	// Raw: the openshift variant's bare Ignition, not a MachineConfig.
+	out, rpt, err := config.TranslateBytes([]byte(doc), common.TranslateBytesOptions{
+		TranslateOptions: common.TranslateOptions{FilesDir: r.opts.FilesDir},
+		Raw:              true,
+	})
+	r.report(field, rpt)
+	switch {
+	case err != nil && !rpt.IsFatal():
+		r.errs.Add(field, "%s", butaneError(err))
+	case err == nil:
+		return child{field, out}, true
+	}
+	return child{}, false
 }
 
 // butaneError words Butane's errors, which may carry the YAML position.

@@ -14,6 +14,7 @@ import (
 	kjson "sigs.k8s.io/json"
 	kyaml "sigs.k8s.io/yaml"
 
+	"github.com/vminit/vminit/internal/lib/yamlbound"
 	"github.com/vminit/vminit/spec"
 )
 
@@ -46,8 +47,11 @@ type Document struct {
 	// object ("" when it has none).
 	APIVersion, Kind, Name, Namespace string
 
-	node  *yaml.Node     // the YAML document, for lines; nil when not YAML
-	lines map[string]int // lines of paths, for documents that are not YAML
+	node *yaml.Node // the YAML document, for lines; nil when not YAML
+	// refused are the problems that keep the document from being
+	// decoded at all (lists past spec.MaxListEntries); Decode returns them.
+	refused spec.Errors
+	lines   map[string]int // lines of paths, for documents that are not YAML
 }
 
 // SetLine records the line (1-based, within the document) of the field at
@@ -127,6 +131,18 @@ func parseYAML(file string, line int, chunk []byte) (*Document, error) {
 		return nil, d.syntaxError(err)
 	}
 	d.node = &n
+	// sigs.k8s.io/yaml expands aliases into its JSON: bound them first.
+	if err := yamlbound.Check(&n, yamlbound.Limits{Bytes: MaxDocumentSize}); err != nil {
+		return nil, d.boundError(err)
+	}
+	// Converting and checking an object goes over its lists, some
+	// against each other (volumes and disks): bound them as a spec's are,
+	// before any of that work. The document is still recognised by its
+	// kind, so that the refusal is the object's, naming its fields.
+	if d.refused = d.longLists(&n, "", 1, nil); len(d.refused) > 0 {
+		d.identify()
+		return d, nil
+	}
 	j, err := kyaml.YAMLToJSON(chunk)
 	if err != nil {
 		return nil, d.syntaxError(err)
@@ -158,6 +174,69 @@ func (d *Document) syntaxError(err error) error {
 		line, msg = d.Line+n-1, m[2]
 	}
 	return spec.Errors{{File: d.File, Line: line, Message: "not valid YAML: " + strings.TrimPrefix(msg, "yaml: ")}}
+}
+
+// identify sets the object's apiVersion, kind, name and namespace from
+// its YAML tree, for a document never converted to JSON.
+func (d *Document) identify() {
+	top := d.node.Content
+	if len(top) == 0 {
+		return
+	}
+	value := func(m *yaml.Node, key string) *yaml.Node {
+		for i := 0; m != nil && m.Kind == yaml.MappingNode && i+1 < len(m.Content); i += 2 {
+			if m.Content[i].Value == key {
+				return m.Content[i+1]
+			}
+		}
+		return nil
+	}
+	text := func(n *yaml.Node) string {
+		if n == nil || n.Kind != yaml.ScalarNode {
+			return ""
+		}
+		return n.Value
+	}
+	meta := value(top[0], "metadata")
+	d.APIVersion, d.Kind = text(value(top[0], "apiVersion")), text(value(top[0], "kind"))
+	d.Name, d.Namespace = text(value(meta, "name")), text(value(meta, "namespace"))
+}
+
+// longLists appends an error for each list under n longer than
+// spec.MaxListEntries, naming it by its path and the line of its key.
+// Aliases are not followed: Check has bounded them.
+func (d *Document) longLists(n *yaml.Node, path string, line int, es spec.Errors) spec.Errors {
+	switch n.Kind {
+	case yaml.DocumentNode:
+		for _, c := range n.Content {
+			es = d.longLists(c, path, c.Line, es)
+		}
+	case yaml.SequenceNode:
+		if len(n.Content) > spec.MaxListEntries {
+			return append(es, &spec.FieldError{File: d.File, Line: d.Line + line - 1, Field: path,
+				Message: fmt.Sprintf("%d entries; the limit is %d, as for each list of a spec", len(n.Content), spec.MaxListEntries)})
+		}
+		for i, c := range n.Content {
+			es = d.longLists(c, path+"["+strconv.Itoa(i)+"]", c.Line, es)
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i]
+			es = d.longLists(n.Content[i+1], join(path, yamlbound.QuoteKey(k.Value)), k.Line, es)
+		}
+	}
+	return es
+}
+
+// boundError is yamlbound.Check's refusal on the field where the
+// expansion crossed the limit.
+func (d *Document) boundError(err error) error {
+	var be *yamlbound.Error
+	if !errors.As(err, &be) {
+		return d.syntaxError(err)
+	}
+	return spec.Errors{{File: d.File, Line: d.Line + be.Line - 1, Field: be.Path,
+		Message: fmt.Sprintf("aliases expand the object past %d bytes, the limit of one object; write it out without anchors and aliases, or make it smaller", be.Limit)}}
 }
 
 // Where names the object's field at path for a message: "vm.yaml:12:
@@ -337,6 +416,9 @@ func splitPath(p string) []pathSeg {
 // duplicated field, or a value of the wrong type, is an error naming its
 // path and line. Every such problem is returned at once.
 func (d *Document) Decode(v any) error {
+	if len(d.refused) > 0 {
+		return d.refused
+	}
 	if d.JSON == nil {
 		return spec.Errors{d.Error("", "not a YAML or JSON document")}
 	}

@@ -4,8 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"gopkg.in/yaml.v3"
-
+	"github.com/vminit/vminit/internal/lib/yamlbound"
 	"github.com/vminit/vminit/spec"
 )
 
@@ -27,7 +26,7 @@ func rawNetworkErrors(check func(add addFunc)) error {
 // and refuses network_data.json, which NoCloud does not read.
 func checkRawNetworkConfig(raw string) error {
 	var doc map[string]any
-	if yaml.Unmarshal([]byte(raw), &doc) == nil && doc["links"] != nil && doc["version"] == nil {
+	if yamlbound.Unmarshal([]byte(raw), &doc, yamlbound.Limits{Bytes: spec.MaxSpecSize}) == nil && doc["links"] != nil && doc["version"] == nil {
 		return rawNetworkErrors(func(add addFunc) {
 			add("", "this is OpenStack network_data.json, which only the configdrive datasource reads; NoCloud reads network-config version 1 or 2")
 		})
@@ -41,7 +40,7 @@ func checkRawNetworkConfig(raw string) error {
 func checkRawNetworkData(raw string) error {
 	var doc map[string]any
 	if json.Unmarshal([]byte(raw), &doc) != nil {
-		if yaml.Unmarshal([]byte(raw), &doc) == nil && doc != nil && (doc["version"] != nil || doc["network"] != nil) {
+		if yamlbound.Unmarshal([]byte(raw), &doc, yamlbound.Limits{Bytes: spec.MaxSpecSize}) == nil && doc != nil && (doc["version"] != nil || doc["network"] != nil) {
 			return rawNetworkErrors(func(add addFunc) {
 				add("", "this is network-config (netplan or version 1), which ConfigDrive does not read: ConfigDrive reads OpenStack network_data.json; use the nocloud datasource, or describe the network in spec.network, which vminit writes in either format")
 			})

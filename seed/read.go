@@ -11,9 +11,8 @@ import (
 	"slices"
 	"strings"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/vminit/vminit/cloudinit"
+	"github.com/vminit/vminit/internal/lib/yamlbound"
 	"github.com/vminit/vminit/spec"
 
 	ignconfig "github.com/coreos/ignition/v2/config"
@@ -146,8 +145,8 @@ func checkNoCloud(s *Seed, add addFunc) {
 	}
 	if md, ok := s.Lookup("meta-data"); ok {
 		var v any
-		if err := yaml.Unmarshal(md, &v); err != nil {
-			add("meta-data", "not YAML: %v", strings.TrimPrefix(err.Error(), "yaml: "))
+		if err := yamlbound.Unmarshal(md, &v, yamlbound.Limits{Bytes: spec.MaxSpecSize}); err != nil {
+			add("meta-data", "%s", yamlbound.Describe(err, "not YAML"))
 		} else if m, ok := v.(map[string]any); !ok && v != nil {
 			add("meta-data", "must be a mapping (YAML or JSON object)")
 		} else if id, _ := m["instance-id"].(string); id == "" {
@@ -169,8 +168,8 @@ func checkNoCloud(s *Seed, add addFunc) {
 
 func checkNetworkConfig(data []byte, add addFunc) {
 	var v any
-	if err := yaml.Unmarshal(data, &v); err != nil {
-		add("network-config", "not YAML: %v", strings.TrimPrefix(err.Error(), "yaml: "))
+	if err := yamlbound.Unmarshal(data, &v, yamlbound.Limits{Bytes: spec.MaxSpecSize}); err != nil {
+		add("network-config", "%s", yamlbound.Describe(err, "not YAML"))
 		return
 	}
 	m, ok := v.(map[string]any)

@@ -17,17 +17,22 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"unicode"
-	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/vminit/vminit/internal/lib/inputfile"
+	"github.com/vminit/vminit/internal/lib/yamlbound"
 )
 
 // MaxSpecSize bounds a spec document. Seeds carry kilobytes; a larger input
 // is a mistake (or an attack on the YAML parser).
 const MaxSpecSize = 16 << 20
+
+// FieldYAML bounds a YAML document someone wrote in a field of a spec or
+// of a platform object (user data, vendor data, network config, Butane,
+// an annotation): its expansion through aliases, like a spec's, and its
+// nodes, which vminit reads several times over (see yamlbound.MaxNodes).
+var FieldYAML = yamlbound.Limits{Bytes: MaxSpecSize, Nodes: yamlbound.MaxNodes}
 
 // MaxListEntries bounds each list of a spec (files, users, units,
 // commands…), so that rendering one spec, which every output does in
@@ -102,6 +107,11 @@ func decode(data []byte, fast bool) (*Instance, *Positions, error) {
 	if !looksLikeSpec(doc) {
 		return nil, nil, Errors{{Line: doc.Line, Message: notASpec}}
 	}
+	// Aliases may expand a document far past its text (the fast path
+	// takes none); the decoder below and every renderer would pay for it.
+	if err := yamlbound.Check(doc, yamlbound.Limits{Bytes: MaxSpecSize}); err != nil {
+		return nil, nil, Errors{boundError(err)}
+	}
 	pos := &Positions{doc: doc}
 	var c ErrorList
 	walkKnown(doc, instanceType, "", nil, &c)
@@ -146,26 +156,6 @@ func looksLikeSpec(doc *yaml.Node) bool {
 		}
 	}
 	return false
-}
-
-// maxQuotedKey bounds how much of an unknown key an error quotes.
-const maxQuotedKey = 64
-
-// quoteKey is an unknown key as an error names it: at most maxQuotedKey
-// bytes, control characters escaped.
-func quoteKey(k string) string {
-	if len(k) > maxQuotedKey {
-		cut := maxQuotedKey
-		for cut > 0 && !utf8.RuneStart(k[cut]) {
-			cut--
-		}
-		k = k[:cut] + "…"
-	}
-	if strings.IndexFunc(k, unicode.IsControl) >= 0 {
-		q := strconv.Quote(k)
-		k = q[1 : len(q)-1]
-	}
-	return k
 }
 
 // Loader reads specs, and the files they take content from. Its zero value
@@ -398,7 +388,7 @@ func walkKnown(n *yaml.Node, t reflect.Type, path string, pos *Positions, c *Err
 				if s := suggest(k.Value, fields); s != "" {
 					msg += fmt.Sprintf(" (did you mean %q?)", s)
 				}
-				c.list = append(c.list, &FieldError{Field: join(path, quoteKey(k.Value)), Line: k.Line, Message: msg})
+				c.list = append(c.list, &FieldError{Field: join(path, yamlbound.QuoteKey(k.Value)), Line: k.Line, Message: msg})
 				continue
 			}
 			if givenBefore(n, i) {
@@ -540,6 +530,16 @@ func editDistance(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(b)]
+}
+
+// boundError is yamlbound.Check's refusal as a FieldError on the field
+// where the expansion crossed the limit.
+func boundError(err error) *FieldError {
+	var be *yamlbound.Error
+	if errors.As(err, &be) {
+		return &FieldError{Field: be.Path, Line: be.Line, Message: fmt.Sprintf("aliases expand the document past %d bytes, the limit of a spec; write it out without anchors and aliases, or make it smaller", be.Limit)}
+	}
+	return syntaxError(err)
 }
 
 var lineRE = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)

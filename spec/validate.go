@@ -13,7 +13,8 @@ import (
 
 	"github.com/coreos/go-systemd/v22/unit"
 	"golang.org/x/crypto/ssh"
-	yaml3 "gopkg.in/yaml.v3"
+
+	"github.com/vminit/vminit/internal/lib/yamlbound"
 )
 
 var (
@@ -434,8 +435,8 @@ func validateCloudInit(c *ErrorList, ci *CloudInit) {
 			return
 		}
 		var v any
-		if err := yaml3.Unmarshal([]byte(data), &v); err != nil {
-			c.Add(field, "#cloud-config is not valid YAML: %v", strings.TrimPrefix(err.Error(), "yaml: "))
+		if err := yamlbound.Unmarshal([]byte(data), &v, FieldYAML); err != nil {
+			c.Add(field, "#cloud-config %s", yamlbound.Describe(err, "is not valid YAML"))
 			return
 		}
 		if _, ok := v.(map[string]any); !ok && v != nil {
@@ -446,8 +447,8 @@ func validateCloudInit(c *ErrorList, ci *CloudInit) {
 	checkCloudConfig("spec.cloudInit.vendorData", ci.VendorData)
 	if nc := ci.NetworkConfig; nc != "" {
 		var v any
-		if err := yaml3.Unmarshal([]byte(nc), &v); err != nil {
-			c.Add("spec.cloudInit.networkConfig", "is not valid YAML or JSON: %v", strings.TrimPrefix(err.Error(), "yaml: "))
+		if err := yamlbound.Unmarshal([]byte(nc), &v, FieldYAML); err != nil {
+			c.Add("spec.cloudInit.networkConfig", "%s", yamlbound.Describe(err, "is not valid YAML or JSON"))
 		} else if _, ok := v.(map[string]any); !ok {
 			c.Add("spec.cloudInit.networkConfig", "must be a mapping: network-config version 1 or 2, or network_data.json")
 		}

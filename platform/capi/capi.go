@@ -55,6 +55,7 @@ import (
 	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	kyaml "sigs.k8s.io/yaml"
 
+	"github.com/vminit/vminit/internal/lib/yamlbound"
 	"github.com/vminit/vminit/platform"
 	"github.com/vminit/vminit/spec"
 )
@@ -766,8 +767,8 @@ func (c *conv) additionalConfig() {
 	}
 	p := c.path + ".ignition.containerLinuxConfig.additionalConfig"
 	var m map[string]any
-	if err := yaml.Unmarshal([]byte(text), &m); err != nil {
-		c.b.Errorf(p, "not YAML: %v", strings.TrimPrefix(err.Error(), "yaml: "))
+	if err := yamlbound.Unmarshal([]byte(text), &m, spec.FieldYAML); err != nil {
+		c.b.Errorf(p, "%s", yamlbound.Describe(err, "not YAML"))
 		return
 	}
 	s := &c.b.Instance.Spec

@@ -13,6 +13,7 @@ import (
 	ovirtsdk "github.com/ovirt/go-ovirt"
 	"gopkg.in/yaml.v3"
 
+	"github.com/vminit/vminit/internal/lib/yamlbound"
 	"github.com/vminit/vminit/platform"
 	"github.com/vminit/vminit/spec"
 )
@@ -90,6 +91,9 @@ func parseXML(data []byte) (*node, error) {
 				root = n
 			} else {
 				p := stack[len(stack)-1].n
+				if len(p.children) == spec.MaxListEntries {
+					return nil, fmt.Errorf("line %d: <%s> holds more than %d elements; the limit is that of each list of a spec", p.line, p.name, spec.MaxListEntries)
+				}
 				p.children = append(p.children, n)
 			}
 			stack = append(stack, openElement{n: n})
@@ -133,9 +137,9 @@ func newNode(t xml.StartElement, line int) *node {
 // lines) into nodes: an object's members are children, a list is repeated
 // children of the list's name, scalars are text.
 func parseJSON(data []byte) (*node, error) {
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, fmt.Errorf("not JSON: %v", strings.TrimPrefix(err.Error(), "yaml: "))
+	doc, err := yamlbound.Parse(data, yamlbound.Limits{Bytes: platform.MaxDocumentSize})
+	if err != nil {
+		return nil, fmt.Errorf("%s", yamlbound.Describe(err, "not JSON"))
 	}
 	if len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
 		return nil, fmt.Errorf("not a JSON object")

@@ -63,6 +63,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/vminit/vminit/cloudinit"
+	"github.com/vminit/vminit/internal/lib/yamlbound"
 	"github.com/vminit/vminit/platform"
 	"github.com/vminit/vminit/spec"
 )
@@ -193,8 +194,8 @@ func (c *conv) yamlMap(name string) map[string]any {
 		return nil
 	}
 	var m map[string]any
-	if err := yaml.Unmarshal([]byte(text), &m); err != nil {
-		c.b.Errorf(ann(name), "not a YAML mapping: %v", strings.TrimPrefix(err.Error(), "yaml: "))
+	if err := yamlbound.Unmarshal([]byte(text), &m, spec.FieldYAML); err != nil {
+		c.b.Errorf(ann(name), "%s", yamlbound.Describe(err, "not a YAML mapping"))
 		return nil
 	}
 	return m
@@ -637,8 +638,8 @@ func (c *conv) userData(overwrite bool, mountLines []string) {
 			base = map[string]any{}
 			for _, k := range src.Keys() {
 				var v any
-				if err := yaml.Unmarshal(src.Data[k], &v); err != nil {
-					c.b.Errorf(ann(AnnotationUserDataSource), "%s %q: key %q is not YAML, so it cannot be a user-data key (Virtlet dropped it silently; to give a script, name its key with %s): %v", src.Kind, src.Name, k, AnnotationUserDataSourceKey, strings.TrimPrefix(err.Error(), "yaml: "))
+				if err := yamlbound.Unmarshal(src.Data[k], &v, spec.FieldYAML); err != nil {
+					c.b.Errorf(ann(AnnotationUserDataSource), "%s %q: key %q %s", src.Kind, src.Name, k, yamlbound.Describe(err, fmt.Sprintf("is not YAML, so it cannot be a user-data key (Virtlet dropped it silently; to give a script, name its key with %s)", AnnotationUserDataSourceKey)))
 					continue
 				}
 				base[k] = v
