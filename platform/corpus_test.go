@@ -319,6 +319,9 @@ func runCorpus(t *testing.T, p corpusPlatform) {
 			} else {
 				counts["objects"]++
 				counts["objects "+l.Verdict]++
+				if c := l.category(); c != "" {
+					counts["objects "+l.Verdict+", "+c]++
+				}
 			}
 			got = append(got, l)
 		}
@@ -334,6 +337,11 @@ func runCorpus(t *testing.T, p corpusPlatform) {
 		p.Dir, len(files), counts["builds"], counts["refused"], counts["skipped"], counts["objects"], counts["objects builds"], counts["objects refused"])
 	for _, k := range slices.Sorted(maps.Keys(counts)) {
 		if strings.Contains(k, ", ") && !strings.HasPrefix(k, "objects") {
+			fmt.Fprintf(&sum, "\n\tfiles %s: %d", k, counts[k])
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(counts)) {
+		if strings.Contains(k, ", ") && strings.HasPrefix(k, "objects") {
 			fmt.Fprintf(&sum, "\n\t%s: %d", k, counts[k])
 		}
 	}
