@@ -11,8 +11,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/vminit/vminit/platform"
 )
 
 // TestCorpusCAPI runs the Cluster API corpus: the clusterctl templates,
@@ -24,11 +22,10 @@ func TestCorpusCAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCorpus(t, corpusPlatform{
+	runCorpusWith(t, corpusPlatform{
 		Dir:     "capi",
-		Opts:    platform.Options{},
-		Prepare: func(_ string, data []byte) ([]byte, error) { return clusterctlSubst(data, vars) },
-		Ignore:  func(n string) bool { return n == "vars.env" },
+		Prepare: func(data []byte) ([]byte, error) { return clusterctlSubst(data, vars) },
+		Objects: true,
 	})
 }
 
