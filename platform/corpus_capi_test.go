@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/vminit/vminit/platform"
 )
 
 // TestCorpusCAPI runs the Cluster API corpus: the clusterctl templates,
@@ -22,10 +24,11 @@ func TestCorpusCAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCorpusWith(t, corpusPlatform{
+	runCorpus(t, corpusPlatform{
 		Dir:     "capi",
-		Prepare: func(data []byte) ([]byte, error) { return clusterctlSubst(data, vars) },
-		Objects: true,
+		Opts:    platform.Options{},
+		Prepare: func(_ string, data []byte) ([]byte, error) { return clusterctlSubst(data, vars) },
+		Ignore:  func(n string) bool { return n == "vars.env" },
 	})
 }
 

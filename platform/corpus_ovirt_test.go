@@ -12,7 +12,7 @@ import (
 // the --password-salt flag that vminit's refusal of oVirt's plain-text
 // root_password asks for.
 func TestCorpusOVirt(t *testing.T) {
-	runCorpusWith(t, corpusPlatform{
+	runCorpus(t, corpusPlatform{
 		Dir:  "ovirt",
 		Opts: platform.Options{PasswordSalt: "corpussalt"},
 	})
