@@ -2,6 +2,6 @@ package platform_test
 
 import "testing"
 
-// TestCorpusKubeVirt reads KubeVirt's own published objects (testdata/corpus/kubevirt,
-// see corpus_test.go).
-func TestCorpusKubeVirt(t *testing.T) { runCorpus(t, "kubevirt") }
+// TestCorpusKubeVirt runs KubeVirt's corpus (testdata/corpus/kubevirt): its own published
+// objects, kept as published; see corpus_test.go for expect.txt.
+func TestCorpusKubeVirt(t *testing.T) { runCorpus(t, corpusPlatform{Dir: "kubevirt"}) }

@@ -2,6 +2,6 @@ package platform_test
 
 import "testing"
 
-// TestCorpusVirtlet reads Virtlet's own published objects (testdata/corpus/virtlet,
-// see corpus_test.go).
-func TestCorpusVirtlet(t *testing.T) { runCorpus(t, "virtlet") }
+// TestCorpusVirtlet runs Virtlet's corpus (testdata/corpus/virtlet): its own published
+// objects, kept as published; see corpus_test.go for expect.txt.
+func TestCorpusVirtlet(t *testing.T) { runCorpus(t, corpusPlatform{Dir: "virtlet"}) }
