@@ -38,8 +38,9 @@ type Options struct {
 	// is then read as qcow2: give raw for such a disk).
 	ImageFormat string
 	// AllowBackingFiles lets Image (and the images below it) name backing
-	// files and data files, local files only: QEMU opens them, and the
-	// guest reads them (a data file, it also writes). By default such an
+	// files and data files, local regular files in a qcow2 or raw chain
+	// only: QEMU opens them, and the guest reads them (a data file, it
+	// also writes). By default such an
 	// image is refused; a protocol (nbd://, http://...) is refused always.
 	AllowBackingFiles bool
 	// Overlay, if set, is where the overlay is created when absent; it is
