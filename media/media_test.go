@@ -167,6 +167,7 @@ func write(t *testing.T, f Format, o Options) []byte {
 // an objects file can set to anything.
 var hostileNames = []string{
 	"../../escape.txt", "/abs.txt", "a/../../b", "a//b", "a/./b", "dir/", "", ".", "x\x00y", `..\..\escape.txt`, "line\nbreak",
+	"csi\u009b2J.txt", // C1's CSI: a terminal listing the guest's files would obey it
 }
 
 // TestHostileNames: every format refuses a seed whose file path leaves

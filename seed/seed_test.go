@@ -300,7 +300,7 @@ func TestCheckPath(t *testing.T) {
 		"user-data": "", "openstack/latest/meta_data.json": "", "Autounattend.xml": "", "a b/ü.txt": "",
 		"": "is empty", "/abs.txt": "is absolute", "../x": `has a ".." segment`, "a/./b": `has a "." segment`,
 		"a//b": "has an empty segment", "a/": "has an empty segment", `..\x`: "backslash", "a\x00b": "control character",
-		"a\nb": "control character", "\xff": "not UTF-8",
+		"a\nb": "control character", "a\u009bb": "control character", "a\u0085b": "control character", "\xff": "not UTF-8",
 	} {
 		err := CheckPath(p)
 		if (err == nil) != (want == "") || err != nil && !strings.Contains(err.Error(), want) {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -17,8 +18,9 @@ import (
 // directory, tar, ISO9660, VFAT; those two then apply their own character
 // limits): a path is relative, slash-separated, without an empty, "." or
 // ".." segment, a backslash (a Windows guest's separator: sysprep discs
-// are read by Windows) or a control character. Seed paths may come from
-// ConfigMap and Secret keys, which an objects file sets to anything.
+// are read by Windows) or a control character (C0, DEL or C1). Seed paths
+// may come from ConfigMap and Secret keys, which an objects file sets to
+// anything.
 func CheckPath(p string) error {
 	switch {
 	case p == "":
@@ -29,7 +31,7 @@ func CheckPath(p string) error {
 		return errors.New("is absolute: seed paths are relative to the medium's root")
 	case strings.ContainsRune(p, '\\'):
 		return errors.New(`has a backslash, which Windows reads as a separator`)
-	case strings.ContainsFunc(p, func(r rune) bool { return r < 0x20 || r == 0x7f }):
+	case strings.ContainsFunc(p, unicode.IsControl): // C1 too: U+009B is a terminal's CSI
 		return errors.New("has a control character")
 	}
 	for seg := range strings.SplitSeq(p, "/") {

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -41,8 +40,12 @@ func Load(kubeconfig, context string) (*rest.Config, string, error) {
 	if kubeconfig != "" {
 		rules.ExplicitPath = kubeconfig
 	}
-	if err := regularFiles(rules.GetLoadingPrecedence()); err != nil {
-		return nil, "", fmt.Errorf("kubeconfig: %w", err)
+	// client-go opens its files with a plain open, which blocks forever
+	// on a FIFO (and no signal ends a command stuck there).
+	for _, p := range rules.GetLoadingPrecedence() {
+		if err := inputfile.CheckExisting(p); err != nil {
+			return nil, "", fmt.Errorf("kubeconfig: %w", err)
+		}
 	}
 	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: context})
 	cfg, err := cc.ClientConfig()
@@ -57,18 +60,6 @@ func Load(kubeconfig, context string) (*rest.Config, string, error) {
 		ns = ""
 	}
 	return cfg, ns, nil
-}
-
-// regularFiles refuses a kubeconfig that exists and is not a regular
-// file: client-go reads it with a plain open, which blocks forever on a
-// FIFO (and no signal ends a command stuck there).
-func regularFiles(paths []string) error {
-	for _, p := range paths {
-		if st, err := os.Stat(p); err == nil && !st.Mode().IsRegular() {
-			return fmt.Errorf("%s: %w (%s)", p, inputfile.ErrNotRegular, inputfile.Kind(st.Mode()))
-		}
-	}
-	return nil
 }
 
 // Secret implements platform.Resolver.

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -213,8 +212,8 @@ func regularFiles(files map[string]string) error {
 		if p == "" {
 			continue
 		}
-		if st, err := os.Stat(p); err == nil && !st.Mode().IsRegular() {
-			problems = append(problems, fmt.Sprintf("%s %s: %s (%s)", flag, p, inputfile.ErrNotRegular, inputfile.Kind(st.Mode())))
+		if err := inputfile.CheckExisting(p); err != nil {
+			problems = append(problems, flag+" "+err.Error())
 		}
 	}
 	if len(problems) > 0 {

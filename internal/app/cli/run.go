@@ -102,7 +102,7 @@ shown).`,
 	fl := cmd.Flags()
 	fl.StringVar(&f.image, "image", "", "the disk image to boot (qcow2 or raw; never modified)")
 	fl.StringVar(&f.format, "image-format", "", "the disk image's format, qcow2 or raw (default: read from its first bytes; give raw for a raw disk a guest has written to)")
-	fl.BoolVar(&f.allowBack, "allow-backing-files", false, "boot an image that names backing files or data files (local files only: the guest reads them, and writes a data file)")
+	fl.BoolVar(&f.allowBack, "allow-backing-files", false, "boot an image that names backing files or data files (local regular files in a qcow2 or raw chain only: the guest reads them, and writes a data file)")
 	fl.StringVar(&f.overlay, "overlay", "", "keep the copy-on-write overlay in this file (created when absent; default: a temporary one)")
 	fl.StringVar(&f.kernel, "kernel", "", "boot this kernel directly (QEMU -kernel)")
 	fl.StringVar(&f.initrd, "initrd", "", "with --kernel: its initramfs")

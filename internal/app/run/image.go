@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/vminit/vminit/internal/lib/inputfile"
@@ -77,8 +78,15 @@ func checkImage(ctx context.Context, image, format string, allow bool) error {
 			problems = append(problems, d.String()+": vminit run never opens one")
 		case d.Kind == kindBacking && d.Format == "":
 			problems = append(problems, d.String()+" without its format: QEMU would probe it")
+		case d.Kind == kindBacking && !slices.Contains(qemu.Formats, d.Format):
+			problems = append(problems, fmt.Sprintf("%s of format %s: vminit run reads only %s chains (another format can name files of its own, as a VMDK's extents)",
+				d, d.Format, strings.Join(qemu.Formats, " and ")))
 		case !allow:
 			problems = append(problems, d.String())
+		default:
+			if err := regularFile(d.Path); err != nil {
+				problems = append(problems, fmt.Sprintf("%s: %v", d, err))
+			}
 		}
 	}
 	if len(problems) > 0 {
@@ -90,6 +98,16 @@ func checkImage(ctx context.Context, image, format string, allow bool) error {
 		return err
 	}
 	return agree(image, chain, deps)
+}
+
+// regularFile refuses a dependency QEMU would block opening (a FIFO) or
+// that is not a file (a device), as inputfile does for the image itself.
+func regularFile(path string) error {
+	f, err := inputfile.Open(path)
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 // rawHint suggests --image-format raw for a disk probed as qcow2.

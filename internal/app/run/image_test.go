@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -159,5 +160,54 @@ func TestKeptOverlayMayOnlyDependOnTheImage(t *testing.T) {
 	_, err := Start(context.Background(), Options{Instance: loadSpec(t, "../../../examples/dev-vm.yaml"), Image: base, Overlay: filepath.Join(dir, "writes-victim.qcow2")})
 	if err == nil || !strings.Contains(err.Error(), "names the data file") {
 		t.Errorf("Start with a kept overlay naming a data file: %v", err)
+	}
+}
+
+// TestAllowedChainsHoldOnlyFiles: --allow-backing-files admits local
+// files, not what lies behind them: a backing file of another format than
+// qcow2 or raw (a VMDK descriptor names extents, host files QEMU hands to
+// the guest, which neither the headers read nor the backing chain show)
+// is refused, and so is a backing or data file that is a FIFO (qemu-img
+// would block opening it) or a device.
+func TestAllowedChainsHoldOnlyFiles(t *testing.T) {
+	testtools.Require(t, qemu.Img)
+	dir := t.TempDir()
+	secret := filepath.Join(dir, "secret")
+	if err := os.WriteFile(secret, make([]byte, 1<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	vmdk := "# Disk DescriptorFile\nversion=1\nCID=fffffffe\nparentCID=ffffffff\ncreateType=\"monolithicFlat\"\n\nRW 2048 FLAT \"" + secret + "\" 0\n"
+	if err := os.WriteFile(filepath.Join(dir, "extents.vmdk"), []byte(vmdk), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	qemuImg(t, dir, "create", "-q", "-f", "qcow2", "-b", "extents.vmdk", "-F", "vmdk", "vmdk.qcow2")
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	qemuImg(t, dir, "create", "-q", "-f", "qcow2", "-u", "-b", "fifo", "-F", "raw", "fifo.qcow2", "1M")
+	qemuImg(t, dir, "create", "-q", "-f", "qcow2", "-u", "-b", "/dev/null", "-F", "raw", "device.qcow2", "1M")
+	qemuImg(t, dir, "create", "-q", "-f", "qcow2", "-u", "-b", "fifo.qcow2", "-F", "qcow2", "chain-fifo.qcow2", "1M")
+	// A data file swapped for a FIFO once the image is made.
+	qemuImg(t, dir, "create", "-q", "-f", "qcow2", "-o", "data_file=data", "fifo-data.qcow2", "1M")
+	if err := os.Remove(filepath.Join(dir, "data")); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(dir, "data"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for image, want := range map[string]string{
+		"vmdk.qcow2":       `names the backing file "extents.vmdk" (` + filepath.Join(dir, "extents.vmdk") + `) of format vmdk`,
+		"fifo.qcow2":       "a FIFO",
+		"device.qcow2":     "a character device",
+		"chain-fifo.qcow2": "a FIFO",
+		"fifo-data.qcow2":  "a FIFO",
+	} {
+		// The timeout ends a qemu-img blocked on the FIFO, on the old code.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := checkImage(ctx, filepath.Join(dir, image), qemu.QCOW2, true)
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s with --allow-backing-files: %v\nwant it refused saying %q", image, err, want)
+		}
 	}
 }

@@ -142,15 +142,19 @@ func (r *relay) serveStream(c net.Conn) {
 // was buffered is dropped.
 func (r *relay) answer(br *bufio.Reader) *http.Response {
 	req, err := http.ReadRequest(br)
+	var body []byte
 	if err == nil {
-		_, err = io.Copy(io.Discard, req.Body) // the handler reads none
+		// The whole body, here and now: the stream holds the next
+		// request after it. It is within relayMaxRequest; the handler
+		// reads one only for a POST (OpenStack's password).
+		body, err = io.ReadAll(req.Body)
 	}
 	if err != nil {
 		br.Discard(br.Buffered())
 		return respond(nil, http.StatusBadRequest, nil, nil)
 	}
 	req.RemoteAddr = netip.AddrPortFrom(relayGuestAddr, 0).String()
-	req.Body = http.NoBody
+	req.Body = io.NopCloser(bytes.NewReader(body))
 	w := &bufferedResponse{header: http.Header{}}
 	r.h.ServeHTTP(w, req)
 	return respond(req, w.status(), w.header, w.body.Bytes())

@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/vminit/vminit/internal/lib/inputfile"
 	"github.com/vminit/vminit/internal/lib/qemu"
 	"github.com/vminit/vminit/spec"
 )
@@ -38,8 +39,9 @@ type Options struct {
 	// is then read as qcow2: give raw for such a disk).
 	ImageFormat string
 	// AllowBackingFiles lets Image (and the images below it) name backing
-	// files and data files, local files only: QEMU opens them, and the
-	// guest reads them (a data file, it also writes). By default such an
+	// files and data files, local regular files in a qcow2 or raw chain
+	// only: QEMU opens them, and the guest reads them (a data file, it
+	// also writes). By default such an
 	// image is refused; a protocol (nbd://, http://...) is refused always.
 	AllowBackingFiles bool
 	// Overlay, if set, is where the overlay is created when absent; it is
@@ -346,7 +348,9 @@ func makeRunDir() (string, error) {
 
 // reapRunDirs removes the run directories of this user whose pid file
 // names a process that is gone. A directory without a pid file is being
-// created, or is not a run's: it is left alone.
+// created, or is not a run's: it is left alone, as is one whose pid file
+// is no regular file (anyone can make a vminit-run-* directory in /tmp,
+// and a FIFO there would block every run at start).
 func reapRunDirs() {
 	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), runDirPrefix+"*"))
 	for _, d := range dirs {
@@ -354,7 +358,7 @@ func reapRunDirs() {
 		if err != nil || !st.IsDir() {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join(d, "pid"))
+		b, err := inputfile.Read(filepath.Join(d, "pid"), 32)
 		if err != nil {
 			continue
 		}

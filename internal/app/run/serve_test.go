@@ -3,6 +3,7 @@ package run
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -211,6 +212,7 @@ func TestRelayStreamSurvivesBadRequests(t *testing.T) {
 		{"garbage", "\x16\x03\x01 not http\r\n\r\n", true},
 		{"cut off", "GET /openstack/latest/meta_data.json HTTP/1.1\r\nHost: 169.2", true},
 		{"over-long", "GET / HTTP/1.1\r\nX: " + strings.Repeat("a", 2*relayMaxRequest) + "\r\n\r\n", false},
+		{"10 GB body", "POST /openstack/latest/password HTTP/1.1\r\nContent-Length: 10737418240\r\n\r\n" + strings.Repeat("a", 2*relayMaxRequest), false},
 	} {
 		stream, err := net.Dial("unix", sock)
 		if err != nil {
@@ -238,5 +240,44 @@ func TestRelayStreamSurvivesBadRequests(t *testing.T) {
 			}
 		}
 		stream.Close()
+	}
+}
+
+// TestRelayPassesRequestBodies: the relay hands the handler the body it
+// read, so the password cloudbase-init posts (OpenStack) is the one the
+// guest reads back; an empty one was stored before, and the real one was
+// then refused as a second post.
+func TestRelayPassesRequestBodies(t *testing.T) {
+	sock := relaySocket(t.TempDir())
+	r, err := startRelay(loadSpec(t, "../../../examples/dev-vm.yaml"), sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	stream, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Close()
+	stream.SetDeadline(time.Now().Add(time.Minute)) // against a hang, not a measure
+	answers := bufio.NewReader(stream)
+	ask := func(req string) (int, string) {
+		if _, err := io.WriteString(stream, req); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(answers, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	const secret = "encrypted-password"
+	post := fmt.Sprintf("POST /openstack/latest/password HTTP/1.1\r\nHost: 169.254.169.254\r\nContent-Length: %d\r\n\r\n%s", len(secret), secret)
+	if code, _ := ask(post); code != http.StatusOK {
+		t.Fatalf("POST password: %d", code)
+	}
+	if code, body := ask("GET /openstack/latest/password HTTP/1.1\r\nHost: 169.254.169.254\r\n\r\n"); code != http.StatusOK || body != secret {
+		t.Errorf("GET password: %d %q; want %q", code, body, secret)
 	}
 }

@@ -46,6 +46,18 @@ func Open(path string) (*os.File, error) {
 	return f, nil
 }
 
+// CheckExisting refuses a path that exists and is not a regular file,
+// without opening it: for a file another library opens with a plain open
+// (client-go's kubeconfig, crypto/tls's key pair), which a FIFO blocks
+// forever. A path that does not exist is left to its reader.
+func CheckExisting(path string) error {
+	st, err := os.Stat(path)
+	if err != nil || st.Mode().IsRegular() {
+		return nil
+	}
+	return fmt.Errorf("%s: %w (%s)", path, ErrNotRegular, Kind(st.Mode()))
+}
+
 // Read reads the whole of path, a regular file of at most limit bytes.
 func Read(path string, limit int64) ([]byte, error) {
 	f, err := Open(path)

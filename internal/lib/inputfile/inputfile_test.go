@@ -105,3 +105,24 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// TestCheckExisting: a FIFO is refused without opening it (an open would
+// block), a regular file and a missing path pass.
+func TestCheckExisting(t *testing.T) {
+	dir := t.TempDir()
+	fifo, file := filepath.Join(dir, "fifo"), filepath.Join(dir, "file")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skip("no FIFOs here:", err)
+	}
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckExisting(fifo); !errors.Is(err, ErrNotRegular) || !strings.Contains(err.Error(), fifo+": not a regular file (a FIFO)") {
+		t.Errorf("FIFO: %v", err)
+	}
+	for _, p := range []string{file, filepath.Join(dir, "missing")} {
+		if err := CheckExisting(p); err != nil {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+}
