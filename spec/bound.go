@@ -55,7 +55,19 @@ func tooManyNodes(field string, line int) *FieldError {
 // which counts exactly, takes hand-written and generated specs of any
 // size up to MaxSpecSize.
 func nodeBound(data []byte) *FieldError {
+	if line := boundPassed(data, MaxSpecNodes); line > 0 {
+		return &FieldError{Line: line, Message: fmt.Sprintf("by this line the document may hold more than %d values, the limit of a spec, as counted before parsing: 2 for each of , [ { - ? : and line break; make it smaller, or write it in plain block style (no anchors, tags, folded scalars or flow collections over several lines), which is counted exactly", MaxSpecNodes)}
+	}
+	return nil
+}
+
+// boundPassed returns the line on which 2 + 2×(separator bytes) passes
+// limit, or 0 if it does not.
+func boundPassed(data []byte, limit int) int {
 	bound, line := 2, 1 // the document node and its root
+	if bound > limit {
+		return line
+	}
 	for _, c := range data {
 		switch c {
 		case '\n':
@@ -64,11 +76,11 @@ func nodeBound(data []byte) *FieldError {
 		default:
 			continue
 		}
-		if bound += 2; bound > MaxSpecNodes {
-			return &FieldError{Line: line, Message: fmt.Sprintf("by this line the document may hold more than %d values, the limit of a spec, as counted before parsing: 2 for each of , [ { - ? : and line break; make it smaller, or write it in plain block style (no anchors, tags, folded scalars or flow collections over several lines), which is counted exactly", MaxSpecNodes)}
+		if bound += 2; bound > limit {
+			return line
 		}
 	}
-	return nil
+	return 0
 }
 
 // longCollection returns the error for the first collection under n
