@@ -99,7 +99,8 @@ func TestHugeCollectionsBounded(t *testing.T) {
 // with literal contents near the 16 MiB size limit load on the fast path,
 // however dense their text; with an anchor, which sends them to yaml.v3,
 // they load as long as yaml.v3's bound, counted before parsing, holds
-// (base64-like contents), and are refused past it, naming the line.
+// (base64-like contents), and are refused past it, naming the line; all
+// within 1 GB of allocations.
 func TestLargeSpecsLoad(t *testing.T) {
 	doc := func(anchor, line string) []byte {
 		var b strings.Builder
@@ -122,6 +123,10 @@ func TestLargeSpecsLoad(t *testing.T) {
 		{"fast path", doc("", dense), ""},
 		{"yaml.v3", doc("&h ", base64), ""},
 		{"yaml.v3, dense", doc("&h ", dense), "133337: by this line the document may hold more than 1000000 values"},
+		// The most yaml.v3's bound lets through, after the fast path
+		// built it too and declined at the last line.
+		{"both parsers", repeat(boundHeader+"  commands:\n", "  - ["+strings.Repeat("a,", 999)+"a]\n", 495, "  hostname: &h a\n"), ""},
+		{"line breaks", repeat(boundHeader, "\n", spec.MaxSpecSize-len(boundHeader), ""), ""},
 	} {
 		alloc, err := decodeAlloc(t, c.doc)
 		switch {
@@ -129,6 +134,9 @@ func TestLargeSpecsLoad(t *testing.T) {
 			t.Errorf("%s: %.300v", c.name, err)
 		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
 			t.Errorf("%s: got %.300v, want %q", c.name, err, c.want)
+		}
+		if alloc > maxDecodeAlloc {
+			t.Errorf("%s: decoding %d bytes allocated %d MB", c.name, len(c.doc), alloc>>20)
 		}
 		t.Logf("%s: %d bytes, %d MB allocated", c.name, len(c.doc), alloc>>20)
 	}
