@@ -25,7 +25,9 @@ import (
 // multi-line scalars, document markers, tabs in indentation, non-ASCII
 // bytes, JSON spread over lines, and every syntax error) it returns nil and
 // the caller uses yaml.v3, so errors and rare constructs keep yaml.v3's
-// exact behaviour. The tree is all the rest of Decode sees: walkKnown and
+// exact behaviour. It also counts as it builds, and stops with an error
+// at the first collection or node past a spec's bounds (bound.go), so
+// that a document of millions of entries costs no more than the bound. The tree is all the rest of Decode sees: walkKnown and
 // yaml.v3's own Node.Decode run on it unchanged.
 //
 // FuzzFastYAML holds it to that: whenever fastParse returns a tree,
@@ -134,10 +136,9 @@ func (p *fastParser) parse(src []byte) (doc *yaml.Node, err *FieldError) {
 func bail() { panic(notFast{}) }
 
 // begin pushes collection n, whose children start at the top of the
-// children stack, and returns that mark.
-func (p *fastParser) begin(n *yaml.Node) int {
+// children stack.
+func (p *fastParser) begin(n *yaml.Node) {
 	p.open = append(p.open, openCollection{n, len(p.children)})
-	return len(p.children)
 }
 
 // end pops the innermost collection and returns its children.
