@@ -65,7 +65,12 @@ func decode(data []byte, fast bool) (*Instance, *Positions, error) {
 	var root *yaml.Node
 	if fast {
 		p := parsers.Get().(*fastParser)
-		root = p.parse(data) // nil unless the document is in the plain subset it knows exactly
+		var tooLarge *FieldError
+		root, tooLarge = p.parse(data) // nil unless the document is in the plain subset it knows exactly
+		if tooLarge != nil {
+			p.release()
+			return nil, nil, Errors{tooLarge}
+		}
 		if root != nil {
 			var inst Instance
 			if fastDecode(root.Content[0], reflect.ValueOf(&inst).Elem()) {
@@ -78,6 +83,10 @@ func decode(data []byte, fast bool) (*Instance, *Positions, error) {
 		}
 	}
 	if root == nil {
+		// yaml.v3 builds the whole tree before anything can count it.
+		if err := nodeBound(data); err != nil {
+			return nil, nil, Errors{err}
+		}
 		root = new(yaml.Node)
 		dec := yaml.NewDecoder(bytes.NewReader(data))
 		if err := dec.Decode(root); err != nil && err != io.EOF {
@@ -111,6 +120,9 @@ func decode(data []byte, fast bool) (*Instance, *Positions, error) {
 	// takes none); the decoder below and every renderer would pay for it.
 	if err := yamlbound.Check(doc, yamlbound.Limits{Bytes: MaxSpecSize}); err != nil {
 		return nil, nil, Errors{boundError(err)}
+	}
+	if err := longCollection(doc, "", doc.Line); err != nil {
+		return nil, nil, Errors{err} // as the fast path refuses it
 	}
 	pos := &Positions{doc: doc}
 	var c ErrorList

@@ -16,6 +16,9 @@
 // exact node tree and decodes it without reflection. Anything outside that
 // subset, and every document with a problem to report, goes through
 // yaml.v3; differential fuzz tests hold the two paths to the same result.
+// The one exception is a document past a spec's bounds (16 MiB, 10,000
+// entries a list or mapping, 1,000,000 values: bound.go), which the fast
+// path refuses as it counts, and yaml.v3 is not given.
 //
 // Defaults are deterministic: the hostname and the instance-id derive from
 // metadata.name, never from a clock or a random source, because cloud-init

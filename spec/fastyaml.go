@@ -2,10 +2,13 @@ package spec
 
 import (
 	"reflect"
+	"strconv"
 	"sync"
 	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/vminit/vminit/internal/lib/yamlbound"
 )
 
 // This file is a fast front end for the YAML that spec files are actually
@@ -22,7 +25,9 @@ import (
 // multi-line scalars, document markers, tabs in indentation, non-ASCII
 // bytes, JSON spread over lines, and every syntax error) it returns nil and
 // the caller uses yaml.v3, so errors and rare constructs keep yaml.v3's
-// exact behaviour. The tree is all the rest of Decode sees: walkKnown and
+// exact behaviour. It also counts as it builds, and stops with an error
+// at the first collection or node past a spec's bounds (bound.go), so
+// that a document of millions of entries costs no more than the bound. The tree is all the rest of Decode sees: walkKnown and
 // yaml.v3's own Node.Decode run on it unchanged.
 //
 // FuzzFastYAML holds it to that: whenever fastParse returns a tree,
@@ -56,19 +61,31 @@ type fastParser struct {
 	lines []fastLine
 	next  int // the first line not yet consumed
 
-	nodes    []yaml.Node  // nodes are carved from here
-	children []*yaml.Node // the children of the collections being parsed, as a stack
-	contents []*yaml.Node // finished collections' Content slices are carved from here
-	scratch  []byte       // for scalars that are not a slice of the source
+	nodes    []yaml.Node      // nodes are carved from here
+	made     int              // nodes carved for this document, held to MaxSpecNodes
+	open     []openCollection // the collections being parsed, outermost first
+	children []*yaml.Node     // the children of the collections being parsed, as a stack
+	contents []*yaml.Node     // finished collections' Content slices are carved from here
+	scratch  []byte           // for scalars that are not a slice of the source
+}
+
+// openCollection is a collection being parsed: its node, and where its
+// children start on the children stack. The stack of them names the path
+// of a collection refused for its size.
+type openCollection struct {
+	node *yaml.Node
+	mark int
 }
 
 // parsers holds fastParsers whose trees are no longer referenced.
 var parsers = sync.Pool{New: func() any { return new(fastParser) }}
 
 // fastParse returns the document node yaml.Unmarshal would build from src,
-// or nil if src is outside the subset this parser knows exactly.
+// or nil if src is outside the subset this parser knows exactly or past
+// the bounds of a spec.
 func fastParse(src []byte) *yaml.Node {
-	return new(fastParser).parse(src)
+	doc, _ := new(fastParser).parse(src)
+	return doc
 }
 
 // release makes p's buffers available for the next document: nothing may
@@ -77,26 +94,34 @@ func (p *fastParser) release() {
 	clear(p.nodes) // the nodes and Content slices point at the old strings and nodes
 	clear(p.contents)
 	clear(p.children[:cap(p.children)]) // a bail leaves children on the stack
-	*p = fastParser{lines: p.lines[:0], nodes: p.nodes[:0], children: p.children[:0], contents: p.contents[:0], scratch: p.scratch[:0]}
+	clear(p.open[:cap(p.open)])
+	*p = fastParser{lines: p.lines[:0], nodes: p.nodes[:0], open: p.open[:0], children: p.children[:0], contents: p.contents[:0], scratch: p.scratch[:0]}
 	parsers.Put(p)
 }
 
-func (p *fastParser) parse(src []byte) (doc *yaml.Node) {
+// parse returns the document's tree, or nil if the document is not for
+// the fast path, or an error for a collection or a document past the
+// bounds of a spec (see bound.go): it stops there, whatever follows.
+func (p *fastParser) parse(src []byte) (doc *yaml.Node, err *FieldError) {
 	p.src = src
 	if !p.split() {
-		return nil
+		return nil, nil
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			if _, ok := r.(notFast); !ok {
+			switch r := r.(type) {
+			case notFast:
+				doc = nil
+			case *FieldError:
+				doc, err = nil, r
+			default:
 				panic(r)
 			}
-			doc = nil
 		}
 	}()
 	li := p.peek()
 	if li < 0 || p.isDash(li, p.lines[li].indent) {
-		return nil // empty, or a top-level sequence: the careful path words the error
+		return nil, nil // empty, or a top-level sequence: the careful path words the error
 	}
 	root := p.mapping(li, p.lines[li].indent)
 	if p.peek() >= 0 {
@@ -105,10 +130,58 @@ func (p *fastParser) parse(src []byte) (doc *yaml.Node) {
 	d := p.node()
 	p.children = append(p.children, root)
 	*d = yaml.Node{Kind: yaml.DocumentNode, Line: root.Line, Column: root.Column, Content: p.content(0)}
-	return d
+	return d, nil
 }
 
 func bail() { panic(notFast{}) }
+
+// begin pushes collection n, whose children start at the top of the
+// children stack.
+func (p *fastParser) begin(n *yaml.Node) {
+	p.open = append(p.open, openCollection{n, len(p.children)})
+}
+
+// end pops the innermost collection and returns its children.
+func (p *fastParser) end() []*yaml.Node {
+	c := p.content(p.open[len(p.open)-1].mark)
+	p.open = p.open[:len(p.open)-1]
+	return c
+}
+
+// checkEntries refuses the innermost collection once it holds more than
+// MaxListEntries entries (a mapping's entry is a key and its value).
+func (p *fastParser) checkEntries() {
+	c := p.open[len(p.open)-1]
+	n := len(p.children) - c.mark
+	if c.node.Kind == yaml.MappingNode {
+		n /= 2
+	}
+	if n > MaxListEntries {
+		panic(tooManyEntries(p.where()))
+	}
+}
+
+// where returns the path of the innermost open collection, and the line
+// of its key (its own line in a list).
+func (p *fastParser) where() (string, int) {
+	path, line := "", 0
+	for i, c := range p.open {
+		line = c.node.Line
+		if i == 0 {
+			continue
+		}
+		// c's place in its parent: the parent's children so far end
+		// where c's begin.
+		parent := p.open[i-1]
+		if parent.node.Kind == yaml.MappingNode {
+			k := p.children[c.mark-1]
+			path, line = join(path, yamlbound.QuoteKey(k.Value)), k.Line
+		} else {
+			path += "[" + strconv.Itoa(c.mark-parent.mark) + "]"
+		}
+	}
+	return path, line
+}
 
 // split cuts src into lines. It refuses what yaml.v3 rejects or reads as
 // a line break: control characters, invalid UTF-8, characters libyaml does
@@ -160,17 +233,25 @@ func (p *fastParser) split() bool {
 		p.lines = append(p.lines, l)
 		start = end + 1
 	}
-	if cap(p.nodes) < 3*n {
-		p.nodes = make([]yaml.Node, 0, 3*n)
+	// About three nodes a line, but no more than a slab's worth up front:
+	// a document of millions of lines may be refused after a few.
+	if want := min(3*n, maxSlab); cap(p.nodes) < want {
+		p.nodes = make([]yaml.Node, 0, want)
 	}
 	return true
 }
 
+// maxSlab bounds the nodes allocated at once (about 10 MB of them).
+const maxSlab = 1 << 16
+
 // node returns a new node from the slab. A full slab is replaced, not
 // grown: the nodes already handed out must not move.
 func (p *fastParser) node() *yaml.Node {
+	if p.made++; p.made > MaxSpecNodes {
+		panic(tooManyNodes(p.where()))
+	}
 	if len(p.nodes) == cap(p.nodes) {
-		p.nodes = make([]yaml.Node, 0, 2*cap(p.nodes))
+		p.nodes = make([]yaml.Node, 0, min(max(2*cap(p.nodes), 64), maxSlab))
 	}
 	p.nodes = p.nodes[:len(p.nodes)+1]
 	return &p.nodes[len(p.nodes)-1]
@@ -222,14 +303,15 @@ func (p *fastParser) isDash(li, col int) bool {
 func (p *fastParser) mapping(li, col int) *yaml.Node {
 	m := p.node()
 	*m = yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Line: li + 1, Column: col + 1}
-	mark := len(p.children)
+	p.begin(m)
 	for {
 		k, after := p.key(li, col)
 		p.children = append(p.children, k)
 		p.children = append(p.children, p.value(li, after, col, false))
+		p.checkEntries()
 		li = p.peek()
 		if li < 0 || p.lines[li].indent < col {
-			m.Content = p.content(mark)
+			m.Content = p.end()
 			return m
 		}
 		if p.lines[li].indent > col {
@@ -245,12 +327,13 @@ func (p *fastParser) mapping(li, col int) *yaml.Node {
 func (p *fastParser) sequence(li, col int, indentless bool) *yaml.Node {
 	s := p.node()
 	*s = yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Line: li + 1, Column: col + 1}
-	mark := len(p.children)
+	p.begin(s)
 	for {
 		p.children = append(p.children, p.value(li, col+1, col, true))
+		p.checkEntries()
 		li = p.peek()
 		if li < 0 || p.lines[li].indent < col {
-			s.Content = p.content(mark)
+			s.Content = p.end()
 			return s
 		}
 		if p.lines[li].indent > col {
@@ -258,7 +341,7 @@ func (p *fastParser) sequence(li, col int, indentless bool) *yaml.Node {
 		}
 		if !p.isDash(li, col) {
 			if indentless {
-				s.Content = p.content(mark)
+				s.Content = p.end()
 				return s
 			}
 			bail()
@@ -523,7 +606,7 @@ func (p *fastParser) flow(li, j int) (*yaml.Node, int) {
 	if i < len(t) && t[i] == closer {
 		return n, i + 1
 	}
-	mark := len(p.children)
+	p.begin(n)
 	for {
 		if n.Kind == yaml.MappingNode {
 			end := keyEnd(t, i)
@@ -536,13 +619,14 @@ func (p *fastParser) flow(li, j int) (*yaml.Node, int) {
 		var item *yaml.Node
 		item, i = p.flowScalar(li, i)
 		p.children = append(p.children, item)
+		p.checkEntries()
 		i = skipSpaces(t, i)
 		if i == len(t) {
 			bail() // continues on the next line
 		}
 		switch t[i] {
 		case closer:
-			n.Content = p.content(mark)
+			n.Content = p.end()
 			return n, i + 1
 		case ',':
 			i = skipSpaces(t, i+1)

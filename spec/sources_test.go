@@ -166,7 +166,7 @@ func TestListLimit(t *testing.T) {
 		b.WriteString("    - {path: /etc/f" + strconv.Itoa(i) + "}\n")
 	}
 	_, err := spec.Parse([]byte(b.String()), "")
-	if err == nil || !strings.Contains(err.Error(), "spec.files: 10001 entries; the limit is 10000") {
+	if err == nil || !strings.Contains(err.Error(), "5: spec.files: more than 10000 entries, the limit of each list or mapping of a spec") {
 		t.Errorf("got %v", err)
 	}
 }

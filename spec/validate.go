@@ -85,7 +85,7 @@ func (in *Instance) Validate() error {
 		{"spec.bootCommands", len(s.BootCommands)}, {"spec.mounts", len(s.Mounts)}, {"spec.packages", len(s.Packages)},
 	} {
 		if l.n > MaxListEntries {
-			c.Add(l.field, "%d entries; the limit is %d (first-boot data is read and applied in one go: ship bulk content as an archive that a command unpacks)", l.n, MaxListEntries)
+			c.Add(l.field, "%d entries; the limit is %d (%s)", l.n, MaxListEntries, listAdvice)
 		}
 	}
 	validateUsers(&c, s.Users)
