@@ -1,5 +1,16 @@
 package qemutest
 
+// initStart begins both inits: busybox's applets on PATH and the kernel's
+// filesystems mounted.
+const initStart = `#!/bin/busybox sh
+/bin/busybox mkdir -p /proc /sys /dev /tmp /mnt /sbin /usr/bin /usr/sbin
+/bin/busybox --install -s
+export PATH=/bin:/sbin:/usr/bin:/usr/sbin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+`
+
 // initScript is /init in the initramfs. @MARK@ is replaced by the boot's
 // unique record marker. It runs /script.sh (the test's script) with the
 // helpers below defined, then reports the exit status and powers off.
@@ -10,14 +21,7 @@ package qemutest
 //	@MARK@ BEGIN <kind> <base64 name or -> [fields...]
 //	<base64 of the data, wrapped>
 //	@MARK@ END <exit status of the reader>
-const initScript = `#!/bin/busybox sh
-/bin/busybox mkdir -p /proc /sys /dev /tmp /mnt /sbin /usr/bin /usr/sbin
-/bin/busybox --install -s
-export PATH=/bin:/sbin:/usr/bin:/usr/sbin
-mount -t proc proc /proc
-mount -t sysfs sysfs /sys
-mount -t devtmpfs devtmpfs /dev
-stty -F /dev/ttyS1 raw -echo 2>/dev/null
+const initScript = initStart + `stty -F /dev/ttyS1 raw -echo 2>/dev/null
 exec 3>/dev/ttyS1
 QT_MARK=@MARK@
 
@@ -133,14 +137,7 @@ poweroff -f
 
 // plainInitScript is /init in an Initramfs: no records, the script's
 // output on the console.
-const plainInitScript = `#!/bin/busybox sh
-/bin/busybox mkdir -p /proc /sys /dev /tmp /mnt /sbin /usr/bin /usr/sbin
-/bin/busybox --install -s
-export PATH=/bin:/sbin:/usr/bin:/usr/sbin
-mount -t proc proc /proc
-mount -t sysfs sysfs /sys
-mount -t devtmpfs devtmpfs /dev
-for _m in $(cat /lib/modules.load); do
+const plainInitScript = initStart + `for _m in $(cat /lib/modules.load); do
 	insmod "/lib/modules/$_m" || echo "insmod $_m failed"
 done
 ( . /script.sh )
