@@ -49,7 +49,7 @@ type Document struct {
 
 	node *yaml.Node // the YAML document, for lines; nil when not YAML
 	// refused are the problems that keep the document from being
-	// decoded at all (lists past spec.MaxListEntries); Decode returns them.
+	// decoded at all (lists or mappings past spec.MaxListEntries); Decode returns them.
 	refused spec.Errors
 	lines   map[string]int // lines of paths, for documents that are not YAML
 }
@@ -139,7 +139,7 @@ func parseYAML(file string, line int, chunk []byte) (*Document, error) {
 	// against each other (volumes and disks): bound them as a spec's are,
 	// before any of that work. The document is still recognised by its
 	// kind, so that the refusal is the object's, naming its fields.
-	if d.refused = d.longLists(&n, "", 1, nil); len(d.refused) > 0 {
+	if d.refused = d.longCollections(&n); len(d.refused) > 0 {
 		d.identify()
 		return d, nil
 	}
@@ -202,28 +202,12 @@ func (d *Document) identify() {
 	d.Name, d.Namespace = text(value(meta, "name")), text(value(meta, "namespace"))
 }
 
-// longLists appends an error for each list under n longer than
-// spec.MaxListEntries, naming it by its path and the line of its key.
-// Aliases are not followed: Check has bounded them.
-func (d *Document) longLists(n *yaml.Node, path string, line int, es spec.Errors) spec.Errors {
-	switch n.Kind {
-	case yaml.DocumentNode:
-		for _, c := range n.Content {
-			es = d.longLists(c, path, c.Line, es)
-		}
-	case yaml.SequenceNode:
-		if len(n.Content) > spec.MaxListEntries {
-			return append(es, &spec.FieldError{File: d.File, Line: d.Line + line - 1, Field: path,
-				Message: fmt.Sprintf("%d entries; the limit is %d, as for each list of a spec", len(n.Content), spec.MaxListEntries)})
-		}
-		for i, c := range n.Content {
-			es = d.longLists(c, path+"["+strconv.Itoa(i)+"]", c.Line, es)
-		}
-	case yaml.MappingNode:
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k := n.Content[i]
-			es = d.longLists(n.Content[i+1], join(path, yamlbound.QuoteKey(k.Value)), k.Line, es)
-		}
+// longCollections returns spec.LongCollections' errors for the object
+// (every list or mapping past a spec's limit), placed in its file.
+func (d *Document) longCollections(n *yaml.Node) spec.Errors {
+	es := spec.LongCollections(n)
+	for _, e := range es {
+		e.File, e.Line = d.File, d.Line+e.Line-1
 	}
 	return es
 }

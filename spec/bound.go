@@ -18,7 +18,7 @@ import (
 // or node past them. yaml.v3, which builds its whole tree before anyone
 // can look at it, only gets documents whose separators bound their nodes
 // within MaxSpecNodes (nodeBound); its tree is then checked for long
-// collections (longCollection).
+// collections (LongCollections).
 
 // MaxSpecNodes bounds the nodes (scalars, keys, lists, mappings) of a spec
 // document. 10,000 files of a path, a mode and a content are 90,000; a
@@ -32,7 +32,7 @@ const listAdvice = "first-boot data is read and applied in one go: ship bulk con
 // field (its path) on line (its key's).
 func tooManyEntries(field string, line int) *FieldError {
 	return &FieldError{Field: field, Line: line,
-		Message: fmt.Sprintf("more than %d entries, the limit of each list or mapping of a spec (%s)", MaxListEntries, listAdvice)}
+		Message: fmt.Sprintf("more than %d entries, the limit of each list or mapping of a spec or platform object (%s)", MaxListEntries, listAdvice)}
 }
 
 // tooManyNodes is the error for a document past MaxSpecNodes, crossed at
@@ -83,33 +83,39 @@ func boundPassed(data []byte, limit int) int {
 	return 0
 }
 
-// longCollection returns the error for the first collection under n
-// (at path, whose key is on line) to pass MaxListEntries entries, or nil.
-// "First" is in the fast parser's order, so that both paths name the
-// same one: a collection is checked after each of its entries, once the
-// entry (and whatever it holds) is complete. Aliases are not followed:
-// yamlbound.Check bounds them.
-func longCollection(n *yaml.Node, path string, line int) *FieldError {
+// LongCollections returns an error for each list or mapping under n
+// past MaxListEntries entries, naming it by its path and its key's line,
+// in the order the fast parser meets them: a collection is checked after
+// each of its entries, once the entry (and whatever it holds) is complete,
+// so the first error is the one both of a spec's parsers stop at. A
+// collection past the limit is not looked into further. Aliases are not
+// followed: yamlbound.Check bounds them. The platform readers hold their
+// objects to the same rule.
+func LongCollections(n *yaml.Node) Errors {
+	var es Errors
+	longCollections(n, "", n.Line, &es)
+	return es
+}
+
+func longCollections(n *yaml.Node, path string, line int, es *Errors) {
 	for i, c := range n.Content {
-		var e *FieldError
 		entries := 0
 		switch n.Kind {
 		case yaml.DocumentNode:
-			e = longCollection(c, path, c.Line)
+			longCollections(c, path, c.Line, es)
 		case yaml.SequenceNode:
-			e, entries = longCollection(c, path+"["+strconv.Itoa(i)+"]", c.Line), i+1
+			longCollections(c, path+"["+strconv.Itoa(i)+"]", c.Line, es)
+			entries = i + 1
 		case yaml.MappingNode:
 			if i%2 == 1 {
 				k := n.Content[i-1]
-				e, entries = longCollection(c, join(path, yamlbound.QuoteKey(k.Value)), k.Line), (i+1)/2
+				longCollections(c, join(path, yamlbound.QuoteKey(k.Value)), k.Line, es)
+				entries = (i + 1) / 2
 			}
 		}
-		if e != nil {
-			return e
-		}
 		if entries > MaxListEntries {
-			return tooManyEntries(path, line)
+			*es = append(*es, tooManyEntries(path, line))
+			return
 		}
 	}
-	return nil
 }

@@ -121,8 +121,8 @@ func decode(data []byte, fast bool) (*Instance, *Positions, error) {
 	if err := yamlbound.Check(doc, yamlbound.Limits{Bytes: MaxSpecSize}); err != nil {
 		return nil, nil, Errors{boundError(err)}
 	}
-	if err := longCollection(doc, "", doc.Line); err != nil {
-		return nil, nil, Errors{err} // as the fast path refuses it
+	if es := LongCollections(doc); len(es) > 0 {
+		return nil, nil, es[:1] // as the fast path refuses it
 	}
 	pos := &Positions{doc: doc}
 	var c ErrorList
