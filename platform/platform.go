@@ -56,6 +56,9 @@ type Options struct {
 	KubernetesVersion string
 	// PoolIndex picks the member of a KubeVirt VirtualMachinePool.
 	PoolIndex int
+	// Object picks one of several objects vminit reads in the files:
+	// NAME or KIND/NAME (--object); "" converts every one.
+	Object string
 }
 
 // NamespaceOf returns the namespace of an object that names ns.

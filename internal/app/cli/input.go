@@ -38,6 +38,7 @@ type inputFlags struct {
 	passwordSalt      string
 	kubernetesVersion string
 	poolIndex         int
+	object            string
 }
 
 func (f *inputFlags) register(cmd *cobra.Command) {
@@ -62,6 +63,7 @@ func (f *inputFlags) registerFiles(cmd *cobra.Command) {
 	fl.StringVar(&f.passwordSalt, "password-salt", "", "oVirt: hash root_password with SHA-512 crypt and this salt (1-16 of [./A-Za-z0-9]), reproducibly")
 	fl.StringVar(&f.kubernetesVersion, "kubernetes-version", "", "Cluster API: the Kubernetes version the kubeadm configuration is for (default "+capi.DefaultKubernetesVersion+")")
 	fl.IntVar(&f.poolIndex, "pool-index", 0, "KubeVirt VirtualMachinePool: which member to build")
+	fl.StringVar(&f.object, "object", "", "the object to use when the files hold several VMs: NAME or KIND/NAME (validate without it checks every one)")
 }
 
 // specInput is one instance read from the command line: a vminit spec, or
@@ -96,7 +98,7 @@ func (f *inputFlags) loadOne(cmd *cobra.Command, paths []string) (*specInput, er
 	for i, in := range all {
 		names[i] = in.name
 	}
-	return nil, usagef("%s: %d VMs (%s); this command makes one: give one per command", strings.Join(paths, ", "), len(all), strings.Join(names, "; "))
+	return nil, usagef("%s: %d VMs (%s); this command makes one: pick it with --object NAME or KIND/NAME", strings.Join(paths, ", "), len(all), strings.Join(names, "; "))
 }
 
 // load reads the inputs: each a vminit spec ("-": standard input, whose
@@ -116,15 +118,19 @@ func (f *inputFlags) load(cmd *cobra.Command, paths []string) ([]*specInput, err
 		if p == "-" {
 			name = stdinName
 		}
-		if looksLikeSpec(data) {
-			// Spared platform.Split's generic parse, which costs a large
-			// spec several times its own decoding.
-		} else if ds, err := platform.Split(name, data); err == nil && slices.ContainsFunc(ds, isPlatformObject) {
-			docs = append(docs, ds...)
-			continue
+		if !looksLikeSpec(data) {
+			// Spared for a plain spec: platform.Split's generic parse
+			// costs a large spec several times its own decoding.
+			ds, err := platform.Split(name, data)
+			if err != nil {
+				return nil, err
+			}
+			if !convert.IsSpecFile(ds) {
+				docs = append(docs, ds...)
+				continue
+			}
 		}
-		// A vminit spec, or anything else: spec.Parse says what is wrong
-		// with the spec's own messages.
+		// A vminit spec: spec.Parse says what is wrong with it.
 		in, err := f.loadSpec(p, name, data)
 		if err != nil {
 			return nil, err
@@ -148,9 +154,12 @@ func (f *inputFlags) load(cmd *cobra.Command, paths []string) ([]*specInput, err
 		docs = append(docs, ds...)
 	}
 	if len(docs) == 0 {
+		if f.object != "" {
+			return nil, usagef("--object %s: the files hold no platform objects", f.object)
+		}
 		return out, nil
 	}
-	opts := platform.Options{Namespace: f.namespace, PasswordSalt: f.passwordSalt, KubernetesVersion: f.kubernetesVersion, PoolIndex: f.poolIndex,
+	opts := platform.Options{Namespace: f.namespace, PasswordSalt: f.passwordSalt, KubernetesVersion: f.kubernetesVersion, PoolIndex: f.poolIndex, Object: f.object,
 		// A namespace chosen (-n, or the cluster's) is the only one read
 		// from: an object may not point the command at another's Secrets.
 		Confined: f.namespace != "" || f.kubeconfig != ""}
@@ -194,11 +203,6 @@ func looksLikeSpec(data []byte) bool {
 	return specHead.Match(data) && !docBreak.Match(data)
 }
 
-// isPlatformObject reports whether doc is one of the platforms' objects,
-// or a Secret or ConfigMap they refer to.
-func isPlatformObject(doc *platform.Document) bool {
-	return convert.For(doc) != nil || platform.IsReferenced(doc)
-}
 
 // regularFiles refuses, naming each flag, the flags' files that exist and
 // are not regular files, all at once: a FIFO would block the command in
