@@ -106,7 +106,7 @@ func Documents(ctx context.Context, docs []*platform.Document, opts platform.Opt
 func (s *sorted) skipNotes() []string {
 	notes := slices.Clone(s.notes)
 	for _, d := range s.others {
-		notes = append(notes, fmt.Sprintf("%s: %s skipped: no VM's first-boot data (vminit reads %s)", d.Where("kind"), what(d), readKinds))
+		notes = append(notes, fmt.Sprintf("%s: %s skipped: it holds no VM first-boot data vminit reads", d.Where("kind"), what(d)))
 	}
 	return notes
 }

@@ -82,16 +82,22 @@ type specInput struct {
 	result *platform.Result
 }
 
+// loadSome reads the inputs, of which there must be one at least.
+func (f *inputFlags) loadSome(cmd *cobra.Command, paths []string) ([]*specInput, error) {
+	all, err := f.load(cmd, paths)
+	if err == nil && len(all) == 0 {
+		err = fmt.Errorf("%s: no vminit Instance and no VM among the objects (only Secrets and ConfigMaps?)", strings.Join(paths, ", "))
+	}
+	return all, err
+}
+
 // loadOne reads the inputs of a command that makes one VM's data.
 func (f *inputFlags) loadOne(cmd *cobra.Command, paths []string) (*specInput, error) {
-	all, err := f.load(cmd, paths)
+	all, err := f.loadSome(cmd, paths)
 	if err != nil {
 		return nil, err
 	}
-	switch len(all) {
-	case 0:
-		return nil, fmt.Errorf("%s: no vminit Instance and no VM among the objects (only Secrets and ConfigMaps?)", strings.Join(paths, ", "))
-	case 1:
+	if len(all) == 1 {
 		return all[0], nil
 	}
 	names := make([]string, len(all))
@@ -202,7 +208,6 @@ var (
 func looksLikeSpec(data []byte) bool {
 	return specHead.Match(data) && !docBreak.Match(data)
 }
-
 
 // regularFiles refuses, naming each flag, the flags' files that exist and
 // are not regular files, all at once: a FIFO would block the command in
