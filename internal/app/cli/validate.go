@@ -40,6 +40,9 @@ every problem at once, each with its field path and line:
   - spec fields that the user's cloud-config replaces when cloud-init merges
     the two (packages: [make] in user-data drops spec.packages): warnings.
 
+Given files of platform objects, it checks every VM they hold (--object
+NAME or KIND/NAME: one).
+
 --strict makes every warning an error. It exits 0 when the spec is valid and
 1 when it is not.`,
 		Example: `  vminit validate instance.yaml
