@@ -139,9 +139,8 @@ func buildOutcomes(t *testing.T, name string, data []byte, opts platform.Options
 	if err != nil {
 		return out
 	}
-	keys := convert.Keys(docs)
-	others := slices.ContainsFunc(docs, func(d *platform.Document) bool { return convert.For(d) == nil && !platform.IsReferenced(d) })
-	if len(keys) < 2 && !(len(keys) == 1 && others) {
+	keys, skipped := convert.Contents(docs)
+	if len(keys) < 2 && !(len(keys) == 1 && skipped > 0) {
 		return out
 	}
 	for _, k := range keys {

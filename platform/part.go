@@ -10,36 +10,23 @@ import (
 )
 
 // Part returns the object at path within d (an item of a v1 List, the pod
-// template of a Deployment) as a document of its own, so that a platform
-// package converts it as it would a file's object. Its problems name their
-// field from the top of d ("spec.template.metadata.annotations[...]") and
-// their line in d's file. apiVersion and kind, when not empty, are set on
-// a part that names none (a pod template names neither); its name and
-// namespace default to d's, as a workload's pods take their owner's.
-func (d *Document) Part(path, apiVersion, kind string) (*Document, error) {
+// template of a Deployment), whose JSON the caller has decoded from d's
+// (so that a List's items cost one decoding of d, not one each), as a
+// document of its own, so that a platform package converts it as it would
+// a file's object. Its problems name their field from the top of d
+// ("spec.template.metadata.annotations[...]") and their line in d's file.
+// apiVersion and kind, when not empty, are set on a part that names none
+// (a pod template names neither); its name and namespace default to d's,
+// as a workload's pods take their owner's.
+func (d *Document) Part(path string, raw []byte, apiVersion, kind string) (*Document, error) {
 	if len(d.refused) > 0 {
 		return nil, d.refused
 	}
 	_, n := d.find(path)
-	if n == nil || n.Kind != yaml.MappingNode || d.JSON == nil {
-		return nil, spec.Errors{d.Error(path, "want an object")}
-	}
-	dec := json.NewDecoder(bytes.NewReader(d.JSON))
+	var obj map[string]any
+	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, spec.Errors{d.Error("", err.Error())}
-	}
-	for _, seg := range splitPath(path) {
-		switch c := v.(type) {
-		case map[string]any:
-			v = c[seg.key]
-		case []any:
-			v = c[seg.n]
-		}
-	}
-	obj, _ := v.(map[string]any)
-	if obj == nil {
+	if n == nil || n.Kind != yaml.MappingNode || dec.Decode(&obj) != nil || obj == nil {
 		return nil, spec.Errors{d.Error(path, "want an object")}
 	}
 	p := &Document{File: d.File, Line: d.Line, Format: d.Format, Raw: d.Raw,

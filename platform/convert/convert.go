@@ -101,11 +101,19 @@ func Documents(ctx context.Context, docs []*platform.Document, opts platform.Opt
 	return out, nil
 }
 
+// maxSkipNotes bounds the notes of skipped documents: a List of thousands
+// of Services gets a count, not thousands of lines on every result.
+const maxSkipNotes = 20
+
 // skipNotes are the warnings of the documents skipped, and of those read
 // as what they hold.
 func (s *sorted) skipNotes() []string {
 	notes := slices.Clone(s.notes)
-	for _, d := range s.others {
+	for i, d := range s.others {
+		if i == maxSkipNotes {
+			notes = append(notes, fmt.Sprintf("%d more documents skipped", len(s.others)-i))
+			break
+		}
 		notes = append(notes, fmt.Sprintf("%s: %s skipped: it holds no VM first-boot data vminit reads", d.Where("kind"), what(d)))
 	}
 	return notes

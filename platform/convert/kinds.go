@@ -79,7 +79,7 @@ func (s *sorted) items(d *platform.Document) []*platform.Document {
 	}
 	var out []*platform.Document
 	for i := range list.Items {
-		p, err := d.Part(fmt.Sprintf("items[%d]", i), "", "")
+		p, err := d.Part(fmt.Sprintf("items[%d]", i), list.Items[i], "", "")
 		if err != nil {
 			s.errs = append(s.errs, spec.AsErrors(err)...)
 			continue
@@ -93,7 +93,15 @@ func (s *sorted) items(d *platform.Document) []*platform.Document {
 // pod template is a Virtlet VM's as that pod, as Virtlet runs each of its
 // pods; any other workload is no VM and is skipped.
 func (s *sorted) workload(d *platform.Document) {
-	pod, err := d.Part("spec.template", "v1", "Pod")
+	var w struct {
+		Spec struct {
+			Template json.RawMessage `json:"template"`
+		} `json:"spec"`
+	}
+	// Not strict: the workload's own fields are Kubernetes' business; the
+	// pod template is decoded strictly as the pod.
+	json.Unmarshal(d.JSON, &w)
+	pod, err := d.Part("spec.template", w.Spec.Template, "v1", "Pod")
 	if err != nil {
 		s.errs = append(s.errs, spec.AsErrors(err)...)
 		return
@@ -194,10 +202,10 @@ func listOrNone(keys []string) string {
 	return strings.Join(keys, ", ")
 }
 
-// Keys returns KIND/NAME of each object vminit reads among docs, for a
-// message asking for --object.
-func Keys(docs []*platform.Document) []string {
+// Contents returns KIND/NAME of each object vminit reads among docs (what
+// --object names), and how many documents it skips beside them.
+func Contents(docs []*platform.Document) (objects []string, skipped int) {
 	var s sorted
 	s.sort(docs, platform.Options{}, 0)
-	return keysOf(s.objects)
+	return keysOf(s.objects), len(s.others)
 }

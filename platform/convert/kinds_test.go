@@ -1,6 +1,7 @@
 package convert_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -79,5 +80,28 @@ func TestPartErrorsNameTheirPath(t *testing.T) {
 	es := spec.AsErrors(err)
 	if len(es) == 0 || es[0].Field != "items[0].spec.bogus" || es[0].Line != 8 {
 		t.Fatalf("want list.yaml:8: items[0].spec.bogus: unknown field; got %v", err)
+	}
+}
+
+// TestLongListBounded: a v1 List of thousands of other kinds beside one VM
+// is read (each item decoded once, from the List's one decoding), and its
+// skipped items are counted in one warning past the first few, not listed.
+func TestLongListBounded(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("apiVersion: v1\nkind: List\nitems:\n- apiVersion: kubevirt.io/v1\n  kind: VirtualMachineInstance\n  metadata: {name: vm}\n  spec:\n    domain: {devices: {disks: [{name: ci, disk: {}}]}}\n    volumes: [{name: ci, cloudInitNoCloud: {userData: \"#cloud-config\\nhostname: vm\\n\"}}]\n")
+	const services = 5000
+	for i := range services {
+		fmt.Fprintf(&b, "- {apiVersion: v1, kind: Service, metadata: {name: s%d}}\n", i)
+	}
+	rs, err := convert.Read(t.Context(), "list.yaml", []byte(b.String()), platform.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 1 {
+		t.Fatalf("%d results, want 1", len(rs))
+	}
+	w := rs[0].Warnings
+	if len(w) > 30 || !strings.Contains(strings.Join(w, "\n"), fmt.Sprintf("%d more documents skipped", services-20)) {
+		t.Errorf("%d warnings, want 20 skipped and a count of the rest; last: %q", len(w), w[len(w)-1])
 	}
 }
