@@ -1,6 +1,9 @@
 // Package convert recognises platform objects by their apiVersion and kind
 // (oVirt's REST representations by their shape) and converts each with its
-// platform's package. It is the one place that knows every platform.
+// platform's package. It is the one place that knows every platform, and
+// reads a file's documents as kubectl apply takes them (kinds.go): other
+// kinds beside the VMs skipped with a note, v1 Lists and workloads of
+// Virtlet pods read as what they hold, one object picked by --object.
 package convert
 
 import (
