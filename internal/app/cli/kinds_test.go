@@ -81,3 +81,40 @@ func TestRecognition(t *testing.T) {
 		}
 	}
 }
+
+// TestConvertStdinRecognition: convert - reads standard input once and
+// decides as for a file: cloud-init user data is converted, a published
+// KubeadmControlPlane is refused naming its kind, and a v1 List (oc process
+// output) is converted as the VM it holds.
+func TestConvertStdinRecognition(t *testing.T) {
+	for _, tc := range []struct {
+		input, want string
+		ok          bool
+	}{
+		{"#cloud-config\nhostname: web-1\n", "hostname: web-1", true},
+		{"@" + corpusFile("kubevirt/ug-templates-L136.yaml"), "hostname: rheltinyvm", true},
+		{"@" + corpusFile("capi/capd-e2e-ipv6-kcp-ipv6.yaml"), `<stdin>:4: kind: controlplane.cluster.x-k8s.io/v1beta2 KubeadmControlPlane`, false},
+	} {
+		in := tc.input
+		if p, ok := strings.CutPrefix(in, "@"); ok {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			in = string(b)
+		}
+		var out strings.Builder
+		cmd := NewRootCommand()
+		cmd.SetArgs([]string{"convert", "-", "--to", "spec"})
+		cmd.SetIn(strings.NewReader(in))
+		cmd.SetOut(&out)
+		cmd.SetErr(new(strings.Builder))
+		err := cmd.Execute()
+		switch {
+		case tc.ok && (err != nil || !strings.Contains(out.String(), tc.want)):
+			t.Errorf("convert - of %.40q: %v, want a spec with %q:\n%s", tc.input, err, tc.want, out.String())
+		case !tc.ok && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("convert - of %.40q: %v, want an error with %q", tc.input, err, tc.want)
+		}
+	}
+}

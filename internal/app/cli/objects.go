@@ -22,13 +22,14 @@ import (
 // manifest of another kind, a KubeadmControlPlane or broken YAML is
 // refused naming what it is, never wrapped as user data that cloud-init
 // would ignore.
+// Standard input, read to decide, is given back to whichever reads it next.
 func (f *inputFlags) isObjects(cmd *cobra.Command, paths []string) bool {
-	if paths[0] == "-" {
-		return false
-	}
 	data, err := f.read(cmd, paths[0])
+	if paths[0] == "-" {
+		cmd.SetIn(bytes.NewReader(data))
+	}
 	if err != nil {
-		return false
+		return false // the reader of user data reports it
 	}
 	return !isUserData(data)
 }
