@@ -52,7 +52,7 @@ func (s *sorted) sort(docs []*platform.Document, opts platform.Options, depth in
 		case IsInstance(d):
 			s.errs = append(s.errs, d.Error("kind", "a vminit Instance among platform objects: give it as a file of its own"))
 		case d.Format == platform.YAML && d.APIVersion == "":
-			s.errs = append(s.errs, d.Error("apiVersion", fmt.Sprintf("required: %s without an apiVersion is no object kubectl would apply; vminit reads %s", what(d), readKinds)))
+			s.errs = append(s.errs, missingAPIVersion(d))
 		case isList(d) && depth < maxListDepth:
 			s.sort(s.items(d), opts, depth+1)
 		case isTemplate(d):
@@ -63,6 +63,15 @@ func (s *sorted) sort(docs []*platform.Document, opts platform.Options, depth in
 			s.others = append(s.others, d)
 		}
 	}
+}
+
+// missingAPIVersion names the apiVersion a document lacks: a vminit
+// Instance's, or any (kubectl refuses such an object too).
+func missingAPIVersion(d *platform.Document) *spec.FieldError {
+	if d.Kind == spec.Kind {
+		return d.Error("apiVersion", fmt.Sprintf("required: a vminit Instance says apiVersion: %s", spec.APIVersion))
+	}
+	return d.Error("apiVersion", fmt.Sprintf("required: %s without an apiVersion is no object kubectl would apply; vminit reads %s", what(d), readKinds))
 }
 
 // items returns a v1 List's items as documents.

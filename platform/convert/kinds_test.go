@@ -83,6 +83,21 @@ func TestPartErrorsNameTheirPath(t *testing.T) {
 	}
 }
 
+// TestMissingAPIVersion: a document without apiVersion is refused naming
+// the field and its line; a vminit Instance's message gives its apiVersion.
+func TestMissingAPIVersion(t *testing.T) {
+	for data, want := range map[string]string{
+		"kind: Instance\nmetadata: {name: a}\n": "x.yaml:1: apiVersion: required: a vminit Instance says apiVersion: vminit.dev/v1alpha1",
+		"# c\nkind: Pod\nmetadata: {name: a}\n": "x.yaml:2: apiVersion: required: kind Pod without an apiVersion",
+		"metadata: {name: a}\n":                 "x.yaml:1: apiVersion: required: a document without apiVersion and kind",
+	} {
+		_, err := convert.Read(t.Context(), "x.yaml", []byte(data), platform.Options{})
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %q", data, err, want)
+		}
+	}
+}
+
 // TestLongListBounded: a v1 List of thousands of other kinds beside one VM
 // is read (each item decoded once, from the List's one decoding), and its
 // skipped items are counted in one warning past the first few, not listed.
