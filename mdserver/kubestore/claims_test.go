@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/vminit/vminit/internal/testing/kubetest"
 	"github.com/vminit/vminit/kube/api/v1alpha1"
 	"github.com/vminit/vminit/mdserver/kubestore"
 )
@@ -28,21 +29,23 @@ func addrs(s ...string) []netip.Addr {
 	return out
 }
 
-// kubevirtObject is a VMI or VM ns/name naming instance (when not ""),
-// reporting ips (a VMI).
+// kubevirtObject is a VMI or VM ns/name naming instance (when not ""); a
+// VMI reports ips on its pod network, as KubeVirt writes its status.
 func kubevirtObject(kind, ns, name, instance string, ips ...string) *unstructured.Unstructured {
+	var ann map[string]string
+	if instance != "" {
+		ann = map[string]string{v1alpha1.AnnotationInstance: instance}
+	}
+	if kind == "VirtualMachineInstance" {
+		u := kubetest.VMI(ns, name, ann)
+		if ips != nil {
+			unstructured.SetNestedSlice(u.Object, []any{kubetest.VMIInterface("default", kubetest.InfoSourceAll, ips...)}, "status", "interfaces")
+		}
+		return u
+	}
 	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "kubevirt.io/v1", "kind": kind,
 		"metadata": map[string]any{"name": name, "namespace": ns}, "spec": map[string]any{}}}
-	if instance != "" {
-		u.SetAnnotations(map[string]string{v1alpha1.AnnotationInstance: instance})
-	}
-	var ifs []any
-	for _, ip := range ips {
-		ifs = append(ifs, map[string]any{"name": "default", "ipAddress": ip})
-	}
-	if ifs != nil {
-		unstructured.SetNestedSlice(u.Object, ifs, "status", "interfaces")
-	}
+	u.SetAnnotations(ann)
 	return u
 }
 

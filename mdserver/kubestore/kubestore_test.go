@@ -301,18 +301,11 @@ func TestKubeVirtIdentity(t *testing.T) {
 	}
 	defer st.Close()
 	vmi := func(name string, ann map[string]string) *unstructured.Unstructured {
-		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
-			"metadata": map[string]any{"name": name}, "spec": map[string]any{}}}
-		u.SetAnnotations(ann)
-		return u
+		return kubetest.VMI("default", name, ann)
 	}
 	setStatus := func(u *unstructured.Unstructured, ips ...string) {
 		t.Helper()
-		var ifs []any
-		for _, ip := range ips {
-			ifs = append(ifs, map[string]any{"name": "default", "ipAddress": ip})
-		}
-		unstructured.SetNestedSlice(u.Object, ifs, "status", "interfaces")
+		unstructured.SetNestedSlice(u.Object, []any{kubetest.VMIInterface("default", kubetest.InfoSourceAll, ips...)}, "status", "interfaces")
 		if _, err := vmis.UpdateStatus(ctx, u, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -399,13 +392,11 @@ func TestChecksAndIncarnations(t *testing.T) {
 		t.Errorf("UID %q, the object's %q", r.UID, obj.GetUID())
 	}
 	// A VMI naming web with a loopback address: refused, web keeps serving.
-	vmi := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
-		"metadata": map[string]any{"name": "vm-lo", "annotations": map[string]any{v1alpha1.AnnotationInstance: "web"}}, "spec": map[string]any{}}}
-	v, err := vmis.Create(ctx, vmi, metav1.CreateOptions{})
+	v, err := vmis.Create(ctx, kubetest.VMI("default", "vm-lo", map[string]string{v1alpha1.AnnotationInstance: "web"}), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	unstructured.SetNestedSlice(v.Object, []any{map[string]any{"name": "default", "ipAddress": "127.0.0.7"}}, "status", "interfaces")
+	unstructured.SetNestedSlice(v.Object, []any{kubetest.VMIInterface("default", kubetest.InfoSourceAll, "127.0.0.7")}, "status", "interfaces")
 	if _, err := vmis.UpdateStatus(ctx, v, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -489,7 +480,7 @@ func TestTenants(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	unstructured.SetNestedSlice(v.Object, []any{map[string]any{"name": "default", "ipAddress": "10.0.0.5"}}, "status", "interfaces")
+	unstructured.SetNestedSlice(v.Object, []any{kubetest.VMIInterface("default", kubetest.InfoSourceAll, "10.0.0.5")}, "status", "interfaces")
 	if _, err := dyn.Resource(kubestore.VirtualMachineInstances).Namespace("b").UpdateStatus(ctx, v, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -325,6 +325,22 @@ func TestServedConflict(t *testing.T) {
 	e.status(t, "kube-public", "second", isTrue(v1alpha1.ConditionServed))
 }
 
+// vmi creates VirtualMachineInstance ns/name naming instance, on the pod
+// network "default" and the Multus networks secondary, and sets its
+// status.interfaces.
+func (e *env) vmi(t *testing.T, ns, name, instance string, interfaces []any, secondary ...string) {
+	t.Helper()
+	vmis := e.dyn.Resource(kubestore.VirtualMachineInstances).Namespace(ns)
+	v, err := vmis.Create(e.ctx, kubetest.VMI(ns, name, map[string]string{v1alpha1.AnnotationInstance: instance}, secondary...), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unstructured.SetNestedSlice(v.Object, interfaces, "status", "interfaces")
+	if _, err := vmis.UpdateStatus(e.ctx, v, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestServedTenants: the Served condition is the servers' rule
 // (kubestore.Claims): tenant A's Instance listing the address B's VMI
 // reports says it is not served there, and B's (the victim) that it is;
@@ -341,16 +357,7 @@ func TestServedTenants(t *testing.T) {
 	e.create(t, "a", "thief", "metadataServer: {addresses: [10.0.0.5]}")
 	e.status(t, "a", "thief", isTrue(v1alpha1.ConditionServed))
 	e.create(t, "b", "web", "hostname: web")
-	vmis := e.dyn.Resource(kubestore.VirtualMachineInstances).Namespace("b")
-	v, err := vmis.Create(e.ctx, &unstructured.Unstructured{Object: map[string]any{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
-		"metadata": map[string]any{"name": "vm", "annotations": map[string]any{v1alpha1.AnnotationInstance: "web"}}, "spec": map[string]any{}}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	unstructured.SetNestedSlice(v.Object, []any{map[string]any{"name": "default", "ipAddress": "10.0.0.5"}}, "status", "interfaces")
-	if _, err := vmis.UpdateStatus(e.ctx, v, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	e.vmi(t, "b", "vm", "web", []any{kubetest.VMIInterface("default", kubetest.InfoSourceAll, "10.0.0.5")})
 	victim := e.status(t, "b", "web", func(st *v1alpha1.InstanceStatus) bool {
 		return condition(st, v1alpha1.ConditionServed).Message == "served to 10.0.0.5"
 	})
