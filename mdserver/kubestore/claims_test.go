@@ -105,6 +105,31 @@ func TestClaimsRule(t *testing.T) {
 	}
 }
 
+// TestClaimsPodNetworkOnly: a VMI's addresses count only on the status
+// interface named as its pod network (spec.networks[].pod), whatever
+// that network is called; a VMI without a pod network counts none, and
+// a network with no source is not taken for the pod network.
+func TestClaimsPodNetworkOnly(t *testing.T) {
+	c := kubestore.NewClaims(tenants, nil)
+	named := func(name string, networks []any, status ...any) {
+		u := kubetest.VMI("b", name, map[string]string{v1alpha1.AnnotationInstance: name})
+		unstructured.SetNestedSlice(u.Object, networks, "spec", "networks")
+		unstructured.SetNestedSlice(u.Object, status, "status", "interfaces")
+		c.SetVMI("b/"+name, u)
+	}
+	named("renamed", []any{map[string]any{"name": "storage", "multus": map[string]any{"networkName": "storage"}}, map[string]any{"name": "primary", "pod": map[string]any{}}},
+		kubetest.VMIInterface("primary", kubetest.InfoSourceAll, "10.0.0.1"), kubetest.VMIInterface("storage", kubetest.InfoSourceAll, "10.0.0.2"))
+	named("multus-only", []any{map[string]any{"name": "storage", "multus": map[string]any{"networkName": "storage"}}},
+		kubetest.VMIInterface("storage", kubetest.InfoSourceAll, "10.0.0.3"), kubetest.VMIInterface("", kubetest.InfoSourceGuestAgent, "10.0.0.4"))
+	named("no-source", []any{map[string]any{"name": "default"}},
+		kubetest.VMIInterface("default", kubetest.InfoSourceAll, "10.0.0.5"))
+	for key, want := range map[string][]netip.Addr{"b/renamed": addrs("10.0.0.1"), "b/multus-only": nil, "b/no-source": nil} {
+		if r := c.Resolve(key); !slices.Equal(r.Addresses, want) || r.Problems != nil {
+			t.Errorf("%s: %+v, want %v", key, r, want)
+		}
+	}
+}
+
 // TestClaimsOrderIndependent: the same objects, applied in any order
 // (and with detours: objects that change and come back), resolve the
 // same: replicas that saw a different list or watch order agree.

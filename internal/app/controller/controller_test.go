@@ -387,6 +387,44 @@ func TestServedTenants(t *testing.T) {
 	}
 }
 
+// TestServedGuestReported: Served counts only a VMI's pod network
+// addresses, as the servers do (TestGuestReportedAddresses): tenant B's
+// guest reporting A's addresses, through its guest agent, on a Multus
+// interface and on one only the guest agent knows, leaves A's Instances
+// served there (one by its spec's address, one by its VMI's pod network)
+// and B's served at its own pod address alone.
+func TestServedGuestReported(t *testing.T) {
+	e := setup(t, true)
+	for _, ns := range []string{"a", "b"} {
+		if _, err := e.kube.CoreV1().Namespaces().Create(e.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.run(t, controller.Config{KubeVirt: true})
+	mentions := func(addr string) func(*v1alpha1.InstanceStatus) bool {
+		return func(st *v1alpha1.InstanceStatus) bool {
+			return strings.Contains(condition(st, v1alpha1.ConditionServed).Message, addr)
+		}
+	}
+	e.create(t, "b", "evil", "hostname: evil")
+	e.vmi(t, "b", "vm", "evil", []any{
+		kubetest.VMIInterface("default", kubetest.InfoSourceAll, "10.0.1.9"),
+		kubetest.VMIInterface("storage", kubetest.InfoSourceAll, "10.0.0.5", "10.0.0.7"),
+		kubetest.VMIInterface("", kubetest.InfoSourceGuestAgent, "10.0.0.7", "10.0.0.5"),
+	}, "storage")
+	e.status(t, "b", "evil", mentions("10.0.1.9"))
+	e.create(t, "a", "web", "metadataServer: {addresses: [10.0.0.5]}")
+	e.create(t, "a", "db", "hostname: db")
+	e.vmi(t, "a", "db", "db", []any{kubetest.VMIInterface("default", kubetest.InfoSourceAll, "10.0.0.7")})
+	for name, addr := range map[string]string{"a/web": "10.0.0.5", "a/db": "10.0.0.7", "b/evil": "10.0.1.9"} {
+		ns, n, _ := strings.Cut(name, "/")
+		st := e.status(t, ns, n, mentions(addr))
+		if s := condition(st, v1alpha1.ConditionServed); s.Status != metav1.ConditionTrue || s.Message != "served to "+addr {
+			t.Errorf("%s's Served: %+v", name, s)
+		}
+	}
+}
+
 // The API server goes away and comes back: changes made after it returns
 // (and the ones it had before) are all reconciled.
 func TestAPIServerRestart(t *testing.T) {
