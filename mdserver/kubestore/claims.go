@@ -473,19 +473,22 @@ func vmiOf(u *unstructured.Unstructured) vmi {
 		if name, _ := m["name"].(string); name != pod {
 			continue
 		}
-		var ips []string
-		if ip, ok := m["ipAddress"].(string); ok {
-			ips = append(ips, ip)
+		// ipAddress is the pod's own first address: virt-handler keeps the
+		// pod's addresses over the guest agent's, but fills a family the
+		// pod lacks (IPv6 on a single-stack IPv4 pod) from the guest agent.
+		// Only the first address's family counts, so that a guest cannot
+		// claim an address in the family the pod has none of.
+		first, err := netip.ParseAddr(stringOf(m["ipAddress"]))
+		if err != nil {
+			continue
 		}
+		ips := []any{m["ipAddress"]}
 		if l, ok := m["ipAddresses"].([]any); ok {
-			for _, ip := range l {
-				if s, ok := ip.(string); ok {
-					ips = append(ips, s)
-				}
-			}
+			ips = append(ips, l...)
 		}
 		for _, ip := range ips {
-			if a, err := netip.ParseAddr(ip); err == nil && a.Zone() == "" && len(out.addrs) < maxReported {
+			a, err := netip.ParseAddr(stringOf(ip))
+			if err == nil && a.Zone() == "" && a.Unmap().Is4() == first.Unmap().Is4() && len(out.addrs) < maxReported {
 				out.addrs = append(out.addrs, a.Unmap())
 			}
 		}
@@ -493,6 +496,12 @@ func vmiOf(u *unstructured.Unstructured) vmi {
 	slices.SortFunc(out.addrs, netip.Addr.Compare)
 	out.addrs = slices.Compact(out.addrs)
 	return out
+}
+
+// stringOf is v when it is a string, else "".
+func stringOf(v any) string {
+	s, _ := v.(string)
+	return s
 }
 
 // podNetwork returns the name of a VMI's pod network: the first of

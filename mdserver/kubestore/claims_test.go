@@ -123,7 +123,13 @@ func TestClaimsPodNetworkOnly(t *testing.T) {
 		kubetest.VMIInterface("storage", kubetest.InfoSourceAll, "10.0.0.3"), kubetest.VMIInterface("", kubetest.InfoSourceGuestAgent, "10.0.0.4"))
 	named("no-source", []any{map[string]any{"name": "default"}},
 		kubetest.VMIInterface("default", kubetest.InfoSourceAll, "10.0.0.5"))
-	for key, want := range map[string][]netip.Addr{"b/renamed": addrs("10.0.0.1"), "b/multus-only": nil, "b/no-source": nil} {
+	// A single-stack pod: virt-handler fills the other family from the
+	// guest agent, behind the pod's own first address.
+	pod := []any{map[string]any{"name": "default", "pod": map[string]any{}}}
+	named("filled-family", pod, kubetest.VMIInterface("default", kubetest.InfoSourceAll, "10.0.0.6", "fd00::6", "10.0.0.16"))
+	named("v6-pod", pod, kubetest.VMIInterface("default", kubetest.InfoSourceAll, "fd00::7", "10.0.0.7"))
+	for key, want := range map[string][]netip.Addr{"b/renamed": addrs("10.0.0.1"), "b/multus-only": nil, "b/no-source": nil,
+		"b/filled-family": addrs("10.0.0.6", "10.0.0.16"), "b/v6-pod": addrs("fd00::7")} {
 		if r := c.Resolve(key); !slices.Equal(r.Addresses, want) || r.Problems != nil {
 			t.Errorf("%s: %+v, want %v", key, r, want)
 		}
