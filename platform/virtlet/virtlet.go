@@ -46,7 +46,15 @@
 //   - VirtletCloudInitImageType: the datasource; VirtletForceDHCPNetworkConfig:
 //     no network configuration. Without it Virtlet described the pod's CNI
 //     result, which exists only once the pod runs; vminit leaves the
-//     network to DHCP then too, and says so.
+//     network to DHCP then too, and says so;
+//   - the annotations that shape the libvirt domain, not first boot
+//     (VirtletVCPUCount, VirtletDiskDriver, VirtletCPUModel,
+//     VirtletLibvirtCPUSetting, VirtletRootVolumeSize,
+//     VirtletChown9pfsMounts, VirtletSystemUUID; domain.go): checked as
+//     Virtlet checks them and noted as ignored. VirtletSystemUUID is the
+//     SMBIOS UUID only: the instance-id stays <pod>.<namespace>, as in
+//     Virtlet's meta-data. Any other Virtlet* annotation is refused (Virtlet
+//     ignores it, so a misspelt one would silently do nothing).
 //
 // Every difference is listed in docs/platforms/virtlet.md.
 package virtlet
@@ -55,6 +63,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"maps"
 	"path"
 	"slices"
 	"strings"
@@ -115,12 +124,8 @@ func Convert(ctx context.Context, doc *platform.Document, opts platform.Options)
 	if a[AnnotationRuntime] != "virtlet.cloud" {
 		b.Warnf(ann(AnnotationRuntime), "is not \"virtlet.cloud\": read as a Virtlet VM pod all the same")
 	}
-	for k := range a {
-		if strings.HasPrefix(k, "Virtlet") && !slices.Contains(known, k) {
-			b.Errorf(ann(k), "not an annotation Virtlet knows (%s)", strings.Join(known, ", "))
-		}
-	}
 	c := &conv{ctx: ctx, b: b, ns: ns, opts: opts, pod: &pod}
+	c.annotations()
 
 	switch t := strings.ToLower(a[AnnotationImageType]); t {
 	case "", "nocloud":
@@ -159,9 +164,29 @@ func Convert(ctx context.Context, doc *platform.Document, opts platform.Options)
 	return b.Finish(fmt.Sprintf("Virtlet Pod %s/%s", ns, pod.Name))
 }
 
+// known are the annotations vminit reads for the guest's first boot.
 var known = []string{AnnotationImageType, AnnotationMetaData, AnnotationUserData, AnnotationUserDataOverwrite,
 	AnnotationUserDataScript, AnnotationUserDataSource, AnnotationUserDataSourceKey, AnnotationUserDataEncoding,
 	AnnotationSSHKeys, AnnotationSSHKeySource, AnnotationForceDHCP, AnnotationFilesFromSource}
+
+// annotations checks the pod's Virtlet* annotations in name order, so that
+// the problems come out in the same order on every run: the domain's are
+// checked and noted as ignored, an unknown one is refused (Virtlet itself
+// ignores it, so a misspelt annotation would silently do nothing).
+func (c *conv) annotations() {
+	names := slices.Sorted(maps.Keys(c.pod.Annotations))
+	for _, k := range names {
+		if !strings.HasPrefix(k, "Virtlet") || slices.Contains(known, k) {
+			continue
+		}
+		if d, ok := domainAnnotation(k); ok {
+			c.domainSetting(d)
+			continue
+		}
+		c.b.Errorf(ann(k), "not an annotation Virtlet knows (Virtlet ignores it; vminit reads %s; and notes %s as ignored)",
+			strings.Join(known, ", "), strings.Join(domainNames(), ", "))
+	}
+}
 
 type conv struct {
 	ctx  context.Context
