@@ -46,7 +46,8 @@
 //   - VirtletCloudInitImageType: the datasource; VirtletForceDHCPNetworkConfig:
 //     no network configuration. Without it Virtlet described the pod's CNI
 //     result, which exists only once the pod runs; vminit leaves the
-//     network to DHCP then too, and says so;
+//     network to DHCP then too, and says so (not for a persistent root
+//     volume, for which Virtlet, too, writes none);
 //   - the annotations that shape the libvirt domain, not first boot
 //     (VirtletVCPUCount, VirtletDiskDriver, VirtletCPUModel,
 //     VirtletLibvirtCPUSetting, VirtletRootVolumeSize,
@@ -143,7 +144,7 @@ func Convert(ctx context.Context, doc *platform.Document, opts platform.Options)
 	c.sshKeys()
 	overwrite := c.flag(AnnotationUserDataOverwrite)
 	c.flag(AnnotationForceDHCP)
-	if a[AnnotationForceDHCP] != "true" {
+	if a[AnnotationForceDHCP] != "true" && !persistentRoot(&pod) {
 		b.Warnf("metadata.annotations", "no network configuration: Virtlet described the pod's CNI result, known only once the pod runs; the guest uses DHCP, as with %s: \"true\"", AnnotationForceDHCP)
 	}
 
@@ -198,6 +199,16 @@ type conv struct {
 	// cannot be added to it; dropped lists the fields that asked for them.
 	only    bool
 	dropped []string
+}
+
+// persistentRoot reports whether the VM boots from a persistent root
+// volume (a volume device at "/"): Virtlet writes no network
+// configuration for it, as some cloud-init versions apply one only once.
+func persistentRoot(pod *corev1.Pod) bool {
+	if len(pod.Spec.Containers) == 0 {
+		return false
+	}
+	return slices.ContainsFunc(pod.Spec.Containers[0].VolumeDevices, func(d corev1.VolumeDevice) bool { return d.DevicePath == "/" })
 }
 
 func (c *conv) flag(name string) bool {
