@@ -123,3 +123,14 @@ func TestAnnotationProblemsInOrder(t *testing.T) {
 		t.Errorf("problems not in name order:\n%s", first)
 	}
 }
+
+// TestCorpusRuntimeNameBefore10: Virtlet 0.8's published pod names the
+// runtime "virtlet", as Virtlet before 1.0 did: no warning about it.
+func TestCorpusRuntimeNameBefore10(t *testing.T) {
+	r := corpusPod(t, "virtlet-v0.8.0-cirros-vm.yaml")
+	for _, w := range r.Warnings {
+		if strings.Contains(w, "target-runtime") {
+			t.Errorf("warning: %s", w)
+		}
+	}
+}

@@ -94,7 +94,14 @@ const (
 	AnnotationFilesFromSource   = "VirtletFilesFromDataSource"
 	// AnnotationRuntime marks a pod for Virtlet's CRI runtime.
 	AnnotationRuntime = "kubernetes.io/target-runtime"
+)
 
+// runtimeNames are the AnnotationRuntime values that route a pod to
+// Virtlet: "virtlet.cloud" since Virtlet 1.0, "virtlet" before (the CRI
+// proxy's name in Virtlet 0.8's documentation and examples).
+var runtimeNames = []string{"virtlet.cloud", "virtlet"}
+
+const (
 	flexvolumeDriver   = "virtlet/flexvolume_driver"
 	envFile            = "/etc/cloud/environment"
 	mountScriptFile    = "/etc/cloud/mount-volumes.sh"
@@ -122,8 +129,8 @@ func Convert(ctx context.Context, doc *platform.Document, opts platform.Options)
 	a := pod.Annotations
 	b := platform.NewBuilder(doc, pod.Name)
 	s := &b.Instance.Spec
-	if a[AnnotationRuntime] != "virtlet.cloud" {
-		b.Warnf(ann(AnnotationRuntime), "is not \"virtlet.cloud\": read as a Virtlet VM pod all the same")
+	if !slices.Contains(runtimeNames, a[AnnotationRuntime]) {
+		b.Warnf(ann(AnnotationRuntime), "is not \"virtlet.cloud\" (or \"virtlet\", before Virtlet 1.0): read as a Virtlet VM pod all the same")
 	}
 	c := &conv{ctx: ctx, b: b, ns: ns, opts: opts, pod: &pod}
 	c.annotations()
