@@ -18,9 +18,10 @@
 //     holds a crypt hash;
 //   - regenerate_ssh_keys: ssh_deletekeys; timezone: spec.timezone;
 //   - nic_configurations, dns_servers, dns_search: spec.network, so
-//     network_data.json names each NIC by its MAC address (the VM's <nics>
-//     must be given: GET .../vms/ID?follow=nics), where oVirt wrote only the
-//     NIC's name, which cloud-init matches by luck; cloud_init_network_protocol
+//     network_data.json finds each NIC by its MAC address when the VM's
+//     <nics> give it (GET .../vms/ID?follow=nics), else by its name alone,
+//     as oVirt writes it (a start action has no <nics>), with a warning:
+//     the guest's own naming then decides which NIC it is; cloud_init_network_protocol
 //     eni is written as network_data.json too (ENI is cloud-init's legacy
 //     path, and oVirt commented IPv6 out of it);
 //   - custom_script: merged by cloud-init's own merge rules, where oVirt
@@ -80,27 +81,30 @@ var (
 
 // Convert converts an oVirt vm.
 func Convert(_ context.Context, doc *platform.Document, opts platform.Options) (*platform.Result, error) {
-	vm, err := Decode(doc)
+	body, err := DecodeBody(doc)
 	if err != nil {
 		return nil, err
 	}
-	root := "vm"
-	if doc.Format == platform.XML && strings.Contains(string(doc.Raw), "<action") || doc.Format != platform.XML && strings.Contains(string(doc.Raw), `"vm"`) {
-		root = "action.vm"
-	}
+	vm, root := body.VM, body.Path
 	in, ok := vm.Initialization()
 	if !ok {
 		return nil, spec.Errors{doc.Error(root, "no initialization: oVirt gives this VM no first-boot data")}
 	}
+	if body.Sysprep {
+		return nil, unsupportedWindows(doc, strings.TrimSuffix(root, ".vm")+".use_sysprep", "true: the engine writes a Windows sysprep answer file, which vminit does not build")
+	}
 	ip := root + ".initialization"
 	host, _ := in.HostName()
 	vmName, _ := vm.Name()
+	if vmName == "" {
+		vmName = opts.Name
+	}
 	name := strings.Trim(nameRE.ReplaceAllString(strings.ToLower(vmName), "-"), "-.")
 	if name == "" {
 		name = strings.ToLower(host)
 	}
 	if name == "" {
-		return nil, spec.Errors{doc.Error(root+".name", "required (or initialization.host_name): the instance needs a name")}
+		return nil, spec.Errors{doc.Error(root+".name", "required: the instance needs a name, and neither the body nor initialization.host_name gives one (a start action's VM is named in its URL, .../vms/ID/start): pass --name NAME")}
 	}
 	b := platform.NewBuilder(doc, name)
 	s := &b.Instance.Spec
@@ -137,7 +141,7 @@ func Convert(_ context.Context, doc *platform.Document, opts platform.Options) (
 	script, _ := in.CustomScript()
 	switch {
 	case strings.HasPrefix(strings.ToLower(osType), "windows"):
-		return nil, spec.Errors{{File: doc.File, Line: doc.LineOf(root + ".os.type"), Field: root + ".os.type", Message: fmt.Sprintf("%q: Windows guests get a sysprep answer file, which vminit does not build", osType), Cause: platform.ErrUnsupported}}
+		return nil, unsupportedWindows(doc, root+".os.type", fmt.Sprintf("%q: Windows guests get a sysprep answer file, which vminit does not build", osType))
 	case strings.HasPrefix(strings.ToLower(osType), "rhcos"):
 		ignitionGuest(b, in, ip, script, opts)
 	case osType == "" && looksLikeIgnition(script):
@@ -151,6 +155,12 @@ func Convert(_ context.Context, doc *platform.Document, opts platform.Options) (
 		vmDesc = host
 	}
 	return b.Finish("oVirt vm " + vmDesc)
+}
+
+// unsupportedWindows is the refusal of a body the engine would give
+// sysprep rather than cloud-init or Ignition.
+func unsupportedWindows(doc *platform.Document, field, msg string) error {
+	return spec.Errors{{File: doc.File, Line: doc.LineOf(field), Field: field, Message: msg, Cause: platform.ErrUnsupported}}
 }
 
 func looksLikeIgnition(s string) bool {
@@ -295,12 +305,12 @@ func network(b *platform.Builder, vm *ovirtsdk.Vm, in *ovirtsdk.Initialization, 
 			b.Errorf(p+".on_boot", "false: oVirt refuses cloud-init network settings that do not start on boot")
 			continue
 		}
-		mac := macs[name]
-		if mac == "" {
-			b.Errorf(p+".name", "%q: no NIC of the VM has this name and a MAC address; network_data.json finds NICs by MAC, so add the VM's nics (GET .../vms/ID?follow=nics)", name)
-			continue
+		e := spec.Ethernet{Match: &spec.Match{Name: name}}
+		if mac := macs[name]; mac != "" {
+			e = spec.Ethernet{Match: &spec.Match{MACAddress: strings.ToLower(mac)}, SetName: name}
+		} else {
+			b.Warnf(p+".name", "%q: matched by interface name, as oVirt writes it (a start action carries no <nics>); the guest must call its NIC so. The NIC's MAC is stronger: give the VM's <nics> (GET .../vms/ID?follow=nics) and the NIC is found by MAC and named %s", name, name)
 		}
-		e := spec.Ethernet{Match: &spec.Match{MACAddress: strings.ToLower(mac)}, SetName: name}
 		address(b, family{false, "boot_protocol", "ip", nc.BootProtocol, nc.Ip}, p, &e.Interface)
 		address(b, family{true, "ipv6_boot_protocol", "ipv6", nc.Ipv6BootProtocol, nc.Ipv6}, p, &e.Interface)
 		if len(dnsServers)+len(dnsSearch) > 0 {
