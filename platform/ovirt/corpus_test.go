@@ -174,6 +174,8 @@ func TestCorpusRefusals(t *testing.T) {
 	}{
 		{file: "ansible-ovirt-vm-sysprep.xml", unsupported: true,
 			want: "vm.yaml:2: action.use_sysprep: true: the engine writes a Windows sysprep answer file, which vminit does not build"},
+		{file: "ansible-ovirt-template-sysprep.xml", unsupported: true,
+			want: `vm.yaml:8: template.initialization.user_name: "Administrator": Windows' built-in account, which no Linux guest has; the engine writes a sysprep answer file`},
 		{file: "py-start-vm-with-sysprep.xml", unsupported: true,
 			want: "vm.yaml:2: action.use_sysprep: true: the engine writes a Windows sysprep answer file"},
 		// The Go SDK's body without its host_name: a start action's VM

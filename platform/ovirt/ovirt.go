@@ -94,6 +94,9 @@ func Convert(_ context.Context, doc *platform.Document, opts platform.Options) (
 		return nil, unsupportedWindows(doc, strings.TrimSuffix(root, ".vm")+".use_sysprep", "true: the engine writes a Windows sysprep answer file, which vminit does not build")
 	}
 	ip := root + ".initialization"
+	if err := windowsAccount(doc, vm, in, ip); err != nil {
+		return nil, err
+	}
 	host, _ := in.HostName()
 	vmName, _ := vm.Name()
 	if vmName == "" {
@@ -161,6 +164,23 @@ func Convert(_ context.Context, doc *platform.Document, opts platform.Options) (
 // sysprep rather than cloud-init or Ignition.
 func unsupportedWindows(doc *platform.Document, field, msg string) error {
 	return spec.Errors{{File: doc.File, Line: doc.LineOf(field), Field: field, Message: msg, Cause: platform.ErrUnsupported}}
+}
+
+// windowsAccount refuses, as unsupported, a body without an OS type whose
+// user_name is Windows' built-in Administrator: no Linux guest can have
+// that user, and a template's OS type is its source VM's, which its body
+// only names, so this is the one sign left that the engine will write a
+// sysprep answer file.
+func windowsAccount(doc *platform.Document, vm *ovirtsdk.Vm, in *ovirtsdk.Initialization, ip string) error {
+	if os, ok := vm.Os(); ok {
+		if t, _ := os.Type(); t != "" {
+			return nil // the OS type decides, in Convert
+		}
+	}
+	if name, _ := in.UserName(); !strings.EqualFold(name, "Administrator") {
+		return nil
+	}
+	return unsupportedWindows(doc, ip+".user_name", "\"Administrator\": Windows' built-in account, which no Linux guest has; the engine writes a sysprep answer file for a VM whose OS type is Windows (a template takes its source VM's), which vminit does not build. For a Linux guest, name a Linux user")
 }
 
 func looksLikeIgnition(s string) bool {
