@@ -1,7 +1,9 @@
-// Package ovirt reads an oVirt VM's REST representation (a <vm>, or the
-// <action> of a start request with use_cloud_init, in XML or JSON) and
-// gives the guest what ovirt-engine's CloudInitHandler and IgnitionHandler
-// build for VDSM's config-2 disc, minus their bugs. The representation is
+// Package ovirt reads an oVirt VM's REST representation (a <vm>, the
+// <action> of a start request with use_cloud_init, a <template> or a
+// <vm_pool>, in XML or JSON) and gives the guest what ovirt-engine's
+// CloudInitHandler and IgnitionHandler build for VDSM's config-2 disc,
+// minus their bugs. A start action names no VM (its URL does):
+// Options.Name (--name) names it when initialization.host_name does not. The representation is
 // decoded strictly into go-ovirt's types (decode.go says why by hand).
 //
 // cloud-init guests (every OS type but rhcos and Windows):
@@ -41,7 +43,8 @@
 // 3 and through Ignition's merge, so a config that already writes
 // /etc/hostname or has the user keeps its own.
 //
-// Windows (sysprep) is not supported. Every difference is listed in
+// Windows (sysprep: a Windows OS type, use_sysprep, or user_name
+// Administrator without an OS type) is not supported. Every difference is listed in
 // docs/platforms/ovirt.md.
 package ovirt
 
