@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -11,7 +12,9 @@ import (
 
 	"github.com/GehirnInc/crypt/sha512_crypt"
 
+	"github.com/vminit/vminit/cloudinit"
 	"github.com/vminit/vminit/internal/testing/platformtest"
+	"github.com/vminit/vminit/internal/testing/testtools"
 	"github.com/vminit/vminit/network"
 	"github.com/vminit/vminit/platform"
 	"github.com/vminit/vminit/spec"
@@ -82,6 +85,9 @@ func TestCorpusMatchesEngine(t *testing.T) {
 			}
 			platformtest.Eq(t, "hostname", host, c.want.hostname)
 			compareUser(t, s, c.want)
+			if got := cloudInitAccounts(t, s); !slices.Equal(got, []string{c.want.user}) {
+				t.Errorf("cloud-init creates %v, want %s alone (the engine's user: renames the default user)", got, c.want.user)
+			}
 			if !strings.Contains(s.CloudInit.UserData, "path: "+c.want.scriptFile) {
 				t.Errorf("custom_script's file %s not in the user data:\n%s", c.want.scriptFile, s.CloudInit.UserData)
 			}
@@ -95,6 +101,37 @@ func TestCorpusMatchesEngine(t *testing.T) {
 	}
 }
 
+// cloudInitAccounts is the accounts cloud-init 22.4's cc_users_groups
+// creates from the user data, on an image whose default user is ubuntu
+// (ug_util.normalize_users_groups, the code cloud-init runs).
+func cloudInitAccounts(t *testing.T, s *spec.Spec) []string {
+	t.Helper()
+	py := testtools.RequireFile(t, "/usr/bin/python3")
+	ud, err := cloudinit.UserData(&spec.Instance{Spec: *s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const script = `import sys, json
+from cloudinit import util
+from cloudinit.distros import ug_util
+class Distro:
+    def get_default_user(self):
+        return {"name": "ubuntu", "lock_passwd": True, "groups": ["adm", "sudo"]}
+users, _ = ug_util.normalize_users_groups(util.load_yaml(sys.stdin.read()), Distro())
+print(json.dumps(sorted(users)))`
+	cmd := exec.Command(py, "-c", script)
+	cmd.Stdin = strings.NewReader(string(ud))
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("cloud-init: %v", err)
+	}
+	var names []string
+	if err := json.Unmarshal(out, &names); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	return names
+}
+
 // corpusBody is a corpus file without its source comment.
 func corpusBody(t *testing.T, file string) string {
 	t.Helper()
@@ -106,9 +143,13 @@ func corpusBody(t *testing.T, file string) string {
 }
 
 // compareUser checks the engine's `user:` and plain `password:` against
-// vminit's user and its hash.
+// vminit's user and its hash, and that, as `user:` renames the image's
+// default user, that user is the only one.
 func compareUser(t *testing.T, s *spec.Spec, want engineDelivery) {
 	t.Helper()
+	if users := userData(t, s)["users"].([]any); len(users) != 1 || users[0].(map[string]any)["name"] != want.user {
+		t.Errorf("users = %v, want %s alone (no distribution default user)", users, want.user)
+	}
 	if len(s.Users) != 1 || s.Users[0].Name != want.user {
 		t.Fatalf("users = %+v, want %s", s.Users, want.user)
 	}

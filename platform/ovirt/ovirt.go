@@ -13,7 +13,8 @@
 //     renames the image's default user to it with cloud-init's legacy user
 //     key), else for the image's default user; ConfigDrive's public_keys is
 //     a dict, as OpenStack writes it, where oVirt wrote a list;
-//   - user_name and root_password: the user, with the password hashed
+//   - user_name and root_password: the user, the only one (no image
+//     default user, as oVirt's renaming leaves none), with the password hashed
 //     (SHA-512 crypt), never in plain text as oVirt writes it; a hash needs a
 //     salt to be reproducible, so the password is refused unless
 //     Options.PasswordSalt (--password-salt) gives one, or the field already
@@ -264,6 +265,12 @@ func cloudInitGuest(b *platform.Builder, vm *ovirtsdk.Vm, in *ovirtsdk.Initializ
 	s := &b.Instance.Spec
 	ip := root + ".initialization"
 	user(b, in, ip, opts, "root")
+	if name, _ := in.UserName(); name != "" {
+		// oVirt's legacy user: key renames the image's default user, so
+		// no ubuntu or fedora account exists beside this one.
+		s.CloudInit.NoDefaultUser = true
+		b.From("spec.cloudInit.noDefaultUser", ip+".user_name")
+	}
 	if tz, ok := in.Timezone(); ok && tz != "" {
 		s.Timezone = tz
 		b.From("spec.timezone", ip+".timezone")
