@@ -56,6 +56,9 @@ type Options struct {
 	KubernetesVersion string
 	// PoolIndex picks the member of a KubeVirt VirtualMachinePool.
 	PoolIndex int
+	// Name (--name) names a VM whose object does not: an oVirt start
+	// action's body has no name, the VM's is in the URL.
+	Name string
 }
 
 // NamespaceOf returns the namespace of an object that names ns.

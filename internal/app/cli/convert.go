@@ -14,10 +14,10 @@ import (
 
 func newConvertCommand() *cobra.Command {
 	var (
-		to, variant, version, name string
-		in                         inputFlags
-		out                        outputFlags
-		allowPartial               bool
+		to, variant, version string
+		in                   inputFlags
+		out                  outputFlags
+		allowPartial         bool
 	)
 	cmd := &cobra.Command{
 		Use:   "convert USER-DATA|OBJECTS... --to spec|ignition",
@@ -47,7 +47,7 @@ means: building that spec gives the same bytes as building the object.`,
   vminit convert vm.yaml secrets.yaml --to spec -o instance.yaml`,
 		Args: minArgs(1, "a USER-DATA file (- for standard input), or files of platform objects"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts := cloudconfig.Options{Name: name, AllowPartial: allowPartial}
+			opts := cloudconfig.Options{Name: in.name, AllowPartial: allowPartial}
 			switch to {
 			case "spec":
 				opts.For = cloudconfig.ForSpec
@@ -113,7 +113,6 @@ means: building that spec gives the same bytes as building the object.`,
 	in.register(cmd)
 	cmd.Flags().StringVar(&variant, "variant", "", "--to ignition: the Ignition guest, fcos (default), rhcos or flatcar")
 	cmd.Flags().StringVar(&version, "ignition-version", "", "--to ignition: force the Ignition spec version")
-	cmd.Flags().StringVar(&name, "name", "", "the instance name when the document has no hostname")
 	cmd.Flags().BoolVar(&allowPartial, "allow-partial", false, "--to ignition: report keys without an Ignition equivalent as warnings instead of errors")
 	cmd.RegisterFlagCompletionFunc("to", cobra.FixedCompletions([]string{"spec", "ignition"}, cobra.ShellCompDirectiveNoFileComp))
 	cmd.RegisterFlagCompletionFunc("variant", cobra.FixedCompletions(variantNames, cobra.ShellCompDirectiveNoFileComp))

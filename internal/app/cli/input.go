@@ -38,6 +38,7 @@ type inputFlags struct {
 	passwordSalt      string
 	kubernetesVersion string
 	poolIndex         int
+	name              string
 }
 
 func (f *inputFlags) register(cmd *cobra.Command) {
@@ -62,6 +63,7 @@ func (f *inputFlags) registerFiles(cmd *cobra.Command) {
 	fl.StringVar(&f.passwordSalt, "password-salt", "", "oVirt: hash root_password with SHA-512 crypt and this salt (1-16 of [./A-Za-z0-9]), reproducibly")
 	fl.StringVar(&f.kubernetesVersion, "kubernetes-version", "", "Cluster API: the Kubernetes version the kubeadm configuration is for (default "+capi.DefaultKubernetesVersion+")")
 	fl.IntVar(&f.poolIndex, "pool-index", 0, "KubeVirt VirtualMachinePool: which member to build")
+	fl.StringVar(&f.name, "name", "", "the instance name when the input gives none (an oVirt start action, whose VM is named in the URL; a cloud-config without hostname)")
 }
 
 // specInput is one instance read from the command line: a vminit spec, or
@@ -150,7 +152,7 @@ func (f *inputFlags) load(cmd *cobra.Command, paths []string) ([]*specInput, err
 	if len(docs) == 0 {
 		return out, nil
 	}
-	opts := platform.Options{Namespace: f.namespace, PasswordSalt: f.passwordSalt, KubernetesVersion: f.kubernetesVersion, PoolIndex: f.poolIndex,
+	opts := platform.Options{Namespace: f.namespace, PasswordSalt: f.passwordSalt, KubernetesVersion: f.kubernetesVersion, PoolIndex: f.poolIndex, Name: f.name,
 		// A namespace chosen (-n, or the cluster's) is the only one read
 		// from: an object may not point the command at another's Secrets.
 		Confined: f.namespace != "" || f.kubeconfig != ""}
