@@ -59,7 +59,7 @@ func cloudConfig(inst *spec.Instance) (*yaml.Node, error) {
 		add("groups", yaml11.Flow(yaml11.Strings(groups)))
 	}
 	if len(s.Users) > 0 {
-		add("users", users(s.Users))
+		add("users", users(s.Users, !s.CloudInit.NoDefaultUser))
 	}
 
 	files, units := writeFiles(s, &errs)
@@ -101,9 +101,14 @@ func primaryGroups(users []spec.User) []string {
 // users renders the users list. The distribution's default user (ubuntu,
 // debian, fedora…) comes first: a users key without "default" would stop
 // cloud-init from creating it, and the meta-data public-keys (the spec's
-// sshAuthorizedKeys) would then go nowhere but root.
-func users(list []spec.User) *yaml.Node {
-	seq := yaml11.Sequence(yaml11.String("default"))
+// sshAuthorizedKeys) would then go nowhere but root. Unless withDefault is
+// false (spec.cloudInit.noDefaultUser): then the spec's users are the only
+// ones.
+func users(list []spec.User, withDefault bool) *yaml.Node {
+	seq := yaml11.Sequence()
+	if withDefault {
+		seq = yaml11.Sequence(yaml11.String("default"))
+	}
 	for _, u := range list {
 		m := yaml11.Mapping("name", yaml11.String(u.Name))
 		str := func(k, v string) {

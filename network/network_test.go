@@ -219,6 +219,16 @@ var agreementCases = []struct {
 }{
 	// eth3 keeps the kernel's name, which v1 cannot say.
 	{name: "server", net: serverNet, noV1: true},
+	// oVirt's links: a NIC known by its name only (no MAC), which
+	// network_data.json carries as a link name.
+	{name: "matched by name", net: `
+ethernets:
+  eth1:
+    match: {name: eth1}
+    addresses: [10.34.60.86/22]
+    gateway4: 10.34.63.254
+    nameservers: {addresses: [8.8.8.8, 8.8.4.4]}
+`},
 	{name: "bond MAC of no member", net: `
 ethernets:
   nic0: {match: {macAddress: "52:54:00:00:01:01"}, setName: nic0}

@@ -68,10 +68,13 @@ type service struct {
 // The format is narrower than the spec, and cloud-init reads it in set
 // ways, so NetworkDataJSON refuses what it cannot carry, naming the field:
 //
-//   - a NIC is found by its MAC address only, so every ethernet needs
+//   - a NIC is found by its MAC address, so an ethernet needs
 //     match.macAddress; an ethernet's setName is passed as the link's name
 //     (cloud-init renames the NIC to it), otherwise the guest's own name
-//     stays;
+//     stays. An ethernet without a MAC but with a literal match.name is a
+//     link named so and no MAC (cloud-init configures the interface of that
+//     name), as oVirt writes its links: weaker, since the guest's names
+//     decide which NIC it is;
 //   - cloud-init names bonds bond0, bond1… in the order of the links, so
 //     bond IDs must be exactly those;
 //   - cloud-init names a VLAN <parent>.<VLAN ID>, so a VLAN's ID must be
@@ -101,7 +104,9 @@ func NetworkDataJSON(n *spec.Network) ([]byte, error) {
 			l.Type = "phy"
 			l.EthernetMACAddress = f.matchMAC()
 			l.Name = f.eth.SetName
-			if l.EthernetMACAddress == "" {
+			if l.EthernetMACAddress == "" && f.eth.SetName == "" && f.eth.Match != nil && f.literalName() != "" {
+				l.Name = f.literalName()
+			} else if l.EthernetMACAddress == "" {
 				field := f.field + ".match.macAddress"
 				errs.Add(field, "ConfigDrive's network_data.json matches NICs by MAC address; add one")
 			} else if f.in.MACAddress != "" && mac(f.in.MACAddress) != l.EthernetMACAddress {

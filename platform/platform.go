@@ -56,6 +56,9 @@ type Options struct {
 	KubernetesVersion string
 	// PoolIndex picks the member of a KubeVirt VirtualMachinePool.
 	PoolIndex int
+	// Name (--name) names a VM whose object does not: an oVirt start
+	// action's body has no name, the VM's is in the URL.
+	Name string
 	// Object picks one of several objects vminit reads in the files:
 	// NAME or KIND/NAME (--object); "" converts every one.
 	Object string

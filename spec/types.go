@@ -238,6 +238,12 @@ type CloudInit struct {
 	// metaData and vendorData); cloud-init takes the host name from
 	// meta-data then.
 	UserDataOnly bool `yaml:"userDataOnly,omitempty" json:"userDataOnly,omitempty"`
+	// NoDefaultUser leaves the image's default user (ubuntu, fedora…) out
+	// of the generated users list, so spec.users are the only accounts
+	// cloud-init creates: what oVirt's user_name means (it renames the
+	// default user). The default user takes spec.sshAuthorizedKeys, so
+	// they are refused with it.
+	NoDefaultUser bool `yaml:"noDefaultUser,omitempty" json:"noDefaultUser,omitempty"`
 	// VendorData is written as vendor-data unchanged.
 	VendorData string `yaml:"vendorData,omitempty" json:"vendorData,omitempty"`
 	// NetworkConfig is network configuration written to the seed as given,

@@ -109,6 +109,9 @@ func (in *Instance) Validate() error {
 	if s.CloudInit.UserDataOnly {
 		validateUserDataOnly(&c, in)
 	}
+	if s.CloudInit.NoDefaultUser {
+		validateNoDefaultUser(&c, s)
+	}
 	switch s.Datasource {
 	case "", DatasourceNoCloud, DatasourceConfigDrive:
 	default:
@@ -479,6 +482,22 @@ func validateUserDataOnly(c *ErrorList, in *Instance) {
 		if f.set {
 			c.Add(f.field, "goes into the generated #cloud-config, which spec.cloudInit.userDataOnly leaves out: remove one of them (or put this in spec.cloudInit.userData)")
 		}
+	}
+}
+
+// validateNoDefaultUser refuses what spec.cloudInit.noDefaultUser cannot
+// do: without spec.users no users key is generated, and cloud-init's own
+// configuration then creates the default user anyway; the meta-data keys
+// of spec.sshAuthorizedKeys would have no user to go to.
+func validateNoDefaultUser(c *ErrorList, s *Spec) {
+	const f = "spec.cloudInit.noDefaultUser"
+	switch {
+	case s.Agent == AgentIgnition:
+		c.Add(f, "is for cloud-init guests; an Ignition guest always has its core user")
+	case len(s.Users) == 0:
+		c.Add(f, "needs spec.users: without them cloud-init's own configuration creates the default user")
+	case len(s.SSHAuthorizedKeys) > 0:
+		c.Add("spec.sshAuthorizedKeys", "go to the image's default user, which spec.cloudInit.noDefaultUser leaves out: give them to a user of spec.users")
 	}
 }
 

@@ -97,8 +97,9 @@ func (p AddressPolicy) filter(ns string, addrs []netip.Addr) ([]netip.Addr, spec
 // cannot disagree.
 //
 // An instance claims the addresses its spec lists, when the AddressPolicy
-// allows them, and those its VirtualMachineInstances report. An address
-// is served to:
+// allows them, and those its VirtualMachineInstances report on their pod
+// network (vmiOf: a guest chooses none of those). An address is served
+// to:
 //
 //   - the one Instance that VMIs reporting it name, when every VMI
 //     reporting it names that Instance: a VMI's address is what
@@ -447,28 +448,47 @@ func (c *Claims) Record(key string, base *registry.Record) *registry.Record {
 }
 
 // vmiOf reads what the store needs of a VMI: the instance it names by
-// annotation, and its interfaces' addresses (at most maxReported).
+// annotation, and the addresses of its pod network's interface (at most
+// maxReported).
+//
+// Only the pod network's addresses count: KubeVirt's virt-handler writes
+// there the pod's IPs, which the CNI gave the pod, not the guest. The
+// addresses of an interface on a secondary (Multus) network, or of one
+// only the guest agent reports, are what the guest agent, inside the
+// guest, says: a tenant's guest could name another VM's address there.
+// A VM reached over a secondary network is identified by a spec address
+// inside --spec-addresses, or by name through a trusted proxy.
 func vmiOf(u *unstructured.Unstructured) vmi {
 	var out vmi
 	if name := u.GetAnnotations()[v1alpha1.AnnotationInstance]; name != "" {
 		out.instance = keyOf(u.GetNamespace(), name)
 	}
+	pod, ok := podNetwork(u)
+	if !ok {
+		return out
+	}
 	ifaces, _, _ := unstructured.NestedSlice(u.Object, "status", "interfaces")
 	for _, i := range ifaces {
 		m, _ := i.(map[string]any)
-		var ips []string
-		if ip, ok := m["ipAddress"].(string); ok {
-			ips = append(ips, ip)
+		if name, _ := m["name"].(string); name != pod {
+			continue
 		}
+		// ipAddress is the pod's own first address: virt-handler keeps the
+		// pod's addresses over the guest agent's, but fills a family the
+		// pod lacks (IPv6 on a single-stack IPv4 pod) from the guest agent.
+		// Only the first address's family counts, so that a guest cannot
+		// claim an address in the family the pod has none of.
+		first, err := netip.ParseAddr(stringOf(m["ipAddress"]))
+		if err != nil {
+			continue
+		}
+		ips := []any{m["ipAddress"]}
 		if l, ok := m["ipAddresses"].([]any); ok {
-			for _, ip := range l {
-				if s, ok := ip.(string); ok {
-					ips = append(ips, s)
-				}
-			}
+			ips = append(ips, l...)
 		}
 		for _, ip := range ips {
-			if a, err := netip.ParseAddr(ip); err == nil && a.Zone() == "" && len(out.addrs) < maxReported {
+			a, err := netip.ParseAddr(stringOf(ip))
+			if err == nil && a.Zone() == "" && a.Unmap().Is4() == first.Unmap().Is4() && len(out.addrs) < maxReported {
 				out.addrs = append(out.addrs, a.Unmap())
 			}
 		}
@@ -476,6 +496,31 @@ func vmiOf(u *unstructured.Unstructured) vmi {
 	slices.SortFunc(out.addrs, netip.Addr.Compare)
 	out.addrs = slices.Compact(out.addrs)
 	return out
+}
+
+// stringOf is v when it is a string, else "".
+func stringOf(v any) string {
+	s, _ := v.(string)
+	return s
+}
+
+// podNetwork returns the name of a VMI's pod network: the first of
+// spec.networks[] with a pod source (KubeVirt admits one at most), the
+// name its interface has in status.interfaces[]. A network with no
+// source at all is not taken for the pod network: KubeVirt's admission
+// refuses one.
+func podNetwork(u *unstructured.Unstructured) (string, bool) {
+	networks, _, _ := unstructured.NestedSlice(u.Object, "spec", "networks")
+	for _, n := range networks {
+		m, _ := n.(map[string]any)
+		if _, isPod := m["pod"].(map[string]any); !isPod {
+			continue
+		}
+		if name, _ := m["name"].(string); name != "" {
+			return name, true
+		}
+	}
+	return "", false
 }
 
 // VMIs lists the VirtualMachineInstances held, as namespace/name.

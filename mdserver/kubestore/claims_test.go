@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/vminit/vminit/internal/testing/kubetest"
 	"github.com/vminit/vminit/kube/api/v1alpha1"
 	"github.com/vminit/vminit/mdserver/kubestore"
 )
@@ -28,21 +29,23 @@ func addrs(s ...string) []netip.Addr {
 	return out
 }
 
-// kubevirtObject is a VMI or VM ns/name naming instance (when not ""),
-// reporting ips (a VMI).
+// kubevirtObject is a VMI or VM ns/name naming instance (when not ""); a
+// VMI reports ips on its pod network, as KubeVirt writes its status.
 func kubevirtObject(kind, ns, name, instance string, ips ...string) *unstructured.Unstructured {
+	var ann map[string]string
+	if instance != "" {
+		ann = map[string]string{v1alpha1.AnnotationInstance: instance}
+	}
+	if kind == "VirtualMachineInstance" {
+		u := kubetest.VMI(ns, name, ann)
+		if ips != nil {
+			unstructured.SetNestedSlice(u.Object, []any{kubetest.VMIInterface("default", kubetest.InfoSourceAll, ips...)}, "status", "interfaces")
+		}
+		return u
+	}
 	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "kubevirt.io/v1", "kind": kind,
 		"metadata": map[string]any{"name": name, "namespace": ns}, "spec": map[string]any{}}}
-	if instance != "" {
-		u.SetAnnotations(map[string]string{v1alpha1.AnnotationInstance: instance})
-	}
-	var ifs []any
-	for _, ip := range ips {
-		ifs = append(ifs, map[string]any{"name": "default", "ipAddress": ip})
-	}
-	if ifs != nil {
-		unstructured.SetNestedSlice(u.Object, ifs, "status", "interfaces")
-	}
+	u.SetAnnotations(ann)
 	return u
 }
 
@@ -99,6 +102,37 @@ func TestClaimsRule(t *testing.T) {
 	c.SetVM("b/stray", kubevirtObject("VirtualMachine", "b", "stray", "web"))
 	if r := c.Resolve("b/web"); !slices.Equal(r.Addresses, addrs("10.0.0.5", "10.0.0.8")) {
 		t.Errorf("b/web with its VM's VMI: %+v", r)
+	}
+}
+
+// TestClaimsPodNetworkOnly: a VMI's addresses count only on the status
+// interface named as its pod network (spec.networks[].pod), whatever
+// that network is called; a VMI without a pod network counts none, and
+// a network with no source is not taken for the pod network.
+func TestClaimsPodNetworkOnly(t *testing.T) {
+	c := kubestore.NewClaims(tenants, nil)
+	named := func(name string, networks []any, status ...any) {
+		u := kubetest.VMI("b", name, map[string]string{v1alpha1.AnnotationInstance: name})
+		unstructured.SetNestedSlice(u.Object, networks, "spec", "networks")
+		unstructured.SetNestedSlice(u.Object, status, "status", "interfaces")
+		c.SetVMI("b/"+name, u)
+	}
+	named("renamed", []any{map[string]any{"name": "storage", "multus": map[string]any{"networkName": "storage"}}, map[string]any{"name": "primary", "pod": map[string]any{}}},
+		kubetest.VMIInterface("primary", kubetest.InfoSourceAll, "10.0.0.1"), kubetest.VMIInterface("storage", kubetest.InfoSourceAll, "10.0.0.2"))
+	named("multus-only", []any{map[string]any{"name": "storage", "multus": map[string]any{"networkName": "storage"}}},
+		kubetest.VMIInterface("storage", kubetest.InfoSourceAll, "10.0.0.3"), kubetest.VMIInterface("", kubetest.InfoSourceGuestAgent, "10.0.0.4"))
+	named("no-source", []any{map[string]any{"name": "default"}},
+		kubetest.VMIInterface("default", kubetest.InfoSourceAll, "10.0.0.5"))
+	// A single-stack pod: virt-handler fills the other family from the
+	// guest agent, behind the pod's own first address.
+	pod := []any{map[string]any{"name": "default", "pod": map[string]any{}}}
+	named("filled-family", pod, kubetest.VMIInterface("default", kubetest.InfoSourceAll, "10.0.0.6", "fd00::6", "10.0.0.16"))
+	named("v6-pod", pod, kubetest.VMIInterface("default", kubetest.InfoSourceAll, "fd00::7", "10.0.0.7"))
+	for key, want := range map[string][]netip.Addr{"b/renamed": addrs("10.0.0.1"), "b/multus-only": nil, "b/no-source": nil,
+		"b/filled-family": addrs("10.0.0.6", "10.0.0.16"), "b/v6-pod": addrs("fd00::7")} {
+		if r := c.Resolve(key); !slices.Equal(r.Addresses, want) || r.Problems != nil {
+			t.Errorf("%s: %+v, want %v", key, r, want)
+		}
 	}
 }
 

@@ -20,7 +20,8 @@
 //
 // Who is served at which address is Claims' rule, not the Index's
 // first-claim-wins: with KubeVirt set, the addresses in a
-// VirtualMachineInstance's status.interfaces (ipAddress, ipAddresses) go
+// VirtualMachineInstance's status.interfaces (ipAddress, ipAddresses) of
+// its pod network, which the CNI gave and the guest does not choose, go
 // to the Instance that the VMI names with the vminit.dev/instance
 // annotation, or that its VirtualMachine (of the same name) names, and
 // beat the addresses specs list; a spec's addresses count only inside

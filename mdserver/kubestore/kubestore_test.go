@@ -301,18 +301,11 @@ func TestKubeVirtIdentity(t *testing.T) {
 	}
 	defer st.Close()
 	vmi := func(name string, ann map[string]string) *unstructured.Unstructured {
-		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
-			"metadata": map[string]any{"name": name}, "spec": map[string]any{}}}
-		u.SetAnnotations(ann)
-		return u
+		return kubetest.VMI("default", name, ann)
 	}
 	setStatus := func(u *unstructured.Unstructured, ips ...string) {
 		t.Helper()
-		var ifs []any
-		for _, ip := range ips {
-			ifs = append(ifs, map[string]any{"name": "default", "ipAddress": ip})
-		}
-		unstructured.SetNestedSlice(u.Object, ifs, "status", "interfaces")
+		unstructured.SetNestedSlice(u.Object, []any{kubetest.VMIInterface("default", kubetest.InfoSourceAll, ips...)}, "status", "interfaces")
 		if _, err := vmis.UpdateStatus(ctx, u, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -399,13 +392,11 @@ func TestChecksAndIncarnations(t *testing.T) {
 		t.Errorf("UID %q, the object's %q", r.UID, obj.GetUID())
 	}
 	// A VMI naming web with a loopback address: refused, web keeps serving.
-	vmi := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
-		"metadata": map[string]any{"name": "vm-lo", "annotations": map[string]any{v1alpha1.AnnotationInstance: "web"}}, "spec": map[string]any{}}}
-	v, err := vmis.Create(ctx, vmi, metav1.CreateOptions{})
+	v, err := vmis.Create(ctx, kubetest.VMI("default", "vm-lo", map[string]string{v1alpha1.AnnotationInstance: "web"}), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	unstructured.SetNestedSlice(v.Object, []any{map[string]any{"name": "default", "ipAddress": "127.0.0.7"}}, "status", "interfaces")
+	unstructured.SetNestedSlice(v.Object, []any{kubetest.VMIInterface("default", kubetest.InfoSourceAll, "127.0.0.7")}, "status", "interfaces")
 	if _, err := vmis.UpdateStatus(ctx, v, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -489,7 +480,7 @@ func TestTenants(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	unstructured.SetNestedSlice(v.Object, []any{map[string]any{"name": "default", "ipAddress": "10.0.0.5"}}, "status", "interfaces")
+	unstructured.SetNestedSlice(v.Object, []any{kubetest.VMIInterface("default", kubetest.InfoSourceAll, "10.0.0.5")}, "status", "interfaces")
 	if _, err := dyn.Resource(kubestore.VirtualMachineInstances).Namespace("b").UpdateStatus(ctx, v, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -565,6 +556,59 @@ func TestTenants(t *testing.T) {
 	for name, want := range map[string]string{"b/web": "b-web", "a/web": "a-web"} {
 		if doc, err := client.Get(ctx, name); err != nil || !strings.Contains(string(doc), "hostname: "+want) {
 			t.Errorf("admin GET %s: %v\n%s", name, err, doc)
+		}
+	}
+}
+
+// TestGuestReportedAddresses: only the addresses of a VMI's pod network
+// count, which the CNI gives and the guest does not choose. Tenant B's
+// guest reporting the addresses of A's VMs, through its guest agent, on a
+// secondary (Multus) interface and on one only the guest agent knows, is
+// not served there, and A's Instances still are: the one whose spec lists
+// its address (inside --spec-addresses), and the one whose VMI reports
+// its address on the pod network.
+func TestGuestReportedAddresses(t *testing.T) {
+	s, dyn := start(t, true)
+	ctx := ctxFor(t)
+	createNS(t, s, "a", "b")
+	st, err := kubestore.Open(ctx, kubestore.Config{REST: s.Config(), Namespaces: []string{"a", "b"}, KubeVirt: true,
+		Logger: slog.New(slog.DiscardHandler), Addresses: tenants})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	vmi := func(ns, name, instance string, status []any, secondary ...string) {
+		t.Helper()
+		vmis := dyn.Resource(kubestore.VirtualMachineInstances).Namespace(ns)
+		v, err := vmis.Create(ctx, kubetest.VMI(ns, name, map[string]string{v1alpha1.AnnotationInstance: instance}, secondary...), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		unstructured.SetNestedSlice(v.Object, status, "status", "interfaces")
+		if _, err := vmis.UpdateStatus(ctx, v, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, specYAML := range map[string]string{"web": "metadataServer: {addresses: [10.0.0.5]}", "db": "hostname: db"} {
+		if _, err := dyn.Resource(v1alpha1.GroupVersionResource).Namespace("a").Create(ctx, object(t, "a", name, specYAML), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	vmi("a", "db", "db", []any{kubetest.VMIInterface("default", kubetest.InfoSourceAll, "10.0.0.7")})
+	if _, err := dyn.Resource(v1alpha1.GroupVersionResource).Namespace("b").Create(ctx, object(t, "b", "evil", "hostname: evil"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// B's pod network has 10.0.1.9; its guest agent says A's addresses
+	// are on its storage network's interface and on one of its own.
+	vmi("b", "vm", "evil", []any{
+		kubetest.VMIInterface("default", kubetest.InfoSourceAll, "10.0.1.9"),
+		kubetest.VMIInterface("storage", kubetest.InfoSourceAll, "10.0.0.5", "10.0.0.7"),
+		kubetest.VMIInterface("", kubetest.InfoSourceGuestAgent, "10.0.0.7", "10.0.0.5"),
+	}, "storage")
+	eventually(t, "B's pod network address served", func() bool { return addrOf(st.Snapshot(), "10.0.1.9") == "b/evil" })
+	for addr, want := range map[string]string{"10.0.0.5": "a/web", "10.0.0.7": "a/db"} {
+		if got := addrOf(st.Snapshot(), addr); got != want {
+			t.Errorf("%s → %q, want %q", addr, got, want)
 		}
 	}
 }

@@ -58,7 +58,7 @@ func (s *sorted) sort(docs []*platform.Document, opts platform.Options, depth in
 		case isTemplate(d):
 			s.errs = append(s.errs, d.Error("kind", fmt.Sprintf("%s %s is an OpenShift Template, whose objects hold ${PARAMETERS} that oc process substitutes: give vminit what `oc process -f FILE` prints (a v1 List), as OpenShift itself creates the objects only from that", d.APIVersion, d.Kind)))
 		case isWorkload(d):
-			s.workload(d)
+			s.workload(d, opts.PoolIndex)
 		default:
 			s.others = append(s.others, d)
 		}
@@ -100,17 +100,40 @@ func (s *sorted) items(d *platform.Document) []*platform.Document {
 
 // workload reads a Deployment, StatefulSet, ReplicaSet or DaemonSet whose
 // pod template is a Virtlet VM's as that pod, as Virtlet runs each of its
-// pods; any other workload is no VM and is skipped.
-func (s *sorted) workload(d *platform.Document) {
+// pods; any other workload is no VM and is skipped. A StatefulSet's pods
+// are named NAME-ORDINAL by Kubernetes, and Virtlet gives the VM that
+// host name (the published ones tell the first from the others by it):
+// ordinal is --pool-index. Other workloads' pods get random names: the
+// pod is named after the workload.
+func (s *sorted) workload(d *platform.Document, ordinal int) {
 	var w struct {
 		Spec struct {
-			Template json.RawMessage `json:"template"`
+			Template map[string]any `json:"template"`
 		} `json:"spec"`
 	}
 	// Not strict: the workload's own fields are Kubernetes' business; the
 	// pod template is decoded strictly as the pod.
 	json.Unmarshal(d.JSON, &w)
-	pod, err := d.Part("spec.template", w.Spec.Template, "v1", "Pod")
+	name, why := d.Name, "Kubernetes names each of its pods itself"
+	if d.Kind == "StatefulSet" {
+		if ordinal < 0 {
+			s.errs = append(s.errs, d.Error("kind", fmt.Sprintf("--pool-index %d: a StatefulSet's pods are numbered from 0", ordinal)))
+			return
+		}
+		name, why = fmt.Sprintf("%s-%d", d.Name, ordinal), "as Kubernetes names its pod of ordinal --pool-index"
+	}
+	if w.Spec.Template != nil {
+		meta, _ := w.Spec.Template["metadata"].(map[string]any)
+		if meta == nil {
+			meta = map[string]any{}
+			w.Spec.Template["metadata"] = meta
+		}
+		if _, ok := meta["name"]; !ok {
+			meta["name"] = name
+		}
+	}
+	raw, _ := json.Marshal(w.Spec.Template)
+	pod, err := d.Part("spec.template", raw, "v1", "Pod")
 	if err != nil {
 		s.errs = append(s.errs, spec.AsErrors(err)...)
 		return
@@ -120,7 +143,7 @@ func (s *sorted) workload(d *platform.Document) {
 		return
 	}
 	s.objects = append(s.objects, object{doc: pod, key: d.Kind + "/" + d.Name})
-	s.notes = append(s.notes, fmt.Sprintf("%s: %s %s is read as its pod template, named %q after it: Kubernetes names each of its pods itself (and the hostname Virtlet gives the VM is that pod's name)", d.Where("spec.template"), d.Kind, d.Name, d.Name))
+	s.notes = append(s.notes, fmt.Sprintf("%s: %s %s is read as its pod template, the pod named %q (%s; Virtlet gives the VM the pod's name)", d.Where("spec.template"), d.Kind, d.Name, pod.Name, why))
 }
 
 // isVirtletPod reports whether a pod (template) asks for Virtlet's runtime

@@ -21,12 +21,14 @@ import (
 func TestCorpusKinds(t *testing.T) {
 	for _, tc := range []struct {
 		file, object string
+		pool         int    // --pool-index
 		hostname     string // the one VM built
 		warning      string // a warning it carries
 		err          []string
 	}{
-		{file: "virtlet/virtlet-v1.0.0-k8s.yaml", hostname: "k8s", warning: `v1 Service "k8s" skipped`},
-		{file: "virtlet/virtlet-cirros-vm-deployment.yaml", err: []string{`virtlet-cirros-vm-deployment.yaml:`, `spec.template.metadata.annotations["VirtletVCPUCount"]`}},
+		{file: "virtlet/virtlet-v1.0.0-k8s.yaml", hostname: "k8s-0", warning: `v1 Service "k8s" skipped`},
+		{file: "virtlet/virtlet-v1.0.0-k8s.yaml", object: "k8s", pool: 2, hostname: "k8s-2", warning: `StatefulSet k8s is read as its pod template, the pod named "k8s-2"`},
+		{file: "virtlet/virtlet-cirros-vm-deployment.yaml", hostname: "cirros-deployment", warning: "virtlet-cirros-vm-deployment.yaml:13: spec.template: Deployment cirros-deployment is read as its pod template"},
 		{file: "kubevirt/ug-templates-L136.yaml", hostname: "rheltinyvm"},
 		{file: "kubevirt/ug-dns-L17.yaml", warning: `v1 Service "mysubdomain" skipped`},
 		{file: "kubevirt/ug-instancetypes-L64.yaml", warning: "VirtualMachinePreference"},
@@ -44,7 +46,7 @@ func TestCorpusKinds(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rs, err := convert.Read(t.Context(), filepath.Base(path), data, platform.Options{Object: tc.object, KubernetesVersion: "v1.31.0"})
+			rs, err := convert.Read(t.Context(), filepath.Base(path), data, platform.Options{Object: tc.object, PoolIndex: tc.pool, KubernetesVersion: "v1.31.0"})
 			if tc.err != nil {
 				if err == nil {
 					t.Fatalf("converted; want an error with %q", tc.err)

@@ -299,23 +299,51 @@ func (d *decoder) enum(n *node, path string, allowed ...string) (string, bool) {
 	return "", false
 }
 
-// decodeVM decodes a <vm> (or an <action> carrying one, as a start request
-// with use_cloud_init does) into go-ovirt's Vm.
-func (d *decoder) decodeVM(root *node) *ovirtsdk.Vm {
-	path := root.name
-	if root.name == "action" {
-		d.check(root, path, &ovirtsdk.Action{})
+// Body is what a REST body says about a VM's first boot.
+type Body struct {
+	VM *ovirtsdk.Vm
+	// Path is the field path of the element the VM was read from: vm,
+	// action.vm, template or vm_pool.vm.
+	Path string
+	// Sysprep is an action's use_sysprep: the engine writes a Windows
+	// answer file, whatever the OS type.
+	Sysprep bool
+}
+
+// decodeBody decodes a <vm>, an <action> carrying one (a start request
+// with use_cloud_init or use_sysprep), a <template> (POST /templates: its
+// initialization is what each VM made from it gets) or a <vm_pool> (POST
+// /vmpools: its vm's initialization is each pool VM's) into go-ovirt's Vm.
+func (d *decoder) decodeBody(root *node) Body {
+	switch root.name {
+	case "vm":
+		return Body{VM: d.decodeVM(root, "vm", &ovirtsdk.Vm{}), Path: "vm"}
+	case "template":
+		return Body{VM: d.decodeVM(root, "template", &ovirtsdk.Template{}), Path: "template"}
+	case "action", "vm_pool":
+		var outer any = &ovirtsdk.Action{}
+		if root.name == "vm_pool" {
+			outer = &ovirtsdk.VmPool{}
+		}
+		d.check(root, root.name, outer)
+		sysprep, _ := d.boolean(root.child("use_sysprep"), root.name+".use_sysprep")
 		vm := root.child("vm")
 		if vm == nil {
-			d.errorf(root, "action", "an action without <vm> carries no initialization")
-			return nil
+			d.errorf(root, root.name, "<%s> without <vm> carries no initialization", root.name)
+			return Body{}
 		}
-		root, path = vm, "action.vm"
-	} else if root.name != "vm" {
-		d.errorf(root, root.name, "the root is <%s>; want <vm> (GET .../vms/ID) or <action> (POST .../vms/ID/start)", root.name)
-		return nil
+		path := root.name + ".vm"
+		return Body{VM: d.decodeVM(vm, path, &ovirtsdk.Vm{}), Path: path, Sysprep: sysprep}
 	}
-	d.check(root, path, &ovirtsdk.Vm{})
+	d.errorf(root, root.name, "the root is <%s>; want <vm> (GET .../vms/ID), <action> (POST .../vms/ID/start), <template> (POST /templates) or <vm_pool> (POST /vmpools)", root.name)
+	return Body{}
+}
+
+// decodeVM decodes the VM fields vminit reads from root, whose other
+// children must be fields of kind (go-ovirt's Vm, or Template, which has
+// the same ones).
+func (d *decoder) decodeVM(root *node, path string, kind any) *ovirtsdk.Vm {
+	d.check(root, path, kind)
 	b := ovirtsdk.NewVmBuilder()
 	if id, ok := root.attrs["id"]; ok {
 		b.Id(id)
@@ -457,6 +485,13 @@ func (d *decoder) nicConfiguration(n *node, path string) *ovirtsdk.NicConfigurat
 // Decode reads a REST representation of a vm (XML or JSON) into
 // go-ovirt's Vm, strictly.
 func Decode(doc *platform.Document) (*ovirtsdk.Vm, error) {
+	b, err := DecodeBody(doc)
+	return b.VM, err
+}
+
+// DecodeBody reads a REST body (XML or JSON) strictly: what Decode reads,
+// with where the VM was found and whether sysprep was asked for.
+func DecodeBody(doc *platform.Document) (Body, error) {
 	var root *node
 	var err error
 	if doc.Format == platform.XML {
@@ -465,12 +500,12 @@ func Decode(doc *platform.Document) (*ovirtsdk.Vm, error) {
 		root, err = parseJSON(doc.Raw)
 	}
 	if err != nil {
-		return nil, spec.Errors{{File: doc.File, Line: doc.Line, Message: err.Error()}}
+		return Body{}, spec.Errors{{File: doc.File, Line: doc.Line, Message: err.Error()}}
 	}
 	d := &decoder{doc: doc}
-	vm := d.decodeVM(root)
+	body := d.decodeBody(root)
 	if len(d.errs) > 0 {
-		return nil, d.errs
+		return Body{}, d.errs
 	}
-	return vm, nil
+	return body, nil
 }

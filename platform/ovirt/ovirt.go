@@ -1,7 +1,9 @@
-// Package ovirt reads an oVirt VM's REST representation (a <vm>, or the
-// <action> of a start request with use_cloud_init, in XML or JSON) and
-// gives the guest what ovirt-engine's CloudInitHandler and IgnitionHandler
-// build for VDSM's config-2 disc, minus their bugs. The representation is
+// Package ovirt reads an oVirt VM's REST representation (a <vm>, the
+// <action> of a start request with use_cloud_init, a <template> or a
+// <vm_pool>, in XML or JSON) and gives the guest what ovirt-engine's
+// CloudInitHandler and IgnitionHandler build for VDSM's config-2 disc,
+// minus their bugs. A start action names no VM (its URL does):
+// Options.Name (--name) names it when initialization.host_name does not. The representation is
 // decoded strictly into go-ovirt's types (decode.go says why by hand).
 //
 // cloud-init guests (every OS type but rhcos and Windows):
@@ -11,16 +13,18 @@
 //     renames the image's default user to it with cloud-init's legacy user
 //     key), else for the image's default user; ConfigDrive's public_keys is
 //     a dict, as OpenStack writes it, where oVirt wrote a list;
-//   - user_name and root_password: the user, with the password hashed
+//   - user_name and root_password: the user, the only one (no image
+//     default user, as oVirt's renaming leaves none), with the password hashed
 //     (SHA-512 crypt), never in plain text as oVirt writes it; a hash needs a
 //     salt to be reproducible, so the password is refused unless
 //     Options.PasswordSalt (--password-salt) gives one, or the field already
 //     holds a crypt hash;
 //   - regenerate_ssh_keys: ssh_deletekeys; timezone: spec.timezone;
 //   - nic_configurations, dns_servers, dns_search: spec.network, so
-//     network_data.json names each NIC by its MAC address (the VM's <nics>
-//     must be given: GET .../vms/ID?follow=nics), where oVirt wrote only the
-//     NIC's name, which cloud-init matches by luck; cloud_init_network_protocol
+//     network_data.json finds each NIC by its MAC address when the VM's
+//     <nics> give it (GET .../vms/ID?follow=nics), else by its name alone,
+//     as oVirt writes it (a start action has no <nics>), with a warning:
+//     the guest's own naming then decides which NIC it is; cloud_init_network_protocol
 //     eni is written as network_data.json too (ENI is cloud-init's legacy
 //     path, and oVirt commented IPv6 out of it);
 //   - custom_script: merged by cloud-init's own merge rules, where oVirt
@@ -40,7 +44,8 @@
 // 3 and through Ignition's merge, so a config that already writes
 // /etc/hostname or has the user keeps its own.
 //
-// Windows (sysprep) is not supported. Every difference is listed in
+// Windows (sysprep: a Windows OS type, use_sysprep, or user_name
+// Administrator without an OS type) is not supported. Every difference is listed in
 // docs/platforms/ovirt.md.
 package ovirt
 
@@ -80,27 +85,33 @@ var (
 
 // Convert converts an oVirt vm.
 func Convert(_ context.Context, doc *platform.Document, opts platform.Options) (*platform.Result, error) {
-	vm, err := Decode(doc)
+	body, err := DecodeBody(doc)
 	if err != nil {
 		return nil, err
 	}
-	root := "vm"
-	if doc.Format == platform.XML && strings.Contains(string(doc.Raw), "<action") || doc.Format != platform.XML && strings.Contains(string(doc.Raw), `"vm"`) {
-		root = "action.vm"
-	}
+	vm, root := body.VM, body.Path
 	in, ok := vm.Initialization()
 	if !ok {
 		return nil, spec.Errors{doc.Error(root, "no initialization: oVirt gives this VM no first-boot data")}
 	}
+	if body.Sysprep {
+		return nil, unsupportedWindows(doc, strings.TrimSuffix(root, ".vm")+".use_sysprep", "true: the engine writes a Windows sysprep answer file, which vminit does not build")
+	}
 	ip := root + ".initialization"
+	if err := windowsAccount(doc, vm, in, ip); err != nil {
+		return nil, err
+	}
 	host, _ := in.HostName()
 	vmName, _ := vm.Name()
+	if vmName == "" {
+		vmName = opts.Name
+	}
 	name := strings.Trim(nameRE.ReplaceAllString(strings.ToLower(vmName), "-"), "-.")
 	if name == "" {
 		name = strings.ToLower(host)
 	}
 	if name == "" {
-		return nil, spec.Errors{doc.Error(root+".name", "required (or initialization.host_name): the instance needs a name")}
+		return nil, spec.Errors{doc.Error(root+".name", "required: the instance needs a name, and neither the body nor initialization.host_name gives one (a start action's VM is named in its URL, .../vms/ID/start): pass --name NAME")}
 	}
 	b := platform.NewBuilder(doc, name)
 	s := &b.Instance.Spec
@@ -137,7 +148,7 @@ func Convert(_ context.Context, doc *platform.Document, opts platform.Options) (
 	script, _ := in.CustomScript()
 	switch {
 	case strings.HasPrefix(strings.ToLower(osType), "windows"):
-		return nil, spec.Errors{{File: doc.File, Line: doc.LineOf(root + ".os.type"), Field: root + ".os.type", Message: fmt.Sprintf("%q: Windows guests get a sysprep answer file, which vminit does not build", osType), Cause: platform.ErrUnsupported}}
+		return nil, unsupportedWindows(doc, root+".os.type", fmt.Sprintf("%q: Windows guests get a sysprep answer file, which vminit does not build", osType))
 	case strings.HasPrefix(strings.ToLower(osType), "rhcos"):
 		ignitionGuest(b, in, ip, script, opts)
 	case osType == "" && looksLikeIgnition(script):
@@ -151,6 +162,29 @@ func Convert(_ context.Context, doc *platform.Document, opts platform.Options) (
 		vmDesc = host
 	}
 	return b.Finish("oVirt vm " + vmDesc)
+}
+
+// unsupportedWindows is the refusal of a body the engine would give
+// sysprep rather than cloud-init or Ignition.
+func unsupportedWindows(doc *platform.Document, field, msg string) error {
+	return spec.Errors{{File: doc.File, Line: doc.LineOf(field), Field: field, Message: msg, Cause: platform.ErrUnsupported}}
+}
+
+// windowsAccount refuses, as unsupported, a body without an OS type whose
+// user_name is Windows' built-in Administrator: no Linux guest can have
+// that user, and a template's OS type is its source VM's, which its body
+// only names, so this is the one sign left that the engine will write a
+// sysprep answer file.
+func windowsAccount(doc *platform.Document, vm *ovirtsdk.Vm, in *ovirtsdk.Initialization, ip string) error {
+	if os, ok := vm.Os(); ok {
+		if t, _ := os.Type(); t != "" {
+			return nil // the OS type decides, in Convert
+		}
+	}
+	if name, _ := in.UserName(); !strings.EqualFold(name, "Administrator") {
+		return nil
+	}
+	return unsupportedWindows(doc, ip+".user_name", "\"Administrator\": Windows' built-in account, which no Linux guest has; the engine writes a sysprep answer file for a VM whose OS type is Windows (a template takes its source VM's), which vminit does not build. For a Linux guest, name a Linux user")
 }
 
 func looksLikeIgnition(s string) bool {
@@ -231,6 +265,12 @@ func cloudInitGuest(b *platform.Builder, vm *ovirtsdk.Vm, in *ovirtsdk.Initializ
 	s := &b.Instance.Spec
 	ip := root + ".initialization"
 	user(b, in, ip, opts, "root")
+	if name, _ := in.UserName(); name != "" {
+		// oVirt's legacy user: key renames the image's default user, so
+		// no ubuntu or fedora account exists beside this one.
+		s.CloudInit.NoDefaultUser = true
+		b.From("spec.cloudInit.noDefaultUser", ip+".user_name")
+	}
 	if tz, ok := in.Timezone(); ok && tz != "" {
 		s.Timezone = tz
 		b.From("spec.timezone", ip+".timezone")
@@ -295,12 +335,12 @@ func network(b *platform.Builder, vm *ovirtsdk.Vm, in *ovirtsdk.Initialization, 
 			b.Errorf(p+".on_boot", "false: oVirt refuses cloud-init network settings that do not start on boot")
 			continue
 		}
-		mac := macs[name]
-		if mac == "" {
-			b.Errorf(p+".name", "%q: no NIC of the VM has this name and a MAC address; network_data.json finds NICs by MAC, so add the VM's nics (GET .../vms/ID?follow=nics)", name)
-			continue
+		e := spec.Ethernet{Match: &spec.Match{Name: name}}
+		if mac := macs[name]; mac != "" {
+			e = spec.Ethernet{Match: &spec.Match{MACAddress: strings.ToLower(mac)}, SetName: name}
+		} else {
+			b.Warnf(p+".name", "%q: matched by interface name, as oVirt writes it (a start action carries no <nics>); the guest must call its NIC so. The NIC's MAC is stronger: give the VM's <nics> (GET .../vms/ID?follow=nics) and the NIC is found by MAC and named %s", name, name)
 		}
-		e := spec.Ethernet{Match: &spec.Match{MACAddress: strings.ToLower(mac)}, SetName: name}
 		address(b, family{false, "boot_protocol", "ip", nc.BootProtocol, nc.Ip}, p, &e.Interface)
 		address(b, family{true, "ipv6_boot_protocol", "ipv6", nc.Ipv6BootProtocol, nc.Ipv6}, p, &e.Interface)
 		if len(dnsServers)+len(dnsSearch) > 0 {

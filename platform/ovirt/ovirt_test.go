@@ -166,6 +166,11 @@ func TestNetwork(t *testing.T) {
 			Warns: []string{"vm.initialization.cloud_init_network_protocol: eni: written as network_data.json"}},
 		{Name: "dns without nics", Doc: vm("    <dns_servers>192.0.2.53</dns_servers>\n", ""),
 			Warns: []string{"vm.initialization.dns_servers: ignored without nic_configurations, as oVirt does"}},
+		{Name: "no MAC: matched by name", Doc: vm(nc(dhcp), ""),
+			Warns: []string{`vm.initialization.nic_configurations.nic_configuration[0].name: "eth1": matched by interface name, as oVirt writes it`},
+			Check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
+				platformtest.Eq(t, "eth1", s.Network.Ethernets["eth1"], spec.Ethernet{Match: &spec.Match{Name: "eth1"}, Interface: spec.Interface{DHCP4: true, DHCP6: true}})
+			}},
 		{Name: "problems", Doc: vm(nc(
 			"      <nic_configuration><name>eth0</name><on_boot>false</on_boot><boot_protocol>dhcp</boot_protocol></nic_configuration>\n"+
 				"      <nic_configuration><name>eth1</name><boot_protocol>static</boot_protocol></nic_configuration>\n"+
@@ -177,7 +182,6 @@ func TestNetwork(t *testing.T) {
 			Errs: []string{
 				"nic_configuration[0].on_boot: false: oVirt refuses cloud-init network settings that do not start on boot",
 				"nic_configuration[1].ip.address: required with boot_protocol static",
-				`nic_configuration[2].name: "eth9": no NIC of the VM has this name and a MAC address`,
 				"nic_configuration[3].name: required",
 				`nic_configuration[4].ipv6_boot_protocol: "autoconf": oVirt refuses IPv6 autoconf`,
 				`nic_configuration[5].boot_protocol: "autoconf" is for IPv6`,
@@ -239,7 +243,7 @@ func TestDecode(t *testing.T) {
 				`vm.yaml:9: vm.initialization.cloud_init_network_protocol: "dhcp": want one of openstack_metadata, eni`}},
 		{Name: "not XML", Doc: "<vm><name>a</vm>", Errs: []string{"not well-formed XML"}},
 		{Name: "another root", Doc: "<host><name>a</name></host>", Errs: []string{"the root is <host>; want <vm>"}},
-		{Name: "an action without a vm", Doc: "<action><use_cloud_init>true</use_cloud_init></action>", Errs: []string{"an action without <vm> carries no initialization"}},
+		{Name: "an action without a vm", Doc: "<action><use_cloud_init>true</use_cloud_init></action>", Errs: []string{"action: <action> without <vm> carries no initialization"}},
 		{Name: "JSON list where a value belongs", Doc: `{"initialization": {"host_name": "a"}, "name": [[1]]}`, Errs: []string{"a list where an object or value belongs"}},
 		{Name: "nested too deep", Doc: strings.Repeat("<vm>", 70) + strings.Repeat("</vm>", 70), Errs: []string{"nested more than 64 elements deep"}},
 	})

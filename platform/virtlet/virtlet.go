@@ -46,7 +46,16 @@
 //   - VirtletCloudInitImageType: the datasource; VirtletForceDHCPNetworkConfig:
 //     no network configuration. Without it Virtlet described the pod's CNI
 //     result, which exists only once the pod runs; vminit leaves the
-//     network to DHCP then too, and says so.
+//     network to DHCP then too, and says so (not for a persistent root
+//     volume, for which Virtlet, too, writes none);
+//   - the annotations that shape the libvirt domain, not first boot
+//     (VirtletVCPUCount, VirtletDiskDriver, VirtletCPUModel,
+//     VirtletLibvirtCPUSetting, VirtletRootVolumeSize,
+//     VirtletChown9pfsMounts, VirtletSystemUUID; domain.go): checked as
+//     Virtlet checks them and noted as ignored. VirtletSystemUUID is the
+//     SMBIOS UUID only: the instance-id stays <pod>.<namespace>, as in
+//     Virtlet's meta-data. Any other Virtlet* annotation is refused (Virtlet
+//     ignores it, so a misspelt one would silently do nothing).
 //
 // Every difference is listed in docs/platforms/virtlet.md.
 package virtlet
@@ -55,6 +64,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"maps"
 	"path"
 	"slices"
 	"strings"
@@ -84,7 +94,14 @@ const (
 	AnnotationFilesFromSource   = "VirtletFilesFromDataSource"
 	// AnnotationRuntime marks a pod for Virtlet's CRI runtime.
 	AnnotationRuntime = "kubernetes.io/target-runtime"
+)
 
+// runtimeNames are the AnnotationRuntime values that route a pod to
+// Virtlet: "virtlet.cloud" since Virtlet 1.0, "virtlet" before (the CRI
+// proxy's name in Virtlet 0.8's documentation and examples).
+var runtimeNames = []string{"virtlet.cloud", "virtlet"}
+
+const (
 	flexvolumeDriver   = "virtlet/flexvolume_driver"
 	envFile            = "/etc/cloud/environment"
 	mountScriptFile    = "/etc/cloud/mount-volumes.sh"
@@ -112,15 +129,11 @@ func Convert(ctx context.Context, doc *platform.Document, opts platform.Options)
 	a := pod.Annotations
 	b := platform.NewBuilder(doc, pod.Name)
 	s := &b.Instance.Spec
-	if a[AnnotationRuntime] != "virtlet.cloud" {
-		b.Warnf(ann(AnnotationRuntime), "is not \"virtlet.cloud\": read as a Virtlet VM pod all the same")
-	}
-	for k := range a {
-		if strings.HasPrefix(k, "Virtlet") && !slices.Contains(known, k) {
-			b.Errorf(ann(k), "not an annotation Virtlet knows (%s)", strings.Join(known, ", "))
-		}
+	if !slices.Contains(runtimeNames, a[AnnotationRuntime]) {
+		b.Warnf(ann(AnnotationRuntime), "is not \"virtlet.cloud\" (or \"virtlet\", before Virtlet 1.0): read as a Virtlet VM pod all the same")
 	}
 	c := &conv{ctx: ctx, b: b, ns: ns, opts: opts, pod: &pod}
+	c.annotations()
 
 	switch t := strings.ToLower(a[AnnotationImageType]); t {
 	case "", "nocloud":
@@ -138,7 +151,7 @@ func Convert(ctx context.Context, doc *platform.Document, opts platform.Options)
 	c.sshKeys()
 	overwrite := c.flag(AnnotationUserDataOverwrite)
 	c.flag(AnnotationForceDHCP)
-	if a[AnnotationForceDHCP] != "true" {
+	if a[AnnotationForceDHCP] != "true" && !persistentRoot(&pod) {
 		b.Warnf("metadata.annotations", "no network configuration: Virtlet described the pod's CNI result, known only once the pod runs; the guest uses DHCP, as with %s: \"true\"", AnnotationForceDHCP)
 	}
 
@@ -159,9 +172,29 @@ func Convert(ctx context.Context, doc *platform.Document, opts platform.Options)
 	return b.Finish(fmt.Sprintf("Virtlet Pod %s/%s", ns, pod.Name))
 }
 
+// known are the annotations vminit reads for the guest's first boot.
 var known = []string{AnnotationImageType, AnnotationMetaData, AnnotationUserData, AnnotationUserDataOverwrite,
 	AnnotationUserDataScript, AnnotationUserDataSource, AnnotationUserDataSourceKey, AnnotationUserDataEncoding,
 	AnnotationSSHKeys, AnnotationSSHKeySource, AnnotationForceDHCP, AnnotationFilesFromSource}
+
+// annotations checks the pod's Virtlet* annotations in name order, so that
+// the problems come out in the same order on every run: the domain's are
+// checked and noted as ignored, an unknown one is refused (Virtlet itself
+// ignores it, so a misspelt annotation would silently do nothing).
+func (c *conv) annotations() {
+	names := slices.Sorted(maps.Keys(c.pod.Annotations))
+	for _, k := range names {
+		if !strings.HasPrefix(k, "Virtlet") || slices.Contains(known, k) {
+			continue
+		}
+		if d, ok := domainAnnotation(k); ok {
+			c.domainSetting(d)
+			continue
+		}
+		c.b.Errorf(ann(k), "not an annotation Virtlet knows (Virtlet ignores it; vminit reads %s; and notes %s as ignored)",
+			strings.Join(known, ", "), strings.Join(domainNames(), ", "))
+	}
+}
 
 type conv struct {
 	ctx  context.Context
@@ -173,6 +206,16 @@ type conv struct {
 	// cannot be added to it; dropped lists the fields that asked for them.
 	only    bool
 	dropped []string
+}
+
+// persistentRoot reports whether the VM boots from a persistent root
+// volume (a volume device at "/"): Virtlet writes no network
+// configuration for it, as some cloud-init versions apply one only once.
+func persistentRoot(pod *corev1.Pod) bool {
+	if len(pod.Spec.Containers) == 0 {
+		return false
+	}
+	return slices.ContainsFunc(pod.Spec.Containers[0].VolumeDevices, func(d corev1.VolumeDevice) bool { return d.DevicePath == "/" })
 }
 
 func (c *conv) flag(name string) bool {

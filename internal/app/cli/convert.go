@@ -14,10 +14,10 @@ import (
 
 func newConvertCommand() *cobra.Command {
 	var (
-		to, variant, version, name string
-		in                         inputFlags
-		out                        outputFlags
-		allowPartial               bool
+		to, variant, version string
+		in                   inputFlags
+		out                  outputFlags
+		allowPartial         bool
 	)
 	cmd := &cobra.Command{
 		Use:   "convert USER-DATA|OBJECTS... --to spec|ignition",
@@ -50,7 +50,7 @@ an error naming it, never user data that cloud-init would ignore.`,
   vminit convert vm.yaml secrets.yaml --to spec -o instance.yaml`,
 		Args: minArgs(1, "a USER-DATA file (- for standard input), or files of platform objects"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts := cloudconfig.Options{Name: name, AllowPartial: allowPartial}
+			opts := cloudconfig.Options{Name: in.name, AllowPartial: allowPartial}
 			switch to {
 			case "spec":
 				opts.For = cloudconfig.ForSpec
@@ -116,7 +116,6 @@ an error naming it, never user data that cloud-init would ignore.`,
 	in.register(cmd)
 	cmd.Flags().StringVar(&variant, "variant", "", "--to ignition: the Ignition guest, fcos (default), rhcos or flatcar")
 	cmd.Flags().StringVar(&version, "ignition-version", "", "--to ignition: force the Ignition spec version")
-	cmd.Flags().StringVar(&name, "name", "", "the instance name when the document has no hostname")
 	cmd.Flags().BoolVar(&allowPartial, "allow-partial", false, "--to ignition: report keys without an Ignition equivalent as warnings instead of errors")
 	cmd.RegisterFlagCompletionFunc("to", cobra.FixedCompletions([]string{"spec", "ignition"}, cobra.ShellCompDirectiveNoFileComp))
 	cmd.RegisterFlagCompletionFunc("variant", cobra.FixedCompletions(variantNames, cobra.ShellCompDirectiveNoFileComp))

@@ -401,9 +401,11 @@ const (
 	retryMax   = 5 * time.Minute
 )
 
-// vmiAddresses keeps of a VMI what kubestore.Claims reads (its
-// annotations and status.interfaces): a VMI's spec and the rest of its
-// status are most of it, and a cluster may run thousands.
+// vmiAddresses keeps of a VMI what kubestore.Claims reads: its
+// annotations, the names of its spec.networks and which is the pod
+// network (only that network's interface counts), and status.interfaces.
+// A VMI's spec and the rest of its status are most of it, and a cluster
+// may run thousands.
 func vmiAddresses(obj any) (any, error) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
@@ -415,10 +417,29 @@ func vmiAddresses(obj any) (any, error) {
 	out.SetUID(u.GetUID())
 	out.SetResourceVersion(u.GetResourceVersion())
 	out.SetAnnotations(u.GetAnnotations())
+	if networks, ok, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "networks"); ok {
+		out.Object["spec"] = map[string]any{"networks": networkNames(networks)}
+	}
 	if ifs, ok, _ := unstructured.NestedFieldNoCopy(u.Object, "status", "interfaces"); ok {
 		out.Object["status"] = map[string]any{"interfaces": ifs}
 	}
 	return out, nil
+}
+
+// networkNames is a VMI's spec.networks reduced to each network's name
+// and, on the pod network, its (emptied) pod source.
+func networkNames(networks any) []any {
+	list, _ := networks.([]any)
+	out := make([]any, 0, len(list))
+	for _, n := range list {
+		m, _ := n.(map[string]any)
+		kept := map[string]any{"name": m["name"]}
+		if _, isPod := m["pod"].(map[string]any); isPod {
+			kept["pod"] = map[string]any{}
+		}
+		out = append(out, kept)
+	}
+	return out
 }
 
 // dropManagedFields leaves the server-side apply bookkeeping out of the

@@ -325,6 +325,22 @@ func TestServedConflict(t *testing.T) {
 	e.status(t, "kube-public", "second", isTrue(v1alpha1.ConditionServed))
 }
 
+// vmi creates VirtualMachineInstance ns/name naming instance, on the pod
+// network "default" and the Multus networks secondary, and sets its
+// status.interfaces.
+func (e *env) vmi(t *testing.T, ns, name, instance string, interfaces []any, secondary ...string) {
+	t.Helper()
+	vmis := e.dyn.Resource(kubestore.VirtualMachineInstances).Namespace(ns)
+	v, err := vmis.Create(e.ctx, kubetest.VMI(ns, name, map[string]string{v1alpha1.AnnotationInstance: instance}, secondary...), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unstructured.SetNestedSlice(v.Object, interfaces, "status", "interfaces")
+	if _, err := vmis.UpdateStatus(e.ctx, v, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestServedTenants: the Served condition is the servers' rule
 // (kubestore.Claims): tenant A's Instance listing the address B's VMI
 // reports says it is not served there, and B's (the victim) that it is;
@@ -341,16 +357,7 @@ func TestServedTenants(t *testing.T) {
 	e.create(t, "a", "thief", "metadataServer: {addresses: [10.0.0.5]}")
 	e.status(t, "a", "thief", isTrue(v1alpha1.ConditionServed))
 	e.create(t, "b", "web", "hostname: web")
-	vmis := e.dyn.Resource(kubestore.VirtualMachineInstances).Namespace("b")
-	v, err := vmis.Create(e.ctx, &unstructured.Unstructured{Object: map[string]any{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
-		"metadata": map[string]any{"name": "vm", "annotations": map[string]any{v1alpha1.AnnotationInstance: "web"}}, "spec": map[string]any{}}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	unstructured.SetNestedSlice(v.Object, []any{map[string]any{"name": "default", "ipAddress": "10.0.0.5"}}, "status", "interfaces")
-	if _, err := vmis.UpdateStatus(e.ctx, v, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	e.vmi(t, "b", "vm", "web", []any{kubetest.VMIInterface("default", kubetest.InfoSourceAll, "10.0.0.5")})
 	victim := e.status(t, "b", "web", func(st *v1alpha1.InstanceStatus) bool {
 		return condition(st, v1alpha1.ConditionServed).Message == "served to 10.0.0.5"
 	})
@@ -375,6 +382,44 @@ func TestServedTenants(t *testing.T) {
 			return condition(st, v1alpha1.ConditionServed).Reason == "AddressRefused"
 		})
 		if s := condition(st, v1alpha1.ConditionServed); !strings.Contains(s.Message, want) {
+			t.Errorf("%s's Served: %+v", name, s)
+		}
+	}
+}
+
+// TestServedGuestReported: Served counts only a VMI's pod network
+// addresses, as the servers do (TestGuestReportedAddresses): tenant B's
+// guest reporting A's addresses, through its guest agent, on a Multus
+// interface and on one only the guest agent knows, leaves A's Instances
+// served there (one by its spec's address, one by its VMI's pod network)
+// and B's served at its own pod address alone.
+func TestServedGuestReported(t *testing.T) {
+	e := setup(t, true)
+	for _, ns := range []string{"a", "b"} {
+		if _, err := e.kube.CoreV1().Namespaces().Create(e.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.run(t, controller.Config{KubeVirt: true})
+	mentions := func(addr string) func(*v1alpha1.InstanceStatus) bool {
+		return func(st *v1alpha1.InstanceStatus) bool {
+			return strings.Contains(condition(st, v1alpha1.ConditionServed).Message, addr)
+		}
+	}
+	e.create(t, "b", "evil", "hostname: evil")
+	e.vmi(t, "b", "vm", "evil", []any{
+		kubetest.VMIInterface("default", kubetest.InfoSourceAll, "10.0.1.9"),
+		kubetest.VMIInterface("storage", kubetest.InfoSourceAll, "10.0.0.5", "10.0.0.7"),
+		kubetest.VMIInterface("", kubetest.InfoSourceGuestAgent, "10.0.0.7", "10.0.0.5"),
+	}, "storage")
+	e.status(t, "b", "evil", mentions("10.0.1.9"))
+	e.create(t, "a", "web", "metadataServer: {addresses: [10.0.0.5]}")
+	e.create(t, "a", "db", "hostname: db")
+	e.vmi(t, "a", "db", "db", []any{kubetest.VMIInterface("default", kubetest.InfoSourceAll, "10.0.0.7")})
+	for name, addr := range map[string]string{"a/web": "10.0.0.5", "a/db": "10.0.0.7", "b/evil": "10.0.1.9"} {
+		ns, n, _ := strings.Cut(name, "/")
+		st := e.status(t, ns, n, mentions(addr))
+		if s := condition(st, v1alpha1.ConditionServed); s.Status != metav1.ConditionTrue || s.Message != "served to "+addr {
 			t.Errorf("%s's Served: %+v", name, s)
 		}
 	}
