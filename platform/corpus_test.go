@@ -124,14 +124,13 @@ type corpusOutcome struct {
 }
 
 // buildOutcomes reads data (named name) as `vminit build FILE` does: the
-// platform objects converted (platform.Split, convert.Documents), one VM
-// taken, and the instance checked for the agent it renders for (the
-// cloud-init seed or the Ignition config, check.Instance as build calls
-// it). The first outcome is the file's. When the file holds several
-// objects vminit reads, or is refused for holding kinds vminit does not
-// read, an outcome follows for each object vminit reads, converted alone
-// with the file's Secrets and ConfigMaps: what `build --object` would give
-// once the other kinds are skipped (issue 20 item 1).
+// platform objects converted (convert.Read, as the CLI reads any file that
+// is not a vminit spec), one VM taken, and the instance checked for the
+// agent it renders for (the cloud-init seed or the Ignition config,
+// check.Instance as build calls it). The first outcome is the file's. When
+// the file holds several objects vminit reads, or one beside kinds it
+// skips, an outcome follows for each object vminit reads: what
+// `build --object KIND/NAME` gives (issue 20 item 1).
 func buildOutcomes(t *testing.T, name string, data []byte, opts platform.Options) []corpusOutcome {
 	file := fileOutcome(t, name, data, opts)
 	file.Key = name
@@ -140,31 +139,16 @@ func buildOutcomes(t *testing.T, name string, data []byte, opts platform.Options
 	if err != nil {
 		return out
 	}
-	var objs, refs []*platform.Document
-	for _, d := range docs {
-		switch {
-		case convert.For(d) != nil:
-			objs = append(objs, d)
-		case platform.IsReferenced(d):
-			refs = append(refs, d)
-		}
-	}
-	if len(objs) < 2 && !(len(objs) == 1 && file.Verdict == "refused" && strings.Contains(file.Err, "is not an object vminit reads")) {
+	keys, skipped := convert.Contents(docs)
+	if len(keys) < 2 && !(len(keys) == 1 && skipped > 0) {
 		return out
 	}
-	for _, d := range objs {
-		o := corpusOutcome{Verdict: "refused"}
-		rs, err := convert.Documents(t.Context(), append(slices.Clip(refs), d), opts)
-		switch {
-		case err != nil:
-			o = refusal(err)
-		case len(rs) != 1:
-			o.Detail, o.Err = fmt.Sprintf("%d results", len(rs)), fmt.Sprintf("%d results", len(rs))
-		default:
-			o = checkResult(rs[0])
-		}
-		o.Key = name + "#" + d.Kind + "/" + d.Name
-		out = append(out, o)
+	for _, k := range keys {
+		o := opts
+		o.Object = k
+		one := fileOutcome(t, name, data, o)
+		one.Key = name + "#" + k
+		out = append(out, one)
 	}
 	return out
 }

@@ -52,6 +52,9 @@ type Document struct {
 	// decoded at all (lists or mappings past spec.MaxListEntries); Decode returns them.
 	refused spec.Errors
 	lines   map[string]int // lines of paths, for documents that are not YAML
+	// within is where a Part is in its file's document ("items[0].",
+	// "spec.template."), prefixed to the fields of its problems.
+	within string
 }
 
 // SetLine records the line (1-based, within the document) of the field at
@@ -233,7 +236,7 @@ func (d *Document) Where(path string) string {
 // Error makes a problem with the object's field at path, with the file
 // and the line of the field when it can be found.
 func (d *Document) Error(path, msg string) *spec.FieldError {
-	return &spec.FieldError{File: d.File, Line: d.LineOf(path), Field: path, Message: msg}
+	return &spec.FieldError{File: d.File, Line: d.LineOf(path), Field: d.field(path), Message: msg}
 }
 
 // LineOf returns the line of the field at path (as the Field of errors
@@ -416,7 +419,7 @@ func (d *Document) Decode(v any) error {
 		// YAML to JSON keeps the last of two equal keys silently; the API
 		// server's strict validation refuses them, as here.
 		for _, p := range duplicateKeys(d.node.Content[0], "", nil, 0) {
-			seen[p] = true
+			seen[d.field(p)] = true
 			es = append(es, d.Error(p, "given twice"))
 		}
 	}
@@ -430,7 +433,7 @@ func (d *Document) Decode(v any) error {
 	}
 	if err == nil {
 		for _, f := range unknownFields(d.JSON, reflect.TypeOf(v)) {
-			if !seen[f] {
+			if !seen[d.field(f)] {
 				es = append(es, d.Error(f, "unknown field"))
 			}
 		}

@@ -59,6 +59,9 @@ type Options struct {
 	// Name (--name) names a VM whose object does not: an oVirt start
 	// action's body has no name, the VM's is in the URL.
 	Name string
+	// Object picks one of several objects vminit reads in the files:
+	// NAME or KIND/NAME (--object); "" converts every one.
+	Object string
 }
 
 // NamespaceOf returns the namespace of an object that names ns.

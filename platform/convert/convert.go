@@ -1,11 +1,15 @@
 // Package convert recognises platform objects by their apiVersion and kind
 // (oVirt's REST representations by their shape) and converts each with its
-// platform's package. It is the one place that knows every platform.
+// platform's package. It is the one place that knows every platform, and
+// reads a file's documents as kubectl apply takes them (kinds.go): other
+// kinds beside the VMs skipped with a note, v1 Lists and workloads of
+// Virtlet pods read as what they hold, one object picked by --object.
 package convert
 
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/vminit/vminit/platform"
@@ -40,30 +44,41 @@ func IsInstance(doc *platform.Document) bool {
 	return doc.Format == platform.YAML && strings.HasPrefix(doc.APIVersion, "vminit.dev/")
 }
 
-// Documents converts the platform objects among docs. The Secrets and
-// ConfigMaps among docs are found first, then opts.Resolver's. A document
-// that is none of these (or a vminit Instance) is an error naming its kind;
-// with opts.Confined, so is one in another namespace than opts.Namespace.
+// IsSpecFile reports whether docs, a file's documents, are one vminit
+// spec: every other file is read as platform objects, and one holding
+// nothing vminit reads is reported with its kind (never decoded as a spec).
+func IsSpecFile(docs []*platform.Document) bool {
+	return len(docs) == 0 || len(docs) == 1 && IsInstance(docs[0])
+}
+
+// Documents converts the platform objects among docs (opts.Object's
+// alone when it names one): those of the platforms' kinds, the items of a
+// v1 List, and the Virtlet pods that Deployments, StatefulSets, ReplicaSets
+// and DaemonSets hold. The Secrets and ConfigMaps among docs are found
+// first, then opts.Resolver's. Documents of other kinds beside them
+// (Namespaces, Services, volumes, instancetypes, a Cluster API cluster's
+// other objects) are skipped with a warning on each result, as kubectl
+// apply would create them and the VM's first boot does not read them;
+// docs holding nothing vminit reads are an error naming the first kind.
+// A vminit Instance among them is an error, as is, with opts.Confined,
+// an object in another namespace than opts.Namespace.
 func Documents(ctx context.Context, docs []*platform.Document, opts platform.Options) ([]*platform.Result, error) {
+	var s sorted
+	s.sort(docs, opts, 0)
+	if len(s.objects) == 0 && len(s.others) > 0 {
+		s.errs = append(s.errs, unknown(s.others[0]))
+	}
+	if len(s.errs) > 0 {
+		return nil, s.errs
+	}
+	if err := s.pick(opts.Object); err != nil {
+		return nil, err
+	}
 	local := &platform.Objects{Namespace: opts.Namespace}
 	var errs spec.Errors
-	var todo []*platform.Document
-	for _, d := range docs {
-		if e := opts.CheckNamespace(d); e != nil {
-			errs = append(errs, e)
-			continue
-		}
-		switch {
-		case platform.IsReferenced(d):
-			if err := local.Add(d); err != nil {
-				errs = append(errs, spec.AsErrors(err)...)
-			}
-		case For(d) != nil:
-			todo = append(todo, d)
-		case IsInstance(d):
-			errs = append(errs, d.Error("kind", "a vminit Instance among platform objects: give it as a file of its own"))
-		default:
-			errs = append(errs, unknown(d))
+	for _, d := range s.refs {
+		if err := local.Add(d); err != nil {
+			errs = append(errs, spec.AsErrors(err)...)
 		}
 	}
 	if len(errs) > 0 {
@@ -71,8 +86,8 @@ func Documents(ctx context.Context, docs []*platform.Document, opts platform.Opt
 	}
 	opts.Resolver = platform.Chain{local, opts.Resolver}
 	var out []*platform.Result
-	for _, d := range todo {
-		r, err := For(d)(ctx, d, opts)
+	for _, o := range s.objects {
+		r, err := For(o.doc)(ctx, o.doc, opts)
 		if err != nil {
 			if es := spec.AsErrors(err); es != nil {
 				errs = append(errs, es...)
@@ -80,12 +95,31 @@ func Documents(ctx context.Context, docs []*platform.Document, opts platform.Opt
 			}
 			return nil, err
 		}
+		r.Warnings = append(r.Warnings, s.skipNotes()...)
 		out = append(out, r)
 	}
 	if len(errs) > 0 {
 		return nil, errs
 	}
 	return out, nil
+}
+
+// maxSkipNotes bounds the notes of skipped documents: a List of thousands
+// of Services gets a count, not thousands of lines on every result.
+const maxSkipNotes = 20
+
+// skipNotes are the warnings of the documents skipped, and of those read
+// as what they hold.
+func (s *sorted) skipNotes() []string {
+	notes := slices.Clone(s.notes)
+	for i, d := range s.others {
+		if i == maxSkipNotes {
+			notes = append(notes, fmt.Sprintf("%d more documents skipped", len(s.others)-i))
+			break
+		}
+		notes = append(notes, fmt.Sprintf("%s: %s skipped: it holds no VM first-boot data vminit reads", d.Where("kind"), what(d)))
+	}
+	return notes
 }
 
 // Read converts the platform objects in data, the text of a file named
@@ -99,12 +133,23 @@ func Read(ctx context.Context, name string, data []byte, opts platform.Options) 
 	return Documents(ctx, docs, opts)
 }
 
-func unknown(d *platform.Document) *spec.FieldError {
-	what := fmt.Sprintf("%s %s", d.APIVersion, d.Kind)
-	if d.APIVersion == "" && d.Kind == "" {
-		what = "a document without apiVersion and kind"
+// what names d's kind for a message.
+func what(d *platform.Document) string {
+	switch {
+	case d.APIVersion == "" && d.Kind == "":
+		return "a document without apiVersion and kind"
+	case d.APIVersion == "":
+		return "kind " + d.Kind
 	}
-	e := d.Error("kind", fmt.Sprintf("%s is not an object vminit reads: a vminit Instance; KubeVirt VirtualMachine, VirtualMachineInstance or VirtualMachinePool; a Virtlet Pod; an oVirt vm (XML or JSON); a Cluster API KubeadmConfig or KubeadmConfigTemplate; or a Secret or ConfigMap they refer to", what))
+	s := fmt.Sprintf("%s %s", d.APIVersion, d.Kind)
+	if d.Name != "" {
+		s += fmt.Sprintf(" %q", d.Name)
+	}
+	return s
+}
+
+func unknown(d *platform.Document) *spec.FieldError {
+	e := d.Error("kind", fmt.Sprintf("%s is not an object vminit reads: %s", what(d), readKinds))
 	e.Cause = platform.ErrUnknownKind
 	return e
 }

@@ -113,7 +113,7 @@ spec:
     ethernets:
       eth0: {dhcp4: true}
 `, []string{"spec.network.ethernets.eth0", "MAC"}},
-		{"not yaml", "{{{", []string{"YAML syntax"}},
+		{"not yaml", "{{{", []string{"not valid YAML"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()

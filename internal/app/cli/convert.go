@@ -40,7 +40,10 @@ Given a KubeVirt VirtualMachine, VirtualMachineInstance or VirtualMachinePool,
 a Virtlet Pod, an oVirt vm (XML or JSON) or a Cluster API KubeadmConfig (with
 the Secrets and ConfigMaps it refers to, in the same files, --objects files or
 the cluster of --kubeconfig), --to spec prints the vminit spec the object
-means: building that spec gives the same bytes as building the object.`,
+means: building that spec gives the same bytes as building the object.
+A file that does not start as cloud-init user data does (#cloud-config, #!,
+#include..., MIME) is read as such objects: another kind, or broken YAML, is
+an error naming it, never user data that cloud-init would ignore.`,
 		Example: `  vminit convert user-data --to spec -o instance.yaml
   vminit convert user-data --to ignition -o config.ign
   curl -s http://169.254.169.254/latest/user-data | vminit convert - --to spec

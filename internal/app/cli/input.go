@@ -39,6 +39,7 @@ type inputFlags struct {
 	kubernetesVersion string
 	poolIndex         int
 	name              string
+	object            string
 }
 
 func (f *inputFlags) register(cmd *cobra.Command) {
@@ -62,8 +63,9 @@ func (f *inputFlags) registerFiles(cmd *cobra.Command) {
 	fl.StringArrayVar(&f.objects, "objects", nil, "a YAML file of Secrets and ConfigMaps that platform objects refer to (repeatable)")
 	fl.StringVar(&f.passwordSalt, "password-salt", "", "oVirt: hash root_password with SHA-512 crypt and this salt (1-16 of [./A-Za-z0-9]), reproducibly")
 	fl.StringVar(&f.kubernetesVersion, "kubernetes-version", "", "Cluster API: the Kubernetes version the kubeadm configuration is for (default "+capi.DefaultKubernetesVersion+")")
-	fl.IntVar(&f.poolIndex, "pool-index", 0, "KubeVirt VirtualMachinePool: which member to build")
+	fl.IntVar(&f.poolIndex, "pool-index", 0, "KubeVirt VirtualMachinePool: which member to build; a StatefulSet of Virtlet pods: which ordinal")
 	fl.StringVar(&f.name, "name", "", "the instance name when the input gives none (an oVirt start action, whose VM is named in the URL; a cloud-config without hostname)")
+	fl.StringVar(&f.object, "object", "", "the object to use when the files hold several VMs: NAME or KIND/NAME (validate without it checks every one)")
 }
 
 // specInput is one instance read from the command line: a vminit spec, or
@@ -82,23 +84,29 @@ type specInput struct {
 	result *platform.Result
 }
 
+// loadSome reads the inputs, of which there must be one at least.
+func (f *inputFlags) loadSome(cmd *cobra.Command, paths []string) ([]*specInput, error) {
+	all, err := f.load(cmd, paths)
+	if err == nil && len(all) == 0 {
+		err = fmt.Errorf("%s: no vminit Instance and no VM among the objects (only Secrets and ConfigMaps?)", strings.Join(paths, ", "))
+	}
+	return all, err
+}
+
 // loadOne reads the inputs of a command that makes one VM's data.
 func (f *inputFlags) loadOne(cmd *cobra.Command, paths []string) (*specInput, error) {
-	all, err := f.load(cmd, paths)
+	all, err := f.loadSome(cmd, paths)
 	if err != nil {
 		return nil, err
 	}
-	switch len(all) {
-	case 0:
-		return nil, fmt.Errorf("%s: no vminit Instance and no VM among the objects (only Secrets and ConfigMaps?)", strings.Join(paths, ", "))
-	case 1:
+	if len(all) == 1 {
 		return all[0], nil
 	}
 	names := make([]string, len(all))
 	for i, in := range all {
 		names[i] = in.name
 	}
-	return nil, usagef("%s: %d VMs (%s); this command makes one: give one per command", strings.Join(paths, ", "), len(all), strings.Join(names, "; "))
+	return nil, usagef("%s: %d VMs (%s); this command makes one: pick it with --object NAME or KIND/NAME", strings.Join(paths, ", "), len(all), strings.Join(names, "; "))
 }
 
 // load reads the inputs: each a vminit spec ("-": standard input, whose
@@ -118,15 +126,19 @@ func (f *inputFlags) load(cmd *cobra.Command, paths []string) ([]*specInput, err
 		if p == "-" {
 			name = stdinName
 		}
-		if looksLikeSpec(data) {
-			// Spared platform.Split's generic parse, which costs a large
-			// spec several times its own decoding.
-		} else if ds, err := platform.Split(name, data); err == nil && slices.ContainsFunc(ds, isPlatformObject) {
-			docs = append(docs, ds...)
-			continue
+		if !looksLikeSpec(data) {
+			// Spared for a plain spec: platform.Split's generic parse
+			// costs a large spec several times its own decoding.
+			ds, err := platform.Split(name, data)
+			if err != nil {
+				return nil, err
+			}
+			if !convert.IsSpecFile(ds) {
+				docs = append(docs, ds...)
+				continue
+			}
 		}
-		// A vminit spec, or anything else: spec.Parse says what is wrong
-		// with the spec's own messages.
+		// A vminit spec: spec.Parse says what is wrong with it.
 		in, err := f.loadSpec(p, name, data)
 		if err != nil {
 			return nil, err
@@ -150,9 +162,12 @@ func (f *inputFlags) load(cmd *cobra.Command, paths []string) ([]*specInput, err
 		docs = append(docs, ds...)
 	}
 	if len(docs) == 0 {
+		if f.object != "" {
+			return nil, usagef("--object %s: the files hold no platform objects", f.object)
+		}
 		return out, nil
 	}
-	opts := platform.Options{Namespace: f.namespace, PasswordSalt: f.passwordSalt, KubernetesVersion: f.kubernetesVersion, PoolIndex: f.poolIndex, Name: f.name,
+	opts := platform.Options{Namespace: f.namespace, PasswordSalt: f.passwordSalt, KubernetesVersion: f.kubernetesVersion, PoolIndex: f.poolIndex, Name: f.name, Object: f.object,
 		// A namespace chosen (-n, or the cluster's) is the only one read
 		// from: an object may not point the command at another's Secrets.
 		Confined: f.namespace != "" || f.kubeconfig != ""}
@@ -194,12 +209,6 @@ var (
 // its apiVersion says so at the top level and it holds no other document.
 func looksLikeSpec(data []byte) bool {
 	return specHead.Match(data) && !docBreak.Match(data)
-}
-
-// isPlatformObject reports whether doc is one of the platforms' objects,
-// or a Secret or ConfigMap they refer to.
-func isPlatformObject(doc *platform.Document) bool {
-	return convert.For(doc) != nil || platform.IsReferenced(doc)
 }
 
 // regularFiles refuses, naming each flag, the flags' files that exist and

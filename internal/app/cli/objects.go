@@ -1,31 +1,47 @@
 package cli
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
-	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/vminit/vminit/cloudinit"
 	"github.com/vminit/vminit/ignition"
 	"github.com/vminit/vminit/media"
-	"github.com/vminit/vminit/platform"
 )
 
-// isObjects reports whether the files hold platform objects (rather than
-// cloud-init user data) for convert.
+// isObjects reports whether convert's files are to be read as platform
+// objects rather than cloud-init user data: user data is what cloud-init
+// itself recognises (a #cloud-config, #!, #include... start, a MIME
+// message or gzip), and anything else is read as objects, so that a
+// manifest of another kind, a KubeadmControlPlane or broken YAML is
+// refused naming what it is, never wrapped as user data that cloud-init
+// would ignore.
+// Standard input, read to decide, is given back to whichever reads it next.
 func (f *inputFlags) isObjects(cmd *cobra.Command, paths []string) bool {
-	if paths[0] == "-" {
-		return false
-	}
 	data, err := f.read(cmd, paths[0])
-	if err != nil {
-		return false
+	if paths[0] == "-" {
+		cmd.SetIn(bytes.NewReader(data))
 	}
-	docs, err := platform.Split(paths[0], data)
-	return err == nil && slices.ContainsFunc(docs, isPlatformObject)
+	if err != nil {
+		return false // the reader of user data reports it
+	}
+	return !isUserData(data)
+}
+
+// isUserData reports whether cloud-init reads data as user data of a kind
+// it knows.
+func isUserData(data []byte) bool {
+	if cloudinit.PartType(data) != "" || bytes.HasPrefix(data, []byte{0x1f, 0x8b}) {
+		return true
+	}
+	head := strings.ToLower(string(bytes.TrimLeft(data[:min(len(data), 64)], " \t\r\n")))
+	return strings.HasPrefix(head, "content-type:") || strings.HasPrefix(head, "mime-version:")
 }
 
 // writeSysprep writes a KubeVirt VM's sysprep disc to path, when the VM

@@ -40,6 +40,9 @@ every problem at once, each with its field path and line:
   - spec fields that the user's cloud-config replaces when cloud-init merges
     the two (packages: [make] in user-data drops spec.packages): warnings.
 
+Given files of platform objects, it checks every VM they hold (--object
+NAME or KIND/NAME: one).
+
 --strict makes every warning an error. It exits 0 when the spec is valid and
 1 when it is not.`,
 		Example: `  vminit validate instance.yaml
@@ -52,22 +55,24 @@ every problem at once, each with its field path and line:
 			if err != nil {
 				return err
 			}
-			rep, err := runValidate(cmd, &in, &tf, args)
+			reps, err := runValidate(cmd, &in, &tf, args)
 			if _, usage := err.(usageError); usage {
 				return err
 			}
 			if !asJSON {
-				if rep != nil {
+				for _, rep := range reps {
 					printWarnings(cmd, rep.in, rep.Warnings)
 				}
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%s: valid (%s)\n", rep.in.name, rep.what)
+				for _, rep := range reps {
+					fmt.Fprintf(cmd.OutOrStdout(), "%s: valid (%s)\n", rep.in.name, rep.what)
+				}
 				return nil
 			}
 			out := validateReport{Valid: err == nil, Errors: []*spec.FieldError{}, Warnings: []*spec.FieldError{}}
-			if rep != nil {
+			for _, rep := range reps {
 				out.Warnings = append(out.Warnings, rep.in.locate(rep.Warnings)...)
 			}
 			if err != nil {
@@ -101,15 +106,32 @@ type validated struct {
 	what string // what was checked, for the text report
 }
 
-func runValidate(cmd *cobra.Command, in *inputFlags, tf *targetFlags, paths []string) (*validated, error) {
+// runValidate validates every VM of the files (--object's alone), and
+// returns the reports of all and the problems of each.
+func runValidate(cmd *cobra.Command, in *inputFlags, tf *targetFlags, paths []string) ([]*validated, error) {
 	t, err := tf.target()
 	if err != nil {
 		return nil, err
 	}
-	si, err := in.loadOne(cmd, paths)
+	all, err := in.loadSome(cmd, paths)
 	if err != nil {
 		return nil, err
 	}
+	var reps []*validated
+	var errs spec.Errors
+	for _, si := range all {
+		rep, err := validateOne(si, t)
+		reps = append(reps, rep)
+		errs = append(errs, spec.AsErrors(err)...)
+	}
+	if len(errs) > 0 {
+		return reps, errs
+	}
+	return reps, nil
+}
+
+// validateOne runs every check on one VM.
+func validateOne(si *specInput, t check.Target) (*validated, error) {
 	if si.inst == nil {
 		return &validated{Report: &check.Report{}, in: si, what: "a sysprep answer-file disc, " + fmt.Sprint(len(si.result.Sysprep.Files)) + " files"}, nil
 	}
