@@ -22,6 +22,7 @@ import (
 	"github.com/vminit/vminit/delivery"
 	"github.com/vminit/vminit/ignition"
 	"github.com/vminit/vminit/internal/lib/httppath"
+	"github.com/vminit/vminit/internal/lib/httpserver"
 	"github.com/vminit/vminit/mdserver"
 	"github.com/vminit/vminit/mdserver/registry"
 	"github.com/vminit/vminit/seed"
@@ -135,14 +136,7 @@ func routed(mux *http.ServeMux, r *http.Request) bool {
 // connection kept 60 s. Serve it on a listener of its own, apart from the
 // guests' (the guests' connection limits do not take its descriptors).
 func NewServer(h http.Handler) *http.Server {
-	return &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      60 * time.Second,
-		IdleTimeout:       60 * time.Second,
-		MaxHeaderBytes:    16 << 10,
-	}
+	return httpserver.New(h, 30*time.Second, 60*time.Second)
 }
 
 type admin struct {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/vminit/vminit/ignition"
 	"github.com/vminit/vminit/internal/app/serve"
+	"github.com/vminit/vminit/internal/lib/httpserver"
 	"github.com/vminit/vminit/internal/lib/secretfile"
 	"github.com/vminit/vminit/internal/lib/tlsfiles"
 	"github.com/vminit/vminit/mdserver"
@@ -516,8 +517,7 @@ func runServe(ctx context.Context, f serveFlags, stderr interface{ Write([]byte)
 	if f.metricsListen != "" {
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", metrics)
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
-			WriteTimeout: 30 * time.Second, IdleTimeout: 60 * time.Second, MaxHeaderBytes: 16 << 10}
+		srv := httpserver.New(mux, 10*time.Second, 30*time.Second)
 		if err := add("metrics", f.metricsListen, srv, nil, mdserver.NewLimiter(metricsLimits)); err != nil {
 			return err
 		}
