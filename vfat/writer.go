@@ -78,22 +78,25 @@ func NewWriter(w io.Writer, opts Options) *Writer {
 	if err := checkLabel(opts.Label); err != nil {
 		wr.err = pathErr("label", opts.Label, err)
 	} else if opts.Size < 0 || opts.Size%Align != 0 || opts.Size > MaxSize {
-		wr.err = pathErr("size", ".", fmt.Errorf("%w: Size %d must be a multiple of %d and at most %d", ErrInvalidSize, opts.Size, Align, MaxSize))
+		wr.err = pathErr("size", ".", fmt.Errorf("%w: Size %d must be a multiple of %d and at most %d", ErrInvalidOptions, opts.Size, Align, MaxSize))
 	}
 	return wr
 }
+
+// labelForbidden are the printable characters a FAT label cannot hold.
+const labelForbidden = `"*+,./:;<=>?[\]|`
 
 // checkLabel accepts what both mtools and Windows accept in a FAT label:
 // printable ASCII without the characters that are illegal in 8.3 names, and
 // no leading space (it would read back as a shorter label).
 func checkLabel(l string) error {
 	if len(l) > 11 {
-		return ErrInvalidLabel
+		return fmt.Errorf("%w: a volume label has at most 11 bytes", ErrInvalidOptions)
 	}
 	for i := 0; i < len(l); i++ {
 		c := l[i]
-		if c < 0x20 || c > 0x7E || strings.IndexByte(`"*+,./:;<=>?[\]|`, c) >= 0 || (i == 0 && c == ' ') {
-			return ErrInvalidLabel
+		if c < 0x20 || c > 0x7E || strings.IndexByte(labelForbidden, c) >= 0 || (i == 0 && c == ' ') {
+			return fmt.Errorf("%w: a volume label is printable ASCII without %s and no leading space", ErrInvalidOptions, labelForbidden)
 		}
 	}
 	return nil
@@ -159,10 +162,15 @@ func (w *Writer) AddDir(name string) error {
 // AddFile adds a file of size bytes whose content r delivers. Missing parent
 // directories are created. r is read at Close, and must then deliver exactly
 // size bytes (ErrSizeMismatch otherwise); a nil r is allowed for size 0. The
-// Writer does not close r.
-func (w *Writer) AddFile(name string, size int64, r io.Reader) error {
+// Writer does not close r. mode is there for the shape iso9660's AddFile
+// shares: FAT keeps no permission bits, so only its type bits matter, and a
+// mode with any (a directory, a symlink, ...) is ErrUnsupportedType.
+func (w *Writer) AddFile(name string, size int64, mode fs.FileMode, r io.Reader) error {
 	if err := w.check("add", name); err != nil {
 		return err
+	}
+	if mode&fs.ModeType != 0 {
+		return pathErr("add", name, fmt.Errorf("%w: mode %v", ErrUnsupportedType, mode))
 	}
 	if r == nil && size != 0 {
 		return pathErr("add", name, fmt.Errorf("%w: nil reader for %d bytes", ErrSizeMismatch, size))
@@ -177,7 +185,7 @@ func (w *Writer) addFile(name string, size int64, open func() (io.Reader, func()
 		return pathErr("add", name, err)
 	}
 	if size < 0 || size > 0xFFFFFFFF {
-		return pathErr("add", name, fmt.Errorf("%w: file size %d (FAT holds 0 to 4 GiB-1)", ErrInvalidSize, size))
+		return pathErr("add", name, fmt.Errorf("%w: file size %d (FAT holds 0 to 4 GiB-1)", ErrTooLarge, size))
 	}
 	d, err := w.mkdirAll(elems[:len(elems)-1])
 	if err != nil {
@@ -396,7 +404,7 @@ func prepare(d *node, isRoot, hasLabel bool) error {
 		if !reserved[i] {
 			sn, ok := names.generate(c.name)
 			if !ok {
-				return pathErr("close", c.path, ErrTooManyEntries)
+				return pathErr("close", c.path, fmt.Errorf("%w: no unique 8.3 alias left in the directory", ErrTooLarge))
 			}
 			c.short = sn
 		}
@@ -411,7 +419,7 @@ func prepare(d *node, isRoot, hasLabel bool) error {
 		limit = maxRootEntries
 	}
 	if d.entries > limit {
-		return pathErr("close", d.path, fmt.Errorf("%w: %d, at most %d", ErrTooManyEntries, d.entries, limit))
+		return pathErr("close", d.path, fmt.Errorf("%w: %d directory entries, at most %d", ErrTooLarge, d.entries, limit))
 	}
 	for _, c := range d.sorted {
 		if c.dir {
