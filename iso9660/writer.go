@@ -184,8 +184,8 @@ func (w *Writer) AddFile(name string, size int64, mode fs.FileMode, r io.Reader)
 // Close, and must still have the size they had when AddFS ran. Only the
 // execute bits of a file's mode are kept (see [Writer]); modification times
 // are ignored in favour of [Options.ModTime]. Anything else, such as a
-// symlink, fails with [ErrUnsupportedType]. Entries added before an error stay
-// added.
+// symlink, fails with [ErrUnsupportedType]. Entries added before an error
+// stay added.
 func (w *Writer) AddFS(fsys fs.FS) error {
 	if err := w.usable(); err != nil {
 		return err
@@ -304,9 +304,9 @@ func (w *Writer) add(name string, isDir bool) (*node, error) {
 // Close lays out the image and writes all of it to the underlying writer,
 // reading each file's contents in turn. It does not close the underlying
 // writer. If a file's reader fails or yields the wrong number of bytes,
-// Close returns an *[io/fs.PathError] naming that file (wrapping [ErrSizeMismatch]
-// for a size mismatch); the output written so far is then incomplete and
-// must be discarded.
+// Close returns an *[io/fs.PathError] naming that file (wrapping
+// [ErrSizeMismatch] for a size mismatch); the output written so far is then
+// incomplete and must be discarded.
 func (w *Writer) Close() error {
 	if w.done {
 		return ErrClosed
