@@ -325,10 +325,10 @@ func (c *conv) kubeadm() {
 		c.b.Warnf(c.path+".joinConfiguration", "not used: the object also has an init configuration, which the first control-plane machine uses (the others join with this one)")
 	}
 	var docs []map[string]any
-	var cmd, cfgPath string
+	var cmd, cfgPath, subcommand string
 	verbosity := ""
 	if cs.Verbosity != nil {
-		verbosity = fmt.Sprintf(" --v %d", *cs.Verbosity)
+		verbosity = fmt.Sprintf("--v %d", *cs.Verbosity)
 	}
 	switch {
 	case initMode:
@@ -339,21 +339,15 @@ func (c *conv) kubeadm() {
 		}
 		ic := c.kubeadmDoc(cs.InitConfiguration, "InitConfiguration", c.path+".initConfiguration")
 		docs = []map[string]any{cc, ic}
-		cfgPath = InitConfigPath
-		cmd = "kubeadm init --config " + InitConfigPath + verbosity
+		cfgPath, subcommand = InitConfigPath, "init"
 	case join:
 		docs = []map[string]any{c.kubeadmDoc(cs.JoinConfiguration, "JoinConfiguration", c.path+".joinConfiguration")}
-		cfgPath = JoinConfigPath
-		cmd = "kubeadm join --config " + JoinConfigPath + verbosity
+		cfgPath, subcommand = JoinConfigPath, "join"
 	default:
 		c.b.Errorf(c.path, "no initConfiguration, clusterConfiguration or joinConfiguration: the machine would not know how to join a cluster")
 		return
 	}
-	if c.ignition {
-		cfgPath = IgnitionConfigPath
-		cmd = strings.Replace(cmd, InitConfigPath, IgnitionConfigPath, 1)
-		cmd = strings.Replace(cmd, JoinConfigPath, IgnitionConfigPath, 1)
-	}
+	cmd = strings.TrimSpace("kubeadm " + subcommand + " --config " + cfgPath + " " + verbosity)
 	var text strings.Builder
 	for _, d := range docs {
 		if d == nil {
@@ -367,19 +361,17 @@ func (c *conv) kubeadm() {
 		text.WriteString("---\n")
 		text.Write(out)
 	}
-	c.addFile(textFile(cfgPath, 0o640, "root:root", []byte(text.String())), c.path)
-	if !c.ignition {
-		c.addFile(textFile(placeholderFile, 0o640, "root:root", []byte(placeholderText)), c.path)
+	if c.ignition {
+		c.kubeadmService(text.String(), subcommand, verbosity)
+		return
 	}
+	c.addFile(textFile(cfgPath, 0o640, "root:root", []byte(text.String())), c.path)
+	c.addFile(textFile(placeholderFile, 0o640, "root:root", []byte(placeholderText)), c.path)
 	for i, pc := range cs.PreKubeadmCommands {
 		c.b.From(fmt.Sprintf("spec.commands[%d]", len(s.Commands)), fmt.Sprintf("%s.preKubeadmCommands[%d]", c.path, i))
 		s.Commands = append(s.Commands, spec.Command{Shell: pc})
 	}
-	sentinel := "echo success > " + SentinelFile
-	if c.ignition {
-		sentinel = "mkdir -p /run/cluster-api && " + sentinel
-	}
-	s.Commands = append(s.Commands, spec.Command{Shell: cmd + " && " + sentinel})
+	s.Commands = append(s.Commands, spec.Command{Shell: cmd + " && echo success > " + SentinelFile})
 	for i, pc := range cs.PostKubeadmCommands {
 		c.b.From(fmt.Sprintf("spec.commands[%d]", len(s.Commands)), fmt.Sprintf("%s.postKubeadmCommands[%d]", c.path, i))
 		s.Commands = append(s.Commands, spec.Command{Shell: pc})

@@ -153,16 +153,34 @@ func TestKubeadm(t *testing.T) {
 			Warns: []string{"spec.joinConfiguration: not used: the object also has an init configuration"}},
 		{Name: "neither", Doc: "apiVersion: bootstrap.cluster.x-k8s.io/v1beta2\nkind: KubeadmConfig\nmetadata: {name: x}\nspec: {files: [{path: /a, content: b}]}\n",
 			Errs: []string{"vm.yaml:4: spec: no initConfiguration, clusterConfiguration or joinConfiguration"}},
-		{Name: "Ignition: /etc/kubeadm.yml, the sentinel's directory made", Doc: kc(ign + "preKubeadmCommands: [echo pre]\npostKubeadmCommands: [echo post]\n"),
+		{Name: "Ignition: CABPK's kubeadm.service runs /etc/kubeadm.sh", Doc: kc(ign + "verbosity: 3\npreKubeadmCommands: [echo pre, \"a\\nb\\n\"]\npostKubeadmCommands: [echo post]\n"),
 			Check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
 				platformtest.Eq(t, "agent", s.Agent, spec.AgentIgnition)
 				platformtest.Eq(t, "variant", s.Ignition.Variant, spec.VariantFlatcar)
 				platformtest.Eq(t, "datasource", s.Datasource, spec.DatasourceConfigDrive)
-				platformtest.Eq(t, "commands", shells(s.Commands), []string{"echo pre",
-					"kubeadm join --config /etc/kubeadm.yml && mkdir -p /run/cluster-api && echo success > /run/cluster-api/bootstrap-success.complete", "echo post"})
+				platformtest.Eq(t, "commands", len(s.Commands), 0)
 				f := fileMap(s)
-				if _, ok := f[capi.IgnitionConfigPath]; !ok || len(f) != 1 {
-					t.Errorf("files %v", f)
+				platformtest.Eq(t, "files", len(f), 2)
+				if !strings.HasPrefix(f[capi.IgnitionConfigPath], "0600  false ---\napiVersion: kubeadm.k8s.io/v1beta4\n") {
+					t.Errorf("%s: %s", capi.IgnitionConfigPath, f[capi.IgnitionConfigPath])
+				}
+				// As CABPK's template renders it (its blank lines included).
+				platformtest.Eq(t, capi.KubeadmScript, f[capi.KubeadmScript], "0700  false #!/bin/bash\nset -e\n\necho pre\na\nb\n\n\n"+
+					"kubeadm join --config /etc/kubeadm.yml --v 3\nmkdir -p /run/cluster-api && echo success > /run/cluster-api/bootstrap-success.complete\n"+
+					"mv /etc/kubeadm.yml /tmp/\n\necho post\n")
+				platformtest.Eq(t, "units", len(s.Units), 1)
+				u := s.Units[0]
+				platformtest.Eq(t, "unit", u.Name+" "+fmt.Sprint(*u.Enabled), "kubeadm.service true")
+				for _, want := range []string{"ConditionPathExists=/etc/kubeadm.yml\n", "Type=oneshot\nExecStart=/bin/bash /etc/kubeadm.sh\n", "WantedBy=multi-user.target\n"} {
+					if !strings.Contains(u.Content, want) {
+						t.Errorf("kubeadm.service lacks %q:\n%s", want, u.Content)
+					}
+				}
+			}},
+		{Name: "Ignition: init, no verbosity", Doc: strings.Replace(initCfg, "  verbosity: 5\n", "  format: ignition\n", 1),
+			Check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
+				if !strings.Contains(fileMap(s)[capi.KubeadmScript], "\nkubeadm init --config /etc/kubeadm.yml \nmkdir") {
+					t.Errorf("%s", fileMap(s)[capi.KubeadmScript])
 				}
 			}},
 		{Name: "format", Doc: kc("format: shell\n"), Errs: []string{`spec.format: "shell": want cloud-config or ignition`}},
@@ -205,7 +223,7 @@ func TestUsersNTPMounts(t *testing.T) {
 				Check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
 					platformtest.Eq(t, "ntp.conf", fileMap(s)["/etc/ntp.conf"], "0644  false server a iburst\nserver b iburst\n")
 					tr := true
-					platformtest.Eq(t, "units", s.Units, []spec.Unit{{Name: "ntpd.service", Enabled: &tr}})
+					platformtest.Eq(t, "units", s.Units[1:], []spec.Unit{{Name: "ntpd.service", Enabled: &tr}})
 				}},
 			{Name: "inactive", Doc: kc(ign + "users: [{name: a, inactive: true}]\n"), Errs: []string{"spec.users[0].inactive: Ignition cannot create an expired account"}},
 			{Name: "a password stays usable, as CAPI's Ignition leaves it", Doc: kc(ign + "users: [{name: a, passwd: \"$6$s$h\"}]\n"),
