@@ -22,11 +22,13 @@
 //     system by its label);
 //   - format ignition: an Ignition config for Flatcar at the lowest spec 3
 //     version that holds it (CAPI emits spec 2.3: build with
-//     --ignition-version 2.3.0 for that), with
+//     --ignition-version 2.3.0 for that), kubeadm run as CAPI's Ignition
+//     runs it (kubeadm.service runs /etc/kubeadm.sh: ignition.go), with
 //     ignition.containerLinuxConfig.additionalConfig merged by Ignition's
 //     rules: a Butane document (with variant and version), or a Container
-//     Linux Config, read as Butane's flatcar variant, whose successor it
-//     is (CLC-only sections are errors naming them).
+//     Linux Config translated key by key into Butane's flatcar variant,
+//     its successor (clc.go; what has no translation is an error naming
+//     the key and its line).
 //
 // CAPI writes cloud-config with text templates and a "## template: jinja"
 // header: a user name, gecos or password containing YAML syntax breaks the
@@ -55,7 +57,6 @@ import (
 	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	kyaml "sigs.k8s.io/yaml"
 
-	"github.com/vminit/vminit/internal/lib/yamlbound"
 	"github.com/vminit/vminit/platform"
 	"github.com/vminit/vminit/spec"
 )
@@ -745,51 +746,4 @@ func partitionType(t string) string {
 		return "85"
 	}
 	return t
-}
-
-// clcOnly are Container Linux Config sections Butane's flatcar variant has
-// not.
-var clcOnly = []string{"etcd", "flannel", "locksmith", "update", "docker", "networkd"}
-
-func (c *conv) additionalConfig() {
-	cl := c.cs.Ignition.ContainerLinuxConfig
-	text := strings.TrimSpace(cl.AdditionalConfig)
-	if text == "" {
-		return
-	}
-	p := c.path + ".ignition.containerLinuxConfig.additionalConfig"
-	var m map[string]any
-	if err := yamlbound.Unmarshal([]byte(text), &m, spec.FieldYAML); err != nil {
-		c.b.Errorf(p, "%s", yamlbound.Describe(err, "not YAML"))
-		return
-	}
-	s := &c.b.Instance.Spec
-	if _, ok := m["variant"]; !ok {
-		// A Container Linux Config: Butane's flatcar variant is its
-		// successor and reads the common subset the same way.
-		for _, k := range clcOnly {
-			if _, ok := m[k]; ok {
-				c.b.Errorf(p, "%s: a Container Linux Config section that Butane's flatcar variant replaced; write it as Butane (variant: flatcar, version: 1.1.0)", k)
-				return
-			}
-		}
-		if st, ok := m["storage"].(map[string]any); ok {
-			if files, ok := st["files"].([]any); ok {
-				for i, f := range files {
-					if fm, ok := f.(map[string]any); ok {
-						if _, ok := fm["filesystem"]; ok {
-							c.b.Errorf(p, "storage.files[%d].filesystem: a Container Linux Config key; Butane writes every file to the root filesystem, so remove it", i)
-							return
-						}
-					}
-				}
-			}
-		}
-		text = "variant: flatcar\nversion: 1.0.0\n" + text
-	}
-	s.Ignition.Butane = text
-	c.b.From("spec.ignition.butane", p)
-	if cl.Strict != nil && *cl.Strict {
-		c.b.Warnf(p, "strict: build with --strict to make Butane's warnings errors, as CAPI does")
-	}
 }

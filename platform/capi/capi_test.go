@@ -6,12 +6,17 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/vminit/vminit/ignition"
 	"github.com/vminit/vminit/internal/testing/platformtest"
+	"github.com/vminit/vminit/internal/testing/testtools"
 	"github.com/vminit/vminit/platform"
 	"github.com/vminit/vminit/platform/capi"
 	"github.com/vminit/vminit/spec"
@@ -292,21 +297,226 @@ func TestAdditionalConfig(t *testing.T) {
 	add := func(cfg string) string {
 		return kc(ign + "ignition:\n  containerLinuxConfig:\n    additionalConfig: |\n" + platformtest.Indent(cfg, 6))
 	}
+	butane := func(want string) func(*testing.T, *spec.Spec, *platform.Result) {
+		return func(t *testing.T, s *spec.Spec, r *platform.Result) {
+			platformtest.Eq(t, "butane", s.Ignition.Butane, "variant: flatcar\nversion: 1.0.0\n"+want)
+		}
+	}
 	platformtest.Run(t, []platformtest.Case{
-		{Name: "a Container Linux Config, read as Butane flatcar", Doc: add("systemd:\n  units:\n  - name: a.service\n    enabled: true\n"),
-			Check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
-				platformtest.Eq(t, "butane", s.Ignition.Butane, "variant: flatcar\nversion: 1.0.0\nsystemd:\n  units:\n  - name: a.service\n    enabled: true")
-			}},
+		{Name: "a Container Linux Config, read as Butane flatcar", Doc: add("systemd:\n  units:\n  - name: a.service\n    enable: true\n"),
+			Check: butane("systemd:\n  units:\n    - name: a.service\n      enabled: true\n")},
 		{Name: "Butane as given", Doc: add("variant: flatcar\nversion: 1.1.0\nstorage:\n  files:\n  - path: /etc/x\n    contents: {inline: y}\n"),
 			Check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
 				platformtest.Eq(t, "butane", s.Ignition.Butane, "variant: flatcar\nversion: 1.1.0\nstorage:\n  files:\n  - path: /etc/x\n    contents: {inline: y}")
 			}},
 		{Name: "strict", Doc: kc(ign + "ignition:\n  containerLinuxConfig:\n    strict: true\n    additionalConfig: \"systemd: {}\"\n"),
 			Warns: []string{"strict: build with --strict"}},
-		{Name: "CLC-only section", Doc: add("etcd:\n  name: x\n"), Errs: []string{"etcd: a Container Linux Config section that Butane's flatcar variant replaced"}},
-		{Name: "CLC filesystem key", Doc: add("storage:\n  files:\n  - {filesystem: root, path: /a}\n"), Errs: []string{"storage.files[0].filesystem: a Container Linux Config key"}},
+		// CAPO's flatcar-sysext template fetches its sysext files so.
+		{Name: "contents.remote: the source, compression and verification", Doc: add(`storage:
+  files:
+  - path: /etc/sysupdate.d/noop.conf
+    mode: 0644
+    contents:
+      remote:
+        url: https://extensions.flatcar.org/extensions/noop.conf
+        compression: gzip
+        verification: {hash: {function: sha512, sum: abc}}
+`), Check: butane(`storage:
+  files:
+    - path: /etc/sysupdate.d/noop.conf
+      mode: 0644
+      contents:
+        source: https://extensions.flatcar.org/extensions/noop.conf
+        compression: gzip
+        verification:
+          hash: sha512-abc
+      overwrite: true
+`)},
+		// CAPD's ignition e2e and CAPV's ignition template write so.
+		{Name: "filesystem: root, append, links and directories", Doc: add(`storage:
+  files:
+  - {filesystem: root, path: /a, contents: {inline: x}, overwrite: false}
+  - {path: /b, append: true, contents: {inline: y}}
+  links:
+  - {filesystem: root, path: /c, target: /a, hard: false}
+  directories:
+  - {filesystem: root, path: /d, mode: 0700}
+`), Check: butane(`storage:
+  files:
+    - path: /a
+      contents:
+        inline: x
+      overwrite: false
+    - path: /b
+      append:
+        - inline: y
+  links:
+    - path: /c
+      target: /a
+      hard: false
+  directories:
+    - path: /d
+      mode: 0700
+`)},
+		{Name: "filesystems, partitions, networkd, users' create", Doc: add(`storage:
+  disks:
+  - device: /dev/vdb
+    partitions: [{number: 1, size: 1GiB, start: 2048KiB}]
+  filesystems:
+  - name: data
+    mount: {device: /dev/vdb1, format: ext4, create: {force: true, options: [-L, x]}}
+networkd:
+  units:
+  - {name: 00-eth0.network, contents: "[Match]\nName=eth0\n"}
+passwd:
+  users:
+  - name: u
+    create: {shell: /bin/zsh}
+ignition:
+  config:
+    append: [{source: "https://example.com/a.ign"}]
+`), Check: butane(`storage:
+  disks:
+    - device: /dev/vdb
+      partitions:
+        - number: 1
+          size_mib: 1024
+          start_mib: 2
+  filesystems:
+    - device: /dev/vdb1
+      format: ext4
+      wipe_filesystem: true
+      options: [-L, x]
+  files:
+    - path: /etc/systemd/network/00-eth0.network
+      mode: 420
+      overwrite: true
+      contents:
+        inline: "[Match]\nName=eth0\n"
+passwd:
+  users:
+    - name: u
+      shell: /bin/zsh
+ignition:
+  config:
+    merge:
+      - source: "https://example.com/a.ign"
+`)},
+		{Name: "unknown key: ignored with a warning, as CABPK's transpiler does", Doc: add("systemd:\n  unit: []\n"),
+			Warns: []string{"spec.ignition.containerLinuxConfig.additionalConfig: line 2 of its text: systemd.unit: not a Container Linux Config key: ignored"}},
+		{Name: "unknown key, strict: refused, as CABPK does", Doc: kc(ign + "ignition:\n  containerLinuxConfig:\n    strict: true\n    additionalConfig: |\n      systemd:\n        unit: []\n"),
+			Errs: []string{"vm.yaml:16: spec.ignition.containerLinuxConfig.additionalConfig: column 11: systemd.unit: not a Container Linux Config key, which CABPK refuses with strict: true"}},
+		{Name: "what would change the guest and has no translation", Doc: add(`etcd:
+  name: x
+storage:
+  files:
+  - {filesystem: oem, path: /a}
+  - {path: /b, contents: {local: b}}
+  - {path: /c, contents: {remote: {compression: gzip}}}
+  filesystems:
+  - {name: oem, path: /usr/share/oem}
+  disks:
+  - {device: /dev/vdb, partitions: [{size: 10}]}
+`), Errs: []string{
+			"vm.yaml:14: spec.ignition.containerLinuxConfig.additionalConfig: column 9: etcd: CABPK's transpiler writes it as etcd-member.service's drop-in",
+			`vm.yaml:18: spec.ignition.containerLinuxConfig.additionalConfig: column 26: storage.files[0].filesystem: "oem": a file system CABPK's transpiler mounts`,
+			"vm.yaml:19: spec.ignition.containerLinuxConfig.additionalConfig: column 35: storage.files[1].contents.local: CABPK's transpiler has no files directory",
+			"vm.yaml:20: spec.ignition.containerLinuxConfig.additionalConfig: column 43: storage.files[2].contents.remote.url: required: without it CABPK's transpiler writes the file empty",
+			"vm.yaml:22: spec.ignition.containerLinuxConfig.additionalConfig: column 25: storage.filesystems[0].path: a file system Ignition mounts",
+			`vm.yaml:24: spec.ignition.containerLinuxConfig.additionalConfig: column 52: storage.disks[0].partitions[0].size: "10": want a size in whole MiB`,
+		}},
 		{Name: "not YAML", Doc: add("a: [\n"), Errs: []string{"spec.ignition.containerLinuxConfig.additionalConfig: not YAML"}},
 	})
+}
+
+// TestAdditionalConfigValidates renders CLC additionalConfigs as the
+// corpus' templates write them into Ignition configs and checks them with
+// the real ignition-validate, and that kubeadm.service keeps CABPK's unit
+// with the template's drop-in merged into it.
+func TestAdditionalConfigValidates(t *testing.T) {
+	validate := testtools.Require(t, "ignition-validate")
+	doc := kc(ign + `ignition:
+  containerLinuxConfig:
+    additionalConfig: |
+      storage:
+        files:
+        - path: /etc/sysupdate.d/noop.conf
+          filesystem: root
+          mode: 0644
+          contents:
+            remote:
+              url: https://extensions.flatcar.org/extensions/noop.conf
+              verification: {hash: {function: sha512, sum: ` + strings.Repeat("0", 128) + `}}
+        - {path: /etc/motd, append: true, contents: {inline: hi}}
+      systemd:
+        units:
+        - name: kubeadm.service
+          enabled: true
+          dropins:
+          - name: 10-flatcar.conf
+            contents: |
+              [Unit]
+              After=coreos-metadata.service
+              [Service]
+              EnvironmentFile=/run/metadata/flatcar
+`)
+	r, err := platformtest.Convert(t, doc, platform.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := ignition.Render(r.Instance, ignition.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "config.ign")
+	if err := os.WriteFile(path, res.Config, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(validate, path).CombinedOutput(); err != nil || len(bytes.TrimSpace(out)) > 0 {
+		t.Errorf("ignition-validate: %v\n%s\n%s", err, out, res.Config)
+	}
+	var cfg struct {
+		Storage struct {
+			Files []struct {
+				Path     string
+				Contents struct {
+					Source       *string
+					Verification struct{ Hash *string }
+				}
+				Append []struct{ Source *string }
+			}
+		}
+		Systemd struct {
+			Units []struct {
+				Name     string
+				Contents *string
+				Dropins  []struct{ Name, Contents string }
+			}
+		}
+	}
+	if err := json.Unmarshal(res.Config, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{}
+	for _, f := range cfg.Storage.Files {
+		files[f.Path] = fmt.Sprint(deref(f.Contents.Source), " ", deref(f.Contents.Verification.Hash), " ", len(f.Append))
+	}
+	platformtest.Eq(t, "noop.conf", files["/etc/sysupdate.d/noop.conf"], "https://extensions.flatcar.org/extensions/noop.conf sha512-"+strings.Repeat("0", 128)+" 0")
+	platformtest.Eq(t, "motd", files["/etc/motd"], "  1")
+	var units []string
+	for _, u := range cfg.Systemd.Units {
+		if u.Name == capi.KubeadmUnit {
+			units = append(units, fmt.Sprint(strings.Contains(deref(u.Contents), "ExecStart=/bin/bash /etc/kubeadm.sh"), u.Dropins))
+		}
+	}
+	platformtest.Eq(t, "kubeadm.service", units, []string{"true [{10-flatcar.conf [Unit]\nAfter=coreos-metadata.service\n[Service]\nEnvironmentFile=/run/metadata/flatcar\n}]"})
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 func TestVersionsAndKinds(t *testing.T) {
