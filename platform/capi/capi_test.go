@@ -309,6 +309,8 @@ func TestAdditionalConfig(t *testing.T) {
 			Check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
 				platformtest.Eq(t, "butane", s.Ignition.Butane, "variant: flatcar\nversion: 1.1.0\nstorage:\n  files:\n  - path: /etc/x\n    contents: {inline: y}")
 			}},
+		{Name: "Butane: an unused key is an error", Doc: add("variant: flatcar\nversion: 1.1.0\nstorage:\n  files:\n  - path: /etc/x\n    contents: {remote: {url: \"https://example.com/x\"}}\n"),
+			Errs: []string{"vm.yaml:19: spec.ignition.containerLinuxConfig.additionalConfig: column 24: storage.files[0].contents.remote: a key Butane does not use: the guest would not get what it says"}},
 		{Name: "strict", Doc: kc(ign + "ignition:\n  containerLinuxConfig:\n    strict: true\n    additionalConfig: \"systemd: {}\"\n"),
 			Warns: []string{"strict: build with --strict"}},
 		// CAPO's flatcar-sysext template fetches its sysext files so.

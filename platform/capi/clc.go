@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 
+	butane "github.com/coreos/butane/config"
+	butanecommon "github.com/coreos/butane/config/common"
 	"gopkg.in/yaml.v3"
 
 	"github.com/vminit/vminit/internal/lib/yamlbound"
@@ -388,6 +390,7 @@ func (c *conv) additionalConfig() {
 		c.b.Warnf(p, "strict: build with --strict to make Butane's warnings errors, as CAPI does")
 	}
 	if len(doc.Content) == 0 || child(deref(doc.Content[0]), "variant") != nil {
+		c.unusedButaneKeys(p, cl.AdditionalConfig)
 		c.b.Instance.Spec.Ignition.Butane = strings.TrimSpace(cl.AdditionalConfig)
 		c.b.From("spec.ignition.butane", p)
 		return
@@ -412,4 +415,29 @@ func (c *conv) additionalConfig() {
 	}
 	c.b.Instance.Spec.Ignition.Butane = text.String()
 	c.b.From("spec.ignition.butane", p)
+}
+
+// unusedButaneKeys reports the keys of the Butane document text that
+// Butane ignores: the guest would not get what they say. (Its other
+// problems are the rendering's to report.)
+func (c *conv) unusedButaneKeys(p, text string) {
+	_, rpt, _ := butane.TranslateBytes([]byte(text), butanecommon.TranslateBytesOptions{Raw: true})
+	for _, e := range rpt.Entries {
+		if !strings.HasPrefix(e.Message, "unused key") {
+			continue
+		}
+		line, col := int64(0), int64(0)
+		if e.Marker.StartP != nil {
+			line, col = e.Marker.StartP.Line, e.Marker.StartP.Column
+		}
+		var key string
+		for _, seg := range e.Context.Path {
+			if i, ok := seg.(int); ok {
+				key += fmt.Sprintf("[%d]", i)
+			} else {
+				key = join(key, fmt.Sprint(seg))
+			}
+		}
+		c.b.TextErrorf(p, int(line), int(col), "%s: a key Butane does not use: the guest would not get what it says (CABPK reads no Butane; its Container Linux Config transpiler ignores keys it does not know)", key)
+	}
 }
