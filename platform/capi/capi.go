@@ -415,6 +415,9 @@ func renameDays(cc map[string]any) {
 
 func (c *conv) users() {
 	s := &c.b.Instance.Spec
+	// CAPI's users list has no "default" entry: cloud-init creates those
+	// users alone, not the image's default user.
+	s.CloudInit.NoDefaultUser = len(c.cs.Users) > 0 && !c.ignition
 	for i, u := range c.cs.Users {
 		p := fmt.Sprintf("%s.users[%d]", c.path, i)
 		su := spec.User{Name: u.Name, Gecos: u.Gecos, HomeDir: u.HomeDir, Shell: u.Shell, PrimaryGroup: u.PrimaryGroup,

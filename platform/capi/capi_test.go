@@ -210,6 +210,12 @@ func TestUsersNTPMounts(t *testing.T) {
 							Sudo: "ALL=(ALL) NOPASSWD:ALL", LockPassword: &f, PasswordHash: "$6$a$b", SSHAuthorizedKeys: []string{keyA}},
 						{Name: "ops", PasswordHash: "$6$salt$hash", LockPassword: &tr},
 						{Name: "old", LockPassword: &tr}})
+					// CAPI lists no "default": the image's default user is not created.
+					platformtest.Eq(t, "noDefaultUser", s.CloudInit.NoDefaultUser, true)
+				}},
+			{Name: "no users: the image's default user", Doc: kc(""),
+				Check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
+					platformtest.Eq(t, "noDefaultUser", s.CloudInit.NoDefaultUser, false)
 				}},
 			{Name: "user problems", Doc: kc("users:\n- {name: a, passwd: x, passwdFrom: {secret: {name: pw, key: k}}}\n- {name: b, passwdFrom: {secret: {name: nope, key: k}}}\n"),
 				Errs: []string{"spec.users[0]: sets both passwd and passwdFrom", `spec.users[1].passwdFrom.secret.name: secret "nope" not found`}},
