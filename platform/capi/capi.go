@@ -170,7 +170,7 @@ func (c *conv) convert() {
 		// platforms read, and what Cluster API's KubeVirt provider attaches.
 		s.Datasource = spec.DatasourceConfigDrive
 	default:
-		c.b.Errorf(c.path+".format", "%q: want cloud-config or ignition", cs.Format)
+		c.b.Errorf(c.path+".format", "%q: want cloud-config or ignition (Cluster API refuses this object)", cs.Format)
 		return
 	}
 	c.files()
@@ -453,7 +453,7 @@ func (c *conv) users() {
 		}
 		if u.Inactive != nil && *u.Inactive {
 			if c.ignition {
-				c.b.Errorf(p+".inactive", "Ignition cannot create an expired account")
+				c.b.Errorf(p+".inactive", "Ignition cannot create an expired account (CABPK's Ignition drops inactive, and the account stays usable): remove it, or use format cloud-config")
 				continue
 			}
 			c.b.Warnf(p+".inactive", "the account is locked instead (cloud-init's inactive expires it; the spec locks the password)")
@@ -621,12 +621,12 @@ func (c *conv) ignitionStorage(p string) {
 		case len(part.DiskLayout) == 1 && part.DiskLayout[0].Percentage == 100:
 			guid, err := partitionGUID(part.DiskLayout[0].PartitionType)
 			if err != nil {
-				c.b.Errorf(pp+".diskLayout[0].partitionType", "%v", err)
+				c.b.Errorf(pp+".diskLayout[0].partitionType", "%v (CABPK's Ignition ignores partition types)", err)
 				continue
 			}
 			d.Partitions = []ign30.Partition{fillPartition(guid, part.Overwrite)}
 		case len(part.DiskLayout) > 0:
-			c.b.Errorf(pp+".diskLayout", "partitions in percent of the disk: Ignition sizes partitions in MiB, and the disk's size is known only on the machine; give one partition of 100%%, or write storage.disks in ignition.containerLinuxConfig.additionalConfig")
+			c.b.Errorf(pp+".diskLayout", "partitions in percent of the disk: Ignition sizes partitions in MiB, and the disk's size is known only on the machine (CABPK's Ignition ignores diskLayout and leaves the disk without these partitions); give one partition of 100%%, or write storage.disks in ignition.containerLinuxConfig.additionalConfig")
 			continue
 		case part.Layout != nil && *part.Layout:
 			d.Partitions = []ign30.Partition{fillPartition(nil, part.Overwrite)}
@@ -636,16 +636,16 @@ func (c *conv) ignitionStorage(p string) {
 	for i, f := range ds.Filesystems {
 		fp := fmt.Sprintf("%s.filesystems[%d]", p, i)
 		if f.Device == "" {
-			c.b.Errorf(fp+".device", "required")
+			c.b.Errorf(fp+".device", "required: Ignition formats a device it is given (CABPK writes the file system without one, which Ignition refuses)")
 			continue
 		}
 		dev, err := partitionDevice(f.Device, f.Partition)
 		if err != nil {
-			c.b.Errorf(fp+".partition", "%v", err)
+			c.b.Errorf(fp+".partition", "%v (CABPK's Ignition ignores partition and formats the whole device)", err)
 			continue
 		}
 		if f.ReplaceFS != "" {
-			c.b.Errorf(fp+".replaceFS", "cloud-init's replace_fs (format over a file system of that type only) has no Ignition equivalent: use overwrite")
+			c.b.Errorf(fp+".replaceFS", "cloud-init's replace_fs (format over a file system of that type only) has no Ignition equivalent (CABPK's Ignition ignores it): use overwrite")
 			continue
 		}
 		fs := ign30.Filesystem{Device: dev, Format: strPtr(f.Filesystem), Label: strPtr(f.Label), WipeFilesystem: f.Overwrite}

@@ -188,7 +188,7 @@ func TestKubeadm(t *testing.T) {
 					t.Errorf("%s", fileMap(s)[capi.KubeadmScript])
 				}
 			}},
-		{Name: "format", Doc: kc("format: shell\n"), Errs: []string{`spec.format: "shell": want cloud-config or ignition`}},
+		{Name: "format", Doc: kc("format: shell\n"), Errs: []string{`vm.yaml:10: spec.format: "shell": want cloud-config or ignition (Cluster API refuses this object)`}},
 		{Name: "ignition options with cloud-config", Doc: kc("ignition: {containerLinuxConfig: {additionalConfig: \"a: b\"}}\n"),
 			Errs: []string{`vm.yaml:10: spec.ignition: set with format "cloud-config": the ignition options apply only to format: ignition`}},
 	})
@@ -236,7 +236,7 @@ func TestUsersNTPMounts(t *testing.T) {
 					tr := true
 					platformtest.Eq(t, "units", s.Units[1:], []spec.Unit{{Name: "ntpd.service", Enabled: &tr}})
 				}},
-			{Name: "inactive", Doc: kc(ign + "users: [{name: a, inactive: true}]\n"), Errs: []string{"spec.users[0].inactive: Ignition cannot create an expired account"}},
+			{Name: "inactive", Doc: kc(ign + "users: [{name: a, inactive: true}]\n"), Errs: []string{"vm.yaml:11: spec.users[0].inactive: Ignition cannot create an expired account (CABPK's Ignition drops inactive, and the account stays usable)"}},
 			{Name: "a password stays usable, as CAPI's Ignition leaves it", Doc: kc(ign + "users: [{name: a, passwd: \"$6$s$h\"}]\n"),
 				Check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
 					platformtest.Eq(t, "lockPassword", *s.Users[0].LockPassword, false)
@@ -289,11 +289,13 @@ mounts:
   - {device: /dev/sdb, partition: "1", filesystem: ext4, replaceFS: ntfs}
   - {filesystem: ext4}
 `),
-			Errs: []string{"spec.diskSetup.partitions[0].diskLayout: partitions in percent of the disk: Ignition sizes partitions in MiB",
-				`spec.diskSetup.partitions[1].diskLayout[0].partitionType: "LinuxExtended": an MBR type`,
-				`spec.diskSetup.filesystems[0].partition: "auto": cloud-init searches the disk`,
-				"spec.diskSetup.filesystems[1].replaceFS: cloud-init's replace_fs",
-				"spec.diskSetup.filesystems[2].device: required"}},
+			// Each names its line and what CABPK's Ignition does with it.
+			Errs: []string{"vm.yaml:13: spec.diskSetup.partitions[0].diskLayout: partitions in percent of the disk: Ignition sizes partitions in MiB",
+				"(CABPK's Ignition ignores diskLayout and leaves the disk without these partitions)",
+				`vm.yaml:14: spec.diskSetup.partitions[1].diskLayout[0].partitionType: "LinuxExtended": an MBR type`, "(CABPK's Ignition ignores partition types)",
+				`vm.yaml:17: spec.diskSetup.filesystems[0].partition: "auto": cloud-init searches the disk`, "(CABPK's Ignition ignores partition and formats the whole device)",
+				"vm.yaml:18: spec.diskSetup.filesystems[1].replaceFS: cloud-init's replace_fs", "(CABPK's Ignition ignores it)",
+				"vm.yaml:19: spec.diskSetup.filesystems[2].device: required: Ignition formats a device it is given (CABPK writes the file system without one, which Ignition refuses)"}},
 		{Name: "Ignition: MBR written as GPT", Doc: kc(ign + "diskSetup:\n  partitions:\n  - {device: /dev/sdd, layout: true, tableType: mbr}\n"),
 			Warns: []string{`spec.diskSetup.partitions[0].tableType: "mbr": Ignition writes GPT partition tables only`}},
 	})
