@@ -12,6 +12,7 @@ import (
 	"maps"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -28,6 +29,7 @@ import (
 	"github.com/vminit/vminit/ignition"
 	"github.com/vminit/vminit/internal/testing/cloudinittest"
 	"github.com/vminit/vminit/internal/testing/platformtest"
+	"github.com/vminit/vminit/internal/testing/testtools"
 	"github.com/vminit/vminit/platform"
 	"github.com/vminit/vminit/platform/convert"
 )
@@ -49,7 +51,8 @@ import (
 //   - Ignition: files (mode, owner, content or source and hash, append),
 //     links, units (contents, enablement, mask, drop-ins), users and
 //     storage, with additionalConfig's Container Linux Config merged, as
-//     CABPK's Ignition delivers them, against vminit's rendered config;
+//     CABPK's Ignition delivers them, against vminit's rendered config,
+//     which the real ignition-validate checks;
 //   - both: the kubeadm configuration's path and documents, and the
 //     kubeadm command.
 //
@@ -599,6 +602,12 @@ func compareIgnition(t *testing.T, o cabpkObject) {
 	res, err := ignition.Render(o.res.Instance, ignition.Options{})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The config as Ignition itself checks it.
+	path := filepath.Join(t.TempDir(), "config.ign")
+	must(t, os.WriteFile(path, res.Config, 0o600))
+	if out, err := exec.Command(testtools.Require(t, "ignition-validate"), path).CombinedOutput(); err != nil || len(bytes.TrimSpace(out)) > 0 {
+		t.Errorf("ignition-validate: %v\n%s", err, out)
 	}
 	got := vminitIgnition(t, res.Config, o)
 	want := cabpkIgnition(t, o)

@@ -52,6 +52,7 @@ var (
 )
 
 var clcSchema = map[string]clcRule{
+	"version": {fn: (*clcConv).version},
 	"ignition": {sub: map[string]clcRule{
 		"config": {sub: map[string]clcRule{
 			"append":  {to: "merge", list: true, sub: clcVerified},
@@ -281,6 +282,13 @@ func (x *clcConv) mount(p string, v *yaml.Node, out *yaml.Node) {
 func (x *clcConv) create(p string, v *yaml.Node, out *yaml.Node) {
 	m := x.mapping(p, v, clcUserFields)
 	out.Content = append(out.Content, m.Content...)
+}
+
+// version is the transpiler's version, which must be 0 (its only one).
+func (x *clcConv) version(p string, v *yaml.Node, _ *yaml.Node) {
+	if v.Value != "0" {
+		x.errorf(v.Line, v.Column, "%s: %q: CABPK's transpiler refuses a version other than 0 (for Butane, write variant: flatcar and its version)", p, v.Value)
+	}
 }
 
 // enable is systemd's deprecated enable: enabled.
