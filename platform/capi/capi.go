@@ -326,10 +326,10 @@ func (c *conv) kubeadm() {
 		c.b.Warnf(c.path+".joinConfiguration", "not used: the object also has an init configuration, which the first control-plane machine uses (the others join with this one)")
 	}
 	var docs []map[string]any
-	var cmd, cfgPath, subcommand string
+	var cmd, cfgPath string
 	verbosity := ""
 	if cs.Verbosity != nil {
-		verbosity = fmt.Sprintf("--v %d", *cs.Verbosity)
+		verbosity = fmt.Sprintf(" --v %d", *cs.Verbosity)
 	}
 	switch {
 	case initMode:
@@ -340,15 +340,21 @@ func (c *conv) kubeadm() {
 		}
 		ic := c.kubeadmDoc(cs.InitConfiguration, "InitConfiguration", c.path+".initConfiguration")
 		docs = []map[string]any{cc, ic}
-		cfgPath, subcommand = InitConfigPath, "init"
+		cfgPath = InitConfigPath
+		cmd = "kubeadm init --config " + InitConfigPath + verbosity
 	case join:
 		docs = []map[string]any{c.kubeadmDoc(cs.JoinConfiguration, "JoinConfiguration", c.path+".joinConfiguration")}
-		cfgPath, subcommand = JoinConfigPath, "join"
+		cfgPath = JoinConfigPath
+		cmd = "kubeadm join --config " + JoinConfigPath + verbosity
 	default:
 		c.b.Errorf(c.path, "no initConfiguration, clusterConfiguration or joinConfiguration: the machine would not know how to join a cluster")
 		return
 	}
-	cmd = strings.TrimSpace("kubeadm " + subcommand + " --config " + cfgPath + " " + verbosity)
+	if c.ignition {
+		cfgPath = IgnitionConfigPath
+		cmd = strings.Replace(cmd, InitConfigPath, IgnitionConfigPath, 1)
+		cmd = strings.Replace(cmd, JoinConfigPath, IgnitionConfigPath, 1)
+	}
 	var text strings.Builder
 	for _, d := range docs {
 		if d == nil {
@@ -363,7 +369,7 @@ func (c *conv) kubeadm() {
 		text.Write(out)
 	}
 	if c.ignition {
-		c.kubeadmService(text.String(), subcommand, verbosity)
+		c.kubeadmService(text.String(), cmd)
 		return
 	}
 	c.addFile(textFile(cfgPath, 0o640, "root:root", []byte(text.String())), c.path)

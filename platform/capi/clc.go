@@ -1,6 +1,7 @@
 package capi
 
 import (
+	"cmp"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -159,7 +160,7 @@ func (x *clcConv) mapping(p string, in *yaml.Node, rules map[string]clcRule) *ya
 	out := &yaml.Node{Kind: yaml.MappingNode}
 	if in.Kind != yaml.MappingNode {
 		if in.Tag != "!!null" {
-			x.errorf(in.Line, in.Column, "%s: want a mapping", cmpOr(p, "the document"))
+			x.errorf(in.Line, in.Column, "%s: want a mapping", cmp.Or(p, "the document"))
 		}
 		return out
 	}
@@ -177,7 +178,7 @@ func (x *clcConv) mapping(p string, in *yaml.Node, rules map[string]clcRule) *ya
 		case r.fn != nil && !r.list:
 			r.fn(x, kp, v, out)
 		default:
-			out.Content = append(out.Content, str(cmpOr(r.to, k.Value)), x.value(kp, v, r))
+			out.Content = append(out.Content, str(cmp.Or(r.to, k.Value)), x.value(kp, v, r))
 		}
 	}
 	return out

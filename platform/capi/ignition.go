@@ -38,13 +38,15 @@ WantedBy=multi-user.target
 // kubeadmService writes the kubeadm configuration, KubeadmScript and
 // KubeadmUnit as CABPK's Ignition does: the configuration 0600, the
 // script 0700 with set -e (a failing pre command stops kubeadm; a failing
-// kubeadm leaves no sentinel and skips the post commands), and kubeadm's
-// command line as CABPK spells it ("kubeadm join --config /etc/kubeadm.yml
-// " and the verbosity, trailing blank included).
-func (c *conv) kubeadmService(config, subcommand, verbosity string) {
+// kubeadm leaves no sentinel and skips the post commands). cmd is the
+// kubeadm command line; without a verbosity CABPK's template leaves a
+// blank after it, kept so that the script is CABPK's byte for byte.
+func (c *conv) kubeadmService(config, cmd string) {
 	cs := c.cs
 	c.addFile(textFile(IgnitionConfigPath, 0o600, "", []byte(config)), c.path)
-	cmd := fmt.Sprintf("kubeadm %s --config %s %s", subcommand, IgnitionConfigPath, verbosity)
+	if cs.Verbosity == nil {
+		cmd += " "
+	}
 	script := kubeadmScriptText(cs.PreKubeadmCommands, cmd, cs.PostKubeadmCommands)
 	c.addFile(textFile(KubeadmScript, 0o700, "", []byte(script)), c.path)
 	t := true
