@@ -158,7 +158,7 @@ func TestKubeadm(t *testing.T) {
 			Warns: []string{"spec.joinConfiguration: not used: the object also has an init configuration"}},
 		{Name: "neither", Doc: "apiVersion: bootstrap.cluster.x-k8s.io/v1beta2\nkind: KubeadmConfig\nmetadata: {name: x}\nspec: {files: [{path: /a, content: b}]}\n",
 			Errs: []string{"vm.yaml:4: spec: no initConfiguration, clusterConfiguration or joinConfiguration"}},
-		{Name: "Ignition: CABPK's kubeadm.service runs /etc/kubeadm.sh", Doc: kc(ign + "verbosity: 3\npreKubeadmCommands: [echo pre, \"a\\nb\\n\"]\npostKubeadmCommands: [echo post]\n"),
+		{Name: "Ignition: /etc/kubeadm.yml, the sentinel's directory made", Doc: kc(ign + "preKubeadmCommands: [echo pre]\npostKubeadmCommands: [echo post]\n"),
 			Check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
 				platformtest.Eq(t, "agent", s.Agent, spec.AgentIgnition)
 				platformtest.Eq(t, "variant", s.Ignition.Variant, spec.VariantFlatcar)
@@ -169,9 +169,10 @@ func TestKubeadm(t *testing.T) {
 				if !strings.HasPrefix(f[capi.IgnitionConfigPath], "0600  false ---\napiVersion: kubeadm.k8s.io/v1beta4\n") {
 					t.Errorf("%s: %s", capi.IgnitionConfigPath, f[capi.IgnitionConfigPath])
 				}
-				// As CABPK's template renders it (its blank lines included).
-				platformtest.Eq(t, capi.KubeadmScript, f[capi.KubeadmScript], "0700  false #!/bin/bash\nset -e\n\necho pre\na\nb\n\n\n"+
-					"kubeadm join --config /etc/kubeadm.yml --v 3\nmkdir -p /run/cluster-api && echo success > /run/cluster-api/bootstrap-success.complete\n"+
+				// CABPK's kubeadm.service runs /etc/kubeadm.sh, as its
+				// template renders it (its blanks included).
+				platformtest.Eq(t, capi.KubeadmScript, f[capi.KubeadmScript], "0700  false #!/bin/bash\nset -e\n\necho pre\n\n"+
+					"kubeadm join --config /etc/kubeadm.yml \nmkdir -p /run/cluster-api && echo success > /run/cluster-api/bootstrap-success.complete\n"+
 					"mv /etc/kubeadm.yml /tmp/\n\necho post\n")
 				platformtest.Eq(t, "units", len(s.Units), 1)
 				u := s.Units[0]
@@ -187,6 +188,12 @@ func TestKubeadm(t *testing.T) {
 				if !strings.Contains(fileMap(s)[capi.KubeadmScript], "\nkubeadm init --config /etc/kubeadm.yml \nmkdir") {
 					t.Errorf("%s", fileMap(s)[capi.KubeadmScript])
 				}
+			}},
+		{Name: "Ignition: verbosity, a command of several lines", Doc: kc(ign + "verbosity: 3\npreKubeadmCommands: [\"a\\nb\\n\"]\n"),
+			Check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
+				platformtest.Eq(t, capi.KubeadmScript, fileMap(s)[capi.KubeadmScript], "0700  false #!/bin/bash\nset -e\n\na\nb\n\n\n"+
+					"kubeadm join --config /etc/kubeadm.yml --v 3\nmkdir -p /run/cluster-api && echo success > /run/cluster-api/bootstrap-success.complete\n"+
+					"mv /etc/kubeadm.yml /tmp/\n")
 			}},
 		{Name: "format", Doc: kc("format: shell\n"), Errs: []string{`vm.yaml:10: spec.format: "shell": want cloud-config or ignition (Cluster API refuses this object)`}},
 		{Name: "ignition options with cloud-config", Doc: kc("ignition: {containerLinuxConfig: {additionalConfig: \"a: b\"}}\n"),
