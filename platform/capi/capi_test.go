@@ -420,7 +420,7 @@ ignition:
       - source: "https://example.com/a.ign"
 `)},
 		{Name: "unknown key: ignored with a warning, as CABPK's transpiler does", Doc: add("systemd:\n  unit: []\n"),
-			Warns: []string{"spec.ignition.containerLinuxConfig.additionalConfig: line 2 of its text: systemd.unit: not a Container Linux Config key: ignored"}},
+			Warns: []string{"vm.yaml:15: spec.ignition.containerLinuxConfig.additionalConfig: column 11: systemd.unit: not a Container Linux Config key: ignored"}},
 		{Name: "unknown key, strict: refused, as CABPK does", Doc: kc(ign + "ignition:\n  containerLinuxConfig:\n    strict: true\n    additionalConfig: |\n      systemd:\n        unit: []\n"),
 			Errs: []string{"vm.yaml:16: spec.ignition.containerLinuxConfig.additionalConfig: column 11: systemd.unit: not a Container Linux Config key, which CABPK refuses with strict: true"}},
 		{Name: "version", Doc: add("version: 1\n"), Errs: []string{`vm.yaml:14: spec.ignition.containerLinuxConfig.additionalConfig: column 18: version: "1": CABPK's transpiler refuses a version other than 0`}},

@@ -406,9 +406,7 @@ func (c *conv) additionalConfig() {
 	}
 	x := clcConv{strict: strict,
 		errorf: func(line, col int, format string, args ...any) { c.b.TextErrorf(p, line, col, format, args...) },
-		warnf: func(line, col int, format string, args ...any) {
-			c.b.Warnf(p, "line %d of its text: %s", line, fmt.Sprintf(format, args...))
-		},
+		warnf:  func(line, col int, format string, args ...any) { c.b.TextWarnf(p, line, col, format, args...) },
 	}
 	out := x.butane(doc.Content[0])
 	if c.b.HasErrors() {
