@@ -148,7 +148,16 @@ func (b *Builder) Err(path string, err error) {
 // the file's line and column when the field's text keeps the file's lines,
 // else at the field, naming the text's line and column.
 func (b *Builder) TextErrorf(path string, line, col int, format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
+	b.errs = append(b.errs, b.textProblem(path, line, col, fmt.Sprintf(format, args...)))
+}
+
+// TextWarnf records a warning at line and column of the text held by the
+// object's field at path, placed as TextErrorf places problems.
+func (b *Builder) TextWarnf(path string, line, col int, format string, args ...any) {
+	b.Warnings = append(b.Warnings, b.textProblem(path, line, col, fmt.Sprintf(format, args...)).Error())
+}
+
+func (b *Builder) textProblem(path string, line, col int, msg string) *spec.FieldError {
 	fl, fc, ok := b.Doc.TextPosition(path, line, col)
 	switch {
 	case ok && fc > 0:
@@ -158,7 +167,7 @@ func (b *Builder) TextErrorf(path string, line, col int, format string, args ...
 		fl = b.Doc.LineOf(path)
 		msg = fmt.Sprintf("line %d, column %d of its text: %s", line, col, msg)
 	}
-	b.errs = append(b.errs, &spec.FieldError{File: b.Doc.File, Line: fl, Field: path, Message: msg})
+	return &spec.FieldError{File: b.Doc.File, Line: fl, Field: path, Message: msg}
 }
 
 // Warnf records a warning about the object's field at path.

@@ -22,11 +22,13 @@
 //     system by its label);
 //   - format ignition: an Ignition config for Flatcar at the lowest spec 3
 //     version that holds it (CAPI emits spec 2.3: build with
-//     --ignition-version 2.3.0 for that), with
+//     --ignition-version 2.3.0 for that), kubeadm run as CAPI's Ignition
+//     runs it (kubeadm.service runs /etc/kubeadm.sh: ignition.go), with
 //     ignition.containerLinuxConfig.additionalConfig merged by Ignition's
 //     rules: a Butane document (with variant and version), or a Container
-//     Linux Config, read as Butane's flatcar variant, whose successor it
-//     is (CLC-only sections are errors naming them).
+//     Linux Config translated key by key into Butane's flatcar variant,
+//     its successor (clc.go; what has no translation is an error naming
+//     the key and its line).
 //
 // CAPI writes cloud-config with text templates and a "## template: jinja"
 // header: a user name, gecos or password containing YAML syntax breaks the
@@ -53,7 +55,6 @@ import (
 	kyaml "sigs.k8s.io/yaml"
 
 	"github.com/vminit/vminit/internal/lib/gzipbound"
-	"github.com/vminit/vminit/internal/lib/yamlbound"
 	"github.com/vminit/vminit/platform"
 	"github.com/vminit/vminit/spec"
 )
@@ -167,7 +168,7 @@ func (c *conv) convert() {
 		// platforms read, and what Cluster API's KubeVirt provider attaches.
 		s.Datasource = spec.DatasourceConfigDrive
 	default:
-		c.b.Errorf(c.path+".format", "%q: want cloud-config or ignition", cs.Format)
+		c.b.Errorf(c.path+".format", "%q: want cloud-config or ignition (Cluster API refuses this object)", cs.Format)
 		return
 	}
 	c.files()
@@ -357,19 +358,17 @@ func (c *conv) kubeadm() {
 		text.WriteString("---\n")
 		text.Write(out)
 	}
-	c.addFile(textFile(cfgPath, 0o640, "root:root", []byte(text.String())), c.path)
-	if !c.ignition {
-		c.addFile(textFile(placeholderFile, 0o640, "root:root", []byte(placeholderText)), c.path)
+	if c.ignition {
+		c.kubeadmService(text.String(), cmd)
+		return
 	}
+	c.addFile(textFile(cfgPath, 0o640, "root:root", []byte(text.String())), c.path)
+	c.addFile(textFile(placeholderFile, 0o640, "root:root", []byte(placeholderText)), c.path)
 	for i, pc := range cs.PreKubeadmCommands {
 		c.b.From(fmt.Sprintf("spec.commands[%d]", len(s.Commands)), fmt.Sprintf("%s.preKubeadmCommands[%d]", c.path, i))
 		s.Commands = append(s.Commands, spec.Command{Shell: pc})
 	}
-	sentinel := "echo success > " + SentinelFile
-	if c.ignition {
-		sentinel = "mkdir -p /run/cluster-api && " + sentinel
-	}
-	s.Commands = append(s.Commands, spec.Command{Shell: cmd + " && " + sentinel})
+	s.Commands = append(s.Commands, spec.Command{Shell: cmd + " && echo success > " + SentinelFile})
 	for i, pc := range cs.PostKubeadmCommands {
 		c.b.From(fmt.Sprintf("spec.commands[%d]", len(s.Commands)), fmt.Sprintf("%s.postKubeadmCommands[%d]", c.path, i))
 		s.Commands = append(s.Commands, spec.Command{Shell: pc})
@@ -412,6 +411,9 @@ func renameDays(cc map[string]any) {
 
 func (c *conv) users() {
 	s := &c.b.Instance.Spec
+	// CAPI's users list has no "default" entry: cloud-init creates those
+	// users alone, not the image's default user.
+	s.CloudInit.NoDefaultUser = len(c.cs.Users) > 0 && !c.ignition
 	for i, u := range c.cs.Users {
 		p := fmt.Sprintf("%s.users[%d]", c.path, i)
 		su := spec.User{Name: u.Name, Gecos: u.Gecos, HomeDir: u.HomeDir, Shell: u.Shell, PrimaryGroup: u.PrimaryGroup,
@@ -447,7 +449,7 @@ func (c *conv) users() {
 		}
 		if u.Inactive != nil && *u.Inactive {
 			if c.ignition {
-				c.b.Errorf(p+".inactive", "Ignition cannot create an expired account")
+				c.b.Errorf(p+".inactive", "Ignition cannot create an expired account (CABPK's Ignition drops inactive, and the account stays usable): remove it, or use format cloud-config")
 				continue
 			}
 			c.b.Warnf(p+".inactive", "the account is locked instead (cloud-init's inactive expires it; the spec locks the password)")
@@ -615,12 +617,12 @@ func (c *conv) ignitionStorage(p string) {
 		case len(part.DiskLayout) == 1 && part.DiskLayout[0].Percentage == 100:
 			guid, err := partitionGUID(part.DiskLayout[0].PartitionType)
 			if err != nil {
-				c.b.Errorf(pp+".diskLayout[0].partitionType", "%v", err)
+				c.b.Errorf(pp+".diskLayout[0].partitionType", "%v (CABPK's Ignition ignores partition types)", err)
 				continue
 			}
 			d.Partitions = []ign30.Partition{fillPartition(guid, part.Overwrite)}
 		case len(part.DiskLayout) > 0:
-			c.b.Errorf(pp+".diskLayout", "partitions in percent of the disk: Ignition sizes partitions in MiB, and the disk's size is known only on the machine; give one partition of 100%%, or write storage.disks in ignition.containerLinuxConfig.additionalConfig")
+			c.b.Errorf(pp+".diskLayout", "partitions in percent of the disk: Ignition sizes partitions in MiB, and the disk's size is known only on the machine (CABPK's Ignition ignores diskLayout and leaves the disk without these partitions); give one partition of 100%%, or write storage.disks in ignition.containerLinuxConfig.additionalConfig")
 			continue
 		case part.Layout != nil && *part.Layout:
 			d.Partitions = []ign30.Partition{fillPartition(nil, part.Overwrite)}
@@ -630,16 +632,16 @@ func (c *conv) ignitionStorage(p string) {
 	for i, f := range ds.Filesystems {
 		fp := fmt.Sprintf("%s.filesystems[%d]", p, i)
 		if f.Device == "" {
-			c.b.Errorf(fp+".device", "required")
+			c.b.Errorf(fp+".device", "required: Ignition formats a device it is given (CABPK writes the file system without one, which Ignition refuses)")
 			continue
 		}
 		dev, err := partitionDevice(f.Device, f.Partition)
 		if err != nil {
-			c.b.Errorf(fp+".partition", "%v", err)
+			c.b.Errorf(fp+".partition", "%v (CABPK's Ignition ignores partition and formats the whole device)", err)
 			continue
 		}
 		if f.ReplaceFS != "" {
-			c.b.Errorf(fp+".replaceFS", "cloud-init's replace_fs (format over a file system of that type only) has no Ignition equivalent: use overwrite")
+			c.b.Errorf(fp+".replaceFS", "cloud-init's replace_fs (format over a file system of that type only) has no Ignition equivalent (CABPK's Ignition ignores it): use overwrite")
 			continue
 		}
 		fs := ign30.Filesystem{Device: dev, Format: strPtr(f.Filesystem), Label: strPtr(f.Label), WipeFilesystem: f.Overwrite}
@@ -743,51 +745,4 @@ func partitionType(t string) string {
 		return "85"
 	}
 	return t
-}
-
-// clcOnly are Container Linux Config sections Butane's flatcar variant has
-// not.
-var clcOnly = []string{"etcd", "flannel", "locksmith", "update", "docker", "networkd"}
-
-func (c *conv) additionalConfig() {
-	cl := c.cs.Ignition.ContainerLinuxConfig
-	text := strings.TrimSpace(cl.AdditionalConfig)
-	if text == "" {
-		return
-	}
-	p := c.path + ".ignition.containerLinuxConfig.additionalConfig"
-	var m map[string]any
-	if err := yamlbound.Unmarshal([]byte(text), &m, spec.FieldYAML); err != nil {
-		c.b.Errorf(p, "%s", yamlbound.Describe(err, "not YAML"))
-		return
-	}
-	s := &c.b.Instance.Spec
-	if _, ok := m["variant"]; !ok {
-		// A Container Linux Config: Butane's flatcar variant is its
-		// successor and reads the common subset the same way.
-		for _, k := range clcOnly {
-			if _, ok := m[k]; ok {
-				c.b.Errorf(p, "%s: a Container Linux Config section that Butane's flatcar variant replaced; write it as Butane (variant: flatcar, version: 1.1.0)", k)
-				return
-			}
-		}
-		if st, ok := m["storage"].(map[string]any); ok {
-			if files, ok := st["files"].([]any); ok {
-				for i, f := range files {
-					if fm, ok := f.(map[string]any); ok {
-						if _, ok := fm["filesystem"]; ok {
-							c.b.Errorf(p, "storage.files[%d].filesystem: a Container Linux Config key; Butane writes every file to the root filesystem, so remove it", i)
-							return
-						}
-					}
-				}
-			}
-		}
-		text = "variant: flatcar\nversion: 1.0.0\n" + text
-	}
-	s.Ignition.Butane = text
-	c.b.From("spec.ignition.butane", p)
-	if cl.Strict != nil && *cl.Strict {
-		c.b.Warnf(p, "strict: build with --strict to make Butane's warnings errors, as CAPI does")
-	}
 }

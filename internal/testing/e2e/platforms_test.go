@@ -454,13 +454,22 @@ func TestCAPIExamplesConsumers(t *testing.T) {
 		// additionalConfig's drop-in, merged by Ignition's rules.
 		check(t, "drop-in", string(readFile(t, filepath.Join(root, "etc/systemd/system/kubeadm.service.d/10-flatcar.conf"))),
 			"[Unit]\nRequires=containerd.service\nAfter=containerd.service")
-		script := string(readFile(t, filepath.Join(root, "etc/vminit/first-boot.sh")))
+		// CABPK's contract: kubeadm.service runs /etc/kubeadm.sh while
+		// /etc/kubeadm.yml exists, and the script moves it away.
+		unit := string(readFile(t, filepath.Join(root, "etc/systemd/system/kubeadm.service")))
+		if !strings.Contains(unit, "ConditionPathExists=/etc/kubeadm.yml\n") || !strings.Contains(unit, "ExecStart=/bin/bash /etc/kubeadm.sh\n") {
+			t.Errorf("kubeadm.service:\n%s", unit)
+		}
+		script := string(readFile(t, filepath.Join(root, "etc/kubeadm.sh")))
 		out, err := chrootRun(t, root, script, capiStubs("/etc/kubeadm.yml", false))
 		if err != nil {
-			t.Fatalf("first-boot.sh: %v\n%s", err, out)
+			t.Fatalf("kubeadm.sh: %v\n%s", err, out)
 		}
 		check(t, "order", string(readFile(t, filepath.Join(root, "run/order"))), "kubeadm join --config /etc/kubeadm.yml\n")
 		check(t, "sentinel", string(readFile(t, filepath.Join(root, "run/cluster-api/bootstrap-success.complete"))), "success\n")
+		if _, err := os.Stat(filepath.Join(root, "etc/kubeadm.yml")); err == nil {
+			t.Error("/etc/kubeadm.yml left in place: kubeadm.service would run again next boot")
+		}
 		// CAPI's own spec version, on request: spec 2.3 (checked by
 		// Ignition 0.35's parser in the build; Debian's ignition reads 3.x
 		// only), with the same files on the root filesystem.
@@ -472,7 +481,7 @@ func TestCAPIExamplesConsumers(t *testing.T) {
 		}
 		sub, mv, kubeadm := strings.Index(script, "envsubst"), strings.Index(script, "mv /etc/kubeadm.yml.tmp"), strings.Index(script, "kubeadm join")
 		if !(0 <= sub && sub < mv && mv < kubeadm) {
-			t.Errorf("first-boot.sh order:\n%s", script)
+			t.Errorf("kubeadm.sh order:\n%s", script)
 		}
 	})
 	t.Run("Ignition with diskSetup", func(t *testing.T) {
