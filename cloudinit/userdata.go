@@ -2,17 +2,16 @@ package cloudinit
 
 import (
 	"bytes"
-	"compress/gzip"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/vminit/vminit/internal/lib/gzipbound"
 	"github.com/vminit/vminit/internal/lib/yaml11"
 	"github.com/vminit/vminit/spec"
 )
@@ -194,21 +193,18 @@ func Combine(generated, user []byte) ([]byte, error) {
 }
 
 // gunzip decompresses gzip data, as cloud-init does before anything else
-// (util.decomp_gzip, which returns the input unchanged when it is not gzip).
+// (util.decomp_gzip, which returns the input unchanged when it is not gzip
+// or does not decompress); only data past MaxUserDataSize is an error.
 func gunzip(data []byte) ([]byte, error) {
-	if len(data) < 2 || data[0] != 0x1f || data[1] != 0x8b {
+	if !gzipbound.IsGzip(data) {
 		return data, nil
 	}
-	zr, err := gzip.NewReader(bytes.NewReader(data))
+	out, err := gzipbound.Decompress(data, MaxUserDataSize)
+	if errors.Is(err, gzipbound.ErrTooLarge) {
+		return nil, err
+	}
 	if err != nil {
 		return data, nil
-	}
-	out, err := io.ReadAll(io.LimitReader(zr, MaxUserDataSize+1))
-	if err != nil {
-		return data, nil
-	}
-	if len(out) > MaxUserDataSize {
-		return nil, fmt.Errorf("decompresses to more than %d bytes", MaxUserDataSize)
 	}
 	return out, nil
 }

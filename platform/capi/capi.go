@@ -38,14 +38,11 @@
 package capi
 
 import (
-	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
 
@@ -57,6 +54,7 @@ import (
 	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	kyaml "sigs.k8s.io/yaml"
 
+	"github.com/vminit/vminit/internal/lib/gzipbound"
 	"github.com/vminit/vminit/platform"
 	"github.com/vminit/vminit/spec"
 )
@@ -301,15 +299,7 @@ func decode(data []byte, enc bootstrapv1.Encoding) ([]byte, error) {
 			}
 			data = d
 		}
-		zr, err := gzip.NewReader(bytes.NewReader(data))
-		if err != nil {
-			return nil, fmt.Errorf("not gzip: %v", err)
-		}
-		out, err := io.ReadAll(io.LimitReader(zr, 64<<20))
-		if err != nil {
-			return nil, fmt.Errorf("gzip: %v", err)
-		}
-		return out, nil
+		return gzipbound.Decompress(data, 64<<20)
 	}
 	return nil, fmt.Errorf("%q: want base64, gzip or gzip+base64", enc)
 }

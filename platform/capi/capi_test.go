@@ -576,3 +576,13 @@ spec:
 		}
 	}
 }
+
+// TestFileDecodedLimit: gzip content that decompresses past 64 MiB is an
+// error naming the limit, not a file cut at 64 MiB (issue 24).
+func TestFileDecodedLimit(t *testing.T) {
+	big := base64.StdEncoding.EncodeToString([]byte(gz(strings.Repeat("a", 64<<20+1))))
+	platformtest.Run(t, []platformtest.Case{
+		{Name: "past the limit", Doc: kc("files:\n- {path: /big, content: " + big + ", encoding: gzip+base64}\n"),
+			Errs: []string{"spec.files[0].encoding: too large: it decompresses to more than 67108864 bytes"}},
+	})
+}

@@ -42,7 +42,6 @@ package kubevirt
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/base64"
 	"encoding/xml"
@@ -57,6 +56,7 @@ import (
 	poolv1 "kubevirt.io/api/pool/v1beta1"
 
 	"github.com/vminit/vminit/ignition"
+	"github.com/vminit/vminit/internal/lib/gzipbound"
 	"github.com/vminit/vminit/platform"
 	"github.com/vminit/vminit/seed"
 	"github.com/vminit/vminit/spec"
@@ -390,17 +390,12 @@ func (m *vmi) data(ctx context.Context, b *platform.Builder, path, field, inline
 // gunzip decompresses gzip user data, as cloud-init does before reading
 // it, so that the spec carries text.
 func gunzip(b *platform.Builder, path string, data []byte) []byte {
-	if !bytes.HasPrefix(data, []byte{0x1f, 0x8b}) {
+	if !gzipbound.IsGzip(data) {
 		return data
 	}
-	zr, err := gzip.NewReader(bytes.NewReader(data))
+	out, err := gzipbound.Decompress(data, 64<<20)
 	if err != nil {
 		b.Errorf(path, "gzip user data does not decompress: %v", err)
-		return nil
-	}
-	out, err := io.ReadAll(io.LimitReader(zr, 64<<20+1))
-	if err != nil || len(out) > 64<<20 {
-		b.Errorf(path, "gzip user data does not decompress to at most 64 MiB: %v", err)
 		return nil
 	}
 	return out
