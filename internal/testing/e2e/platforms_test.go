@@ -451,9 +451,10 @@ func TestCAPIExamplesConsumers(t *testing.T) {
 		if !bytes.Contains(kubeadmYML, []byte("kind: JoinConfiguration")) || !bytes.Contains(kubeadmYML, []byte("name: $${COREOS_EC2_HOSTNAME}")) {
 			t.Errorf("/etc/kubeadm.yml:\n%s", kubeadmYML)
 		}
-		// additionalConfig's drop-in, merged by Ignition's rules.
+		// additionalConfig's drop-in, merged by Ignition's rules: the
+		// literal block's text as YAML gives it, final newline included.
 		check(t, "drop-in", string(readFile(t, filepath.Join(root, "etc/systemd/system/kubeadm.service.d/10-flatcar.conf"))),
-			"[Unit]\nRequires=containerd.service\nAfter=containerd.service")
+			"[Unit]\nRequires=containerd.service\nAfter=containerd.service\n")
 		// CABPK's contract: kubeadm.service runs /etc/kubeadm.sh while
 		// /etc/kubeadm.yml exists, and the script moves it away.
 		unit := string(readFile(t, filepath.Join(root, "etc/systemd/system/kubeadm.service")))
