@@ -37,6 +37,7 @@ package capi
 
 import (
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"context"
 	"encoding/base64"
@@ -50,8 +51,6 @@ import (
 	ign30 "github.com/coreos/ignition/v2/config/v3_0/types"
 	"github.com/google/uuid"
 	"gopkg.in/yaml.v3"
-	//lint:ignore SA1019 v1beta1 KubeadmConfigs are what many users still have; reading them is the point.
-	bootstrapv1beta1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta1"
 	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	kyaml "sigs.k8s.io/yaml"
 
@@ -75,70 +74,27 @@ const (
 	kubeadmAPIVersion  = "kubeadm.k8s.io/v1beta4"
 )
 
-// Recognizes reports whether apiVersion and kind are an object this
-// package reads.
-func Recognizes(apiVersion, kind string) bool {
-	switch apiVersion {
-	case "bootstrap.cluster.x-k8s.io/v1beta2", "bootstrap.cluster.x-k8s.io/v1beta1":
-		return kind == "KubeadmConfig" || kind == "KubeadmConfigTemplate"
-	}
-	return false
-}
-
-// Convert converts a KubeadmConfig or KubeadmConfigTemplate.
+// Convert converts a KubeadmConfig, KubeadmConfigTemplate,
+// KubeadmControlPlane or KubeadmControlPlaneTemplate: one machine's data
+// (identity.go names the machine, join.go decides whether it inits or
+// joins, jinja.go keeps CABPK's Jinja header when the object needs it).
 func Convert(ctx context.Context, doc *platform.Document, opts platform.Options) (*platform.Result, error) {
-	var cs bootstrapv1.KubeadmConfigSpec
-	var name, ns, path string
-	v1beta1 := doc.APIVersion == "bootstrap.cluster.x-k8s.io/v1beta1"
-	switch doc.Kind {
-	case "KubeadmConfig":
-		path = "spec"
-		if v1beta1 {
-			var c bootstrapv1beta1.KubeadmConfig
-			if err := doc.Decode(&c); err != nil {
-				return nil, err
-			}
-			if err := bootstrapv1beta1.Convert_v1beta1_KubeadmConfigSpec_To_v1beta2_KubeadmConfigSpec(&c.Spec, &cs, nil); err != nil {
-				return nil, spec.Errors{doc.Error("spec", err.Error())}
-			}
-			name, ns = c.Name, c.Namespace
-		} else {
-			var c bootstrapv1.KubeadmConfig
-			if err := doc.Decode(&c); err != nil {
-				return nil, err
-			}
-			cs, name, ns = c.Spec, c.Name, c.Namespace
-		}
-	case "KubeadmConfigTemplate":
-		path = "spec.template.spec"
-		if v1beta1 {
-			var c bootstrapv1beta1.KubeadmConfigTemplate
-			if err := doc.Decode(&c); err != nil {
-				return nil, err
-			}
-			if err := bootstrapv1beta1.Convert_v1beta1_KubeadmConfigSpec_To_v1beta2_KubeadmConfigSpec(&c.Spec.Template.Spec, &cs, nil); err != nil {
-				return nil, spec.Errors{doc.Error(path, err.Error())}
-			}
-			name, ns = c.Name, c.Namespace
-		} else {
-			var c bootstrapv1.KubeadmConfigTemplate
-			if err := doc.Decode(&c); err != nil {
-				return nil, err
-			}
-			cs, name, ns = c.Spec.Template.Spec, c.Name, c.Namespace
-		}
-	default:
-		return nil, fmt.Errorf("%w: %s %s", platform.ErrUnknownKind, doc.APIVersion, doc.Kind)
+	src, err := read(doc)
+	if err != nil {
+		return nil, err
 	}
-	if name == "" {
-		return nil, spec.Errors{doc.Error("metadata.name", "required")}
-	}
-	ns = opts.NamespaceOf(ns)
-	b := platform.NewBuilder(doc, name)
-	b.From("metadata.name", "metadata.name")
-	c := &conv{ctx: ctx, b: b, ns: ns, opts: opts, cs: &cs, path: path}
+	ns := opts.NamespaceOf(src.ns)
+	b := platform.NewBuilder(doc, src.name)
+	c := &conv{ctx: ctx, b: b, ns: ns, opts: opts, src: src, cs: &src.spec, path: src.path}
+	c.identity()
 	c.convert()
-	return b.Finish(fmt.Sprintf("Cluster API %s %s/%s", doc.Kind, ns, name))
+	c.jinja()
+	object := fmt.Sprintf("Cluster API %s %s/%s", doc.Kind, ns, src.name)
+	res, err := b.Finish(object)
+	if err != nil || !c.templated {
+		return res, err
+	}
+	return c.withJinjaHeader(res, object)
 }
 
 type conv struct {
@@ -146,10 +102,13 @@ type conv struct {
 	b        *platform.Builder
 	ns       string
 	opts     platform.Options
+	src      *source
 	cs       *bootstrapv1.KubeadmConfigSpec
 	path     string
 	ignition bool
-	userDoc  map[string]any // cloud-config keys the spec has no field for
+	// templated: the user data is CABPK's Jinja template (jinja.go).
+	templated bool
+	userDoc   map[string]any // cloud-config keys the spec has no field for
 }
 
 func (c *conv) convert() {
@@ -318,12 +277,8 @@ func decode(data []byte, enc bootstrapv1.Encoding) ([]byte, error) {
 func (c *conv) kubeadm() {
 	cs := c.cs
 	s := &c.b.Instance.Spec
-	version := cmpOr(c.opts.KubernetesVersion, DefaultKubernetesVersion)
-	initMode := !isZero(cs.InitConfiguration) || !isZero(cs.ClusterConfiguration)
-	join := !isZero(cs.JoinConfiguration)
-	if initMode && join {
-		c.b.Warnf(c.path+".joinConfiguration", "not used: the object also has an init configuration, which the first control-plane machine uses (the others join with this one)")
-	}
+	version := cmp.Or(c.opts.KubernetesVersion, c.src.version, DefaultKubernetesVersion)
+	initMode := c.initializes()
 	var docs []map[string]any
 	var cmd, cfgPath string
 	verbosity := ""
@@ -341,13 +296,13 @@ func (c *conv) kubeadm() {
 		docs = []map[string]any{cc, ic}
 		cfgPath = InitConfigPath
 		cmd = "kubeadm init --config " + InitConfigPath + verbosity
-	case join:
+	default:
+		if !c.joinDefaults() {
+			return
+		}
 		docs = []map[string]any{c.kubeadmDoc(cs.JoinConfiguration, "JoinConfiguration", c.path+".joinConfiguration")}
 		cfgPath = JoinConfigPath
 		cmd = "kubeadm join --config " + JoinConfigPath + verbosity
-	default:
-		c.b.Errorf(c.path, "no initConfiguration, clusterConfiguration or joinConfiguration: the machine would not know how to join a cluster")
-		return
 	}
 	if c.ignition {
 		cfgPath = IgnitionConfigPath

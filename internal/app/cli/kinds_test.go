@@ -84,8 +84,9 @@ func TestRecognition(t *testing.T) {
 
 // TestConvertStdinRecognition: convert - reads standard input once and
 // decides as for a file: cloud-init user data is converted, a published
-// KubeadmControlPlane is refused naming its kind, and a v1 List (oc process
-// output) is converted as the VM it holds.
+// KubeadmControlPlaneTemplate is read (issue 20 item 6), a Tekton Pipeline
+// is refused naming its kind, and a v1 List (oc process output) is
+// converted as the VM it holds.
 func TestConvertStdinRecognition(t *testing.T) {
 	for _, tc := range []struct {
 		input, want string
@@ -93,7 +94,8 @@ func TestConvertStdinRecognition(t *testing.T) {
 	}{
 		{"#cloud-config\nhostname: web-1\n", "hostname: web-1", true},
 		{"@" + corpusFile("kubevirt/ug-templates-L136.yaml"), "hostname: rheltinyvm", true},
-		{"@" + corpusFile("capi/capd-e2e-ipv6-kcp-ipv6.yaml"), `<stdin>:4: kind: controlplane.cluster.x-k8s.io/v1beta2 KubeadmControlPlane`, false},
+		{"@" + corpusFile("capi/book-kubelet-config-L25.yaml"), "name: cloudinit-control-plane", true},
+		{"@" + corpusFile("kubevirt/kvio-2021-04-21-automated-windows-installation-with-tekton-pipelines-L279.yaml"), `<stdin>:3: kind: tekton.dev/v1beta1 Pipeline "windows-installer" is not an object vminit reads`, false},
 	} {
 		in := tc.input
 		if p, ok := strings.CutPrefix(in, "@"); ok {
