@@ -1,16 +1,20 @@
 // Package capi reads Cluster API's kubeadm bootstrap objects, KubeadmConfig
-// and KubeadmConfigTemplate (bootstrap.cluster.x-k8s.io v1beta2, and
-// v1beta1 converted by Cluster API's own conversion), decoded strictly with
-// sigs.k8s.io/cluster-api/api's types, and gives the machine what Cluster
-// API's kubeadm bootstrap provider would, minus its bugs:
+// and KubeadmConfigTemplate (bootstrap.cluster.x-k8s.io), and the
+// kubeadmConfigSpec of KubeadmControlPlane and KubeadmControlPlaneTemplate
+// (controlplane.cluster.x-k8s.io), v1beta2 and v1beta1 (converted by
+// Cluster API's own conversion), decoded strictly with
+// sigs.k8s.io/cluster-api/api's types, and gives one machine
+// (Options.Machine names it: identity.go) what Cluster API's kubeadm
+// bootstrap provider would, minus its bugs:
 //
 //   - files (content with encoding base64, gzip or gzip+base64, or
 //     contentFrom a Secret key), owners, permissions and append;
 //   - the kubeadm configuration where CAPI writes it
 //     (/run/kubeadm/kubeadm.yaml to init, /run/kubeadm/kubeadm-join-config.yaml
 //     to join; /etc/kubeadm.yml for Ignition), as kubeadm.k8s.io/v1beta4
-//     documents for Options.KubernetesVersion; init when the object has an
-//     init or cluster configuration, else join;
+//     documents for Options.KubernetesVersion (a KubeadmControlPlane's
+//     spec.version); init or join as CABPK and KCP decide (join.go), a
+//     join's discovery completed as CABPK completes it;
 //   - preKubeadmCommands, the kubeadm command and the sentinel file CAPI
 //     waits for (/run/cluster-api/bootstrap-success.complete), then
 //     postKubeadmCommands; bootCommands on every boot;
@@ -31,8 +35,9 @@
 // CAPI writes cloud-config with text templates and a "## template: jinja"
 // header: a user name, gecos or password containing YAML syntax breaks the
 // document, and "{{" in any file is evaluated by cloud-init's Jinja; vminit
-// writes YAML with a real encoder and no template header. Every difference
-// is listed in docs/platforms/capi.md.
+// writes YAML with a real encoder, and the Jinja header only for an object
+// that reads cloud-init's instance data with Jinja (jinja.go), whose texts
+// must then parse. Every difference is listed in docs/platforms/capi.md.
 package capi
 
 import (
