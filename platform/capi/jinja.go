@@ -24,7 +24,10 @@ const JinjaHeader = "## template: jinja\n"
 // level (local_hostname, instance_id…). Published templates write
 // {{ ds.meta_data.local_hostname }} and {{ local_hostname }} for the
 // machine's name in kubelet's node name.
-var instanceData = regexp.MustCompile(`\{[{%][-+]?[^}%]*?\b(ds|v1|v2|merged_cfg|sys_info|local_hostname|instance_id|cloud_name|cloud_id|cloud_platform|availability_zone|region|platform|subplatform|distro|distro_release|distro_version|kernel_release|machine|python_version|public_ssh_keys|system_platform|variant)\b`)
+//
+// The name must start the tag or follow a blank or an operator: Helm's
+// {{ .Values.region }} reads no instance data.
+var instanceData = regexp.MustCompile(`\{[{%][-+]?\s*(?:[^}%]*[\s(\[,=<>+*/~!-])?(ds|v1|v2|merged_cfg|sys_info|local_hostname|instance_id|cloud_name|cloud_id|cloud_platform|availability_zone|region|platform|subplatform|distro|distro_release|distro_version|kernel_release|machine|python_version|public_ssh_keys|system_platform|variant)\b`)
 
 // jinja finds the object's Jinja: when a string of its KubeadmConfig spec
 // reads cloud-init's instance data, the user data must keep CABPK's
@@ -57,7 +60,7 @@ func (c *conv) jinja() {
 	c.metaDataKeys(texts)
 	for _, t := range texts {
 		if line, col, msg := jinjaProblem(t[1]); msg != "" {
-			c.b.TextErrorf(t[0], line, col, "%s: the object reads cloud-init's instance data with Jinja, so its user data is one Jinja template (CABPK's \"## template: jinja\"), and cloud-init, unable to parse this text, would ignore all of it (CABPK delivers it so)", msg)
+			c.b.TextErrorf(t[0], line, col, "%s: %s reads cloud-init's instance data with Jinja, so its user data is one Jinja template (CABPK's \"## template: jinja\"), and cloud-init, unable to parse this text, would ignore all of it (CABPK delivers it so)", msg, c.what())
 		}
 	}
 }

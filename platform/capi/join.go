@@ -2,6 +2,7 @@ package capi
 
 import (
 	"cmp"
+	"fmt"
 	"regexp"
 	"slices"
 	"strings"
@@ -59,11 +60,11 @@ func (c *conv) initPath() string {
 func (c *conv) controlPlaneMachine() bool {
 	i := c.opts.PoolIndex
 	if i < 0 {
-		c.b.Errorf("metadata.name", "--pool-index %d: a KubeadmControlPlane's machines are numbered from 0 (the first, which inits the cluster)", i)
+		c.b.Errorf("metadata.name", "--pool-index %d: the machines of %s are numbered from 0 (the first, which KCP makes with the init configuration)", i, c.what())
 		return false
 	}
 	if r := c.src.replicas; r != nil && i >= int(*r) {
-		c.b.Errorf("spec.replicas", "the control plane has %d machines; there is no machine %d (--pool-index)", *r, i)
+		c.b.Errorf("spec.replicas", "%s has %d machines, which KCP numbers from 0; there is no machine %d (--pool-index)", c.what(), *r, i)
 		return false
 	}
 	if i == 0 {
@@ -116,7 +117,7 @@ func (c *conv) joinDefaults() bool {
 		missing = append(missing, "bootstrapToken.token (--bootstrap-token)")
 	}
 	if len(missing) > 0 {
-		c.b.Errorf(p, "the machine joins its cluster, and kubeadm join has no %s to find it with: CABPK fills bootstrap-token discovery itself from the Cluster (the endpoint from its spec.controlPlaneEndpoint, a token it creates in the workload cluster, the hashes of the cluster's CA), which vminit does not read; give them in the object or with the flags", strings.Join(missing, " and no "))
+		c.b.Errorf(p, "the machine of %s joins its cluster, and kubeadm join has no %s to find it with: CABPK fills bootstrap-token discovery itself from the Cluster (the endpoint from its spec.controlPlaneEndpoint, a token it creates in the workload cluster, the hashes of the cluster's CA), which vminit does not read; give them in the object or with the flags", c.what(), strings.Join(missing, " and no "))
 		return false
 	}
 	if len(bt.CACertHashes) == 0 && bt.UnsafeSkipCAVerification == nil {
@@ -125,4 +126,9 @@ func (c *conv) joinDefaults() bool {
 		c.b.Warnf(p+".bootstrapToken", "no caCertHashes (--ca-cert-hash sha256:HEX): unsafeSkipCAVerification, as CABPK sets it when it has no CA hash, so the machine trusts whatever answers at %s", bt.APIServerEndpoint)
 	}
 	return true
+}
+
+// what names the object for messages: KubeadmConfigTemplate "md-0".
+func (c *conv) what() string {
+	return fmt.Sprintf("%s %q", c.b.Doc.Kind, c.src.name)
 }

@@ -77,7 +77,7 @@ func TestControlPlaneKinds(t *testing.T) {
 				platformtest.Eq(t, "command", s.Commands[0].Shell, "kubeadm join --config "+capi.JoinConfigPath+" && echo success > "+capi.SentinelFile)
 			}},
 		{Name: "no such machine", Doc: kcp, Opts: with(discovery, func(o *platform.Options) { o.Machine = "cp-a"; o.PoolIndex = 3 }),
-			Errs: []string{"vm.yaml:6: spec.replicas: the control plane has 3 machines; there is no machine 3 (--pool-index)"}},
+			Errs: []string{`vm.yaml:6: spec.replicas: KubeadmControlPlane "cp" has 3 machines, which KCP numbers from 0; there is no machine 3 (--pool-index)`}},
 		{Name: "v1beta1 template", Doc: "apiVersion: controlplane.cluster.x-k8s.io/v1beta1\nkind: KubeadmControlPlaneTemplate\nmetadata: {name: cpt}\nspec:\n  template:\n    spec:\n      kubeadmConfigSpec:\n        initConfiguration:\n          nodeRegistration:\n            kubeletExtraArgs: {cloud-provider: external}\n        files: [{path: /etc/a, content: x, permissions: \"9\"}]\n",
 			Errs: []string{`vm.yaml:11: spec.template.spec.kubeadmConfigSpec.files[0].permissions: "9": want an octal mode`}},
 		{Name: "v1beta1 template, the first machine", Doc: "apiVersion: controlplane.cluster.x-k8s.io/v1beta1\nkind: KubeadmControlPlaneTemplate\nmetadata: {name: cpt}\nspec:\n  template:\n    spec:\n      kubeadmConfigSpec:\n        initConfiguration:\n          nodeRegistration:\n            kubeletExtraArgs: {cloud-provider: external}\n",
@@ -145,7 +145,7 @@ func TestJoin(t *testing.T) {
 				}
 			}},
 		{Name: "no discovery", Doc: kct("joinConfiguration: {nodeRegistration: {name: b}}\n"), Opts: platform.Options{Machine: "md-0-a"},
-			Errs: []string{"vm.yaml:8: spec.template.spec.joinConfiguration.discovery: the machine joins its cluster, and kubeadm join has no bootstrapToken.apiServerEndpoint (--control-plane-endpoint HOST:PORT) and no bootstrapToken.token (--bootstrap-token) to find it with: CABPK fills bootstrap-token discovery itself from the Cluster"}},
+			Errs: []string{"vm.yaml:8: spec.template.spec.joinConfiguration.discovery: the machine of KubeadmConfigTemplate \"md-0\" joins its cluster, and kubeadm join has no bootstrapToken.apiServerEndpoint (--control-plane-endpoint HOST:PORT) and no bootstrapToken.token (--bootstrap-token) to find it with: CABPK fills bootstrap-token discovery itself from the Cluster"}},
 		{Name: "no CA hash", Doc: kct("{}\n"), Opts: platform.Options{Machine: "md-0-a", BootstrapToken: "abcdef.0123456789abcdef", ControlPlaneEndpoint: "192.0.2.10:6443"},
 			Warns: []string{"spec.template.spec.joinConfiguration.discovery.bootstrapToken: no caCertHashes (--ca-cert-hash sha256:HEX): unsafeSkipCAVerification, as CABPK sets it"},
 			Check: func(t *testing.T, s *spec.Spec, _ *platform.Result) {
@@ -218,14 +218,14 @@ func TestJinja(t *testing.T) {
 					t.Errorf("the spec lacks the header:\n%s", r.Spec)
 				}
 			}},
-		{Name: "other braces stay literal", Doc: kct("joinConfiguration: {nodeRegistration: {name: b}}\nfiles: [{path: /etc/helm.tpl, content: \"{{ .Values.x }}\"}]\n"), Opts: m,
+		{Name: "other braces stay literal", Doc: kct("joinConfiguration: {nodeRegistration: {name: b}}\nfiles: [{path: /etc/helm.tpl, content: \"{{ .Values.region }} {{ x.platform }}\"}]\n"), Opts: m,
 			Check: func(t *testing.T, s *spec.Spec, _ *platform.Result) {
 				if s.CloudInit.UserDataOnly || strings.Contains(s.CloudInit.UserData, "jinja") {
 					t.Errorf("a header without instance data:\n%s", s.CloudInit.UserData)
 				}
 			}},
 		{Name: "a template that does not parse", Doc: kct("joinConfiguration:\n  nodeRegistration:\n    name: '{{ local_hostname }}'\nfiles:\n- path: /etc/helm.tpl\n  content: |\n    a: 1\n    b: {{ .Values.x }}\npostKubeadmCommands: [\"{% if v1.region %}echo x\"]\n"), Opts: m,
-			Errs: []string{`vm.yaml:15: spec.template.spec.files[0].content: column 14: {{ .Values.x }}: "." cannot start a Jinja expression: the object reads cloud-init's instance data with Jinja`,
+			Errs: []string{`vm.yaml:15: spec.template.spec.files[0].content: column 14: {{ .Values.x }}: "." cannot start a Jinja expression: KubeadmConfigTemplate "md-0" reads cloud-init's instance data with Jinja`,
 				"vm.yaml:16: spec.template.spec.postKubeadmCommands[0]: line 1, column 1 of its text: {% if %} is never closed by {% endif %}"}},
 		{Name: "Ignition has no Jinja", Doc: kct("format: ignition\njoinConfiguration: {nodeRegistration: {name: '{{ local_hostname }}'}}\n"), Opts: m,
 			Check: func(t *testing.T, s *spec.Spec, _ *platform.Result) {
