@@ -194,7 +194,7 @@ func TestMachine(t *testing.T) {
 				platformtest.Eq(t, "host name", s.Hostname, "w-config")
 			}},
 		{Name: "a machine name that is no host name", Doc: doc, Opts: with(discovery, func(o *platform.Options) { o.Machine = "MD_0" }),
-			Errs: []string{`metadata.name: "MD_0" is not a valid name`}},
+			Errs: []string{`vm.yaml:4: metadata.name: --machine "MD_0": "MD_0" is not a valid name`}},
 	})
 }
 
