@@ -137,7 +137,10 @@ func (c *conv) withJinjaHeader(res *platform.Result, object string) (*platform.R
 	s := &c.b.Instance.Spec
 	s.CloudInit.UserData = JinjaHeader + string(ud)
 	s.CloudInit.UserDataOnly = true
+	// What only the generated document carries is in ud now: the spec may
+	// not hold it beside userDataOnly.
 	s.Files, s.Users, s.Commands, s.BootCommands, s.Mounts, s.Units = nil, nil, nil, nil, nil, nil
+	s.CloudInit.NoDefaultUser = false
 	c.b.From("spec.cloudInit.userData", c.path)
 	out, err := c.b.Finish(object)
 	if err != nil {

@@ -203,13 +203,13 @@ func TestMachine(t *testing.T) {
 func TestJinja(t *testing.T) {
 	m := with(discovery, func(o *platform.Options) { o.Machine = "md-0-abcde" })
 	platformtest.Run(t, []platformtest.Case{
-		{Name: "the header kept", Doc: kct("joinConfiguration:\n  nodeRegistration:\n    name: '{{ ds.meta_data.local_hostname }}'\npreKubeadmCommands: [\"echo {{ v1.instance_id }}\"]\nfiles: [{path: /etc/a, content: \"{{ local_hostname }}\"}]\n"), Opts: m,
+		{Name: "the header kept", Doc: kct("joinConfiguration:\n  nodeRegistration:\n    name: '{{ ds.meta_data.local_hostname }}'\npreKubeadmCommands: [\"echo {{ v1.instance_id }}\"]\nfiles: [{path: /etc/a, content: \"{{ local_hostname }}\"}]\nusers: [{name: capv, sudo: \"ALL=(ALL) NOPASSWD:ALL\", sshAuthorizedKeys: [\"" + keyA + "\"]}]\nntp: {servers: [pool.ntp.org]}\n"), Opts: m,
 			Check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
 				ud := s.CloudInit.UserData
 				if !strings.HasPrefix(ud, capi.JinjaHeader+"#cloud-config\n") || !s.CloudInit.UserDataOnly {
 					t.Errorf("user data (only %v):\n%s", s.CloudInit.UserDataOnly, ud)
 				}
-				for _, want := range []string{"name: '{{ ds.meta_data.local_hostname }}'", "echo {{ v1.instance_id }}", "{{ local_hostname }}", "kubeadm join"} {
+				for _, want := range []string{"name: '{{ ds.meta_data.local_hostname }}'", "echo {{ v1.instance_id }}", "{{ local_hostname }}", "kubeadm join", "name: capv", "pool.ntp.org"} {
 					if !strings.Contains(ud, want) {
 						t.Errorf("user data lacks %q:\n%s", want, ud)
 					}
