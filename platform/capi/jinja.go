@@ -58,6 +58,7 @@ func (c *conv) jinja() {
 	}
 	c.templated = true
 	c.metaDataKeys(texts)
+	c.encodedFiles()
 	for _, t := range texts {
 		if line, col, msg := jinjaProblem(t[1]); msg != "" {
 			c.b.TextErrorf(t[0], line, col, "%s: %s reads cloud-init's instance data with Jinja, so its user data is one Jinja template (CABPK's \"## template: jinja\"), and cloud-init, unable to parse this text, would ignore all of it (CABPK delivers it so)", msg, c.what())
@@ -103,6 +104,25 @@ func (c *conv) metaDataKeys(texts [][2]string) {
 	}
 }
 
+// hasJinjaMarker reports whether text holds what Jinja reads as a tag.
+func hasJinjaMarker(text string) bool { return nextTag(text, 0) >= 0 }
+
+// encodedFiles refuses a file given encoded (base64, gzip) whose text has
+// Jinja markers: CABPK writes it encoded, out of Jinja's sight, and vminit
+// writes text as text, which the one Jinja template would evaluate.
+func (c *conv) encodedFiles() {
+	for i, f := range c.cs.Files {
+		if f.Encoding == "" {
+			continue
+		}
+		for _, sf := range c.b.Instance.Spec.Files {
+			if sf.Path == f.Path && sf.Content != nil && hasJinjaMarker(*sf.Content) {
+				c.b.Errorf(fmt.Sprintf("%s.files[%d].content", c.path, i), "decoded, its text holds {{, {%% or {#, which cloud-init's Jinja would evaluate in this object's user data (one Jinja template: %s reads cloud-init's instance data); CABPK writes the file %s, out of Jinja's sight, and vminit writes text as text, so it cannot deliver this file as CABPK does", c.what(), f.Encoding)
+			}
+		}
+	}
+}
+
 // walkStrings calls f with each string in v (decoded JSON) and its path,
 // as the object's fields are spelt: files[0].content.
 func walkStrings(v any, path string, f func(path, s string)) {
@@ -133,6 +153,11 @@ func (c *conv) withJinjaHeader(res *platform.Result, object string) (*platform.R
 	ud, err := cloudinit.UserData(res.Instance)
 	if err != nil {
 		return nil, err
+	}
+	// Each text parsed (jinja); this is the whole template, with what
+	// came from Secrets, as cloud-init parses it.
+	if line, col, msg := jinjaProblem(string(ud)); msg != "" {
+		return nil, spec.Errors{c.b.Doc.Error(c.path, fmt.Sprintf("the user data, one Jinja template since %s reads cloud-init's instance data, does not parse at its line %d, column %d: %s; cloud-init would ignore all of it", c.what(), line, col, msg))}
 	}
 	s := &c.b.Instance.Spec
 	s.CloudInit.UserData = JinjaHeader + string(ud)

@@ -1,6 +1,7 @@
 package capi_test
 
 import (
+	"encoding/base64"
 	"strings"
 	"testing"
 
@@ -233,5 +234,20 @@ func TestJinja(t *testing.T) {
 					t.Error("Ignition with user data")
 				}
 			}},
+	})
+}
+
+// TestJinjaWholeTemplate: with CABPK's header the whole user data is one
+// template: a Secret's content cloud-init's Jinja cannot parse is refused
+// (the user data's line named), and an encoded file whose text holds
+// Jinja markers, which CABPK keeps encoded, is refused naming its field.
+func TestJinjaWholeTemplate(t *testing.T) {
+	m := with(discovery, func(o *platform.Options) { o.Machine = "md-0-abcde" })
+	named := "joinConfiguration:\n  nodeRegistration:\n    name: '{{ local_hostname }}'\n"
+	platformtest.Run(t, []platformtest.Case{
+		{Name: "a Secret's text", Doc: strings.Replace(kct(named+"files: [{path: /etc/a, contentFrom: {secret: {name: s, key: k}}}]\n"), "metadata:\n  name: md-0\n", "metadata:\n  name: md-0\n  namespace: ns\n", 1) + "---\n" + secret("s", "k", "x: {% if %}\n"), Opts: m,
+			Errs: []string{`vm.yaml:8: spec.template.spec: the user data, one Jinja template since KubeadmConfigTemplate "md-0" reads cloud-init's instance data, does not parse at its line`}},
+		{Name: "an encoded file", Doc: kct(named + "files: [{path: /etc/helm.tpl, encoding: base64, content: " + base64.StdEncoding.EncodeToString([]byte("{{ .Values.x }}")) + "}]\n"), Opts: m,
+			Errs: []string{`vm.yaml:11: spec.template.spec.files[0].content: decoded, its text holds {{, {% or {#, which cloud-init's Jinja would evaluate`}},
 	})
 }
