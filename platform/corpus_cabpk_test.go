@@ -32,7 +32,6 @@ import (
 	"github.com/vminit/vminit/internal/testing/testtools"
 	"github.com/vminit/vminit/platform"
 	"github.com/vminit/vminit/platform/convert"
-	"github.com/vminit/vminit/spec"
 )
 
 // TestCorpusMatchesCABPK builds every Cluster API corpus object that
@@ -79,9 +78,6 @@ func TestCorpusMatchesCABPK(t *testing.T) {
 	cloudinittest.Run(t, cloudinittest.FinalConfig+cloudInitViewPy, in, &views)
 	for _, o := range objs {
 		t.Run(o.key, func(t *testing.T) {
-			if why := cabpkPending[o.key]; why != "" && o.join && o.inits() {
-				t.Skip(why)
-			}
 			if o.cs.Format == bootstrapv1.Ignition {
 				compareIgnition(t, o)
 				return
@@ -89,15 +85,6 @@ func TestCorpusMatchesCABPK(t *testing.T) {
 			compareCloudInit(t, o, views[o.key]["vminit"], views[o.key]["cabpk"])
 		})
 	}
-}
-
-// cabpkPending are the corpus objects another part of issue 20 item 6
-// makes match: skipped while vminit still inits them, where CABPK joins
-// (expect.txt notes it), compared once it joins.
-var cabpkPending = map[string]string{
-	"capa-cluster-template-ipv6.yaml#KubeadmConfigTemplate/corpus-md-0":  "CABPK joins a template's machines; vminit inits (issue 20 item 6, templates join)",
-	"capd-e2e-ipv6-md-ipv6.yaml":                                         "CABPK joins a template's machines; vminit inits (issue 20 item 6, templates join)",
-	"capd-example-simple-cluster-ipv6.yaml#KubeadmConfigTemplate/worker": "CABPK joins a template's machines; vminit inits (issue 20 item 6, templates join)",
 }
 
 // cabpkDifferences are what vminit delivers differently from CABPK on
@@ -139,7 +126,9 @@ func cabpkCorpusObjects(t *testing.T) []cabpkObject {
 		if data, err = clusterctlSubst(data, vars); err != nil {
 			t.Fatal(err)
 		}
-		rs, err := convert.Read(t.Context(), file, data, platform.Options{Object: object})
+		opts := capiCorpusOpts
+		opts.Object = object
+		rs, err := convert.Read(t.Context(), file, data, opts)
 		if err != nil || len(rs) != 1 {
 			t.Errorf("%s: expect.txt says it builds: %d results, %v", key, len(rs), err)
 			continue
@@ -248,11 +237,6 @@ const (
 // given as text (no encoding).
 func (o cabpkObject) plainFile(path string) bool {
 	return slices.ContainsFunc(o.cs.Files, func(f bootstrapv1.File) bool { return f.Path == path && f.Encoding == "" })
-}
-
-// inits reports whether vminit's build runs kubeadm init.
-func (o cabpkObject) inits() bool {
-	return slices.ContainsFunc(o.res.Instance.Spec.Files, func(f spec.File) bool { return f.Path == cabpkInitConfig })
 }
 
 func (o cabpkObject) verbosity() string {

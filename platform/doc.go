@@ -11,7 +11,7 @@
 //	platform/kubevirt  VirtualMachine, VirtualMachineInstance, VirtualMachinePool
 //	platform/virtlet   Pod (Virtlet's annotations, env and volume mounts)
 //	platform/ovirt     REST vm with initialization (XML or JSON)
-//	platform/capi      KubeadmConfig, KubeadmConfigTemplate
+//	platform/capi      KubeadmConfig, KubeadmConfigTemplate, KubeadmControlPlane(Template)
 //
 // and package platform/convert recognises an object by its apiVersion and
 // kind (or, for oVirt, its shape) and calls the right one.

@@ -54,8 +54,21 @@ type Options struct {
 	// is written for (CAPI takes it from the Machine); default
 	// capi.DefaultKubernetesVersion.
 	KubernetesVersion string
-	// PoolIndex picks the member of a KubeVirt VirtualMachinePool.
+	// PoolIndex picks the member of a KubeVirt VirtualMachinePool, the
+	// ordinal of a StatefulSet's pod, or the machine of a Cluster API
+	// KubeadmControlPlane (0, the first, inits the cluster; the others
+	// join it).
 	PoolIndex int
+	// Machine (--machine) names the machine a Cluster API bootstrap
+	// object is built for: its host name and instance id. CAPI builds a
+	// template's data per Machine and never names the host itself.
+	Machine string
+	// BootstrapToken, ControlPlaneEndpoint and CACertHashes are the
+	// discovery of a Cluster API machine that joins its cluster, where its
+	// object has none: what CABPK fills in from the Cluster.
+	BootstrapToken       string
+	ControlPlaneEndpoint string
+	CACertHashes         []string
 	// Name (--name) names a VM whose object does not: an oVirt start
 	// action's body has no name, the VM's is in the URL.
 	Name string

@@ -1,16 +1,20 @@
 // Package capi reads Cluster API's kubeadm bootstrap objects, KubeadmConfig
-// and KubeadmConfigTemplate (bootstrap.cluster.x-k8s.io v1beta2, and
-// v1beta1 converted by Cluster API's own conversion), decoded strictly with
-// sigs.k8s.io/cluster-api/api's types, and gives the machine what Cluster
-// API's kubeadm bootstrap provider would, minus its bugs:
+// and KubeadmConfigTemplate (bootstrap.cluster.x-k8s.io), and the
+// kubeadmConfigSpec of KubeadmControlPlane and KubeadmControlPlaneTemplate
+// (controlplane.cluster.x-k8s.io), v1beta2 and v1beta1 (converted by
+// Cluster API's own conversion), decoded strictly with
+// sigs.k8s.io/cluster-api/api's types, and gives one machine
+// (Options.Machine names it: identity.go) what Cluster API's kubeadm
+// bootstrap provider would, minus its bugs:
 //
 //   - files (content with encoding base64, gzip or gzip+base64, or
 //     contentFrom a Secret key), owners, permissions and append;
 //   - the kubeadm configuration where CAPI writes it
 //     (/run/kubeadm/kubeadm.yaml to init, /run/kubeadm/kubeadm-join-config.yaml
 //     to join; /etc/kubeadm.yml for Ignition), as kubeadm.k8s.io/v1beta4
-//     documents for Options.KubernetesVersion; init when the object has an
-//     init or cluster configuration, else join;
+//     documents for Options.KubernetesVersion (a KubeadmControlPlane's
+//     spec.version); init or join as CABPK and KCP decide (join.go), a
+//     join's discovery completed as CABPK completes it;
 //   - preKubeadmCommands, the kubeadm command and the sentinel file CAPI
 //     waits for (/run/cluster-api/bootstrap-success.complete), then
 //     postKubeadmCommands; bootCommands on every boot;
@@ -33,11 +37,13 @@
 // CAPI writes cloud-config with text templates and a "## template: jinja"
 // header: a user name, gecos or password containing YAML syntax breaks the
 // document, and "{{" in any file is evaluated by cloud-init's Jinja; vminit
-// writes YAML with a real encoder and no template header. Every difference
-// is listed in docs/platforms/capi.md.
+// writes YAML with a real encoder, and the Jinja header only for an object
+// that reads cloud-init's instance data with Jinja (jinja.go), whose texts
+// must then parse. Every difference is listed in docs/platforms/capi.md.
 package capi
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -49,8 +55,6 @@ import (
 	ign30 "github.com/coreos/ignition/v2/config/v3_0/types"
 	"github.com/google/uuid"
 	"gopkg.in/yaml.v3"
-	//lint:ignore SA1019 v1beta1 KubeadmConfigs are what many users still have; reading them is the point.
-	bootstrapv1beta1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta1"
 	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	kyaml "sigs.k8s.io/yaml"
 
@@ -74,70 +78,27 @@ const (
 	kubeadmAPIVersion  = "kubeadm.k8s.io/v1beta4"
 )
 
-// Recognizes reports whether apiVersion and kind are an object this
-// package reads.
-func Recognizes(apiVersion, kind string) bool {
-	switch apiVersion {
-	case "bootstrap.cluster.x-k8s.io/v1beta2", "bootstrap.cluster.x-k8s.io/v1beta1":
-		return kind == "KubeadmConfig" || kind == "KubeadmConfigTemplate"
-	}
-	return false
-}
-
-// Convert converts a KubeadmConfig or KubeadmConfigTemplate.
+// Convert converts a KubeadmConfig, KubeadmConfigTemplate,
+// KubeadmControlPlane or KubeadmControlPlaneTemplate: one machine's data
+// (identity.go names the machine, join.go decides whether it inits or
+// joins, jinja.go keeps CABPK's Jinja header when the object needs it).
 func Convert(ctx context.Context, doc *platform.Document, opts platform.Options) (*platform.Result, error) {
-	var cs bootstrapv1.KubeadmConfigSpec
-	var name, ns, path string
-	v1beta1 := doc.APIVersion == "bootstrap.cluster.x-k8s.io/v1beta1"
-	switch doc.Kind {
-	case "KubeadmConfig":
-		path = "spec"
-		if v1beta1 {
-			var c bootstrapv1beta1.KubeadmConfig
-			if err := doc.Decode(&c); err != nil {
-				return nil, err
-			}
-			if err := bootstrapv1beta1.Convert_v1beta1_KubeadmConfigSpec_To_v1beta2_KubeadmConfigSpec(&c.Spec, &cs, nil); err != nil {
-				return nil, spec.Errors{doc.Error("spec", err.Error())}
-			}
-			name, ns = c.Name, c.Namespace
-		} else {
-			var c bootstrapv1.KubeadmConfig
-			if err := doc.Decode(&c); err != nil {
-				return nil, err
-			}
-			cs, name, ns = c.Spec, c.Name, c.Namespace
-		}
-	case "KubeadmConfigTemplate":
-		path = "spec.template.spec"
-		if v1beta1 {
-			var c bootstrapv1beta1.KubeadmConfigTemplate
-			if err := doc.Decode(&c); err != nil {
-				return nil, err
-			}
-			if err := bootstrapv1beta1.Convert_v1beta1_KubeadmConfigSpec_To_v1beta2_KubeadmConfigSpec(&c.Spec.Template.Spec, &cs, nil); err != nil {
-				return nil, spec.Errors{doc.Error(path, err.Error())}
-			}
-			name, ns = c.Name, c.Namespace
-		} else {
-			var c bootstrapv1.KubeadmConfigTemplate
-			if err := doc.Decode(&c); err != nil {
-				return nil, err
-			}
-			cs, name, ns = c.Spec.Template.Spec, c.Name, c.Namespace
-		}
-	default:
-		return nil, fmt.Errorf("%w: %s %s", platform.ErrUnknownKind, doc.APIVersion, doc.Kind)
+	src, err := read(doc)
+	if err != nil {
+		return nil, err
 	}
-	if name == "" {
-		return nil, spec.Errors{doc.Error("metadata.name", "required")}
-	}
-	ns = opts.NamespaceOf(ns)
-	b := platform.NewBuilder(doc, name)
-	b.From("metadata.name", "metadata.name")
-	c := &conv{ctx: ctx, b: b, ns: ns, opts: opts, cs: &cs, path: path}
+	ns := opts.NamespaceOf(src.ns)
+	b := platform.NewBuilder(doc, src.name)
+	c := &conv{ctx: ctx, b: b, ns: ns, opts: opts, src: src, cs: &src.spec, path: src.path}
+	c.identity()
 	c.convert()
-	return b.Finish(fmt.Sprintf("Cluster API %s %s/%s", doc.Kind, ns, name))
+	c.jinja()
+	object := fmt.Sprintf("Cluster API %s %s/%s", doc.Kind, ns, src.name)
+	res, err := b.Finish(object)
+	if err != nil || !c.templated {
+		return res, err
+	}
+	return c.withJinjaHeader(res, object)
 }
 
 type conv struct {
@@ -145,10 +106,13 @@ type conv struct {
 	b        *platform.Builder
 	ns       string
 	opts     platform.Options
+	src      *source
 	cs       *bootstrapv1.KubeadmConfigSpec
 	path     string
 	ignition bool
-	userDoc  map[string]any // cloud-config keys the spec has no field for
+	// templated: the user data is CABPK's Jinja template (jinja.go).
+	templated bool
+	userDoc   map[string]any // cloud-config keys the spec has no field for
 }
 
 func (c *conv) convert() {
@@ -309,12 +273,8 @@ func decode(data []byte, enc bootstrapv1.Encoding) ([]byte, error) {
 func (c *conv) kubeadm() {
 	cs := c.cs
 	s := &c.b.Instance.Spec
-	version := cmpOr(c.opts.KubernetesVersion, DefaultKubernetesVersion)
-	initMode := !isZero(cs.InitConfiguration) || !isZero(cs.ClusterConfiguration)
-	join := !isZero(cs.JoinConfiguration)
-	if initMode && join {
-		c.b.Warnf(c.path+".joinConfiguration", "not used: the object also has an init configuration, which the first control-plane machine uses (the others join with this one)")
-	}
+	version := cmp.Or(c.opts.KubernetesVersion, c.src.version, DefaultKubernetesVersion)
+	initMode := c.initializes()
 	var docs []map[string]any
 	var cmd, cfgPath string
 	verbosity := ""
@@ -332,13 +292,13 @@ func (c *conv) kubeadm() {
 		docs = []map[string]any{cc, ic}
 		cfgPath = InitConfigPath
 		cmd = "kubeadm init --config " + InitConfigPath + verbosity
-	case join:
+	default:
+		if !c.joinDefaults() {
+			return
+		}
 		docs = []map[string]any{c.kubeadmDoc(cs.JoinConfiguration, "JoinConfiguration", c.path+".joinConfiguration")}
 		cfgPath = JoinConfigPath
 		cmd = "kubeadm join --config " + JoinConfigPath + verbosity
-	default:
-		c.b.Errorf(c.path, "no initConfiguration, clusterConfiguration or joinConfiguration: the machine would not know how to join a cluster")
-		return
 	}
 	if c.ignition {
 		cfgPath = IgnitionConfigPath

@@ -156,8 +156,8 @@ func TestKubeadm(t *testing.T) {
 			}},
 		{Name: "init and join", Doc: strings.Replace(initCfg, "  verbosity: 5\n", "  joinConfiguration: {nodeRegistration: {name: x}}\n", 1),
 			Warns: []string{"spec.joinConfiguration: not used: the object also has an init configuration"}},
-		{Name: "neither", Doc: "apiVersion: bootstrap.cluster.x-k8s.io/v1beta2\nkind: KubeadmConfig\nmetadata: {name: x}\nspec: {files: [{path: /a, content: b}]}\n",
-			Errs: []string{"vm.yaml:4: spec: no initConfiguration, clusterConfiguration or joinConfiguration"}},
+		{Name: "neither: a join, which needs discovery", Doc: "apiVersion: bootstrap.cluster.x-k8s.io/v1beta2\nkind: KubeadmConfig\nmetadata: {name: x}\nspec: {files: [{path: /a, content: b}]}\n",
+			Errs: []string{"vm.yaml:4: spec.joinConfiguration.discovery: the machine of KubeadmConfig \"x\" joins its cluster, and kubeadm join has no bootstrapToken.apiServerEndpoint"}},
 		{Name: "Ignition: /etc/kubeadm.yml, the sentinel's directory made", Doc: kc(ign + "preKubeadmCommands: [echo pre]\npostKubeadmCommands: [echo post]\n"),
 			Check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
 				platformtest.Eq(t, "agent", s.Agent, spec.AgentIgnition)
@@ -548,7 +548,7 @@ spec:
       kubeletExtraArgs: {cloud-provider: external}
   useExperimentalRetryJoin: false
   postKubeadmCommands: [echo post]
-`,
+`, Opts: discovery,
 			Check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
 				cfg := fileMap(s)[capi.JoinConfigPath]
 				if !strings.Contains(cfg, "- name: cloud-provider\n    value: external") {
@@ -557,6 +557,7 @@ spec:
 				platformtest.Eq(t, "last command", s.Commands[len(s.Commands)-1].Shell, "echo post")
 			}},
 		{Name: "v1beta1 template", Doc: "apiVersion: bootstrap.cluster.x-k8s.io/v1beta1\nkind: KubeadmConfigTemplate\nmetadata: {name: t}\nspec:\n  template:\n    spec:\n      joinConfiguration: {nodeRegistration: {name: node-1}}\n",
+			Opts: with(discovery, func(o *platform.Options) { o.Machine = "t-1" }),
 			Check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
 				platformtest.Eq(t, "object", r.Object, "Cluster API KubeadmConfigTemplate default/t")
 			}},

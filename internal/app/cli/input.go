@@ -40,6 +40,11 @@ type inputFlags struct {
 	poolIndex         int
 	name              string
 	object            string
+	// Cluster API: the machine built and its join discovery.
+	machine              string
+	bootstrapToken       string
+	controlPlaneEndpoint string
+	caCertHashes         []string
 }
 
 func (f *inputFlags) register(cmd *cobra.Command) {
@@ -63,7 +68,11 @@ func (f *inputFlags) registerFiles(cmd *cobra.Command) {
 	fl.StringArrayVar(&f.objects, "objects", nil, "a YAML file of Secrets and ConfigMaps that platform objects refer to (repeatable)")
 	fl.StringVar(&f.passwordSalt, "password-salt", "", "oVirt: hash root_password with SHA-512 crypt and this salt (1-16 of [./A-Za-z0-9]), reproducibly")
 	fl.StringVar(&f.kubernetesVersion, "kubernetes-version", "", "Cluster API: the Kubernetes version the kubeadm configuration is for (default "+capi.DefaultKubernetesVersion+")")
-	fl.IntVar(&f.poolIndex, "pool-index", 0, "KubeVirt VirtualMachinePool: which member to build; a StatefulSet of Virtlet pods: which ordinal")
+	fl.IntVar(&f.poolIndex, "pool-index", 0, "KubeVirt VirtualMachinePool: which member to build; a StatefulSet of Virtlet pods: which ordinal; a Cluster API KubeadmControlPlane: which machine (0 inits the cluster, the others join it)")
+	fl.StringVar(&f.machine, "machine", "", "Cluster API: the name of the machine to build (its host name and instance id); a template's machines each need their own")
+	fl.StringVar(&f.bootstrapToken, "bootstrap-token", "", "Cluster API: the kubeadm bootstrap token a joining machine uses when its object has none (CABPK creates one)")
+	fl.StringVar(&f.controlPlaneEndpoint, "control-plane-endpoint", "", "Cluster API: HOST:PORT of the cluster's API server a joining machine discovers it at, when its object has none (CABPK takes the Cluster's)")
+	fl.StringArrayVar(&f.caCertHashes, "ca-cert-hash", nil, "Cluster API: sha256:HEX of the cluster CA's public key, for a joining machine whose object has none (repeatable; CABPK takes the Cluster's CA)")
 	fl.StringVar(&f.name, "name", "", "the instance name when the input gives none (an oVirt start action, whose VM is named in the URL; a cloud-config without hostname)")
 	fl.StringVar(&f.object, "object", "", "the object to use when the files hold several VMs: NAME or KIND/NAME (validate without it checks every one)")
 }
@@ -168,6 +177,7 @@ func (f *inputFlags) load(cmd *cobra.Command, paths []string) ([]*specInput, err
 		return out, nil
 	}
 	opts := platform.Options{Namespace: f.namespace, PasswordSalt: f.passwordSalt, KubernetesVersion: f.kubernetesVersion, PoolIndex: f.poolIndex, Name: f.name, Object: f.object,
+		Machine: f.machine, BootstrapToken: f.bootstrapToken, ControlPlaneEndpoint: f.controlPlaneEndpoint, CACertHashes: f.caCertHashes,
 		// A namespace chosen (-n, or the cluster's) is the only one read
 		// from: an object may not point the command at another's Secrets.
 		Confined: f.namespace != "" || f.kubeconfig != ""}

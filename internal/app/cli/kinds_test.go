@@ -61,7 +61,7 @@ func TestRecognition(t *testing.T) {
 		{[]string{"build", corpusFile("kubevirt/kubevirt-v0.20.0-vm-template-fedora.yaml"), "-o", out}, []string{"kubevirt-v0.20.0-vm-template-fedora.yaml:4: kind: v1 Template is an OpenShift Template", "oc process"}},
 		{[]string{"build", corpusFile("kubevirt/ug-host-devices-L143.yaml"), "-o", out}, []string{"ug-host-devices-L143.yaml:2: apiVersion: required"}},
 		{[]string{"validate", corpusFile("kubevirt/ug-vm-templates-L173.yaml")}, []string{`kind: template.kubevirt.io/v1beta1 VirtualMachineTemplate "fedora-template" is not an object vminit reads`}},
-		{[]string{"convert", "--to", "spec", corpusFile("capi/capd-e2e-ipv6-kcp-ipv6.yaml")}, []string{"capd-e2e-ipv6-kcp-ipv6.yaml:4: kind: controlplane.cluster.x-k8s.io/v1beta2 KubeadmControlPlane", "is not an object vminit reads"}},
+		{[]string{"convert", "--to", "spec", corpusFile("kubevirt/kvio-2021-04-21-automated-windows-installation-with-tekton-pipelines-L279.yaml")}, []string{"kvio-2021-04-21-automated-windows-installation-with-tekton-pipelines-L279.yaml:3: kind: tekton.dev/v1beta1 Pipeline", "is not an object vminit reads"}},
 		{[]string{"convert", "--to", "spec", corpusFile("virtlet/virtlet-docs-design-proposals-fast-persistent-rootfs-L45.yaml")}, []string{"not valid YAML"}},
 	} {
 		code, stdout, stderr := run(t, tc.args...)
@@ -84,8 +84,9 @@ func TestRecognition(t *testing.T) {
 
 // TestConvertStdinRecognition: convert - reads standard input once and
 // decides as for a file: cloud-init user data is converted, a published
-// KubeadmControlPlane is refused naming its kind, and a v1 List (oc process
-// output) is converted as the VM it holds.
+// KubeadmControlPlaneTemplate is read (issue 20 item 6), a Tekton Pipeline
+// is refused naming its kind, and a v1 List (oc process output) is
+// converted as the VM it holds.
 func TestConvertStdinRecognition(t *testing.T) {
 	for _, tc := range []struct {
 		input, want string
@@ -93,7 +94,8 @@ func TestConvertStdinRecognition(t *testing.T) {
 	}{
 		{"#cloud-config\nhostname: web-1\n", "hostname: web-1", true},
 		{"@" + corpusFile("kubevirt/ug-templates-L136.yaml"), "hostname: rheltinyvm", true},
-		{"@" + corpusFile("capi/capd-e2e-ipv6-kcp-ipv6.yaml"), `<stdin>:4: kind: controlplane.cluster.x-k8s.io/v1beta2 KubeadmControlPlane`, false},
+		{"@" + corpusFile("capi/book-kubelet-config-L25.yaml"), "name: cloudinit-control-plane", true},
+		{"@" + corpusFile("kubevirt/kvio-2021-04-21-automated-windows-installation-with-tekton-pipelines-L279.yaml"), `<stdin>:3: kind: tekton.dev/v1beta1 Pipeline "windows-installer" is not an object vminit reads`, false},
 	} {
 		in := tc.input
 		if p, ok := strings.CutPrefix(in, "@"); ok {
