@@ -167,7 +167,9 @@ func Convert(_ context.Context, doc *platform.Document, opts platform.Options) (
 // unsupportedWindows is the refusal of a body the engine would give
 // sysprep rather than cloud-init or Ignition.
 func unsupportedWindows(doc *platform.Document, field, msg string) error {
-	return spec.Errors{{File: doc.File, Line: doc.LineOf(field), Field: field, Message: msg, Cause: platform.ErrUnsupported}}
+	e := doc.Error(field, msg)
+	e.Cause = platform.ErrUnsupported
+	return spec.Errors{e}
 }
 
 // windowsAccount refuses, as unsupported, a body without an OS type whose

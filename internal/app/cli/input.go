@@ -263,8 +263,12 @@ func (f *inputFlags) loadSpec(path, name string, data []byte) (*specInput, error
 }
 
 // locate gives problems found after loading (by a renderer or a check)
-// the input's name and, for a spec whose field has one, its line.
+// the input's name and, for a spec whose field has one, its line; for a
+// platform object, the object's field they came from, its line and the
+// object (platform.Result.Locate).
 func (in *specInput) locate(es spec.Errors) spec.Errors {
+	// A platform object's instance: the object's field, line and name.
+	es = in.result.Locate(es)
 	var pos *spec.Positions
 	for _, e := range es {
 		if e.File != "" {
