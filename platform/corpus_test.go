@@ -24,7 +24,8 @@ package platform_test
 //	go test ./platform -run Corpus -update-corpus
 //
 // rewrites the outcomes of expect.txt keeping each line's annotation (a new
-// refusal gets "-- issue20: TODO", which fails until it is categorised).
+// refusal gets "-- issue20: TODO", which fails until it is categorised),
+// and the count docs/platforms/PLATFORM.md states (checkDocCount).
 
 import (
 	"flag"
@@ -32,6 +33,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -340,6 +342,7 @@ func runCorpus(t *testing.T, p corpusPlatform) {
 		}
 	}
 	t.Log(sum.String())
+	checkDocCount(t, p.Dir, counts["builds"], len(files))
 
 	if *updateCorpus {
 		var b strings.Builder
@@ -449,5 +452,39 @@ func checkRefusalNames(t *testing.T, dir string, o corpusOutcome, seen map[strin
 	}
 	for _, s := range short {
 		t.Errorf("%s: a refusal must name the object, a line and a field: %s", o.Key, s)
+	}
+}
+
+// docCountRE is the sentence of docs/platforms/PLATFORM.md's Corpus
+// section that states how many of the corpus files build: "**N of the M
+// files build**".
+var docCountRE = regexp.MustCompile(`\*\*(\d+) of the (\d+) files build\*\*`)
+
+// checkDocCount compares the count docs/platforms/DIR.md states with the
+// corpus's (or, with -update-corpus, writes it), so that it never goes
+// stale.
+func checkDocCount(t *testing.T, dir string, builds, files int) {
+	t.Helper()
+	path := filepath.Join("..", "docs", "platforms", dir+".md")
+	doc, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := docCountRE.FindAllSubmatchIndex(doc, -1)
+	if len(ms) != 1 {
+		t.Errorf("%s: want one sentence stating \"**N of the M files build**\" in its Corpus section, found %d", path, len(ms))
+		return
+	}
+	m := ms[0]
+	want := fmt.Sprintf("**%d of the %d files build**", builds, files)
+	if got := string(doc[m[0]:m[1]]); got != want {
+		if !*updateCorpus {
+			t.Errorf("%s says %s; the corpus: %s (go test ./platform -run Corpus -update-corpus rewrites it)", path, got, want)
+			return
+		}
+		out := append(append(append([]byte{}, doc[:m[0]]...), want...), doc[m[1]:]...)
+		if err := os.WriteFile(path, out, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
