@@ -28,6 +28,7 @@ package platform_test
 // and the count docs/platforms/PLATFORM.md states (checkDocCount).
 
 import (
+	"bytes"
 	"flag"
 	"fmt"
 	"maps"
@@ -38,9 +39,11 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/vminit/vminit/check"
+	"github.com/vminit/vminit/media"
 	"github.com/vminit/vminit/platform"
 	"github.com/vminit/vminit/platform/convert"
 	"github.com/vminit/vminit/spec"
@@ -126,6 +129,10 @@ type corpusOutcome struct {
 	// Cause is the refusal's error; nil for a refusal of the whole file
 	// (several VMs), which is no object's.
 	Cause error
+	// RoundTrip is, for an object that builds, how building the spec
+	// `convert --to spec` prints differs from building the object ("":
+	// the same bytes).
+	RoundTrip string
 }
 
 // buildOutcomes reads data (named name) as `vminit build FILE` does: the
@@ -186,7 +193,47 @@ func checkResult(r *platform.Result) corpusOutcome {
 	if agent == "" {
 		agent = spec.AgentCloudInit
 	}
-	return corpusOutcome{Verdict: "builds", Detail: agent + "/" + string(tg.DatasourceFor(r.Instance))}
+	o := corpusOutcome{Verdict: "builds", Detail: agent + "/" + string(tg.DatasourceFor(r.Instance))}
+	o.RoundTrip = roundTrip(r, tg, rep)
+	return o
+}
+
+// roundTrip builds the spec `vminit convert --to spec` prints (r.Spec) as
+// `vminit build SPEC` does, and reports how its output differs from the
+// object's (rep: its check, which build writes), or "" when the bytes are
+// the same: a cloud-init seed written as an ISO image, or the Ignition
+// config.
+func roundTrip(r *platform.Result, tg check.Target, rep *check.Report) string {
+	inst, err := spec.Loader{}.Parse(r.Spec, ".")
+	if err != nil {
+		return "the spec does not load: " + err.Error()
+	}
+	back := check.Instance(inst, tg)
+	if !back.OK() {
+		return "the spec does not build: " + back.Errors.Error()
+	}
+	a, err := buildBytes(rep)
+	if err != nil {
+		return "the object: " + err.Error()
+	}
+	b, err := buildBytes(back)
+	switch {
+	case err != nil:
+		return "the spec: " + err.Error()
+	case !bytes.Equal(a, b):
+		return fmt.Sprintf("building the object and its spec differ (%d and %d bytes)", len(a), len(b))
+	}
+	return ""
+}
+
+// buildBytes is what build writes for a checked instance.
+func buildBytes(rep *check.Report) ([]byte, error) {
+	if rep.Ignition != nil {
+		return rep.Ignition.Config, nil
+	}
+	var buf bytes.Buffer
+	err := media.Write(&buf, rep.Seed, media.ISO9660, media.Options{ModTime: time.Unix(1700000000, 0).UTC()})
+	return buf.Bytes(), err
 }
 
 // refusal is the outcome of err: its first problem, without file and line
@@ -301,6 +348,7 @@ func runCorpus(t *testing.T, p corpusPlatform) {
 		for _, o := range outs {
 			keys = append(keys, o.Key)
 			checkRefusalNames(t, p.Dir, o, seenExceptions)
+			checkRoundTrip(t, p.Dir, o, seenExceptions)
 			l := expectOutcome(t, want, o)
 			if o.Key == n {
 				counts[l.Verdict]++
@@ -325,6 +373,11 @@ func runCorpus(t *testing.T, p corpusPlatform) {
 	for _, k := range slices.Sorted(maps.Keys(messageExceptions)) {
 		if d, _, _ := strings.Cut(k, "/"); d == p.Dir && !seenExceptions[k] {
 			t.Errorf("messageExceptions[%q]: its refusal now names the object, a line and a field (or it is refused no more): remove the exception", k)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(roundTripExceptions)) {
+		if d, _, _ := strings.Cut(k, "/"); d == p.Dir && !seenExceptions["roundtrip:"+k] {
+			t.Errorf("roundTripExceptions[%q]: its spec now builds the same bytes (or it builds no more): remove the exception", k)
 		}
 	}
 
@@ -487,4 +540,28 @@ func checkDocCount(t *testing.T, dir string, builds, files int) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// roundTripExceptions are the objects, DIR/KEY, whose spec (`convert --to
+// spec`) does not build the object's bytes, each with the issue item that
+// fixes it. An exception that passes is an error: the list only shrinks.
+var roundTripExceptions = map[string]string{}
+
+// checkRoundTrip checks that the spec `vminit convert --to spec` prints for
+// an object that builds, built, gives the same bytes as the object (issue
+// 20: "convert --to spec then build still gives the same bytes").
+func checkRoundTrip(t *testing.T, dir string, o corpusOutcome, seen map[string]bool) {
+	t.Helper()
+	if o.RoundTrip == "" {
+		return
+	}
+	key := dir + "/" + o.Key
+	if why, ok := roundTripExceptions[key]; ok {
+		seen["roundtrip:"+key] = true
+		if !strings.HasPrefix(why, "issue20: ") {
+			t.Errorf("roundTripExceptions[%q]: want a reason starting \"issue20: ITEM\", have %q", key, why)
+		}
+		return
+	}
+	t.Errorf("%s: convert --to spec, then build: %s", o.Key, o.RoundTrip)
 }
