@@ -102,6 +102,10 @@ type Result struct {
 	// Warnings are differences from the platform the user should know of
 	// (a limit the platform would enforce, a field with no effect).
 	Warnings []string
+	// Key is the object as --object picks it (KIND/NAME: a workload's, for
+	// the pod it holds) and Where its place ("vm.yaml:3"), when
+	// convert.Documents read it from a file of several.
+	Key, Where string
 
 	// builder, when the Result came from Builder.Finish, places problems
 	// found in Instance later (Locate).

@@ -105,6 +105,10 @@ func (f *inputFlags) loadOne(cmd *cobra.Command, paths []string) (*specInput, er
 	names := make([]string, len(all))
 	for i, in := range all {
 		names[i] = in.name
+		if r := in.result; r != nil && r.Key != "" {
+			// What --object takes, and where the object is.
+			names[i] = r.Key + " at " + r.Where
+		}
 	}
 	return nil, usagef("%s: %d VMs (%s); this command makes one: pick it with --object NAME or KIND/NAME", strings.Join(paths, ", "), len(all), strings.Join(names, "; "))
 }
@@ -189,9 +193,15 @@ func (f *inputFlags) load(cmd *cobra.Command, paths []string) ([]*specInput, err
 	if err != nil {
 		return nil, err
 	}
+	warned := map[string]bool{}
 	for _, r := range results {
 		for _, w := range r.Warnings {
-			fmt.Fprintf(cmd.ErrOrStderr(), "vminit: warning: %s\n", w)
+			// Once: each VM of a file carries the notes of the documents
+			// skipped beside it.
+			if !warned[w] {
+				warned[w] = true
+				fmt.Fprintf(cmd.ErrOrStderr(), "vminit: warning: %s\n", w)
+			}
 		}
 		out = append(out, &specInput{inst: r.Instance, name: r.Object, result: r})
 	}
