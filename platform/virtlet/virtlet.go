@@ -139,7 +139,7 @@ func withBehaviour(err error, what string) error { return fmt.Errorf("%w (%s)", 
 func Convert(ctx context.Context, doc *platform.Document, opts platform.Options) (*platform.Result, error) {
 	var pod corev1.Pod
 	if err := doc.Decode(&pod); err != nil {
-		return nil, err
+		return nil, decodeError(err)
 	}
 	if pod.Name == "" {
 		return nil, spec.Errors{doc.Error("metadata.name", "required: "+apiRefuses)}
@@ -189,6 +189,18 @@ func Convert(ctx context.Context, doc *platform.Document, opts platform.Options)
 		c.userData(overwrite, mountLines)
 	}
 	return b.Finish(fmt.Sprintf("Virtlet Pod %s/%s", ns, pod.Name))
+}
+
+// decodeError says, of each problem strict decoding finds in a pod (an
+// unknown or duplicated field, a value of the wrong type), that the API
+// server refuses it too: kubectl's default strict field validation.
+func decodeError(err error) error {
+	for _, e := range spec.AsErrors(err) {
+		if e.Message == "unknown field" || e.Message == "given twice" || strings.HasPrefix(e.Message, "want ") || strings.HasPrefix(e.Message, "wrong type") {
+			e.Message += " (" + apiRefuses + ": kubectl's strict field validation)"
+		}
+	}
+	return err
 }
 
 // known are the annotations vminit reads for the guest's first boot.
@@ -292,7 +304,7 @@ func (c *conv) metaData() {
 			}
 			c.b.From("spec.hostname", p)
 		case "public-keys", "public_keys":
-			c.b.Errorf(p, "%s: give SSH keys with %s or %s", k, AnnotationSSHKeys, AnnotationSSHKeySource)
+			c.b.Errorf(p, "%s: give SSH keys with %s or %s (Virtlet writes this meta-data key over theirs)", k, AnnotationSSHKeys, AnnotationSSHKeySource)
 		default:
 			if s.CloudInit.MetaData == nil {
 				s.CloudInit.MetaData = map[string]any{}

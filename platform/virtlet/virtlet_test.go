@@ -96,7 +96,7 @@ func TestIdentityAndMetaData(t *testing.T) {
 				platformtest.Eq(t, "metaData", s.CloudInit.MetaData, map[string]any{"availability-zone": "z1", "tags": []any{"a"}})
 			}},
 		{Name: "meta-data keys", Doc: pod("VirtletCloudInitMetaData: |\n  instance-id: 12\n  public-keys: [x]\n", "", ""),
-			Errs: []string{`metadata.annotations["VirtletCloudInitMetaData"]: instance-id: want a string`, "public-keys: give SSH keys with VirtletSSHKeys or VirtletSSHKeySource"}},
+			Errs: []string{`metadata.annotations["VirtletCloudInitMetaData"]: instance-id: want a string`, "public-keys: give SSH keys with VirtletSSHKeys or VirtletSSHKeySource (Virtlet writes this meta-data key over theirs)"}},
 		{Name: "meta-data not a mapping", Doc: pod("VirtletCloudInitMetaData: \"[a\"\n", "", ""),
 			Errs: []string{`metadata.annotations["VirtletCloudInitMetaData"]: not a YAML mapping`}},
 		{Name: "unknown annotation and flag values", Doc: pod("VirtletSSHKeysSource: secret/x\nVirtletForceDHCPNetworkConfig: \"yes\"\nVirtletCloudInitUserDataOverwrite: \"1\"\n", "", ""),
