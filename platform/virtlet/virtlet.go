@@ -407,7 +407,7 @@ func (c *conv) env(ct *corev1.Container) {
 			}
 		}
 		if strings.ContainsAny(v, "\n\x00") {
-			c.b.Errorf(p, "the value has a newline or NUL, which an environment file cannot hold")
+			c.b.Errorf(p, "the value has a newline or NUL, which an environment file cannot hold (Virtlet writes it unquoted: its next line becomes a line of the file of its own)")
 			continue
 		}
 		fmt.Fprintf(&sb, "%s=%s\n", e.Name, quoteEnv(v))
@@ -448,7 +448,7 @@ func (c *conv) addFile(p string, mode uint32, data []byte, from string) {
 	s := &c.b.Instance.Spec
 	for _, f := range s.Files {
 		if f.Path == p {
-			c.b.Errorf(from, "writes %s, which is already written", p)
+			c.b.Errorf(from, "writes %s, which is already written (Virtlet writes both; cloud-init keeps the last)", p)
 			return
 		}
 	}
@@ -517,7 +517,7 @@ func (c *conv) volumes(ct *corev1.Container) []string {
 				dev += "1"
 			case "raw", "ceph":
 			default:
-				c.b.Errorf(vp+".flexVolume.options.type", "%q: Virtlet's flexvolumes are qcow2, raw or ceph", t)
+				c.b.Errorf(vp+".flexVolume.options.type", "%q: Virtlet's flexvolumes are qcow2, raw or ceph (%s)", t, virtletRefuses)
 				continue
 			}
 			if s := &c.b.Instance.Spec; !c.only {
