@@ -115,6 +115,34 @@ type Result struct {
 	// Warnings are differences from the platform the user should know of
 	// (a limit the platform would enforce, a field with no effect).
 	Warnings []string
+	// Key is the object as --object picks it (KIND/NAME: a workload's, for
+	// the pod it holds) and Where its place ("vm.yaml:3"), when
+	// convert.Documents read it from a file of several.
+	Key, Where string
+
+	// builder, when the Result came from Builder.Finish, places problems
+	// found in Instance later (Locate).
+	builder *Builder
+}
+
+// Locate names, for each problem found in Instance after the conversion
+// (by a check or a renderer: those name vminit's spec fields and no file),
+// the object's field it came from, its line and the object, as the
+// conversion names its own problems. Problems already placed in a file
+// are kept.
+func (r *Result) Locate(es spec.Errors) spec.Errors {
+	if r == nil || r.builder == nil {
+		return es
+	}
+	out := make(spec.Errors, len(es))
+	for i, e := range es {
+		out[i] = e
+		if e.File == "" && e.Line == 0 {
+			out[i] = r.builder.translate(e)
+			out[i].Cause = e.Cause
+		}
+	}
+	return out
 }
 
 // Builder accumulates a conversion: the instance, the problems found
@@ -148,6 +176,11 @@ func (b *Builder) Errorf(path, format string, args ...any) {
 // becomes a message for path that errors.Is still matches.
 func (b *Builder) Err(path string, err error) {
 	if es := spec.AsErrors(err); es != nil {
+		for _, e := range es {
+			if e.Object == "" {
+				e.Object = b.Doc.Object()
+			}
+		}
 		b.errs = append(b.errs, es...)
 		return
 	}
@@ -180,7 +213,9 @@ func (b *Builder) textProblem(path string, line, col int, msg string) *spec.Fiel
 		fl = b.Doc.LineOf(path)
 		msg = fmt.Sprintf("line %d, column %d of its text: %s", line, col, msg)
 	}
-	return &spec.FieldError{File: b.Doc.File, Line: fl, Field: path, Message: msg}
+	e := b.Doc.Error(path, msg)
+	e.Line = fl
+	return e
 }
 
 // Warnf records a warning about the object's field at path.
@@ -220,7 +255,7 @@ func (b *Builder) Finish(object string) (*Result, error) {
 		}
 		return nil, out
 	}
-	return &Result{Object: object, Instance: inst, Spec: doc, Warnings: b.Warnings}, nil
+	return &Result{Object: object, Instance: inst, Spec: doc, Warnings: b.Warnings, builder: b}, nil
 }
 
 // translate names the object's field for a problem the spec's validation

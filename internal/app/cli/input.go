@@ -114,6 +114,10 @@ func (f *inputFlags) loadOne(cmd *cobra.Command, paths []string) (*specInput, er
 	names := make([]string, len(all))
 	for i, in := range all {
 		names[i] = in.name
+		if r := in.result; r != nil && r.Key != "" {
+			// What --object takes, and where the object is.
+			names[i] = r.Key + " at " + r.Where
+		}
 	}
 	return nil, usagef("%s: %d VMs (%s); this command makes one: pick it with --object NAME or KIND/NAME", strings.Join(paths, ", "), len(all), strings.Join(names, "; "))
 }
@@ -199,9 +203,15 @@ func (f *inputFlags) load(cmd *cobra.Command, paths []string) ([]*specInput, err
 	if err != nil {
 		return nil, err
 	}
+	warned := map[string]bool{}
 	for _, r := range results {
 		for _, w := range r.Warnings {
-			fmt.Fprintf(cmd.ErrOrStderr(), "vminit: warning: %s\n", w)
+			// Once: each VM of a file carries the notes of the documents
+			// skipped beside it.
+			if !warned[w] {
+				warned[w] = true
+				fmt.Fprintf(cmd.ErrOrStderr(), "vminit: warning: %s\n", w)
+			}
 		}
 		out = append(out, &specInput{inst: r.Instance, name: r.Object, result: r})
 	}
@@ -273,8 +283,12 @@ func (f *inputFlags) loadSpec(path, name string, data []byte) (*specInput, error
 }
 
 // locate gives problems found after loading (by a renderer or a check)
-// the input's name and, for a spec whose field has one, its line.
+// the input's name and, for a spec whose field has one, its line; for a
+// platform object, the object's field they came from, its line and the
+// object (platform.Result.Locate).
 func (in *specInput) locate(es spec.Errors) spec.Errors {
+	// A platform object's instance: the object's field, line and name.
+	es = in.result.Locate(es)
 	var pos *spec.Positions
 	for _, e := range es {
 		if e.File != "" {

@@ -120,3 +120,35 @@ func TestConvertStdinRecognition(t *testing.T) {
 		}
 	}
 }
+
+// TestSeveralVMsNamed: a file of several VMs, given to a command that
+// makes one, is refused naming each as --object takes it and its line
+// (issue 20 item 7); the notes of the documents skipped beside them are
+// printed once, not once per VM.
+func TestSeveralVMsNamed(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "seed.iso")
+	for _, tc := range []struct {
+		file string
+		want []string
+		once string // a warning printed once
+	}{
+		{file: "kubevirt/kvio-2023-03-06-ovn-kubernetes-secondary-networks-L118.yaml", want: []string{
+			"2 VMs (VirtualMachine/vm-server at ", "kvio-2023-03-06-ovn-kubernetes-secondary-networks-L118.yaml:5; VirtualMachine/vm-client at ",
+			"kvio-2023-03-06-ovn-kubernetes-secondary-networks-L118.yaml:55); this command makes one: pick it with --object NAME or KIND/NAME"}},
+		{file: "capi/capd-example-simple-cluster-without-kcp.yaml", want: []string{"KubeadmConfig/controlplane-0-config at ", "KubeadmConfigTemplate/worker at "},
+			once: `MachineDeployment "worker-md-0" skipped`},
+	} {
+		code, _, stderr := run(t, "build", corpusFile(tc.file), "-o", out)
+		if code != ExitUsage {
+			t.Errorf("%s: exit %d, want %d\n%s", tc.file, code, ExitUsage, stderr)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(stderr, w) {
+				t.Errorf("%s: stderr does not say %q:\n%s", tc.file, w, stderr)
+			}
+		}
+		if n := strings.Count(stderr, tc.once); tc.once != "" && n != 1 {
+			t.Errorf("%s: %q printed %d times, want once:\n%s", tc.file, tc.once, n, stderr)
+		}
+	}
+}
