@@ -35,6 +35,10 @@
 //   - sysprep volumes: the answer-file disc (label unattendCD), refused unless
 //     it holds a well-formed autounattend.xml or unattend.xml.
 //
+// kubevirt.io/v1alpha2 (KubeVirt v0.7 to v0.12) is read as it shipped
+// (v1alpha2.go); kubevirt.io/v1alpha1 is refused as KubeVirt refuses it
+// today, as a version no longer served.
+//
 // KubeVirt's 2 KiB limit on inline user and network data is an admission
 // rule of its API server, not of the guest: it is a warning here. Every
 // difference is listed in docs/platforms/kubevirt.md.
@@ -84,11 +88,22 @@ func Recognizes(apiVersion, kind string) bool {
 	case "kubevirt.io/v1", "kubevirt.io/v1alpha3":
 		return kind == "VirtualMachine" || kind == "VirtualMachineInstance"
 	case "kubevirt.io/v1alpha2":
-		return kind == "VirtualMachineInstance"
+		return kind == "VirtualMachine" || kind == "VirtualMachineInstance"
+	case "kubevirt.io/v1alpha1":
+		// Not served since 2018: recognised to say so (Convert).
+		return v1alpha1Kinds[kind] != ""
 	case "pool.kubevirt.io/v1alpha1", "pool.kubevirt.io/v1beta1":
 		return kind == "VirtualMachinePool"
 	}
 	return false
+}
+
+// v1alpha1Kinds maps the kinds of kubevirt.io/v1alpha1 to today's.
+var v1alpha1Kinds = map[string]string{
+	"VirtualMachine":           "VirtualMachineInstance",
+	"OfflineVirtualMachine":    "VirtualMachine",
+	"VirtualMachineReplicaSet": "VirtualMachineInstanceReplicaSet",
+	"VirtualMachinePreset":     "VirtualMachineInstancePreset",
 }
 
 // LegacyUUID is the firmware UUID KubeVirt's VM controller persists for a
@@ -109,15 +124,21 @@ type vmi struct {
 	// secretSuffix is appended to Secret names (VM pools'
 	// appendIndexToSecretRefs); configMapSuffix to ConfigMap names.
 	secretSuffix, configMapSuffix string
-	// legacy is the cloud-init data of a v1alpha2 VMI, at legacyPath.
-	legacy     *cloudInit
-	legacyPath string
+	// v1alpha2 is set for kubevirt.io/v1alpha2 objects, which KubeVirt
+	// of 2018 gave the instance-id <name>.<namespace> and read the
+	// Secret's key userdata alone.
+	v1alpha2 bool
 }
 
 // Convert converts a KubeVirt object.
 func Convert(ctx context.Context, doc *platform.Document, opts platform.Options) (*platform.Result, error) {
-	if doc.APIVersion == "kubevirt.io/v1alpha2" {
+	switch doc.APIVersion {
+	case "kubevirt.io/v1alpha2":
 		return convertV1alpha2(ctx, doc, opts)
+	case "kubevirt.io/v1alpha1":
+		return nil, spec.Errors{doc.Error("apiVersion", fmt.Sprintf(
+			"kubevirt.io/v1alpha1 is no longer served: KubeVirt replaced it with v1alpha2 in v0.7.0 (2018), so kubectl apply fails with no matches for kind %q in version \"kubevirt.io/v1alpha1\"; its %s is today's kubevirt.io/v1 %s: write it as that",
+			doc.Kind, doc.Kind, v1alpha1Kinds[doc.Kind]))}
 	}
 	var m vmi
 	switch doc.Kind {
@@ -204,7 +225,10 @@ func (m *vmi) convert(ctx context.Context, doc *platform.Document, opts platform
 	b.From("spec.hostname", m.path+".hostname")
 	b.From("metadata.name", "metadata.name")
 	s.InstanceID = LegacyUUID(m.name)
-	if fw := m.spec.Domain.Firmware; fw != nil && fw.UUID != "" {
+	if m.v1alpha2 {
+		s.InstanceID = m.name + "." + m.namespace
+		b.From("spec.instanceID", "metadata.name")
+	} else if fw := m.spec.Domain.Firmware; fw != nil && fw.UUID != "" {
 		s.InstanceID = string(fw.UUID)
 		b.From("spec.instanceID", m.path+".domain.firmware.uuid")
 	}
@@ -254,8 +278,6 @@ type cloudInit struct {
 	userDataSecret                 *corev1.LocalObjectReference
 	networkData, networkDataBase64 string
 	networkDataSecret              *corev1.LocalObjectReference
-	// legacyRef is the field of a v1alpha2 secret reference (a plain name).
-	legacyRef string
 }
 
 // cloudInitVolume returns the first cloud-init volume, as virt-launcher
@@ -263,9 +285,6 @@ type cloudInit struct {
 func (m *vmi) cloudInitVolume(b *platform.Builder) (*cloudInit, string) {
 	var found *cloudInit
 	var foundPath string
-	if m.legacy != nil {
-		return m.legacy, m.legacyPath
-	}
 	for i, v := range m.spec.Volumes {
 		var c *cloudInit
 		var p string
@@ -296,11 +315,11 @@ func (m *vmi) cloudInit(ctx context.Context, b *platform.Builder, c *cloudInit, 
 	if c.configDrive {
 		s.Datasource = spec.DatasourceConfigDrive
 	}
-	udRef := "secretRef"
-	if c.legacyRef != "" {
-		udRef = c.legacyRef
+	udKeys := []string{"userdata", "userData"}
+	if m.v1alpha2 {
+		udKeys = udKeys[:1]
 	}
-	ud, udOK := m.data(ctx, b, path, "userData", c.userData, c.userDataBase64, udRef, c.userDataSecret, []string{"userdata", "userData"}, opts)
+	ud, udOK := m.data(ctx, b, path, "userData", c.userData, c.userDataBase64, "secretRef", c.userDataSecret, udKeys, opts)
 	nd, ndOK := m.data(ctx, b, path, "networkData", c.networkData, c.networkDataBase64, "networkDataSecretRef", c.networkDataSecret, []string{"networkdata", "networkData"}, opts)
 	if !udOK && !ndOK && !b.HasErrors() {
 		b.Errorf(path, "needs user data or network data (userData, userDataBase64, secretRef, networkData, networkDataBase64 or networkDataSecretRef); KubeVirt refuses the VM otherwise")
@@ -365,9 +384,6 @@ func (m *vmi) data(ctx context.Context, b *platform.Builder, path, field, inline
 		return data, true
 	case ref != nil:
 		p := path + "." + refField + ".name"
-		if refField == "userDataSecretRef" { // v1alpha2: the name itself
-			p = path + "." + refField
-		}
 		if ref.Name == "" {
 			b.Errorf(p, "required: the Secret's name")
 			return nil, false

@@ -346,7 +346,52 @@ data: {unattend.xml: "<unattend/>"}
 			Check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
 				platformtest.Eq(t, "userData", s.CloudInit.UserData, "#!/bin/sh\n")
 			}},
-		{Name: "v1alpha2 VMI", Doc: `apiVersion: kubevirt.io/v1alpha2
+		// kubevirt.io/v1alpha2 as KubeVirt v0.7-v0.12 served it (the
+		// corpus holds its published examples).
+		{Name: "v1alpha2 VM as shipped", Doc: `apiVersion: kubevirt.io/v1alpha2
+kind: VirtualMachine
+metadata: {name: old, creationTimestamp: null}
+spec:
+  running: false
+  template:
+    metadata: {labels: {a: b}}
+    spec:
+      domain:
+        devices:
+          disks:
+          - {name: registrydisk, volumeName: registryvolume, disk: {bus: virtio}}
+          - {name: cloudinitdisk, volumeName: cloudinitvolume, floppy: {}}
+      volumes:
+      - {name: registryvolume, registryDisk: {image: kubevirt/cirros-registry-disk-demo}}
+      - {name: cloudinitvolume, cloudInitNoCloud: {secretRef: {name: ud}}}
+status: {}
+---
+` + secret("ud", "userdata", "#!/bin/sh\n", "userData", "#!/bin/false\n"),
+			Opts: platform.Options{Namespace: "ns"},
+			Check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
+				// v0.12's virt-launcher read the key userdata alone, and
+				// wrote the instance-id <name>.<namespace>.
+				platformtest.Eq(t, "userData", s.CloudInit.UserData, "#!/bin/sh\n")
+				platformtest.Eq(t, "instance-id", s.InstanceID, "old.ns")
+				platformtest.Eq(t, "object", r.Object, "KubeVirt VirtualMachine ns/old")
+			}},
+		{Name: "v1alpha2 VMI: volumeName naming no volume", Doc: `apiVersion: kubevirt.io/v1alpha2
+kind: VirtualMachineInstance
+metadata: {name: old}
+spec:
+  domain:
+    devices:
+      disks:
+      - {name: a, volumeName: nocloud, disk: {}}
+      - {name: b, volumeName: other, disk: {}}
+      - {name: c, volumeName: other, disk: {}}
+  volumes:
+  - {name: ci, cloudInitNoCloud: {userData: "#!/bin/sh\n"}}
+  - {name: other, emptyDisk: {capacity: 1Gi}}
+`,
+			Errs: []string{`spec.domain.devices.disks[0].volumeName: no volume is named "nocloud": KubeVirt's virt-api webhook refuses the object`,
+				`spec.domain.devices.disks[2].volumeName: disks[1] names volume "other" too`}},
+		{Name: "v1alpha2 VMI: the design document's disk-borne cloudinit never shipped", Doc: `apiVersion: kubevirt.io/v1alpha2
 kind: VirtualMachineInstance
 metadata: {name: old}
 spec:
@@ -354,12 +399,10 @@ spec:
     devices:
       disks:
       - {type: file, cloudinit: {nocloud: {userDataBase64: IyEvYmluL3NoCg==}}}
-      - {type: file, cloudinit: {nocloud: {userDataSecretRef: ignored}}}
 `,
-			Check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
-				platformtest.Eq(t, "userData", s.CloudInit.UserData, "#!/bin/sh\n")
-				platformtest.Eq(t, "namespace", r.Object, "KubeVirt VirtualMachineInstance default/old")
-			}},
+			Errs: []string{"spec.domain.devices.disks[0].type: unknown field", "spec.domain.devices.disks[0].cloudinit: unknown field"}},
+		{Name: "v1alpha1 is no longer served", Doc: "apiVersion: kubevirt.io/v1alpha1\nkind: OfflineVirtualMachine\nmetadata: {name: a}\nspec: {}\n",
+			Errs: []string{`apiVersion: kubevirt.io/v1alpha1 is no longer served: KubeVirt replaced it with v1alpha2 in v0.7.0 (2018), so kubectl apply fails with no matches for kind "OfflineVirtualMachine" in version "kubevirt.io/v1alpha1"; its OfflineVirtualMachine is today's kubevirt.io/v1 VirtualMachine`}},
 		{Name: "unknown field below the lenient VMI spec", Doc: vm("volumes:\n- name: ci\n  cloudInitNoCloud: {userdata: x}\n"),
 			Errs: []string{"spec.template.spec.volumes[0].cloudInitNoCloud.userdata: unknown field"}},
 		{Name: "no template", Doc: "apiVersion: kubevirt.io/v1\nkind: VirtualMachine\nmetadata: {name: a}\nspec: {}\n",
@@ -375,7 +418,8 @@ func TestRecognizes(t *testing.T) {
 		want             bool
 	}{
 		{"kubevirt.io/v1", "VirtualMachine", true}, {"kubevirt.io/v1alpha3", "VirtualMachineInstance", true},
-		{"kubevirt.io/v1alpha2", "VirtualMachineInstance", true}, {"kubevirt.io/v1alpha2", "VirtualMachine", false},
+		{"kubevirt.io/v1alpha2", "VirtualMachineInstance", true}, {"kubevirt.io/v1alpha2", "VirtualMachine", true},
+		{"kubevirt.io/v1alpha1", "OfflineVirtualMachine", true}, {"kubevirt.io/v1alpha1", "VirtualMachineInstance", false},
 		{"pool.kubevirt.io/v1alpha1", "VirtualMachinePool", true}, {"pool.kubevirt.io/v1beta1", "VirtualMachinePool", true},
 		{"kubevirt.io/v1", "VirtualMachinePool", false}, {"v1", "Pod", false},
 	} {
