@@ -60,6 +60,7 @@ import (
 	v1 "kubevirt.io/api/core/v1"
 	poolv1 "kubevirt.io/api/pool/v1beta1"
 
+	"github.com/vminit/vminit/cloudinit"
 	"github.com/vminit/vminit/ignition"
 	"github.com/vminit/vminit/platform"
 	"github.com/vminit/vminit/seed"
@@ -319,8 +320,8 @@ func (m *vmi) cloudInit(ctx context.Context, b *platform.Builder, c *cloudInit, 
 	if m.v1alpha2 {
 		udKeys = udKeys[:1]
 	}
-	ud, udOK := m.data(ctx, b, path, "userData", c.userData, c.userDataBase64, "secretRef", c.userDataSecret, udKeys, opts)
-	nd, ndOK := m.data(ctx, b, path, "networkData", c.networkData, c.networkDataBase64, "networkDataSecretRef", c.networkDataSecret, []string{"networkdata", "networkData"}, opts)
+	ud, udFrom, udOK := m.data(ctx, b, path, "userData", c.userData, c.userDataBase64, "secretRef", c.userDataSecret, udKeys, opts)
+	nd, _, ndOK := m.data(ctx, b, path, "networkData", c.networkData, c.networkDataBase64, "networkDataSecretRef", c.networkDataSecret, []string{"networkdata", "networkData"}, opts)
 	if !udOK && !ndOK && !b.HasErrors() {
 		b.Errorf(path, "needs user data or network data (userData, userDataBase64, secretRef, networkData, networkDataBase64 or networkDataSecretRef); KubeVirt refuses the VM otherwise")
 	}
@@ -330,6 +331,7 @@ func (m *vmi) cloudInit(ctx context.Context, b *platform.Builder, c *cloudInit, 
 		s.CloudInit.UserData = string(gunzip(b, path, ud))
 		s.CloudInit.UserDataOnly = true
 		b.From("spec.cloudInit.userData", path)
+		m.warnIgnored(b, udFrom, s.CloudInit.UserData)
 	}
 	if ndOK {
 		s.CloudInit.NetworkConfig = string(nd)
@@ -349,9 +351,26 @@ func (m *vmi) cloudInit(ctx context.Context, b *platform.Builder, c *cloudInit, 
 	}
 }
 
+// warnIgnored warns of user data that cloud-init ignores (the quick-start
+// VM's "Hi."): KubeVirt delivers it, and so does vminit (spec.cloudInit.
+// userDataOnly builds it as given). from names its field and, for a
+// Secret, the Secret and key.
+func (m *vmi) warnIgnored(b *platform.Builder, from dataFrom, ud string) {
+	if !errors.Is(cloudinit.CheckUserData([]byte(ud)), cloudinit.ErrIgnored) {
+		return
+	}
+	first, _, _ := strings.Cut(strings.TrimSpace(ud), "\n")
+	b.Warnf(from.path, "%s: KubeVirt delivers this as the user-data file, and so does vminit, but cloud-init ignores it%s: its first line %q is no #cloud-config, #! or other part header cloud-init knows (cloud-init 22.4 logs it as unhandled text/x-not-multipart); start it with #cloud-config or #! to have it run",
+		object(b.Doc, m), from.what, first)
+}
+
+// dataFrom is where user or network data was read: the object's field,
+// and for a Secret which one and which key.
+type dataFrom struct{ path, what string }
+
 // data reads one of user or network data from its three sources, of which
 // at most one may be set.
-func (m *vmi) data(ctx context.Context, b *platform.Builder, path, field, inline, b64, refField string, ref *corev1.LocalObjectReference, keys []string, opts platform.Options) ([]byte, bool) {
+func (m *vmi) data(ctx context.Context, b *platform.Builder, path, field, inline, b64, refField string, ref *corev1.LocalObjectReference, keys []string, opts platform.Options) ([]byte, dataFrom, bool) {
 	var set []string
 	if inline != "" {
 		set = append(set, field)
@@ -364,43 +383,43 @@ func (m *vmi) data(ctx context.Context, b *platform.Builder, path, field, inline
 	}
 	if len(set) > 1 {
 		b.Errorf(path, "sets %s: give at most one source of %s (KubeVirt refuses the VM otherwise)", strings.Join(set, " and "), field)
-		return nil, false
+		return nil, dataFrom{}, false
 	}
 	switch {
 	case inline != "":
 		if len(inline) > inlineLimit {
 			b.Warnf(path+"."+field, "%d bytes: KubeVirt's API server refuses more than %d bytes inline (its admission rule, not the guest's); vminit builds it, but to run it on KubeVirt move it to a Secret (%s)", len(inline), inlineLimit, refField)
 		}
-		return []byte(inline), true
+		return []byte(inline), dataFrom{path: path + "." + field}, true
 	case b64 != "":
 		data, err := base64.StdEncoding.DecodeString(b64)
 		if err != nil {
 			b.Errorf(path+"."+field+"Base64", "not base64 (KubeVirt decodes it with standard base64): %v", err)
-			return nil, false
+			return nil, dataFrom{}, false
 		}
 		if len(data) > inlineLimit {
 			b.Warnf(path+"."+field+"Base64", "%d bytes decoded: KubeVirt's API server refuses more than %d bytes inline (its admission rule, not the guest's); vminit builds it, but to run it on KubeVirt move it to a Secret (%s)", len(data), inlineLimit, refField)
 		}
-		return data, true
+		return data, dataFrom{path: path + "." + field + "Base64"}, true
 	case ref != nil:
 		p := path + "." + refField + ".name"
 		if ref.Name == "" {
 			b.Errorf(p, "required: the Secret's name")
-			return nil, false
+			return nil, dataFrom{}, false
 		}
 		src, err := platform.Fetch(ctx, opts.Resolver, "secret", m.namespace, ref.Name+m.secretSuffix)
 		if err != nil {
 			b.Err(p, err)
-			return nil, false
+			return nil, dataFrom{}, false
 		}
-		_, data, err := src.Key(keys...)
+		key, data, err := src.Key(keys...)
 		if err != nil {
 			b.Err(p, err)
-			return nil, false
+			return nil, dataFrom{}, false
 		}
-		return data, true
+		return data, dataFrom{path: p, what: fmt.Sprintf(" (Secret %q key %q)", src.Name, key)}, true
 	}
-	return nil, false
+	return nil, dataFrom{}, false
 }
 
 // gunzip decompresses gzip user data, as cloud-init does before reading

@@ -56,6 +56,15 @@ func TestCloudInitVolumes(t *testing.T) {
 				platformtest.Eq(t, "metaData", s.CloudInit.MetaData, map[string]any(nil))
 				platformtest.Eq(t, "object", r.Object, "KubeVirt VirtualMachine ns/vm-1")
 			}},
+		// KubeVirt's quick-start VM (kubevirt.io labs' vm.yaml) delivers
+		// "Hi.", which cloud-init ignores: built as given, with a warning.
+		{Name: "user data cloud-init ignores", Doc: vm("volumes:\n- name: ci\n  cloudInitNoCloud:\n    userData: |\n      Hi.\n"),
+			Warns: []string{`vm.yaml:14: spec.template.spec.volumes[0].cloudInitNoCloud.userData: KubeVirt VirtualMachine ns/vm-1: KubeVirt delivers this as the user-data file, and so does vminit, but cloud-init ignores it`},
+			Check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
+				platformtest.Eq(t, "userData", s.CloudInit.UserData, "Hi.\n")
+			}},
+		{Name: "secret user data cloud-init ignores", Doc: vm("volumes:\n- name: ci\n  cloudInitNoCloud:\n    secretRef: {name: ud}\n", secret("ud", "userdata", "# set up\necho hi\n")),
+			Warns: []string{`spec.template.spec.volumes[0].cloudInitNoCloud.secretRef.name: KubeVirt VirtualMachine ns/vm-1: KubeVirt delivers this as the user-data file`, `Secret "ud" key "userdata"`}},
 		{Name: "configDrive userDataBase64 gzip", Doc: vm("volumes:\n- name: ci\n  cloudInitConfigDrive:\n    userDataBase64: " + gzipB64("#cloud-config\na: 1\n") + "\n"),
 			Check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
 				platformtest.Eq(t, "datasource", s.Datasource, spec.DatasourceConfigDrive)
