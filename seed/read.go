@@ -1,7 +1,6 @@
 package seed
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/vminit/vminit/cloudinit"
+	"github.com/vminit/vminit/ignition"
 	"github.com/vminit/vminit/internal/lib/yamlbound"
 	"github.com/vminit/vminit/spec"
 
@@ -301,7 +301,7 @@ func checkNetworkData(data []byte, p string, add addFunc) {
 // openstack, kubevirt, proxmoxve and ibmcloud platforms read from these
 // drives) with Ignition's own parser, anything else as cloud-init would.
 func checkUserData(field string, data []byte, add addFunc) {
-	if t := bytes.TrimSpace(data); len(t) > 0 && t[0] == '{' && bytes.Contains(t, []byte(`"ignition"`)) {
+	if ignition.LooksLikeConfig(data) {
 		if _, rep, err := ignconfig.Parse(data); err != nil || rep.IsFatal() {
 			msg := strings.TrimSpace(rep.String())
 			if err != nil {

@@ -11,7 +11,11 @@
 //     guests that read no MIME, such as KubeVirt's CirrOS demo); networkData, networkDataBase64 or
 //     networkDataSecretRef (networkdata, else networkData) becomes
 //     spec.cloudInit.networkConfig, checked against the datasource's format;
-//     the volume type decides spec.datasource;
+//     the volume type decides spec.datasource; user data that is an
+//     Ignition config (a JSON object with an "ignition" key: KubeVirt's
+//     documented path for Fedora CoreOS and RHCOS) is the guest's Ignition
+//     config instead, built on the volume's kind of disk; user data
+//     cloud-init ignores ("Hi.") is built as given, with a warning;
 //   - instance-id: spec.domain.firmware.uuid, else the UUID the VM controller
 //     persists (SHA-1 UUID of the name, CalculateLegacyUUID); a bare VMI
 //     without a firmware UUID gets the same name-derived id instead of
@@ -326,9 +330,14 @@ func (m *vmi) cloudInit(ctx context.Context, b *platform.Builder, c *cloudInit, 
 		b.Errorf(path, "needs user data or network data (userData, userDataBase64, secretRef, networkData, networkDataBase64 or networkDataSecretRef); KubeVirt refuses the VM otherwise")
 	}
 	if udOK {
+		ud = gunzip(b, path, ud)
+		if ignition.LooksLikeConfig(ud) {
+			m.ignitionUserData(b, c, path, ud, udFrom, ndOK)
+			return
+		}
 		// Written as KubeVirt writes it, alone: what the guest of a
 		// script (KubeVirt's CirrOS demo) runs; the host name is meta-data.
-		s.CloudInit.UserData = string(gunzip(b, path, ud))
+		s.CloudInit.UserData = string(ud)
 		s.CloudInit.UserDataOnly = true
 		b.From("spec.cloudInit.userData", path)
 		m.warnIgnored(b, udFrom, s.CloudInit.UserData)
@@ -337,6 +346,14 @@ func (m *vmi) cloudInit(ctx context.Context, b *platform.Builder, c *cloudInit, 
 		s.CloudInit.NetworkConfig = string(nd)
 		b.From("spec.cloudInit.networkConfig", path)
 	}
+	m.metaData(b, c)
+}
+
+// metaData sets the meta-data KubeVirt writes beyond the instance-id,
+// host name and keys (which the spec carries): ConfigDrive's instance_id,
+// the instancetype, tagged devices.
+func (m *vmi) metaData(b *platform.Builder, c *cloudInit) {
+	s := &b.Instance.Spec
 	if c.configDrive {
 		md := map[string]any{"instance_id": m.name + "." + m.namespace}
 		if m.instancetype != "" {
@@ -362,6 +379,21 @@ func (m *vmi) warnIgnored(b *platform.Builder, from dataFrom, ud string) {
 	first, _, _ := strings.Cut(strings.TrimSpace(ud), "\n")
 	b.Warnf(from.path, "%s: KubeVirt delivers this as the user-data file, and so does vminit, but cloud-init ignores it%s: its first line %q is no #cloud-config, #! or other part header cloud-init knows (cloud-init 22.4 logs it as unhandled text/x-not-multipart); start it with #cloud-config or #! to have it run",
 		object(b.Doc, m), from.what, first)
+}
+
+// ignitionUserData takes user data that is an Ignition config (KubeVirt's
+// documented path for Fedora CoreOS and RHCOS: virt-launcher writes it as
+// the volume's user data, which Ignition's kubevirt platform reads from
+// config-2 or cidata) as the guest's Ignition config, built on the
+// volume's kind of disk like the kubevirt.io/ignitiondata annotation.
+func (m *vmi) ignitionUserData(b *platform.Builder, c *cloudInit, path string, ud []byte, from dataFrom, hasNetwork bool) {
+	m.ignition(b, string(ud), from.path)
+	if !c.configDrive {
+		b.Instance.Spec.Datasource = spec.DatasourceNoCloud
+	}
+	if hasNetwork {
+		b.Warnf(path+".networkData", "ignored: KubeVirt writes it beside the Ignition config%s, but Ignition reads no network data; configure the network in the config", from.what)
+	}
 }
 
 // dataFrom is where user or network data was read: the object's field,

@@ -45,6 +45,8 @@ func gzipB64(s string) string {
 	return base64.StdEncoding.EncodeToString(b.Bytes())
 }
 
+const ignJSON = `{"ignition":{"version":"3.2.0"},"passwd":{"users":[{"name":"core","sshAuthorizedKeys":["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl a@example.com"]}]}}`
+
 func TestCloudInitVolumes(t *testing.T) {
 	big := strings.Repeat("#", 2100)
 	platformtest.Run(t, []platformtest.Case{
@@ -65,6 +67,31 @@ func TestCloudInitVolumes(t *testing.T) {
 			}},
 		{Name: "secret user data cloud-init ignores", Doc: vm("volumes:\n- name: ci\n  cloudInitNoCloud:\n    secretRef: {name: ud}\n", secret("ud", "userdata", "# set up\necho hi\n")),
 			Warns: []string{`spec.template.spec.volumes[0].cloudInitNoCloud.secretRef.name: KubeVirt VirtualMachine ns/vm-1: KubeVirt delivers this as the user-data file`, `Secret "ud" key "userdata"`}},
+		// KubeVirt's documented Ignition path for FCOS and RHCOS (the
+		// user guide's startup-scripts page): Ignition JSON as the config
+		// drive's user data, which Ignition's kubevirt platform reads.
+		{Name: "configDrive userData Ignition", Doc: vm("volumes:\n- name: ci\n  cloudInitConfigDrive:\n    userData: |\n      {\"ignition\": {\"version\": \"3.2.0\"},\n       \"passwd\": {\"users\": [{\"name\": \"core\"}]}}\n"),
+			Check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
+				platformtest.Eq(t, "agent", s.Agent, spec.AgentIgnition)
+				platformtest.Eq(t, "datasource", s.Datasource, spec.DatasourceConfigDrive)
+				platformtest.Eq(t, "userData", s.CloudInit.UserData, "")
+				if !strings.Contains(s.Ignition.Config, `"name": "core"`) {
+					t.Errorf("ignition config %s", s.Ignition.Config)
+				}
+			}},
+		{Name: "configDrive userDataBase64 Ignition", Doc: vm("volumes:\n- name: ci\n  cloudInitConfigDrive:\n    userDataBase64: " + base64.StdEncoding.EncodeToString([]byte(ignJSON)) + "\n"),
+			Check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
+				platformtest.Eq(t, "agent", s.Agent, spec.AgentIgnition)
+			}},
+		{Name: "noCloud secret Ignition, with network data", Doc: vm("volumes:\n- name: ci\n  cloudInitNoCloud:\n    secretRef: {name: ud}\n    networkData: \"version: 2\\n\"\n", secret("ud", "userdata", ignJSON)),
+			Warns: []string{"spec.template.spec.volumes[0].cloudInitNoCloud.networkData: ignored: KubeVirt writes it beside the Ignition config (Secret \"ud\" key \"userdata\"), but Ignition reads no network data"},
+			Check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
+				platformtest.Eq(t, "agent", s.Agent, spec.AgentIgnition)
+				platformtest.Eq(t, "datasource", s.Datasource, spec.DatasourceNoCloud)
+				platformtest.Eq(t, "networkConfig", s.CloudInit.NetworkConfig, "")
+			}},
+		{Name: "configDrive Ignition that is no JSON", Doc: vm("volumes:\n- name: ci\n  cloudInitConfigDrive:\n    userData: |\n      {\"ignition\": {\"version\": \"3.2.0\"},}\n"),
+			Errs: []string{"vm.yaml:15: spec.template.spec.volumes[0].cloudInitConfigDrive.userData: column 47: not JSON"}},
 		{Name: "configDrive userDataBase64 gzip", Doc: vm("volumes:\n- name: ci\n  cloudInitConfigDrive:\n    userDataBase64: " + gzipB64("#cloud-config\na: 1\n") + "\n"),
 			Check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
 				platformtest.Eq(t, "datasource", s.Datasource, spec.DatasourceConfigDrive)
