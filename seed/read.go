@@ -178,7 +178,7 @@ func checkNetworkConfig(data []byte, add addFunc) {
 		return
 	}
 	if inner, ok := m["network"].(map[string]any); ok {
-		add("network-config", "wrapped in a top-level network: key; cloud-init 22.4 and later unwrap it, older releases find no configuration: put version: at the top level")
+		add("network-config", "wrapped in a top-level network: key; cloud-init 22.2 and later unwrap it (stages.py _remove_top_level_network_key), older releases find no configuration: put version: at the top level")
 		m = inner
 	}
 	switch m["version"] {

@@ -325,7 +325,7 @@ func (m *vmi) cloudInit(ctx context.Context, b *platform.Builder, c *cloudInit, 
 		udKeys = udKeys[:1]
 	}
 	ud, udFrom, udOK := m.data(ctx, b, path, "userData", c.userData, c.userDataBase64, "secretRef", c.userDataSecret, udKeys, opts)
-	nd, _, ndOK := m.data(ctx, b, path, "networkData", c.networkData, c.networkDataBase64, "networkDataSecretRef", c.networkDataSecret, []string{"networkdata", "networkData"}, opts)
+	nd, ndFrom, ndOK := m.data(ctx, b, path, "networkData", c.networkData, c.networkDataBase64, "networkDataSecretRef", c.networkDataSecret, []string{"networkdata", "networkData"}, opts)
 	if !udOK && !ndOK && !b.HasErrors() {
 		b.Errorf(path, "needs user data or network data (userData, userDataBase64, secretRef, networkData, networkDataBase64 or networkDataSecretRef); KubeVirt refuses the VM otherwise")
 	}
@@ -341,6 +341,12 @@ func (m *vmi) cloudInit(ctx context.Context, b *platform.Builder, c *cloudInit, 
 		s.CloudInit.UserDataOnly = true
 		b.From("spec.cloudInit.userData", path)
 		m.warnIgnored(b, udFrom, s.CloudInit.UserData)
+	}
+	if ndOK && !c.configDrive {
+		var wrapped bool
+		if nd, wrapped = unwrapNetwork(nd); wrapped {
+			b.Warnf(ndFrom.path, "unwrapped from its top-level network: key%s: KubeVirt writes it as given, which cloud-init before 22.2 cannot read (it finds no version and configures no network); vminit writes what is inside", ndFrom.what)
+		}
 	}
 	if ndOK {
 		s.CloudInit.NetworkConfig = string(nd)

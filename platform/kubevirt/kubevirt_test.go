@@ -92,6 +92,14 @@ func TestCloudInitVolumes(t *testing.T) {
 			}},
 		{Name: "configDrive Ignition that is no JSON", Doc: vm("volumes:\n- name: ci\n  cloudInitConfigDrive:\n    userData: |\n      {\"ignition\": {\"version\": \"3.2.0\"},}\n"),
 			Errs: []string{"vm.yaml:15: spec.template.spec.volumes[0].cloudInitConfigDrive.userData: column 47: not JSON"}},
+		// KubeVirt users write NoCloud network data both ways; cloud-init
+		// strips a top-level network: key only since 22.2 (22.4's
+		// stages.py _remove_top_level_network_key), so vminit unwraps it.
+		{Name: "noCloud networkData wrapped in network:", Doc: vm("volumes:\n- name: ci\n  cloudInitNoCloud:\n    networkData: |\n      # the pod network\n      network:\n        version: 2\n        ethernets:\n          eth0: {dhcp4: true}\n"),
+			Warns: []string{"vm.yaml:14: spec.template.spec.volumes[0].cloudInitNoCloud.networkData: unwrapped from its top-level network: key"},
+			Check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
+				platformtest.Eq(t, "networkConfig", s.CloudInit.NetworkConfig, "version: 2\nethernets:\n  eth0: {dhcp4: true}\n")
+			}},
 		{Name: "configDrive userDataBase64 gzip", Doc: vm("volumes:\n- name: ci\n  cloudInitConfigDrive:\n    userDataBase64: " + gzipB64("#cloud-config\na: 1\n") + "\n"),
 			Check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
 				platformtest.Eq(t, "datasource", s.Datasource, spec.DatasourceConfigDrive)
