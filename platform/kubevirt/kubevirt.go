@@ -149,18 +149,18 @@ func Convert(ctx context.Context, doc *platform.Document, opts platform.Options)
 	switch doc.Kind {
 	case "VirtualMachine":
 		var vm v1.VirtualMachine
-		if err := doc.Decode(&vm); err != nil {
+		if err := decode(doc, &vm); err != nil {
 			return nil, err
 		}
 		if vm.Spec.Template == nil {
-			return nil, spec.Errors{doc.Error("spec.template", "required: the VirtualMachineInstance template")}
+			return nil, spec.Errors{doc.Error("spec.template", templateRequired)}
 		}
 		m = vmi{name: vm.Name, namespace: vm.Namespace, annotations: vm.Spec.Template.ObjectMeta.Annotations,
 			annPath: "spec.template.metadata.annotations", spec: &vm.Spec.Template.Spec, path: "spec.template.spec"}
 		m.instancetype = instancetypeOf(vm.Spec.Instancetype)
 	case "VirtualMachineInstance":
 		var v v1.VirtualMachineInstance
-		if err := doc.Decode(&v); err != nil {
+		if err := decode(doc, &v); err != nil {
 			return nil, err
 		}
 		m = vmi{name: v.Name, namespace: v.Namespace, annotations: v.Annotations, annPath: annotationPrefix, spec: &v.Spec, path: "spec"}
@@ -170,15 +170,15 @@ func Convert(ctx context.Context, doc *platform.Document, opts platform.Options)
 		}
 	case "VirtualMachinePool":
 		var p poolv1.VirtualMachinePool
-		if err := doc.Decode(&p); err != nil {
+		if err := decode(doc, &p); err != nil {
 			return nil, err
 		}
 		t := p.Spec.VirtualMachineTemplate
 		if t == nil || t.Spec.Template == nil {
-			return nil, spec.Errors{doc.Error("spec.virtualMachineTemplate.spec.template", "required: the VirtualMachineInstance template")}
+			return nil, spec.Errors{doc.Error("spec.virtualMachineTemplate.spec.template", "required: the VirtualMachineInstance template; KubeVirt's API server refuses a VirtualMachinePool without one")}
 		}
 		if r := p.Spec.Replicas; r != nil && opts.PoolIndex >= int(*r) {
-			return nil, spec.Errors{doc.Error("spec.replicas", fmt.Sprintf("the pool has %d members; there is no member %d", *r, opts.PoolIndex))}
+			return nil, spec.Errors{doc.Error("spec.replicas", fmt.Sprintf("the pool has %d members; there is no member %d: KubeVirt's pool controller makes members 0 to %d (%s-0 …)", *r, opts.PoolIndex, *r-1, p.Name))}
 		}
 		idx := fmt.Sprintf("-%d", opts.PoolIndex)
 		m = vmi{name: p.Name + idx, namespace: p.Namespace, annotations: t.Spec.Template.ObjectMeta.Annotations,
@@ -197,10 +197,33 @@ func Convert(ctx context.Context, doc *platform.Document, opts platform.Options)
 		return nil, fmt.Errorf("%w: %s %s", platform.ErrUnknownKind, doc.APIVersion, doc.Kind)
 	}
 	if m.name == "" {
-		return nil, spec.Errors{doc.Error("metadata.name", "required")}
+		return nil, spec.Errors{doc.Error("metadata.name", nameRequired)}
 	}
 	m.namespace = opts.NamespaceOf(m.namespace)
 	return m.convert(ctx, doc, opts)
+}
+
+// What KubeVirt's API server says of an object it refuses.
+const (
+	templateRequired = "required: the VirtualMachineInstance template; KubeVirt's API server refuses a VirtualMachine without one"
+	nameRequired     = "required: the API server refuses an object without a name (kubectl: resource name may not be empty)"
+)
+
+// decode decodes doc strictly into v, saying of each problem what
+// kubectl and KubeVirt's API server do with it: they refuse it, as here.
+func decode(doc *platform.Document, v any) error {
+	err := doc.Decode(v)
+	for _, e := range spec.AsErrors(err) {
+		switch {
+		case e.Message == "unknown field":
+			e.Message += ": kubectl apply (its strict field validation) and KubeVirt's API server refuse it"
+		case e.Message == "given twice":
+			e.Message += ": kubectl apply's strict field validation refuses it (duplicate field)"
+		case strings.HasPrefix(e.Message, "want ") || strings.HasPrefix(e.Message, "wrong type"):
+			e.Message += "; the API server refuses the object"
+		}
+	}
+	return err
 }
 
 func instancetypeOf(it *v1.InstancetypeMatcher) string {
@@ -245,7 +268,7 @@ func (m *vmi) convert(ctx context.Context, doc *platform.Document, opts platform
 	case hasIgn && ci != nil:
 		b.Errorf(ignPath, "the VM also has the cloud-init volume %s: Fedora CoreOS and RHCOS kubevirt images read Ignition from that disk, so the guest would get the volume's user data instead of this config; remove one", ciPath)
 	case hasIgn:
-		m.ignition(b, ign, ignPath)
+		m.ignition(b, ign, ignPath, "KubeVirt passes it to QEMU's fw_cfg unchecked")
 	case ci != nil:
 		m.cloudInit(ctx, b, ci, ciPath, opts)
 	}
@@ -327,7 +350,7 @@ func (m *vmi) cloudInit(ctx context.Context, b *platform.Builder, c *cloudInit, 
 	ud, udFrom, udOK := m.data(ctx, b, path, "userData", c.userData, c.userDataBase64, "secretRef", c.userDataSecret, udKeys, opts)
 	nd, ndFrom, ndOK := m.data(ctx, b, path, "networkData", c.networkData, c.networkDataBase64, "networkDataSecretRef", c.networkDataSecret, []string{"networkdata", "networkData"}, opts)
 	if !udOK && !ndOK && !b.HasErrors() {
-		b.Errorf(path, "needs user data or network data (userData, userDataBase64, secretRef, networkData, networkDataBase64 or networkDataSecretRef); KubeVirt refuses the VM otherwise")
+		b.Errorf(path, "needs user data or network data (userData, userDataBase64, secretRef, networkData, networkDataBase64 or networkDataSecretRef); virt-api's webhook refuses the VM (\"must have at least one userdatasource or one networkdatasource set\")")
 	}
 	if udOK {
 		ud = gunzip(b, path, ud)
@@ -393,7 +416,7 @@ func (m *vmi) warnIgnored(b *platform.Builder, from dataFrom, ud string) {
 // config-2 or cidata) as the guest's Ignition config, built on the
 // volume's kind of disk like the kubevirt.io/ignitiondata annotation.
 func (m *vmi) ignitionUserData(b *platform.Builder, c *cloudInit, path string, ud []byte, from dataFrom, hasNetwork bool) {
-	m.ignition(b, string(ud), from.path)
+	m.ignition(b, string(ud), from.path, "virt-launcher writes it unchecked as the user data")
 	if !c.configDrive {
 		b.Instance.Spec.Datasource = spec.DatasourceNoCloud
 	}
@@ -420,7 +443,9 @@ func (m *vmi) data(ctx context.Context, b *platform.Builder, path, field, inline
 		set = append(set, refField)
 	}
 	if len(set) > 1 {
-		b.Errorf(path, "sets %s: give at most one source of %s (KubeVirt refuses the VM otherwise)", strings.Join(set, " and "), field)
+		// virt-api's words for the two (vmi-create-admitter.go).
+		kv := map[string]string{"userData": "userdatasource", "networkData": "networkdata source"}[field]
+		b.Errorf(path, "sets %s: give at most one source of %s; virt-api's webhook refuses the VM (\"must have only one %s set\")", strings.Join(set, " and "), field, kv)
 		return nil, dataFrom{}, false
 	}
 	switch {
@@ -432,7 +457,7 @@ func (m *vmi) data(ctx context.Context, b *platform.Builder, path, field, inline
 	case b64 != "":
 		data, err := base64.StdEncoding.DecodeString(b64)
 		if err != nil {
-			b.Errorf(path+"."+field+"Base64", "not base64 (KubeVirt decodes it with standard base64): %v", err)
+			b.Errorf(path+"."+field+"Base64", "not base64: virt-api's webhook refuses the VM (\"%sBase64 is not a valid base64 value\"): %v", field, err)
 			return nil, dataFrom{}, false
 		}
 		if len(data) > inlineLimit {
@@ -442,22 +467,35 @@ func (m *vmi) data(ctx context.Context, b *platform.Builder, path, field, inline
 	case ref != nil:
 		p := path + "." + refField + ".name"
 		if ref.Name == "" {
-			b.Errorf(p, "required: the Secret's name")
+			b.Errorf(p, "required: the Secret's name; KubeVirt counts a secretRef without one as no source")
 			return nil, dataFrom{}, false
 		}
 		src, err := platform.Fetch(ctx, opts.Resolver, "secret", m.namespace, ref.Name+m.secretSuffix)
 		if err != nil {
-			b.Err(p, err)
+			b.Err(p, withKubeVirt(err))
 			return nil, dataFrom{}, false
 		}
 		key, data, err := src.Key(keys...)
 		if err != nil {
-			b.Err(p, err)
+			b.Err(p, withKubeVirt(err))
 			return nil, dataFrom{}, false
 		}
 		return data, dataFrom{path: p, what: fmt.Sprintf(" (Secret %q key %q)", src.Name, key)}, true
 	}
 	return nil, dataFrom{}, false
+}
+
+// withKubeVirt adds to a referenced object's problem what KubeVirt does
+// without it: virt-launcher's pod mounts Secrets and ConfigMaps as volumes
+// and reads only the keys it knows.
+func withKubeVirt(err error) error {
+	switch {
+	case errors.Is(err, platform.ErrNotFound):
+		return fmt.Errorf("%w: KubeVirt's virt-launcher pod mounts it as a volume and does not start without it", err)
+	case errors.Is(err, platform.ErrMissingKey):
+		return fmt.Errorf("%w: virt-launcher reads only these keys of the mounted Secret, so the guest would get none of this data", err)
+	}
+	return err
 }
 
 // gunzip decompresses gzip user data, as cloud-init does before reading
@@ -531,23 +569,23 @@ func (m *vmi) accessCredentials(ctx context.Context, b *platform.Builder, ci *cl
 		}
 		switch {
 		case pm.NoCloud != nil && (ci == nil || ci.configDrive):
-			b.Errorf(p+".sshPublicKey.propagationMethod.noCloud", "needs a cloudInitNoCloud volume (KubeVirt refuses the VM otherwise)")
+			b.Errorf(p+".sshPublicKey.propagationMethod.noCloud", "needs a cloudInitNoCloud volume; virt-api's webhook refuses the VM (\"requires a noCloud volume to exist when the noCloud propagationMethod is in use\")")
 			continue
 		case pm.ConfigDrive != nil && (ci == nil || !ci.configDrive):
-			b.Errorf(p+".sshPublicKey.propagationMethod.configDrive", "needs a cloudInitConfigDrive volume (KubeVirt refuses the VM otherwise)")
+			b.Errorf(p+".sshPublicKey.propagationMethod.configDrive", "needs a cloudInitConfigDrive volume; virt-api's webhook refuses the VM (\"requires a configDrive volume to exist when the configDrive propagationMethod is in use\")")
 			continue
 		case pm.NoCloud == nil && pm.ConfigDrive == nil:
-			b.Errorf(p+".sshPublicKey.propagationMethod", "required: noCloud, configDrive or qemuGuestAgent")
+			b.Errorf(p+".sshPublicKey.propagationMethod", "required: noCloud, configDrive or qemuGuestAgent; virt-api's webhook refuses the VM (\"must have exactly one propagationMethod set\")")
 			continue
 		}
 		if k.Source.Secret == nil || k.Source.Secret.SecretName == "" {
-			b.Errorf(p+".sshPublicKey.source.secret.secretName", "required")
+			b.Errorf(p+".sshPublicKey.source.secret.secretName", "required: the Secret holding the keys; virt-api's webhook refuses the VM without one (\"must have exactly one source set\")")
 			continue
 		}
 		sp := p + ".sshPublicKey.source.secret.secretName"
 		src, err := platform.Fetch(ctx, opts.Resolver, "secret", m.namespace, k.Source.Secret.SecretName+m.secretSuffix)
 		if err != nil {
-			b.Err(sp, err)
+			b.Err(sp, withKubeVirt(err))
 			continue
 		}
 		// KubeVirt reads the mounted Secret's files in name order.
@@ -562,18 +600,19 @@ func (m *vmi) accessCredentials(ctx context.Context, b *platform.Builder, ci *cl
 	}
 }
 
-// ignition takes the kubevirt.io/ignitiondata annotation as the guest's
-// Ignition config.
-func (m *vmi) ignition(b *platform.Builder, text, path string) {
+// ignition takes text (the kubevirt.io/ignitiondata annotation, or user
+// data that is an Ignition config) as the guest's Ignition config; kv says
+// how KubeVirt delivers it, for a config that cannot be read.
+func (m *vmi) ignition(b *platform.Builder, text, path, kv string) {
 	s := &b.Instance.Spec
 	cfg, from, err := ignition.Upgrade([]byte(text))
 	var se *ignition.SyntaxError
 	switch {
 	case errors.As(err, &se):
-		b.TextErrorf(path, se.Line, se.Column, "not JSON: %v", se.Err)
+		b.TextErrorf(path, se.Line, se.Column, "not JSON: %v: %s, and the guest's Ignition fails on it at boot", se.Err, kv)
 		return
 	case err != nil:
-		b.Errorf(path, "%v", err)
+		b.Errorf(path, "%v: %s, and the guest's Ignition fails on it at boot", err, kv)
 		return
 	}
 	if !strings.HasPrefix(from, "3.") {
@@ -600,7 +639,7 @@ func (m *vmi) sysprep(ctx context.Context, b *platform.Builder, opts platform.Op
 		var err error
 		switch {
 		case sp.ConfigMap != nil && sp.Secret != nil:
-			b.Errorf(p, "sets both configMap and secret: give one")
+			b.Errorf(p, "sets both configMap and secret: KubeVirt's virt-controller mounts the secret and ignores the configMap; give one")
 			return nil
 		case sp.ConfigMap != nil:
 			p += ".configMap.name"
@@ -609,11 +648,11 @@ func (m *vmi) sysprep(ctx context.Context, b *platform.Builder, opts platform.Op
 			p += ".secret.name"
 			src, err = platform.Fetch(ctx, opts.Resolver, "secret", m.namespace, sp.Secret.Name+m.secretSuffix)
 		default:
-			b.Errorf(p, "needs configMap or secret")
+			b.Errorf(p, "needs configMap or secret; KubeVirt's virt-controller cannot make the VM's pod (\"Sysprep must have Secret or ConfigMap reference set\")")
 			return nil
 		}
 		if err != nil {
-			b.Err(p, err)
+			b.Err(p, withKubeVirt(err))
 			return nil
 		}
 		disc := &seed.Seed{Datasource: "sysprep", Label: sysprepLabel}
@@ -622,7 +661,7 @@ func (m *vmi) sysprep(ctx context.Context, b *platform.Builder, opts platform.Op
 			// Each key names a file on the disc, by the rule every
 			// medium applies; said here, it names the object and key.
 			if err := seed.CheckPath(k); err != nil {
-				b.Errorf(p, "%s %q: key %q %v: the disc's files are named by its keys", src.Kind, src.Name, k, err)
+				b.Errorf(p, "%s %q: key %q %v: the disc's files are named by its keys (the API server refuses such a key: keys are made of [-._a-zA-Z0-9])", src.Kind, src.Name, k, err)
 				badKeys = true
 				continue
 			}
@@ -630,7 +669,7 @@ func (m *vmi) sysprep(ctx context.Context, b *platform.Builder, opts platform.Op
 			if strings.EqualFold(k, "autounattend.xml") || strings.EqualFold(k, "unattend.xml") {
 				answer = k
 				if err := wellFormed(src.Data[k]); err != nil {
-					b.Errorf(p, "%s %q: %s is not well-formed XML, and Windows setup would stop on it: %v", src.Kind, src.Name, k, err)
+					b.Errorf(p, "%s %q: %s is not well-formed XML: KubeVirt delivers it unchecked, and Windows setup would stop on it: %v", src.Kind, src.Name, k, err)
 				}
 			}
 		}
@@ -638,7 +677,7 @@ func (m *vmi) sysprep(ctx context.Context, b *platform.Builder, opts platform.Op
 			return nil
 		}
 		if answer == "" {
-			b.Errorf(p, "%s %q has no autounattend.xml or unattend.xml key (it has %s): Windows setup finds no answer file, and KubeVirt refuses to start the VM", src.Kind, src.Name, strings.Join(src.Keys(), ", "))
+			b.Errorf(p, "%s %q has no autounattend.xml or unattend.xml key (it has %s): Windows setup would find no answer file, and virt-launcher does not start the VM (\"Sysprep drive should contain autounattend.xml or unattend.xml but neither were found.\")", src.Kind, src.Name, strings.Join(src.Keys(), ", "))
 			return nil
 		}
 		return disc

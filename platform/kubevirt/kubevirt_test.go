@@ -385,7 +385,7 @@ data: {unattend.xml: "<unattend/>"}
 				platformtest.Eq(t, "answer file", string(r.Sysprep.Files[0].Data), "<unattend/>")
 			}},
 		{Name: "pool index past replicas", Doc: pool, Opts: platform.Options{PoolIndex: 3},
-			Errs: []string{"spec.replicas: the pool has 3 members; there is no member 3"}},
+			Errs: []string{"spec.replicas: the pool has 3 members; there is no member 3: KubeVirt's pool controller makes members 0 to 2"}},
 		{Name: "v1alpha3 VM", Doc: strings.Replace(vm("volumes:\n- name: ci\n  cloudInitNoCloud: {userData: \"#!/bin/sh\\n\"}\n"), "kubevirt.io/v1\n", "kubevirt.io/v1alpha3\n", 1),
 			Check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
 				platformtest.Eq(t, "userData", s.CloudInit.UserData, "#!/bin/sh\n")
@@ -482,4 +482,52 @@ func TestHostname(t *testing.T) {
 			t.Errorf("Hostname(%q, %q) = %q, want %q", c[0], c[1], got, c[2])
 		}
 	}
+}
+
+// TestRefusalsSayWhatKubeVirtDoes: every refusal names the object's field
+// and line (platformtest checks the file name and the field) and says what
+// KubeVirt itself does with the input: the webhook's or the API server's
+// own message, or what virt-launcher and the guest do (issue 20 item 7).
+func TestRefusalsSayWhatKubeVirtDoes(t *testing.T) {
+	const ci = "volumes:\n- name: ci\n  cloudInitNoCloud: {userData: \"#!/bin/sh\\n\"}\n"
+	platformtest.Run(t, []platformtest.Case{
+		{Name: "unknown field", Doc: vm("hostnme: x\n" + ci),
+			Errs: []string{"vm.yaml:11: spec.template.spec.hostnme: unknown field: kubectl apply (its strict field validation) and KubeVirt's API server refuse it"}},
+		{Name: "wrong type", Doc: vm("hostname: [x]\n" + ci),
+			Errs: []string{"spec.template.spec.hostname", "the API server refuses the object"}},
+		{Name: "no template", Doc: "apiVersion: kubevirt.io/v1\nkind: VirtualMachine\nmetadata: {name: a}\nspec: {}\n",
+			Errs: []string{"vm.yaml:4: spec.template: required: the VirtualMachineInstance template; KubeVirt's API server refuses a VirtualMachine without one"}},
+		{Name: "no name", Doc: "apiVersion: kubevirt.io/v1\nkind: VirtualMachineInstance\nmetadata: {}\nspec: {domain: {devices: {}}}\n",
+			Errs: []string{"vm.yaml:3: metadata.name: required: the API server refuses an object without a name"}},
+		{Name: "no data", Doc: vm("volumes:\n- name: ci\n  cloudInitNoCloud: {}\n"),
+			Errs: []string{`vm.yaml:13: spec.template.spec.volumes[0].cloudInitNoCloud: needs user data or network data`, `virt-api's webhook refuses the VM ("must have at least one userdatasource or one networkdatasource set")`}},
+		{Name: "two sources", Doc: vm("volumes:\n- name: ci\n  cloudInitNoCloud: {userData: \"#!/bin/sh\\n\", userDataBase64: IyEvYmluL3NoCg==}\n"),
+			Errs: []string{`virt-api's webhook refuses the VM ("must have only one userdatasource set")`}},
+		{Name: "bad base64", Doc: vm("volumes:\n- name: ci\n  cloudInitNoCloud: {networkDataBase64: \"%%\"}\n"),
+			Errs: []string{`spec.template.spec.volumes[0].cloudInitNoCloud.networkDataBase64: not base64: virt-api's webhook refuses the VM ("networkDataBase64 is not a valid base64 value")`}},
+		{Name: "secret not found", Doc: vm("volumes:\n- name: ci\n  cloudInitNoCloud: {secretRef: {name: nope}}\n"),
+			Errs: []string{`spec.template.spec.volumes[0].cloudInitNoCloud.secretRef.name: secret "nope" not found in namespace "ns": KubeVirt's virt-launcher pod mounts it as a volume and does not start without it`}},
+		{Name: "secret without the key", Doc: vm("volumes:\n- name: ci\n  cloudInitNoCloud: {secretRef: {name: s}}\n", secret("s", "user-data", "#!/bin/sh\n")),
+			Errs: []string{`has no key "userdata" or "userData"`, "virt-launcher reads only these keys of the mounted Secret"}},
+		{Name: "secretRef without a name", Doc: vm("volumes:\n- name: ci\n  cloudInitNoCloud: {secretRef: {}}\n"),
+			Errs: []string{"secretRef.name: required: the Secret's name; KubeVirt counts a secretRef without one as no source"}},
+		{Name: "noCloud keys without the volume", Doc: vm("accessCredentials:\n- sshPublicKey: {source: {secret: {secretName: k}}, propagationMethod: {noCloud: {}}}\n"),
+			Errs: []string{`propagationMethod.noCloud: needs a cloudInitNoCloud volume; virt-api's webhook refuses the VM ("requires a noCloud volume to exist when the noCloud propagationMethod is in use")`}},
+		{Name: "keys without a propagation method", Doc: vm(ci + "accessCredentials:\n- sshPublicKey: {source: {secret: {secretName: k}}, propagationMethod: {}}\n"),
+			Errs: []string{`propagationMethod: required: noCloud, configDrive or qemuGuestAgent; virt-api's webhook refuses the VM ("must have exactly one propagationMethod set")`}},
+		{Name: "keys without a Secret", Doc: vm(ci + "accessCredentials:\n- sshPublicKey: {source: {}, propagationMethod: {noCloud: {}}}\n"),
+			Errs: []string{`source.secret.secretName: required: the Secret holding the keys; virt-api's webhook refuses the VM without one ("must have exactly one source set")`}},
+		{Name: "annotation that is no JSON", Doc: "apiVersion: kubevirt.io/v1\nkind: VirtualMachineInstance\nmetadata:\n  name: a\n  annotations:\n    kubevirt.io/ignitiondata: |\n      {\"ignition\": \n",
+			Errs: []string{"not JSON", "KubeVirt passes it to QEMU's fw_cfg unchecked, and the guest's Ignition fails on it at boot"}},
+		{Name: "Ignition user data that is no JSON", Doc: vm("volumes:\n- name: ci\n  cloudInitConfigDrive:\n    userData: |\n      {\"ignition\": {\"version\": \"3.2.0\"},}\n"),
+			Errs: []string{"not JSON", "virt-launcher writes it unchecked as the user data, and the guest's Ignition fails on it at boot"}},
+		{Name: "sysprep with both", Doc: vm("volumes:\n- name: sp\n  sysprep: {configMap: {name: a}, secret: {name: b}}\n"),
+			Errs: []string{"sysprep: sets both configMap and secret: KubeVirt's virt-controller mounts the secret and ignores the configMap; give one"}},
+		{Name: "sysprep with neither", Doc: vm("volumes:\n- name: sp\n  sysprep: {}\n"),
+			Errs: []string{`sysprep: needs configMap or secret; KubeVirt's virt-controller cannot make the VM's pod ("Sysprep must have Secret or ConfigMap reference set")`}},
+		{Name: "sysprep without an answer file", Doc: vm("volumes:\n- name: sp\n  sysprep: {configMap: {name: a}}\n", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: ns}\ndata: {x.xml: \"<a/>\"}\n"),
+			Errs: []string{`virt-launcher does not start the VM ("Sysprep drive should contain autounattend.xml or unattend.xml but neither were found.")`}},
+		{Name: "sysprep answer file that is no XML", Doc: vm("volumes:\n- name: sp\n  sysprep: {configMap: {name: a}}\n", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: ns}\ndata: {unattend.xml: \"<a>\"}\n"),
+			Errs: []string{"is not well-formed XML: KubeVirt delivers it unchecked, and Windows setup would stop on it"}},
+	})
 }

@@ -78,26 +78,26 @@ func convertV1alpha2(ctx context.Context, doc *platform.Document, opts platform.
 	switch doc.Kind {
 	case "VirtualMachine":
 		var vm v1alpha2VM
-		if err := doc.Decode(&vm); err != nil {
+		if err := decode(doc, &vm); err != nil {
 			return nil, err
 		}
 		t := vm.Spec.Template
 		if t == nil {
-			return nil, spec.Errors{doc.Error("spec.template", "required: the VirtualMachineInstance template")}
+			return nil, spec.Errors{doc.Error("spec.template", templateRequired)}
 		}
 		m = vmi{name: vm.Name, namespace: vm.Namespace, annotations: t.Annotations,
 			annPath: "spec.template.metadata.annotations", path: "spec.template.spec"}
 		s = &t.Spec
 	default:
 		var v v1alpha2VMI
-		if err := doc.Decode(&v); err != nil {
+		if err := decode(doc, &v); err != nil {
 			return nil, err
 		}
 		m = vmi{name: v.Name, namespace: v.Namespace, annotations: v.Annotations, annPath: annotationPrefix, path: "spec"}
 		s = &v.Spec
 	}
 	if m.name == "" {
-		return nil, spec.Errors{doc.Error("metadata.name", "required")}
+		return nil, spec.Errors{doc.Error("metadata.name", nameRequired)}
 	}
 	m.namespace = opts.NamespaceOf(m.namespace)
 	m.v1alpha2 = true
