@@ -358,10 +358,13 @@ func (m *vmi) cloudInit(ctx context.Context, b *platform.Builder, c *cloudInit, 
 			m.ignitionUserData(b, c, path, ud, udFrom, ndOK)
 			return
 		}
-		// Written as KubeVirt writes it, alone: what the guest of a
-		// script (KubeVirt's CirrOS demo) runs; the host name is meta-data.
+	}
+	// Written as KubeVirt writes it, alone (empty when the volume has
+	// network data only): what the guest of a script (KubeVirt's CirrOS
+	// demo) runs; the host name is meta-data.
+	s.CloudInit.UserDataOnly = true
+	if udOK {
 		s.CloudInit.UserData = string(ud)
-		s.CloudInit.UserDataOnly = true
 		b.From("spec.cloudInit.userData", path)
 		m.warnIgnored(b, udFrom, s.CloudInit.UserData)
 	}
