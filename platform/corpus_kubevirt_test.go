@@ -92,14 +92,13 @@ var onPurpose = map[string]string{
 // kvDelivery is what one VM's guest gets: the cloud-init disk's label and
 // files, and the meta-data document parsed.
 type kvDelivery struct {
-	object        string
-	label         string
-	files         map[string][]byte // user data, network data; meta-data is meta
-	meta          map[string]any
-	randomID      string // the meta-data key whose value KubeVirt draws at random
-	legacyUUID    string // what the VM controller would persist for it
-	sysprep       map[string][]byte
-	ignitionAgent bool
+	object     string
+	label      string
+	files      map[string][]byte // user data, network data; meta-data is meta
+	meta       map[string]any
+	randomID   string // the meta-data key whose value KubeVirt draws at random
+	legacyUUID string // what the VM controller would persist for it
+	sysprep    map[string][]byte
 }
 
 // kubevirtObject finds the object key names among docs ("" names the
@@ -179,22 +178,22 @@ func virtLauncher(t *testing.T, obj map[string]any, secrets map[string]map[strin
 	if ns == "" {
 		ns = platform.DefaultNamespace
 	}
-	var vmi, vmiMeta map[string]any
+	var vmi map[string]any
 	instancetype, secretSuffix := "", ""
 	switch kind {
 	case "VirtualMachine":
-		vmi, vmiMeta = asMap(jsonAt(obj, "spec", "template", "spec")), asMap(jsonAt(obj, "spec", "template", "metadata"))
+		vmi = asMap(jsonAt(obj, "spec", "template", "spec"))
 		instancetype, _ = jsonAt(obj, "spec", "instancetype", "name").(string)
 	case "VirtualMachinePool":
-		vmi, vmiMeta = asMap(jsonAt(obj, "spec", "virtualMachineTemplate", "spec", "template", "spec")), asMap(jsonAt(obj, "spec", "virtualMachineTemplate", "spec", "template", "metadata"))
+		vmi = asMap(jsonAt(obj, "spec", "virtualMachineTemplate", "spec", "template", "spec"))
 		instancetype, _ = jsonAt(obj, "spec", "virtualMachineTemplate", "spec", "instancetype", "name").(string)
 		name += "-0" // the member build reads by default
 		if jsonAt(obj, "spec", "nameGeneration", "appendIndexToSecretRefs") == true {
 			secretSuffix = "-0"
 		}
 	default:
-		vmi, vmiMeta = asMap(obj["spec"]), asMap(obj["metadata"])
-		ann := asMap(vmiMeta["annotations"])
+		vmi = asMap(obj["spec"])
+		ann := asMap(jsonAt(obj, "metadata", "annotations"))
 		instancetype, _ = ann["kubevirt.io/cluster-instancetype-name"].(string)
 		if instancetype == "" {
 			instancetype, _ = ann["kubevirt.io/instancetype-name"].(string)
