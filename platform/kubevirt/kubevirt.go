@@ -213,7 +213,14 @@ const (
 // kubectl and KubeVirt's API server do with it: they refuse it, as here.
 func decode(doc *platform.Document, v any) error {
 	err := doc.Decode(v)
-	for _, e := range spec.AsErrors(err) {
+	es := spec.AsErrors(err)
+	if es == nil {
+		return err
+	}
+	out := make(spec.Errors, len(es))
+	for i, e := range es {
+		e := *e // the document may hold its problems: copy, never edit
+		out[i] = &e
 		switch {
 		case e.Message == "unknown field":
 			e.Message += ": kubectl apply (its strict field validation) and KubeVirt's API server refuse it"
@@ -223,7 +230,7 @@ func decode(doc *platform.Document, v any) error {
 			e.Message += "; the API server refuses the object"
 		}
 	}
-	return err
+	return out
 }
 
 func instancetypeOf(it *v1.InstancetypeMatcher) string {
