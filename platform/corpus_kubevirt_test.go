@@ -178,27 +178,7 @@ func virtLauncher(t *testing.T, obj map[string]any, secrets map[string]map[strin
 	if ns == "" {
 		ns = platform.DefaultNamespace
 	}
-	var vmi map[string]any
-	instancetype, secretSuffix := "", ""
-	switch kind {
-	case "VirtualMachine":
-		vmi = asMap(jsonAt(obj, "spec", "template", "spec"))
-		instancetype, _ = jsonAt(obj, "spec", "instancetype", "name").(string)
-	case "VirtualMachinePool":
-		vmi = asMap(jsonAt(obj, "spec", "virtualMachineTemplate", "spec", "template", "spec"))
-		instancetype, _ = jsonAt(obj, "spec", "virtualMachineTemplate", "spec", "instancetype", "name").(string)
-		name += "-0" // the member build reads by default
-		if jsonAt(obj, "spec", "nameGeneration", "appendIndexToSecretRefs") == true {
-			secretSuffix = "-0"
-		}
-	default:
-		vmi = asMap(obj["spec"])
-		ann := asMap(jsonAt(obj, "metadata", "annotations"))
-		instancetype, _ = ann["kubevirt.io/cluster-instancetype-name"].(string)
-		if instancetype == "" {
-			instancetype, _ = ann["kubevirt.io/instancetype-name"].(string)
-		}
-	}
+	vmi, name, instancetype, secretSuffix := kvVMI(obj, kind, name)
 	d := &kvDelivery{object: kind + " " + name, files: map[string][]byte{}}
 	// dns.SanitizeHostname.
 	hostname, _, _ := strings.Cut(name, ".")
@@ -270,6 +250,30 @@ func virtLauncher(t *testing.T, obj map[string]any, secrets map[string]map[strin
 		d.meta["public-keys"] = keys
 	}
 	return d
+}
+
+// kvVMI is the VMI spec obj runs, the VMI's name, its instancetype and
+// the suffix of its Secrets' names (a pool's member 0, which build reads
+// by default).
+func kvVMI(obj map[string]any, kind, name string) (vmi map[string]any, vmiName, instancetype, secretSuffix string) {
+	switch kind {
+	case "VirtualMachine":
+		instancetype, _ = jsonAt(obj, "spec", "instancetype", "name").(string)
+		return asMap(jsonAt(obj, "spec", "template", "spec")), name, instancetype, ""
+	case "VirtualMachinePool":
+		instancetype, _ = jsonAt(obj, "spec", "virtualMachineTemplate", "spec", "instancetype", "name").(string)
+		if jsonAt(obj, "spec", "nameGeneration", "appendIndexToSecretRefs") == true {
+			secretSuffix = "-0"
+		}
+		return asMap(jsonAt(obj, "spec", "virtualMachineTemplate", "spec", "template", "spec")), name + "-0", instancetype, secretSuffix
+	}
+	// A VMI: the annotations virt-controller sets from a VM's instancetype.
+	ann := asMap(jsonAt(obj, "metadata", "annotations"))
+	instancetype, _ = ann["kubevirt.io/cluster-instancetype-name"].(string)
+	if instancetype == "" {
+		instancetype, _ = ann["kubevirt.io/instancetype-name"].(string)
+	}
+	return asMap(obj["spec"]), name, instancetype, ""
 }
 
 // firstCloudInit is the first cloud-init volume's source in spec order, as
