@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/vminit/vminit/check"
 	"github.com/vminit/vminit/delivery"
+	"github.com/vminit/vminit/internal/testing/cloudinittest"
 	"github.com/vminit/vminit/platform"
 	"github.com/vminit/vminit/platform/convert"
 	"github.com/vminit/vminit/seed"
@@ -37,12 +39,34 @@ func TestCorpusKubeVirt(t *testing.T) { runCorpus(t, corpusPlatform{Dir: "kubevi
 // from the object as published by those rules, never by vminit's code.
 // The differences vminit makes on purpose are the onPurpose list.
 func TestCorpusMatchesKubeVirt(t *testing.T) {
-	dir := filepath.Join("testdata", "corpus", "kubevirt")
-	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	pairs := kubevirtCorpusPairs(t)
+	for _, p := range pairs {
+		t.Run(p.name, func(t *testing.T) { compareKubeVirt(t, p.want, p.got) })
+	}
+	t.Logf("%d KubeVirt corpus objects compared with virt-launcher's delivery", len(pairs))
+	if len(pairs) < 80 {
+		t.Errorf("only %d objects compared; the corpus builds more", len(pairs))
+	}
+}
+
+// kvPair is one corpus object that builds: what vminit delivers and what
+// virt-launcher would.
+type kvPair struct {
+	name string // FILE, or FILE#KIND/NAME for one of several objects
+	want *kvDelivery
+	got  *seed.Seed
+}
+
+// kubevirtCorpusPairs reads every KubeVirt corpus object as build does
+// (alone with --object KIND/NAME in a file of several) and pairs each that
+// builds with virt-launcher's delivery for it.
+func kubevirtCorpusPairs(t *testing.T) []kvPair {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join("testdata", "corpus", "kubevirt", "*.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	compared := 0
+	var pairs []kvPair
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
@@ -66,18 +90,78 @@ func TestCorpusMatchesKubeVirt(t *testing.T) {
 			if !ok {
 				continue
 			}
-			compared++
-			t.Run(strings.TrimSuffix(name+"#"+key, "#"), func(t *testing.T) {
-				obj, secrets := kubevirtObject(t, docs, key)
-				compareKubeVirt(t, virtLauncher(t, obj, secrets), got)
-			})
+			obj, secrets := kubevirtObject(t, docs, key)
+			pairs = append(pairs, kvPair{strings.TrimSuffix(name+"#"+key, "#"), virtLauncher(t, obj, secrets), got})
 		}
 	}
-	t.Logf("%d KubeVirt corpus objects compared with virt-launcher's delivery", compared)
-	if compared < 80 {
-		t.Errorf("only %d objects compared; the corpus builds more", compared)
-	}
+	return pairs
 }
+
+// TestCorpusKubeVirtReadByCloudInit has cloud-init 22.4's NoCloud
+// datasource read both disks of every corpus object that gets one, the
+// files virt-launcher writes and vminit's, and wants it to find the same
+// instance-id (but for the ids onPurpose lists), host name, user data,
+// network configuration and meta-data.
+func TestCorpusKubeVirtReadByCloudInit(t *testing.T) {
+	cloudinittest.Require(t)
+	var dirs []string
+	var pairs []kvPair
+	for _, p := range kubevirtCorpusPairs(t) {
+		if p.want.label != "cidata" || strings.HasPrefix(string(p.got.Datasource), "ignition/") {
+			continue
+		}
+		base := t.TempDir()
+		kv, ours := filepath.Join(base, "kubevirt"), filepath.Join(base, "vminit")
+		for _, d := range []string{kv, ours} {
+			if err := os.Mkdir(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		md, _ := json.Marshal(p.want.meta) // virt-launcher writes JSON meta-data
+		files := map[string][]byte{"meta-data": md}
+		maps.Copy(files, p.want.files)
+		for n, b := range files {
+			if err := os.WriteFile(filepath.Join(kv, n), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := p.got.WriteDir(ours, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		dirs, pairs = append(dirs, kv, ours), append(pairs, p)
+	}
+	var read []map[string]any
+	cloudinittest.Run(t, noCloudBatch, map[string]any{"dirs": dirs}, &read)
+	for i, p := range pairs {
+		kv, ours := read[2*i], read[2*i+1]
+		if p.want.randomID != "" {
+			kv["instance_id"] = p.want.legacyUUID // onPurpose["random instance-id"]
+		}
+		if !reflect.DeepEqual(kv, ours) {
+			t.Errorf("%s: cloud-init reads from vminit's disk\n\t%v\nand from KubeVirt's\n\t%v", p.name, ours, kv)
+		}
+	}
+	t.Logf("%d NoCloud disks read by cloud-init the same", len(pairs))
+}
+
+// noCloudBatch reads each directory of "dirs" as DataSourceNoCloud reads
+// a cidata disk (cloudinittest.NoCloudReader's steps, for many disks in
+// one process).
+const noCloudBatch = `
+import base64, json, sys
+from cloudinit import util
+from cloudinit.sources import DataSourceNoCloud as nc
+out = []
+for d in json.load(sys.stdin)["dirs"]:
+    seeded = util.pathprefix2dict(d, required=["user-data", "meta-data"], optional=["vendor-data", "network-config"])
+    data = nc._merge_new_seed({"meta-data": {}, "user-data": "", "vendor-data": "", "network-config": None}, seeded)
+    ds = nc.DataSourceNoCloud.__new__(nc.DataSourceNoCloud)
+    ds.metadata = data["meta-data"]
+    out.append({"instance_id": ds.get_instance_id(), "hostname": ds.get_hostname().hostname,
+                "user_data": base64.b64encode(data["user-data"] or b"").decode(),
+                "network_config": data["network-config"], "metadata": data["meta-data"]})
+json.dump(out, sys.stdout, default=str)
+`
 
 // onPurpose are the differences from KubeVirt that vminit makes on
 // purpose, each with its reason; compareKubeVirt names the one it allows.
