@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/vminit/vminit/check"
+	"github.com/vminit/vminit/cloudinit"
 	"github.com/vminit/vminit/delivery"
 	"github.com/vminit/vminit/internal/testing/cloudinittest"
 	"github.com/vminit/vminit/platform"
@@ -101,7 +103,8 @@ func kubevirtCorpusPairs(t *testing.T) []kvPair {
 // datasource read both disks of every corpus object that gets one, the
 // files virt-launcher writes and vminit's, and wants it to find the same
 // instance-id (but for the ids onPurpose lists), host name, user data,
-// network configuration and meta-data.
+// network configuration and meta-data; and that the user data vminit
+// warns cloud-init ignores is what cloud-init finds no handler for.
 func TestCorpusKubeVirtReadByCloudInit(t *testing.T) {
 	cloudinittest.Require(t)
 	var dirs []string
@@ -140,6 +143,14 @@ func TestCorpusKubeVirtReadByCloudInit(t *testing.T) {
 		if !reflect.DeepEqual(kv, ours) {
 			t.Errorf("%s: cloud-init reads from vminit's disk\n\t%v\nand from KubeVirt's\n\t%v", p.name, ours, kv)
 		}
+		// What vminit warns cloud-init ignores (the quick-start's "Hi.")
+		// is what cloud-init finds no handler for (an empty user-data,
+		// too, but there is nothing to ignore).
+		ud, _ := p.got.Lookup("user-data")
+		ignored := errors.Is(cloudinit.CheckUserData(ud), cloudinit.ErrIgnored)
+		if types := fmt.Sprint(ours["part_types"]); len(ud) > 0 && ignored != (types == "[text/x-not-multipart]") {
+			t.Errorf("%s: vminit says cloud-init ignores the user data: %v; cloud-init's part types: %s", p.name, ignored, types)
+		}
 	}
 	t.Logf("%d NoCloud disks read by cloud-init the same", len(pairs))
 }
@@ -149,7 +160,7 @@ func TestCorpusKubeVirtReadByCloudInit(t *testing.T) {
 // one process).
 const noCloudBatch = `
 import base64, json, sys
-from cloudinit import util
+from cloudinit import user_data as ud, util
 from cloudinit.sources import DataSourceNoCloud as nc
 out = []
 for d in json.load(sys.stdin)["dirs"]:
@@ -157,7 +168,10 @@ for d in json.load(sys.stdin)["dirs"]:
     data = nc._merge_new_seed({"meta-data": {}, "user-data": "", "vendor-data": "", "network-config": None}, seeded)
     ds = nc.DataSourceNoCloud.__new__(nc.DataSourceNoCloud)
     ds.metadata = data["meta-data"]
-    out.append({"instance_id": ds.get_instance_id(), "hostname": ds.get_hostname().hostname,
+    parts = ud.UserDataProcessor.__new__(ud.UserDataProcessor)
+    parts.paths, parts.ssl_details = None, None
+    types = [p.get_content_type() for p in parts.process(data["user-data"]).walk() if not ud.is_skippable(p)]
+    out.append({"part_types": types, "instance_id": ds.get_instance_id(), "hostname": ds.get_hostname().hostname,
                 "user_data": base64.b64encode(data["user-data"] or b"").decode(),
                 "network_config": data["network-config"], "metadata": data["meta-data"]})
 json.dump(out, sys.stdout, default=str)
