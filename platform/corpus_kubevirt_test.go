@@ -328,7 +328,7 @@ func virtLauncher(t *testing.T, obj map[string]any, secrets map[string]map[strin
 		if random {
 			d.randomID = "uuid"
 		}
-		setIf(d.meta, "instance_type", instancetype)
+		kvSetIf(d.meta, "instance_type", instancetype)
 		if len(keys) > 0 {
 			d.meta["public_keys"] = keys
 		}
@@ -343,7 +343,7 @@ func virtLauncher(t *testing.T, obj map[string]any, secrets map[string]map[strin
 	if random {
 		d.randomID = "instance-id"
 	}
-	setIf(d.meta, "instance-type", instancetype)
+	kvSetIf(d.meta, "instance-type", instancetype)
 	if len(keys) > 0 {
 		d.meta["public-keys"] = keys
 	}
@@ -486,7 +486,7 @@ func compareKubeVirt(t *testing.T, want *kvDelivery, got *seed.Seed) {
 	for p, w := range want.files {
 		g, _ := got.Lookup(p)
 		if ignition && (p == "user-data" || p == "openstack/latest/user_data") {
-			compareIgnition(t, w, g)
+			kvCompareIgnition(t, w, g)
 			continue
 		}
 		if !bytes.Equal(g, w) {
@@ -539,9 +539,9 @@ func compareMeta(t *testing.T, want *kvDelivery, got map[string]any, ignition bo
 	}
 }
 
-// compareIgnition compares the config KubeVirt delivers verbatim with the
+// kvCompareIgnition compares the config KubeVirt delivers verbatim with the
 // one vminit renders from it: the same users, and /etc/hostname besides.
-func compareIgnition(t *testing.T, kv, ours []byte) {
+func kvCompareIgnition(t *testing.T, kv, ours []byte) {
 	t.Helper()
 	var w, g map[string]any
 	if err := json.Unmarshal(kv, &w); err != nil {
@@ -580,7 +580,7 @@ func keyLines(v any) []string {
 	return out
 }
 
-func setIf(m map[string]any, k, v string) {
+func kvSetIf(m map[string]any, k, v string) {
 	if v != "" {
 		m[k] = v
 	}
