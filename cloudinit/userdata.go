@@ -99,10 +99,13 @@ func isMIME(data []byte) bool {
 //
 // With spec.cloudInit.userDataOnly the user-data is spec.cloudInit.userData
 // as given (validation has refused what only the generated document could
-// carry), checked like vendor-data: something cloud-init reads.
+// carry), checked like vendor-data: something cloud-init reads. Data
+// cloud-init ignores (ErrIgnored) is delivered all the same, as the
+// platforms deliver it (check.Instance warns): it is what the guest of a
+// platform object got.
 func UserData(inst *spec.Instance) ([]byte, error) {
 	if ci := &inst.Spec.CloudInit; ci.UserDataOnly {
-		if err := CheckUserData([]byte(ci.UserData)); err != nil {
+		if err := CheckUserData([]byte(ci.UserData)); err != nil && !errors.Is(err, ErrIgnored) {
 			return nil, spec.Errors{{Field: "spec.cloudInit.userData", Message: err.Error()}}
 		}
 		return []byte(ci.UserData), nil
