@@ -330,7 +330,7 @@ func (c *Controller) lead(ctx context.Context) error {
 		if !c.cfg.KubeVirt {
 			continue
 		}
-		vi := dynamicinformer.NewFilteredDynamicInformer(c.dyn, kubestore.VirtualMachines, ns, c.cfg.Resync,
+		vi := dynamicinformer.NewFilteredDynamicInformer(c.dyn, v1alpha1.KubeVirtVirtualMachines, ns, c.cfg.Resync,
 			cache.Indexers{indexInstance: vmInstanceIndex}, nil).Informer()
 		vi.SetTransform(dropManagedFields)
 		vi.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -340,7 +340,7 @@ func (c *Controller) lead(ctx context.Context) error {
 		})
 		t.vms[ns] = vi
 		// The VMIs' addresses decide where an Instance is served.
-		mi := dynamicinformer.NewFilteredDynamicInformer(c.dyn, kubestore.VirtualMachineInstances, ns, c.cfg.Resync, cache.Indexers{}, nil).Informer()
+		mi := dynamicinformer.NewFilteredDynamicInformer(c.dyn, v1alpha1.KubeVirtVirtualMachineInstances, ns, c.cfg.Resync, cache.Indexers{}, nil).Informer()
 		mi.SetTransform(vmiAddresses)
 		mi.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { t.vmiChanged(obj, false) },

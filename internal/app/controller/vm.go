@@ -19,7 +19,6 @@ import (
 
 	"github.com/vminit/vminit/check"
 	"github.com/vminit/vminit/kube/api/v1alpha1"
-	"github.com/vminit/vminit/mdserver/kubestore"
 	"github.com/vminit/vminit/platform"
 	"github.com/vminit/vminit/platform/kubevirt"
 	"github.com/vminit/vminit/seed"
@@ -583,7 +582,7 @@ func (t *term) updateVM(ctx context.Context, cur, next *unstructured.Unstructure
 	if bytes.Equal(a, b) {
 		return false, nil
 	}
-	_, err := t.c.dyn.Resource(kubestore.VirtualMachines).Namespace(cur.GetNamespace()).Update(ctx, next, metav1.UpdateOptions{FieldManager: "vminit-controller"})
+	_, err := t.c.dyn.Resource(v1alpha1.KubeVirtVirtualMachines).Namespace(cur.GetNamespace()).Update(ctx, next, metav1.UpdateOptions{FieldManager: "vminit-controller"})
 	if err != nil {
 		return false, err
 	}
