@@ -25,7 +25,7 @@ import (
 	"github.com/vminit/vminit/internal/lib/tlsfiles"
 	"github.com/vminit/vminit/mdserver/admin"
 	"github.com/vminit/vminit/mdserver/kubestore"
-	"github.com/vminit/vminit/platform/kube"
+	"github.com/vminit/vminit/platform/cluster"
 )
 
 // adminClient is the admin API client the --server, --token-file and TLS
@@ -131,7 +131,7 @@ func (c *adminClient) setupCluster(ctx context.Context) error {
 	if c.tokenFile != "" || c.caFile != "" || c.certFile != "" {
 		return usagef("--token-file, --ca-file, --cert and --key are for --server; --kubeconfig carries its own credentials")
 	}
-	cfg, ns, err := kube.Load(c.cluster.kubeconfig, c.cluster.kubeContext)
+	cfg, ns, err := cluster.Load(c.cluster.kubeconfig, c.cluster.kubeContext)
 	if err != nil {
 		return usagef("--kubeconfig: %v", err)
 	}

@@ -58,7 +58,7 @@ import (
 	"github.com/vminit/vminit/kube/api/v1alpha1"
 	"github.com/vminit/vminit/mdserver/kubestore"
 	"github.com/vminit/vminit/platform"
-	"github.com/vminit/vminit/platform/kube"
+	"github.com/vminit/vminit/platform/cluster"
 )
 
 // secrets are watched as metadata only.
@@ -171,7 +171,7 @@ func New(cfg Config) (*Controller, error) {
 	if c.meta, err = metadata.NewForConfig(cfg.REST); err != nil {
 		return nil, err
 	}
-	if c.resolver, err = kube.New(cfg.REST); err != nil {
+	if c.resolver, err = cluster.New(cfg.REST); err != nil {
 		return nil, err
 	}
 	return c, nil

@@ -338,13 +338,12 @@ type recorder struct {
 	read []string
 }
 
-func (r *recorder) Secret(ctx context.Context, ns, name string) (*corev1.Secret, error) {
+func (r *recorder) Data(ctx context.Context, kind, ns, name string) (map[string][]byte, error) {
+	if kind != "secret" {
+		return nil, errors.New("the controller does not read ConfigMaps (sysprep volumes are Windows answer files, not cloud-init data)")
+	}
 	r.read = append(r.read, ns+"/"+name)
-	return r.base.Secret(ctx, ns, name)
-}
-
-func (r *recorder) ConfigMap(context.Context, string, string) (*corev1.ConfigMap, error) {
-	return nil, errors.New("the controller does not read ConfigMaps (sysprep volumes are Windows answer files, not cloud-init data)")
+	return r.base.Data(ctx, kind, ns, name)
 }
 
 func (t *term) setDeps(vm string, read []string) {
