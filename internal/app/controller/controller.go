@@ -3,7 +3,7 @@
 //
 //   - Instance: its spec document (v1alpha1.SpecDocumentOf) is loaded and
 //     checked as `vminit validate` checks a spec file (spec.Parse, then
-//     check.Instance), rendered for its agent, and the result written to
+//     render.Instance), rendered for its agent, and the result written to
 //     its status: the Valid, Rendered and Served conditions (problems listed
 //     with their field paths), the sha256 of each rendered file, the VMs
 //     that use it. Events say when that changes.

@@ -17,10 +17,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/vminit/vminit/check"
 	"github.com/vminit/vminit/kube/api/v1alpha1"
 	"github.com/vminit/vminit/platform"
 	"github.com/vminit/vminit/platform/kubevirt"
+	"github.com/vminit/vminit/render"
 	"github.com/vminit/vminit/seed"
 	"github.com/vminit/vminit/spec"
 )
@@ -215,9 +215,9 @@ func (t *term) firstBoot(ctx context.Context, vm *unstructured.Unstructured) (*f
 		}
 		ds := volumeDatasource(orig)
 		if ds == "" {
-			ds = check.Target{}.DatasourceFor(l.rec.Instance)
+			ds = render.Target{}.DatasourceFor(l.rec.Instance)
 		}
-		return render(l.rec.Instance, ds, "Instance "+name)
+		return renderFirstBoot(l.rec.Instance, ds, "Instance "+name)
 	}
 	if !hasFirstBootData(orig) {
 		t.forgetDeps(vmKey)
@@ -236,7 +236,7 @@ func (t *term) firstBoot(ctx context.Context, vm *unstructured.Unstructured) (*f
 	if r.Instance == nil {
 		return nil, nil // a sysprep disc only: nothing for cloud-init
 	}
-	return render(r.Instance, check.Target{}.DatasourceFor(r.Instance), "the VM's own cloud-init data")
+	return renderFirstBoot(r.Instance, render.Target{}.DatasourceFor(r.Instance), "the VM's own cloud-init data")
 }
 
 func rvOf(o any) int64 {
@@ -246,12 +246,12 @@ func rvOf(o any) int64 {
 	return rv
 }
 
-// render renders the user data and network data the guest reads through
+// renderFirstBoot renders the user data and network data the guest reads through
 // KubeVirt's cloud-init volume of datasource ds: for Ignition, the config
 // (Fedora CoreOS and RHCOS kubevirt images read it as the config drive's
 // user data).
-func render(inst *spec.Instance, ds seed.Datasource, from string) (*firstBoot, error) {
-	rep := check.Instance(inst, check.Target{Datasource: ds})
+func renderFirstBoot(inst *spec.Instance, ds seed.Datasource, from string) (*firstBoot, error) {
+	rep := render.Instance(inst, render.Target{Datasource: ds})
 	if !rep.OK() {
 		return nil, rep.Errors
 	}

@@ -1,10 +1,10 @@
-package check_test
+package render_test
 
 import (
 	"strings"
 	"testing"
 
-	"github.com/vminit/vminit/check"
+	"github.com/vminit/vminit/render"
 	"github.com/vminit/vminit/spec"
 )
 
@@ -16,7 +16,7 @@ func TestUserDataOnlyIgnored(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep := check.Instance(inst, check.Target{})
+	rep := render.Instance(inst, render.Target{})
 	if !rep.OK() {
 		t.Fatalf("refused: %v", rep.Errors)
 	}
