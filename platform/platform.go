@@ -321,9 +321,16 @@ func literalSafe(s string) bool {
 	return true
 }
 
+// The kinds of referenced objects, as Fetch, Resolver.Data and messages
+// spell them.
+const (
+	KindSecret    = "secret"
+	KindConfigMap = "configmap"
+)
+
 // Resolver finds the Secrets and ConfigMaps objects refer to. Data
-// returns the entries of the Secret (kind "secret") or ConfigMap
-// ("configmap") namespace/name, text and binary entries merged as the API
+// returns the entries of the Secret (KindSecret) or ConfigMap
+// (KindConfigMap) namespace/name, text and binary entries merged as the API
 // server merges them (refs.SecretData, refs.ConfigMapData), or an error
 // matching ErrNotFound when the object does not exist.
 //
@@ -355,7 +362,7 @@ func (c Chain) Data(ctx context.Context, kind, ns, name string) (map[string][]by
 
 // Source is the data of a referenced Secret or ConfigMap.
 type Source struct {
-	Kind      string // "secret" or "configmap", as messages spell it
+	Kind      string // KindSecret or KindConfigMap
 	Namespace string
 	Name      string
 	Data      map[string][]byte
@@ -398,14 +405,14 @@ func describeKeys(keys []string) string {
 	return strings.Join(q, ", ")
 }
 
-// Fetch gets the Secret (kind "secret") or ConfigMap ("configmap") a
+// Fetch gets the Secret (KindSecret) or ConfigMap (KindConfigMap) a
 // field refers to. The error says, for the reference's field, what is
 // missing: `secret "ud" not found in namespace "default"`.
 func Fetch(ctx context.Context, r Resolver, kind, namespace, name string) (*Source, error) {
 	if r == nil {
 		r = Chain{}
 	}
-	if kind != "secret" && kind != "configmap" {
+	if kind != KindSecret && kind != KindConfigMap {
 		return nil, fmt.Errorf("platform: unknown kind %q", kind)
 	}
 	data, err := r.Data(ctx, kind, namespace, name)

@@ -67,13 +67,13 @@ func Load(kubeconfig, context string) (*rest.Config, string, error) {
 // Data implements platform.Resolver.
 func (r *Resolver) Data(ctx context.Context, kind, ns, name string) (map[string][]byte, error) {
 	switch kind {
-	case "secret":
+	case platform.KindSecret:
 		s, err := r.client.Secrets(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return nil, wrap(err)
 		}
 		return refs.SecretData(s), nil
-	case "configmap":
+	case platform.KindConfigMap:
 		cm, err := r.client.ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return nil, wrap(err)

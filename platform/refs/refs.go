@@ -48,12 +48,12 @@ func (o *Objects) Add(doc *platform.Document) error {
 		if es := notBase64(doc, "data", "stringData"); len(es) > 0 {
 			return es
 		}
-		return add(&o.secrets, key, doc, "secret")
+		return add(&o.secrets, key, doc, platform.KindSecret)
 	case "ConfigMap":
 		if es := notBase64(doc, "binaryData", "data"); len(es) > 0 {
 			return es
 		}
-		return add(&o.configMaps, key, doc, "configmap")
+		return add(&o.configMaps, key, doc, platform.KindConfigMap)
 	}
 	return spec.Errors{doc.Error("kind", fmt.Sprintf("%q: only Secrets and ConfigMaps can be referred to", doc.Kind))}
 }
@@ -101,11 +101,11 @@ func add[T any](m *map[[2]string]*T, key [2]string, doc *platform.Document, kind
 func (o *Objects) Data(_ context.Context, kind, ns, name string) (map[string][]byte, error) {
 	key := [2]string{ns, name}
 	switch kind {
-	case "secret":
+	case platform.KindSecret:
 		if s, ok := o.secrets[key]; ok {
 			return SecretData(s), nil
 		}
-	case "configmap":
+	case platform.KindConfigMap:
 		if cm, ok := o.configMaps[key]; ok {
 			return ConfigMapData(cm), nil
 		}

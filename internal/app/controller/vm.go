@@ -339,7 +339,7 @@ type recorder struct {
 }
 
 func (r *recorder) Data(ctx context.Context, kind, ns, name string) (map[string][]byte, error) {
-	if kind != "secret" {
+	if kind != platform.KindSecret {
 		return nil, errors.New("the controller does not read ConfigMaps (sysprep volumes are Windows answer files, not cloud-init data)")
 	}
 	r.read = append(r.read, ns+"/"+name)
