@@ -36,6 +36,38 @@ const (
 	EC2Version2019 = "2019-10-01"
 )
 
+// EC2Versions are the metadata versions the tree is served under (the
+// metadata server's version list), oldest first, "latest" last: the one
+// list of them. A version has the files whose Since is not after it.
+var EC2Versions = []string{EC2Version2009, EC2Version2016, "2018-09-24", EC2Version2019, "2021-03-23", "latest"}
+
+// ec2Since are the versions that introduced files, oldest first: each
+// starts a feature level.
+var ec2Since = [EC2Levels]string{EC2Version2009, EC2Version2016, EC2Version2019}
+
+// EC2Levels is the number of feature levels: versions of one level have
+// the same files, so a server keeps one tree per level.
+const EC2Levels = 3
+
+// EC2Level returns the feature level of version v, one of EC2Versions: 0
+// for the 2009-04-04 tree, 1 from 2016-09-02 (network/interfaces/macs),
+// 2 from 2019-10-01 (placement/region); -1 for a version not served. A
+// file is in version v when EC2Level(f.Since) <= EC2Level(v).
+func EC2Level(v string) int {
+	if !slices.Contains(EC2Versions, v) {
+		return -1
+	}
+	level := -1
+	for i, s := range ec2Since {
+		// The versions are dates, ordered as strings; "latest" sorts
+		// after every date.
+		if s <= v {
+			level = i
+		}
+	}
+	return level
+}
+
 // EC2MetaData renders the EC2 instance metadata tree cloud-init's Ec2
 // datasource reads (the metadata server serves it under /{version}/):
 // meta-data with the instance-id, host name, placement and instance type
