@@ -53,10 +53,10 @@ func TestOneHostnameRule(t *testing.T) {
 // file's Since starts one.
 func TestEC2Levels(t *testing.T) {
 	want := map[string]int{"2009-04-04": 0, "2016-09-02": 1, "2018-09-24": 1, "2019-10-01": 2, "2021-03-23": 2, "latest": 2}
-	if len(EC2Versions) != len(want) || EC2Versions[len(EC2Versions)-1] != "latest" {
-		t.Errorf("EC2Versions %v", EC2Versions)
+	if vs := EC2Versions(); len(vs) != len(want) || vs[len(vs)-1] != "latest" {
+		t.Errorf("EC2Versions %v", EC2Versions())
 	}
-	for _, v := range EC2Versions {
+	for _, v := range EC2Versions() {
 		if got := EC2Level(v); got != want[v] {
 			t.Errorf("EC2Level(%s) = %d, want %d", v, got, want[v])
 		}

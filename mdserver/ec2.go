@@ -76,7 +76,7 @@ type ec2Server struct {
 	tokens tokenSigner
 }
 
-var ec2VersionsBody = []byte(strings.Join(cloudinit.EC2Versions, "\n"))
+var ec2VersionsBody = []byte(strings.Join(cloudinit.EC2Versions(), "\n"))
 
 // ec2Root is the version directory: its entries without "/" (as EC2
 // lists them); user-data is always there (cloud-init user data is never

@@ -80,7 +80,7 @@ func TestEC2Tree(t *testing.T) {
 	if r := c.get(srv.URL + "/"); r.status != 200 || !strings.Contains(r.body, "2009-04-04\n") || !strings.HasSuffix(r.body, "latest") {
 		t.Errorf("version list: %d %q", r.status, r.body)
 	}
-	for _, v := range cloudinit.EC2Versions {
+	for _, v := range cloudinit.EC2Versions() {
 		base := srv.URL + "/" + v + "/"
 		leaves := crawl(t, c, base)
 		if leaves["meta-data/instance-id"] == "" || leaves["meta-data/local-hostname"] != "vm-a.example.com" {
