@@ -14,6 +14,7 @@
 package check
 
 import (
+	"errors"
 	"slices"
 	"strings"
 
@@ -173,7 +174,8 @@ func userIgnitionErrors(inst *spec.Instance, t Target) spec.Errors {
 func isUserIgnition(e *spec.FieldError) bool { return strings.HasPrefix(e.Field, "spec.ignition") }
 
 // userData checks the user's cloud-config documents against cloud-init's
-// schema and reports the spec fields they replace.
+// schema, reports the spec fields they replace, and warns of a whole
+// user-data (userDataOnly) that cloud-init ignores.
 func (r *Report) userData(inst *spec.Instance, lenient bool) {
 	for _, doc := range []struct{ field, data string }{
 		{"spec.cloudInit.userData", inst.Spec.CloudInit.UserData},
@@ -195,6 +197,10 @@ func (r *Report) userData(inst *spec.Instance, lenient bool) {
 				r.Errors = append(r.Errors, e)
 			}
 		}
+	}
+	if ci := &inst.Spec.CloudInit; ci.UserDataOnly && errors.Is(cloudinit.CheckUserData([]byte(ci.UserData)), cloudinit.ErrIgnored) {
+		r.Warnings = append(r.Warnings, &spec.FieldError{Field: "spec.cloudInit.userData",
+			Message: cloudinit.ErrIgnored.Error() + "; delivered as given (userDataOnly), as the platform that wrote it delivers it: start it with #cloud-config or #! to have it run"})
 	}
 	over, err := cloudinit.Overrides(inst)
 	if err == nil {

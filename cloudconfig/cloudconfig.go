@@ -7,11 +7,9 @@ package cloudconfig
 
 import (
 	"bytes"
-	"compress/gzip"
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"slices"
 	"strings"
@@ -19,6 +17,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/vminit/vminit/cloudinit"
+	"github.com/vminit/vminit/internal/lib/gzipbound"
 	"github.com/vminit/vminit/spec"
 )
 
@@ -356,7 +355,7 @@ func (c *converter) writeFiles(field string, n *yaml.Node) {
 			continue
 		}
 		data, err := decodeContent(wf.Content, wf.Encoding)
-		if errors.Is(err, errTooLarge) {
+		if errors.Is(err, gzipbound.ErrTooLarge) {
 			c.errs.Add(f+".content", "%v", err)
 			continue
 		}
@@ -408,33 +407,15 @@ func decodeContent(content, encoding string) ([]byte, error) {
 	case "b64", "base64":
 		return base64.StdEncoding.DecodeString(content)
 	case "gz", "gzip":
-		return gunzip([]byte(content))
+		return gzipbound.Decompress([]byte(content), MaxSize)
 	case "gz+base64", "gzip+base64", "gz+b64", "gzip+b64":
 		raw, err := base64.StdEncoding.DecodeString(content)
 		if err != nil {
 			return nil, err
 		}
-		return gunzip(raw)
+		return gzipbound.Decompress(raw, MaxSize)
 	}
 	return nil, fmt.Errorf("unknown encoding %q (cloud-init knows b64, gz and gz+b64)", encoding)
-}
-
-// errTooLarge is a content larger than MaxSize once decoded.
-var errTooLarge = errors.New("content too large")
-
-func gunzip(b []byte) ([]byte, error) {
-	zr, err := gzip.NewReader(bytes.NewReader(b))
-	if err != nil {
-		return nil, err
-	}
-	out, err := io.ReadAll(io.LimitReader(zr, MaxSize+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(out) > MaxSize {
-		return nil, fmt.Errorf("%w: it decompresses to more than %d bytes", errTooLarge, MaxSize)
-	}
-	return out, nil
 }
 
 func (c *converter) commands(field string, n *yaml.Node, dst *[]spec.Command) {

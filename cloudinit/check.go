@@ -13,7 +13,8 @@ import (
 // loader accepts; the other part types cloud-init knows (#!, #include,
 // #cloud-boothook, ## template: jinja, #part-handler,
 // #cloud-config-archive, #cloud-config-jsonp) are accepted as they are.
-// Data of any other kind is ignored by cloud-init, which is reported.
+// Data of any other kind is ignored by cloud-init, which is reported as
+// ErrIgnored.
 func CheckUserData(data []byte) error {
 	if len(data) == 0 {
 		return nil
@@ -33,7 +34,7 @@ func CheckUserData(data []byte) error {
 		if len(data) > 0 && len(trimSpace(data)) == 0 {
 			return nil
 		}
-		return errors.New("cloud-init does not recognise this data (it starts with neither #cloud-config, #!, #include nor another known marker, and is not MIME) and ignores it")
+		return ErrIgnored
 	case TypeCloudConfig:
 		doc, err := normalize(data)
 		if err != nil {
@@ -51,6 +52,11 @@ func CheckUserData(data []byte) error {
 	}
 	return nil
 }
+
+// ErrIgnored is CheckUserData's verdict on data of no type cloud-init
+// knows: cloud-init 22.4 classifies it text/x-not-multipart, which no
+// handler takes, and logs it as unhandled.
+var ErrIgnored = errors.New("cloud-init does not recognise this data (it starts with neither #cloud-config, #!, #include nor another known marker, and is not MIME) and ignores it")
 
 func trimSpace(b []byte) []byte {
 	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t' || b[0] == '\n' || b[0] == '\r') {

@@ -2,17 +2,16 @@ package cloudinit
 
 import (
 	"bytes"
-	"compress/gzip"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/vminit/vminit/internal/lib/gzipbound"
 	"github.com/vminit/vminit/internal/lib/yaml11"
 	"github.com/vminit/vminit/spec"
 )
@@ -100,10 +99,13 @@ func isMIME(data []byte) bool {
 //
 // With spec.cloudInit.userDataOnly the user-data is spec.cloudInit.userData
 // as given (validation has refused what only the generated document could
-// carry), checked like vendor-data: something cloud-init reads.
+// carry), checked like vendor-data: something cloud-init reads. Data
+// cloud-init ignores (ErrIgnored) is delivered all the same, as the
+// platforms deliver it (check.Instance warns): it is what the guest of a
+// platform object got.
 func UserData(inst *spec.Instance) ([]byte, error) {
 	if ci := &inst.Spec.CloudInit; ci.UserDataOnly {
-		if err := CheckUserData([]byte(ci.UserData)); err != nil {
+		if err := CheckUserData([]byte(ci.UserData)); err != nil && !errors.Is(err, ErrIgnored) {
 			return nil, spec.Errors{{Field: "spec.cloudInit.userData", Message: err.Error()}}
 		}
 		return []byte(ci.UserData), nil
@@ -194,21 +196,18 @@ func Combine(generated, user []byte) ([]byte, error) {
 }
 
 // gunzip decompresses gzip data, as cloud-init does before anything else
-// (util.decomp_gzip, which returns the input unchanged when it is not gzip).
+// (util.decomp_gzip, which returns the input unchanged when it is not gzip
+// or does not decompress); only data past MaxUserDataSize is an error.
 func gunzip(data []byte) ([]byte, error) {
-	if len(data) < 2 || data[0] != 0x1f || data[1] != 0x8b {
+	if !gzipbound.IsGzip(data) {
 		return data, nil
 	}
-	zr, err := gzip.NewReader(bytes.NewReader(data))
+	out, err := gzipbound.Decompress(data, MaxUserDataSize)
+	if errors.Is(err, gzipbound.ErrTooLarge) {
+		return nil, err
+	}
 	if err != nil {
 		return data, nil
-	}
-	out, err := io.ReadAll(io.LimitReader(zr, MaxUserDataSize+1))
-	if err != nil {
-		return data, nil
-	}
-	if len(out) > MaxUserDataSize {
-		return nil, fmt.Errorf("decompresses to more than %d bytes", MaxUserDataSize)
 	}
 	return out, nil
 }

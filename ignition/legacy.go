@@ -1,6 +1,7 @@
 package ignition
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -114,6 +115,16 @@ func legacyCheck(raw []byte, version string, parse func([]byte) (legacyreport.Re
 		rpt.Entries = append(rpt.Entries, report.Entry{Kind: kind, Message: e.Message})
 	}
 	return rpt, err
+}
+
+// LooksLikeConfig reports whether data, user data on a config drive or a
+// NoCloud disk, is meant for Ignition rather than cloud-init: a JSON
+// object with an "ignition" key. Both read the same file (Ignition's
+// openstack, kubevirt and proxmoxve platforms; cloud-init's datasources),
+// and cloud-init ignores user-data that starts with "{" (no part type).
+func LooksLikeConfig(data []byte) bool {
+	t := bytes.TrimSpace(data)
+	return len(t) > 0 && t[0] == '{' && bytes.Contains(t, []byte(`"ignition"`))
 }
 
 // Upgrade returns config as a spec 3 config: unchanged when it is spec 3

@@ -40,7 +40,31 @@
 // size, so images meant for it should stay under 128 MiB; the Writer does not
 // enforce that.
 //
-// A small [Reader] (see [NewReader]) reads such images back as an [io/fs.FS].
-// It is strict and bounds-checked so that it can be pointed at untrusted
-// images; vminit uses it for "vminit inspect" and for round-trip tests.
+// A small [Reader] (see [NewReader]) reads such images back as an [io/fs.FS]
+// with ReadDir, ReadFile and Stat. It is strict and bounds-checked so that
+// it can be pointed at untrusted images; vminit uses it for "vminit inspect"
+// and for round-trip tests.
+//
+// # Its twin, vfat
+//
+// Package vfat writes and reads FAT images in the same shape, as
+// [archive/zip] and [archive/tar] share theirs: [NewWriter](w, [Options]),
+// then [Writer.AddFile](name, size, mode, r), [Writer.AddDir] and
+// [Writer.AddFS] in any order, then [Writer.Close], which streams the image
+// in one pass; [NewReader](r, size) returns a Reader that is an
+// [io/fs.ReadDirFS], [io/fs.ReadFileFS] and [io/fs.StatFS]. The same mistake
+// gives the error of the same name in both, wrapped in an *[io/fs.PathError]
+// naming the file: [ErrInvalidName], [ErrDuplicate], [ErrTooLarge],
+// [ErrSizeMismatch], [ErrUnsupportedType], [ErrInvalidOptions], [ErrClosed]
+// and [ErrFormat]. What differs is each format's own: [ErrTooDeep] here and
+// ErrNoSpace there (a FAT image has a size to run out of); an ISO file keeps
+// its execute bits, a FAT file none; and AddFile refuses a nil reader here,
+// where vfat takes one for an empty file.
 package iso9660
+
+// Source files, the same split in iso9660 and vfat: writer.go is writing's
+// API (Options, Writer, the Add methods, Close) and the tree they build;
+// layout.go, what Close computes before it writes a byte; encode.go, the
+// bytes of the laid-out image; names.go, the name rules; reader.go, the
+// Reader; errors.go, the errors both packages share by name. vfat adds
+// dostime.go, FAT's timestamps.

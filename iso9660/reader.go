@@ -24,7 +24,14 @@ const (
 	systemAreas = 16
 )
 
-// A Reader reads an ISO 9660 image and serves its tree as an [io/fs.FS]. It
+// The Reader is the same kind of file system in iso9660 and vfat.
+var _ interface {
+	fs.ReadDirFS
+	fs.ReadFileFS
+	fs.StatFS
+} = (*Reader)(nil)
+
+// A Reader reads an ISO 9660 image and serves its tree as an [io/fs.FS] (with ReadDir, ReadFile and Stat). It
 // prefers Rock Ridge names (when the root carries SP and an RRIP ER entry),
 // then Joliet, then the primary names with their ";1" versions and trailing
 // dots removed.
@@ -488,6 +495,35 @@ func (r *Reader) ReadDir(name string) ([]fs.DirEntry, error) {
 		list[i] = k
 	}
 	return list, nil
+}
+
+// ReadFile returns the contents of the named file. It implements
+// [io/fs.ReadFileFS], as vfat's Reader does.
+func (r *Reader) ReadFile(name string) ([]byte, error) {
+	e, err := r.lookup("readfile", name)
+	if err != nil {
+		return nil, err
+	}
+	if e.mode.IsDir() {
+		return nil, &fs.PathError{Op: "readfile", Path: name, Err: errors.New("is a directory")}
+	}
+	// NewReader checked that the extent lies inside the image, so size is
+	// bounded by the image's.
+	b := make([]byte, e.size)
+	if err := r.readAt(b, e.off); err != nil {
+		return nil, &fs.PathError{Op: "readfile", Path: name, Err: err}
+	}
+	return b, nil
+}
+
+// Stat returns the named file's or directory's [io/fs.FileInfo]. It
+// implements [io/fs.StatFS], as vfat's Reader does.
+func (r *Reader) Stat(name string) (fs.FileInfo, error) {
+	e, err := r.lookup("stat", name)
+	if err != nil {
+		return nil, err
+	}
+	return e, nil
 }
 
 func (r *Reader) lookup(op, name string) (*entry, error) {

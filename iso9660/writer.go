@@ -150,24 +150,24 @@ func (w *Writer) AddDir(name string) error {
 // held in memory. Parent directories are implied. Of mode only the
 // permission bits matter: any execute bit makes the file 0555, otherwise it
 // is 0444; a mode with type bits (a directory, a symlink, ...) is refused
-// with [ErrNotRegular].
+// with [ErrUnsupportedType].
 //
 // name is a slash-separated relative path such as
 // "openstack/latest/meta_data.json". The errors, each an *[io/fs.PathError]
 // naming the file, wrap [ErrInvalidName], [ErrDuplicate], [ErrTooDeep],
-// [ErrTooLarge] or [ErrNotRegular]; they leave the Writer usable.
+// [ErrTooLarge] or [ErrUnsupportedType]; they leave the Writer usable.
 func (w *Writer) AddFile(name string, size int64, mode fs.FileMode, r io.Reader) error {
 	if err := w.usable(); err != nil {
 		return err
 	}
 	if mode&fs.ModeType != 0 {
-		return &fs.PathError{Op: "add", Path: name, Err: fmt.Errorf("%w: mode %v", ErrNotRegular, mode)}
+		return &fs.PathError{Op: "add", Path: name, Err: fmt.Errorf("%w: mode %v", ErrUnsupportedType, mode)}
 	}
 	if size < 0 || size > maxFileSize {
 		return &fs.PathError{Op: "add", Path: name, Err: fmt.Errorf("%w: file size %d not in [0, 4 GiB)", ErrTooLarge, size)}
 	}
 	if r == nil {
-		return &fs.PathError{Op: "add", Path: name, Err: fmt.Errorf("%w: nil reader", ErrSize)}
+		return &fs.PathError{Op: "add", Path: name, Err: fmt.Errorf("%w: nil reader", ErrSizeMismatch)}
 	}
 	n, err := w.add(name, false)
 	if err != nil {
@@ -184,8 +184,8 @@ func (w *Writer) AddFile(name string, size int64, mode fs.FileMode, r io.Reader)
 // Close, and must still have the size they had when AddFS ran. Only the
 // execute bits of a file's mode are kept (see [Writer]); modification times
 // are ignored in favour of [Options.ModTime]. Anything else, such as a
-// symlink, fails with [ErrNotRegular]. Entries added before an error stay
-// added.
+// symlink, fails with [ErrUnsupportedType]. Entries added before an error
+// stay added.
 func (w *Writer) AddFS(fsys fs.FS) error {
 	if err := w.usable(); err != nil {
 		return err
@@ -201,14 +201,14 @@ func (w *Writer) AddFS(fsys fs.FS) error {
 			return w.AddDir(name)
 		}
 		if !d.Type().IsRegular() {
-			return &fs.PathError{Op: "add", Path: name, Err: fmt.Errorf("%w: %v", ErrNotRegular, d.Type())}
+			return &fs.PathError{Op: "add", Path: name, Err: fmt.Errorf("%w: %v", ErrUnsupportedType, d.Type())}
 		}
 		info, err := d.Info()
 		if err != nil {
 			return err
 		}
 		if !info.Mode().IsRegular() {
-			return &fs.PathError{Op: "add", Path: name, Err: fmt.Errorf("%w: %v", ErrNotRegular, info.Mode().Type())}
+			return &fs.PathError{Op: "add", Path: name, Err: fmt.Errorf("%w: %v", ErrUnsupportedType, info.Mode().Type())}
 		}
 		size := info.Size()
 		if size > maxFileSize {
@@ -304,9 +304,9 @@ func (w *Writer) add(name string, isDir bool) (*node, error) {
 // Close lays out the image and writes all of it to the underlying writer,
 // reading each file's contents in turn. It does not close the underlying
 // writer. If a file's reader fails or yields the wrong number of bytes,
-// Close returns an *[io/fs.PathError] naming that file (wrapping [ErrSize]
-// for a size mismatch); the output written so far is then incomplete and
-// must be discarded.
+// Close returns an *[io/fs.PathError] naming that file (wrapping
+// [ErrSizeMismatch] for a size mismatch); the output written so far is then
+// incomplete and must be discarded.
 func (w *Writer) Close() error {
 	if w.done {
 		return ErrClosed

@@ -509,8 +509,8 @@ func TestErrors(t *testing.T) {
 		{"too deep file", func(w *Writer) error { return w.AddFile("1/2/3/4/5/6/7/8/f", 0, 0, strings.NewReader("")) }, ErrTooDeep, "1/2/3/4/5/6/7/8/f"},
 		{"4 GiB", func(w *Writer) error { return w.AddFile("big", 1<<32, 0, strings.NewReader("")) }, ErrTooLarge, "big"},
 		{"negative size", func(w *Writer) error { return w.AddFile("neg", -1, 0, strings.NewReader("")) }, ErrTooLarge, "neg"},
-		{"symlink mode", func(w *Writer) error { return w.AddFile("l", 0, fs.ModeSymlink|0o777, strings.NewReader("")) }, ErrNotRegular, "l"},
-		{"nil reader", func(w *Writer) error { return w.AddFile("n", 0, 0, nil) }, ErrSize, "n"},
+		{"symlink mode", func(w *Writer) error { return w.AddFile("l", 0, fs.ModeSymlink|0o777, strings.NewReader("")) }, ErrUnsupportedType, "l"},
+		{"nil reader", func(w *Writer) error { return w.AddFile("n", 0, 0, nil) }, ErrSizeMismatch, "n"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -557,7 +557,7 @@ func TestSizeMismatch(t *testing.T) {
 			t.Fatal(err)
 		}
 		err := w.Close()
-		if !errors.Is(err, ErrSize) || !strings.Contains(err.Error(), "dir/bad") {
+		if !errors.Is(err, ErrSizeMismatch) || !strings.Contains(err.Error(), "dir/bad") {
 			t.Errorf("size %d, %d bytes: got %v", c.size, len(c.data), err)
 		}
 		if err := w.Close(); !errors.Is(err, ErrClosed) {
@@ -645,7 +645,7 @@ func TestAddFS(t *testing.T) {
 
 	w = NewWriter(io.Discard, Options{Label: "x"})
 	err := w.AddFS(fstest.MapFS{"link": {Data: []byte("target"), Mode: fs.ModeSymlink}})
-	if !errors.Is(err, ErrNotRegular) || !strings.Contains(err.Error(), "link") {
+	if !errors.Is(err, ErrUnsupportedType) || !strings.Contains(err.Error(), "link") {
 		t.Errorf("symlink: %v", err)
 	}
 
@@ -656,7 +656,7 @@ func TestAddFS(t *testing.T) {
 		t.Fatal(err)
 	}
 	grow["f"].Data = []byte("abcd")
-	if err := w.Close(); !errors.Is(err, ErrSize) || !strings.Contains(err.Error(), "f") {
+	if err := w.Close(); !errors.Is(err, ErrSizeMismatch) || !strings.Contains(err.Error(), "f") {
 		t.Errorf("grown file: %v", err)
 	}
 	// A file that disappeared.
@@ -771,7 +771,7 @@ func TestAddFSDisk(t *testing.T) {
 
 	must(os.Symlink("hook.sh", filepath.Join(dir, "link")))
 	w = NewWriter(io.Discard, Options{Label: "config-2"})
-	if err := w.AddFS(os.DirFS(dir)); !errors.Is(err, ErrNotRegular) || !strings.Contains(err.Error(), "link") {
+	if err := w.AddFS(os.DirFS(dir)); !errors.Is(err, ErrUnsupportedType) || !strings.Contains(err.Error(), "link") {
 		t.Errorf("symlink: %v", err)
 	}
 }

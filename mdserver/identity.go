@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vminit/vminit/internal/lib/httpserver"
 	"github.com/vminit/vminit/mdserver/registry"
 )
 
@@ -198,16 +199,11 @@ func ConnContext(ctx context.Context, c net.Conn) context.Context {
 }
 
 // NewServer returns an http.Server for the metadata handler with the
-// timeouts and limits a server facing many guests needs, and ConnContext
-// set for the IMDSv2 hop limit.
+// timeouts and limits a server facing many guests needs (a request read
+// in 10 s, its answer written in 30 s, and internal/lib/httpserver's
+// limits), and ConnContext set for the IMDSv2 hop limit.
 func NewServer(h http.Handler) *http.Server {
-	return &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       10 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       60 * time.Second,
-		MaxHeaderBytes:    16 << 10,
-		ConnContext:       ConnContext,
-	}
+	srv := httpserver.New(h, 10*time.Second, 30*time.Second)
+	srv.ConnContext = ConnContext
+	return srv
 }

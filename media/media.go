@@ -16,9 +16,9 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
-	"testing/fstest"
 	"time"
 
+	"github.com/vminit/vminit/internal/lib/memfs"
 	"github.com/vminit/vminit/iso9660"
 	"github.com/vminit/vminit/seed"
 	"github.com/vminit/vminit/vfat"
@@ -205,17 +205,16 @@ func Open(r io.ReaderAt, size int64) (*Image, error) {
 	return nil, ErrNotAnImage
 }
 
-// readTar loads a tar archive's regular files and directories. Seeds hold
-// kilobytes: the archive is bounded by its size, each file by
-// seed.MaxFileSize.
+// readTar loads a tar archive's regular files and directories, with their
+// modes and times. Seeds hold kilobytes: the archive is bounded by its
+// size, each file by seed.MaxFileSize.
 func readTar(r io.Reader) (fs.FS, error) {
-	// fstest.MapFS is the standard library's complete in-memory fs.FS.
-	fsys := fstest.MapFS{}
+	var entries []memfs.Entry
 	tr := tar.NewReader(r)
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {
-			return fsys, nil
+			break
 		}
 		if err != nil {
 			return nil, fmt.Errorf("tar: %w", err)
@@ -224,22 +223,27 @@ func readTar(r io.Reader) (fs.FS, error) {
 		if !fs.ValidPath(name) || name == "." {
 			return nil, fmt.Errorf("tar: entry %q is not a path inside the archive", h.Name)
 		}
+		e := memfs.Entry{Path: name, Mode: fs.FileMode(h.Mode) & fs.ModePerm, ModTime: h.ModTime}
 		switch h.Typeflag {
 		case tar.TypeDir:
-			fsys[name] = &fstest.MapFile{Mode: fs.ModeDir | fs.FileMode(h.Mode)&fs.ModePerm, ModTime: h.ModTime}
+			e.Mode |= fs.ModeDir
 		case tar.TypeReg:
 			if h.Size > seed.MaxFileSize {
 				return nil, fmt.Errorf("tar: %s is %d bytes; seeds hold kilobytes", name, h.Size)
 			}
-			data, err := io.ReadAll(tr)
-			if err != nil {
+			if e.Data, err = io.ReadAll(tr); err != nil {
 				return nil, fmt.Errorf("tar: %s: %w", name, err)
 			}
-			fsys[name] = &fstest.MapFile{Data: data, Mode: fs.FileMode(h.Mode) & fs.ModePerm, ModTime: h.ModTime}
 		default:
 			return nil, fmt.Errorf("tar: %s is not a regular file or a directory", name)
 		}
+		entries = append(entries, e)
 	}
+	fsys, err := memfs.New(entries)
+	if err != nil {
+		return nil, fmt.Errorf("tar: %w", err)
+	}
+	return fsys, nil
 }
 
 // isoImage reports the label as libblkid (and so /dev/disk/by-label) does:

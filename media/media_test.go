@@ -208,3 +208,41 @@ func TestHostileNames(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenTarShapes: a tar read back keeps its entries' modes and times,
+// implies the parents it leaves out, and an archive that holds one path as
+// both a file and a directory is refused, naming the path, rather than
+// read as a tree in which it is both.
+func TestOpenTarShapes(t *testing.T) {
+	archive := func(hdrs ...*tar.Header) []byte {
+		var b bytes.Buffer
+		tw := tar.NewWriter(&b)
+		for _, h := range hdrs {
+			h.Format, h.ModTime = tar.FormatUSTAR, testTime
+			if err := tw.WriteHeader(h); err != nil {
+				t.Fatal(err)
+			}
+			if h.Typeflag == tar.TypeReg {
+				tw.Write(bytes.Repeat([]byte("x"), int(h.Size)))
+			}
+		}
+		tw.Close()
+		return b.Bytes()
+	}
+	img := archive(&tar.Header{Typeflag: tar.TypeReg, Name: "a/b/c", Mode: 0o640, Size: 3})
+	back, err := Open(bytes.NewReader(img), int64(len(img)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := fs.Stat(back.FS, "a/b/c"); err != nil || fi.Mode() != 0o640 || !fi.ModTime().Equal(testTime) || fi.Size() != 3 {
+		t.Errorf("a/b/c: %v, %v", fi, err)
+	}
+	if fi, err := fs.Stat(back.FS, "a/b"); err != nil || !fi.IsDir() {
+		t.Errorf("implied a/b: %v, %v", fi, err)
+	}
+	img = archive(&tar.Header{Typeflag: tar.TypeReg, Name: "a", Mode: 0o644, Size: 1},
+		&tar.Header{Typeflag: tar.TypeReg, Name: "a/b", Mode: 0o644, Size: 1})
+	if _, err := Open(bytes.NewReader(img), int64(len(img))); err == nil || !strings.Contains(err.Error(), `"a"`) {
+		t.Errorf("file and directory a: %v", err)
+	}
+}

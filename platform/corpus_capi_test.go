@@ -26,11 +26,17 @@ func TestCorpusCAPI(t *testing.T) {
 	}
 	runCorpus(t, corpusPlatform{
 		Dir:     "capi",
-		Opts:    platform.Options{},
+		Opts:    capiCorpusOpts,
 		Prepare: func(_ string, data []byte) ([]byte, error) { return clusterctlSubst(data, vars) },
 		Ignore:  func(n string) bool { return n == "vars.env" },
 	})
 }
+
+// capiCorpusOpts are what CABPK takes from the Cluster for a joining
+// machine's discovery, which the CLI's messages ask for
+// (--bootstrap-token, --control-plane-endpoint, --ca-cert-hash).
+var capiCorpusOpts = platform.Options{BootstrapToken: "abcdef.0123456789abcdef", ControlPlaneEndpoint: "192.0.2.10:6443",
+	CACertHashes: []string{"sha256:" + strings.Repeat("0f", 32)}}
 
 // readVarsEnv reads NAME=VALUE lines (# comments); the value is the rest of
 // the line, as written.

@@ -24,21 +24,26 @@ package platform_test
 //	go test ./platform -run Corpus -update-corpus
 //
 // rewrites the outcomes of expect.txt keeping each line's annotation (a new
-// refusal gets "-- issue20: TODO", which fails until it is categorised).
+// refusal gets "-- issue20: TODO", which fails until it is categorised),
+// and the count docs/platforms/PLATFORM.md states (checkDocCount).
 
 import (
+	"bytes"
 	"flag"
 	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/vminit/vminit/check"
+	"github.com/vminit/vminit/media"
 	"github.com/vminit/vminit/platform"
 	"github.com/vminit/vminit/platform/convert"
 	"github.com/vminit/vminit/spec"
@@ -121,6 +126,13 @@ type corpusOutcome struct {
 	Verdict string // builds or refused
 	Detail  string // agent/datasource, or the first problem
 	Err     string // the whole error, for matching substrings
+	// Cause is the refusal's error; nil for a refusal of the whole file
+	// (several VMs), which is no object's.
+	Cause error
+	// RoundTrip is, for an object that builds, how building the spec
+	// `convert --to spec` prints differs from building the object ("":
+	// the same bytes).
+	RoundTrip string
 }
 
 // buildOutcomes reads data (named name) as `vminit build FILE` does: the
@@ -175,19 +187,59 @@ func checkResult(r *platform.Result) corpusOutcome {
 	tg := check.Target{NetworkConfigVersion: 2, LenientSchema: true}
 	rep := check.Instance(r.Instance, tg)
 	if !rep.OK() {
-		return refusal(rep.Errors)
+		return refusal(r.Locate(rep.Errors))
 	}
 	agent := r.Instance.Spec.Agent
 	if agent == "" {
 		agent = spec.AgentCloudInit
 	}
-	return corpusOutcome{Verdict: "builds", Detail: agent + "/" + string(tg.DatasourceFor(r.Instance))}
+	o := corpusOutcome{Verdict: "builds", Detail: agent + "/" + string(tg.DatasourceFor(r.Instance))}
+	o.RoundTrip = roundTrip(r, tg, rep)
+	return o
+}
+
+// roundTrip builds the spec `vminit convert --to spec` prints (r.Spec) as
+// `vminit build SPEC` does, and reports how its output differs from the
+// object's (rep: its check, which build writes), or "" when the bytes are
+// the same: a cloud-init seed written as an ISO image, or the Ignition
+// config.
+func roundTrip(r *platform.Result, tg check.Target, rep *check.Report) string {
+	inst, err := spec.Loader{}.Parse(r.Spec, ".")
+	if err != nil {
+		return "the spec does not load: " + err.Error()
+	}
+	back := check.Instance(inst, tg)
+	if !back.OK() {
+		return "the spec does not build: " + back.Errors.Error()
+	}
+	a, err := buildBytes(rep)
+	if err != nil {
+		return "the object: " + err.Error()
+	}
+	b, err := buildBytes(back)
+	switch {
+	case err != nil:
+		return "the spec: " + err.Error()
+	case !bytes.Equal(a, b):
+		return fmt.Sprintf("building the object and its spec differ (%d and %d bytes)", len(a), len(b))
+	}
+	return ""
+}
+
+// buildBytes is what build writes for a checked instance.
+func buildBytes(rep *check.Report) ([]byte, error) {
+	if rep.Ignition != nil {
+		return rep.Ignition.Config, nil
+	}
+	var buf bytes.Buffer
+	err := media.Write(&buf, rep.Seed, media.ISO9660, media.Options{ModTime: time.Unix(1700000000, 0).UTC()})
+	return buf.Bytes(), err
 }
 
 // refusal is the outcome of err: its first problem, without file and line
 // (which move as the corpus is edited), as the detail.
 func refusal(err error) corpusOutcome {
-	o := corpusOutcome{Verdict: "refused", Err: err.Error()}
+	o := corpusOutcome{Verdict: "refused", Err: err.Error(), Cause: err}
 	if es := spec.AsErrors(err); len(es) > 0 {
 		e := es[0]
 		o.Detail = e.Message
@@ -268,6 +320,7 @@ func runCorpus(t *testing.T, p corpusPlatform) {
 	var got []corpusLine
 	var keys []string
 	counts := map[string]int{}
+	seenExceptions := map[string]bool{}
 	for _, n := range files {
 		data, err := os.ReadFile(filepath.Join(dir, n))
 		if err != nil {
@@ -294,6 +347,8 @@ func runCorpus(t *testing.T, p corpusPlatform) {
 		}
 		for _, o := range outs {
 			keys = append(keys, o.Key)
+			checkRefusalNames(t, p.Dir, o, seenExceptions)
+			checkRoundTrip(t, p.Dir, o, seenExceptions)
 			l := expectOutcome(t, want, o)
 			if o.Key == n {
 				counts[l.Verdict]++
@@ -315,6 +370,16 @@ func runCorpus(t *testing.T, p corpusPlatform) {
 			t.Errorf("%s: %s names no corpus file or object", expectPath, f)
 		}
 	}
+	for _, k := range slices.Sorted(maps.Keys(messageExceptions)) {
+		if d, _, _ := strings.Cut(k, "/"); d == p.Dir && !seenExceptions[k] {
+			t.Errorf("messageExceptions[%q]: its refusal now names the object, a line and a field (or it is refused no more): remove the exception", k)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(roundTripExceptions)) {
+		if d, _, _ := strings.Cut(k, "/"); d == p.Dir && !seenExceptions["roundtrip:"+k] {
+			t.Errorf("roundTripExceptions[%q]: its spec now builds the same bytes (or it builds no more): remove the exception", k)
+		}
+	}
 
 	var sum strings.Builder
 	fmt.Fprintf(&sum, "corpus %s: %d files, %d build, %d refused, %d skipped; objects in files of several kinds or objects, alone: %d, %d build, %d refused",
@@ -330,6 +395,7 @@ func runCorpus(t *testing.T, p corpusPlatform) {
 		}
 	}
 	t.Log(sum.String())
+	checkDocCount(t, p.Dir, counts["builds"], len(files))
 
 	if *updateCorpus {
 		var b strings.Builder
@@ -384,4 +450,118 @@ func hasSource(dir, n string, data []byte) bool {
 	}
 	s, err := os.ReadFile(filepath.Join(dir, n+".source"))
 	return err == nil && strings.HasPrefix(string(s), "# source: github.com/")
+}
+
+// messageExceptions are the refusals, DIR/KEY, whose message does not yet
+// name the object, a line and a field (checkRefusalNames), each with the
+// issue item that fixes it. An exception whose message passes is an error:
+// the list only shrinks.
+var messageExceptions = map[string]string{}
+
+// documentProblems start the messages of problems with a whole document
+// (it does not parse), which name no field.
+var documentProblems = []string{"not valid YAML", "not well-formed XML", "a second root element", "not JSON"}
+
+// checkRefusalNames checks that every problem of a refusal names the
+// object (KIND/NAME, as --object picks it), a line and, unless the whole
+// document is at fault, a field path (issue 20 item 7). A refusal of the
+// whole file (several VMs: the CLI's usage error lists them) or of the
+// test's own preparation is none of an object's.
+func checkRefusalNames(t *testing.T, dir string, o corpusOutcome, seen map[string]bool) {
+	t.Helper()
+	if o.Verdict != "refused" || o.Cause == nil || strings.HasPrefix(o.Detail, "prepare: ") {
+		return
+	}
+	var short []string
+	es := spec.AsErrors(o.Cause)
+	if es == nil {
+		short = append(short, fmt.Sprintf("%q: not a field error (no object, line or field)", o.Err))
+	}
+	for _, e := range es {
+		var miss []string
+		if e.Object == "" {
+			miss = append(miss, "the object")
+		}
+		if e.Line == 0 {
+			miss = append(miss, "a line")
+		}
+		if e.Field == "" && !slices.ContainsFunc(documentProblems, func(p string) bool { return strings.HasPrefix(e.Message, p) }) {
+			miss = append(miss, "a field")
+		}
+		if len(miss) > 0 {
+			short = append(short, fmt.Sprintf("%q names no %s", e.Error(), strings.Join(miss, ", no ")))
+		}
+	}
+	key := dir + "/" + o.Key
+	if why, ok := messageExceptions[key]; ok {
+		if len(short) == 0 {
+			return // not seen: runCorpus reports the exception as stale
+		}
+		seen[key] = true
+		if !strings.HasPrefix(why, "issue20: 7") {
+			t.Errorf("messageExceptions[%q]: want a reason starting \"issue20: 7\", have %q", key, why)
+		}
+		return
+	}
+	for _, s := range short {
+		t.Errorf("%s: a refusal must name the object, a line and a field: %s", o.Key, s)
+	}
+}
+
+// docCountRE is the sentence of docs/platforms/PLATFORM.md's Corpus
+// section that states how many of the corpus files build: "**N of the M
+// files build**".
+var docCountRE = regexp.MustCompile(`\*\*(\d+) of the (\d+) files build\*\*`)
+
+// checkDocCount compares the count docs/platforms/DIR.md states with the
+// corpus's (or, with -update-corpus, writes it), so that it never goes
+// stale.
+func checkDocCount(t *testing.T, dir string, builds, files int) {
+	t.Helper()
+	path := filepath.Join("..", "docs", "platforms", dir+".md")
+	doc, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := docCountRE.FindAllSubmatchIndex(doc, -1)
+	if len(ms) != 1 {
+		t.Errorf("%s: want one sentence stating \"**N of the M files build**\" in its Corpus section, found %d", path, len(ms))
+		return
+	}
+	m := ms[0]
+	want := fmt.Sprintf("**%d of the %d files build**", builds, files)
+	if got := string(doc[m[0]:m[1]]); got != want {
+		if !*updateCorpus {
+			t.Errorf("%s says %s; the corpus: %s (go test ./platform -run Corpus -update-corpus rewrites it)", path, got, want)
+			return
+		}
+		out := append(append(append([]byte{}, doc[:m[0]]...), want...), doc[m[1]:]...)
+		if err := os.WriteFile(path, out, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// roundTripExceptions are the objects, DIR/KEY, whose spec (`convert --to
+// spec`) does not build the object's bytes, each with the issue item that
+// fixes it. An exception that passes is an error: the list only shrinks.
+var roundTripExceptions = map[string]string{}
+
+// checkRoundTrip checks that the spec `vminit convert --to spec` prints for
+// an object that builds, built, gives the same bytes as the object (issue
+// 20: "convert --to spec then build still gives the same bytes").
+func checkRoundTrip(t *testing.T, dir string, o corpusOutcome, seen map[string]bool) {
+	t.Helper()
+	if o.RoundTrip == "" {
+		return
+	}
+	key := dir + "/" + o.Key
+	if why, ok := roundTripExceptions[key]; ok {
+		seen["roundtrip:"+key] = true
+		if !strings.HasPrefix(why, "issue20: ") {
+			t.Errorf("roundTripExceptions[%q]: want a reason starting \"issue20: ITEM\", have %q", key, why)
+		}
+		return
+	}
+	t.Errorf("%s: convert --to spec, then build: %s", o.Key, o.RoundTrip)
 }

@@ -11,18 +11,22 @@
 //	platform/kubevirt  VirtualMachine, VirtualMachineInstance, VirtualMachinePool
 //	platform/virtlet   Pod (Virtlet's annotations, env and volume mounts)
 //	platform/ovirt     REST vm with initialization (XML or JSON)
-//	platform/capi      KubeadmConfig, KubeadmConfigTemplate
+//	platform/capi      KubeadmConfig, KubeadmConfigTemplate, KubeadmControlPlane(Template)
 //
 // and package platform/convert recognises an object by its apiVersion and
 // kind (or, for oVirt, its shape) and calls the right one.
 //
 // This package holds what they share: Document (one object as read, with
-// strict decoding into Go types and errors naming the object path and
-// line), Resolver (the Secrets and ConfigMaps an object refers to, from the
+// strict decoding into Go types and errors naming the field path, its line
+// and the object, as --object picks it: "(in Pod/cirros-vm)"; each
+// platform's messages add what the platform itself does with the input),
+// Resolver (the Secrets and ConfigMaps an object refers to, from the
 // same files or a cluster), Result (the instance and the output choices the
 // platform implies), and the sentinel errors.
 //
 // A Result's instance is always the vminit spec of Result.Spec parsed back
 // by spec.Parse, so building the converted spec gives the same bytes as
-// building the platform object.
+// building the platform object (the corpus test checks every object that
+// builds); Result.Locate names the object's field for problems found in
+// the instance later, by a check or a renderer.
 package platform

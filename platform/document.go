@@ -55,6 +55,50 @@ type Document struct {
 	// within is where a Part is in its file's document ("items[0].",
 	// "spec.template."), prefixed to the fields of its problems.
 	within string
+	// object names the object in its problems (Object).
+	object string
+}
+
+// Object names the object for its problems, as --object picks it:
+// KIND/NAME ("Pod/cirros-vm"), the kind alone when it has no name; for a
+// Part without a kind of its own (a Deployment's pod template), its
+// owner's; "" when the document has no kind.
+func (d *Document) Object() string { return d.object }
+
+// SetObject names the object for the problems found from now on, for
+// documents a platform package identifies itself (oVirt's XML: "vm/myvm").
+func (d *Document) SetObject(name string) { d.object = name }
+
+// objectName is KIND/NAME, KIND, or "" without a kind.
+func objectName(kind, name string) string {
+	switch {
+	case kind == "":
+		return ""
+	case name == "":
+		return kind
+	}
+	return kind + "/" + name
+}
+
+// kindRE and nameRE find a document's kind and name in its text, for a
+// problem that keeps it from being parsed (a syntax error): the kind at
+// the top level, the name one level down (metadata's).
+var (
+	kindRE = regexp.MustCompile(`(?m)^kind:[ \t]*["']?([A-Za-z0-9]+)["']?[ \t]*(?:#.*)?$`)
+	nameRE = regexp.MustCompile(`(?m)^metadata:[ \t]*\n(?:[ \t]+.*\n|[ \t]*\n)*?[ \t]+name:[ \t]*["']?([A-Za-z0-9._-]+)["']?[ \t]*(?:#.*)?$`)
+)
+
+// guessObject names the object whose text does not parse, from its text.
+func guessObject(text []byte) string {
+	k := kindRE.FindSubmatch(text)
+	if k == nil {
+		return ""
+	}
+	var name string
+	if n := nameRE.FindSubmatch(text); n != nil {
+		name = string(n[1])
+	}
+	return objectName(string(k[1]), name)
 }
 
 // SetLine records the line (1-based, within the document) of the field at
@@ -144,6 +188,9 @@ func parseYAML(file string, line int, chunk []byte) (*Document, error) {
 	// kind, so that the refusal is the object's, naming its fields.
 	if d.refused = d.longCollections(&n); len(d.refused) > 0 {
 		d.identify()
+		for _, e := range d.refused {
+			e.Object = d.object
+		}
 		return d, nil
 	}
 	j, err := kyaml.YAMLToJSON(chunk)
@@ -164,6 +211,7 @@ func parseYAML(file string, line int, chunk []byte) (*Document, error) {
 	}
 	d.APIVersion, d.Kind = meta.APIVersion, meta.Kind
 	d.Name, d.Namespace = meta.Metadata.Name, meta.Metadata.Namespace
+	d.object = objectName(d.Kind, d.Name)
 	return d, nil
 }
 
@@ -176,7 +224,7 @@ func (d *Document) syntaxError(err error) error {
 		n, _ := strconv.Atoi(m[1])
 		line, msg = d.Line+n-1, m[2]
 	}
-	return spec.Errors{{File: d.File, Line: line, Message: "not valid YAML: " + strings.TrimPrefix(msg, "yaml: ")}}
+	return spec.Errors{{File: d.File, Line: line, Object: guessObject(d.Raw), Message: "not valid YAML: " + strings.TrimPrefix(msg, "yaml: ") + " (kubectl cannot read the file either)"}}
 }
 
 // identify sets the object's apiVersion, kind, name and namespace from
@@ -203,6 +251,7 @@ func (d *Document) identify() {
 	meta := value(top[0], "metadata")
 	d.APIVersion, d.Kind = text(value(top[0], "apiVersion")), text(value(top[0], "kind"))
 	d.Name, d.Namespace = text(value(meta, "name")), text(value(meta, "namespace"))
+	d.object = objectName(d.Kind, d.Name)
 }
 
 // longCollections returns spec.LongCollections' errors for the object
@@ -222,7 +271,7 @@ func (d *Document) boundError(err error) error {
 	if !errors.As(err, &be) {
 		return d.syntaxError(err)
 	}
-	return spec.Errors{{File: d.File, Line: d.Line + be.Line - 1, Field: be.Path,
+	return spec.Errors{{File: d.File, Line: d.Line + be.Line - 1, Field: be.Path, Object: guessObject(d.Raw),
 		Message: fmt.Sprintf("aliases expand the object past %d bytes, the limit of one object; write it out without anchors and aliases, or make it smaller", be.Limit)}}
 }
 
@@ -230,13 +279,14 @@ func (d *Document) boundError(err error) error {
 // spec.template.spec.hostname".
 func (d *Document) Where(path string) string {
 	e := d.Error(path, "")
+	e.Object = ""
 	return strings.TrimSuffix(e.Error(), ": ")
 }
 
 // Error makes a problem with the object's field at path, with the file
-// and the line of the field when it can be found.
+// and the line of the field when it can be found, naming the object.
 func (d *Document) Error(path, msg string) *spec.FieldError {
-	return &spec.FieldError{File: d.File, Line: d.LineOf(path), Field: d.field(path), Message: msg}
+	return &spec.FieldError{File: d.File, Line: d.LineOf(path), Field: d.field(path), Message: msg, Object: d.object}
 }
 
 // LineOf returns the line of the field at path (as the Field of errors

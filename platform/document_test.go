@@ -235,3 +235,42 @@ binaryData: {why: eQ==}
 		t.Errorf("nil resolver: %v", err)
 	}
 }
+
+// TestSecretDataNotBase64: a Secret's data values (and a ConfigMap's
+// binaryData) are base64, which kubectl and the API server decode: text
+// written there is refused naming the object, each key and its line.
+func TestSecretDataNotBase64(t *testing.T) {
+	docs, err := Split("o.yaml", []byte(`apiVersion: v1
+kind: Secret
+metadata: {name: ud}
+data:
+  userdata: "#cloud-config\nhostname: x\n"
+  ok: YQ==
+  other/key: notbase64!
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: c}
+binaryData: {bin: "%%"}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var objs Objects
+	err = objs.Add(docs[0])
+	for _, want := range []string{
+		`o.yaml:5: data.userdata: Secret "ud": not base64 (illegal base64 data at input byte 0)`,
+		`o.yaml:7: data["other/key"]: Secret "ud": not base64`,
+		"kubectl and the API server refuse the Secret: data holds base64; give text under stringData",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+	if es := spec.AsErrors(err); len(es) != 2 {
+		t.Errorf("%d problems, want one per key: %v", len(es), err)
+	}
+	if err := objs.Add(docs[1]); err == nil || !strings.Contains(err.Error(), `o.yaml:12: binaryData.bin: ConfigMap "c": not base64`) {
+		t.Errorf("configmap binaryData: %v", err)
+	}
+}

@@ -2,7 +2,11 @@ package platform
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -34,11 +38,40 @@ func (o *Objects) Add(doc *Document) error {
 	}
 	switch doc.Kind {
 	case "Secret":
+		if es := notBase64(doc, "data", "stringData"); len(es) > 0 {
+			return es
+		}
 		return add(&o.secrets, key, doc, "secret")
 	case "ConfigMap":
+		if es := notBase64(doc, "binaryData", "data"); len(es) > 0 {
+			return es
+		}
 		return add(&o.configMaps, key, doc, "configmap")
 	}
 	return spec.Errors{doc.Error("kind", fmt.Sprintf("%q: only Secrets and ConfigMaps can be referred to", doc.Kind))}
+}
+
+// notBase64 names each value of doc's field (a Secret's data, a
+// ConfigMap's binaryData) that is not base64, which decoding would report
+// once, without its key or line. text is the field that takes text.
+func notBase64(doc *Document, field, text string) spec.Errors {
+	var raw map[string]json.RawMessage
+	var values map[string]any
+	if json.Unmarshal(doc.JSON, &raw) != nil || json.Unmarshal(raw[field], &values) != nil {
+		return nil // not this problem: decoding reports it
+	}
+	var es spec.Errors
+	for _, k := range slices.Sorted(maps.Keys(values)) {
+		v, ok := values[k].(string)
+		if !ok {
+			continue
+		}
+		if _, err := base64.StdEncoding.DecodeString(v); err != nil {
+			es = append(es, doc.Error(fieldPath(field, k), fmt.Sprintf("%s %q: not base64 (%v): kubectl and the API server refuse the %s: %s holds base64; give text under %s",
+				doc.Kind, doc.Name, err, doc.Kind, field, text)))
+		}
+	}
+	return es
 }
 
 // add decodes doc into a new T held in *m under key, refusing a second.

@@ -31,6 +31,12 @@ func (d *Document) Part(path string, raw []byte, apiVersion, kind string) (*Docu
 	}
 	p := &Document{File: d.File, Line: d.Line, Format: d.Format, Raw: d.Raw,
 		node: &yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{n}}, within: d.field(path) + "."}
+	// A part of a kind of its own (a List's item) is an object of its
+	// own; one that names none (a pod template) is its owner's.
+	p.object = d.object
+	if k := str(obj["kind"]); k != "" {
+		p.object = objectName(k, str(mapOf(obj["metadata"])["name"]))
+	}
 	setDefault(obj, "apiVersion", apiVersion)
 	setDefault(obj, "kind", kind)
 	meta, _ := obj["metadata"].(map[string]any)
@@ -55,6 +61,11 @@ func setDefault(m map[string]any, k, v string) {
 	if _, ok := m[k]; !ok && v != "" {
 		m[k] = v
 	}
+}
+
+func mapOf(v any) map[string]any {
+	m, _ := v.(map[string]any)
+	return m
 }
 
 func str(v any) string {

@@ -54,8 +54,21 @@ type Options struct {
 	// is written for (CAPI takes it from the Machine); default
 	// capi.DefaultKubernetesVersion.
 	KubernetesVersion string
-	// PoolIndex picks the member of a KubeVirt VirtualMachinePool.
+	// PoolIndex picks the member of a KubeVirt VirtualMachinePool, the
+	// ordinal of a StatefulSet's pod, or the machine of a Cluster API
+	// KubeadmControlPlane (0, the first, inits the cluster; the others
+	// join it).
 	PoolIndex int
+	// Machine (--machine) names the machine a Cluster API bootstrap
+	// object is built for: its host name and instance id. CAPI builds a
+	// template's data per Machine and never names the host itself.
+	Machine string
+	// BootstrapToken, ControlPlaneEndpoint and CACertHashes are the
+	// discovery of a Cluster API machine that joins its cluster, where its
+	// object has none: what CABPK fills in from the Cluster.
+	BootstrapToken       string
+	ControlPlaneEndpoint string
+	CACertHashes         []string
 	// Name (--name) names a VM whose object does not: an oVirt start
 	// action's body has no name, the VM's is in the URL.
 	Name string
@@ -102,6 +115,34 @@ type Result struct {
 	// Warnings are differences from the platform the user should know of
 	// (a limit the platform would enforce, a field with no effect).
 	Warnings []string
+	// Key is the object as --object picks it (KIND/NAME: a workload's, for
+	// the pod it holds) and Where its place ("vm.yaml:3"), when
+	// convert.Documents read it from a file of several.
+	Key, Where string
+
+	// builder, when the Result came from Builder.Finish, places problems
+	// found in Instance later (Locate).
+	builder *Builder
+}
+
+// Locate names, for each problem found in Instance after the conversion
+// (by a check or a renderer: those name vminit's spec fields and no file),
+// the object's field it came from, its line and the object, as the
+// conversion names its own problems. Problems already placed in a file
+// are kept.
+func (r *Result) Locate(es spec.Errors) spec.Errors {
+	if r == nil || r.builder == nil {
+		return es
+	}
+	out := make(spec.Errors, len(es))
+	for i, e := range es {
+		out[i] = e
+		if e.File == "" && e.Line == 0 {
+			out[i] = r.builder.translate(e)
+			out[i].Cause = e.Cause
+		}
+	}
+	return out
 }
 
 // Builder accumulates a conversion: the instance, the problems found
@@ -135,6 +176,11 @@ func (b *Builder) Errorf(path, format string, args ...any) {
 // becomes a message for path that errors.Is still matches.
 func (b *Builder) Err(path string, err error) {
 	if es := spec.AsErrors(err); es != nil {
+		for _, e := range es {
+			if e.Object == "" {
+				e.Object = b.Doc.Object()
+			}
+		}
 		b.errs = append(b.errs, es...)
 		return
 	}
@@ -148,7 +194,16 @@ func (b *Builder) Err(path string, err error) {
 // the file's line and column when the field's text keeps the file's lines,
 // else at the field, naming the text's line and column.
 func (b *Builder) TextErrorf(path string, line, col int, format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
+	b.errs = append(b.errs, b.textProblem(path, line, col, fmt.Sprintf(format, args...)))
+}
+
+// TextWarnf records a warning at line and column of the text held by the
+// object's field at path, placed as TextErrorf places problems.
+func (b *Builder) TextWarnf(path string, line, col int, format string, args ...any) {
+	b.Warnings = append(b.Warnings, b.textProblem(path, line, col, fmt.Sprintf(format, args...)).Error())
+}
+
+func (b *Builder) textProblem(path string, line, col int, msg string) *spec.FieldError {
 	fl, fc, ok := b.Doc.TextPosition(path, line, col)
 	switch {
 	case ok && fc > 0:
@@ -158,7 +213,9 @@ func (b *Builder) TextErrorf(path string, line, col int, format string, args ...
 		fl = b.Doc.LineOf(path)
 		msg = fmt.Sprintf("line %d, column %d of its text: %s", line, col, msg)
 	}
-	b.errs = append(b.errs, &spec.FieldError{File: b.Doc.File, Line: fl, Field: path, Message: msg})
+	e := b.Doc.Error(path, msg)
+	e.Line = fl
+	return e
 }
 
 // Warnf records a warning about the object's field at path.
@@ -198,7 +255,7 @@ func (b *Builder) Finish(object string) (*Result, error) {
 		}
 		return nil, out
 	}
-	return &Result{Object: object, Instance: inst, Spec: doc, Warnings: b.Warnings}, nil
+	return &Result{Object: object, Instance: inst, Spec: doc, Warnings: b.Warnings, builder: b}, nil
 }
 
 // translate names the object's field for a problem the spec's validation

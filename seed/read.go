@@ -1,7 +1,6 @@
 package seed
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/vminit/vminit/cloudinit"
+	"github.com/vminit/vminit/ignition"
 	"github.com/vminit/vminit/internal/lib/yamlbound"
 	"github.com/vminit/vminit/spec"
 
@@ -178,7 +178,7 @@ func checkNetworkConfig(data []byte, add addFunc) {
 		return
 	}
 	if inner, ok := m["network"].(map[string]any); ok {
-		add("network-config", "wrapped in a top-level network: key; cloud-init 22.4 and later unwrap it, older releases find no configuration: put version: at the top level")
+		add("network-config", "wrapped in a top-level network: key; cloud-init 22.2 and later unwrap it (stages.py _remove_top_level_network_key), older releases find no configuration: put version: at the top level")
 		m = inner
 	}
 	switch m["version"] {
@@ -301,7 +301,7 @@ func checkNetworkData(data []byte, p string, add addFunc) {
 // openstack, kubevirt, proxmoxve and ibmcloud platforms read from these
 // drives) with Ignition's own parser, anything else as cloud-init would.
 func checkUserData(field string, data []byte, add addFunc) {
-	if t := bytes.TrimSpace(data); len(t) > 0 && t[0] == '{' && bytes.Contains(t, []byte(`"ignition"`)) {
+	if ignition.LooksLikeConfig(data) {
 		if _, rep, err := ignconfig.Parse(data); err != nil || rep.IsFatal() {
 			msg := strings.TrimSpace(rep.String())
 			if err != nil {

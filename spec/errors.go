@@ -20,6 +20,10 @@ type FieldError struct {
 	Field string `json:"field"`
 	// Message says what is wrong and, where it can, what to do.
 	Message string `json:"message"`
+	// Object names the platform object the field is in, as --object
+	// picks it (KIND/NAME: "Pod/cirros-vm"), when the problem is in a
+	// platform's object rather than a spec: a file may hold several.
+	Object string `json:"object,omitempty"`
 	// Cause is the error behind the problem, when there is one worth
 	// matching with errors.Is (a missing referenced object, say).
 	Cause error `json:"-"`
@@ -42,6 +46,11 @@ func (e *FieldError) Error() string {
 		b.WriteString(": ")
 	}
 	b.WriteString(e.Message)
+	if e.Object != "" {
+		// After the message, so that "FILE:LINE: FIELD: " reads as a
+		// spec's problem does.
+		fmt.Fprintf(&b, " (in %s)", e.Object)
+	}
 	return b.String()
 }
 

@@ -18,7 +18,7 @@ func benchWrite(b *testing.B, opts Options, tree []entry) {
 		cw := &countingWriter{w: io.Discard}
 		w := NewWriter(cw, opts)
 		for _, e := range tree {
-			if err := w.AddFile(e.name, int64(len(e.content)), bytes.NewReader(e.content)); err != nil {
+			if err := w.AddFile(e.name, int64(len(e.content)), 0o644, bytes.NewReader(e.content)); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -65,4 +65,27 @@
 // NT lower-case flags (names that are not upper-case get LFN entries
 // instead), non-ASCII 8.3 aliases (such characters become '_'), and
 // writing into an existing image.
+//
+// # Its twin, iso9660
+//
+// Package iso9660 writes and reads ISO 9660 images in the same shape, as
+// [archive/zip] and [archive/tar] share theirs: [NewWriter](w, [Options]),
+// then [Writer.AddFile](name, size, mode, r), [Writer.AddDir] and
+// [Writer.AddFS] in any order, then [Writer.Close], which streams the image
+// in one pass; [NewReader](r, size) returns a Reader that is an
+// [io/fs.ReadDirFS], [io/fs.ReadFileFS] and [io/fs.StatFS]. The same mistake
+// gives the error of the same name in both, wrapped in an *[io/fs.PathError]
+// naming the file: [ErrInvalidName], [ErrDuplicate], [ErrTooLarge],
+// [ErrSizeMismatch], [ErrUnsupportedType], [ErrInvalidOptions], [ErrClosed]
+// and [ErrFormat]. What differs is each format's own: [ErrNoSpace] here (a
+// FAT image has a size to run out of) and ErrTooDeep there; a FAT file keeps
+// no permission bits where an ISO file keeps its execute bits; and AddFile
+// takes a nil reader for an empty file here, where iso9660 refuses one.
 package vfat
+
+// Source files, the same split in iso9660 and vfat: writer.go is writing's
+// API (Options, Writer, the Add methods, Close) and the tree they build;
+// layout.go, what Close computes before it writes a byte; encode.go, the
+// bytes of the laid-out image; names.go, the name rules; reader.go, the
+// Reader; errors.go, the errors both packages share by name. vfat adds
+// dostime.go, FAT's timestamps.

@@ -26,7 +26,7 @@ func Example() {
 		ModTime: time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC),
 	})
 	for name, content := range files { // map order does not matter
-		if err := w.AddFile(name, int64(len(content)), strings.NewReader(content)); err != nil {
+		if err := w.AddFile(name, int64(len(content)), 0o644, strings.NewReader(content)); err != nil {
 			log.Fatal(err)
 		}
 	}

@@ -1,5 +1,13 @@
 package vfat
 
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"sort"
+	"unicode/utf16"
+)
+
 // Image sizes.
 const (
 	// MinSize is the smallest image the writer chooses by itself: 128 KiB,
@@ -162,4 +170,205 @@ func maxImageSectors() int64 {
 		t -= alignSectors
 	}
 	return 0
+}
+
+// plan is everything Close needs to write the image.
+type plan struct {
+	g      geometry
+	opts   Options
+	root   *node
+	order  []*node // directories and non-empty files in cluster order
+	empty  []*node // empty files: no clusters, but their readers are checked
+	serial uint32
+	dt     dosTime
+}
+
+func (w *Writer) plan() (*plan, error) {
+	p := &plan{opts: w.opts, root: w.root, dt: toDOSTime(w.opts.ModTime)}
+	if err := prepare(w.root, true, w.opts.Label != ""); err != nil {
+		return nil, err
+	}
+	rootEntries := int64(minRootEntries)
+	if n := (w.root.entries + 15) &^ 15; n > rootEntries {
+		rootEntries = n
+	}
+
+	// Allocation order: a pre-order walk, each directory's clusters before
+	// its files, subdirectories after the files. Any fixed order would do;
+	// this one keeps a directory next to its contents.
+	var walk func(d *node)
+	walk = func(d *node) {
+		if d != w.root {
+			p.order = append(p.order, d)
+		}
+		for _, c := range d.sorted {
+			switch {
+			case c.dir:
+			case c.size > 0:
+				p.order = append(p.order, c)
+			default:
+				p.empty = append(p.empty, c)
+			}
+		}
+		for _, c := range d.sorted {
+			if c.dir {
+				walk(c)
+			}
+		}
+	}
+	walk(w.root)
+
+	// Clusters needed at each cluster size, computed once: the size search
+	// below may try thousands of volume sizes.
+	needBySPC := map[int64]int64{}
+	for spc := int64(1); spc <= maxSPC; spc *= 2 {
+		cb := spc * sectorSize
+		for _, x := range p.order {
+			needBySPC[spc] += (x.bytes() + cb - 1) / cb
+		}
+	}
+	need := func(spc int64) int64 { return needBySPC[spc] }
+	fits := func(total int64) (geometry, bool) { return chooseGeometry(total, rootEntries, need) }
+
+	// The smallest size that fits, not below floor sectors: start from the
+	// bound that 512-byte clusters and a one-sector FAT would give and step
+	// by Align. A search rather than a formula: which FAT type and cluster
+	// size a volume gets depends on its size and the content together.
+	smallest := func(floor int64) (int64, bool) {
+		t := int64(reservedSectors) + numFATs + rootEntries*dirEntrySize/sectorSize + need(1)
+		t = (t + alignSectors - 1) / alignSectors * alignSectors
+		for t = max(t, floor); t*sectorSize <= MaxSize; t += alignSectors {
+			if _, ok := fits(t); ok {
+				return t, true
+			}
+		}
+		return 0, false
+	}
+
+	total := w.opts.Size / sectorSize
+	if total == 0 {
+		t, ok := smallest(MinSize / sectorSize)
+		if !ok {
+			return nil, pathErr("close", ".", fmt.Errorf("%w: the content needs more than MaxSize (%d bytes)", ErrNoSpace, MaxSize))
+		}
+		total = t
+	}
+	g, ok := fits(total)
+	if !ok {
+		msg := fmt.Sprintf("more than MaxSize (%d bytes)", MaxSize)
+		if t, ok := smallest(0); ok {
+			msg = fmt.Sprintf("Size %d", t*sectorSize)
+		}
+		// Name the first entry that overflows the layout the size would get
+		// without content, so the caller can see what made it too big.
+		culprit := "."
+		if gg, ok := chooseGeometry(total, rootEntries, nil); ok {
+			var used int64
+			for _, x := range p.order {
+				used += (x.bytes() + gg.clusterBytes() - 1) / gg.clusterBytes()
+				if used > gg.clusters {
+					culprit = x.path
+					break
+				}
+			}
+		}
+		return nil, pathErr("close", culprit, fmt.Errorf("%w in %d bytes: needs %s", ErrNoSpace, w.opts.Size, msg))
+	}
+	p.g = g
+
+	next := uint32(2)
+	for _, x := range p.order {
+		x.first = next
+		x.nclus = (x.bytes() + g.clusterBytes() - 1) / g.clusterBytes()
+		next += uint32(x.nclus)
+	}
+
+	p.serial = w.opts.Serial
+	if p.serial == 0 {
+		p.serial = deriveSerial(p)
+	}
+	return p, nil
+}
+
+// bytes is what a node occupies in the data region before cluster rounding.
+func (n *node) bytes() int64 {
+	if n.dir {
+		return n.entries * dirEntrySize
+	}
+	return n.size
+}
+
+// prepare sorts each directory, gives every entry its 8.3 name and LFN, and
+// counts directory entries. Sorting by name makes the result independent of
+// the add order; short names are then handed out in that order.
+func prepare(d *node, isRoot, hasLabel bool) error {
+	d.sorted = make([]*node, 0, len(d.children))
+	for _, c := range d.children {
+		d.sorted = append(d.sorted, c)
+	}
+	sort.Slice(d.sorted, func(i, j int) bool { return d.sorted[i].name < d.sorted[j].name })
+
+	names := newShortNamer()
+	reserved := make([]bool, len(d.sorted))
+	for i, c := range d.sorted {
+		c.short, reserved[i] = names.reserve(c.name)
+	}
+	if isRoot {
+		d.entries = 0
+		if hasLabel {
+			d.entries = 1
+		}
+	} else {
+		d.entries = 2 // . and ..
+	}
+	for i, c := range d.sorted {
+		if !reserved[i] {
+			sn, ok := names.generate(c.name)
+			if !ok {
+				return pathErr("close", c.path, fmt.Errorf("%w: no unique 8.3 alias left in the directory", ErrTooLarge))
+			}
+			c.short = sn
+		}
+		c.long = nil
+		if !isPlainShort(c.name) {
+			c.long = utf16.Encode([]rune(c.name))
+		}
+		d.entries += 1 + int64(lfnSlots(len(c.long)))
+	}
+	limit := int64(maxDirEntries)
+	if isRoot {
+		limit = maxRootEntries
+	}
+	if d.entries > limit {
+		return pathErr("close", d.path, fmt.Errorf("%w: %d directory entries, at most %d", ErrTooLarge, d.entries, limit))
+	}
+	for _, c := range d.sorted {
+		if c.dir {
+			if err := prepare(c, false, false); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// deriveSerial hashes what determines the image apart from file contents.
+func deriveSerial(p *plan) uint32 {
+	h := sha256.New()
+	fmt.Fprintf(h, "vminit vfat\x00%s\x00%d %d\x00", p.opts.Label, p.dt.date, p.dt.time)
+	var walk func(d *node)
+	walk = func(d *node) {
+		for _, c := range d.sorted {
+			fmt.Fprintf(h, "%s\x00%t %d\x00", c.path, c.dir, c.size)
+			if c.dir {
+				walk(c)
+			}
+		}
+	}
+	walk(p.root)
+	s := binary.LittleEndian.Uint32(h.Sum(nil))
+	if s == 0 {
+		s = 1 // 0 reads as "no serial" to blkid
+	}
+	return s
 }

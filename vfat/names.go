@@ -1,6 +1,7 @@
 package vfat
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"unicode"
@@ -36,7 +37,7 @@ func checkName(elem string) error {
 		return ErrInvalidName
 	}
 	if units > maxNameUnits {
-		return ErrNameTooLong
+		return fmt.Errorf("%w: longer than %d UTF-16 units", ErrInvalidName, maxNameUnits)
 	}
 	return nil
 }

@@ -102,7 +102,7 @@ func buildImage(t testing.TB, opts Options, tree []entry) []byte {
 		if e.isDir {
 			err = w.AddDir(e.name)
 		} else {
-			err = w.AddFile(e.name, int64(len(e.content)), bytes.NewReader(e.content))
+			err = w.AddFile(e.name, int64(len(e.content)), 0o644, bytes.NewReader(e.content))
 		}
 		if err != nil {
 			t.Fatalf("add %s: %v", e.name, err)
@@ -485,7 +485,7 @@ func TestMaxSizeImage(t *testing.T) {
 		if e.isDir {
 			err = w.AddDir(e.name)
 		} else {
-			err = w.AddFile(e.name, int64(len(e.content)), bytes.NewReader(e.content))
+			err = w.AddFile(e.name, int64(len(e.content)), 0o644, bytes.NewReader(e.content))
 		}
 		if err != nil {
 			t.Fatal(err)

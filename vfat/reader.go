@@ -13,6 +13,13 @@ import (
 	"unicode/utf16"
 )
 
+// The Reader is the same kind of file system in iso9660 and vfat.
+var _ interface {
+	fs.ReadDirFS
+	fs.ReadFileFS
+	fs.StatFS
+} = (*Reader)(nil)
+
 // Reader is a FAT12/FAT16 volume opened for reading. It implements fs.FS
 // (with ReadDir, ReadFile and Stat) over the long names; lookups are exact
 // and case-sensitive, as fs.FS requires, even though FAT itself is not.

@@ -192,7 +192,7 @@ func TestSizes(t *testing.T) {
 	}
 	// Too small: a clear error that names the file and the size needed.
 	w := NewWriter(io.Discard, Options{Size: MinSize})
-	if err := w.AddFile("big.bin", 1<<20, bytes.NewReader(make([]byte, 1<<20))); err != nil {
+	if err := w.AddFile("big.bin", 1<<20, 0o644, bytes.NewReader(make([]byte, 1<<20))); err != nil {
 		t.Fatal(err)
 	}
 	err := w.Close()
@@ -202,7 +202,7 @@ func TestSizes(t *testing.T) {
 	// Sizes that are not 4 KiB multiples, negative or too large.
 	for _, size := range []int64{-4096, 4095, MinSize + 512, MaxSize + Align} {
 		w := NewWriter(io.Discard, Options{Size: size})
-		if err := w.Close(); !errors.Is(err, ErrInvalidSize) {
+		if err := w.Close(); !errors.Is(err, ErrInvalidOptions) {
 			t.Errorf("Size %d: %v", size, err)
 		}
 	}
@@ -220,7 +220,7 @@ func TestMaxSize(t *testing.T) {
 		t.Fatalf("smallest volume: %d bytes", len(b))
 	}
 	w := NewWriter(io.Discard, Options{Size: 16384})
-	if err := w.AddFile("user-data", 1, strings.NewReader("x")); err != nil {
+	if err := w.AddFile("user-data", 1, 0o644, strings.NewReader("x")); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Close(); !errors.Is(err, ErrNoSpace) || !strings.Contains(err.Error(), "needs Size 20480") {
@@ -271,7 +271,7 @@ func TestShortNames(t *testing.T) {
 	p, err := func() (*plan, error) {
 		w := NewWriter(io.Discard, Options{})
 		for _, e := range tree {
-			if err := w.AddFile(e.name, int64(len(e.content)), bytes.NewReader(e.content)); err != nil {
+			if err := w.AddFile(e.name, int64(len(e.content)), 0o644, bytes.NewReader(e.content)); err != nil {
 				return nil, err
 			}
 		}
@@ -313,10 +313,10 @@ func TestNameErrors(t *testing.T) {
 		{"a/../b", ErrInvalidName}, {"trailing/", ErrInvalidName}, {"a:b", ErrInvalidName},
 		{`a\b`, ErrInvalidName}, {"a*", ErrInvalidName}, {"q?", ErrInvalidName}, {"tab\t", ErrInvalidName},
 		{"dot.", ErrInvalidName}, {"space ", ErrInvalidName}, {"bad\xffutf8", ErrInvalidName},
-		{strings.Repeat("a", 256), ErrNameTooLong}, {strings.Repeat("😀", 128), ErrNameTooLong},
+		{strings.Repeat("a", 256), ErrInvalidName}, {strings.Repeat("😀", 128), ErrInvalidName},
 	} {
 		w := NewWriter(io.Discard, Options{})
-		err := w.AddFile(tc.name, 0, nil)
+		err := w.AddFile(tc.name, 0, 0o644, nil)
 		if !errors.Is(err, tc.err) {
 			t.Errorf("AddFile(%q): %v, want %v", tc.name, err, tc.err)
 			continue
@@ -328,7 +328,7 @@ func TestNameErrors(t *testing.T) {
 	}
 	w := NewWriter(io.Discard, Options{})
 	for _, ok := range []string{strings.Repeat("a", 255), strings.Repeat("😀", 127), "a b.c d", "+,;=[]"} {
-		if err := w.AddFile(ok, 0, nil); err != nil {
+		if err := w.AddFile(ok, 0, 0o644, nil); err != nil {
 			t.Errorf("AddFile(%q): %v", ok, err)
 		}
 	}
@@ -342,18 +342,18 @@ func TestDuplicates(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	must(w.AddFile("dir/user-data", 0, nil))
+	must(w.AddFile("dir/user-data", 0, 0o644, nil))
 	must(w.AddDir("dir"))
 	must(w.AddDir("dir"))
 	for _, tc := range []struct {
 		op   func() error
 		path string
 	}{
-		{func() error { return w.AddFile("dir/user-data", 0, nil) }, "dir/user-data"},
-		{func() error { return w.AddFile("dir/USER-DATA", 0, nil) }, "dir/USER-DATA"},
+		{func() error { return w.AddFile("dir/user-data", 0, 0o644, nil) }, "dir/user-data"},
+		{func() error { return w.AddFile("dir/USER-DATA", 0, 0o644, nil) }, "dir/USER-DATA"},
 		{func() error { return w.AddDir("dir/user-data") }, "dir/user-data"},
-		{func() error { return w.AddFile("dir/user-data/x", 0, nil) }, "dir/user-data"},
-		{func() error { return w.AddFile("DIR", 0, nil) }, "DIR"},
+		{func() error { return w.AddFile("dir/user-data/x", 0, 0o644, nil) }, "dir/user-data"},
+		{func() error { return w.AddFile("DIR", 0, 0o644, nil) }, "DIR"},
 		{func() error { return w.AddDir("Dir/sub") }, "Dir"},
 	} {
 		err := tc.op()
@@ -373,10 +373,10 @@ func TestDuplicates(t *testing.T) {
 func TestLabelErrors(t *testing.T) {
 	for _, l := range []string{"twelve-bytes", " lead", "a.b", "a/b", "é"} {
 		w := NewWriter(io.Discard, Options{Label: l})
-		if err := w.AddFile("x", 0, nil); !errors.Is(err, ErrInvalidLabel) {
+		if err := w.AddFile("x", 0, 0o644, nil); !errors.Is(err, ErrInvalidOptions) {
 			t.Errorf("label %q: %v", l, err)
 		}
-		if err := w.Close(); !errors.Is(err, ErrInvalidLabel) {
+		if err := w.Close(); !errors.Is(err, ErrInvalidOptions) {
 			t.Errorf("label %q: Close %v", l, err)
 		}
 	}
@@ -401,7 +401,7 @@ func TestContentLength(t *testing.T) {
 		{zeroReader{}, 0, io.ErrNoProgress},
 	} {
 		w := NewWriter(io.Discard, Options{})
-		if err := w.AddFile("f/user-data", tc.size, tc.r); err != nil {
+		if err := w.AddFile("f/user-data", tc.size, 0o644, tc.r); err != nil {
 			t.Fatal(err)
 		}
 		err := w.Close()
@@ -410,16 +410,16 @@ func TestContentLength(t *testing.T) {
 		}
 	}
 	w := NewWriter(io.Discard, Options{})
-	if err := w.AddFile("e", 3, errReader{}); err != nil {
+	if err := w.AddFile("e", 3, 0o644, errReader{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Close(); err == nil || !strings.Contains(err.Error(), "boom") {
 		t.Errorf("reader error: %v", err)
 	}
-	if err := NewWriter(io.Discard, Options{}).AddFile("n", 3, nil); !errors.Is(err, ErrSizeMismatch) {
+	if err := NewWriter(io.Discard, Options{}).AddFile("n", 3, 0o644, nil); !errors.Is(err, ErrSizeMismatch) {
 		t.Errorf("nil reader: %v", err)
 	}
-	if err := NewWriter(io.Discard, Options{}).AddFile("n", -1, strings.NewReader("")); !errors.Is(err, ErrInvalidSize) {
+	if err := NewWriter(io.Discard, Options{}).AddFile("n", -1, 0o644, strings.NewReader("")); !errors.Is(err, ErrTooLarge) {
 		t.Errorf("negative size: %v", err)
 	}
 }
@@ -436,7 +436,7 @@ func (f *failWriter) Write(b []byte) (int, error) {
 func TestWriteError(t *testing.T) {
 	for _, limit := range []int{0, 600, 70000} {
 		w := NewWriter(&failWriter{n: limit}, Options{})
-		if err := w.AddFile("user-data", 5, strings.NewReader("hello")); err != nil {
+		if err := w.AddFile("user-data", 5, 0o644, strings.NewReader("hello")); err != nil {
 			t.Fatal(err)
 		}
 		if err := w.Close(); err == nil || !strings.Contains(err.Error(), "disk full") {
@@ -480,11 +480,11 @@ func TestTooManyEntries(t *testing.T) {
 	w := NewWriter(io.Discard, Options{})
 	// 22,000 names × 3 entries each > 65,536.
 	for i := range 22000 {
-		if err := w.AddFile("d/long-file-name-"+itoa(i), 0, nil); err != nil {
+		if err := w.AddFile("d/long-file-name-"+itoa(i), 0, 0o644, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := w.Close(); !errors.Is(err, ErrTooManyEntries) || !strings.Contains(err.Error(), " d:") {
+	if err := w.Close(); !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), " d:") {
 		t.Errorf("got %v", err)
 	}
 }
@@ -497,6 +497,31 @@ func itoa(i int) string {
 		b[n] = byte('0' + i%10)
 		if i /= 10; i == 0 {
 			return string(b[n:])
+		}
+	}
+}
+
+// TestAddFileMode: AddFile takes a mode as iso9660's twin does. FAT keeps
+// no permission bits, so they do not change a byte; type bits are refused.
+func TestAddFileMode(t *testing.T) {
+	image := func(mode fs.FileMode) []byte {
+		var b bytes.Buffer
+		w := NewWriter(&b, Options{Label: "cidata"})
+		if err := w.AddFile("tool", 3, mode, strings.NewReader("#!\n")); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return b.Bytes()
+	}
+	if !bytes.Equal(image(0o644), image(0o755)) {
+		t.Error("the mode's permission bits changed the image")
+	}
+	w := NewWriter(io.Discard, Options{})
+	for _, mode := range []fs.FileMode{fs.ModeDir | 0o755, fs.ModeSymlink | 0o777, fs.ModeDevice} {
+		if err := w.AddFile("x", 0, mode, nil); !errors.Is(err, ErrUnsupportedType) || !strings.Contains(err.Error(), "x") {
+			t.Errorf("mode %v: %v", mode, err)
 		}
 	}
 }

@@ -1,15 +1,11 @@
 package vfat
 
 import (
-	"crypto/sha256"
-	"encoding/binary"
 	"fmt"
 	"io"
 	"io/fs"
-	"sort"
 	"strings"
 	"time"
-	"unicode/utf16"
 )
 
 // Options control the image. The zero value is valid (no label, FAT epoch
@@ -78,22 +74,25 @@ func NewWriter(w io.Writer, opts Options) *Writer {
 	if err := checkLabel(opts.Label); err != nil {
 		wr.err = pathErr("label", opts.Label, err)
 	} else if opts.Size < 0 || opts.Size%Align != 0 || opts.Size > MaxSize {
-		wr.err = pathErr("size", ".", fmt.Errorf("%w: Size %d must be a multiple of %d and at most %d", ErrInvalidSize, opts.Size, Align, MaxSize))
+		wr.err = pathErr("size", ".", fmt.Errorf("%w: Size %d must be a multiple of %d and at most %d", ErrInvalidOptions, opts.Size, Align, MaxSize))
 	}
 	return wr
 }
+
+// labelForbidden are the printable characters a FAT label cannot hold.
+const labelForbidden = `"*+,./:;<=>?[\]|`
 
 // checkLabel accepts what both mtools and Windows accept in a FAT label:
 // printable ASCII without the characters that are illegal in 8.3 names, and
 // no leading space (it would read back as a shorter label).
 func checkLabel(l string) error {
 	if len(l) > 11 {
-		return ErrInvalidLabel
+		return fmt.Errorf("%w: a volume label has at most 11 bytes", ErrInvalidOptions)
 	}
 	for i := 0; i < len(l); i++ {
 		c := l[i]
-		if c < 0x20 || c > 0x7E || strings.IndexByte(`"*+,./:;<=>?[\]|`, c) >= 0 || (i == 0 && c == ' ') {
-			return ErrInvalidLabel
+		if c < 0x20 || c > 0x7E || strings.IndexByte(labelForbidden, c) >= 0 || (i == 0 && c == ' ') {
+			return fmt.Errorf("%w: a volume label is printable ASCII without %s and no leading space", ErrInvalidOptions, labelForbidden)
 		}
 	}
 	return nil
@@ -159,10 +158,15 @@ func (w *Writer) AddDir(name string) error {
 // AddFile adds a file of size bytes whose content r delivers. Missing parent
 // directories are created. r is read at Close, and must then deliver exactly
 // size bytes (ErrSizeMismatch otherwise); a nil r is allowed for size 0. The
-// Writer does not close r.
-func (w *Writer) AddFile(name string, size int64, r io.Reader) error {
+// Writer does not close r. mode is there for the shape iso9660's AddFile
+// shares: FAT keeps no permission bits, so only its type bits matter, and a
+// mode with any (a directory, a symlink, ...) is ErrUnsupportedType.
+func (w *Writer) AddFile(name string, size int64, mode fs.FileMode, r io.Reader) error {
 	if err := w.check("add", name); err != nil {
 		return err
+	}
+	if mode&fs.ModeType != 0 {
+		return pathErr("add", name, fmt.Errorf("%w: mode %v", ErrUnsupportedType, mode))
 	}
 	if r == nil && size != 0 {
 		return pathErr("add", name, fmt.Errorf("%w: nil reader for %d bytes", ErrSizeMismatch, size))
@@ -177,7 +181,7 @@ func (w *Writer) addFile(name string, size int64, open func() (io.Reader, func()
 		return pathErr("add", name, err)
 	}
 	if size < 0 || size > 0xFFFFFFFF {
-		return pathErr("add", name, fmt.Errorf("%w: file size %d (FAT holds 0 to 4 GiB-1)", ErrInvalidSize, size))
+		return pathErr("add", name, fmt.Errorf("%w: file size %d (FAT holds 0 to 4 GiB-1)", ErrTooLarge, size))
 	}
 	d, err := w.mkdirAll(elems[:len(elems)-1])
 	if err != nil {
@@ -241,205 +245,4 @@ func (w *Writer) Close() error {
 		return err
 	}
 	return p.write(w.w)
-}
-
-// plan is everything Close needs to write the image.
-type plan struct {
-	g      geometry
-	opts   Options
-	root   *node
-	order  []*node // directories and non-empty files in cluster order
-	empty  []*node // empty files: no clusters, but their readers are checked
-	serial uint32
-	dt     dosTime
-}
-
-func (w *Writer) plan() (*plan, error) {
-	p := &plan{opts: w.opts, root: w.root, dt: toDOSTime(w.opts.ModTime)}
-	if err := prepare(w.root, true, w.opts.Label != ""); err != nil {
-		return nil, err
-	}
-	rootEntries := int64(minRootEntries)
-	if n := (w.root.entries + 15) &^ 15; n > rootEntries {
-		rootEntries = n
-	}
-
-	// Allocation order: a pre-order walk, each directory's clusters before
-	// its files, subdirectories after the files. Any fixed order would do;
-	// this one keeps a directory next to its contents.
-	var walk func(d *node)
-	walk = func(d *node) {
-		if d != w.root {
-			p.order = append(p.order, d)
-		}
-		for _, c := range d.sorted {
-			switch {
-			case c.dir:
-			case c.size > 0:
-				p.order = append(p.order, c)
-			default:
-				p.empty = append(p.empty, c)
-			}
-		}
-		for _, c := range d.sorted {
-			if c.dir {
-				walk(c)
-			}
-		}
-	}
-	walk(w.root)
-
-	// Clusters needed at each cluster size, computed once: the size search
-	// below may try thousands of volume sizes.
-	needBySPC := map[int64]int64{}
-	for spc := int64(1); spc <= maxSPC; spc *= 2 {
-		cb := spc * sectorSize
-		for _, x := range p.order {
-			needBySPC[spc] += (x.bytes() + cb - 1) / cb
-		}
-	}
-	need := func(spc int64) int64 { return needBySPC[spc] }
-	fits := func(total int64) (geometry, bool) { return chooseGeometry(total, rootEntries, need) }
-
-	// The smallest size that fits, not below floor sectors: start from the
-	// bound that 512-byte clusters and a one-sector FAT would give and step
-	// by Align. A search rather than a formula: which FAT type and cluster
-	// size a volume gets depends on its size and the content together.
-	smallest := func(floor int64) (int64, bool) {
-		t := int64(reservedSectors) + numFATs + rootEntries*dirEntrySize/sectorSize + need(1)
-		t = (t + alignSectors - 1) / alignSectors * alignSectors
-		for t = max(t, floor); t*sectorSize <= MaxSize; t += alignSectors {
-			if _, ok := fits(t); ok {
-				return t, true
-			}
-		}
-		return 0, false
-	}
-
-	total := w.opts.Size / sectorSize
-	if total == 0 {
-		t, ok := smallest(MinSize / sectorSize)
-		if !ok {
-			return nil, pathErr("close", ".", fmt.Errorf("%w: the content needs more than MaxSize (%d bytes)", ErrNoSpace, MaxSize))
-		}
-		total = t
-	}
-	g, ok := fits(total)
-	if !ok {
-		msg := fmt.Sprintf("more than MaxSize (%d bytes)", MaxSize)
-		if t, ok := smallest(0); ok {
-			msg = fmt.Sprintf("Size %d", t*sectorSize)
-		}
-		// Name the first entry that overflows the layout the size would get
-		// without content, so the caller can see what made it too big.
-		culprit := "."
-		if gg, ok := chooseGeometry(total, rootEntries, nil); ok {
-			var used int64
-			for _, x := range p.order {
-				used += (x.bytes() + gg.clusterBytes() - 1) / gg.clusterBytes()
-				if used > gg.clusters {
-					culprit = x.path
-					break
-				}
-			}
-		}
-		return nil, pathErr("close", culprit, fmt.Errorf("%w in %d bytes: needs %s", ErrNoSpace, w.opts.Size, msg))
-	}
-	p.g = g
-
-	next := uint32(2)
-	for _, x := range p.order {
-		x.first = next
-		x.nclus = (x.bytes() + g.clusterBytes() - 1) / g.clusterBytes()
-		next += uint32(x.nclus)
-	}
-
-	p.serial = w.opts.Serial
-	if p.serial == 0 {
-		p.serial = deriveSerial(p)
-	}
-	return p, nil
-}
-
-// bytes is what a node occupies in the data region before cluster rounding.
-func (n *node) bytes() int64 {
-	if n.dir {
-		return n.entries * dirEntrySize
-	}
-	return n.size
-}
-
-// prepare sorts each directory, gives every entry its 8.3 name and LFN, and
-// counts directory entries. Sorting by name makes the result independent of
-// the add order; short names are then handed out in that order.
-func prepare(d *node, isRoot, hasLabel bool) error {
-	d.sorted = make([]*node, 0, len(d.children))
-	for _, c := range d.children {
-		d.sorted = append(d.sorted, c)
-	}
-	sort.Slice(d.sorted, func(i, j int) bool { return d.sorted[i].name < d.sorted[j].name })
-
-	names := newShortNamer()
-	reserved := make([]bool, len(d.sorted))
-	for i, c := range d.sorted {
-		c.short, reserved[i] = names.reserve(c.name)
-	}
-	if isRoot {
-		d.entries = 0
-		if hasLabel {
-			d.entries = 1
-		}
-	} else {
-		d.entries = 2 // . and ..
-	}
-	for i, c := range d.sorted {
-		if !reserved[i] {
-			sn, ok := names.generate(c.name)
-			if !ok {
-				return pathErr("close", c.path, ErrTooManyEntries)
-			}
-			c.short = sn
-		}
-		c.long = nil
-		if !isPlainShort(c.name) {
-			c.long = utf16.Encode([]rune(c.name))
-		}
-		d.entries += 1 + int64(lfnSlots(len(c.long)))
-	}
-	limit := int64(maxDirEntries)
-	if isRoot {
-		limit = maxRootEntries
-	}
-	if d.entries > limit {
-		return pathErr("close", d.path, fmt.Errorf("%w: %d, at most %d", ErrTooManyEntries, d.entries, limit))
-	}
-	for _, c := range d.sorted {
-		if c.dir {
-			if err := prepare(c, false, false); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// deriveSerial hashes what determines the image apart from file contents.
-func deriveSerial(p *plan) uint32 {
-	h := sha256.New()
-	fmt.Fprintf(h, "vminit vfat\x00%s\x00%d %d\x00", p.opts.Label, p.dt.date, p.dt.time)
-	var walk func(d *node)
-	walk = func(d *node) {
-		for _, c := range d.sorted {
-			fmt.Fprintf(h, "%s\x00%t %d\x00", c.path, c.dir, c.size)
-			if c.dir {
-				walk(c)
-			}
-		}
-	}
-	walk(p.root)
-	s := binary.LittleEndian.Uint32(h.Sum(nil))
-	if s == 0 {
-		s = 1 // 0 reads as "no serial" to blkid
-	}
-	return s
 }

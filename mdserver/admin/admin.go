@@ -1,7 +1,6 @@
 package admin
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -12,16 +11,13 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/vminit/vminit/delivery"
-	"github.com/vminit/vminit/ignition"
 	"github.com/vminit/vminit/internal/lib/httppath"
+	"github.com/vminit/vminit/internal/lib/httpserver"
 	"github.com/vminit/vminit/mdserver"
 	"github.com/vminit/vminit/mdserver/registry"
 	"github.com/vminit/vminit/seed"
@@ -67,17 +63,8 @@ var PreviewDialects = []string{"nocloud", "configdrive", "ignition", mdserver.Di
 //
 // Every request needs the bearer token; errors are JSON ErrorBody.
 func NewHandler(store registry.Store, opts Options) http.Handler {
-	if opts.MaxBodyBytes <= 0 {
-		opts.MaxBodyBytes = 1 << 20
-	}
-	opts.MaxBodyBytes = min(opts.MaxBodyBytes, spec.MaxSpecSize)
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
-	}
-	if opts.Metadata == nil {
-		opts.Metadata = mdserver.NewHandler(store, mdserver.Options{Logger: opts.Logger})
-	}
-	a := &admin{store: store, opts: opts, tokenHash: sha256.Sum256([]byte(opts.Token))}
+	ops := NewLocal(store, opts)
+	a := &admin{ops: ops, opts: ops.opts, tokenHash: sha256.Sum256([]byte(opts.Token))}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/instances", a.list)
 	mux.HandleFunc("GET /v1/instances/{name}", a.get)
@@ -135,18 +122,11 @@ func routed(mux *http.ServeMux, r *http.Request) bool {
 // connection kept 60 s. Serve it on a listener of its own, apart from the
 // guests' (the guests' connection limits do not take its descriptors).
 func NewServer(h http.Handler) *http.Server {
-	return &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      60 * time.Second,
-		IdleTimeout:       60 * time.Second,
-		MaxHeaderBytes:    16 << 10,
-	}
+	return httpserver.New(h, 30*time.Second, 60*time.Second)
 }
 
 type admin struct {
-	store     registry.Store
+	ops       *Local
 	opts      Options
 	tokenHash [32]byte
 }
@@ -177,52 +157,45 @@ func writeError(w http.ResponseWriter, status int, format string, args ...any) {
 	writeJSON(w, status, ErrorBody{Errors: []*spec.FieldError{{Message: fmt.Sprintf(format, args...)}}})
 }
 
-func (a *admin) list(w http.ResponseWriter, r *http.Request) {
-	snap := a.store.Snapshot()
-	out := InstanceList{Instances: make([]InstanceSummary, 0, snap.Len())}
-	for _, n := range snap.Names() {
-		rec, ok := snap.ByName(n)
-		if !ok {
-			continue // its deferred check failed (dirstore.Options.DeferChecks); the store takes it out
+// writeErr answers an operation's error with its status: 422 and every
+// field error for an invalid document, the refusal's own status, 409 for
+// a conflict, 503 for a store that cannot be reached.
+func writeErr(w http.ResponseWriter, err error) {
+	var ref *refusal
+	switch es := spec.AsErrors(err); {
+	case es != nil:
+		for _, e := range es {
+			e.File = ""
 		}
-		s := InstanceSummary{Name: n, Addresses: make([]string, len(rec.Addresses)), Revision: rec.Revision, UID: rec.UID}
-		for i, ad := range rec.Addresses {
-			s.Addresses[i] = ad.String()
-		}
-		out.Instances = append(out.Instances, s)
+		writeJSON(w, http.StatusUnprocessableEntity, ErrorBody{Errors: es})
+	case errors.As(err, &ref):
+		writeError(w, ref.status, "%s", ref.msg)
+	case errors.Is(err, registry.ErrAddressConflict), errors.Is(err, registry.ErrConflict):
+		writeError(w, http.StatusConflict, "%v", err)
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, registry.ErrUnavailable):
+		writeError(w, http.StatusServiceUnavailable, "%v", err)
+	default:
+		writeError(w, http.StatusInternalServerError, "%v", err)
 	}
-	writeJSON(w, http.StatusOK, out)
 }
 
-func (a *admin) lookup(w http.ResponseWriter, r *http.Request) (*registry.Record, bool) {
-	name := r.PathValue("name")
-	rec, ok := a.store.Snapshot().ByName(name)
-	if !ok {
-		writeError(w, http.StatusNotFound, "instance %q not found", name)
-	}
-	return rec, ok
+func (a *admin) list(w http.ResponseWriter, r *http.Request) {
+	list, _ := a.ops.List(r.Context())
+	writeJSON(w, http.StatusOK, InstanceList{Instances: list})
 }
 
 func (a *admin) get(w http.ResponseWriter, r *http.Request) {
-	rec, ok := a.lookup(w, r)
-	if !ok {
+	rec, data, err := a.ops.get(r.PathValue("name"))
+	if err != nil {
+		writeErr(w, err)
 		return
 	}
-	var buf bytes.Buffer
-	enc := yaml.NewEncoder(&buf)
-	enc.SetIndent(2)
-	if err := enc.Encode(rec.Instance); err != nil {
-		writeError(w, http.StatusInternalServerError, "encoding %s: %v", rec.Name, err)
-		return
-	}
-	enc.Close()
 	w.Header().Set("Content-Type", "application/yaml")
 	w.Header().Set("ETag", `"`+rec.Revision+`"`)
-	w.Write(buf.Bytes())
+	w.Write(data)
 }
 
 func (a *admin) put(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("name")
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.opts.MaxBodyBytes))
 	if err != nil {
 		var mbe *http.MaxBytesError
@@ -233,125 +206,31 @@ func (a *admin) put(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "reading the body: %v", err)
 		return
 	}
-	// Validate here first so that a name mismatch is reported together
-	// with every other problem, and the store is not touched.
-	rec, err := registry.DecodeDocument(body, "")
+	s, err := a.ops.Put(r.Context(), r.PathValue("name"), body)
 	if err != nil {
-		a.putError(w, err)
+		writeErr(w, err)
 		return
 	}
-	if rec.Name != name {
-		writeJSON(w, http.StatusUnprocessableEntity, ErrorBody{Errors: []*spec.FieldError{{Field: "metadata.name",
-			Message: fmt.Sprintf("is %q but the URL names %q", rec.Name, name)}}})
-		return
-	}
-	rec, err = a.store.Put(r.Context(), body)
-	if err != nil {
-		a.putError(w, err)
-		return
-	}
-	a.opts.Logger.Info("admin: instance stored", "instance", rec.Name, "revision", rec.Revision, "remote", r.RemoteAddr)
-	s := InstanceSummary{Name: rec.Name, Revision: rec.Revision, Addresses: []string{}}
-	for _, ad := range rec.Addresses {
-		s.Addresses = append(s.Addresses, ad.String())
-	}
+	a.opts.Logger.Info("admin: instance stored", "instance", s.Name, "revision", s.Revision, "remote", r.RemoteAddr)
 	writeJSON(w, http.StatusOK, s)
-}
-
-func (a *admin) putError(w http.ResponseWriter, err error) {
-	switch es := spec.AsErrors(err); {
-	case es != nil:
-		for _, e := range es {
-			e.File = ""
-		}
-		writeJSON(w, http.StatusUnprocessableEntity, ErrorBody{Errors: es})
-	case errors.Is(err, registry.ErrAddressConflict), errors.Is(err, registry.ErrConflict):
-		writeError(w, http.StatusConflict, "%v", err)
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, registry.ErrUnavailable):
-		writeError(w, http.StatusServiceUnavailable, "%v", err)
-	default:
-		writeError(w, http.StatusInternalServerError, "%v", err)
-	}
 }
 
 func (a *admin) delete(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	err := a.store.Delete(r.Context(), name)
-	switch {
-	case err == nil:
-		a.opts.Logger.Info("admin: instance deleted", "instance", name, "remote", r.RemoteAddr)
-		w.WriteHeader(http.StatusNoContent)
-	case errors.Is(err, registry.ErrNotFound):
-		writeError(w, http.StatusNotFound, "instance %q not found", name)
-	default:
-		a.putError(w, err)
+	if err := a.ops.Delete(r.Context(), name); err != nil {
+		writeErr(w, err)
+		return
 	}
+	a.opts.Logger.Info("admin: instance deleted", "instance", name, "remote", r.RemoteAddr)
+	w.WriteHeader(http.StatusNoContent)
 }
 
 func (a *admin) preview(w http.ResponseWriter, r *http.Request) {
-	rec, ok := a.lookup(w, r)
-	if !ok {
+	q := r.URL.Query()
+	p, err := a.ops.preview(r.Context(), r.PathValue("name"), q.Get("dialect"), q.Get("variant"))
+	if err != nil {
+		writeErr(w, err)
 		return
-	}
-	dialect := r.URL.Query().Get("dialect")
-	if dialect == "" {
-		dialect = "nocloud"
-	}
-	p := Preview{Name: rec.Name, Dialect: dialect, Revision: rec.Revision, Files: []PreviewFile{}}
-	md := a.opts.Metadata
-	switch dialect {
-	case "nocloud":
-		// What the server serves as NoCloud-net (for an Ignition instance
-		// its user-data is the Ignition config), named as in a seed.
-		files, err := md.Crawl(r.Context(), rec, mdserver.DialectNoCloud)
-		if spec.AsErrors(err) != nil {
-			a.putError(w, err)
-			return
-		} else if err != nil {
-			p.Warnings = append(p.Warnings, err.Error())
-		}
-		slices.SortFunc(files, func(x, y seed.File) int { return strings.Compare(x.Path, y.Path) })
-		for _, f := range files {
-			p.Files = append(p.Files, previewFile(strings.TrimPrefix(f.Path, "/nocloud/"), f.Data))
-		}
-	case "configdrive":
-		// The config drive vminit builds for the instance: cloud-init's,
-		// or one carrying its Ignition config as the server renders it.
-		s, err := configDrive(r.Context(), md, rec)
-		if err != nil {
-			a.putError(w, err)
-			return
-		}
-		for _, f := range s.Files {
-			p.Files = append(p.Files, previewFile(f.Path, f.Data))
-		}
-	case "ignition":
-		res, err := ignition.Render(rec.Instance, ignition.Options{
-			Variant: ignition.Variant(r.URL.Query().Get("variant")), AllowPartial: true})
-		if errors.Is(err, ignition.ErrUnknownVariant) {
-			writeError(w, http.StatusBadRequest, "variant: %v", err)
-			return
-		}
-		if err != nil {
-			a.putError(w, err)
-			return
-		}
-		p.Files = append(p.Files, previewFile("config.ign", res.Config))
-		p.Warnings = res.Warnings
-	case mdserver.DialectEC2, mdserver.DialectOpenStack:
-		files, err := a.opts.Metadata.Crawl(r.Context(), rec, dialect)
-		if err != nil {
-			p.Warnings = append(p.Warnings, err.Error())
-		}
-		for _, f := range files {
-			p.Files = append(p.Files, previewFile(f.Path, f.Data))
-		}
-	default:
-		writeError(w, http.StatusBadRequest, "dialect %q: want one of %s", dialect, strings.Join(PreviewDialects, ", "))
-		return
-	}
-	if served := dialect; dialect != "configdrive" && !rec.Instance.Spec.MetadataServer.ServesDialect(served) {
-		p.Warnings = append(p.Warnings, fmt.Sprintf("the metadata server does not serve this instance through the %s dialect (spec.metadataServer.dialects, or imdsv2: required): its guest gets 403 there", dialect))
 	}
 	writeJSON(w, http.StatusOK, p)
 }

@@ -1,6 +1,10 @@
 // Package admin is the metadata server's administration API: an HTTP
 // handler that lists, shows, stores, deletes and previews instances in a
 // registry.Store (bearer token, optionally over mutual TLS), its JSON wire
-// types, and the TLS listener configuration. `vminit instances` is its
-// client. Guests never reach it: serve it on its own listener.
+// types, and the TLS listener configuration. The operations themselves are
+// Local, which the handler answers with and an in-process caller holding
+// the store uses directly; Client does the same over HTTP, and API is what
+// both do. `vminit instances` works through API: Client against a
+// server, Local against a cluster's Instances. Guests never reach the
+// handler: serve it on its own listener.
 package admin

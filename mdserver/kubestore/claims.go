@@ -274,7 +274,7 @@ func (c *Claims) SetVM(key string, u *unstructured.Unstructured) []string {
 	}
 	name := ""
 	if u != nil {
-		name = u.GetAnnotations()[v1alpha1.AnnotationInstance]
+		name = v1alpha1.InstanceNamedBy(u)
 	}
 	if ns, _, _ := strings.Cut(key, "/"); name == "" {
 		delete(c.vms, key)
@@ -460,7 +460,7 @@ func (c *Claims) Record(key string, base *registry.Record) *registry.Record {
 // inside --spec-addresses, or by name through a trusted proxy.
 func vmiOf(u *unstructured.Unstructured) vmi {
 	var out vmi
-	if name := u.GetAnnotations()[v1alpha1.AnnotationInstance]; name != "" {
+	if name := v1alpha1.InstanceNamedBy(u); name != "" {
 		out.instance = keyOf(u.GetNamespace(), name)
 	}
 	pod, ok := podNetwork(u)

@@ -105,6 +105,22 @@ func TestClaimsRule(t *testing.T) {
 	}
 }
 
+// TestClaimsVMTemplate: a VM names its Instance on itself or on its
+// template (as the controller reads it, and as KubeVirt copies it to the
+// VMIs it starts): a VMI started before the template was annotated
+// counts for the Instance its VM's template names.
+func TestClaimsVMTemplate(t *testing.T) {
+	c := kubestore.NewClaims(tenants, nil)
+	c.SetSpec("b/web", nil)
+	c.SetVMI("b/vm", kubevirtObject("VirtualMachineInstance", "b", "vm", "", "10.0.0.5"))
+	vm := kubevirtObject("VirtualMachine", "b", "vm", "")
+	unstructured.SetNestedStringMap(vm.Object, map[string]string{v1alpha1.AnnotationInstance: "web"}, "spec", "template", "metadata", "annotations")
+	c.SetVM("b/vm", vm)
+	if r := c.Resolve("b/web"); !slices.Equal(r.Addresses, addrs("10.0.0.5")) {
+		t.Errorf("b/web, named by its VM's template: %+v", r)
+	}
+}
+
 // TestClaimsPodNetworkOnly: a VMI's addresses count only on the status
 // interface named as its pod network (spec.networks[].pod), whatever
 // that network is called; a VMI without a pod network counts none, and

@@ -23,7 +23,8 @@
 // VirtualMachineInstance's status.interfaces (ipAddress, ipAddresses) of
 // its pod network, which the CNI gave and the guest does not choose, go
 // to the Instance that the VMI names with the vminit.dev/instance
-// annotation, or that its VirtualMachine (of the same name) names, and
+// annotation, or that its VirtualMachine (of the same name) names
+// (v1alpha1.InstanceNamedBy: on the VM or its template), and
 // beat the addresses specs list; a spec's addresses count only inside
 // the networks Config.Addresses gives its namespace; equal claims serve
 // nobody. The answer does not depend on the order the objects arrive in,
@@ -344,91 +345,13 @@ func asUnstructured(obj any) (*unstructured.Unstructured, bool) {
 	return u, ok
 }
 
-// putInstances applies Instance objects, decoding a list on every core.
-func (s *Store) putInstances(b batch) {
-	objs := make([]*unstructured.Unstructured, 0, len(b.objs))
-	for _, o := range b.objs {
-		if u, ok := asUnstructured(o); ok {
-			objs = append(objs, u)
-		}
-	}
-	// Objects at the resourceVersion already applied (a re-list after a
-	// watch expired) need no decoding.
-	var todo []int
-	var prev []*instance
-	if !b.gone {
-		s.mu.Lock()
-		for i, u := range objs {
-			old := s.instances[keyOf(u.GetNamespace(), u.GetName())]
-			if rv, _ := strconv.ParseInt(u.GetResourceVersion(), 10, 64); old == nil || old.rv != rv {
-				todo, prev = append(todo, i), append(prev, old)
-			}
-		}
-		s.mu.Unlock()
-	}
-	decoded := parallel.Map(len(todo), 0, func(i int) *instance { return s.decodeInstance(objs[todo[i]], prev[i]) })
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	affected := map[string]bool{}
-	var failed []registry.Change
-	set := func(key string, in *instance) {
-		var addrs []netip.Addr
-		if in != nil {
-			s.instances[key] = in
-			if in.base != nil {
-				addrs = in.base.Addresses
-			}
-		} else {
-			delete(s.instances, key)
-		}
-		for _, k := range s.claims.SetSpec(key, addrs) {
-			affected[k] = true
-		}
-	}
-	seen := make(map[string]bool, len(objs))
-	for _, u := range objs {
-		key := keyOf(u.GetNamespace(), u.GetName())
-		seen[key] = true
-		if b.gone {
-			set(key, nil)
-		}
-	}
-	for i, j := range todo {
-		key := keyOf(objs[j].GetNamespace(), objs[j].GetName())
-		set(key, decoded[i])
-		if in := decoded[i]; in.err != nil {
-			failed = append(failed, registry.Change{Key: key, Err: in.err, Seq: in.rv, Attrs: []any{"resource_version", in.rv}})
-		}
-	}
-	if b.replace {
-		for key := range s.instances {
-			if !seen[key] && b.covers(key) {
-				set(key, nil)
-			}
-		}
-	}
-	s.apply(failed, slices.Collect(maps.Keys(affected)))
-}
-
-// putVMIs applies VirtualMachineInstances: their addresses, and the
-// instance they name.
-func (s *Store) putVMIs(b batch) {
-	s.putClaims(b, s.claims.SetVMI, s.claims.VMIs)
-}
-
-// putVMs applies VirtualMachines: the instance each names.
-func (s *Store) putVMs(b batch) {
-	s.putClaims(b, s.claims.SetVM, s.claims.VMs)
-}
-
-// putClaims applies a batch of VMIs or VMs through set (Claims.SetVMI or
-// SetVM; known lists those held) and publishes the instances whose
-// addresses that changed.
-func (s *Store) putClaims(b batch, set func(key string, u *unstructured.Unstructured) []string, known func() []string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	affected := map[string]bool{}
-	seen := map[string]bool{}
+// walk calls set for every object of b: with the object, or nil when the
+// batch says it is gone; and, for a list, with nil for every key of known
+// that the list covers but does not hold (deleted while no watch ran).
+// It returns the instances whose resolution the calls may have changed.
+func (b batch) walk(known []string, set func(key string, u *unstructured.Unstructured) []string) []string {
+	out := affected{}
+	seen := make(map[string]bool, len(b.objs))
 	for _, o := range b.objs {
 		u, ok := asUnstructured(o)
 		if !ok {
@@ -440,19 +363,94 @@ func (s *Store) putClaims(b batch, set func(key string, u *unstructured.Unstruct
 			u = nil
 		}
 		for _, k := range set(key, u) {
-			affected[k] = true
+			out[k] = true
 		}
 	}
 	if b.replace {
-		for _, key := range known() {
+		for _, key := range known {
 			if !seen[key] && b.covers(key) {
 				for _, k := range set(key, nil) {
-					affected[k] = true
+					out[k] = true
 				}
 			}
 		}
 	}
-	s.apply(nil, slices.Collect(maps.Keys(affected)))
+	return out.keys()
+}
+
+// putInstances applies Instance objects, decoding a list on every core.
+func (s *Store) putInstances(b batch) {
+	decoded := s.decodeChanged(b)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var failed []registry.Change
+	affected := b.walk(slices.Collect(maps.Keys(s.instances)), func(key string, u *unstructured.Unstructured) []string {
+		var in *instance
+		if u != nil {
+			var ok bool
+			if in, ok = decoded[key]; !ok {
+				return nil // already applied at this resourceVersion
+			}
+			if in.err != nil {
+				failed = append(failed, registry.Change{Key: key, Err: in.err, Seq: in.rv, Attrs: []any{"resource_version", in.rv}})
+			}
+		}
+		var addrs []netip.Addr
+		if in != nil {
+			s.instances[key] = in
+			if in.base != nil {
+				addrs = in.base.Addresses
+			}
+		} else {
+			delete(s.instances, key)
+		}
+		return s.claims.SetSpec(key, addrs)
+	})
+	s.apply(failed, affected)
+}
+
+// decodeChanged decodes, on every core, the Instance objects of b not
+// yet applied at their resourceVersion (a re-list after a watch expired
+// repeats them all), by key.
+func (s *Store) decodeChanged(b batch) map[string]*instance {
+	if b.gone {
+		return nil
+	}
+	var todo []*unstructured.Unstructured
+	var prev []*instance
+	s.mu.Lock()
+	for _, o := range b.objs {
+		u, ok := asUnstructured(o)
+		if !ok {
+			continue
+		}
+		old := s.instances[keyOf(u.GetNamespace(), u.GetName())]
+		if rv, _ := strconv.ParseInt(u.GetResourceVersion(), 10, 64); old == nil || old.rv != rv {
+			todo, prev = append(todo, u), append(prev, old)
+		}
+	}
+	s.mu.Unlock()
+	decoded := parallel.Map(len(todo), 0, func(i int) *instance { return s.decodeInstance(todo[i], prev[i]) })
+	out := make(map[string]*instance, len(todo))
+	for i, u := range todo {
+		out[keyOf(u.GetNamespace(), u.GetName())] = decoded[i]
+	}
+	return out
+}
+
+// putVMIs applies VirtualMachineInstances: their addresses, and the
+// instance they name.
+func (s *Store) putVMIs(b batch) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.apply(nil, b.walk(s.claims.VMIs(), s.claims.SetVMI))
+}
+
+// putVMs applies VirtualMachines: the instance each names.
+func (s *Store) putVMs(b batch) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.apply(nil, b.walk(s.claims.VMs(), s.claims.SetVM))
 }
 
 // Put validates doc and creates or updates its Instance object in

@@ -1,16 +1,20 @@
 // Package capi reads Cluster API's kubeadm bootstrap objects, KubeadmConfig
-// and KubeadmConfigTemplate (bootstrap.cluster.x-k8s.io v1beta2, and
-// v1beta1 converted by Cluster API's own conversion), decoded strictly with
-// sigs.k8s.io/cluster-api/api's types, and gives the machine what Cluster
-// API's kubeadm bootstrap provider would, minus its bugs:
+// and KubeadmConfigTemplate (bootstrap.cluster.x-k8s.io), and the
+// kubeadmConfigSpec of KubeadmControlPlane and KubeadmControlPlaneTemplate
+// (controlplane.cluster.x-k8s.io), v1beta2 and v1beta1 (converted by
+// Cluster API's own conversion), decoded strictly with
+// sigs.k8s.io/cluster-api/api's types, and gives one machine
+// (Options.Machine names it: identity.go) what Cluster API's kubeadm
+// bootstrap provider would, minus its bugs:
 //
 //   - files (content with encoding base64, gzip or gzip+base64, or
 //     contentFrom a Secret key), owners, permissions and append;
 //   - the kubeadm configuration where CAPI writes it
 //     (/run/kubeadm/kubeadm.yaml to init, /run/kubeadm/kubeadm-join-config.yaml
 //     to join; /etc/kubeadm.yml for Ignition), as kubeadm.k8s.io/v1beta4
-//     documents for Options.KubernetesVersion; init when the object has an
-//     init or cluster configuration, else join;
+//     documents for Options.KubernetesVersion (a KubeadmControlPlane's
+//     spec.version); init or join as CABPK and KCP decide (join.go), a
+//     join's discovery completed as CABPK completes it;
 //   - preKubeadmCommands, the kubeadm command and the sentinel file CAPI
 //     waits for (/run/cluster-api/bootstrap-success.complete), then
 //     postKubeadmCommands; bootCommands on every boot;
@@ -22,40 +26,39 @@
 //     system by its label);
 //   - format ignition: an Ignition config for Flatcar at the lowest spec 3
 //     version that holds it (CAPI emits spec 2.3: build with
-//     --ignition-version 2.3.0 for that), with
+//     --ignition-version 2.3.0 for that), kubeadm run as CAPI's Ignition
+//     runs it (kubeadm.service runs /etc/kubeadm.sh: ignition.go), with
 //     ignition.containerLinuxConfig.additionalConfig merged by Ignition's
 //     rules: a Butane document (with variant and version), or a Container
-//     Linux Config, read as Butane's flatcar variant, whose successor it
-//     is (CLC-only sections are errors naming them).
+//     Linux Config translated key by key into Butane's flatcar variant,
+//     its successor (clc.go; what has no translation is an error naming
+//     the key and its line).
 //
 // CAPI writes cloud-config with text templates and a "## template: jinja"
 // header: a user name, gecos or password containing YAML syntax breaks the
 // document, and "{{" in any file is evaluated by cloud-init's Jinja; vminit
-// writes YAML with a real encoder and no template header. Every difference
-// is listed in docs/platforms/capi.md.
+// writes YAML with a real encoder, and the Jinja header only for an object
+// that reads cloud-init's instance data with Jinja (jinja.go), whose texts
+// must then parse. Every difference is listed in docs/platforms/capi.md.
 package capi
 
 import (
-	"bytes"
-	"compress/gzip"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
 
 	ign30 "github.com/coreos/ignition/v2/config/v3_0/types"
 	"github.com/google/uuid"
 	"gopkg.in/yaml.v3"
-	//lint:ignore SA1019 v1beta1 KubeadmConfigs are what many users still have; reading them is the point.
-	bootstrapv1beta1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta1"
 	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	kyaml "sigs.k8s.io/yaml"
 
-	"github.com/vminit/vminit/internal/lib/yamlbound"
+	"github.com/vminit/vminit/internal/lib/gzipbound"
 	"github.com/vminit/vminit/platform"
 	"github.com/vminit/vminit/spec"
 )
@@ -75,70 +78,27 @@ const (
 	kubeadmAPIVersion  = "kubeadm.k8s.io/v1beta4"
 )
 
-// Recognizes reports whether apiVersion and kind are an object this
-// package reads.
-func Recognizes(apiVersion, kind string) bool {
-	switch apiVersion {
-	case "bootstrap.cluster.x-k8s.io/v1beta2", "bootstrap.cluster.x-k8s.io/v1beta1":
-		return kind == "KubeadmConfig" || kind == "KubeadmConfigTemplate"
-	}
-	return false
-}
-
-// Convert converts a KubeadmConfig or KubeadmConfigTemplate.
+// Convert converts a KubeadmConfig, KubeadmConfigTemplate,
+// KubeadmControlPlane or KubeadmControlPlaneTemplate: one machine's data
+// (identity.go names the machine, join.go decides whether it inits or
+// joins, jinja.go keeps CABPK's Jinja header when the object needs it).
 func Convert(ctx context.Context, doc *platform.Document, opts platform.Options) (*platform.Result, error) {
-	var cs bootstrapv1.KubeadmConfigSpec
-	var name, ns, path string
-	v1beta1 := doc.APIVersion == "bootstrap.cluster.x-k8s.io/v1beta1"
-	switch doc.Kind {
-	case "KubeadmConfig":
-		path = "spec"
-		if v1beta1 {
-			var c bootstrapv1beta1.KubeadmConfig
-			if err := doc.Decode(&c); err != nil {
-				return nil, err
-			}
-			if err := bootstrapv1beta1.Convert_v1beta1_KubeadmConfigSpec_To_v1beta2_KubeadmConfigSpec(&c.Spec, &cs, nil); err != nil {
-				return nil, spec.Errors{doc.Error("spec", err.Error())}
-			}
-			name, ns = c.Name, c.Namespace
-		} else {
-			var c bootstrapv1.KubeadmConfig
-			if err := doc.Decode(&c); err != nil {
-				return nil, err
-			}
-			cs, name, ns = c.Spec, c.Name, c.Namespace
-		}
-	case "KubeadmConfigTemplate":
-		path = "spec.template.spec"
-		if v1beta1 {
-			var c bootstrapv1beta1.KubeadmConfigTemplate
-			if err := doc.Decode(&c); err != nil {
-				return nil, err
-			}
-			if err := bootstrapv1beta1.Convert_v1beta1_KubeadmConfigSpec_To_v1beta2_KubeadmConfigSpec(&c.Spec.Template.Spec, &cs, nil); err != nil {
-				return nil, spec.Errors{doc.Error(path, err.Error())}
-			}
-			name, ns = c.Name, c.Namespace
-		} else {
-			var c bootstrapv1.KubeadmConfigTemplate
-			if err := doc.Decode(&c); err != nil {
-				return nil, err
-			}
-			cs, name, ns = c.Spec.Template.Spec, c.Name, c.Namespace
-		}
-	default:
-		return nil, fmt.Errorf("%w: %s %s", platform.ErrUnknownKind, doc.APIVersion, doc.Kind)
+	src, err := read(doc)
+	if err != nil {
+		return nil, err
 	}
-	if name == "" {
-		return nil, spec.Errors{doc.Error("metadata.name", "required")}
-	}
-	ns = opts.NamespaceOf(ns)
-	b := platform.NewBuilder(doc, name)
-	b.From("metadata.name", "metadata.name")
-	c := &conv{ctx: ctx, b: b, ns: ns, opts: opts, cs: &cs, path: path}
+	ns := opts.NamespaceOf(src.ns)
+	b := platform.NewBuilder(doc, src.name)
+	c := &conv{ctx: ctx, b: b, ns: ns, opts: opts, src: src, cs: &src.spec, path: src.path}
+	c.identity()
 	c.convert()
-	return b.Finish(fmt.Sprintf("Cluster API %s %s/%s", doc.Kind, ns, name))
+	c.jinja()
+	object := fmt.Sprintf("Cluster API %s %s/%s", doc.Kind, ns, src.name)
+	res, err := b.Finish(object)
+	if err != nil || !c.templated {
+		return res, err
+	}
+	return c.withJinjaHeader(res, object)
 }
 
 type conv struct {
@@ -146,10 +106,13 @@ type conv struct {
 	b        *platform.Builder
 	ns       string
 	opts     platform.Options
+	src      *source
 	cs       *bootstrapv1.KubeadmConfigSpec
 	path     string
 	ignition bool
-	userDoc  map[string]any // cloud-config keys the spec has no field for
+	// templated: the user data is CABPK's Jinja template (jinja.go).
+	templated bool
+	userDoc   map[string]any // cloud-config keys the spec has no field for
 }
 
 func (c *conv) convert() {
@@ -169,7 +132,7 @@ func (c *conv) convert() {
 		// platforms read, and what Cluster API's KubeVirt provider attaches.
 		s.Datasource = spec.DatasourceConfigDrive
 	default:
-		c.b.Errorf(c.path+".format", "%q: want cloud-config or ignition", cs.Format)
+		c.b.Errorf(c.path+".format", "%q: want cloud-config or ignition (Cluster API refuses this object)", cs.Format)
 		return
 	}
 	c.files()
@@ -300,15 +263,7 @@ func decode(data []byte, enc bootstrapv1.Encoding) ([]byte, error) {
 			}
 			data = d
 		}
-		zr, err := gzip.NewReader(bytes.NewReader(data))
-		if err != nil {
-			return nil, fmt.Errorf("not gzip: %v", err)
-		}
-		out, err := io.ReadAll(io.LimitReader(zr, 64<<20))
-		if err != nil {
-			return nil, fmt.Errorf("gzip: %v", err)
-		}
-		return out, nil
+		return gzipbound.Decompress(data, 64<<20)
 	}
 	return nil, fmt.Errorf("%q: want base64, gzip or gzip+base64", enc)
 }
@@ -318,12 +273,8 @@ func decode(data []byte, enc bootstrapv1.Encoding) ([]byte, error) {
 func (c *conv) kubeadm() {
 	cs := c.cs
 	s := &c.b.Instance.Spec
-	version := cmpOr(c.opts.KubernetesVersion, DefaultKubernetesVersion)
-	initMode := !isZero(cs.InitConfiguration) || !isZero(cs.ClusterConfiguration)
-	join := !isZero(cs.JoinConfiguration)
-	if initMode && join {
-		c.b.Warnf(c.path+".joinConfiguration", "not used: the object also has an init configuration, which the first control-plane machine uses (the others join with this one)")
-	}
+	version := cmp.Or(c.opts.KubernetesVersion, c.src.version, DefaultKubernetesVersion)
+	initMode := c.initializes()
 	var docs []map[string]any
 	var cmd, cfgPath string
 	verbosity := ""
@@ -341,13 +292,13 @@ func (c *conv) kubeadm() {
 		docs = []map[string]any{cc, ic}
 		cfgPath = InitConfigPath
 		cmd = "kubeadm init --config " + InitConfigPath + verbosity
-	case join:
+	default:
+		if !c.joinDefaults() {
+			return
+		}
 		docs = []map[string]any{c.kubeadmDoc(cs.JoinConfiguration, "JoinConfiguration", c.path+".joinConfiguration")}
 		cfgPath = JoinConfigPath
 		cmd = "kubeadm join --config " + JoinConfigPath + verbosity
-	default:
-		c.b.Errorf(c.path, "no initConfiguration, clusterConfiguration or joinConfiguration: the machine would not know how to join a cluster")
-		return
 	}
 	if c.ignition {
 		cfgPath = IgnitionConfigPath
@@ -367,19 +318,17 @@ func (c *conv) kubeadm() {
 		text.WriteString("---\n")
 		text.Write(out)
 	}
-	c.addFile(textFile(cfgPath, 0o640, "root:root", []byte(text.String())), c.path)
-	if !c.ignition {
-		c.addFile(textFile(placeholderFile, 0o640, "root:root", []byte(placeholderText)), c.path)
+	if c.ignition {
+		c.kubeadmService(text.String(), cmd)
+		return
 	}
+	c.addFile(textFile(cfgPath, 0o640, "root:root", []byte(text.String())), c.path)
+	c.addFile(textFile(placeholderFile, 0o640, "root:root", []byte(placeholderText)), c.path)
 	for i, pc := range cs.PreKubeadmCommands {
 		c.b.From(fmt.Sprintf("spec.commands[%d]", len(s.Commands)), fmt.Sprintf("%s.preKubeadmCommands[%d]", c.path, i))
 		s.Commands = append(s.Commands, spec.Command{Shell: pc})
 	}
-	sentinel := "echo success > " + SentinelFile
-	if c.ignition {
-		sentinel = "mkdir -p /run/cluster-api && " + sentinel
-	}
-	s.Commands = append(s.Commands, spec.Command{Shell: cmd + " && " + sentinel})
+	s.Commands = append(s.Commands, spec.Command{Shell: cmd + " && echo success > " + SentinelFile})
 	for i, pc := range cs.PostKubeadmCommands {
 		c.b.From(fmt.Sprintf("spec.commands[%d]", len(s.Commands)), fmt.Sprintf("%s.postKubeadmCommands[%d]", c.path, i))
 		s.Commands = append(s.Commands, spec.Command{Shell: pc})
@@ -422,6 +371,9 @@ func renameDays(cc map[string]any) {
 
 func (c *conv) users() {
 	s := &c.b.Instance.Spec
+	// CAPI's users list has no "default" entry: cloud-init creates those
+	// users alone, not the image's default user.
+	s.CloudInit.NoDefaultUser = len(c.cs.Users) > 0 && !c.ignition
 	for i, u := range c.cs.Users {
 		p := fmt.Sprintf("%s.users[%d]", c.path, i)
 		su := spec.User{Name: u.Name, Gecos: u.Gecos, HomeDir: u.HomeDir, Shell: u.Shell, PrimaryGroup: u.PrimaryGroup,
@@ -457,7 +409,7 @@ func (c *conv) users() {
 		}
 		if u.Inactive != nil && *u.Inactive {
 			if c.ignition {
-				c.b.Errorf(p+".inactive", "Ignition cannot create an expired account")
+				c.b.Errorf(p+".inactive", "Ignition cannot create an expired account (CABPK's Ignition drops inactive, and the account stays usable): remove it, or use format cloud-config")
 				continue
 			}
 			c.b.Warnf(p+".inactive", "the account is locked instead (cloud-init's inactive expires it; the spec locks the password)")
@@ -625,12 +577,12 @@ func (c *conv) ignitionStorage(p string) {
 		case len(part.DiskLayout) == 1 && part.DiskLayout[0].Percentage == 100:
 			guid, err := partitionGUID(part.DiskLayout[0].PartitionType)
 			if err != nil {
-				c.b.Errorf(pp+".diskLayout[0].partitionType", "%v", err)
+				c.b.Errorf(pp+".diskLayout[0].partitionType", "%v (CABPK's Ignition ignores partition types)", err)
 				continue
 			}
 			d.Partitions = []ign30.Partition{fillPartition(guid, part.Overwrite)}
 		case len(part.DiskLayout) > 0:
-			c.b.Errorf(pp+".diskLayout", "partitions in percent of the disk: Ignition sizes partitions in MiB, and the disk's size is known only on the machine; give one partition of 100%%, or write storage.disks in ignition.containerLinuxConfig.additionalConfig")
+			c.b.Errorf(pp+".diskLayout", "partitions in percent of the disk: Ignition sizes partitions in MiB, and the disk's size is known only on the machine (CABPK's Ignition ignores diskLayout and leaves the disk without these partitions); give one partition of 100%%, or write storage.disks in ignition.containerLinuxConfig.additionalConfig")
 			continue
 		case part.Layout != nil && *part.Layout:
 			d.Partitions = []ign30.Partition{fillPartition(nil, part.Overwrite)}
@@ -640,16 +592,16 @@ func (c *conv) ignitionStorage(p string) {
 	for i, f := range ds.Filesystems {
 		fp := fmt.Sprintf("%s.filesystems[%d]", p, i)
 		if f.Device == "" {
-			c.b.Errorf(fp+".device", "required")
+			c.b.Errorf(fp+".device", "required: Ignition formats a device it is given (CABPK writes the file system without one, which Ignition refuses)")
 			continue
 		}
 		dev, err := partitionDevice(f.Device, f.Partition)
 		if err != nil {
-			c.b.Errorf(fp+".partition", "%v", err)
+			c.b.Errorf(fp+".partition", "%v (CABPK's Ignition ignores partition and formats the whole device)", err)
 			continue
 		}
 		if f.ReplaceFS != "" {
-			c.b.Errorf(fp+".replaceFS", "cloud-init's replace_fs (format over a file system of that type only) has no Ignition equivalent: use overwrite")
+			c.b.Errorf(fp+".replaceFS", "cloud-init's replace_fs (format over a file system of that type only) has no Ignition equivalent (CABPK's Ignition ignores it): use overwrite")
 			continue
 		}
 		fs := ign30.Filesystem{Device: dev, Format: strPtr(f.Filesystem), Label: strPtr(f.Label), WipeFilesystem: f.Overwrite}
@@ -753,51 +705,4 @@ func partitionType(t string) string {
 		return "85"
 	}
 	return t
-}
-
-// clcOnly are Container Linux Config sections Butane's flatcar variant has
-// not.
-var clcOnly = []string{"etcd", "flannel", "locksmith", "update", "docker", "networkd"}
-
-func (c *conv) additionalConfig() {
-	cl := c.cs.Ignition.ContainerLinuxConfig
-	text := strings.TrimSpace(cl.AdditionalConfig)
-	if text == "" {
-		return
-	}
-	p := c.path + ".ignition.containerLinuxConfig.additionalConfig"
-	var m map[string]any
-	if err := yamlbound.Unmarshal([]byte(text), &m, spec.FieldYAML); err != nil {
-		c.b.Errorf(p, "%s", yamlbound.Describe(err, "not YAML"))
-		return
-	}
-	s := &c.b.Instance.Spec
-	if _, ok := m["variant"]; !ok {
-		// A Container Linux Config: Butane's flatcar variant is its
-		// successor and reads the common subset the same way.
-		for _, k := range clcOnly {
-			if _, ok := m[k]; ok {
-				c.b.Errorf(p, "%s: a Container Linux Config section that Butane's flatcar variant replaced; write it as Butane (variant: flatcar, version: 1.1.0)", k)
-				return
-			}
-		}
-		if st, ok := m["storage"].(map[string]any); ok {
-			if files, ok := st["files"].([]any); ok {
-				for i, f := range files {
-					if fm, ok := f.(map[string]any); ok {
-						if _, ok := fm["filesystem"]; ok {
-							c.b.Errorf(p, "storage.files[%d].filesystem: a Container Linux Config key; Butane writes every file to the root filesystem, so remove it", i)
-							return
-						}
-					}
-				}
-			}
-		}
-		text = "variant: flatcar\nversion: 1.0.0\n" + text
-	}
-	s.Ignition.Butane = text
-	c.b.From("spec.ignition.butane", p)
-	if cl.Strict != nil && *cl.Strict {
-		c.b.Warnf(p, "strict: build with --strict to make Butane's warnings errors, as CAPI does")
-	}
 }

@@ -6,12 +6,17 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/vminit/vminit/ignition"
 	"github.com/vminit/vminit/internal/testing/platformtest"
+	"github.com/vminit/vminit/internal/testing/testtools"
 	"github.com/vminit/vminit/platform"
 	"github.com/vminit/vminit/platform/capi"
 	"github.com/vminit/vminit/spec"
@@ -151,21 +156,46 @@ func TestKubeadm(t *testing.T) {
 			}},
 		{Name: "init and join", Doc: strings.Replace(initCfg, "  verbosity: 5\n", "  joinConfiguration: {nodeRegistration: {name: x}}\n", 1),
 			Warns: []string{"spec.joinConfiguration: not used: the object also has an init configuration"}},
-		{Name: "neither", Doc: "apiVersion: bootstrap.cluster.x-k8s.io/v1beta2\nkind: KubeadmConfig\nmetadata: {name: x}\nspec: {files: [{path: /a, content: b}]}\n",
-			Errs: []string{"vm.yaml:4: spec: no initConfiguration, clusterConfiguration or joinConfiguration"}},
+		{Name: "neither: a join, which needs discovery", Doc: "apiVersion: bootstrap.cluster.x-k8s.io/v1beta2\nkind: KubeadmConfig\nmetadata: {name: x}\nspec: {files: [{path: /a, content: b}]}\n",
+			Errs: []string{"vm.yaml:4: spec.joinConfiguration.discovery: the machine of KubeadmConfig \"x\" joins its cluster, and kubeadm join has no bootstrapToken.apiServerEndpoint"}},
 		{Name: "Ignition: /etc/kubeadm.yml, the sentinel's directory made", Doc: kc(ign + "preKubeadmCommands: [echo pre]\npostKubeadmCommands: [echo post]\n"),
 			Check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
 				platformtest.Eq(t, "agent", s.Agent, spec.AgentIgnition)
 				platformtest.Eq(t, "variant", s.Ignition.Variant, spec.VariantFlatcar)
 				platformtest.Eq(t, "datasource", s.Datasource, spec.DatasourceConfigDrive)
-				platformtest.Eq(t, "commands", shells(s.Commands), []string{"echo pre",
-					"kubeadm join --config /etc/kubeadm.yml && mkdir -p /run/cluster-api && echo success > /run/cluster-api/bootstrap-success.complete", "echo post"})
+				platformtest.Eq(t, "commands", len(s.Commands), 0)
 				f := fileMap(s)
-				if _, ok := f[capi.IgnitionConfigPath]; !ok || len(f) != 1 {
-					t.Errorf("files %v", f)
+				platformtest.Eq(t, "files", len(f), 2)
+				if !strings.HasPrefix(f[capi.IgnitionConfigPath], "0600  false ---\napiVersion: kubeadm.k8s.io/v1beta4\n") {
+					t.Errorf("%s: %s", capi.IgnitionConfigPath, f[capi.IgnitionConfigPath])
+				}
+				// CABPK's kubeadm.service runs /etc/kubeadm.sh, as its
+				// template renders it (its blanks included).
+				platformtest.Eq(t, capi.KubeadmScript, f[capi.KubeadmScript], "0700  false #!/bin/bash\nset -e\n\necho pre\n\n"+
+					"kubeadm join --config /etc/kubeadm.yml \nmkdir -p /run/cluster-api && echo success > /run/cluster-api/bootstrap-success.complete\n"+
+					"mv /etc/kubeadm.yml /tmp/\n\necho post\n")
+				platformtest.Eq(t, "units", len(s.Units), 1)
+				u := s.Units[0]
+				platformtest.Eq(t, "unit", u.Name+" "+fmt.Sprint(*u.Enabled), "kubeadm.service true")
+				for _, want := range []string{"ConditionPathExists=/etc/kubeadm.yml\n", "Type=oneshot\nExecStart=/bin/bash /etc/kubeadm.sh\n", "WantedBy=multi-user.target\n"} {
+					if !strings.Contains(u.Content, want) {
+						t.Errorf("kubeadm.service lacks %q:\n%s", want, u.Content)
+					}
 				}
 			}},
-		{Name: "format", Doc: kc("format: shell\n"), Errs: []string{`spec.format: "shell": want cloud-config or ignition`}},
+		{Name: "Ignition: init, no verbosity", Doc: strings.Replace(initCfg, "  verbosity: 5\n", "  format: ignition\n", 1),
+			Check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
+				if !strings.Contains(fileMap(s)[capi.KubeadmScript], "\nkubeadm init --config /etc/kubeadm.yml \nmkdir") {
+					t.Errorf("%s", fileMap(s)[capi.KubeadmScript])
+				}
+			}},
+		{Name: "Ignition: verbosity, a command of several lines", Doc: kc(ign + "verbosity: 3\npreKubeadmCommands: [\"a\\nb\\n\"]\n"),
+			Check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
+				platformtest.Eq(t, capi.KubeadmScript, fileMap(s)[capi.KubeadmScript], "0700  false #!/bin/bash\nset -e\n\na\nb\n\n\n"+
+					"kubeadm join --config /etc/kubeadm.yml --v 3\nmkdir -p /run/cluster-api && echo success > /run/cluster-api/bootstrap-success.complete\n"+
+					"mv /etc/kubeadm.yml /tmp/\n")
+			}},
+		{Name: "format", Doc: kc("format: shell\n"), Errs: []string{`vm.yaml:10: spec.format: "shell": want cloud-config or ignition (Cluster API refuses this object)`}},
 		{Name: "ignition options with cloud-config", Doc: kc("ignition: {containerLinuxConfig: {additionalConfig: \"a: b\"}}\n"),
 			Errs: []string{`vm.yaml:10: spec.ignition: set with format "cloud-config": the ignition options apply only to format: ignition`}},
 	})
@@ -187,6 +217,12 @@ func TestUsersNTPMounts(t *testing.T) {
 							Sudo: "ALL=(ALL) NOPASSWD:ALL", LockPassword: &f, PasswordHash: "$6$a$b", SSHAuthorizedKeys: []string{keyA}},
 						{Name: "ops", PasswordHash: "$6$salt$hash", LockPassword: &tr},
 						{Name: "old", LockPassword: &tr}})
+					// CAPI lists no "default": the image's default user is not created.
+					platformtest.Eq(t, "noDefaultUser", s.CloudInit.NoDefaultUser, true)
+				}},
+			{Name: "no users: the image's default user", Doc: kc(""),
+				Check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
+					platformtest.Eq(t, "noDefaultUser", s.CloudInit.NoDefaultUser, false)
 				}},
 			{Name: "user problems", Doc: kc("users:\n- {name: a, passwd: x, passwdFrom: {secret: {name: pw, key: k}}}\n- {name: b, passwdFrom: {secret: {name: nope, key: k}}}\n"),
 				Errs: []string{"spec.users[0]: sets both passwd and passwdFrom", `spec.users[1].passwdFrom.secret.name: secret "nope" not found`}},
@@ -205,9 +241,9 @@ func TestUsersNTPMounts(t *testing.T) {
 				Check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
 					platformtest.Eq(t, "ntp.conf", fileMap(s)["/etc/ntp.conf"], "0644  false server a iburst\nserver b iburst\n")
 					tr := true
-					platformtest.Eq(t, "units", s.Units, []spec.Unit{{Name: "ntpd.service", Enabled: &tr}})
+					platformtest.Eq(t, "units", s.Units[1:], []spec.Unit{{Name: "ntpd.service", Enabled: &tr}})
 				}},
-			{Name: "inactive", Doc: kc(ign + "users: [{name: a, inactive: true}]\n"), Errs: []string{"spec.users[0].inactive: Ignition cannot create an expired account"}},
+			{Name: "inactive", Doc: kc(ign + "users: [{name: a, inactive: true}]\n"), Errs: []string{"vm.yaml:11: spec.users[0].inactive: Ignition cannot create an expired account (CABPK's Ignition drops inactive, and the account stays usable)"}},
 			{Name: "a password stays usable, as CAPI's Ignition leaves it", Doc: kc(ign + "users: [{name: a, passwd: \"$6$s$h\"}]\n"),
 				Check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
 					platformtest.Eq(t, "lockPassword", *s.Users[0].LockPassword, false)
@@ -260,11 +296,13 @@ mounts:
   - {device: /dev/sdb, partition: "1", filesystem: ext4, replaceFS: ntfs}
   - {filesystem: ext4}
 `),
-			Errs: []string{"spec.diskSetup.partitions[0].diskLayout: partitions in percent of the disk: Ignition sizes partitions in MiB",
-				`spec.diskSetup.partitions[1].diskLayout[0].partitionType: "LinuxExtended": an MBR type`,
-				`spec.diskSetup.filesystems[0].partition: "auto": cloud-init searches the disk`,
-				"spec.diskSetup.filesystems[1].replaceFS: cloud-init's replace_fs",
-				"spec.diskSetup.filesystems[2].device: required"}},
+			// Each names its line and what CABPK's Ignition does with it.
+			Errs: []string{"vm.yaml:13: spec.diskSetup.partitions[0].diskLayout: partitions in percent of the disk: Ignition sizes partitions in MiB",
+				"(CABPK's Ignition ignores diskLayout and leaves the disk without these partitions)",
+				`vm.yaml:14: spec.diskSetup.partitions[1].diskLayout[0].partitionType: "LinuxExtended": an MBR type`, "(CABPK's Ignition ignores partition types)",
+				`vm.yaml:17: spec.diskSetup.filesystems[0].partition: "auto": cloud-init searches the disk`, "(CABPK's Ignition ignores partition and formats the whole device)",
+				"vm.yaml:18: spec.diskSetup.filesystems[1].replaceFS: cloud-init's replace_fs", "(CABPK's Ignition ignores it)",
+				"vm.yaml:19: spec.diskSetup.filesystems[2].device: required: Ignition formats a device it is given (CABPK writes the file system without one, which Ignition refuses)"}},
 		{Name: "Ignition: MBR written as GPT", Doc: kc(ign + "diskSetup:\n  partitions:\n  - {device: /dev/sdd, layout: true, tableType: mbr}\n"),
 			Warns: []string{`spec.diskSetup.partitions[0].tableType: "mbr": Ignition writes GPT partition tables only`}},
 	})
@@ -274,21 +312,229 @@ func TestAdditionalConfig(t *testing.T) {
 	add := func(cfg string) string {
 		return kc(ign + "ignition:\n  containerLinuxConfig:\n    additionalConfig: |\n" + platformtest.Indent(cfg, 6))
 	}
+	butane := func(want string) func(*testing.T, *spec.Spec, *platform.Result) {
+		return func(t *testing.T, s *spec.Spec, r *platform.Result) {
+			platformtest.Eq(t, "butane", s.Ignition.Butane, "variant: flatcar\nversion: 1.0.0\n"+want)
+		}
+	}
 	platformtest.Run(t, []platformtest.Case{
-		{Name: "a Container Linux Config, read as Butane flatcar", Doc: add("systemd:\n  units:\n  - name: a.service\n    enabled: true\n"),
-			Check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
-				platformtest.Eq(t, "butane", s.Ignition.Butane, "variant: flatcar\nversion: 1.0.0\nsystemd:\n  units:\n  - name: a.service\n    enabled: true")
-			}},
+		{Name: "a Container Linux Config, read as Butane flatcar", Doc: add("systemd:\n  units:\n  - name: a.service\n    enable: true\n"),
+			Check: butane("systemd:\n  units:\n    - name: a.service\n      enabled: true\n")},
 		{Name: "Butane as given", Doc: add("variant: flatcar\nversion: 1.1.0\nstorage:\n  files:\n  - path: /etc/x\n    contents: {inline: y}\n"),
 			Check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
 				platformtest.Eq(t, "butane", s.Ignition.Butane, "variant: flatcar\nversion: 1.1.0\nstorage:\n  files:\n  - path: /etc/x\n    contents: {inline: y}")
 			}},
+		{Name: "Butane: an unused key is an error", Doc: add("variant: flatcar\nversion: 1.1.0\nstorage:\n  files:\n  - path: /etc/x\n    contents: {remote: {url: \"https://example.com/x\"}}\n"),
+			Errs: []string{"vm.yaml:19: spec.ignition.containerLinuxConfig.additionalConfig: column 24: storage.files[0].contents.remote: a key Butane does not use: the guest would not get what it says"}},
 		{Name: "strict", Doc: kc(ign + "ignition:\n  containerLinuxConfig:\n    strict: true\n    additionalConfig: \"systemd: {}\"\n"),
 			Warns: []string{"strict: build with --strict"}},
-		{Name: "CLC-only section", Doc: add("etcd:\n  name: x\n"), Errs: []string{"etcd: a Container Linux Config section that Butane's flatcar variant replaced"}},
-		{Name: "CLC filesystem key", Doc: add("storage:\n  files:\n  - {filesystem: root, path: /a}\n"), Errs: []string{"storage.files[0].filesystem: a Container Linux Config key"}},
+		// CAPO's flatcar-sysext template fetches its sysext files so.
+		{Name: "contents.remote: the source, compression and verification", Doc: add(`storage:
+  files:
+  - path: /etc/sysupdate.d/noop.conf
+    mode: 0644
+    contents:
+      remote:
+        url: https://extensions.flatcar.org/extensions/noop.conf
+        compression: gzip
+        verification: {hash: {function: sha512, sum: abc}}
+`), Check: butane(`storage:
+  files:
+    - path: /etc/sysupdate.d/noop.conf
+      mode: 0644
+      contents:
+        source: https://extensions.flatcar.org/extensions/noop.conf
+        compression: gzip
+        verification:
+          hash: sha512-abc
+      overwrite: true
+`)},
+		// CAPD's ignition e2e and CAPV's ignition template write so.
+		{Name: "filesystem: root, append, links and directories", Doc: add(`storage:
+  files:
+  - {filesystem: root, path: /a, contents: {inline: x}, overwrite: false}
+  - {path: /b, append: true, contents: {inline: y}}
+  links:
+  - {filesystem: root, path: /c, target: /a, hard: false}
+  directories:
+  - {filesystem: root, path: /d, mode: 0700}
+`), Check: butane(`storage:
+  files:
+    - path: /a
+      contents:
+        inline: x
+      overwrite: false
+    - path: /b
+      append:
+        - inline: y
+  links:
+    - path: /c
+      target: /a
+      hard: false
+  directories:
+    - path: /d
+      mode: 0700
+`)},
+		{Name: "filesystems, partitions, networkd, users' create", Doc: add(`storage:
+  disks:
+  - device: /dev/vdb
+    partitions: [{number: 1, size: 1GiB, start: 2048KiB}]
+  filesystems:
+  - name: data
+    mount: {device: /dev/vdb1, format: ext4, create: {force: true, options: [-L, x]}}
+networkd:
+  units:
+  - {name: 00-eth0.network, contents: "[Match]\nName=eth0\n"}
+passwd:
+  users:
+  - name: u
+    create: {shell: /bin/zsh}
+ignition:
+  config:
+    append: [{source: "https://example.com/a.ign"}]
+`), Check: butane(`storage:
+  disks:
+    - device: /dev/vdb
+      partitions:
+        - number: 1
+          size_mib: 1024
+          start_mib: 2
+  filesystems:
+    - device: /dev/vdb1
+      format: ext4
+      wipe_filesystem: true
+      options: [-L, x]
+  files:
+    - path: /etc/systemd/network/00-eth0.network
+      mode: 420
+      overwrite: true
+      contents:
+        inline: "[Match]\nName=eth0\n"
+passwd:
+  users:
+    - name: u
+      shell: /bin/zsh
+ignition:
+  config:
+    merge:
+      - source: "https://example.com/a.ign"
+`)},
+		{Name: "unknown key: ignored with a warning, as CABPK's transpiler does", Doc: add("systemd:\n  unit: []\n"),
+			Warns: []string{"vm.yaml:15: spec.ignition.containerLinuxConfig.additionalConfig: column 11: systemd.unit: not a Container Linux Config key: ignored"}},
+		{Name: "unknown key, strict: refused, as CABPK does", Doc: kc(ign + "ignition:\n  containerLinuxConfig:\n    strict: true\n    additionalConfig: |\n      systemd:\n        unit: []\n"),
+			Errs: []string{"vm.yaml:16: spec.ignition.containerLinuxConfig.additionalConfig: column 11: systemd.unit: not a Container Linux Config key, which CABPK refuses with strict: true"}},
+		{Name: "version", Doc: add("version: 1\n"), Errs: []string{`vm.yaml:14: spec.ignition.containerLinuxConfig.additionalConfig: column 18: version: "1": CABPK's transpiler refuses a version other than 0`}},
+		{Name: "what would change the guest and has no translation", Doc: add(`etcd:
+  name: x
+storage:
+  files:
+  - {filesystem: oem, path: /a}
+  - {path: /b, contents: {local: b}}
+  - {path: /c, contents: {remote: {compression: gzip}}}
+  filesystems:
+  - {name: oem, path: /usr/share/oem}
+  disks:
+  - {device: /dev/vdb, partitions: [{size: 10}]}
+`), Errs: []string{
+			"vm.yaml:14: spec.ignition.containerLinuxConfig.additionalConfig: column 9: etcd: CABPK's transpiler writes it as etcd-member.service's drop-in",
+			`vm.yaml:18: spec.ignition.containerLinuxConfig.additionalConfig: column 26: storage.files[0].filesystem: "oem": a file system CABPK's transpiler mounts`,
+			"vm.yaml:19: spec.ignition.containerLinuxConfig.additionalConfig: column 35: storage.files[1].contents.local: CABPK's transpiler has no files directory",
+			"vm.yaml:20: spec.ignition.containerLinuxConfig.additionalConfig: column 43: storage.files[2].contents.remote.url: required: without it CABPK's transpiler writes the file empty",
+			"vm.yaml:22: spec.ignition.containerLinuxConfig.additionalConfig: column 25: storage.filesystems[0].path: a file system Ignition mounts",
+			`vm.yaml:24: spec.ignition.containerLinuxConfig.additionalConfig: column 52: storage.disks[0].partitions[0].size: "10": want a size in whole MiB`,
+		}},
 		{Name: "not YAML", Doc: add("a: [\n"), Errs: []string{"spec.ignition.containerLinuxConfig.additionalConfig: not YAML"}},
 	})
+}
+
+// TestAdditionalConfigValidates renders CLC additionalConfigs as the
+// corpus' templates write them into Ignition configs and checks them with
+// the real ignition-validate, and that kubeadm.service keeps CABPK's unit
+// with the template's drop-in merged into it.
+func TestAdditionalConfigValidates(t *testing.T) {
+	validate := testtools.Require(t, "ignition-validate")
+	doc := kc(ign + `ignition:
+  containerLinuxConfig:
+    additionalConfig: |
+      storage:
+        files:
+        - path: /etc/sysupdate.d/noop.conf
+          filesystem: root
+          mode: 0644
+          contents:
+            remote:
+              url: https://extensions.flatcar.org/extensions/noop.conf
+              verification: {hash: {function: sha512, sum: ` + strings.Repeat("0", 128) + `}}
+        - {path: /etc/motd, append: true, contents: {inline: hi}}
+      systemd:
+        units:
+        - name: kubeadm.service
+          enabled: true
+          dropins:
+          - name: 10-flatcar.conf
+            contents: |
+              [Unit]
+              After=coreos-metadata.service
+              [Service]
+              EnvironmentFile=/run/metadata/flatcar
+`)
+	r, err := platformtest.Convert(t, doc, platform.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := ignition.Render(r.Instance, ignition.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "config.ign")
+	if err := os.WriteFile(path, res.Config, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(validate, path).CombinedOutput(); err != nil || len(bytes.TrimSpace(out)) > 0 {
+		t.Errorf("ignition-validate: %v\n%s\n%s", err, out, res.Config)
+	}
+	var cfg struct {
+		Storage struct {
+			Files []struct {
+				Path     string
+				Contents struct {
+					Source       *string
+					Verification struct{ Hash *string }
+				}
+				Append []struct{ Source *string }
+			}
+		}
+		Systemd struct {
+			Units []struct {
+				Name     string
+				Contents *string
+				Dropins  []struct{ Name, Contents string }
+			}
+		}
+	}
+	if err := json.Unmarshal(res.Config, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{}
+	for _, f := range cfg.Storage.Files {
+		files[f.Path] = fmt.Sprint(deref(f.Contents.Source), " ", deref(f.Contents.Verification.Hash), " ", len(f.Append))
+	}
+	platformtest.Eq(t, "noop.conf", files["/etc/sysupdate.d/noop.conf"], "https://extensions.flatcar.org/extensions/noop.conf sha512-"+strings.Repeat("0", 128)+" 0")
+	platformtest.Eq(t, "motd", files["/etc/motd"], "  1")
+	var units []string
+	for _, u := range cfg.Systemd.Units {
+		if u.Name == capi.KubeadmUnit {
+			units = append(units, fmt.Sprint(strings.Contains(deref(u.Contents), "ExecStart=/bin/bash /etc/kubeadm.sh"), u.Dropins))
+		}
+	}
+	platformtest.Eq(t, "kubeadm.service", units, []string{"true [{10-flatcar.conf [Unit]\nAfter=coreos-metadata.service\n[Service]\nEnvironmentFile=/run/metadata/flatcar\n}]"})
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 func TestVersionsAndKinds(t *testing.T) {
@@ -302,7 +548,7 @@ spec:
       kubeletExtraArgs: {cloud-provider: external}
   useExperimentalRetryJoin: false
   postKubeadmCommands: [echo post]
-`,
+`, Opts: discovery,
 			Check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
 				cfg := fileMap(s)[capi.JoinConfigPath]
 				if !strings.Contains(cfg, "- name: cloud-provider\n    value: external") {
@@ -311,6 +557,7 @@ spec:
 				platformtest.Eq(t, "last command", s.Commands[len(s.Commands)-1].Shell, "echo post")
 			}},
 		{Name: "v1beta1 template", Doc: "apiVersion: bootstrap.cluster.x-k8s.io/v1beta1\nkind: KubeadmConfigTemplate\nmetadata: {name: t}\nspec:\n  template:\n    spec:\n      joinConfiguration: {nodeRegistration: {name: node-1}}\n",
+			Opts: with(discovery, func(o *platform.Options) { o.Machine = "t-1" }),
 			Check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
 				platformtest.Eq(t, "object", r.Object, "Cluster API KubeadmConfigTemplate default/t")
 			}},
@@ -329,4 +576,14 @@ spec:
 			t.Errorf("Recognizes(%s, %s) = %v", c.apiVersion, c.kind, got)
 		}
 	}
+}
+
+// TestFileDecodedLimit: gzip content that decompresses past 64 MiB is an
+// error naming the limit, not a file cut at 64 MiB (issue 24).
+func TestFileDecodedLimit(t *testing.T) {
+	big := base64.StdEncoding.EncodeToString([]byte(gz(strings.Repeat("a", 64<<20+1))))
+	platformtest.Run(t, []platformtest.Case{
+		{Name: "past the limit", Doc: kc("files:\n- {path: /big, content: " + big + ", encoding: gzip+base64}\n"),
+			Errs: []string{"spec.files[0].encoding: too large: it decompresses to more than 67108864 bytes"}},
+	})
 }

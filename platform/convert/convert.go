@@ -96,6 +96,7 @@ func Documents(ctx context.Context, docs []*platform.Document, opts platform.Opt
 			return nil, err
 		}
 		r.Warnings = append(r.Warnings, s.skipNotes()...)
+		r.Key, r.Where = o.key, fmt.Sprintf("%s:%d", o.doc.File, o.doc.LineOf("kind"))
 		out = append(out, r)
 	}
 	if len(errs) > 0 {

@@ -100,5 +100,5 @@ spec:
 	_, err = convert.Documents(context.Background(), docs, platform.Options{Resolver: platform.Chain{}})
 	fmt.Println(err)
 	// Output:
-	// vm.yaml:13: spec.volumes[0].cloudInitConfigDrive.secretRef.name: secret "db-0-userdata" not found in namespace "prod"
+	// vm.yaml:13: spec.volumes[0].cloudInitConfigDrive.secretRef.name: secret "db-0-userdata" not found in namespace "prod": KubeVirt's virt-launcher pod mounts it as a volume and does not start without it (in VirtualMachineInstance/db-0)
 }

@@ -11,7 +11,7 @@ import (
 )
 
 // readKinds is what vminit reads, for the message about a file holding none.
-const readKinds = "a vminit Instance; KubeVirt VirtualMachine, VirtualMachineInstance or VirtualMachinePool; a Virtlet Pod (or a Deployment, StatefulSet, ReplicaSet or DaemonSet of Virtlet pods); an oVirt vm (XML or JSON); a Cluster API KubeadmConfig or KubeadmConfigTemplate; a v1 List of these (oc process output); or a Secret or ConfigMap they refer to"
+const readKinds = "a vminit Instance; KubeVirt VirtualMachine, VirtualMachineInstance or VirtualMachinePool; a Virtlet Pod (or a Deployment, StatefulSet, ReplicaSet or DaemonSet of Virtlet pods); an oVirt vm (XML or JSON); a Cluster API KubeadmConfig, KubeadmConfigTemplate, KubeadmControlPlane or KubeadmControlPlaneTemplate; a v1 List of these (oc process output); or a Secret or ConfigMap they refer to"
 
 // maxListDepth bounds Lists held in Lists: kubectl writes none, and a
 // hostile file gets no deeper walk.

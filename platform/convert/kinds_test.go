@@ -22,6 +22,7 @@ func TestCorpusKinds(t *testing.T) {
 	for _, tc := range []struct {
 		file, object string
 		pool         int    // --pool-index
+		machine      string // --machine
 		hostname     string // the one VM built
 		warning      string // a warning it carries
 		err          []string
@@ -38,7 +39,8 @@ func TestCorpusKinds(t *testing.T) {
 		{file: "kubevirt/kubevirt-v0.20.0-vm-template-fedora.yaml", err: []string{"kubevirt-v0.20.0-vm-template-fedora.yaml:4: kind: v1 Template is an OpenShift Template", "oc process -f FILE"}},
 		{file: "kubevirt/ug-host-devices-L143.yaml", err: []string{"ug-host-devices-L143.yaml:2: apiVersion: required: kind VirtualMachineInstance without an apiVersion"}},
 		{file: "kubevirt/kvio-2021-04-21-automated-windows-installation-with-tekton-pipelines-L279.yaml", err: []string{`kind: tekton.dev/v1beta1 Pipeline "windows-installer" is not an object vminit reads: a vminit Instance; KubeVirt`}},
-		{file: "capi/capd-e2e-ipv6-kcp-ipv6.yaml", err: []string{"KubeadmControlPlane", "is not an object vminit reads"}},
+		{file: "capi/book-kubelet-config-L25.yaml", hostname: "cloudinit-control-plane", warning: "every machine built from this template without --machine"},
+		{file: "capi/book-kubelet-config-L25.yaml", machine: "cp-7xk2q", hostname: "cp-7xk2q"},
 	} {
 		t.Run(filepath.Base(tc.file)+"/"+tc.object, func(t *testing.T) {
 			path := filepath.Join("..", "testdata", "corpus", tc.file)
@@ -46,7 +48,7 @@ func TestCorpusKinds(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rs, err := convert.Read(t.Context(), filepath.Base(path), data, platform.Options{Object: tc.object, PoolIndex: tc.pool, KubernetesVersion: "v1.31.0"})
+			rs, err := convert.Read(t.Context(), filepath.Base(path), data, platform.Options{Object: tc.object, PoolIndex: tc.pool, Machine: tc.machine, KubernetesVersion: "v1.31.0"})
 			if tc.err != nil {
 				if err == nil {
 					t.Fatalf("converted; want an error with %q", tc.err)
@@ -67,8 +69,12 @@ func TestCorpusKinds(t *testing.T) {
 			if tc.hostname != "" && rs[0].Instance.Spec.Hostname != tc.hostname {
 				t.Errorf("hostname %q, want %q", rs[0].Instance.Spec.Hostname, tc.hostname)
 			}
-			if tc.warning != "" && !strings.Contains(strings.Join(rs[0].Warnings, "\n"), tc.warning) {
-				t.Errorf("no warning says %q:\n%s", tc.warning, strings.Join(rs[0].Warnings, "\n"))
+			ws := strings.Join(rs[0].Warnings, "\n")
+			if tc.warning != "" && !strings.Contains(ws, tc.warning) {
+				t.Errorf("no warning says %q:\n%s", tc.warning, ws)
+			}
+			if tc.machine != "" && strings.Contains(ws, "--machine") {
+				t.Errorf("--machine given, and a warning asks for it:\n%s", ws)
 			}
 		})
 	}

@@ -11,7 +11,11 @@
 //     guests that read no MIME, such as KubeVirt's CirrOS demo); networkData, networkDataBase64 or
 //     networkDataSecretRef (networkdata, else networkData) becomes
 //     spec.cloudInit.networkConfig, checked against the datasource's format;
-//     the volume type decides spec.datasource;
+//     the volume type decides spec.datasource; user data that is an
+//     Ignition config (a JSON object with an "ignition" key: KubeVirt's
+//     documented path for Fedora CoreOS and RHCOS) is the guest's Ignition
+//     config instead, built on the volume's kind of disk; user data
+//     cloud-init ignores ("Hi.") is built as given, with a warning;
 //   - instance-id: spec.domain.firmware.uuid, else the UUID the VM controller
 //     persists (SHA-1 UUID of the name, CalculateLegacyUUID); a bare VMI
 //     without a firmware UUID gets the same name-derived id instead of
@@ -35,6 +39,10 @@
 //   - sysprep volumes: the answer-file disc (label unattendCD), refused unless
 //     it holds a well-formed autounattend.xml or unattend.xml.
 //
+// kubevirt.io/v1alpha2 (KubeVirt v0.7 to v0.12) is read as it shipped
+// (v1alpha2.go); kubevirt.io/v1alpha1 is refused as KubeVirt refuses it
+// today, as a version no longer served.
+//
 // KubeVirt's 2 KiB limit on inline user and network data is an admission
 // rule of its API server, not of the guest: it is a warning here. Every
 // difference is listed in docs/platforms/kubevirt.md.
@@ -42,7 +50,6 @@ package kubevirt
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/base64"
 	"encoding/xml"
@@ -56,7 +63,9 @@ import (
 	v1 "kubevirt.io/api/core/v1"
 	poolv1 "kubevirt.io/api/pool/v1beta1"
 
+	"github.com/vminit/vminit/cloudinit"
 	"github.com/vminit/vminit/ignition"
+	"github.com/vminit/vminit/internal/lib/gzipbound"
 	"github.com/vminit/vminit/platform"
 	"github.com/vminit/vminit/seed"
 	"github.com/vminit/vminit/spec"
@@ -84,11 +93,22 @@ func Recognizes(apiVersion, kind string) bool {
 	case "kubevirt.io/v1", "kubevirt.io/v1alpha3":
 		return kind == "VirtualMachine" || kind == "VirtualMachineInstance"
 	case "kubevirt.io/v1alpha2":
-		return kind == "VirtualMachineInstance"
+		return kind == "VirtualMachine" || kind == "VirtualMachineInstance"
+	case "kubevirt.io/v1alpha1":
+		// Not served since 2018: recognised to say so (Convert).
+		return v1alpha1Kinds[kind] != ""
 	case "pool.kubevirt.io/v1alpha1", "pool.kubevirt.io/v1beta1":
 		return kind == "VirtualMachinePool"
 	}
 	return false
+}
+
+// v1alpha1Kinds maps the kinds of kubevirt.io/v1alpha1 to today's.
+var v1alpha1Kinds = map[string]string{
+	"VirtualMachine":           "VirtualMachineInstance",
+	"OfflineVirtualMachine":    "VirtualMachine",
+	"VirtualMachineReplicaSet": "VirtualMachineInstanceReplicaSet",
+	"VirtualMachinePreset":     "VirtualMachineInstancePreset",
 }
 
 // LegacyUUID is the firmware UUID KubeVirt's VM controller persists for a
@@ -109,32 +129,38 @@ type vmi struct {
 	// secretSuffix is appended to Secret names (VM pools'
 	// appendIndexToSecretRefs); configMapSuffix to ConfigMap names.
 	secretSuffix, configMapSuffix string
-	// legacy is the cloud-init data of a v1alpha2 VMI, at legacyPath.
-	legacy     *cloudInit
-	legacyPath string
+	// v1alpha2 is set for kubevirt.io/v1alpha2 objects, which KubeVirt
+	// of 2018 gave the instance-id <name>.<namespace> and read the
+	// Secret's key userdata alone.
+	v1alpha2 bool
 }
 
 // Convert converts a KubeVirt object.
 func Convert(ctx context.Context, doc *platform.Document, opts platform.Options) (*platform.Result, error) {
-	if doc.APIVersion == "kubevirt.io/v1alpha2" {
+	switch doc.APIVersion {
+	case "kubevirt.io/v1alpha2":
 		return convertV1alpha2(ctx, doc, opts)
+	case "kubevirt.io/v1alpha1":
+		return nil, spec.Errors{doc.Error("apiVersion", fmt.Sprintf(
+			"kubevirt.io/v1alpha1 is no longer served: KubeVirt replaced it with v1alpha2 in v0.7.0 (2018), so kubectl apply fails with no matches for kind %q in version \"kubevirt.io/v1alpha1\"; its %s is today's kubevirt.io/v1 %s: write it as that",
+			doc.Kind, doc.Kind, v1alpha1Kinds[doc.Kind]))}
 	}
 	var m vmi
 	switch doc.Kind {
 	case "VirtualMachine":
 		var vm v1.VirtualMachine
-		if err := doc.Decode(&vm); err != nil {
+		if err := decode(doc, &vm); err != nil {
 			return nil, err
 		}
 		if vm.Spec.Template == nil {
-			return nil, spec.Errors{doc.Error("spec.template", "required: the VirtualMachineInstance template")}
+			return nil, spec.Errors{doc.Error("spec.template", templateRequired)}
 		}
 		m = vmi{name: vm.Name, namespace: vm.Namespace, annotations: vm.Spec.Template.ObjectMeta.Annotations,
 			annPath: "spec.template.metadata.annotations", spec: &vm.Spec.Template.Spec, path: "spec.template.spec"}
 		m.instancetype = instancetypeOf(vm.Spec.Instancetype)
 	case "VirtualMachineInstance":
 		var v v1.VirtualMachineInstance
-		if err := doc.Decode(&v); err != nil {
+		if err := decode(doc, &v); err != nil {
 			return nil, err
 		}
 		m = vmi{name: v.Name, namespace: v.Namespace, annotations: v.Annotations, annPath: annotationPrefix, spec: &v.Spec, path: "spec"}
@@ -144,15 +170,15 @@ func Convert(ctx context.Context, doc *platform.Document, opts platform.Options)
 		}
 	case "VirtualMachinePool":
 		var p poolv1.VirtualMachinePool
-		if err := doc.Decode(&p); err != nil {
+		if err := decode(doc, &p); err != nil {
 			return nil, err
 		}
 		t := p.Spec.VirtualMachineTemplate
 		if t == nil || t.Spec.Template == nil {
-			return nil, spec.Errors{doc.Error("spec.virtualMachineTemplate.spec.template", "required: the VirtualMachineInstance template")}
+			return nil, spec.Errors{doc.Error("spec.virtualMachineTemplate.spec.template", "required: the VirtualMachineInstance template; KubeVirt's API server refuses a VirtualMachinePool without one")}
 		}
 		if r := p.Spec.Replicas; r != nil && opts.PoolIndex >= int(*r) {
-			return nil, spec.Errors{doc.Error("spec.replicas", fmt.Sprintf("the pool has %d members; there is no member %d", *r, opts.PoolIndex))}
+			return nil, spec.Errors{doc.Error("spec.replicas", fmt.Sprintf("the pool has %d members; there is no member %d: KubeVirt's pool controller makes members 0 to %d (%s-0 …)", *r, opts.PoolIndex, *r-1, p.Name))}
 		}
 		idx := fmt.Sprintf("-%d", opts.PoolIndex)
 		m = vmi{name: p.Name + idx, namespace: p.Namespace, annotations: t.Spec.Template.ObjectMeta.Annotations,
@@ -171,10 +197,40 @@ func Convert(ctx context.Context, doc *platform.Document, opts platform.Options)
 		return nil, fmt.Errorf("%w: %s %s", platform.ErrUnknownKind, doc.APIVersion, doc.Kind)
 	}
 	if m.name == "" {
-		return nil, spec.Errors{doc.Error("metadata.name", "required")}
+		return nil, spec.Errors{doc.Error("metadata.name", nameRequired)}
 	}
 	m.namespace = opts.NamespaceOf(m.namespace)
 	return m.convert(ctx, doc, opts)
+}
+
+// What KubeVirt's API server says of an object it refuses.
+const (
+	templateRequired = "required: the VirtualMachineInstance template; KubeVirt's API server refuses a VirtualMachine without one"
+	nameRequired     = "required: the API server refuses an object without a name (kubectl: resource name may not be empty)"
+)
+
+// decode decodes doc strictly into v, saying of each problem what
+// kubectl and KubeVirt's API server do with it: they refuse it, as here.
+func decode(doc *platform.Document, v any) error {
+	err := doc.Decode(v)
+	es := spec.AsErrors(err)
+	if es == nil {
+		return err
+	}
+	out := make(spec.Errors, len(es))
+	for i, e := range es {
+		e := *e // the document may hold its problems: copy, never edit
+		out[i] = &e
+		switch {
+		case e.Message == "unknown field":
+			e.Message += ": kubectl apply (its strict field validation) and KubeVirt's API server refuse it"
+		case e.Message == "given twice":
+			e.Message += ": kubectl apply's strict field validation refuses it (duplicate field)"
+		case strings.HasPrefix(e.Message, "want ") || strings.HasPrefix(e.Message, "wrong type"):
+			e.Message += "; the API server refuses the object"
+		}
+	}
+	return out
 }
 
 func instancetypeOf(it *v1.InstancetypeMatcher) string {
@@ -204,7 +260,10 @@ func (m *vmi) convert(ctx context.Context, doc *platform.Document, opts platform
 	b.From("spec.hostname", m.path+".hostname")
 	b.From("metadata.name", "metadata.name")
 	s.InstanceID = LegacyUUID(m.name)
-	if fw := m.spec.Domain.Firmware; fw != nil && fw.UUID != "" {
+	if m.v1alpha2 {
+		s.InstanceID = m.name + "." + m.namespace
+		b.From("spec.instanceID", "metadata.name")
+	} else if fw := m.spec.Domain.Firmware; fw != nil && fw.UUID != "" {
 		s.InstanceID = string(fw.UUID)
 		b.From("spec.instanceID", m.path+".domain.firmware.uuid")
 	}
@@ -216,7 +275,7 @@ func (m *vmi) convert(ctx context.Context, doc *platform.Document, opts platform
 	case hasIgn && ci != nil:
 		b.Errorf(ignPath, "the VM also has the cloud-init volume %s: Fedora CoreOS and RHCOS kubevirt images read Ignition from that disk, so the guest would get the volume's user data instead of this config; remove one", ciPath)
 	case hasIgn:
-		m.ignition(b, ign, ignPath)
+		m.ignition(b, ign, ignPath, "KubeVirt passes it to QEMU's fw_cfg unchecked")
 	case ci != nil:
 		m.cloudInit(ctx, b, ci, ciPath, opts)
 	}
@@ -254,8 +313,6 @@ type cloudInit struct {
 	userDataSecret                 *corev1.LocalObjectReference
 	networkData, networkDataBase64 string
 	networkDataSecret              *corev1.LocalObjectReference
-	// legacyRef is the field of a v1alpha2 secret reference (a plain name).
-	legacyRef string
 }
 
 // cloudInitVolume returns the first cloud-init volume, as virt-launcher
@@ -263,9 +320,6 @@ type cloudInit struct {
 func (m *vmi) cloudInitVolume(b *platform.Builder) (*cloudInit, string) {
 	var found *cloudInit
 	var foundPath string
-	if m.legacy != nil {
-		return m.legacy, m.legacyPath
-	}
 	for i, v := range m.spec.Volumes {
 		var c *cloudInit
 		var p string
@@ -296,26 +350,49 @@ func (m *vmi) cloudInit(ctx context.Context, b *platform.Builder, c *cloudInit, 
 	if c.configDrive {
 		s.Datasource = spec.DatasourceConfigDrive
 	}
-	udRef := "secretRef"
-	if c.legacyRef != "" {
-		udRef = c.legacyRef
+	udKeys := []string{"userdata", "userData"}
+	if m.v1alpha2 {
+		udKeys = udKeys[:1]
 	}
-	ud, udOK := m.data(ctx, b, path, "userData", c.userData, c.userDataBase64, udRef, c.userDataSecret, []string{"userdata", "userData"}, opts)
-	nd, ndOK := m.data(ctx, b, path, "networkData", c.networkData, c.networkDataBase64, "networkDataSecretRef", c.networkDataSecret, []string{"networkdata", "networkData"}, opts)
+	ud, udFrom, udOK := m.data(ctx, b, path, "userData", c.userData, c.userDataBase64, "secretRef", c.userDataSecret, udKeys, opts)
+	nd, ndFrom, ndOK := m.data(ctx, b, path, "networkData", c.networkData, c.networkDataBase64, "networkDataSecretRef", c.networkDataSecret, []string{"networkdata", "networkData"}, opts)
 	if !udOK && !ndOK && !b.HasErrors() {
-		b.Errorf(path, "needs user data or network data (userData, userDataBase64, secretRef, networkData, networkDataBase64 or networkDataSecretRef); KubeVirt refuses the VM otherwise")
+		b.Errorf(path, "needs user data or network data (userData, userDataBase64, secretRef, networkData, networkDataBase64 or networkDataSecretRef); virt-api's webhook refuses the VM (\"must have at least one userdatasource or one networkdatasource set\")")
 	}
 	if udOK {
-		// Written as KubeVirt writes it, alone: what the guest of a
-		// script (KubeVirt's CirrOS demo) runs; the host name is meta-data.
-		s.CloudInit.UserData = string(gunzip(b, path, ud))
-		s.CloudInit.UserDataOnly = true
+		ud = gunzip(b, path, ud)
+		if ignition.LooksLikeConfig(ud) {
+			m.ignitionUserData(b, c, path, ud, udFrom, ndOK)
+			return
+		}
+	}
+	// Written as KubeVirt writes it, alone (empty when the volume has
+	// network data only): what the guest of a script (KubeVirt's CirrOS
+	// demo) runs; the host name is meta-data.
+	s.CloudInit.UserDataOnly = true
+	if udOK {
+		s.CloudInit.UserData = string(ud)
 		b.From("spec.cloudInit.userData", path)
+		m.warnIgnored(b, udFrom, s.CloudInit.UserData)
+	}
+	if ndOK && !c.configDrive {
+		var wrapped bool
+		if nd, wrapped = unwrapNetwork(nd); wrapped {
+			b.Warnf(ndFrom.path, "unwrapped from its top-level network: key%s: KubeVirt writes it as given, which cloud-init before 22.2 cannot read (it finds no version and configures no network); vminit writes what is inside", ndFrom.what)
+		}
 	}
 	if ndOK {
 		s.CloudInit.NetworkConfig = string(nd)
 		b.From("spec.cloudInit.networkConfig", path)
 	}
+	m.metaData(b, c)
+}
+
+// metaData sets the meta-data KubeVirt writes beyond the instance-id,
+// host name and keys (which the spec carries): ConfigDrive's instance_id,
+// the instancetype, tagged devices.
+func (m *vmi) metaData(b *platform.Builder, c *cloudInit) {
+	s := &b.Instance.Spec
 	if c.configDrive {
 		md := map[string]any{"instance_id": m.name + "." + m.namespace}
 		if m.instancetype != "" {
@@ -330,9 +407,41 @@ func (m *vmi) cloudInit(ctx context.Context, b *platform.Builder, c *cloudInit, 
 	}
 }
 
+// warnIgnored warns of user data that cloud-init ignores (the quick-start
+// VM's "Hi."): KubeVirt delivers it, and so does vminit (spec.cloudInit.
+// userDataOnly builds it as given). from names its field and, for a
+// Secret, the Secret and key.
+func (m *vmi) warnIgnored(b *platform.Builder, from dataFrom, ud string) {
+	if !errors.Is(cloudinit.CheckUserData([]byte(ud)), cloudinit.ErrIgnored) {
+		return
+	}
+	first, _, _ := strings.Cut(strings.TrimSpace(ud), "\n")
+	b.Warnf(from.path, "%s: KubeVirt delivers this as the user-data file, and so does vminit, but cloud-init ignores it%s: its first line %q is no #cloud-config, #! or other part header cloud-init knows (cloud-init 22.4 logs it as unhandled text/x-not-multipart); start it with #cloud-config or #! to have it run",
+		object(b.Doc, m), from.what, first)
+}
+
+// ignitionUserData takes user data that is an Ignition config (KubeVirt's
+// documented path for Fedora CoreOS and RHCOS: virt-launcher writes it as
+// the volume's user data, which Ignition's kubevirt platform reads from
+// config-2 or cidata) as the guest's Ignition config, built on the
+// volume's kind of disk like the kubevirt.io/ignitiondata annotation.
+func (m *vmi) ignitionUserData(b *platform.Builder, c *cloudInit, path string, ud []byte, from dataFrom, hasNetwork bool) {
+	m.ignition(b, string(ud), from.path, "virt-launcher writes it unchecked as the user data")
+	if !c.configDrive {
+		b.Instance.Spec.Datasource = spec.DatasourceNoCloud
+	}
+	if hasNetwork {
+		b.Warnf(path+".networkData", "ignored: KubeVirt writes it beside the Ignition config%s, but Ignition reads no network data; configure the network in the config", from.what)
+	}
+}
+
+// dataFrom is where user or network data was read: the object's field,
+// and for a Secret which one and which key.
+type dataFrom struct{ path, what string }
+
 // data reads one of user or network data from its three sources, of which
 // at most one may be set.
-func (m *vmi) data(ctx context.Context, b *platform.Builder, path, field, inline, b64, refField string, ref *corev1.LocalObjectReference, keys []string, opts platform.Options) ([]byte, bool) {
+func (m *vmi) data(ctx context.Context, b *platform.Builder, path, field, inline, b64, refField string, ref *corev1.LocalObjectReference, keys []string, opts platform.Options) ([]byte, dataFrom, bool) {
 	var set []string
 	if inline != "" {
 		set = append(set, field)
@@ -344,63 +453,70 @@ func (m *vmi) data(ctx context.Context, b *platform.Builder, path, field, inline
 		set = append(set, refField)
 	}
 	if len(set) > 1 {
-		b.Errorf(path, "sets %s: give at most one source of %s (KubeVirt refuses the VM otherwise)", strings.Join(set, " and "), field)
-		return nil, false
+		// virt-api's words for the two (vmi-create-admitter.go).
+		kv := map[string]string{"userData": "userdatasource", "networkData": "networkdata source"}[field]
+		b.Errorf(path, "sets %s: give at most one source of %s; virt-api's webhook refuses the VM (\"must have only one %s set\")", strings.Join(set, " and "), field, kv)
+		return nil, dataFrom{}, false
 	}
 	switch {
 	case inline != "":
 		if len(inline) > inlineLimit {
 			b.Warnf(path+"."+field, "%d bytes: KubeVirt's API server refuses more than %d bytes inline (its admission rule, not the guest's); vminit builds it, but to run it on KubeVirt move it to a Secret (%s)", len(inline), inlineLimit, refField)
 		}
-		return []byte(inline), true
+		return []byte(inline), dataFrom{path: path + "." + field}, true
 	case b64 != "":
 		data, err := base64.StdEncoding.DecodeString(b64)
 		if err != nil {
-			b.Errorf(path+"."+field+"Base64", "not base64 (KubeVirt decodes it with standard base64): %v", err)
-			return nil, false
+			b.Errorf(path+"."+field+"Base64", "not base64: virt-api's webhook refuses the VM (\"%sBase64 is not a valid base64 value\"): %v", field, err)
+			return nil, dataFrom{}, false
 		}
 		if len(data) > inlineLimit {
 			b.Warnf(path+"."+field+"Base64", "%d bytes decoded: KubeVirt's API server refuses more than %d bytes inline (its admission rule, not the guest's); vminit builds it, but to run it on KubeVirt move it to a Secret (%s)", len(data), inlineLimit, refField)
 		}
-		return data, true
+		return data, dataFrom{path: path + "." + field + "Base64"}, true
 	case ref != nil:
 		p := path + "." + refField + ".name"
-		if refField == "userDataSecretRef" { // v1alpha2: the name itself
-			p = path + "." + refField
-		}
 		if ref.Name == "" {
-			b.Errorf(p, "required: the Secret's name")
-			return nil, false
+			b.Errorf(p, "required: the Secret's name; KubeVirt counts a secretRef without one as no source")
+			return nil, dataFrom{}, false
 		}
 		src, err := platform.Fetch(ctx, opts.Resolver, "secret", m.namespace, ref.Name+m.secretSuffix)
 		if err != nil {
-			b.Err(p, err)
-			return nil, false
+			b.Err(p, withKubeVirt(err))
+			return nil, dataFrom{}, false
 		}
-		_, data, err := src.Key(keys...)
+		key, data, err := src.Key(keys...)
 		if err != nil {
-			b.Err(p, err)
-			return nil, false
+			b.Err(p, withKubeVirt(err))
+			return nil, dataFrom{}, false
 		}
-		return data, true
+		return data, dataFrom{path: p, what: fmt.Sprintf(" (Secret %q key %q)", src.Name, key)}, true
 	}
-	return nil, false
+	return nil, dataFrom{}, false
+}
+
+// withKubeVirt adds to a referenced object's problem what KubeVirt does
+// without it: virt-launcher's pod mounts Secrets and ConfigMaps as volumes
+// and reads only the keys it knows.
+func withKubeVirt(err error) error {
+	switch {
+	case errors.Is(err, platform.ErrNotFound):
+		return fmt.Errorf("%w: KubeVirt's virt-launcher pod mounts it as a volume and does not start without it", err)
+	case errors.Is(err, platform.ErrMissingKey):
+		return fmt.Errorf("%w: virt-launcher reads only these keys of the mounted Secret, so the guest would get none of this data", err)
+	}
+	return err
 }
 
 // gunzip decompresses gzip user data, as cloud-init does before reading
 // it, so that the spec carries text.
 func gunzip(b *platform.Builder, path string, data []byte) []byte {
-	if !bytes.HasPrefix(data, []byte{0x1f, 0x8b}) {
+	if !gzipbound.IsGzip(data) {
 		return data
 	}
-	zr, err := gzip.NewReader(bytes.NewReader(data))
+	out, err := gzipbound.Decompress(data, 64<<20)
 	if err != nil {
 		b.Errorf(path, "gzip user data does not decompress: %v", err)
-		return nil
-	}
-	out, err := io.ReadAll(io.LimitReader(zr, 64<<20+1))
-	if err != nil || len(out) > 64<<20 {
-		b.Errorf(path, "gzip user data does not decompress to at most 64 MiB: %v", err)
 		return nil
 	}
 	return out
@@ -458,23 +574,23 @@ func (m *vmi) accessCredentials(ctx context.Context, b *platform.Builder, ci *cl
 		}
 		switch {
 		case pm.NoCloud != nil && (ci == nil || ci.configDrive):
-			b.Errorf(p+".sshPublicKey.propagationMethod.noCloud", "needs a cloudInitNoCloud volume (KubeVirt refuses the VM otherwise)")
+			b.Errorf(p+".sshPublicKey.propagationMethod.noCloud", "needs a cloudInitNoCloud volume; virt-api's webhook refuses the VM (\"requires a noCloud volume to exist when the noCloud propagationMethod is in use\")")
 			continue
 		case pm.ConfigDrive != nil && (ci == nil || !ci.configDrive):
-			b.Errorf(p+".sshPublicKey.propagationMethod.configDrive", "needs a cloudInitConfigDrive volume (KubeVirt refuses the VM otherwise)")
+			b.Errorf(p+".sshPublicKey.propagationMethod.configDrive", "needs a cloudInitConfigDrive volume; virt-api's webhook refuses the VM (\"requires a configDrive volume to exist when the configDrive propagationMethod is in use\")")
 			continue
 		case pm.NoCloud == nil && pm.ConfigDrive == nil:
-			b.Errorf(p+".sshPublicKey.propagationMethod", "required: noCloud, configDrive or qemuGuestAgent")
+			b.Errorf(p+".sshPublicKey.propagationMethod", "required: noCloud, configDrive or qemuGuestAgent; virt-api's webhook refuses the VM (\"must have exactly one propagationMethod set\")")
 			continue
 		}
 		if k.Source.Secret == nil || k.Source.Secret.SecretName == "" {
-			b.Errorf(p+".sshPublicKey.source.secret.secretName", "required")
+			b.Errorf(p+".sshPublicKey.source.secret.secretName", "required: the Secret holding the keys; virt-api's webhook refuses the VM without one (\"must have exactly one source set\")")
 			continue
 		}
 		sp := p + ".sshPublicKey.source.secret.secretName"
 		src, err := platform.Fetch(ctx, opts.Resolver, "secret", m.namespace, k.Source.Secret.SecretName+m.secretSuffix)
 		if err != nil {
-			b.Err(sp, err)
+			b.Err(sp, withKubeVirt(err))
 			continue
 		}
 		// KubeVirt reads the mounted Secret's files in name order.
@@ -489,18 +605,19 @@ func (m *vmi) accessCredentials(ctx context.Context, b *platform.Builder, ci *cl
 	}
 }
 
-// ignition takes the kubevirt.io/ignitiondata annotation as the guest's
-// Ignition config.
-func (m *vmi) ignition(b *platform.Builder, text, path string) {
+// ignition takes text (the kubevirt.io/ignitiondata annotation, or user
+// data that is an Ignition config) as the guest's Ignition config; kv says
+// how KubeVirt delivers it, for a config that cannot be read.
+func (m *vmi) ignition(b *platform.Builder, text, path, kv string) {
 	s := &b.Instance.Spec
 	cfg, from, err := ignition.Upgrade([]byte(text))
 	var se *ignition.SyntaxError
 	switch {
 	case errors.As(err, &se):
-		b.TextErrorf(path, se.Line, se.Column, "not JSON: %v", se.Err)
+		b.TextErrorf(path, se.Line, se.Column, "not JSON: %v: %s, and the guest's Ignition fails on it at boot", se.Err, kv)
 		return
 	case err != nil:
-		b.Errorf(path, "%v", err)
+		b.Errorf(path, "%v: %s, and the guest's Ignition fails on it at boot", err, kv)
 		return
 	}
 	if !strings.HasPrefix(from, "3.") {
@@ -527,7 +644,7 @@ func (m *vmi) sysprep(ctx context.Context, b *platform.Builder, opts platform.Op
 		var err error
 		switch {
 		case sp.ConfigMap != nil && sp.Secret != nil:
-			b.Errorf(p, "sets both configMap and secret: give one")
+			b.Errorf(p, "sets both configMap and secret: KubeVirt's virt-controller mounts the secret and ignores the configMap; give one")
 			return nil
 		case sp.ConfigMap != nil:
 			p += ".configMap.name"
@@ -536,11 +653,11 @@ func (m *vmi) sysprep(ctx context.Context, b *platform.Builder, opts platform.Op
 			p += ".secret.name"
 			src, err = platform.Fetch(ctx, opts.Resolver, "secret", m.namespace, sp.Secret.Name+m.secretSuffix)
 		default:
-			b.Errorf(p, "needs configMap or secret")
+			b.Errorf(p, "needs configMap or secret; KubeVirt's virt-controller cannot make the VM's pod (\"Sysprep must have Secret or ConfigMap reference set\")")
 			return nil
 		}
 		if err != nil {
-			b.Err(p, err)
+			b.Err(p, withKubeVirt(err))
 			return nil
 		}
 		disc := &seed.Seed{Datasource: "sysprep", Label: sysprepLabel}
@@ -549,7 +666,7 @@ func (m *vmi) sysprep(ctx context.Context, b *platform.Builder, opts platform.Op
 			// Each key names a file on the disc, by the rule every
 			// medium applies; said here, it names the object and key.
 			if err := seed.CheckPath(k); err != nil {
-				b.Errorf(p, "%s %q: key %q %v: the disc's files are named by its keys", src.Kind, src.Name, k, err)
+				b.Errorf(p, "%s %q: key %q %v: the disc's files are named by its keys (the API server refuses such a key: keys are made of [-._a-zA-Z0-9])", src.Kind, src.Name, k, err)
 				badKeys = true
 				continue
 			}
@@ -557,7 +674,7 @@ func (m *vmi) sysprep(ctx context.Context, b *platform.Builder, opts platform.Op
 			if strings.EqualFold(k, "autounattend.xml") || strings.EqualFold(k, "unattend.xml") {
 				answer = k
 				if err := wellFormed(src.Data[k]); err != nil {
-					b.Errorf(p, "%s %q: %s is not well-formed XML, and Windows setup would stop on it: %v", src.Kind, src.Name, k, err)
+					b.Errorf(p, "%s %q: %s is not well-formed XML: KubeVirt delivers it unchecked, and Windows setup would stop on it: %v", src.Kind, src.Name, k, err)
 				}
 			}
 		}
@@ -565,7 +682,7 @@ func (m *vmi) sysprep(ctx context.Context, b *platform.Builder, opts platform.Op
 			return nil
 		}
 		if answer == "" {
-			b.Errorf(p, "%s %q has no autounattend.xml or unattend.xml key (it has %s): Windows setup finds no answer file, and KubeVirt refuses to start the VM", src.Kind, src.Name, strings.Join(src.Keys(), ", "))
+			b.Errorf(p, "%s %q has no autounattend.xml or unattend.xml key (it has %s): Windows setup would find no answer file, and virt-launcher does not start the VM (\"Sysprep drive should contain autounattend.xml or unattend.xml but neither were found.\")", src.Kind, src.Name, strings.Join(src.Keys(), ", "))
 			return nil
 		}
 		return disc

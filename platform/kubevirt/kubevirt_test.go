@@ -45,6 +45,8 @@ func gzipB64(s string) string {
 	return base64.StdEncoding.EncodeToString(b.Bytes())
 }
 
+const ignJSON = `{"ignition":{"version":"3.2.0"},"passwd":{"users":[{"name":"core","sshAuthorizedKeys":["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl a@example.com"]}]}}`
+
 func TestCloudInitVolumes(t *testing.T) {
 	big := strings.Repeat("#", 2100)
 	platformtest.Run(t, []platformtest.Case{
@@ -55,6 +57,48 @@ func TestCloudInitVolumes(t *testing.T) {
 				platformtest.Eq(t, "userDataOnly", s.CloudInit.UserDataOnly, true)
 				platformtest.Eq(t, "metaData", s.CloudInit.MetaData, map[string]any(nil))
 				platformtest.Eq(t, "object", r.Object, "KubeVirt VirtualMachine ns/vm-1")
+			}},
+		// KubeVirt's quick-start VM (kubevirt.io labs' vm.yaml) delivers
+		// "Hi.", which cloud-init ignores: built as given, with a warning.
+		{Name: "user data cloud-init ignores", Doc: vm("volumes:\n- name: ci\n  cloudInitNoCloud:\n    userData: |\n      Hi.\n"),
+			Warns: []string{`vm.yaml:14: spec.template.spec.volumes[0].cloudInitNoCloud.userData: KubeVirt VirtualMachine ns/vm-1: KubeVirt delivers this as the user-data file, and so does vminit, but cloud-init ignores it`},
+			Check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
+				platformtest.Eq(t, "userData", s.CloudInit.UserData, "Hi.\n")
+			}},
+		{Name: "secret user data cloud-init ignores", Doc: vm("volumes:\n- name: ci\n  cloudInitNoCloud:\n    secretRef: {name: ud}\n", secret("ud", "userdata", "# set up\necho hi\n")),
+			Warns: []string{`spec.template.spec.volumes[0].cloudInitNoCloud.secretRef.name: KubeVirt VirtualMachine ns/vm-1: KubeVirt delivers this as the user-data file`, `Secret "ud" key "userdata"`}},
+		// KubeVirt's documented Ignition path for FCOS and RHCOS (the
+		// user guide's startup-scripts page): Ignition JSON as the config
+		// drive's user data, which Ignition's kubevirt platform reads.
+		{Name: "configDrive userData Ignition", Doc: vm("volumes:\n- name: ci\n  cloudInitConfigDrive:\n    userData: |\n      {\"ignition\": {\"version\": \"3.2.0\"},\n       \"passwd\": {\"users\": [{\"name\": \"core\"}]}}\n"),
+			Check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
+				platformtest.Eq(t, "agent", s.Agent, spec.AgentIgnition)
+				platformtest.Eq(t, "datasource", s.Datasource, spec.DatasourceConfigDrive)
+				platformtest.Eq(t, "userData", s.CloudInit.UserData, "")
+				if !strings.Contains(s.Ignition.Config, `"name": "core"`) {
+					t.Errorf("ignition config %s", s.Ignition.Config)
+				}
+			}},
+		{Name: "configDrive userDataBase64 Ignition", Doc: vm("volumes:\n- name: ci\n  cloudInitConfigDrive:\n    userDataBase64: " + base64.StdEncoding.EncodeToString([]byte(ignJSON)) + "\n"),
+			Check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
+				platformtest.Eq(t, "agent", s.Agent, spec.AgentIgnition)
+			}},
+		{Name: "noCloud secret Ignition, with network data", Doc: vm("volumes:\n- name: ci\n  cloudInitNoCloud:\n    secretRef: {name: ud}\n    networkData: \"version: 2\\n\"\n", secret("ud", "userdata", ignJSON)),
+			Warns: []string{"spec.template.spec.volumes[0].cloudInitNoCloud.networkData: ignored: KubeVirt writes it beside the Ignition config (Secret \"ud\" key \"userdata\"), but Ignition reads no network data"},
+			Check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
+				platformtest.Eq(t, "agent", s.Agent, spec.AgentIgnition)
+				platformtest.Eq(t, "datasource", s.Datasource, spec.DatasourceNoCloud)
+				platformtest.Eq(t, "networkConfig", s.CloudInit.NetworkConfig, "")
+			}},
+		{Name: "configDrive Ignition that is no JSON", Doc: vm("volumes:\n- name: ci\n  cloudInitConfigDrive:\n    userData: |\n      {\"ignition\": {\"version\": \"3.2.0\"},}\n"),
+			Errs: []string{"vm.yaml:15: spec.template.spec.volumes[0].cloudInitConfigDrive.userData: column 47: not JSON"}},
+		// KubeVirt users write NoCloud network data both ways; cloud-init
+		// strips a top-level network: key only since 22.2 (22.4's
+		// stages.py _remove_top_level_network_key), so vminit unwraps it.
+		{Name: "noCloud networkData wrapped in network:", Doc: vm("volumes:\n- name: ci\n  cloudInitNoCloud:\n    networkData: |\n      # the pod network\n      network:\n        version: 2\n        ethernets:\n          eth0: {dhcp4: true}\n"),
+			Warns: []string{"vm.yaml:14: spec.template.spec.volumes[0].cloudInitNoCloud.networkData: unwrapped from its top-level network: key"},
+			Check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
+				platformtest.Eq(t, "networkConfig", s.CloudInit.NetworkConfig, "version: 2\nethernets:\n  eth0: {dhcp4: true}\n")
 			}},
 		{Name: "configDrive userDataBase64 gzip", Doc: vm("volumes:\n- name: ci\n  cloudInitConfigDrive:\n    userDataBase64: " + gzipB64("#cloud-config\na: 1\n") + "\n"),
 			Check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
@@ -73,8 +117,11 @@ func TestCloudInitVolumes(t *testing.T) {
 		{Name: "networkData inline", Doc: vm("volumes:\n- name: ci\n  cloudInitNoCloud:\n    networkData: \"version: 2\\nethernets: {eth0: {dhcp4: true}}\\n\"\n"),
 			Check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
 				platformtest.Eq(t, "networkConfig", s.CloudInit.NetworkConfig, "version: 2\nethernets: {eth0: {dhcp4: true}}\n")
-				platformtest.Eq(t, "userData (none: KubeVirt allows network data alone)", s.CloudInit.UserData, "")
-				platformtest.Eq(t, "userDataOnly", s.CloudInit.UserDataOnly, false)
+				// KubeVirt allows network data alone and writes an empty
+				// user-data (the user guide's network binding examples):
+				// so does vminit, rather than a generated #cloud-config.
+				platformtest.Eq(t, "userData", s.CloudInit.UserData, "")
+				platformtest.Eq(t, "userDataOnly", s.CloudInit.UserDataOnly, true)
 			}},
 		{Name: "networkDataBase64", Doc: vm("volumes:\n- name: ci\n  cloudInitNoCloud:\n    networkDataBase64: " + base64.StdEncoding.EncodeToString([]byte("version: 1\nconfig: []\n")) + "\n"),
 			Check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
@@ -341,12 +388,57 @@ data: {unattend.xml: "<unattend/>"}
 				platformtest.Eq(t, "answer file", string(r.Sysprep.Files[0].Data), "<unattend/>")
 			}},
 		{Name: "pool index past replicas", Doc: pool, Opts: platform.Options{PoolIndex: 3},
-			Errs: []string{"spec.replicas: the pool has 3 members; there is no member 3"}},
+			Errs: []string{"spec.replicas: the pool has 3 members; there is no member 3: KubeVirt's pool controller makes members 0 to 2"}},
 		{Name: "v1alpha3 VM", Doc: strings.Replace(vm("volumes:\n- name: ci\n  cloudInitNoCloud: {userData: \"#!/bin/sh\\n\"}\n"), "kubevirt.io/v1\n", "kubevirt.io/v1alpha3\n", 1),
 			Check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
 				platformtest.Eq(t, "userData", s.CloudInit.UserData, "#!/bin/sh\n")
 			}},
-		{Name: "v1alpha2 VMI", Doc: `apiVersion: kubevirt.io/v1alpha2
+		// kubevirt.io/v1alpha2 as KubeVirt v0.7-v0.12 served it (the
+		// corpus holds its published examples).
+		{Name: "v1alpha2 VM as shipped", Doc: `apiVersion: kubevirt.io/v1alpha2
+kind: VirtualMachine
+metadata: {name: old, creationTimestamp: null}
+spec:
+  running: false
+  template:
+    metadata: {labels: {a: b}}
+    spec:
+      domain:
+        devices:
+          disks:
+          - {name: registrydisk, volumeName: registryvolume, disk: {bus: virtio}}
+          - {name: cloudinitdisk, volumeName: cloudinitvolume, floppy: {}}
+      volumes:
+      - {name: registryvolume, registryDisk: {image: kubevirt/cirros-registry-disk-demo}}
+      - {name: cloudinitvolume, cloudInitNoCloud: {secretRef: {name: ud}}}
+status: {}
+---
+` + secret("ud", "userdata", "#!/bin/sh\n", "userData", "#!/bin/false\n"),
+			Opts: platform.Options{Namespace: "ns"},
+			Check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
+				// v0.12's virt-launcher read the key userdata alone, and
+				// wrote the instance-id <name>.<namespace>.
+				platformtest.Eq(t, "userData", s.CloudInit.UserData, "#!/bin/sh\n")
+				platformtest.Eq(t, "instance-id", s.InstanceID, "old.ns")
+				platformtest.Eq(t, "object", r.Object, "KubeVirt VirtualMachine ns/old")
+			}},
+		{Name: "v1alpha2 VMI: volumeName naming no volume", Doc: `apiVersion: kubevirt.io/v1alpha2
+kind: VirtualMachineInstance
+metadata: {name: old}
+spec:
+  domain:
+    devices:
+      disks:
+      - {name: a, volumeName: nocloud, disk: {}}
+      - {name: b, volumeName: other, disk: {}}
+      - {name: c, volumeName: other, disk: {}}
+  volumes:
+  - {name: ci, cloudInitNoCloud: {userData: "#!/bin/sh\n"}}
+  - {name: other, emptyDisk: {capacity: 1Gi}}
+`,
+			Errs: []string{`spec.domain.devices.disks[0].volumeName: no volume is named "nocloud": KubeVirt's virt-api webhook refuses the object`,
+				`spec.domain.devices.disks[2].volumeName: disks[1] names volume "other" too`}},
+		{Name: "v1alpha2 VMI: the design document's disk-borne cloudinit never shipped", Doc: `apiVersion: kubevirt.io/v1alpha2
 kind: VirtualMachineInstance
 metadata: {name: old}
 spec:
@@ -354,12 +446,10 @@ spec:
     devices:
       disks:
       - {type: file, cloudinit: {nocloud: {userDataBase64: IyEvYmluL3NoCg==}}}
-      - {type: file, cloudinit: {nocloud: {userDataSecretRef: ignored}}}
 `,
-			Check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
-				platformtest.Eq(t, "userData", s.CloudInit.UserData, "#!/bin/sh\n")
-				platformtest.Eq(t, "namespace", r.Object, "KubeVirt VirtualMachineInstance default/old")
-			}},
+			Errs: []string{"spec.domain.devices.disks[0].type: unknown field", "spec.domain.devices.disks[0].cloudinit: unknown field"}},
+		{Name: "v1alpha1 is no longer served", Doc: "apiVersion: kubevirt.io/v1alpha1\nkind: OfflineVirtualMachine\nmetadata: {name: a}\nspec: {}\n",
+			Errs: []string{`apiVersion: kubevirt.io/v1alpha1 is no longer served: KubeVirt replaced it with v1alpha2 in v0.7.0 (2018), so kubectl apply fails with no matches for kind "OfflineVirtualMachine" in version "kubevirt.io/v1alpha1"; its OfflineVirtualMachine is today's kubevirt.io/v1 VirtualMachine`}},
 		{Name: "unknown field below the lenient VMI spec", Doc: vm("volumes:\n- name: ci\n  cloudInitNoCloud: {userdata: x}\n"),
 			Errs: []string{"spec.template.spec.volumes[0].cloudInitNoCloud.userdata: unknown field"}},
 		{Name: "no template", Doc: "apiVersion: kubevirt.io/v1\nkind: VirtualMachine\nmetadata: {name: a}\nspec: {}\n",
@@ -375,7 +465,8 @@ func TestRecognizes(t *testing.T) {
 		want             bool
 	}{
 		{"kubevirt.io/v1", "VirtualMachine", true}, {"kubevirt.io/v1alpha3", "VirtualMachineInstance", true},
-		{"kubevirt.io/v1alpha2", "VirtualMachineInstance", true}, {"kubevirt.io/v1alpha2", "VirtualMachine", false},
+		{"kubevirt.io/v1alpha2", "VirtualMachineInstance", true}, {"kubevirt.io/v1alpha2", "VirtualMachine", true},
+		{"kubevirt.io/v1alpha1", "OfflineVirtualMachine", true}, {"kubevirt.io/v1alpha1", "VirtualMachineInstance", false},
 		{"pool.kubevirt.io/v1alpha1", "VirtualMachinePool", true}, {"pool.kubevirt.io/v1beta1", "VirtualMachinePool", true},
 		{"kubevirt.io/v1", "VirtualMachinePool", false}, {"v1", "Pod", false},
 	} {
@@ -394,4 +485,52 @@ func TestHostname(t *testing.T) {
 			t.Errorf("Hostname(%q, %q) = %q, want %q", c[0], c[1], got, c[2])
 		}
 	}
+}
+
+// TestRefusalsSayWhatKubeVirtDoes: every refusal names the object's field
+// and line (platformtest checks the file name and the field) and says what
+// KubeVirt itself does with the input: the webhook's or the API server's
+// own message, or what virt-launcher and the guest do (issue 20 item 7).
+func TestRefusalsSayWhatKubeVirtDoes(t *testing.T) {
+	const ci = "volumes:\n- name: ci\n  cloudInitNoCloud: {userData: \"#!/bin/sh\\n\"}\n"
+	platformtest.Run(t, []platformtest.Case{
+		{Name: "unknown field", Doc: vm("hostnme: x\n" + ci),
+			Errs: []string{"vm.yaml:11: spec.template.spec.hostnme: unknown field: kubectl apply (its strict field validation) and KubeVirt's API server refuse it"}},
+		{Name: "wrong type", Doc: vm("hostname: [x]\n" + ci),
+			Errs: []string{"spec.template.spec.hostname", "the API server refuses the object"}},
+		{Name: "no template", Doc: "apiVersion: kubevirt.io/v1\nkind: VirtualMachine\nmetadata: {name: a}\nspec: {}\n",
+			Errs: []string{"vm.yaml:4: spec.template: required: the VirtualMachineInstance template; KubeVirt's API server refuses a VirtualMachine without one"}},
+		{Name: "no name", Doc: "apiVersion: kubevirt.io/v1\nkind: VirtualMachineInstance\nmetadata: {}\nspec: {domain: {devices: {}}}\n",
+			Errs: []string{"vm.yaml:3: metadata.name: required: the API server refuses an object without a name"}},
+		{Name: "no data", Doc: vm("volumes:\n- name: ci\n  cloudInitNoCloud: {}\n"),
+			Errs: []string{`vm.yaml:13: spec.template.spec.volumes[0].cloudInitNoCloud: needs user data or network data`, `virt-api's webhook refuses the VM ("must have at least one userdatasource or one networkdatasource set")`}},
+		{Name: "two sources", Doc: vm("volumes:\n- name: ci\n  cloudInitNoCloud: {userData: \"#!/bin/sh\\n\", userDataBase64: IyEvYmluL3NoCg==}\n"),
+			Errs: []string{`virt-api's webhook refuses the VM ("must have only one userdatasource set")`}},
+		{Name: "bad base64", Doc: vm("volumes:\n- name: ci\n  cloudInitNoCloud: {networkDataBase64: \"%%\"}\n"),
+			Errs: []string{`spec.template.spec.volumes[0].cloudInitNoCloud.networkDataBase64: not base64: virt-api's webhook refuses the VM ("networkDataBase64 is not a valid base64 value")`}},
+		{Name: "secret not found", Doc: vm("volumes:\n- name: ci\n  cloudInitNoCloud: {secretRef: {name: nope}}\n"),
+			Errs: []string{`spec.template.spec.volumes[0].cloudInitNoCloud.secretRef.name: secret "nope" not found in namespace "ns": KubeVirt's virt-launcher pod mounts it as a volume and does not start without it`}},
+		{Name: "secret without the key", Doc: vm("volumes:\n- name: ci\n  cloudInitNoCloud: {secretRef: {name: s}}\n", secret("s", "user-data", "#!/bin/sh\n")),
+			Errs: []string{`has no key "userdata" or "userData"`, "virt-launcher reads only these keys of the mounted Secret"}},
+		{Name: "secretRef without a name", Doc: vm("volumes:\n- name: ci\n  cloudInitNoCloud: {secretRef: {}}\n"),
+			Errs: []string{"secretRef.name: required: the Secret's name; KubeVirt counts a secretRef without one as no source"}},
+		{Name: "noCloud keys without the volume", Doc: vm("accessCredentials:\n- sshPublicKey: {source: {secret: {secretName: k}}, propagationMethod: {noCloud: {}}}\n"),
+			Errs: []string{`propagationMethod.noCloud: needs a cloudInitNoCloud volume; virt-api's webhook refuses the VM ("requires a noCloud volume to exist when the noCloud propagationMethod is in use")`}},
+		{Name: "keys without a propagation method", Doc: vm(ci + "accessCredentials:\n- sshPublicKey: {source: {secret: {secretName: k}}, propagationMethod: {}}\n"),
+			Errs: []string{`propagationMethod: required: noCloud, configDrive or qemuGuestAgent; virt-api's webhook refuses the VM ("must have exactly one propagationMethod set")`}},
+		{Name: "keys without a Secret", Doc: vm(ci + "accessCredentials:\n- sshPublicKey: {source: {}, propagationMethod: {noCloud: {}}}\n"),
+			Errs: []string{`source.secret.secretName: required: the Secret holding the keys; virt-api's webhook refuses the VM without one ("must have exactly one source set")`}},
+		{Name: "annotation that is no JSON", Doc: "apiVersion: kubevirt.io/v1\nkind: VirtualMachineInstance\nmetadata:\n  name: a\n  annotations:\n    kubevirt.io/ignitiondata: |\n      {\"ignition\": \n",
+			Errs: []string{"not JSON", "KubeVirt passes it to QEMU's fw_cfg unchecked, and the guest's Ignition fails on it at boot"}},
+		{Name: "Ignition user data that is no JSON", Doc: vm("volumes:\n- name: ci\n  cloudInitConfigDrive:\n    userData: |\n      {\"ignition\": {\"version\": \"3.2.0\"},}\n"),
+			Errs: []string{"not JSON", "virt-launcher writes it unchecked as the user data, and the guest's Ignition fails on it at boot"}},
+		{Name: "sysprep with both", Doc: vm("volumes:\n- name: sp\n  sysprep: {configMap: {name: a}, secret: {name: b}}\n"),
+			Errs: []string{"sysprep: sets both configMap and secret: KubeVirt's virt-controller mounts the secret and ignores the configMap; give one"}},
+		{Name: "sysprep with neither", Doc: vm("volumes:\n- name: sp\n  sysprep: {}\n"),
+			Errs: []string{`sysprep: needs configMap or secret; KubeVirt's virt-controller cannot make the VM's pod ("Sysprep must have Secret or ConfigMap reference set")`}},
+		{Name: "sysprep without an answer file", Doc: vm("volumes:\n- name: sp\n  sysprep: {configMap: {name: a}}\n", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: ns}\ndata: {x.xml: \"<a/>\"}\n"),
+			Errs: []string{`virt-launcher does not start the VM ("Sysprep drive should contain autounattend.xml or unattend.xml but neither were found.")`}},
+		{Name: "sysprep answer file that is no XML", Doc: vm("volumes:\n- name: sp\n  sysprep: {configMap: {name: a}}\n", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: ns}\ndata: {unattend.xml: \"<a>\"}\n"),
+			Errs: []string{"is not well-formed XML: KubeVirt delivers it unchecked, and Windows setup would stop on it"}},
+	})
 }

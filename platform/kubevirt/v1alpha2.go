@@ -2,10 +2,8 @@ package kubevirt
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	v1 "kubevirt.io/api/core/v1"
 
@@ -13,64 +11,139 @@ import (
 	"github.com/vminit/vminit/spec"
 )
 
-// v1alpha2VMI is the 2018 kubevirt.io/v1alpha2 VirtualMachineInstance, as
-// KubeVirt's cloud-init design document shows it: cloud-init data on a
-// disk of the domain, not in a volume. kubevirt.io/api has no Go types for
-// it any more (the version was removed in 2019), so the fields it had for
-// cloud-init are declared here; everything else is kept opaque.
-type v1alpha2VMI struct {
-	APIVersion string            `json:"apiVersion"`
-	Kind       string            `json:"kind"`
-	Metadata   metav1.ObjectMeta `json:"metadata"`
-	Spec       struct {
-		Domain struct {
-			Devices struct {
-				Disks []struct {
-					Type      string          `json:"type,omitempty"`
-					Source    json.RawMessage `json:"source,omitempty"`
-					Target    json.RawMessage `json:"target,omitempty"`
-					Cloudinit *struct {
-						Nocloud *struct {
-							UserDataBase64    string `json:"userDataBase64,omitempty"`
-							UserDataSecretRef string `json:"userDataSecretRef,omitempty"`
-						} `json:"nocloud,omitempty"`
-					} `json:"cloudinit,omitempty"`
-				} `json:"disks,omitempty"`
-				Interfaces []json.RawMessage `json:"interfaces,omitempty"`
-			} `json:"devices"`
-			Memory json.RawMessage `json:"memory,omitempty"`
-			OS     json.RawMessage `json:"os,omitempty"`
-			Type   string          `json:"type,omitempty"`
-		} `json:"domain"`
-	} `json:"spec"`
-}
+// kubevirt.io/v1alpha2 as KubeVirt v0.7 to v0.12 (2018-07 to 2019-01)
+// served it. kubevirt.io/api has no Go types for it any more, so it is
+// declared as today's v1 types plus what v1alpha2 had and v1 dropped: a
+// disk names its volume in volumeName (v1 matches them by name), a
+// container image volume is a registryDisk (containerDisk from v0.12),
+// and a disk may be a floppy. KubeVirt's cloud-init design document
+// showed cloud-init data on a disk (disks[].cloudinit.nocloud) under
+// v1alpha2, but no release had that shape (only v0.1.0, under v1alpha1):
+// it is refused as the unknown field it was.
+type (
+	v1alpha2VMI struct {
+		metav1.TypeMeta   `json:",inline"`
+		metav1.ObjectMeta `json:"metadata,omitempty"`
+		Spec              v1alpha2Spec   `json:"spec"`
+		Status            map[string]any `json:"status,omitempty"`
+	}
+	v1alpha2VM struct {
+		metav1.TypeMeta   `json:",inline"`
+		metav1.ObjectMeta `json:"metadata,omitempty"`
+		Spec              struct {
+			Running  *bool `json:"running,omitempty"`
+			Template *struct {
+				metav1.ObjectMeta `json:"metadata,omitempty"`
+				Spec              v1alpha2Spec `json:"spec"`
+			} `json:"template"`
+		} `json:"spec"`
+		Status map[string]any `json:"status,omitempty"`
+	}
+	// v1alpha2Spec's own fields shadow those of the embedded v1 spec
+	// (a field nearer the top wins, for encoding/json as for
+	// jsonfields). vmiSpecFields drops the v1 spec's UnmarshalJSON, which
+	// would otherwise be promoted and decode the v1 shape alone.
+	v1alpha2Spec struct {
+		vmiSpecFields `json:",inline"`
+		Domain        v1alpha2Domain   `json:"domain"`
+		Volumes       []v1alpha2Volume `json:"volumes,omitempty"`
+	}
+	vmiSpecFields  v1.VirtualMachineInstanceSpec
+	v1alpha2Domain struct {
+		v1.DomainSpec `json:",inline"`
+		Devices       struct {
+			v1.Devices `json:",inline"`
+			Disks      []v1alpha2Disk `json:"disks,omitempty"`
+		} `json:"devices"`
+	}
+	v1alpha2Disk struct {
+		v1.Disk    `json:",inline"`
+		VolumeName string `json:"volumeName"`
+		Floppy     *struct {
+			ReadOnly bool   `json:"readonly,omitempty"`
+			Tray     string `json:"tray,omitempty"`
+		} `json:"floppy,omitempty"`
+	}
+	v1alpha2Volume struct {
+		v1.Volume    `json:",inline"`
+		RegistryDisk *v1.ContainerDiskSource `json:"registryDisk,omitempty"`
+	}
+)
 
-// convertV1alpha2 reads a v1alpha2 VMI's NoCloud data with the same rules
-// as today's volumes.
+// convertV1alpha2 reads a v1alpha2 VirtualMachine or VirtualMachineInstance
+// as its v1 equivalent and builds what KubeVirt of its time delivered.
 func convertV1alpha2(ctx context.Context, doc *platform.Document, opts platform.Options) (*platform.Result, error) {
-	var old v1alpha2VMI
-	if err := doc.Decode(&old); err != nil {
-		return nil, err
+	var m vmi
+	var s *v1alpha2Spec
+	switch doc.Kind {
+	case "VirtualMachine":
+		var vm v1alpha2VM
+		if err := decode(doc, &vm); err != nil {
+			return nil, err
+		}
+		t := vm.Spec.Template
+		if t == nil {
+			return nil, spec.Errors{doc.Error("spec.template", templateRequired)}
+		}
+		m = vmi{name: vm.Name, namespace: vm.Namespace, annotations: t.Annotations,
+			annPath: "spec.template.metadata.annotations", path: "spec.template.spec"}
+		s = &t.Spec
+	default:
+		var v v1alpha2VMI
+		if err := decode(doc, &v); err != nil {
+			return nil, err
+		}
+		m = vmi{name: v.Name, namespace: v.Namespace, annotations: v.Annotations, annPath: annotationPrefix, path: "spec"}
+		s = &v.Spec
 	}
-	m := vmi{name: old.Metadata.Name, namespace: opts.NamespaceOf(old.Metadata.Namespace),
-		annotations: old.Metadata.Annotations, annPath: annotationPrefix, spec: &v1.VirtualMachineInstanceSpec{}, path: "spec"}
 	if m.name == "" {
-		return nil, spec.Errors{doc.Error("metadata.name", "required")}
+		return nil, spec.Errors{doc.Error("metadata.name", nameRequired)}
 	}
-	for i, d := range old.Spec.Domain.Devices.Disks {
-		if d.Cloudinit == nil || d.Cloudinit.Nocloud == nil {
-			continue
-		}
-		p := fmt.Sprintf("spec.domain.devices.disks[%d].cloudinit.nocloud", i)
-		if m.legacy != nil {
-			continue
-		}
-		n := d.Cloudinit.Nocloud
-		c := &cloudInit{userDataBase64: n.UserDataBase64, legacyRef: "userDataSecretRef"}
-		if n.UserDataSecretRef != "" {
-			c.userDataSecret = &corev1.LocalObjectReference{Name: n.UserDataSecretRef}
-		}
-		m.legacy, m.legacyPath = c, p
+	m.namespace = opts.NamespaceOf(m.namespace)
+	m.v1alpha2 = true
+	var errs spec.Errors
+	m.spec, errs = s.v1(doc, m.path)
+	if len(errs) > 0 {
+		return nil, errs
 	}
 	return m.convert(ctx, doc, opts)
+}
+
+// v1 is s in today's shape: each disk named after the volume its
+// volumeName names, registryDisk volumes as containerDisk. A volumeName
+// that names no volume, or one two disks name, is refused, as v1alpha2's
+// admission webhook refused it.
+func (s *v1alpha2Spec) v1(doc *platform.Document, path string) (*v1.VirtualMachineInstanceSpec, spec.Errors) {
+	out := v1.VirtualMachineInstanceSpec(s.vmiSpecFields)
+	out.Domain = s.Domain.DomainSpec
+	out.Domain.Devices = s.Domain.Devices.Devices
+	out.Domain.Devices.Disks = nil
+	out.Volumes = nil
+	names := map[string]bool{}
+	for _, v := range s.Volumes {
+		vol := v.Volume
+		if v.RegistryDisk != nil {
+			vol.ContainerDisk = v.RegistryDisk
+		}
+		names[vol.Name] = true
+		out.Volumes = append(out.Volumes, vol)
+	}
+	var errs spec.Errors
+	used := map[string]int{}
+	for i, d := range s.Domain.Devices.Disks {
+		p := fmt.Sprintf("%s.domain.devices.disks[%d].volumeName", path, i)
+		switch other, dup := used[d.VolumeName]; {
+		case !names[d.VolumeName]:
+			errs = append(errs, doc.Error(p, fmt.Sprintf("no volume is named %q: KubeVirt's virt-api webhook refuses the object (%q not found)", d.VolumeName, d.VolumeName)))
+		case dup:
+			errs = append(errs, doc.Error(p, fmt.Sprintf("disks[%d] names volume %q too: KubeVirt's virt-api webhook refuses the object (two disks reference the same volumeName)", other, d.VolumeName)))
+		}
+		if _, dup := used[d.VolumeName]; !dup {
+			used[d.VolumeName] = i
+		}
+		disk := d.Disk
+		disk.Name = d.VolumeName
+		out.Domain.Devices.Disks = append(out.Domain.Devices.Disks, disk)
+	}
+	return &out, errs
 }

@@ -3,9 +3,11 @@ package ovirt
 import (
 	"bytes"
 	"encoding/xml"
+	"errors"
 	"fmt"
 	"io"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"unicode"
@@ -76,23 +78,23 @@ func parseXML(data []byte) (*node, error) {
 		}
 		line, _ := d.InputPos()
 		if err != nil {
-			return nil, fmt.Errorf("line %d: not well-formed XML: %v", line, err)
+			return nil, &lineError{line, "not well-formed XML: " + strings.TrimPrefix(err.Error(), fmt.Sprintf("XML syntax error on line %d: ", line)) + "; the engine answers 400 Bad Request"}
 		}
 		switch t := tok.(type) {
 		case xml.StartElement:
 			if len(stack) >= maxDepth {
-				return nil, fmt.Errorf("line %d: nested more than %d elements deep", line, maxDepth)
+				return nil, &lineError{line, fmt.Sprintf("nested more than %d elements deep; no oVirt representation nests so deep", maxDepth)}
 			}
 			n := newNode(t, line)
 			if len(stack) == 0 {
 				if root != nil {
-					return nil, fmt.Errorf("line %d: a second root element <%s>", line, n.name)
+					return nil, &lineError{line, fmt.Sprintf("a second root element <%s>: not well-formed XML; the engine answers 400 Bad Request", n.name)}
 				}
 				root = n
 			} else {
 				p := stack[len(stack)-1].n
 				if len(p.children) == spec.MaxListEntries {
-					return nil, fmt.Errorf("line %d: <%s> holds more than %d elements; the limit is that of each list of a spec", p.line, p.name, spec.MaxListEntries)
+					return nil, &lineError{p.line, fmt.Sprintf("<%s> holds more than %d elements; the limit is that of each list of a spec", p.name, spec.MaxListEntries)}
 				}
 				p.children = append(p.children, n)
 			}
@@ -113,6 +115,15 @@ func parseXML(data []byte) (*node, error) {
 	}
 	return root, nil
 }
+
+// lineError is a problem at a line of the body (1-based) that keeps it
+// from being read at all.
+type lineError struct {
+	line int
+	msg  string
+}
+
+func (e *lineError) Error() string { return fmt.Sprintf("line %d: %s", e.line, e.msg) }
 
 // openElement is an element parseXML has not seen the end of, and the
 // text read in it so far.
@@ -158,7 +169,7 @@ func parseJSON(data []byte) (*node, error) {
 
 func fromYAML(n *node, y *yaml.Node, depth int) error {
 	if depth > maxDepth {
-		return fmt.Errorf("line %d: nested more than %d deep", y.Line, maxDepth)
+		return &lineError{y.Line, fmt.Sprintf("nested more than %d deep; no oVirt representation nests so deep", maxDepth)}
 	}
 	switch y.Kind {
 	case yaml.ScalarNode:
@@ -183,7 +194,7 @@ func fromYAML(n *node, y *yaml.Node, depth int) error {
 			n.children = append(n.children, c)
 		}
 	case yaml.SequenceNode:
-		return fmt.Errorf("line %d: a list where an object or value belongs", y.Line)
+		return &lineError{y.Line, "a list where an object or value belongs"}
 	}
 	return nil
 }
@@ -234,7 +245,9 @@ func (d *decoder) errorf(n *node, path, format string, args ...any) {
 	if n != nil {
 		line = n.line
 	}
-	d.errs = append(d.errs, &spec.FieldError{File: d.doc.File, Line: d.doc.Line + line - 1, Field: path, Message: fmt.Sprintf(format, args...)})
+	e := d.doc.Error(path, fmt.Sprintf(format, args...))
+	e.Line = d.doc.Line + line - 1
+	d.errs = append(d.errs, e)
 }
 
 // check reports the children of n that the go-ovirt type of v does not
@@ -500,12 +513,55 @@ func DecodeBody(doc *platform.Document) (Body, error) {
 		root, err = parseJSON(doc.Raw)
 	}
 	if err != nil {
-		return Body{}, spec.Errors{{File: doc.File, Line: doc.Line, Message: err.Error()}}
+		e := &spec.FieldError{File: doc.File, Line: doc.Line, Message: err.Error(), Object: guessRoot(doc)}
+		var le *lineError
+		if errors.As(err, &le) {
+			e.Line, e.Message = doc.Line+le.line-1, le.msg
+		}
+		return Body{}, spec.Errors{e}
 	}
+	doc.SetObject(bodyObject(root))
 	d := &decoder{doc: doc}
 	body := d.decodeBody(root)
 	if len(d.errs) > 0 {
 		return Body{}, d.errs
 	}
 	return body, nil
+}
+
+// bodyObject names the object a body represents, for its problems:
+// "vm/myvm", "template/NAME", "vm_pool/NAME", or "action" (a start action,
+// whose VM is named in its URL, when its vm names none).
+func bodyObject(root *node) string {
+	named := root
+	if root.name == "action" {
+		named = root.child("vm")
+	}
+	if named != nil {
+		if n := named.child("name"); n != nil && strings.TrimSpace(n.text) != "" {
+			if named != root {
+				return root.name + " for vm/" + strings.TrimSpace(n.text)
+			}
+			return root.name + "/" + strings.TrimSpace(n.text)
+		}
+	}
+	return root.name
+}
+
+// xmlRootRE finds the root element of a body that does not parse.
+var xmlRootRE = regexp.MustCompile(`<([A-Za-z_][A-Za-z0-9_.-]*)[\s/>]`)
+
+// guessRoot names the object of a body that does not parse by its root
+// element (XML), or as the vm or action its JSON would be.
+func guessRoot(doc *platform.Document) string {
+	if doc.Format == platform.XML {
+		if m := xmlRootRE.FindSubmatch(doc.Raw); m != nil {
+			return string(m[1])
+		}
+		return "vm"
+	}
+	if strings.Contains(string(doc.Raw), `"vm"`) {
+		return "action"
+	}
+	return "vm"
 }

@@ -35,7 +35,7 @@ func ignitionGuest(b *platform.Builder, in *ovirtsdk.Initialization, ip, script 
 		if se.Line == 1 {
 			col += len(lead) - strings.LastIndexByte(lead, '\n') - 1
 		}
-		b.TextErrorf(ip+".custom_script", line, col, "not JSON: %v", se.Err)
+		b.TextErrorf(ip+".custom_script", line, col, "not JSON: %v (the engine's IgnitionHandler cannot parse it either: the VM does not start)", se.Err)
 		return
 	case err != nil:
 		b.Errorf(ip+".custom_script", "%v", err)

@@ -23,7 +23,7 @@ func TestXMLListLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = Decode(docs[0])
-	if err == nil || !strings.Contains(err.Error(), "vm.xml:1: line 8: <nics> holds more than 10000 elements") {
+	if err == nil || !strings.Contains(err.Error(), "vm.xml:8: <nics> holds more than 10000 elements") {
 		t.Fatalf("%v", err)
 	}
 }

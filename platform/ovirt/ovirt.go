@@ -167,7 +167,9 @@ func Convert(_ context.Context, doc *platform.Document, opts platform.Options) (
 // unsupportedWindows is the refusal of a body the engine would give
 // sysprep rather than cloud-init or Ignition.
 func unsupportedWindows(doc *platform.Document, field, msg string) error {
-	return spec.Errors{{File: doc.File, Line: doc.LineOf(field), Field: field, Message: msg, Cause: platform.ErrUnsupported}}
+	e := doc.Error(field, msg)
+	e.Cause = platform.ErrUnsupported
+	return spec.Errors{e}
 }
 
 // windowsAccount refuses, as unsupported, a body without an OS type whose
@@ -294,7 +296,9 @@ func cloudInitGuest(b *platform.Builder, vm *ovirtsdk.Vm, in *ovirtsdk.Initializ
 		}
 		var err error
 		if ud, err = cloudinit.Combine(ud, user); err != nil {
-			b.Errorf(ip+".custom_script", "%v", err)
+			// A script that is no YAML: oVirt's appended text breaks the
+			// whole cloud-config, which cloud-init then ignores.
+			b.Errorf(ip+".custom_script", "%v (oVirt appends the script to the YAML it writes, which cloud-init then cannot read: the guest gets none of it)", err)
 			return
 		}
 	}
@@ -328,11 +332,11 @@ func network(b *platform.Builder, vm *ovirtsdk.Vm, in *ovirtsdk.Initialization, 
 		p := fmt.Sprintf("%s.nic_configurations.nic_configuration[%d]", ip, i)
 		name, _ := nc.Name()
 		if name == "" {
-			b.Errorf(p+".name", "required: the guest's interface name")
+			b.Errorf(p+".name", "required: the guest's interface name (oVirt writes the settings under no name, for no interface of the guest)")
 			continue
 		}
 		if onBoot, ok := nc.OnBoot(); ok && !onBoot {
-			b.Errorf(p+".on_boot", "false: oVirt refuses cloud-init network settings that do not start on boot")
+			b.Errorf(p+".on_boot", "false: oVirt refuses cloud-init network settings that do not start on boot (the engine does not run the VM: 'Start on boot' must be true)")
 			continue
 		}
 		e := spec.Ethernet{Match: &spec.Match{Name: name}}
@@ -383,13 +387,13 @@ func address(b *platform.Builder, f family, p string, it *spec.Interface) {
 			addr, _ = a.Address()
 		}
 		if addr == "" {
-			b.Errorf(p+"."+f.ipKey+".address", "required with %s static (oVirt refuses it otherwise)", f.protoField)
+			b.Errorf(p+"."+f.ipKey+".address", "required with %s static (the engine does not run the VM without it)", f.protoField)
 			return
 		}
 		mask, _ := a.Netmask()
 		prefix, err := prefixLen(mask, f.v6)
 		if err != nil {
-			b.Errorf(p+"."+f.ipKey+".netmask", "%v", err)
+			b.Errorf(p+"."+f.ipKey+".netmask", "%v (oVirt writes it into network_data.json as given, which cloud-init cannot read)", err)
 			return
 		}
 		it.Addresses = append(it.Addresses, fmt.Sprintf("%s/%d", addr, prefix))
@@ -401,7 +405,7 @@ func address(b *platform.Builder, f family, p string, it *spec.Interface) {
 	case "", ovirtsdk.BOOTPROTOCOL_NONE:
 	case ovirtsdk.BOOTPROTOCOL_AUTOCONF, ovirtsdk.BOOTPROTOCOL_POLY_DHCP_AUTOCONF:
 		if f.v6 {
-			b.Errorf(p+"."+f.protoField, "%q: oVirt refuses IPv6 autoconf for cloud-init", proto)
+			b.Errorf(p+"."+f.protoField, "%q: oVirt refuses IPv6 autoconf for cloud-init (the engine does not run the VM)", proto)
 		} else {
 			b.Errorf(p+"."+f.protoField, "%q is for IPv6; IPv4 is dhcp, static or none", proto)
 		}

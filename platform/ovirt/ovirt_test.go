@@ -180,12 +180,12 @@ func TestNetwork(t *testing.T) {
 				"      <nic_configuration><name>eth1</name><boot_protocol>autoconf</boot_protocol></nic_configuration>\n"+
 				"      <nic_configuration><name>eth1</name><boot_protocol>static</boot_protocol><ip><address>192.0.2.9</address><netmask>255.0.255.0</netmask></ip></nic_configuration>\n"), nics),
 			Errs: []string{
-				"nic_configuration[0].on_boot: false: oVirt refuses cloud-init network settings that do not start on boot",
-				"nic_configuration[1].ip.address: required with boot_protocol static",
-				"nic_configuration[3].name: required",
-				`nic_configuration[4].ipv6_boot_protocol: "autoconf": oVirt refuses IPv6 autoconf`,
+				"nic_configuration[0].on_boot: false: oVirt refuses cloud-init network settings that do not start on boot (the engine does not run the VM: 'Start on boot' must be true)",
+				"nic_configuration[1].ip.address: required with boot_protocol static (the engine does not run the VM without it)",
+				"nic_configuration[3].name: required: the guest's interface name (oVirt writes the settings under no name, for no interface of the guest)",
+				`nic_configuration[4].ipv6_boot_protocol: "autoconf": oVirt refuses IPv6 autoconf for cloud-init (the engine does not run the VM)`,
 				`nic_configuration[5].boot_protocol: "autoconf" is for IPv6`,
-				`nic_configuration[6].ip.netmask: "255.0.255.0" is not a netmask`}},
+				`nic_configuration[6].ip.netmask: "255.0.255.0" is not a netmask (255.255.255.0) or prefix length (0-32) (oVirt writes it into network_data.json as given, which cloud-init cannot read)`}},
 	})
 }
 
@@ -219,7 +219,7 @@ func TestIgnitionGuest(t *testing.T) {
 				platformtest.Eq(t, "agent", s.Agent, spec.AgentIgnition)
 			}},
 		{Name: "not JSON: the file's line", Doc: vm("    <custom_script>\n{\n  \"ignition\": {\"version\": \"3.0.0\"},\n  \"passwd\": [,]\n}\n</custom_script>\n", rhcos),
-			Errs: []string{"vm.yaml:8: vm.initialization.custom_script: column 14: not JSON: invalid character ','"}},
+			Errs: []string{"vm.yaml:8: vm.initialization.custom_script: column 14: not JSON: invalid character ','", "(the engine's IgnitionHandler cannot parse it either: the VM does not start) (in vm/"}},
 		{Name: "not JSON, JSON document", Doc: `{"name": "a", "os": {"type": "rhcos_x64"}, "initialization": {"custom_script": "{\"ignition\": ]"}}`,
 			Errs: []string{"vm.initialization.custom_script: line 1, column 14 of its text: not JSON"}},
 	})

@@ -29,26 +29,28 @@ const maxVCPUCount = 255
 
 // domainSettingInfo is one of Virtlet's domain annotations: what it sets,
 // and check, which refuses what Virtlet refuses when it starts the pod
-// (nil: Virtlet takes any value).
+// (nil: Virtlet takes any value), or, when virtlet says what else Virtlet
+// does with it, a value that would silently not do what it says.
 type domainSettingInfo struct {
 	name, sets string
 	check      func(string) error
+	virtlet    string // what Virtlet does with a value check refuses; "": virtletRefuses
 }
 
 // domainSettings are checked as Virtlet checks them, so that a pod Virtlet
 // would not start is not built, and otherwise noted as ignored: a seed
 // cannot set them, whoever runs the VM does.
 var domainSettings = []domainSettingInfo{
-	{AnnotationVCPUCount, "the number of virtual CPUs", checkVCPUCount},
-	{AnnotationDiskDriver, "the disk bus", oneOf("virtio", "scsi")},
-	{AnnotationCPUModel, "the CPU model", oneOf(CPUModelHostModel)},
-	{AnnotationCPUSetting, "libvirt's <cpu> element", checkYAMLMapping},
-	{AnnotationRootVolumeSize, "the root volume's size", checkQuantity},
-	{AnnotationChown9pfsMounts, "the ownership of 9pfs mounts", oneOf("true", "false")},
+	{AnnotationVCPUCount, "the number of virtual CPUs", checkVCPUCount, ""},
+	{AnnotationDiskDriver, "the disk bus", oneOf("virtio", "scsi"), ""},
+	{AnnotationCPUModel, "the CPU model", oneOf(CPUModelHostModel), ""},
+	{AnnotationCPUSetting, "libvirt's <cpu> element", checkYAMLMapping, ""},
+	{AnnotationRootVolumeSize, "the root volume's size", checkQuantity, ""},
+	{AnnotationChown9pfsMounts, "the ownership of 9pfs mounts", oneOf("true", "false"), flagSilent},
 	// Virtlet's meta-data keeps instance-id <pod>.<namespace> whatever the
 	// SMBIOS UUID is (pkg/libvirttools/cloudinit.go), and cloud-init's
 	// NoCloud and ConfigDrive take the instance-id from the seed.
-	{AnnotationSystemUUID, "the SMBIOS system UUID; the instance-id stays <pod>.<namespace>, as in Virtlet's meta-data", checkUUID},
+	{AnnotationSystemUUID, "the SMBIOS system UUID; the instance-id stays <pod>.<namespace>, as in Virtlet's meta-data", checkUUID, ""},
 }
 
 // CPUModelHostModel is the one VirtletCPUModel Virtlet accepts.
@@ -76,7 +78,11 @@ func domainNames() []string {
 func (c *conv) domainSetting(d domainSettingInfo) {
 	v := c.pod.Annotations[d.name]
 	if err := d.check(v); err != nil {
-		c.b.Errorf(ann(d.name), "%q: %v (Virtlet refuses to start the pod)", v, err)
+		what := d.virtlet
+		if what == "" {
+			what = virtletRefuses
+		}
+		c.b.Errorf(ann(d.name), "%q: %v (%s)", v, err, what)
 		return
 	}
 	c.b.Warnf(ann(d.name), "ignored (not first-boot data): Virtlet applies it to the VM it defines (%s)", d.sets)

@@ -116,14 +116,33 @@ func Recognizes(apiVersion, kind string) bool { return apiVersion == "v1" && kin
 
 func ann(name string) string { return fmt.Sprintf("metadata.annotations[%q]", name) }
 
+// What the platform does with a refused input, which each refusal says
+// (Virtlet's pkg/metadata/types/annotations.go and
+// pkg/libvirttools/extdata.go; the kubelet's and the API server's own).
+const (
+	// virtletRefuses: loadAnnotations fails, and with it CreateContainer
+	// (the kubelet retries; the VM never starts).
+	virtletRefuses = "Virtlet refuses to start the pod: its CreateContainer fails"
+	// kubeletWaits: a pod's ConfigMap, Secret or env reference is missing.
+	kubeletWaits = "the kubelet does not start the pod while it is missing"
+	// apiRefuses: pod validation.
+	apiRefuses = "the API server refuses such a pod"
+	// flagSilent: Virtlet's boolean annotations are == "true".
+	flagSilent = `Virtlet reads anything but "true" as false, silently`
+)
+
+// withBehaviour adds what the platform does to a reference error,
+// keeping it matchable (errors.Is ErrNotFound, ErrMissingKey).
+func withBehaviour(err error, what string) error { return fmt.Errorf("%w (%s)", err, what) }
+
 // Convert converts a Virtlet VM pod.
 func Convert(ctx context.Context, doc *platform.Document, opts platform.Options) (*platform.Result, error) {
 	var pod corev1.Pod
 	if err := doc.Decode(&pod); err != nil {
-		return nil, err
+		return nil, decodeError(err)
 	}
 	if pod.Name == "" {
-		return nil, spec.Errors{doc.Error("metadata.name", "required")}
+		return nil, spec.Errors{doc.Error("metadata.name", "required: "+apiRefuses)}
 	}
 	ns := opts.NamespaceOf(pod.Namespace)
 	a := pod.Annotations
@@ -141,7 +160,7 @@ func Convert(ctx context.Context, doc *platform.Document, opts platform.Options)
 	case "configdrive":
 		s.Datasource = spec.DatasourceConfigDrive
 	default:
-		b.Errorf(ann(AnnotationImageType), "%q: want nocloud or configdrive", a[AnnotationImageType])
+		b.Errorf(ann(AnnotationImageType), "%q: want nocloud or configdrive (%s)", a[AnnotationImageType], virtletRefuses)
 	}
 	s.Hostname = pod.Name
 	b.From("spec.hostname", "metadata.name")
@@ -170,6 +189,18 @@ func Convert(ctx context.Context, doc *platform.Document, opts platform.Options)
 		c.userData(overwrite, mountLines)
 	}
 	return b.Finish(fmt.Sprintf("Virtlet Pod %s/%s", ns, pod.Name))
+}
+
+// decodeError says, of each problem strict decoding finds in a pod (an
+// unknown or duplicated field, a value of the wrong type), that the API
+// server refuses it too: kubectl's default strict field validation.
+func decodeError(err error) error {
+	for _, e := range spec.AsErrors(err) {
+		if e.Message == "unknown field" || e.Message == "given twice" || strings.HasPrefix(e.Message, "want ") || strings.HasPrefix(e.Message, "wrong type") {
+			e.Message += " (" + apiRefuses + ": kubectl's strict field validation)"
+		}
+	}
+	return err
 }
 
 // known are the annotations vminit reads for the guest's first boot.
@@ -225,7 +256,7 @@ func (c *conv) flag(name string) bool {
 	case "true":
 		return true
 	default:
-		c.b.Errorf(ann(name), "%q: want \"true\" or \"false\"", v)
+		c.b.Errorf(ann(name), "%q: want \"true\" or \"false\" (%s)", v, flagSilent)
 		return false
 	}
 }
@@ -238,7 +269,7 @@ func (c *conv) yamlMap(name string) map[string]any {
 	}
 	var m map[string]any
 	if err := yamlbound.Unmarshal([]byte(text), &m, spec.FieldYAML); err != nil {
-		c.b.Errorf(ann(name), "%s", yamlbound.Describe(err, "not a YAML mapping"))
+		c.b.Errorf(ann(name), "%s (%s)", yamlbound.Describe(err, "not a YAML mapping"), virtletRefuses)
 		return nil
 	}
 	return m
@@ -273,7 +304,7 @@ func (c *conv) metaData() {
 			}
 			c.b.From("spec.hostname", p)
 		case "public-keys", "public_keys":
-			c.b.Errorf(p, "%s: give SSH keys with %s or %s", k, AnnotationSSHKeys, AnnotationSSHKeySource)
+			c.b.Errorf(p, "%s: give SSH keys with %s or %s (Virtlet writes this meta-data key over theirs)", k, AnnotationSSHKeys, AnnotationSSHKeySource)
 		default:
 			if s.CloudInit.MetaData == nil {
 				s.CloudInit.MetaData = map[string]any{}
@@ -293,17 +324,17 @@ func (c *conv) source(name string, allowKey bool) (*platform.Source, string, boo
 		if allowKey {
 			form = "configmap/NAME[/KEY] or secret/NAME[/KEY]"
 		}
-		c.b.Errorf(ann(name), "%q: want %s", v, form)
+		c.b.Errorf(ann(name), "%q: want %s (%s)", v, form, virtletRefuses)
 		return nil, "", false
 	}
 	kind := strings.ToLower(parts[0])
 	if kind != "configmap" && kind != "secret" {
-		c.b.Errorf(ann(name), "%q: the kind is configmap or secret, not %q", v, parts[0])
+		c.b.Errorf(ann(name), "%q: the kind is configmap or secret, not %q (%s)", v, parts[0], virtletRefuses)
 		return nil, "", false
 	}
 	src, err := platform.Fetch(c.ctx, c.opts.Resolver, kind, c.ns, parts[1])
 	if err != nil {
-		c.b.Err(ann(name), err)
+		c.b.Err(ann(name), withBehaviour(err, virtletRefuses))
 		return nil, "", false
 	}
 	key := ""
@@ -333,7 +364,7 @@ func (c *conv) sshKeys() {
 				key = defaultSSHKeysKey
 			}
 			if _, data, err := src.Key(key); err != nil {
-				c.b.Err(ann(AnnotationSSHKeySource), err)
+				c.b.Err(ann(AnnotationSSHKeySource), withBehaviour(err, "Virtlet reads a missing key as empty: the VM gets no SSH key, silently"))
 			} else {
 				for _, k := range splitKeys(string(data)) {
 					c.b.From(fmt.Sprintf("spec.sshAuthorizedKeys[%d]", len(s.SSHAuthorizedKeys)), ann(AnnotationSSHKeySource))
@@ -351,7 +382,7 @@ func (c *conv) sshKeys() {
 // container is the VM's container: Virtlet runs one per pod.
 func (c *conv) container() *corev1.Container {
 	if len(c.pod.Spec.Containers) == 0 {
-		c.b.Errorf("spec.containers", "required: the VM's container")
+		c.b.Errorf("spec.containers", "required: the VM's container (%s)", apiRefuses)
 		return nil
 	}
 	if len(c.pod.Spec.Containers) > 1 {
@@ -371,12 +402,12 @@ func (c *conv) env(ct *corev1.Container) {
 		if e.ValueFrom != nil {
 			var err error
 			if v, err = c.valueFrom(e.ValueFrom); err != nil {
-				c.b.Err(p+".valueFrom", err)
+				c.b.Err(p+".valueFrom", withBehaviour(err, kubeletWaits))
 				continue
 			}
 		}
 		if strings.ContainsAny(v, "\n\x00") {
-			c.b.Errorf(p, "the value has a newline or NUL, which an environment file cannot hold")
+			c.b.Errorf(p, "the value has a newline or NUL, which an environment file cannot hold (Virtlet writes it unquoted: its next line becomes a line of the file of its own)")
 			continue
 		}
 		fmt.Fprintf(&sb, "%s=%s\n", e.Name, quoteEnv(v))
@@ -417,7 +448,7 @@ func (c *conv) addFile(p string, mode uint32, data []byte, from string) {
 	s := &c.b.Instance.Spec
 	for _, f := range s.Files {
 		if f.Path == p {
-			c.b.Errorf(from, "writes %s, which is already written", p)
+			c.b.Errorf(from, "writes %s, which is already written (Virtlet writes both; cloud-init keeps the last)", p)
 			return
 		}
 	}
@@ -458,7 +489,7 @@ func (c *conv) volumes(ct *corev1.Container) []string {
 		p := fmt.Sprintf("spec.containers[0].volumeMounts[%d]", i)
 		vi, ok := vols[vm.Name]
 		if !ok {
-			c.b.Errorf(p+".name", "no volume %q in spec.volumes", vm.Name)
+			c.b.Errorf(p+".name", "no volume %q in spec.volumes (%s)", vm.Name, apiRefuses)
 			continue
 		}
 		v := &c.pod.Spec.Volumes[vi]
@@ -467,14 +498,14 @@ func (c *conv) volumes(ct *corev1.Container) []string {
 		case v.ConfigMap != nil:
 			src, err := platform.Fetch(c.ctx, c.opts.Resolver, "configmap", c.ns, v.ConfigMap.Name)
 			if err != nil {
-				c.b.Err(vp+".configMap.name", err)
+				c.b.Err(vp+".configMap.name", withBehaviour(err, kubeletWaits))
 				continue
 			}
 			c.keysAsFiles(src, vm.MountPath, v.ConfigMap.Items, v.ConfigMap.DefaultMode, vp+".configMap")
 		case v.Secret != nil:
 			src, err := platform.Fetch(c.ctx, c.opts.Resolver, "secret", c.ns, v.Secret.SecretName)
 			if err != nil {
-				c.b.Err(vp+".secret.secretName", err)
+				c.b.Err(vp+".secret.secretName", withBehaviour(err, kubeletWaits))
 				continue
 			}
 			c.keysAsFiles(src, vm.MountPath, v.Secret.Items, v.Secret.DefaultMode, vp+".secret")
@@ -486,7 +517,7 @@ func (c *conv) volumes(ct *corev1.Container) []string {
 				dev += "1"
 			case "raw", "ceph":
 			default:
-				c.b.Errorf(vp+".flexVolume.options.type", "%q: Virtlet's flexvolumes are qcow2, raw or ceph", t)
+				c.b.Errorf(vp+".flexVolume.options.type", "%q: Virtlet's flexvolumes are qcow2, raw or ceph (%s)", t, virtletRefuses)
 				continue
 			}
 			if s := &c.b.Instance.Spec; !c.only {
@@ -524,7 +555,7 @@ func (c *conv) keysAsFiles(src *platform.Source, dir string, items []corev1.KeyT
 		data, ok := src.Data[it.Key]
 		if !ok {
 			_, _, err := src.Key(it.Key)
-			c.b.Err(fmt.Sprintf("%s.items[%d].key", from, i), err)
+			c.b.Err(fmt.Sprintf("%s.items[%d].key", from, i), withBehaviour(err, kubeletWaits))
 			continue
 		}
 		m := mode
@@ -552,7 +583,7 @@ func (c *conv) filesFromSource() {
 		}
 		fp, ok := src.Data[k+"_path"]
 		if !ok {
-			c.b.Errorf(p, "%s %q: key %q has no %q giving its path", src.Kind, src.Name, k, k+"_path")
+			c.b.Errorf(p, "%s %q: key %q has no %q giving its path (%s)", src.Kind, src.Name, k, k+"_path", virtletRefuses)
 			continue
 		}
 		data := src.Data[k]
@@ -560,13 +591,13 @@ func (c *conv) filesFromSource() {
 		case "", "base64":
 			d, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(data)))
 			if err != nil {
-				c.b.Errorf(p, "%s %q: key %q is not base64 (set %q to plain for text): %v", src.Kind, src.Name, k, k+"_encoding", err)
+				c.b.Errorf(p, "%s %q: key %q is not base64 (set %q to plain for text): %v (%s)", src.Kind, src.Name, k, k+"_encoding", err, virtletRefuses)
 				continue
 			}
 			data = d
 		case "plain":
 		default:
-			c.b.Errorf(p, "%s %q: %s is %q; want base64 or plain", src.Kind, src.Name, k+"_encoding", enc)
+			c.b.Errorf(p, "%s %q: %s is %q; want base64 or plain (%s)", src.Kind, src.Name, k+"_encoding", enc, virtletRefuses)
 			continue
 		}
 		c.addFile(path.Clean("/"+string(fp)), 0o644, data, p)
@@ -593,7 +624,7 @@ func (c *conv) wholeUserData() (string, bool) {
 		return "", false
 	}
 	if _, ok := a[AnnotationUserDataSource]; !ok {
-		c.b.Errorf(ann(AnnotationUserDataSourceKey), "needs %s", AnnotationUserDataSource)
+		c.b.Errorf(ann(AnnotationUserDataSourceKey), "needs %s (%s)", AnnotationUserDataSource, virtletRefuses)
 		return "", false
 	}
 	if _, ok := a[AnnotationUserData]; ok {
@@ -606,7 +637,7 @@ func (c *conv) wholeUserData() (string, bool) {
 	data, ok := src.Data[key]
 	if !ok {
 		_, _, err := src.Key(key)
-		c.b.Err(ann(AnnotationUserDataSourceKey), err)
+		c.b.Err(ann(AnnotationUserDataSourceKey), withBehaviour(err, virtletRefuses))
 		return "", false
 	}
 	switch enc := a[AnnotationUserDataEncoding]; enc {
@@ -614,12 +645,12 @@ func (c *conv) wholeUserData() (string, bool) {
 	case "base64":
 		d, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(data)))
 		if err != nil {
-			c.b.Errorf(ann(AnnotationUserDataSourceKey), "key %q is not base64 (%s: base64): %v", key, AnnotationUserDataEncoding, err)
+			c.b.Errorf(ann(AnnotationUserDataSourceKey), "key %q is not base64 (%s: base64): %v (%s)", key, AnnotationUserDataEncoding, err, virtletRefuses)
 			return "", false
 		}
 		data = d
 	default:
-		c.b.Errorf(ann(AnnotationUserDataEncoding), "%q: want plain or base64", enc)
+		c.b.Errorf(ann(AnnotationUserDataEncoding), "%q: want plain or base64 (%s)", enc, virtletRefuses)
 		return "", false
 	}
 	return string(data), true

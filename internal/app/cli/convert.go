@@ -37,7 +37,8 @@ first boot), and writes the same configuration:
   --allow-partial makes those warnings. Nothing is dropped silently.
 
 Given a KubeVirt VirtualMachine, VirtualMachineInstance or VirtualMachinePool,
-a Virtlet Pod, an oVirt vm (XML or JSON) or a Cluster API KubeadmConfig (with
+a Virtlet Pod, an oVirt vm (XML or JSON) or a Cluster API KubeadmConfig,
+KubeadmConfigTemplate or KubeadmControlPlane(Template) (--machine NAME; with
 the Secrets and ConfigMaps it refers to, in the same files, --objects files or
 the cluster of --kubeconfig), --to spec prints the vminit spec the object
 means: building that spec gives the same bytes as building the object.

@@ -40,6 +40,11 @@ type inputFlags struct {
 	poolIndex         int
 	name              string
 	object            string
+	// Cluster API: the machine built and its join discovery.
+	machine              string
+	bootstrapToken       string
+	controlPlaneEndpoint string
+	caCertHashes         []string
 }
 
 func (f *inputFlags) register(cmd *cobra.Command) {
@@ -63,7 +68,11 @@ func (f *inputFlags) registerFiles(cmd *cobra.Command) {
 	fl.StringArrayVar(&f.objects, "objects", nil, "a YAML file of Secrets and ConfigMaps that platform objects refer to (repeatable)")
 	fl.StringVar(&f.passwordSalt, "password-salt", "", "oVirt: hash root_password with SHA-512 crypt and this salt (1-16 of [./A-Za-z0-9]), reproducibly")
 	fl.StringVar(&f.kubernetesVersion, "kubernetes-version", "", "Cluster API: the Kubernetes version the kubeadm configuration is for (default "+capi.DefaultKubernetesVersion+")")
-	fl.IntVar(&f.poolIndex, "pool-index", 0, "KubeVirt VirtualMachinePool: which member to build; a StatefulSet of Virtlet pods: which ordinal")
+	fl.IntVar(&f.poolIndex, "pool-index", 0, "KubeVirt VirtualMachinePool: which member to build; a StatefulSet of Virtlet pods: which ordinal; a Cluster API KubeadmControlPlane: which machine (0 inits the cluster, the others join it)")
+	fl.StringVar(&f.machine, "machine", "", "Cluster API: the name of the machine to build (its host name and instance id); a template's machines each need their own")
+	fl.StringVar(&f.bootstrapToken, "bootstrap-token", "", "Cluster API: the kubeadm bootstrap token a joining machine uses when its object has none (CABPK creates one)")
+	fl.StringVar(&f.controlPlaneEndpoint, "control-plane-endpoint", "", "Cluster API: HOST:PORT of the cluster's API server a joining machine discovers it at, when its object has none (CABPK takes the Cluster's)")
+	fl.StringArrayVar(&f.caCertHashes, "ca-cert-hash", nil, "Cluster API: sha256:HEX of the cluster CA's public key, for a joining machine whose object has none (repeatable; CABPK takes the Cluster's CA)")
 	fl.StringVar(&f.name, "name", "", "the instance name when the input gives none (an oVirt start action, whose VM is named in the URL; a cloud-config without hostname)")
 	fl.StringVar(&f.object, "object", "", "the object to use when the files hold several VMs: NAME or KIND/NAME (validate without it checks every one)")
 }
@@ -105,6 +114,10 @@ func (f *inputFlags) loadOne(cmd *cobra.Command, paths []string) (*specInput, er
 	names := make([]string, len(all))
 	for i, in := range all {
 		names[i] = in.name
+		if r := in.result; r != nil && r.Key != "" {
+			// What --object takes, and where the object is.
+			names[i] = r.Key + " at " + r.Where
+		}
 	}
 	return nil, usagef("%s: %d VMs (%s); this command makes one: pick it with --object NAME or KIND/NAME", strings.Join(paths, ", "), len(all), strings.Join(names, "; "))
 }
@@ -168,6 +181,7 @@ func (f *inputFlags) load(cmd *cobra.Command, paths []string) ([]*specInput, err
 		return out, nil
 	}
 	opts := platform.Options{Namespace: f.namespace, PasswordSalt: f.passwordSalt, KubernetesVersion: f.kubernetesVersion, PoolIndex: f.poolIndex, Name: f.name, Object: f.object,
+		Machine: f.machine, BootstrapToken: f.bootstrapToken, ControlPlaneEndpoint: f.controlPlaneEndpoint, CACertHashes: f.caCertHashes,
 		// A namespace chosen (-n, or the cluster's) is the only one read
 		// from: an object may not point the command at another's Secrets.
 		Confined: f.namespace != "" || f.kubeconfig != ""}
@@ -189,9 +203,15 @@ func (f *inputFlags) load(cmd *cobra.Command, paths []string) ([]*specInput, err
 	if err != nil {
 		return nil, err
 	}
+	warned := map[string]bool{}
 	for _, r := range results {
 		for _, w := range r.Warnings {
-			fmt.Fprintf(cmd.ErrOrStderr(), "vminit: warning: %s\n", w)
+			// Once: each VM of a file carries the notes of the documents
+			// skipped beside it.
+			if !warned[w] {
+				warned[w] = true
+				fmt.Fprintf(cmd.ErrOrStderr(), "vminit: warning: %s\n", w)
+			}
 		}
 		out = append(out, &specInput{inst: r.Instance, name: r.Object, result: r})
 	}
@@ -263,8 +283,12 @@ func (f *inputFlags) loadSpec(path, name string, data []byte) (*specInput, error
 }
 
 // locate gives problems found after loading (by a renderer or a check)
-// the input's name and, for a spec whose field has one, its line.
+// the input's name and, for a spec whose field has one, its line; for a
+// platform object, the object's field they came from, its line and the
+// object (platform.Result.Locate).
 func (in *specInput) locate(es spec.Errors) spec.Errors {
+	// A platform object's instance: the object's field, line and name.
+	es = in.result.Locate(es)
 	var pos *spec.Positions
 	for _, e := range es {
 		if e.File != "" {

@@ -2,17 +2,14 @@ package cli
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/tls"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"net/url"
 	"os"
@@ -39,7 +36,9 @@ type adminClient struct {
 	certFile, keyFile string
 	token             string
 	http              *http.Client
-	api               *admin.Client
+	// api is the admin API of --server, or in process the operations on
+	// a cluster's store (--kubeconfig).
+	api admin.API
 	// cluster holds --kubeconfig, --context and --namespace: without
 	// --server, the instances are that cluster's Instance objects.
 	cluster *inputFlags
@@ -125,9 +124,9 @@ func (c *adminClient) setup(ctx context.Context) error {
 }
 
 // setupCluster makes the instances those of a cluster: a Kubernetes store
-// (mdserver/kubestore) of the namespace, behind the admin API's own
-// handler called in-process, so that every command means the same against
-// a cluster as against a server.
+// (mdserver/kubestore) of the namespace, through the admin API's own
+// operations (admin.Local) in process, so that every command means the
+// same against a cluster as against a server.
 func (c *adminClient) setupCluster(ctx context.Context) error {
 	if c.tokenFile != "" || c.caFile != "" || c.certFile != "" {
 		return usagef("--token-file, --ca-file, --cert and --key are for --server; --kubeconfig carries its own credentials")
@@ -153,21 +152,8 @@ func (c *adminClient) setupCluster(ctx context.Context) error {
 		return err
 	}
 	c.closer, c.namespace = store, ns
-	token := make([]byte, 16)
-	rand.Read(token)
-	c.token = hex.EncodeToString(token)
-	h := admin.NewHandler(store, admin.Options{Token: c.token, Logger: quiet})
-	c.api = &admin.Client{URL: "http://" + ns + ".instances.cluster", Token: c.token, HTTP: &http.Client{Transport: handlerTransport{h}}}
+	c.api = admin.NewLocal(store, admin.Options{Logger: quiet})
 	return nil
-}
-
-// handlerTransport answers requests with a handler, in-process.
-type handlerTransport struct{ h http.Handler }
-
-func (t handlerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	rec := httptest.NewRecorder()
-	t.h.ServeHTTP(rec, r)
-	return rec.Result(), nil
 }
 
 func newInstancesCommand() *cobra.Command {

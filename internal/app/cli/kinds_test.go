@@ -61,7 +61,7 @@ func TestRecognition(t *testing.T) {
 		{[]string{"build", corpusFile("kubevirt/kubevirt-v0.20.0-vm-template-fedora.yaml"), "-o", out}, []string{"kubevirt-v0.20.0-vm-template-fedora.yaml:4: kind: v1 Template is an OpenShift Template", "oc process"}},
 		{[]string{"build", corpusFile("kubevirt/ug-host-devices-L143.yaml"), "-o", out}, []string{"ug-host-devices-L143.yaml:2: apiVersion: required"}},
 		{[]string{"validate", corpusFile("kubevirt/ug-vm-templates-L173.yaml")}, []string{`kind: template.kubevirt.io/v1beta1 VirtualMachineTemplate "fedora-template" is not an object vminit reads`}},
-		{[]string{"convert", "--to", "spec", corpusFile("capi/capd-e2e-ipv6-kcp-ipv6.yaml")}, []string{"capd-e2e-ipv6-kcp-ipv6.yaml:4: kind: controlplane.cluster.x-k8s.io/v1beta2 KubeadmControlPlane", "is not an object vminit reads"}},
+		{[]string{"convert", "--to", "spec", corpusFile("kubevirt/kvio-2021-04-21-automated-windows-installation-with-tekton-pipelines-L279.yaml")}, []string{"kvio-2021-04-21-automated-windows-installation-with-tekton-pipelines-L279.yaml:3: kind: tekton.dev/v1beta1 Pipeline", "is not an object vminit reads"}},
 		{[]string{"convert", "--to", "spec", corpusFile("virtlet/virtlet-docs-design-proposals-fast-persistent-rootfs-L45.yaml")}, []string{"not valid YAML"}},
 	} {
 		code, stdout, stderr := run(t, tc.args...)
@@ -84,8 +84,9 @@ func TestRecognition(t *testing.T) {
 
 // TestConvertStdinRecognition: convert - reads standard input once and
 // decides as for a file: cloud-init user data is converted, a published
-// KubeadmControlPlane is refused naming its kind, and a v1 List (oc process
-// output) is converted as the VM it holds.
+// KubeadmControlPlaneTemplate is read (issue 20 item 6), a Tekton Pipeline
+// is refused naming its kind, and a v1 List (oc process output) is
+// converted as the VM it holds.
 func TestConvertStdinRecognition(t *testing.T) {
 	for _, tc := range []struct {
 		input, want string
@@ -93,7 +94,8 @@ func TestConvertStdinRecognition(t *testing.T) {
 	}{
 		{"#cloud-config\nhostname: web-1\n", "hostname: web-1", true},
 		{"@" + corpusFile("kubevirt/ug-templates-L136.yaml"), "hostname: rheltinyvm", true},
-		{"@" + corpusFile("capi/capd-e2e-ipv6-kcp-ipv6.yaml"), `<stdin>:4: kind: controlplane.cluster.x-k8s.io/v1beta2 KubeadmControlPlane`, false},
+		{"@" + corpusFile("capi/book-kubelet-config-L25.yaml"), "name: cloudinit-control-plane", true},
+		{"@" + corpusFile("kubevirt/kvio-2021-04-21-automated-windows-installation-with-tekton-pipelines-L279.yaml"), `<stdin>:3: kind: tekton.dev/v1beta1 Pipeline "windows-installer" is not an object vminit reads`, false},
 	} {
 		in := tc.input
 		if p, ok := strings.CutPrefix(in, "@"); ok {
@@ -115,6 +117,43 @@ func TestConvertStdinRecognition(t *testing.T) {
 			t.Errorf("convert - of %.40q: %v, want a spec with %q:\n%s", tc.input, err, tc.want, out.String())
 		case !tc.ok && (err == nil || !strings.Contains(err.Error(), tc.want)):
 			t.Errorf("convert - of %.40q: %v, want an error with %q", tc.input, err, tc.want)
+		}
+	}
+}
+
+// TestSeveralVMsNamed: a file of several VMs, given to a command that
+// makes one, is refused naming each as --object takes it and its line
+// (issue 20 item 7); the notes of the documents skipped beside them are
+// printed once, not once per VM.
+func TestSeveralVMsNamed(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "seed.iso")
+	for _, tc := range []struct {
+		file string
+		args []string
+		want []string
+		once string // a warning printed once
+	}{
+		{file: "kubevirt/kvio-2023-03-06-ovn-kubernetes-secondary-networks-L118.yaml", want: []string{
+			"2 VMs (VirtualMachine/vm-server at ", "kvio-2023-03-06-ovn-kubernetes-secondary-networks-L118.yaml:5; VirtualMachine/vm-client at ",
+			"kvio-2023-03-06-ovn-kubernetes-secondary-networks-L118.yaml:55); this command makes one: pick it with --object NAME or KIND/NAME"}},
+		// The discovery CABPK takes from the Cluster, given as a user gives
+		// it, so that each machine converts and only their number is wrong.
+		{file: "capi/capd-example-simple-cluster-without-kcp.yaml",
+			args: []string{"--control-plane-endpoint", "192.0.2.10:6443", "--bootstrap-token", "abcdef.0123456789abcdef"},
+			want: []string{"KubeadmConfig/controlplane-0-config at ", "KubeadmConfigTemplate/worker at "},
+			once: `MachineDeployment "worker-md-0" skipped`},
+	} {
+		code, _, stderr := run(t, append([]string{"build", corpusFile(tc.file), "-o", out}, tc.args...)...)
+		if code != ExitUsage {
+			t.Errorf("%s: exit %d, want %d\n%s", tc.file, code, ExitUsage, stderr)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(stderr, w) {
+				t.Errorf("%s: stderr does not say %q:\n%s", tc.file, w, stderr)
+			}
+		}
+		if n := strings.Count(stderr, tc.once); tc.once != "" && n != 1 {
+			t.Errorf("%s: %q printed %d times, want once:\n%s", tc.file, tc.once, n, stderr)
 		}
 	}
 }

@@ -19,7 +19,7 @@ import (
 // objects rather than cloud-init user data: user data is what cloud-init
 // itself recognises (a #cloud-config, #!, #include... start, a MIME
 // message or gzip), and anything else is read as objects, so that a
-// manifest of another kind, a KubeadmControlPlane or broken YAML is
+// manifest of a kind vminit does not read or broken YAML is
 // refused naming what it is, never wrapped as user data that cloud-init
 // would ignore.
 // Standard input, read to decide, is given back to whichever reads it next.

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"maps"
 	"net"
-	"net/http"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -27,10 +26,8 @@ import (
 	"github.com/vminit/vminit/internal/lib/tlsfiles"
 	"github.com/vminit/vminit/mdserver"
 	"github.com/vminit/vminit/mdserver/admin"
-	"github.com/vminit/vminit/mdserver/dirstore"
 	"github.com/vminit/vminit/mdserver/etcdstore"
 	"github.com/vminit/vminit/mdserver/kubestore"
-	"github.com/vminit/vminit/mdserver/registry"
 )
 
 type serveFlags struct {
@@ -178,12 +175,6 @@ peak heap of three times the live one (GOMEMLIMIT bounds it if needed).`,
 	f.cluster.register(fl, "with --kubernetes: namespace whose Instances are served (repeatable; default every namespace)")
 	return cmd
 }
-
-// Limits of the admin and metrics listeners, apart from the guests'.
-var (
-	adminLimits   = mdserver.Limits{PerSource: 16, Total: 256}
-	metricsLimits = mdserver.Limits{PerSource: 8, Total: 64}
-)
 
 // secretsOutside refuses key files inside the spec directory: any spec
 // file there may read them (files[].source.file) and hand them to a VM.
@@ -345,92 +336,17 @@ func kubeStoreConfig(f serveFlags, logger *slog.Logger) (kubestore.Config, error
 	return kubestore.Config{REST: rest, Namespaces: f.cluster.namespaces, KubeVirt: kv, Logger: logger, Addresses: policy}, nil
 }
 
+// runServe checks the flags, turns them into serve.Options and runs the
+// server they describe.
 func runServe(ctx context.Context, f serveFlags, stderr interface{ Write([]byte) (int, error) }) error {
 	logger, err := newLogger(f.logFormat, stderr)
 	if err != nil {
 		return err
 	}
-	if n := btoi(f.instances != "") + btoi(len(f.etcdEndpoints) > 0) + btoi(f.kubernetes); n != 1 {
-		return usagef("give exactly one of --instances DIR, --etcd-endpoints and --kubernetes")
-	}
-	if err := regularFiles(map[string]string{"--admin-token-file": f.adminTokenFile, "--hmac-key-file": f.hmacKeyFile,
-		"--token-key-file": f.tokenKeyFile, "--admin-tls-cert": f.adminTLSCert, "--admin-tls-key": f.adminTLSKey,
-		"--admin-client-ca": f.adminClientCA, "--etcd-ca": f.etcdCA, "--etcd-cert": f.etcdCert, "--etcd-key": f.etcdKey,
-		"--etcd-password-file": f.etcdPassFile, "--instances-cache": f.instancesCache}); err != nil {
-		return err
-	}
-	etcd, err := etcdConfig(f, logger)
+	o, err := serveOptions(f, logger)
 	if err != nil {
 		return err
 	}
-	if f.instancesCache != "" && f.instances == "" {
-		return usagef("--instances-cache is for --instances DIR; the etcd and Kubernetes stores keep no cache")
-	}
-	var kcfg kubestore.Config
-	if f.kubernetes {
-		if kcfg, err = kubeStoreConfig(f, logger); err != nil {
-			return err
-		}
-	} else if f.cluster.kubeconfig != "" || len(f.cluster.namespaces) > 0 || len(f.cluster.specAddresses) > 0 {
-		return usagef("--kubeconfig, --namespace and --spec-addresses are for --kubernetes")
-	}
-	if len(f.listen) == 0 {
-		return usagef("--listen: give at least one address")
-	}
-	var proxies []netip.Prefix
-	for _, c := range f.trustedProxies {
-		p, err := netip.ParsePrefix(c)
-		if err != nil {
-			return usagef("--trusted-proxy %q: %v", c, err)
-		}
-		proxies = append(proxies, p.Masked())
-	}
-	hmacKey, err := readKey(f.hmacKeyFile, "HMAC key")
-	if err != nil {
-		return err
-	}
-	if len(proxies) > 0 && hmacKey == nil {
-		logger.Warn("--trusted-proxy without --hmac-key-file: proxies name instances by an unsigned X-Forwarded-For; with a key, only the signed X-Vminit-Instance header is accepted")
-	}
-	if f.maxConns < 1 || f.maxConnsPerSrc < 1 {
-		return usagef("--max-connections and --max-connections-per-source must be at least 1")
-	}
-	if err := secretsOutside(f.instances, map[string]string{"--admin-token-file": f.adminTokenFile, "--hmac-key-file": f.hmacKeyFile,
-		"--token-key-file": f.tokenKeyFile, "--admin-tls-key": f.adminTLSKey, "--etcd-password-file": f.etcdPassFile,
-		"--etcd-key": f.etcdKey, "--instances-cache": f.instancesCache}); err != nil {
-		return err
-	}
-	tokenKey, err := readKey(f.tokenKeyFile, "token key")
-	if err != nil {
-		return err
-	}
-	var adminToken string
-	var adminTLS *tls.Config
-	if (f.adminTLSCert == "") != (f.adminTLSKey == "") {
-		return usagef("--admin-tls-cert and --admin-tls-key go together")
-	}
-	if f.adminClientCA != "" && f.adminTLSCert == "" {
-		return usagef("--admin-client-ca needs --admin-tls-cert and --admin-tls-key (client certificates are checked in the TLS handshake)")
-	}
-	if f.adminTLSCert != "" && f.adminListen == "" {
-		return usagef("--admin-tls-cert is for the admin API: give --admin-listen too")
-	}
-	if f.adminListen != "" {
-		if f.adminTokenFile == "" {
-			return usagef("--admin-listen needs --admin-token-file")
-		}
-		if adminToken, err = secretfile.Key(f.adminTokenFile, "admin token", 16); err != nil {
-			return err
-		}
-		if f.adminTLSCert != "" {
-			if adminTLS, err = admin.TLSConfig(f.adminTLSCert, f.adminTLSKey, f.adminClientCA, logger); err != nil {
-				return fmt.Errorf("admin TLS: %w", err)
-			}
-		} else if !isLoopback(f.adminListen) {
-			logger.Warn("the admin API listens beyond loopback without TLS: its bearer token and every spec cross the network in clear; give --admin-tls-cert and --admin-tls-key", "address", f.adminListen)
-		}
-	}
-
 	// SIGHUP is caught before the store loads, which can take seconds:
 	// SIGHUP's default action is to exit, and a reload asked for meanwhile
 	// (systemctl reload) must not stop the server. It is applied once
@@ -441,93 +357,145 @@ func runServe(ctx context.Context, f serveFlags, stderr interface{ Write([]byte)
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 
-	gcPercent := serve.SetGC()
-	start := time.Now()
-	metrics := mdserver.NewMetrics()
-	opts := mdserver.Options{
-		TrustedProxies: proxies, HMACKey: hmacKey, ProxiesSetHopLimit: f.proxyHopLimit, TokenKey: tokenKey,
-		Rate: f.rate, Burst: f.burst, Logger: logger, Metrics: metrics,
-		IgnitionVariant: ignition.Variant(f.ignitionVariant), AllowLoopbackInstances: f.allowLoopback,
-	}
+	o.GCPercent = serve.SetGC()
 	if f.allowLoopback {
 		logger.Warn("--allow-loopback-instances: loopback addresses identify instances; every process of this host can read their data")
 	}
-	checks := mdserver.StoreChecks(opts)
-	var store interface {
-		registry.Store
-		Close() error
-	}
-	switch {
-	case f.instances != "":
-		store, err = dirstore.Open(f.instances, dirstore.Options{Logger: logger, CacheFile: f.instancesCache, Checks: checks, DeferChecks: true})
-	case f.kubernetes:
-		kcfg.Checks = checks
-		octx, cancel := context.WithTimeout(ctx, time.Minute)
-		store, err = kubestore.Open(octx, kcfg)
-		cancel()
-	default:
-		etcd.Logger, etcd.Checks = logger, checks
-		if store, err = etcdstore.Open(ctx, etcd); err != nil {
-			err = etcdHint(err)
-		}
-	}
+	srv, err := serve.New(ctx, o)
 	if err != nil {
+		if se := (*serve.StoreError)(nil); errors.As(err, &se) && o.Store.Etcd != nil {
+			err = etcdHint(se.Err)
+		}
 		return err
 	}
-	defer store.Close()
-	loaded := []any{"count", store.Snapshot().Len(), "duration", time.Since(start), "gc_percent", gcPercent}
-	if f.instances != "" {
-		// The checks of what was read run in the background (DeferChecks);
-		// "dirstore: deferred checks done" follows.
-		loaded = append(loaded, "checks", "deferred")
+	defer srv.Close()
+	return srv.Run(ctx, hup, f.shutdownTimeout)
+}
+
+// serveOptions checks the flags together and reads the files they name.
+func serveOptions(f serveFlags, logger *slog.Logger) (serve.Options, error) {
+	var o serve.Options
+	if n := btoi(f.instances != "") + btoi(len(f.etcdEndpoints) > 0) + btoi(f.kubernetes); n != 1 {
+		return o, usagef("give exactly one of --instances DIR, --etcd-endpoints and --kubernetes")
 	}
-	logger.Info("instances loaded", loaded...)
+	if err := regularFiles(map[string]string{"--admin-token-file": f.adminTokenFile, "--hmac-key-file": f.hmacKeyFile,
+		"--token-key-file": f.tokenKeyFile, "--admin-tls-cert": f.adminTLSCert, "--admin-tls-key": f.adminTLSKey,
+		"--admin-client-ca": f.adminClientCA, "--etcd-ca": f.etcdCA, "--etcd-cert": f.etcdCert, "--etcd-key": f.etcdKey,
+		"--etcd-password-file": f.etcdPassFile, "--instances-cache": f.instancesCache}); err != nil {
+		return o, err
+	}
+	store, err := storeConfig(f, logger)
+	if err != nil {
+		return o, err
+	}
+	if len(f.listen) == 0 {
+		return o, usagef("--listen: give at least one address")
+	}
+	handler, err := handlerOptions(f, logger)
+	if err != nil {
+		return o, err
+	}
+	if f.maxConns < 1 || f.maxConnsPerSrc < 1 {
+		return o, usagef("--max-connections and --max-connections-per-source must be at least 1")
+	}
+	if err := secretsOutside(f.instances, map[string]string{"--admin-token-file": f.adminTokenFile, "--hmac-key-file": f.hmacKeyFile,
+		"--token-key-file": f.tokenKeyFile, "--admin-tls-key": f.adminTLSKey, "--etcd-password-file": f.etcdPassFile,
+		"--etcd-key": f.etcdKey, "--instances-cache": f.instancesCache}); err != nil {
+		return o, err
+	}
+	if handler.TokenKey, err = readKey(f.tokenKeyFile, "token key"); err != nil {
+		return o, err
+	}
+	o = serve.Options{Store: store, Handler: handler, Listen: f.listen, MetricsListen: f.metricsListen,
+		Guests: mdserver.Limits{PerSource: f.maxConnsPerSrc, Total: f.maxConns}, Logger: logger}
+	if err := adminOptions(f, logger, &o); err != nil {
+		return o, err
+	}
+	return o, nil
+}
 
-	h := mdserver.NewHandler(store, opts)
-	guests := mdserver.NewLimiter(mdserver.Limits{PerSource: f.maxConnsPerSrc, Total: f.maxConns,
-		Exempt: proxies, Known: h.Knows, Metrics: metrics})
-
-	var listeners []serve.Listener
-	// Each listener's connections are bounded by lim (the guests share
-	// one), before TLS: a handshake holds a descriptor too.
-	add := func(name, addr string, srv *http.Server, tlsConfig *tls.Config, lim *mdserver.Limiter) error {
-		l, err := net.Listen("tcp", addr)
+// storeConfig is the store the --instances, --etcd-* or --kubernetes
+// flags name.
+func storeConfig(f serveFlags, logger *slog.Logger) (serve.StoreConfig, error) {
+	var sc serve.StoreConfig
+	etcd, err := etcdConfig(f, logger)
+	if err != nil {
+		return sc, err
+	}
+	if f.instancesCache != "" && f.instances == "" {
+		return sc, usagef("--instances-cache is for --instances DIR; the etcd and Kubernetes stores keep no cache")
+	}
+	switch {
+	case f.kubernetes:
+		kcfg, err := kubeStoreConfig(f, logger)
 		if err != nil {
-			for _, o := range listeners {
-				o.Listener.Close()
-			}
-			return err
+			return sc, err
 		}
-		l = lim.Limit(srv, l)
-		if tlsConfig != nil {
-			l = tls.NewListener(l, tlsConfig)
+		sc.Kubernetes = &kcfg
+	case f.cluster.kubeconfig != "" || len(f.cluster.namespaces) > 0 || len(f.cluster.specAddresses) > 0:
+		return sc, usagef("--kubeconfig, --namespace and --spec-addresses are for --kubernetes")
+	case f.instances != "":
+		sc.Dir, sc.DirCache = f.instances, f.instancesCache
+	default:
+		sc.Etcd = &etcd
+	}
+	return sc, nil
+}
+
+// handlerOptions are the guests' handler's settings: the trusted proxies
+// and their key, rates, the Ignition variant (the token key is read after
+// the key files are known to be outside --instances).
+func handlerOptions(f serveFlags, logger *slog.Logger) (mdserver.Options, error) {
+	var proxies []netip.Prefix
+	for _, c := range f.trustedProxies {
+		p, err := netip.ParsePrefix(c)
+		if err != nil {
+			return mdserver.Options{}, usagef("--trusted-proxy %q: %v", c, err)
 		}
-		if srv.ErrorLog == nil { // TLS handshake and accept errors, as structured lines
-			srv.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelWarn)
-		}
-		listeners = append(listeners, serve.Listener{Name: name, Listener: l, Server: srv})
+		proxies = append(proxies, p.Masked())
+	}
+	hmacKey, err := readKey(f.hmacKeyFile, "HMAC key")
+	if err != nil {
+		return mdserver.Options{}, err
+	}
+	if len(proxies) > 0 && hmacKey == nil {
+		logger.Warn("--trusted-proxy without --hmac-key-file: proxies name instances by an unsigned X-Forwarded-For; with a key, only the signed X-Vminit-Instance header is accepted")
+	}
+	return mdserver.Options{
+		TrustedProxies: proxies, HMACKey: hmacKey, ProxiesSetHopLimit: f.proxyHopLimit,
+		Rate: f.rate, Burst: f.burst, Logger: logger,
+		IgnitionVariant: ignition.Variant(f.ignitionVariant), AllowLoopbackInstances: f.allowLoopback,
+	}, nil
+}
+
+// adminOptions checks the --admin-* flags and sets o's admin listener.
+func adminOptions(f serveFlags, logger *slog.Logger, o *serve.Options) error {
+	if (f.adminTLSCert == "") != (f.adminTLSKey == "") {
+		return usagef("--admin-tls-cert and --admin-tls-key go together")
+	}
+	if f.adminClientCA != "" && f.adminTLSCert == "" {
+		return usagef("--admin-client-ca needs --admin-tls-cert and --admin-tls-key (client certificates are checked in the TLS handshake)")
+	}
+	if f.adminTLSCert != "" && f.adminListen == "" {
+		return usagef("--admin-tls-cert is for the admin API: give --admin-listen too")
+	}
+	if f.adminListen == "" {
 		return nil
 	}
-	for _, a := range f.listen {
-		if err := add("metadata", a, mdserver.NewServer(h), nil, guests); err != nil {
-			return err
-		}
+	if f.adminTokenFile == "" {
+		return usagef("--admin-listen needs --admin-token-file")
 	}
-	if f.metricsListen != "" {
-		mux := http.NewServeMux()
-		mux.Handle("GET /metrics", metrics)
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
-			WriteTimeout: 30 * time.Second, IdleTimeout: 60 * time.Second, MaxHeaderBytes: 16 << 10}
-		if err := add("metrics", f.metricsListen, srv, nil, mdserver.NewLimiter(metricsLimits)); err != nil {
-			return err
-		}
+	var err error
+	if o.AdminToken, err = secretfile.Key(f.adminTokenFile, "admin token", 16); err != nil {
+		return err
 	}
-	if f.adminListen != "" {
-		ah := admin.NewHandler(store, admin.Options{Token: adminToken, Logger: logger, Metadata: h})
-		if err := add("admin", f.adminListen, admin.NewServer(ah), adminTLS, mdserver.NewLimiter(adminLimits)); err != nil {
-			return err
+	o.AdminListen = f.adminListen
+	if f.adminTLSCert != "" {
+		if o.AdminTLS, err = admin.TLSConfig(f.adminTLSCert, f.adminTLSKey, f.adminClientCA, logger); err != nil {
+			return fmt.Errorf("admin TLS: %w", err)
 		}
+	} else if !isLoopback(f.adminListen) {
+		logger.Warn("the admin API listens beyond loopback without TLS: its bearer token and every spec cross the network in clear; give --admin-tls-cert and --admin-tls-key", "address", f.adminListen)
 	}
-	return serve.Run(ctx, serve.Config{Listeners: listeners, Store: store, Reload: hup,
-		ShutdownTimeout: f.shutdownTimeout, Logger: logger})
+	return nil
 }

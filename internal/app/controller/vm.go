@@ -33,22 +33,12 @@ var (
 	templateDisks       = []string{"spec", "template", "spec", "domain", "devices", "disks"}
 )
 
-// instanceName is the Instance a VM names: its own annotation, else its
-// template's (which the VMI inherits).
-func instanceName(vm *unstructured.Unstructured) string {
-	if n := vm.GetAnnotations()[v1alpha1.AnnotationInstance]; n != "" {
-		return n
-	}
-	ann, _, _ := unstructured.NestedStringMap(vm.Object, templateAnnotations...)
-	return ann[v1alpha1.AnnotationInstance]
-}
-
 func vmInstanceIndex(obj any) ([]string, error) {
 	vm, ok := obj.(*unstructured.Unstructured)
 	if !ok {
 		return nil, nil
 	}
-	if n := instanceName(vm); n != "" {
+	if n := v1alpha1.InstanceNamedBy(vm); n != "" {
 		return []string{vm.GetNamespace() + "/" + n}, nil
 	}
 	return nil, nil
@@ -71,7 +61,7 @@ func (t *term) vmChanged(old, obj any) {
 	// The Instances it named and names list it in their status.
 	for _, o := range []any{old, obj} {
 		if vm, ok := o.(*unstructured.Unstructured); ok {
-			if n := instanceName(vm); n != "" {
+			if n := v1alpha1.InstanceNamedBy(vm); n != "" {
 				t.queue.Add(key{kindInstance, vm.GetNamespace(), n})
 			}
 		}
@@ -89,7 +79,7 @@ func (t *term) secretChanged(obj any) {
 		if vm := m.GetLabels()[LabelVirtualMachine]; vm != "" {
 			t.queue.Add(key{kindVM, m.GetNamespace(), vm})
 			if o, ok := get(t.vms, m.GetNamespace(), vm); ok {
-				if n := instanceName(o.(*unstructured.Unstructured)); n != "" {
+				if n := v1alpha1.InstanceNamedBy(o.(*unstructured.Unstructured)); n != "" {
 					t.queue.Add(key{kindInstance, m.GetNamespace(), n})
 				}
 			}
@@ -209,7 +199,7 @@ func (t *term) firstBoot(ctx context.Context, vm *unstructured.Unstructured) (*f
 	}
 	ns := vm.GetNamespace()
 	vmKey := ns + "/" + vm.GetName()
-	if name := instanceName(vm); name != "" {
+	if name := v1alpha1.InstanceNamedBy(vm); name != "" {
 		t.forgetDeps(vmKey)
 		o, ok := get(t.instances, ns, name)
 		if !ok {

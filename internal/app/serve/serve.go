@@ -1,8 +1,17 @@
-// Package serve is the long-running part of `vminit serve`: it serves a
-// set of listeners, reloads the instance store when asked (SIGHUP) and
-// shuts down gracefully. It is kept out of internal/app/cli, which only
-// turns flags into listeners and a store, so that tests can drive the loop
-// in process with real listeners and a reload channel instead of signals.
+// Package serve is `vminit serve` without its flags: New opens the store
+// a StoreConfig names (a directory, etcd or a cluster's Instance objects,
+// as OpenStore), builds the guests' handler and listens on the metadata,
+// metrics and admin addresses of Options, as hegel's backend.New chooses
+// its backend; Run serves a set of listeners, reloads the store when asked
+// (SIGHUP) and shuts down gracefully. internal/app/cli only checks flags
+// and turns them into Options, so that the command, tests and in-process
+// callers assemble the same server, and tests drive the loop with real
+// listeners and a reload channel instead of signals.
+//
+// It is internal: the parts an embedder composes are public (the stores,
+// mdserver.NewHandler, NewServer and NewLimiter, mdserver/admin); this
+// package is the command's policy over them (its listener limits, its log
+// lines, the garbage collector's setting).
 package serve
 
 import (

@@ -42,6 +42,12 @@ func ReadSeed(t testing.TB, reader, dir string, knownMACs map[string]string) *Se
 	return &s
 }
 
+// FinalConfig is Python defining final_config(blob), which returns the
+// final cloud-config of a user data (its cloud-config parts merged as
+// first boot merges them) and its part types, and b64: for scripts that
+// read many user data in one run.
+const FinalConfig = finalConfig
+
 // finalConfig is shared by both readers: it runs the user-data through
 // cloud-init's UserDataProcessor and merges its cloud-config parts with the
 // cloud-config handler, as first boot does, and lists the part types.

@@ -227,10 +227,11 @@ func TestKubeVirtExamplesConsumers(t *testing.T) {
 		check(t, "part types", rb.PartTypes, []string{"text/x-shellscript"})
 		check(t, "network-config", rb.NetworkConfig, map[string]any{"version": 2, "ethernets": map[string]any{"enp1s0": map[string]any{"dhcp4": true}}})
 	})
-	for _, ex := range []string{"kubevirt-seed-nocloud-v1alpha2.yaml", "kubevirt-seed-secret-fixed.yaml"} {
+	for _, ex := range []string{"kubevirt-seed-secret-fixed.yaml"} {
 		t.Run(ex, func(t *testing.T) {
 			rb := cloudinittest.ReadSeed(t, cloudinittest.NoCloudReader, buildDir(t, ex), nil)
-			check(t, "instance-id", rb.InstanceID, "2ce78280-4328-516d-b2db-3fac09b758d4")
+			// v1alpha2: KubeVirt of its time wrote <name>.<namespace>.
+			check(t, "instance-id", rb.InstanceID, "testvm-nocloud.default")
 			check(t, "hostname", rb.Hostname, "testvm-nocloud")
 			check(t, "final config", rb.Config, map[string]any{"password": "atomic", "ssh_pwauth": true, "chpasswd": map[string]any{"expire": false}})
 		})
@@ -451,16 +452,26 @@ func TestCAPIExamplesConsumers(t *testing.T) {
 		if !bytes.Contains(kubeadmYML, []byte("kind: JoinConfiguration")) || !bytes.Contains(kubeadmYML, []byte("name: $${COREOS_EC2_HOSTNAME}")) {
 			t.Errorf("/etc/kubeadm.yml:\n%s", kubeadmYML)
 		}
-		// additionalConfig's drop-in, merged by Ignition's rules.
+		// additionalConfig's drop-in, merged by Ignition's rules: the
+		// literal block's text as YAML gives it, final newline included.
 		check(t, "drop-in", string(readFile(t, filepath.Join(root, "etc/systemd/system/kubeadm.service.d/10-flatcar.conf"))),
-			"[Unit]\nRequires=containerd.service\nAfter=containerd.service")
-		script := string(readFile(t, filepath.Join(root, "etc/vminit/first-boot.sh")))
+			"[Unit]\nRequires=containerd.service\nAfter=containerd.service\n")
+		// CABPK's contract: kubeadm.service runs /etc/kubeadm.sh while
+		// /etc/kubeadm.yml exists, and the script moves it away.
+		unit := string(readFile(t, filepath.Join(root, "etc/systemd/system/kubeadm.service")))
+		if !strings.Contains(unit, "ConditionPathExists=/etc/kubeadm.yml\n") || !strings.Contains(unit, "ExecStart=/bin/bash /etc/kubeadm.sh\n") {
+			t.Errorf("kubeadm.service:\n%s", unit)
+		}
+		script := string(readFile(t, filepath.Join(root, "etc/kubeadm.sh")))
 		out, err := chrootRun(t, root, script, capiStubs("/etc/kubeadm.yml", false))
 		if err != nil {
-			t.Fatalf("first-boot.sh: %v\n%s", err, out)
+			t.Fatalf("kubeadm.sh: %v\n%s", err, out)
 		}
 		check(t, "order", string(readFile(t, filepath.Join(root, "run/order"))), "kubeadm join --config /etc/kubeadm.yml\n")
 		check(t, "sentinel", string(readFile(t, filepath.Join(root, "run/cluster-api/bootstrap-success.complete"))), "success\n")
+		if _, err := os.Stat(filepath.Join(root, "etc/kubeadm.yml")); err == nil {
+			t.Error("/etc/kubeadm.yml left in place: kubeadm.service would run again next boot")
+		}
 		// CAPI's own spec version, on request: spec 2.3 (checked by
 		// Ignition 0.35's parser in the build; Debian's ignition reads 3.x
 		// only), with the same files on the root filesystem.
@@ -472,7 +483,7 @@ func TestCAPIExamplesConsumers(t *testing.T) {
 		}
 		sub, mv, kubeadm := strings.Index(script, "envsubst"), strings.Index(script, "mv /etc/kubeadm.yml.tmp"), strings.Index(script, "kubeadm join")
 		if !(0 <= sub && sub < mv && mv < kubeadm) {
-			t.Errorf("first-boot.sh order:\n%s", script)
+			t.Errorf("kubeadm.sh order:\n%s", script)
 		}
 	})
 	t.Run("Ignition with diskSetup", func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -40,6 +41,21 @@ var (
 // so its VirtualMachineInstance), names the Instance in the same namespace
 // whose first-boot data the VM gets.
 const AnnotationInstance = "vminit.dev/instance"
+
+// InstanceNamedBy is the name of the Instance (in obj's namespace) that a
+// KubeVirt object names with AnnotationInstance, "" for none: its own
+// annotation, else, for a VirtualMachine, its template's. KubeVirt copies
+// the template's annotations to the VirtualMachineInstances it starts, so
+// a template annotated after its VMI started still speaks for the VM. The
+// controller (which VM's Secret follows which Instance) and the metadata
+// server's Kubernetes store (whose addresses are whose) both ask this.
+func InstanceNamedBy(obj *unstructured.Unstructured) string {
+	if n := obj.GetAnnotations()[AnnotationInstance]; n != "" {
+		return n
+	}
+	ann, _, _ := unstructured.NestedStringMap(obj.Object, "spec", "template", "metadata", "annotations")
+	return ann[AnnotationInstance]
+}
 
 // The condition types of InstanceStatus.
 const (

@@ -192,7 +192,7 @@ func (w *Writer) fileData(k *node) error {
 		return o.err
 	}
 	if err == io.EOF || err == io.ErrUnexpectedEOF {
-		return &fs.PathError{Op: "write", Path: k.path, Err: fmt.Errorf("%w: reader yielded %d bytes, want %d", ErrSize, got, k.size)}
+		return &fs.PathError{Op: "write", Path: k.path, Err: fmt.Errorf("%w: reader yielded %d bytes, want %d", ErrSizeMismatch, got, k.size)}
 	}
 	if err != nil {
 		return &fs.PathError{Op: "read", Path: k.path, Err: err}
@@ -200,7 +200,7 @@ func (w *Writer) fileData(k *node) error {
 	var one [1]byte
 	n, err := io.ReadFull(r, one[:])
 	if n > 0 {
-		return &fs.PathError{Op: "write", Path: k.path, Err: fmt.Errorf("%w: reader yielded more than %d bytes", ErrSize, k.size)}
+		return &fs.PathError{Op: "write", Path: k.path, Err: fmt.Errorf("%w: reader yielded more than %d bytes", ErrSizeMismatch, k.size)}
 	}
 	if err != io.EOF {
 		return &fs.PathError{Op: "read", Path: k.path, Err: err}

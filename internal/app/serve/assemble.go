@@ -1,0 +1,205 @@
+package serve
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/vminit/vminit/internal/lib/httpserver"
+	"github.com/vminit/vminit/mdserver"
+	"github.com/vminit/vminit/mdserver/admin"
+	"github.com/vminit/vminit/mdserver/dirstore"
+	"github.com/vminit/vminit/mdserver/etcdstore"
+	"github.com/vminit/vminit/mdserver/kubestore"
+	"github.com/vminit/vminit/mdserver/registry"
+)
+
+// StoreConfig names where the instances come from: exactly one of Dir,
+// Etcd and Kubernetes.
+type StoreConfig struct {
+	// Dir is a directory of spec files (dirstore), DirCache its start-up
+	// cache file (optional).
+	Dir, DirCache string
+	// Etcd is an etcd cluster's keys (etcdstore).
+	Etcd *etcdstore.Config
+	// Kubernetes is a cluster's Instance objects (kubestore).
+	Kubernetes *kubestore.Config
+}
+
+// Store is an open instance store.
+type Store interface {
+	registry.Store
+	Close() error
+}
+
+// kubeListTimeout bounds how long a Kubernetes store may take to list
+// what it serves before the server gives up starting.
+const kubeListTimeout = time.Minute
+
+// OpenStore opens the store cfg names. Every record read or put passes
+// checks (mdserver.StoreChecks of the handler that serves it); logger
+// receives what the store logs. A directory's checks of what it read at
+// start run in the background (dirstore.Options.DeferChecks), so that the
+// server listens as soon as the files are parsed.
+func OpenStore(ctx context.Context, cfg StoreConfig, checks registry.Checks, logger *slog.Logger) (Store, error) {
+	n := 0
+	for _, set := range []bool{cfg.Dir != "", cfg.Etcd != nil, cfg.Kubernetes != nil} {
+		if set {
+			n++
+		}
+	}
+	if n != 1 {
+		return nil, errors.New("serve: give exactly one store: a directory, etcd or Kubernetes")
+	}
+	switch {
+	case cfg.Dir != "":
+		return dirstore.Open(cfg.Dir, dirstore.Options{Logger: logger, CacheFile: cfg.DirCache, Checks: checks, DeferChecks: true})
+	case cfg.Kubernetes != nil:
+		kcfg := *cfg.Kubernetes
+		kcfg.Checks = checks
+		octx, cancel := context.WithTimeout(ctx, kubeListTimeout)
+		defer cancel()
+		return kubestore.Open(octx, kcfg)
+	default:
+		ecfg := *cfg.Etcd
+		ecfg.Logger, ecfg.Checks = logger, checks
+		return etcdstore.Open(ctx, ecfg)
+	}
+}
+
+// Options describe a metadata server: its store, how it answers guests,
+// and where it listens.
+type Options struct {
+	Store StoreConfig
+	// Handler configures the guests' handler; New sets its Logger and
+	// Metrics.
+	Handler mdserver.Options
+	// Listen are the guests' addresses; Guests bounds their connections
+	// together (New adds the handler's Known and the metrics, and exempts
+	// Handler.TrustedProxies from the per-source bound).
+	Listen []string
+	Guests mdserver.Limits
+	// MetricsListen, if set, serves Prometheus /metrics there.
+	MetricsListen string
+	// AdminListen, if set, serves the admin API there with AdminToken,
+	// over TLS when AdminTLS is set.
+	AdminListen string
+	AdminToken  string
+	AdminTLS    *tls.Config
+	// GCPercent is logged with "instances loaded" (what SetGC returned).
+	GCPercent int
+	Logger    *slog.Logger
+}
+
+// StoreError is New's error when the store did not open (rather than a
+// listener), so that a caller can tell what to look at. It reads as Err.
+type StoreError struct{ Err error }
+
+func (e *StoreError) Error() string { return e.Err.Error() }
+func (e *StoreError) Unwrap() error { return e.Err }
+
+// Limits of the admin and metrics listeners, apart from the guests'.
+var (
+	adminLimits   = mdserver.Limits{PerSource: 16, Total: 256}
+	metricsLimits = mdserver.Limits{PerSource: 8, Total: 64}
+)
+
+// Server is a metadata server assembled from Options, listening and
+// ready for Run.
+type Server struct {
+	Store     Store
+	Handler   *mdserver.Handler
+	Listeners []Listener
+	log       *slog.Logger
+}
+
+// New opens the store, builds the guests' handler and listens on every
+// address of o. On an error (a *StoreError when the store did not open)
+// nothing stays open.
+func New(ctx context.Context, o Options) (*Server, error) {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	start := time.Now()
+	metrics := mdserver.NewMetrics()
+	o.Handler.Logger, o.Handler.Metrics = o.Logger, metrics
+	store, err := OpenStore(ctx, o.Store, mdserver.StoreChecks(o.Handler), o.Logger)
+	if err != nil {
+		return nil, &StoreError{Err: err}
+	}
+	loaded := []any{"count", store.Snapshot().Len(), "duration", time.Since(start), "gc_percent", o.GCPercent}
+	if o.Store.Dir != "" {
+		// The checks of what was read run in the background (DeferChecks);
+		// "dirstore: deferred checks done" follows.
+		loaded = append(loaded, "checks", "deferred")
+	}
+	o.Logger.Info("instances loaded", loaded...)
+	s := &Server{Store: store, Handler: mdserver.NewHandler(store, o.Handler), log: o.Logger}
+	if err := s.listen(o, metrics); err != nil {
+		for _, l := range s.Listeners {
+			l.Listener.Close()
+		}
+		store.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// listen opens the guests', metrics and admin listeners.
+func (s *Server) listen(o Options, metrics *mdserver.Metrics) error {
+	guests := o.Guests
+	guests.Exempt, guests.Known, guests.Metrics = o.Handler.TrustedProxies, s.Handler.Knows, metrics
+	lim := mdserver.NewLimiter(guests)
+	for _, a := range o.Listen {
+		if err := s.add("metadata", a, mdserver.NewServer(s.Handler), nil, lim); err != nil {
+			return err
+		}
+	}
+	if o.MetricsListen != "" {
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", metrics)
+		if err := s.add("metrics", o.MetricsListen, httpserver.New(mux, 10*time.Second, 30*time.Second), nil, mdserver.NewLimiter(metricsLimits)); err != nil {
+			return err
+		}
+	}
+	if o.AdminListen != "" {
+		ah := admin.NewHandler(s.Store, admin.Options{Token: o.AdminToken, Logger: o.Logger, Metadata: s.Handler})
+		if err := s.add("admin", o.AdminListen, admin.NewServer(ah), o.AdminTLS, mdserver.NewLimiter(adminLimits)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// add listens on addr for srv. The connections are bounded by lim (the
+// guests' listeners share one) before TLS: a handshake holds a descriptor
+// too.
+func (s *Server) add(name, addr string, srv *http.Server, tlsConfig *tls.Config, lim *mdserver.Limiter) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	l = lim.Limit(srv, l)
+	if tlsConfig != nil {
+		l = tls.NewListener(l, tlsConfig)
+	}
+	if srv.ErrorLog == nil { // TLS handshake and accept errors, as structured lines
+		srv.ErrorLog = slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)
+	}
+	s.Listeners = append(s.Listeners, Listener{Name: name, Listener: l, Server: srv})
+	return nil
+}
+
+// Run serves until ctx ends (see the package's Run), reloading the store
+// on every value from reload (nil: never).
+func (s *Server) Run(ctx context.Context, reload <-chan os.Signal, shutdownTimeout time.Duration) error {
+	return Run(ctx, Config{Listeners: s.Listeners, Store: s.Store, Reload: reload, ShutdownTimeout: shutdownTimeout, Logger: s.log})
+}
+
+// Close closes the store (Run closes the listeners).
+func (s *Server) Close() error { return s.Store.Close() }

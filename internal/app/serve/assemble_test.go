@@ -1,0 +1,95 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/vminit/vminit/mdserver"
+	"github.com/vminit/vminit/mdserver/admin"
+)
+
+// TestNew: the server New assembles from a directory serves a guest its
+// instance, the admin API that store, and the metrics; Run stops when
+// its context ends.
+func TestNew(t *testing.T) {
+	dir := t.TempDir()
+	writeSpec(t, dir, 1, 0)
+	srv, err := New(context.Background(), Options{
+		Store:   StoreConfig{Dir: dir},
+		Handler: mdserver.Options{AllowLoopbackInstances: true},
+		Listen:  []string{"127.0.0.1:0"}, MetricsListen: "127.0.0.1:0",
+		AdminListen: "127.0.0.1:0", AdminToken: "0123456789abcdef",
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	addr := map[string]string{}
+	for _, l := range srv.Listeners {
+		addr[l.Name] = "http://" + l.Listener.Addr().String()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx, nil, 0) }()
+
+	resp, err := client(1, false).Get(addr["metadata"] + "/latest/meta-data/hostname")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || string(body) != "vm-1-g0" {
+		t.Errorf("guest: %s %q", resp.Status, body)
+	}
+	list, err := (&admin.Client{URL: addr["admin"], Token: "0123456789abcdef"}).List(context.Background())
+	if err != nil || len(list) != 1 || list[0].Name != "vm-1" {
+		t.Errorf("admin list: %+v %v", list, err)
+	}
+	resp, err = http.Get(addr["metrics"] + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), "vminit_") {
+		t.Errorf("metrics: %s", body)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+}
+
+// TestNewErrors: a store that does not open is a *StoreError (the CLI
+// adds its etcd hints to those only); a listener that cannot listen is
+// not; no store is an error.
+func TestNewErrors(t *testing.T) {
+	quiet := slog.New(slog.DiscardHandler)
+	_, err := New(context.Background(), Options{Store: StoreConfig{Dir: filepath.Join(t.TempDir(), "none")}, Listen: []string{"127.0.0.1:0"}, Logger: quiet})
+	if se := (*StoreError)(nil); !errors.As(err, &se) || !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a missing directory: %v", err)
+	}
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	dir := t.TempDir()
+	writeSpec(t, dir, 1, 0)
+	_, err = New(context.Background(), Options{Store: StoreConfig{Dir: dir}, Listen: []string{"127.0.0.1:0", taken.Addr().String()}, Logger: quiet})
+	if se := (*StoreError)(nil); err == nil || errors.As(err, &se) {
+		t.Errorf("an address in use: %v", err)
+	}
+	if _, err := OpenStore(context.Background(), StoreConfig{}, mdserver.StoreChecks(mdserver.Options{}), quiet); err == nil {
+		t.Error("no store: no error")
+	}
+}

@@ -1,0 +1,134 @@
+package capi
+
+import (
+	"cmp"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+)
+
+// initializes reports whether the machine built runs kubeadm init, as
+// Cluster API decides it:
+//
+//   - a KubeadmConfigTemplate's machines (a MachineDeployment's or a
+//     MachinePool's) are no control-plane machines, and CABPK joins every
+//     such machine (it waits for the control plane, then joinWorker):
+//     they always join, an init configuration there is ignored;
+//   - a KubeadmControlPlane(Template) makes its first machine with the
+//     init configuration and every later one with the join configuration
+//     and joinConfiguration.controlPlane set (KCP's
+//     ComputeDesiredKubeadmConfig): Options.PoolIndex 0 is that first
+//     machine, the others join;
+//   - a KubeadmConfig is one machine's: it inits when it has an init or
+//     cluster configuration (the first control-plane machine's form),
+//     else it joins, as CABPK makes an empty one join.
+func (c *conv) initializes() bool {
+	cs := c.cs
+	hasInit := !isZero(cs.InitConfiguration) || !isZero(cs.ClusterConfiguration)
+	switch c.src.role {
+	case roleWorkers:
+		if hasInit {
+			c.b.Warnf(c.initPath(), "ignored: the machines of a KubeadmConfigTemplate (a MachineDeployment's or MachinePool's) always join, as CABPK joins every machine that is not a control-plane machine")
+		}
+		return false
+	case roleControlPlane:
+		return c.controlPlaneMachine()
+	}
+	if hasInit && !isZero(cs.JoinConfiguration) {
+		c.b.Warnf(c.path+".joinConfiguration", "not used: the object also has an init configuration, which the first control-plane machine uses (the others join with this one)")
+	}
+	return hasInit
+}
+
+// initPath is the field of the init configuration a KubeadmConfig spec
+// sets.
+func (c *conv) initPath() string {
+	if !isZero(c.cs.InitConfiguration) {
+		return c.path + ".initConfiguration"
+	}
+	return c.path + ".clusterConfiguration"
+}
+
+// controlPlaneMachine reports whether the KubeadmControlPlane's machine
+// Options.PoolIndex inits (the first) and makes the spec the joining
+// machines' for the others, as KCP does: no init configuration, and
+// joinConfiguration.controlPlane set so that kubeadm joins the control
+// plane.
+func (c *conv) controlPlaneMachine() bool {
+	i := c.opts.PoolIndex
+	if i < 0 {
+		c.b.Errorf("metadata.name", "--pool-index %d: the machines of %s are numbered from 0 (the first, which KCP makes with the init configuration)", i, c.what())
+		return false
+	}
+	if r := c.src.replicas; r != nil && i >= int(*r) {
+		c.b.Errorf("spec.replicas", "%s has %d machines, which KCP numbers from 0; there is no machine %d (--pool-index)", c.what(), *r, i)
+		return false
+	}
+	if i == 0 {
+		return true
+	}
+	c.cs.InitConfiguration = bootstrapv1.InitConfiguration{}
+	if c.cs.JoinConfiguration.ControlPlane == nil {
+		c.cs.JoinConfiguration.ControlPlane = &bootstrapv1.JoinControlPlane{}
+	}
+	if !slices.ContainsFunc(c.cs.Files, func(f bootstrapv1.File) bool { return f.Path == "/etc/kubernetes/pki/ca.key" }) {
+		c.b.Warnf(c.path+".files", "a joining control-plane machine needs the cluster's certificate authorities (/etc/kubernetes/pki/ca.crt and ca.key, sa.key and sa.pub, front-proxy-ca, etcd/ca): CABPK writes them into its data from the Cluster's Secrets, which vminit does not read; give them as files, or kubeadm join --control-plane fails")
+	}
+	return false
+}
+
+// bootstrapTokenFormat is kubeadm's bootstrap token: ID.SECRET.
+var bootstrapTokenFormat = regexp.MustCompile(`^[a-z0-9]{6}\.[a-z0-9]{16}$`)
+
+// joinDefaults gives a joining machine's configuration the discovery
+// CABPK gives it (reconcileDiscovery): a discovery file is kept as
+// written; else bootstrap-token discovery, whose endpoint, token and CA
+// hashes CABPK takes from the Cluster (spec.controlPlaneEndpoint, a token
+// it creates in the workload cluster, the cluster CA's hashes) and vminit
+// from Options where the object has none. Without an endpoint or a token
+// kubeadm join cannot find the cluster: an error. It reports whether the
+// configuration is complete.
+func (c *conv) joinDefaults() bool {
+	d := &c.cs.JoinConfiguration.Discovery
+	p := c.path + ".joinConfiguration.discovery"
+	if d.File.IsDefined() {
+		return true
+	}
+	bt := &d.BootstrapToken
+	if bt.Token == "" && c.opts.BootstrapToken != "" {
+		if !bootstrapTokenFormat.MatchString(c.opts.BootstrapToken) {
+			c.b.Errorf(p+".bootstrapToken.token", "--bootstrap-token %q: want kubeadm's token format, [a-z0-9]{6}.[a-z0-9]{16}", c.opts.BootstrapToken)
+			return false
+		}
+		bt.Token = c.opts.BootstrapToken
+	}
+	bt.APIServerEndpoint = cmp.Or(bt.APIServerEndpoint, c.opts.ControlPlaneEndpoint)
+	if len(bt.CACertHashes) == 0 {
+		bt.CACertHashes = c.opts.CACertHashes
+	}
+	var missing []string
+	if bt.APIServerEndpoint == "" {
+		missing = append(missing, "bootstrapToken.apiServerEndpoint (--control-plane-endpoint HOST:PORT)")
+	}
+	if bt.Token == "" {
+		missing = append(missing, "bootstrapToken.token (--bootstrap-token)")
+	}
+	if len(missing) > 0 {
+		c.b.Errorf(p, "the machine of %s joins its cluster, and kubeadm join has no %s to find it with: CABPK fills bootstrap-token discovery itself from the Cluster (the endpoint from its spec.controlPlaneEndpoint, a token it creates in the workload cluster, the hashes of the cluster's CA), which vminit does not read; give them in the object or with the flags", c.what(), strings.Join(missing, " and no "))
+		return false
+	}
+	if len(bt.CACertHashes) == 0 && bt.UnsafeSkipCAVerification == nil {
+		t := true
+		bt.UnsafeSkipCAVerification = &t
+		c.b.Warnf(p+".bootstrapToken", "no caCertHashes (--ca-cert-hash sha256:HEX): unsafeSkipCAVerification, as CABPK sets it when it has no CA hash, so the machine trusts whatever answers at %s", bt.APIServerEndpoint)
+	}
+	return true
+}
+
+// what names the object for messages: KubeadmConfigTemplate "md-0".
+func (c *conv) what() string {
+	return fmt.Sprintf("%s %q", c.b.Doc.Kind, c.src.name)
+}
