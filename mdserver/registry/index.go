@@ -16,7 +16,7 @@ import (
 
 // Index is the state of a store whose backend holds instances as keyed
 // documents: a spec file per instance (dirstore), an etcd key (etcdstore),
-// a Kubernetes object. The store reads what changed and hands it to Apply;
+// a Kubernetes Instance object (kubestore). The store reads what changed and hands it to Apply;
 // the Index applies the conflict rule (records being served keep their
 // names and addresses), keeps each version it refuses and offers it again
 // at every later change, logs every version that does not load and every
