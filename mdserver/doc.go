@@ -8,8 +8,8 @@
 // source address (or, behind a trusted proxy, the instance named by a
 // signed header), so a VM can never read another VM's data. The handler
 // reads instances through a registry.Source, one method: Snapshot. The
-// stores that hold them (dirstore, etcdstore) and the admin API that
-// changes them (package admin) are packages of their own.
+// stores that hold them (dirstore, etcdstore, kubestore) and the admin API
+// that changes them (package admin) are packages of their own.
 //
 // Each dialect is one file of the same shape (ec2.go, openstack.go,
 // nocloud.go, ignition.go) that declares itself once, in a register call
