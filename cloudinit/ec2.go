@@ -36,6 +36,52 @@ const (
 	EC2Version2019 = "2019-10-01"
 )
 
+// ec2Versions are the metadata versions the tree is served under, oldest
+// first, "latest" last: the one list of them (EC2Versions).
+var ec2Versions = [...]string{EC2Version2009, EC2Version2016, "2018-09-24", EC2Version2019, "2021-03-23", "latest"}
+
+// ec2Since are the versions that introduced files, oldest first: each
+// starts a feature level.
+var ec2Since = [EC2Levels]string{EC2Version2009, EC2Version2016, EC2Version2019}
+
+// EC2Levels is the number of feature levels: versions of one level have
+// the same files, so a server keeps one tree per level.
+const EC2Levels = 3
+
+// ec2VersionLevels are the levels of ec2Versions, worked out once: EC2Level
+// is on the metadata server's request path, twice per EC2 request.
+var ec2VersionLevels = func() (levels [len(ec2Versions)]int) {
+	for i, v := range ec2Versions {
+		levels[i] = -1
+		for l, s := range ec2Since {
+			// The versions are dates, ordered as strings; "latest"
+			// sorts after every date.
+			if s <= v {
+				levels[i] = l
+			}
+		}
+	}
+	return levels
+}()
+
+// EC2Versions returns the metadata versions the tree is served under (the
+// metadata server's version list), oldest first, "latest" last. A version
+// has the files whose Since is not after it (EC2Level).
+func EC2Versions() []string { return slices.Clone(ec2Versions[:]) }
+
+// EC2Level returns the feature level of version v, one of EC2Versions: 0
+// for the 2009-04-04 tree, 1 from 2016-09-02 (network/interfaces/macs),
+// 2 from 2019-10-01 (placement/region); -1 for a version not served. A
+// file is in version v when EC2Level(f.Since) <= EC2Level(v).
+func EC2Level(v string) int {
+	for i, x := range ec2Versions {
+		if x == v {
+			return ec2VersionLevels[i]
+		}
+	}
+	return -1
+}
+
 // EC2MetaData renders the EC2 instance metadata tree cloud-init's Ec2
 // datasource reads (the metadata server serves it under /{version}/):
 // meta-data with the instance-id, host name, placement and instance type

@@ -48,6 +48,39 @@ func TestOneHostnameRule(t *testing.T) {
 	}
 }
 
+// TestEC2Levels: every served version has the feature level its date
+// gives (the levels the metadata server keeps a tree for), and every
+// file's Since starts one.
+func TestEC2Levels(t *testing.T) {
+	want := map[string]int{"2009-04-04": 0, "2016-09-02": 1, "2018-09-24": 1, "2019-10-01": 2, "2021-03-23": 2, "latest": 2}
+	if vs := EC2Versions(); len(vs) != len(want) || vs[len(vs)-1] != "latest" {
+		t.Errorf("EC2Versions %v", EC2Versions())
+	}
+	for _, v := range EC2Versions() {
+		if got := EC2Level(v); got != want[v] {
+			t.Errorf("EC2Level(%s) = %d, want %d", v, got, want[v])
+		}
+	}
+	for _, v := range []string{"", "2008-02-01", "2020-01-01", "latest/", "LATEST"} {
+		if got := EC2Level(v); got != -1 {
+			t.Errorf("EC2Level(%q) = %d, want -1", v, got)
+		}
+	}
+	inst := loadSpec(t, `apiVersion: vminit.dev/v1alpha1
+kind: Instance
+metadata: {name: web-1}
+spec:
+  network:
+    ethernets:
+      eth0: {match: {macAddress: "52:54:00:12:34:56"}, addresses: [192.0.2.10/24]}
+`, nil)
+	for _, f := range EC2MetaData(inst) {
+		if l := EC2Level(f.Since); l < 0 || ec2Since[l] != f.Since {
+			t.Errorf("%s: Since %q starts no level", f.Path, f.Since)
+		}
+	}
+}
+
 // TestEC2MetaDataVersions: each file says the first metadata version that
 // has it, and the tree is sorted.
 func TestEC2MetaDataVersions(t *testing.T) {

@@ -116,6 +116,11 @@ func load(data []byte, l yamlbound.Limits) (*yaml.Node, error) {
 	return nil, fmt.Errorf("must be a mapping of module keys, not %s", kindOf(root))
 }
 
+// node returns n as PyYAML's SafeLoader builds it, written back so that
+// it means the same: aliases expanded, merge keys flattened, duplicate
+// keys resolved as a Python dict does, and scalars styled or tagged so
+// that their value survives; a node cloud-init's loader cannot construct
+// is an error naming its line.
 func (nz *normalizer) node(n *yaml.Node) (*yaml.Node, error) {
 	if n.Kind == yaml.AliasNode {
 		if n.Alias == nil {
@@ -147,33 +152,7 @@ func (nz *normalizer) node(n *yaml.Node) (*yaml.Node, error) {
 	out := &yaml.Node{Kind: n.Kind, Style: n.Style, Tag: n.Tag, Value: n.Value, Line: n.Line, Column: n.Column}
 	switch n.Kind {
 	case yaml.ScalarNode:
-		if n.Style&yaml.FoldedStyle != 0 {
-			// The value is already unfolded; written back as a literal
-			// block (or quoted) it needs no folding rules to survive.
-			out.Style = out.Style&^yaml.FoldedStyle | yaml.LiteralStyle
-		}
-		if yaml11.LiteralUnsafe(n.Value) {
-			out.Style = out.Style&yaml.TaggedStyle | yaml.DoubleQuotedStyle
-			if n.Style&yaml.TaggedStyle == 0 && tag == yaml11.Str {
-				out.Tag = yaml11.Str
-			}
-		}
-		if n.Style&yaml.TaggedStyle == 0 && tag != yaml11.Str {
-			switch {
-			case tag == yaml11.Null && n.Value == "":
-				// An empty plain scalar cannot always be written back
-				// plain (as a key it becomes ''), so spell the null.
-				out.Value = "null"
-			case strings.IndexFunc(n.Value, notPlainSafe) >= 0:
-				// A plain 1:20 (sexagesimal 80) or a spaced timestamp
-				// may not stay plain when written back: yaml.v3's
-				// emitter quotes a scalar with ':' inside a flow
-				// sequence, which would turn PyYAML's number into a
-				// string. An explicit tag keeps the meaning whatever
-				// the quoting.
-				out.Tag, out.Style = tag, out.Style|yaml.TaggedStyle
-			}
-		}
+		scalarStyle(out, n, tag)
 		return out, nil
 	case yaml.SequenceNode:
 		for _, c := range n.Content {
@@ -185,39 +164,82 @@ func (nz *normalizer) node(n *yaml.Node) (*yaml.Node, error) {
 		}
 		return out, nil
 	case yaml.MappingNode:
-		pairs, err := nz.flatten(n, 0)
-		if err != nil {
+		if err := nz.mapping(out, n); err != nil {
 			return nil, err
-		}
-		index := map[string]int{}
-		for _, p := range pairs {
-			if t, _ := yaml11.Tag(p[0]); t == yaml11.Value {
-				// SafeConstructor's flatten_mapping makes a plain "="
-				// key a string; only as a value is it unconstructible.
-				p[0] = &yaml.Node{Kind: yaml.ScalarNode, Style: yaml.DoubleQuotedStyle, Tag: yaml11.Str, Value: p[0].Value, Line: p[0].Line, Column: p[0].Column}
-			}
-			k, err := nz.node(p[0])
-			if err != nil {
-				return nil, err
-			}
-			v, err := nz.node(p[1])
-			if err != nil {
-				return nil, err
-			}
-			key, err := pyKey(k)
-			if err != nil {
-				return nil, err
-			}
-			if i, dup := index[key]; dup {
-				out.Content[i+1] = v // a Python dict keeps the first key's position
-				continue
-			}
-			index[key] = len(out.Content)
-			out.Content = append(out.Content, k, v)
 		}
 		return out, nil
 	}
 	return nil, fmt.Errorf("line %d: unexpected YAML node", n.Line)
+}
+
+// scalarStyle sets the style and tag of out, the copy of scalar n (whose
+// resolved tag is tag), that keep its value when written back.
+func scalarStyle(out, n *yaml.Node, tag string) {
+	if n.Style&yaml.FoldedStyle != 0 {
+		// The value is already unfolded; written back as a literal
+		// block (or quoted) it needs no folding rules to survive.
+		out.Style = out.Style&^yaml.FoldedStyle | yaml.LiteralStyle
+	}
+	if yaml11.LiteralUnsafe(n.Value) {
+		out.Style = out.Style&yaml.TaggedStyle | yaml.DoubleQuotedStyle
+		if n.Style&yaml.TaggedStyle == 0 && tag == yaml11.Str {
+			out.Tag = yaml11.Str
+		}
+	}
+	if n.Style&yaml.TaggedStyle != 0 || tag == yaml11.Str {
+		return
+	}
+	switch {
+	case tag == yaml11.Null && n.Value == "":
+		// An empty plain scalar cannot always be written back
+		// plain (as a key it becomes ''), so spell the null.
+		out.Value = "null"
+	case strings.IndexFunc(n.Value, notPlainSafe) >= 0:
+		// A plain 1:20 (sexagesimal 80) or a spaced timestamp
+		// may not stay plain when written back: yaml.v3's
+		// emitter quotes a scalar with ':' inside a flow
+		// sequence, which would turn PyYAML's number into a
+		// string. An explicit tag keeps the meaning whatever
+		// the quoting.
+		out.Tag, out.Style = tag, out.Style|yaml.TaggedStyle
+	}
+}
+
+// mapping fills out with the pairs of mapping n, merge keys flattened and
+// a duplicate key's value taking the first key's place, as in a Python
+// dict.
+func (nz *normalizer) mapping(out, n *yaml.Node) error {
+	pairs, err := nz.flatten(n, 0)
+	if err != nil {
+		return err
+	}
+	index := map[string]int{}
+	for _, p := range pairs {
+		if t, _ := yaml11.Tag(p[0]); t == yaml11.Value {
+			// SafeConstructor's flatten_mapping makes a plain "="
+			// key a string; only as a value is it unconstructible.
+			p[0] = &yaml.Node{Kind: yaml.ScalarNode, Style: yaml.DoubleQuotedStyle, Tag: yaml11.Str, Value: p[0].Value, Line: p[0].Line, Column: p[0].Column}
+		}
+		k, err := nz.node(p[0])
+		if err != nil {
+			return err
+		}
+		v, err := nz.node(p[1])
+		if err != nil {
+			return err
+		}
+		key, err := pyKey(k)
+		if err != nil {
+			return err
+		}
+		if i, dup := index[key]; dup {
+			out.Content[i+1] = v // a Python dict keeps the first key's position
+			continue
+		}
+		index[key] = len(out.Content)
+		out.Content = append(out.Content, k, v)
+	}
+	return nil
 }
 
 // flatten returns a mapping's key/value pairs with "<<" merge keys replaced

@@ -158,99 +158,123 @@ func (r *renderer) finish(generated *types.Config) (*Result, error) {
 		return nil, err
 	}
 	var (
-		target specVersion
-		out    []byte
-		rpt    report.Report
-		err    error
+		e   emitted
+		err error
 	)
 	if len(children) == 0 {
-		// The common case, kept fast: the generated config needs r.floor.
-		target, _ = lookupVersion(r.floor.String())
-		if f := r.forced; f != nil {
-			if f.at().LessThan(r.floor) {
-				return nil, r.tooOld(f.v, r.floor, r.floorField, r.floorWhy)
-			}
-			target = *f
-		}
-		generated.Ignition.Version = target.at().String()
-		switch {
-		case target.v == v300:
-			// The struct is already of the version's types.
-			rpt = validateStruct(*generated)
-			out, err = marshalClean(generated)
-		case target.legacy:
-			var raw []byte
-			if raw, err = json.Marshal(generated); err == nil {
-				if raw, err = canonical(raw); err == nil {
-					out, rpt, err = r.toLegacy(raw, target)
-				}
-			}
-		default:
-			var raw []byte
-			if raw, err = json.Marshal(generated); err == nil {
-				out, rpt, err = target.emit(raw)
-			}
-		}
+		e, err = r.emitGenerated(generated)
 	} else {
-		merged, parts, merr := r.merge(generated, children)
-		if merr != nil {
-			return nil, merr
-		}
-		// The lowest version that expresses every user config and the
-		// merged config. The merged config holds every key and value of
-		// the last user config (the child's win), so that one need not be
-		// tried on its own; an earlier one's may have been overridden.
-		lowest := r.floor
-		for _, p := range parts[:max(len(parts)-1, 0)] {
-			c, err := newConfig36(p.cfg)
-			if err != nil {
-				return nil, err
-			}
-			lowest, _, _ = c.lowest(lowest)
-		}
-		var cfg any
-		lowest, cfg, rpt = merged.lowest(lowest)
-		target, _ = lookupVersion(lowest.String())
-		if f := r.forced; f != nil {
-			if at := f.at(); at.LessThan(lowest) {
-				if at.LessThan(r.floor) {
-					return nil, r.tooOld(f.v, r.floor, r.floorField, r.floorWhy)
-				}
-				field, why := whyNot(at, merged, parts)
-				return nil, r.tooOld(f.v, lowest, field, why)
-			}
-			if target = *f; !target.legacy && target.v != lowest {
-				cfg, rpt, err = merged.in(target)
-			}
-		}
-		switch {
-		case target.legacy:
-			var raw []byte
-			if raw, err = restamp(merged.raw, v300); err == nil {
-				out, rpt, err = r.toLegacy(raw, target)
-			}
-		case err == nil:
-			out, err = marshalClean(cfg)
-		}
+		e, err = r.emitMerged(generated, children)
+	}
+	if err != nil {
+		return nil, err
 	}
 	if rerr := r.errs.Err(); rerr != nil {
 		return nil, rerr // toLegacy's
 	}
 	switch {
-	case (err != nil || rpt.IsFatal()) && len(children) == 0:
-		return nil, fmt.Errorf("internal error: the rendered Ignition %s config does not validate: %v%s", target.v, err, reportSuffix(rpt))
-	case err != nil, rpt.IsFatal():
-		r.errs.Add("spec.ignition", "merged with the generated config, it does not validate as Ignition %s: %v%s", target.v, err, reportSuffix(rpt))
+	case (e.err != nil || e.rpt.IsFatal()) && len(children) == 0:
+		return nil, fmt.Errorf("internal error: the rendered Ignition %s config does not validate: %v%s", e.target.v, e.err, reportSuffix(e.rpt))
+	case e.err != nil, e.rpt.IsFatal():
+		r.errs.Add("spec.ignition", "merged with the generated config, it does not validate as Ignition %s: %v%s", e.target.v, e.err, reportSuffix(e.rpt))
 	}
-	for _, e := range rpt.Entries {
-		if e.Kind != report.Error {
-			r.warn(r.fieldOf(e.Context.String(), generated), "%s", e.Message)
+	for _, entry := range e.rpt.Entries {
+		if entry.Kind != report.Error {
+			r.warn(r.fieldOf(entry.Context.String(), generated), "%s", entry.Message)
 		}
 	}
 	if err := r.errs.Err(); err != nil {
 		return nil, err
 	}
-	return &Result{Config: out, Version: target.v.String(), Warnings: r.warnings}, nil
+	return &Result{Config: e.out, Version: e.target.v.String(), Warnings: r.warnings}, nil
+}
+
+// emitted is a config written in its target version, with what Ignition's
+// validation reported on it; err is a failure to express or validate it
+// there, which finish reports against the right field.
+type emitted struct {
+	target specVersion
+	out    []byte
+	rpt    report.Report
+	err    error
+}
+
+// emitGenerated writes the generated config alone, the common case kept
+// fast: it needs r.floor, or the forced version.
+func (r *renderer) emitGenerated(generated *types.Config) (e emitted, err error) {
+	e.target, _ = lookupVersion(r.floor.String())
+	if f := r.forced; f != nil {
+		if f.at().LessThan(r.floor) {
+			return e, r.tooOld(f.v, r.floor, r.floorField, r.floorWhy)
+		}
+		e.target = *f
+	}
+	generated.Ignition.Version = e.target.at().String()
+	switch {
+	case e.target.v == v300:
+		// The struct is already of the version's types.
+		e.rpt = validateStruct(*generated)
+		e.out, e.err = marshalClean(generated)
+	case e.target.legacy:
+		var raw []byte
+		if raw, e.err = json.Marshal(generated); e.err == nil {
+			if raw, e.err = canonical(raw); e.err == nil {
+				e.out, e.rpt, e.err = r.toLegacy(raw, e.target)
+			}
+		}
+	default:
+		var raw []byte
+		if raw, e.err = json.Marshal(generated); e.err == nil {
+			e.out, e.rpt, e.err = e.target.emit(raw)
+		}
+	}
+	return e, nil
+}
+
+// emitMerged merges the user's configs into the generated one and writes
+// the result in the lowest version that expresses every user config and
+// the merged config, or the forced version.
+func (r *renderer) emitMerged(generated *types.Config, children []child) (e emitted, err error) {
+	merged, parts, err := r.merge(generated, children)
+	if err != nil {
+		return e, err
+	}
+	// The merged config holds every key and value of the last user config
+	// (the child's win), so that one need not be tried on its own; an
+	// earlier one's may have been overridden.
+	lowest := r.floor
+	for _, p := range parts[:max(len(parts)-1, 0)] {
+		c, err := newConfig36(p.cfg)
+		if err != nil {
+			return e, err
+		}
+		lowest, _, _ = c.lowest(lowest)
+	}
+	var cfg any
+	lowest, cfg, e.rpt = merged.lowest(lowest)
+	e.target, _ = lookupVersion(lowest.String())
+	if f := r.forced; f != nil {
+		if at := f.at(); at.LessThan(lowest) {
+			if at.LessThan(r.floor) {
+				return e, r.tooOld(f.v, r.floor, r.floorField, r.floorWhy)
+			}
+			field, why := whyNot(at, merged, parts)
+			return e, r.tooOld(f.v, lowest, field, why)
+		}
+		if e.target = *f; !e.target.legacy && e.target.v != lowest {
+			cfg, e.rpt, e.err = merged.in(e.target)
+		}
+	}
+	switch {
+	case e.target.legacy:
+		var raw []byte
+		if raw, e.err = restamp(merged.raw, v300); e.err == nil {
+			e.out, e.rpt, e.err = r.toLegacy(raw, e.target)
+		}
+	case e.err == nil:
+		e.out, e.err = marshalClean(cfg)
+	}
+	return e, nil
 }
 
 // tooOld is the error for a forced version below what the config needs.

@@ -81,16 +81,35 @@ func packRecord(pos int64, l int) int64 {
 	return pos + int64(l)
 }
 
+// layout computes, before a byte is written, where everything goes: the
+// order of both trees, the size of every path table and directory, then
+// the sectors of each, in the order they are written.
 func (w *Writer) layout() error {
 	l := &w.l
 	t := w.opts.ModTime
 	l.date7 = [7]byte{byte(t.Year() - 1900), byte(t.Month()), byte(t.Day()), byte(t.Hour()), byte(t.Minute()), byte(t.Second()), 0}
 	putDate17(&l.date17, t)
 
-	// Joliet tree order: breadth-first, children by name. Sorting by the
-	// UTF-8 name is sorting by UCS-2 code units, because every name is in the
-	// BMP. The primary identifiers are assigned in this order so that
-	// collision suffixes do not depend on the order of Add calls.
+	w.orderTrees()
+	w.sizePathTables()
+	w.sizePrimaryDirs()
+	w.sizeJolietDirs()
+	cur, err := w.placeMetadata()
+	if err != nil {
+		return err
+	}
+	return w.placeFiles(cur)
+}
+
+// orderTrees numbers the directories of both trees in path table order
+// (breadth-first) and gives every node its primary identifier.
+//
+// Joliet tree order: breadth-first, children by name. Sorting by the UTF-8
+// name is sorting by UCS-2 code units, because every name is in the BMP.
+// The primary identifiers are assigned in this order so that collision
+// suffixes do not depend on the order of Add calls.
+func (w *Writer) orderTrees() {
+	l := &w.l
 	ndirs := w.ndir + 1
 	l.jdirs = make([]*node, 1, ndirs)
 	l.jdirs[0] = &w.root
@@ -116,8 +135,11 @@ func (w *Writer) layout() error {
 			}
 		}
 	}
+}
 
-	// Path tables.
+// sizePathTables sizes the primary and Joliet path tables.
+func (w *Writer) sizePathTables() {
+	l := &w.l
 	for _, d := range l.pdirs {
 		l.ptSize += ptRecLen(len(d.pid))
 		l.jptSize += ptRecLen(2 * int(d.jlen))
@@ -125,9 +147,14 @@ func (w *Writer) layout() error {
 	// The root is one byte (0x00) in both trees.
 	l.ptSize += ptRecLen(1) - ptRecLen(0)
 	l.jptSize += ptRecLen(1) - ptRecLen(0)
+}
 
-	// Directory records and the continuation area. The ER entry (237 bytes)
-	// never fits in the root's "." record, so it always starts the area.
+// sizePrimaryDirs sizes every record and directory of the primary tree,
+// with their Rock Ridge entries, and the continuation area. The ER entry
+// (237 bytes) never fits in the root's "." record, so it always starts the
+// area.
+func (w *Writer) sizePrimaryDirs() {
+	l := &w.l
 	ce := int64(lenER)
 	for _, d := range l.pdirs {
 		dot := lenDotRR
@@ -155,7 +182,11 @@ func (w *Writer) layout() error {
 		d.psecs = uint32(sectors(pos))
 	}
 	l.ceSecs = uint32(sectors(ce))
-	for _, d := range l.jdirs {
+}
+
+// sizeJolietDirs sizes every record and directory of the Joliet tree.
+func (w *Writer) sizeJolietDirs() {
+	for _, d := range w.l.jdirs {
 		pos := packRecord(0, lenDot)
 		pos = packRecord(pos, lenDot)
 		for _, k := range d.kids {
@@ -164,11 +195,14 @@ func (w *Writer) layout() error {
 		}
 		d.jsecs = uint32(sectors(pos))
 	}
+}
 
-	// Sector allocation: path tables, primary directories, continuation
-	// area, Joliet directories, then file data in Joliet tree order.
-	// Metadata first keeps a seed's directories together at the start, as
-	// genisoimage and xorriso do.
+// placeMetadata allocates the sectors of the path tables, primary
+// directories, continuation area and Joliet directories, in that order,
+// and returns the first sector after them. Metadata first keeps a seed's
+// directories together at the start, as genisoimage and xorriso do.
+func (w *Writer) placeMetadata() (int64, error) {
+	l := &w.l
 	cur := int64(firstFreeSector)
 	l.ptL = uint32(cur)
 	cur += sectors(int64(l.ptSize))
@@ -189,8 +223,16 @@ func (w *Writer) layout() error {
 		cur += int64(d.jsecs)
 	}
 	if cur > math.MaxUint32 {
-		return fmt.Errorf("%w: image of more than 2^32 sectors", ErrTooLarge)
+		return 0, fmt.Errorf("%w: image of more than 2^32 sectors", ErrTooLarge)
 	}
+	return cur, nil
+}
+
+// placeFiles allocates the files' data from sector cur on, in Joliet tree
+// order, and sizes the volume: at least minSectors, padded to
+// Options.Alignment.
+func (w *Writer) placeFiles(cur int64) error {
+	l := &w.l
 	l.dataStart = uint32(cur)
 	emptyAtEnd := false
 	for _, d := range l.jdirs {

@@ -88,17 +88,42 @@ func NewReader(r io.ReaderAt, size int64) (*Reader, error) {
 		return nil, fmt.Errorf("%w: %d bytes is too small for an ISO 9660 image", ErrFormat, size)
 	}
 	rd := &Reader{ra: r, size: size}
+	pvd, svd, err := rd.readDescriptors()
+	if err != nil {
+		return nil, err
+	}
+	if err := rd.readVolume(pvd, svd); err != nil {
+		return nil, err
+	}
+	rd.visited = make(map[uint32]struct{})
+	rootExt, rootLen, rootPX, err := rd.chooseTree(pvd, svd)
+	if err != nil {
+		return nil, err
+	}
+	rd.root = &entry{mode: fs.ModeDir | 0o555}
+	if rd.rr && rootPX.px {
+		rd.root.mode = fs.ModeDir | fs.FileMode(rootPX.mode&0o777)
+	}
+	if err := rd.readDir(rd.root, rootExt, rootLen, 0); err != nil {
+		return nil, err
+	}
+	return rd, nil
+}
+
+// readDescriptors reads the volume descriptor set up to its terminator and
+// returns the primary volume descriptor and the Joliet supplementary one
+// (nil if there is none), setting JolietLevel.
+func (r *Reader) readDescriptors() (pvd, svd []byte, err error) {
 	sec := make([]byte, sectorSize)
-	var pvd, svd []byte
 	for i := int64(systemAreas); ; i++ {
-		if i >= systemAreas+maxVDescs || (i+1)*sectorSize > size {
-			return nil, fmt.Errorf("%w: no volume descriptor set terminator", ErrFormat)
+		if i >= systemAreas+maxVDescs || (i+1)*sectorSize > r.size {
+			return nil, nil, fmt.Errorf("%w: no volume descriptor set terminator", ErrFormat)
 		}
-		if err := rd.readAt(sec, i*sectorSize); err != nil {
-			return nil, err
+		if err := r.readAt(sec, i*sectorSize); err != nil {
+			return nil, nil, err
 		}
 		if string(sec[1:6]) != "CD001" || sec[6] != 1 {
-			return nil, fmt.Errorf("%w: bad volume descriptor at sector %d", ErrFormat, i)
+			return nil, nil, fmt.Errorf("%w: bad volume descriptor at sector %d", ErrFormat, i)
 		}
 		if sec[0] == 255 {
 			break
@@ -109,11 +134,11 @@ func NewReader(r io.ReaderAt, size int64) (*Reader, error) {
 		case sec[0] == 2 && svd == nil && sec[88] == '%' && sec[89] == '/':
 			switch sec[90] {
 			case '@':
-				rd.JolietLevel = 1
+				r.JolietLevel = 1
 			case 'C':
-				rd.JolietLevel = 2
+				r.JolietLevel = 2
 			case 'E':
-				rd.JolietLevel = 3
+				r.JolietLevel = 3
 			default:
 				continue
 			}
@@ -121,66 +146,72 @@ func NewReader(r io.ReaderAt, size int64) (*Reader, error) {
 		}
 	}
 	if pvd == nil {
-		return nil, fmt.Errorf("%w: no primary volume descriptor", ErrFormat)
+		return nil, nil, fmt.Errorf("%w: no primary volume descriptor", ErrFormat)
 	}
+	return pvd, svd, nil
+}
+
+// readVolume reads the volume's block size, labels, size and UUID from
+// its descriptors, and refuses a truncated image.
+func (r *Reader) readVolume(pvd, svd []byte) error {
 	if binary.LittleEndian.Uint16(pvd[128:]) != sectorSize {
-		return nil, fmt.Errorf("%w: logical block size %d is not 2048", ErrFormat, binary.LittleEndian.Uint16(pvd[128:]))
+		return fmt.Errorf("%w: logical block size %d is not 2048", ErrFormat, binary.LittleEndian.Uint16(pvd[128:]))
 	}
-	rd.Label = trimID(string(pvd[40:72]))
-	rd.VolumeSize = int64(binary.LittleEndian.Uint32(pvd[80:])) * sectorSize
-	if rd.VolumeSize > size {
+	r.Label = trimID(string(pvd[40:72]))
+	r.VolumeSize = int64(binary.LittleEndian.Uint32(pvd[80:])) * sectorSize
+	if r.VolumeSize > r.size {
 		// A kernel refuses to read past the device; a truncated copy
 		// would fail on the guest, not here.
-		return nil, fmt.Errorf("%w: the volume is %d bytes but the image only %d: truncated", ErrFormat, rd.VolumeSize, size)
+		return fmt.Errorf("%w: the volume is %d bytes but the image only %d: truncated", ErrFormat, r.VolumeSize, r.size)
 	}
-	rd.UUID = blkidUUID(pvd[830:847])
-	if rd.UUID == "" {
-		rd.UUID = blkidUUID(pvd[813:830])
+	r.UUID = blkidUUID(pvd[830:847])
+	if r.UUID == "" {
+		r.UUID = blkidUUID(pvd[813:830])
 	}
 	if svd != nil {
-		rd.JolietLabel = trimID(decodeUCS2(svd[40:72]))
+		r.JolietLabel = trimID(decodeUCS2(svd[40:72]))
 	}
-	rd.visited = make(map[uint32]struct{})
+	return nil
+}
 
-	// Rock Ridge is announced by SP at the start of the root's "." System
-	// Use area and an ER entry naming RRIP.
-	rootExt, rootLen, err := rd.rootRecord(pvd[156:190])
+// chooseTree decides which tree names the files: the
+// primary tree with Rock Ridge, else the Joliet tree, else the plain
+// primary tree. It returns that tree's root extent and length, and the
+// root's own Rock Ridge entries.
+//
+// Rock Ridge is announced by SP at the start of the root's "." System
+// Use area and an ER entry naming RRIP.
+func (r *Reader) chooseTree(pvd, svd []byte) (rootExt, rootLen uint32, rootPX suspInfo, err error) {
+	rootExt, rootLen, err = r.rootRecord(pvd[156:190])
 	if err != nil {
-		return nil, err
+		return 0, 0, rootPX, err
 	}
-	if err := rd.readAt(sec, int64(rootExt)*sectorSize); err != nil {
-		return nil, err
+	sec := make([]byte, sectorSize)
+	if err := r.readAt(sec, int64(rootExt)*sectorSize); err != nil {
+		return 0, 0, rootPX, err
 	}
-	var rootPX suspInfo
 	if dl := int(sec[0]); dl >= 34+lenSP && sec[32] == 1 && sec[33] == 0 {
 		su := sec[34:dl]
 		if string(su[:2]) == "SP" && su[2] == lenSP && su[4] == 0xBE && su[5] == 0xEF {
-			rd.skip = int(su[6])
+			r.skip = int(su[6])
 			var info suspInfo
-			if err := rd.parseSUSP(su, &info); err != nil {
-				return nil, err
+			if err := r.parseSUSP(su, &info); err != nil {
+				return 0, 0, rootPX, err
 			}
-			rd.RockRidge = info.er
+			r.RockRidge = info.er
 			rootPX = info
 		}
 	}
 	switch {
-	case rd.RockRidge == "RRIP_1991A" || rd.RockRidge == "IEEE_P1282" || rd.RockRidge == "IEEE_1282":
-		rd.rr = true
+	case r.RockRidge == "RRIP_1991A" || r.RockRidge == "IEEE_P1282" || r.RockRidge == "IEEE_1282":
+		r.rr = true
 	case svd != nil:
-		rd.joliet = true
-		if rootExt, rootLen, err = rd.rootRecord(svd[156:190]); err != nil {
-			return nil, err
+		r.joliet = true
+		if rootExt, rootLen, err = r.rootRecord(svd[156:190]); err != nil {
+			return 0, 0, rootPX, err
 		}
 	}
-	rd.root = &entry{mode: fs.ModeDir | 0o555}
-	if rd.rr && rootPX.px {
-		rd.root.mode = fs.ModeDir | fs.FileMode(rootPX.mode&0o777)
-	}
-	if err := rd.readDir(rd.root, rootExt, rootLen, 0); err != nil {
-		return nil, err
-	}
-	return rd, nil
+	return rootExt, rootLen, rootPX, nil
 }
 
 func (r *Reader) readAt(p []byte, off int64) error {

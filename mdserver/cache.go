@@ -7,18 +7,14 @@ import (
 	"github.com/vminit/vminit/mdserver/registry"
 )
 
-// entry is the rendered data of one record revision. Each dialect's files
-// are rendered on first use, separately: an EC2 guest never pays for the
-// NoCloud or ConfigDrive metadata, and a
-// part that fails to render fails only the requests that need it.
+// entry is the rendered data of one record revision: a slot for each
+// piece the dialects declared (newPiece), rendered on first use,
+// separately: an EC2 guest never pays for the NoCloud or ConfigDrive
+// metadata, and a piece that fails to render fails only the requests that
+// need it.
 type entry struct {
-	key registry.Key
-
-	userData  part[[]byte]                       // cloud-init user data; every dialect serves it
-	ec2       part[[ec2Levels]map[string][]byte] // paths relative to a version directory; listings end in "/"
-	openstack part[map[string][]byte]            // meta_data.json, network_data.json, vendor_data.json
-	nocloud   part[map[string][]byte]            // meta-data, vendor-data, network-config
-	ignition  part[[]byte]                       // the Ignition config
+	key   registry.Key
+	slots []slot // by piece.slot
 
 	mu      sync.Mutex // guards the metrics accounting below
 	size    int64      // bytes added to the cache metrics
@@ -26,23 +22,56 @@ type entry struct {
 	dropped bool       // out of the cache: rendering it no longer counts
 }
 
-// part is one lazily rendered piece of an entry.
-type part[T any] struct {
+// slot holds one piece of an entry: the rendered value, or a
+// renderError. One field for both keeps a slot at 32 bytes, on every
+// rendered instance.
+type slot struct {
 	once sync.Once
-	v    T
-	err  error
+	v    any
 }
 
-// getPart renders the part on first use; size (when the render succeeded) is
-// what it adds to the cache metrics.
-func getPart[T any](h *Handler, e *entry, p *part[T], render func() (T, error), size func(T) int64) (T, error) {
-	p.once.Do(func() {
-		p.v, p.err = render()
-		if p.err == nil {
-			h.account(e, size(p.v))
+// renderError is a slot's value when its piece failed to render.
+type renderError struct{ err error }
+
+// A piece is what a dialect renders from a record and keeps for the
+// record's revision: declared at package level, beside the dialect's
+// register call (or in userdata.go when dialects share it).
+type piece[T any] struct {
+	slot   int
+	render func(h *Handler, rec *registry.Record) (T, error)
+	size   func(T) int64 // what a rendered piece adds to the cache metrics
+}
+
+// pieces is the number of pieces declared: the slots of an entry.
+var pieces int
+
+// newPiece declares a piece of every record's cache entry.
+func newPiece[T any](render func(h *Handler, rec *registry.Record) (T, error), size func(T) int64) *piece[T] {
+	if sealed.Load() {
+		panic("mdserver: piece declared after NewHandler")
+	}
+	pieces++
+	return &piece[T]{slot: pieces - 1, render: render, size: size}
+}
+
+// get returns the piece of rec's revision, rendering it on first use.
+func (p *piece[T]) get(h *Handler, rec *registry.Record) (T, error) {
+	e := h.entry(rec)
+	s := &e.slots[p.slot]
+	s.once.Do(func() {
+		v, err := p.render(h, rec)
+		if err != nil {
+			s.v = renderError{err}
+			return
 		}
+		s.v = v
+		h.account(e, p.size(v))
 	})
-	return p.v, p.err
+	if re, ok := s.v.(renderError); ok {
+		var zero T
+		return zero, re.err
+	}
+	return s.v.(T), nil
 }
 
 func (h *Handler) entry(rec *registry.Record) *entry {
@@ -52,7 +81,7 @@ func (h *Handler) entry(rec *registry.Record) *entry {
 			return e
 		}
 	}
-	e := &entry{key: rec.Key()}
+	e := &entry{key: rec.Key(), slots: make([]slot, pieces)}
 	if ok {
 		if h.cache.CompareAndSwap(rec.Name, v, e) {
 			h.uncount(v.(*entry))

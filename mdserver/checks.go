@@ -10,7 +10,7 @@ import (
 
 // StoreChecks are the checks a store must run on every record it serves
 // to a handler with opts (dirstore.Options.Checks,
-// etcdstore.Config.Checks): what the spec's own validation cannot know.
+// etcdstore.Config.Checks, kubestore.Config.Checks): what the spec's own validation cannot know.
 //
 //   - Content: the checks of `vminit validate` (package render) for the
 //     output the handler renders: the user's Ignition config parses (a

@@ -18,10 +18,10 @@ const maxPreviewFetches = 2000
 
 // Crawl returns what a guest of rec is served in a dialect (DialectEC2,
 // DialectOpenStack, DialectNoCloud or DialectIgnition), fetched from h
-// itself the way the guest's agent does: for EC2 and OpenStack, every
-// listed name, directories recursively, public keys by index; for
-// NoCloud, the four seed files; for Ignition, the config. Each file's
-// Path is the URL path it is served at. The requests skip identification,
+// itself the way the guest's agent does, as the dialect's file says: for
+// EC2 and OpenStack, every listed name, directories recursively, public
+// keys by index; for NoCloud, the four seed files; for Ignition, the
+// config. Each file's Path is the URL path it is served at. The requests skip identification,
 // rate limits, metrics and audit lines: they are the administrator's, not
 // the guest's.
 //
@@ -29,23 +29,12 @@ const maxPreviewFetches = 2000
 // render (its error, which may hold spec.Errors), or the reason the crawl
 // stopped early. The files fetched are returned with it.
 func (h *Handler) Crawl(ctx context.Context, rec *registry.Record, dialect string) ([]seed.File, error) {
-	c := &crawler{h: h, ctx: ctx, rec: rec}
-	switch dialect {
-	case DialectEC2:
-		c.tree("/latest/meta-data/")
-		c.leaf("/latest/user-data")
-		c.leaf("/latest/dynamic/instance-identity/document")
-	case DialectOpenStack:
-		c.tree("/openstack/latest/")
-	case DialectNoCloud:
-		for _, f := range []string{"meta-data", "user-data", "vendor-data", "network-config"} {
-			c.leaf("/nocloud/" + f)
-		}
-	case DialectIgnition:
-		c.leaf("/ignition/config")
-	default:
+	d := dialectNamed(dialect)
+	if d == nil || d.crawl == nil {
 		return nil, fmt.Errorf("no crawl for dialect %q", dialect)
 	}
+	c := &crawler{h: h, ctx: ctx, rec: rec}
+	d.crawl(c)
 	return c.files, errors.Join(c.err, c.failed)
 }
 

@@ -8,11 +8,20 @@
 // source address (or, behind a trusted proxy, the instance named by a
 // signed header), so a VM can never read another VM's data. The handler
 // reads instances through a registry.Source, one method: Snapshot. The
-// stores that hold them (dirstore, etcdstore) and the admin API that
-// changes them (package admin) are packages of their own.
+// stores that hold them (dirstore, etcdstore, kubestore) and the admin API
+// that changes them (package admin) are packages of their own.
 //
 // Each dialect is one file of the same shape (ec2.go, openstack.go,
-// nocloud.go, ignition.go): its routes, its payload rendered once per
-// record revision, and its handlers. Metrics, rate limits and the audit
-// log are the handler's, around every dialect.
+// nocloud.go, ignition.go) that declares itself once, in a register call
+// in its init (dialect.go): its name, the paths it owns, the routes it adds
+// to the handler's ServeMux, its token rule (EC2's IMDSv2 check and token
+// signer are ec2.go's) and what a preview crawls; beside it, the pieces of
+// a record it renders (newPiece), once per record revision, on first use.
+// Identification, rate limits, spec.metadataServer's dialect choice,
+// metrics and the audit log are the handler's, around every dialect.
+//
+// To add a dialect: write its file the same way, and add its name to
+// spec.Dialects (so that spec.metadataServer.dialects may list it;
+// TestDialectsMatchSpec fails until both agree). Nothing else changes:
+// dialect_test.go's toy dialect is the proof.
 package mdserver

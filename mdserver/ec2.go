@@ -14,6 +14,7 @@ import (
 
 	"github.com/vminit/vminit/cloudinit"
 	"github.com/vminit/vminit/mdserver/registry"
+	"github.com/vminit/vminit/spec"
 )
 
 // The EC2 dialect: the instance metadata service (IMDS) cloud-init's Ec2
@@ -23,62 +24,79 @@ import (
 //	GET  /{ver}/ , /{ver}/meta-data/…, /{ver}/user-data, /{ver}/dynamic/…
 //	PUT  /latest/api/token                       IMDSv2 session token
 //
-// The tree is cloudinit.EC2MetaData's, rendered once per record revision
-// into one map per feature level (user data aside: it depends on the
-// request for Ignition instances).
+// {ver} is one of cloudinit.EC2Versions. The tree is
+// cloudinit.EC2MetaData's, rendered once per record revision into one map
+// per feature level (user data aside: it depends on the request for
+// Ignition instances).
 
-func (h *Handler) ec2Routes(mux *http.ServeMux) {
-	mux.HandleFunc("GET /{$}", h.ec2Versions)
-	mux.HandleFunc("PUT /latest/api/token", h.ec2Token)
-	// Every other path is EC2's /{version}/{path...}, which ec2 splits
-	// itself: ServeMux's wildcards cost allocations on every request, and
-	// the EC2 crawl is most of a boot storm.
-	mux.HandleFunc("GET /", h.ec2)
+// DialectEC2 is the EC2 dialect's name.
+const DialectEC2 = spec.DialectEC2
+
+// IMDSv2 header names.
+const (
+	// HeaderToken carries an IMDSv2 session token on GETs.
+	HeaderToken = "X-Aws-Ec2-Metadata-Token"
+	// HeaderTokenTTL is the token lifetime in seconds, asked for on the
+	// PUT and echoed on its response.
+	HeaderTokenTTL = "X-Aws-Ec2-Metadata-Token-Ttl-Seconds"
+	// HeaderTokenHopLimit, on a token answered to a trusted proxy
+	// (Options.ProxiesSetHopLimit), is the hop limit (IP TTL) the proxy
+	// must give the answer on its way to the guest.
+	HeaderTokenHopLimit = "X-Vminit-Token-Hop-Limit"
+)
+
+func init() {
+	register(&dialect{
+		name: DialectEC2,
+		owns: func(path string) bool {
+			v, _, _ := strings.Cut(path[1:], "/")
+			return path == "/" || cloudinit.EC2Level(v) >= 0
+		},
+		configure: func(h *Handler, mux *http.ServeMux) guard {
+			e := &ec2Server{h: h, tokens: newTokenSigner(h.opts.TokenKey)}
+			mux.HandleFunc("GET /{$}", e.versions)
+			mux.HandleFunc("PUT /latest/api/token", e.token)
+			// Every other path is EC2's /{version}/{path...}, which serve
+			// splits itself: ServeMux's wildcards cost allocations on every
+			// request, and the EC2 crawl is most of a boot storm.
+			mux.HandleFunc("GET /", e.serve)
+			return e.authorize
+		},
+		crawl: func(c *crawler) {
+			c.tree("/latest/meta-data/")
+			c.leaf("/latest/user-data")
+			c.leaf("/latest/dynamic/instance-identity/document")
+		},
+	})
 }
 
-// EC2 versions served, oldest first. Each maps to a feature level, the
-// files a version has: 0 is the 2009-04-04 tree, 1 adds
-// network/interfaces/macs (2016-09-02), 2 adds placement/region
-// (2019-10-01). cloudinit.EC2File.Since names the version that
-// introduced a file.
-var ec2VersionList = []string{"2009-04-04", "2016-09-02", "2018-09-24", "2019-10-01", "2021-03-23", "latest"}
-
-const ec2Levels = 3
-
-func ec2Level(v string) int {
-	switch v {
-	case cloudinit.EC2Version2009:
-		return 0
-	case cloudinit.EC2Version2016, "2018-09-24":
-		return 1
-	case cloudinit.EC2Version2019, "2021-03-23", "latest":
-		return 2
-	}
-	return -1
+// ec2Server is the EC2 dialect of one handler.
+type ec2Server struct {
+	h      *Handler
+	tokens tokenSigner
 }
 
-var ec2VersionsBody = []byte(strings.Join(ec2VersionList, "\n"))
+var ec2VersionsBody = []byte(strings.Join(cloudinit.EC2Versions(), "\n"))
 
 // ec2Root is the version directory: its entries without "/" (as EC2
 // lists them); user-data is always there (cloud-init user data is never
 // empty).
 var ec2Root = []byte("dynamic\nmeta-data\nuser-data")
 
-// ec2Tree renders (once per revision) the record's EC2 meta-data trees,
-// one per level.
-func (h *Handler) ec2Tree(rec *registry.Record) [ec2Levels]map[string][]byte {
-	e := h.entry(rec)
-	t, _ := getPart(h, e, &e.ec2, func() ([ec2Levels]map[string][]byte, error) { return ec2Trees(rec), nil },
-		func(t [ec2Levels]map[string][]byte) int64 { return treeBytes(t[:]...) })
-	return t
-}
+// ec2Tree is the record's EC2 meta-data trees, one per feature level:
+// paths relative to a version directory; listings end in "/".
+var ec2Tree = newPiece(func(_ *Handler, rec *registry.Record) (ec2Levels, error) { return ec2Trees(rec), nil },
+	func(t ec2Levels) int64 { return treeBytes(t[:]...) })
+
+// ec2Levels are an instance's trees, by cloudinit.EC2Level.
+type ec2Levels = [cloudinit.EC2Levels]map[string][]byte
 
 // ec2Trees lays cloudinit.EC2MetaData out as the tree of every feature
 // level: paths relative to a version directory, each directory listed
 // under its path ending in "/". The files are rendered once and their
 // bodies shared by the levels: a first fetch renders all of them, on the
 // request path of a booting VM.
-func ec2Trees(rec *registry.Record) [ec2Levels]map[string][]byte {
+func ec2Trees(rec *registry.Record) ec2Levels {
 	files := cloudinit.EC2MetaData(rec.Instance)
 	override := map[string][]byte{}
 	for _, f := range files {
@@ -86,12 +104,12 @@ func ec2Trees(rec *registry.Record) [ec2Levels]map[string][]byte {
 			override[f.Path] = f.Data
 		}
 	}
-	var trees [ec2Levels]map[string][]byte
+	var trees ec2Levels
 	listings := map[string][]byte{}
-	for level := range ec2Levels {
+	for level := range cloudinit.EC2Levels {
 		t := &treeBuilder{m: map[string][]byte{}, children: map[string][]string{}, override: override, listings: listings}
 		for _, f := range files {
-			if ec2Level(f.Since) <= level && !strings.HasSuffix(f.Path, "/") {
+			if cloudinit.EC2Level(f.Since) <= level && !strings.HasSuffix(f.Path, "/") {
 				t.leaf(f.Path, f.Data)
 			}
 		}
@@ -150,13 +168,14 @@ func (t *treeBuilder) build() map[string][]byte {
 	return t.m
 }
 
-func (h *Handler) ec2Versions(w http.ResponseWriter, r *http.Request) {
+func (e *ec2Server) versions(w http.ResponseWriter, r *http.Request) {
 	serveBytes(w, textPlain, ec2VersionsBody)
 }
 
-func (h *Handler) ec2(w http.ResponseWriter, r *http.Request) {
+func (e *ec2Server) serve(w http.ResponseWriter, r *http.Request) {
+	h := e.h
 	ver, p, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/") // /{ver}/{path...}; ServeMux cleaned it
-	level := ec2Level(ver)
+	level := cloudinit.EC2Level(ver)
 	if level < 0 {
 		emptyStatus(w, http.StatusNotFound)
 		return
@@ -174,7 +193,8 @@ func (h *Handler) ec2(w http.ResponseWriter, r *http.Request) {
 		serveBytes(w, ctype, b)
 		return
 	}
-	tree := h.ec2Tree(rec)[level]
+	trees, _ := ec2Tree.get(h, rec)
+	tree := trees[level]
 	b, ok := tree[p]
 	if !ok && !strings.HasSuffix(p, "/") {
 		b, ok = tree[p+"/"]
@@ -239,21 +259,31 @@ func (t tokenSigner) valid(tok string, k registry.Key, now time.Time) bool {
 	return now.Unix() < int64(binary.BigEndian.Uint64(b[:8]))
 }
 
-// ec2Authorized applies IMDSv2: a token, when sent, must be valid for this
-// instance (401 otherwise, as on EC2); without one, the request passes
-// unless the instance has imdsv2: required.
-func (h *Handler) ec2Authorized(r *http.Request, rec *registry.Record) bool {
-	if tok := r.Header.Get(HeaderToken); tok != "" {
-		return h.tokens.valid(tok, rec.Key(), h.opts.Now())
+// authorize is the dialect's guard, IMDSv2: a token, when sent, must be
+// valid for this instance (401 otherwise, as on EC2); without one, the
+// request passes unless the instance has imdsv2: required. The token PUT
+// itself needs none.
+func (e *ec2Server) authorize(r *http.Request, rec *registry.Record) int {
+	if r.Method == http.MethodPut {
+		return 0
 	}
-	ms := rec.Instance.Spec.MetadataServer
-	return ms == nil || ms.IMDSv2 != "required"
+	if tok := r.Header.Get(HeaderToken); tok != "" {
+		if !e.tokens.valid(tok, rec.Key(), e.h.opts.Now()) {
+			return http.StatusUnauthorized
+		}
+		return 0
+	}
+	if ms := rec.Instance.Spec.MetadataServer; ms != nil && ms.IMDSv2 == "required" {
+		return http.StatusUnauthorized
+	}
+	return 0
 }
 
 // MaxTokenTTL is the longest IMDSv2 token lifetime, in seconds (6 hours).
 const MaxTokenTTL = 21600
 
-func (h *Handler) ec2Token(w http.ResponseWriter, r *http.Request) {
+func (e *ec2Server) token(w http.ResponseWriter, r *http.Request) {
+	h := e.h
 	rec := recordOf(w)
 	// A token request that went through a proxy is refused, as on EC2: an
 	// SSRF through an open proxy must not obtain a token.
@@ -284,7 +314,7 @@ func (h *Handler) ec2Token(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	tok := h.tokens.mint(rec.Key(), h.opts.Now().Add(time.Duration(ttl)*time.Second))
+	tok := e.tokens.mint(rec.Key(), h.opts.Now().Add(time.Duration(ttl)*time.Second))
 	w.Header().Set(HeaderTokenTTL, strconv.Itoa(ttl))
 	serveBytes(w, textPlain, []byte(tok))
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/vminit/vminit/ignition"
 	"github.com/vminit/vminit/internal/lib/httppath"
 	"github.com/vminit/vminit/mdserver/registry"
-	"github.com/vminit/vminit/spec"
 )
 
 // Options configure NewHandler. The zero value is usable: no trusted
@@ -75,33 +74,10 @@ type Options struct {
 	MaxBodyBytes int64
 }
 
-// Header names.
-const (
-	// HeaderInstance is the signed instance header a trusted proxy adds
-	// (SignInstance): "v2;<name>;<uid>;<unix-expiry>;<hex HMAC>".
-	HeaderInstance = "X-Vminit-Instance"
-	// HeaderToken carries an IMDSv2 session token on GETs.
-	HeaderToken = "X-Aws-Ec2-Metadata-Token"
-	// HeaderTokenTTL is the token lifetime in seconds, asked for on the
-	// PUT and echoed on its response.
-	HeaderTokenTTL = "X-Aws-Ec2-Metadata-Token-Ttl-Seconds"
-	// HeaderTokenHopLimit, on a token answered to a trusted proxy
-	// (Options.ProxiesSetHopLimit), is the hop limit (IP TTL) the proxy
-	// must give the answer on its way to the guest.
-	HeaderTokenHopLimit = "X-Vminit-Token-Hop-Limit"
-)
-
-// Dialects, as they appear in metrics, logs and
-// spec.metadataServer.dialects.
-const (
-	DialectEC2       = spec.DialectEC2
-	DialectOpenStack = spec.DialectOpenStack
-	DialectNoCloud   = spec.DialectNoCloud
-	DialectIgnition  = spec.DialectIgnition
-	DialectOther     = "other"
-)
-
-var dialects = [...]string{DialectEC2, DialectOpenStack, DialectNoCloud, DialectIgnition, DialectOther}
+// HeaderInstance is the signed instance header a trusted proxy adds
+// (SignInstance): "v2;<name>;<uid>;<unix-expiry>;<hex HMAC>". The EC2
+// dialect's token headers are in ec2.go.
+const HeaderInstance = "X-Vminit-Instance"
 
 // Handler is the metadata server NewHandler returns.
 type Handler struct {
@@ -110,7 +86,7 @@ type Handler struct {
 	log     *slog.Logger
 	metrics *Metrics
 	mux     *http.ServeMux
-	tokens  tokenSigner
+	guards  []guard // the dialects' token rules, by dialect index
 
 	// Per-instance state. What belongs to one version of an instance is
 	// in its cache entry, under the record's registry.Key, and is dropped
@@ -131,21 +107,9 @@ type ctxKey int
 const connKey ctxKey = 0
 
 // NewHandler returns the metadata server: every dialect on one handler,
-// each request answered with the data of the instance it comes from.
-//
-// Paths (ver is an EC2 version such as 2009-04-04 or latest; osver an
-// OpenStack version such as 2018-08-27 or latest):
-//
-//	GET  /                                       EC2 version list
-//	GET  /{ver}/ , /{ver}/meta-data/…, /{ver}/user-data, /{ver}/dynamic/…
-//	PUT  /latest/api/token                       IMDSv2 session token
-//	GET  /openstack , /openstack/{osver}/        OpenStack version and file lists
-//	GET  /openstack/{osver}/meta_data.json, user_data, network_data.json,
-//	     vendor_data.json, vendor_data2.json
-//	GET|POST /openstack/{osver}/password         write-once password
-//	GET  /nocloud/meta-data, user-data, vendor-data, network-config
-//	GET  /ignition/config                        the instance's Ignition config
-//	GET  /ignition/pointer[?transport=ec2|…]     a pointer config with sha512
+// each request answered with the data of the instance it comes from. Each
+// dialect's file lists its paths (ec2.go, openstack.go, nocloud.go,
+// ignition.go); docs/metadata-server.md has them all.
 //
 // Requests are identified by source address (see Options.TrustedProxies
 // for proxies); a request nobody owns gets an empty 404. The IMDSv2 hop
@@ -164,16 +128,13 @@ func NewHandler(src registry.Source, opts Options) *Handler {
 	if opts.Burst <= 0 {
 		opts.Burst = max(100, int(2*opts.Rate))
 	}
-	h := &Handler{src: src, opts: opts, log: opts.Logger, metrics: opts.Metrics, tokens: newTokenSigner(opts.TokenKey)}
+	h := &Handler{src: src, opts: opts, log: opts.Logger, metrics: opts.Metrics}
 	if h.metrics != nil {
 		h.metrics.attach(h)
 	}
 	mux := http.NewServeMux()
-	h.ec2Routes(mux)
-	h.openstackRoutes(mux)
-	h.nocloudRoutes(mux)
-	h.ignitionRoutes(mux)
-	mux.HandleFunc("/", methodNotAllowed) // every GET is EC2's (ec2Routes)
+	h.configureDialects(mux)
+	mux.HandleFunc("/", methodNotAllowed) // every GET is EC2's (ec2.go)
 	h.mux = mux
 	return h
 }
@@ -216,25 +177,6 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 var swPool = sync.Pool{New: func() any { return new(statusWriter) }}
 
-func dialectOf(path string) string {
-	switch {
-	case path == "" || path[0] != '/':
-		return DialectOther // an absolute-form request ("GET http://host HTTP/1.1") has an empty path
-	case strings.HasPrefix(path, "/openstack"):
-		return DialectOpenStack
-	case strings.HasPrefix(path, "/nocloud/"):
-		return DialectNoCloud
-	case strings.HasPrefix(path, "/ignition/"):
-		return DialectIgnition
-	case path == "/":
-		return DialectEC2
-	}
-	if v, _, _ := strings.Cut(path[1:], "/"); ec2Level(v) >= 0 {
-		return DialectEC2
-	}
-	return DialectOther
-}
-
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := h.opts.Now()
 	sw := swPool.Get().(*statusWriter)
@@ -258,7 +200,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			// which walks the stack for a source position that the audit
 			// line does not carry (docs/design.md).
 			line := slog.NewRecord(end, slog.LevelInfo, "fetch", 0)
-			line.AddAttrs(slog.String("instance", name), slog.String("dialect", dialect),
+			line.AddAttrs(slog.String("instance", name), slog.String("dialect", dialect.name),
 				slog.String("method", r.Method), slog.String("path", r.URL.Path),
 				slog.Int("status", status), slog.Duration("duration", d),
 				slog.String("remote", r.RemoteAddr))
@@ -290,13 +232,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		emptyStatus(w, http.StatusBadRequest)
 		return
 	}
-	if dialect != DialectOther && !rec.Instance.Spec.MetadataServer.ServesDialect(dialect) {
-		dialectRefused(w, rec, dialect)
+	if dialect != otherDialect && !rec.Instance.Spec.MetadataServer.ServesDialect(dialect.name) {
+		dialectRefused(w, rec, dialect.name)
 		return
 	}
-	if dialect == DialectEC2 && r.Method != http.MethodPut && !h.ec2Authorized(r, rec) {
-		emptyStatus(w, http.StatusUnauthorized)
-		return
+	if g := h.guards[dialect.index]; g != nil {
+		if status := g(r, rec); status != 0 {
+			emptyStatus(w, status)
+			return
+		}
 	}
 	if r.Method == http.MethodPut || r.Method == http.MethodPost {
 		r.Body = http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vminit/vminit/cloudinit"
 	"github.com/vminit/vminit/ignition"
 	"github.com/vminit/vminit/mdserver/registry"
 )
@@ -79,7 +80,7 @@ func TestEC2Tree(t *testing.T) {
 	if r := c.get(srv.URL + "/"); r.status != 200 || !strings.Contains(r.body, "2009-04-04\n") || !strings.HasSuffix(r.body, "latest") {
 		t.Errorf("version list: %d %q", r.status, r.body)
 	}
-	for _, v := range ec2VersionList {
+	for _, v := range cloudinit.EC2Versions() {
 		base := srv.URL + "/" + v + "/"
 		leaves := crawl(t, c, base)
 		if leaves["meta-data/instance-id"] == "" || leaves["meta-data/local-hostname"] != "vm-a.example.com" {
@@ -93,7 +94,7 @@ func TestEC2Tree(t *testing.T) {
 		}
 		_, hasRegion := leaves["meta-data/placement/region"]
 		_, hasNet := leaves["meta-data/network/interfaces/macs/52:54:00:12:34:04/device-number"]
-		if hasRegion != (ec2Level(v) >= 2) || hasNet != (ec2Level(v) >= 1) {
+		if hasRegion != (cloudinit.EC2Level(v) >= 2) || hasNet != (cloudinit.EC2Level(v) >= 1) {
 			t.Errorf("%s: region %v network %v", v, hasRegion, hasNet)
 		}
 		if r := c.get(base + "dynamic/instance-identity"); r.status != 200 || r.body != "document" {

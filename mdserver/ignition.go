@@ -2,10 +2,12 @@ package mdserver
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/vminit/vminit/delivery"
 	"github.com/vminit/vminit/ignition"
 	"github.com/vminit/vminit/mdserver/registry"
+	"github.com/vminit/vminit/spec"
 )
 
 // The Ignition dialect: an Ignition instance's config, and a pointer
@@ -14,9 +16,20 @@ import (
 //	GET  /ignition/config                        the instance's Ignition config
 //	GET  /ignition/pointer[?transport=ec2|…]     a pointer config with sha512
 
-func (h *Handler) ignitionRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("GET /ignition/config", h.ignitionConfig)
-	mux.HandleFunc("GET /ignition/pointer", h.ignitionPointer)
+// DialectIgnition is the Ignition dialect's name.
+const DialectIgnition = spec.DialectIgnition
+
+func init() {
+	register(&dialect{
+		name: DialectIgnition,
+		owns: func(path string) bool { return strings.HasPrefix(path, "/ignition/") },
+		configure: func(h *Handler, mux *http.ServeMux) guard {
+			mux.HandleFunc("GET /ignition/config", h.ignitionConfig)
+			mux.HandleFunc("GET /ignition/pointer", h.ignitionPointer)
+			return nil
+		},
+		crawl: func(c *crawler) { c.leaf("/ignition/config") },
+	})
 }
 
 const ignitionType = "application/vnd.coreos.ignition+json"
@@ -32,7 +45,7 @@ func configURL(r *http.Request) string {
 
 func (h *Handler) ignitionConfig(w http.ResponseWriter, r *http.Request) {
 	rec := recordOf(w)
-	cfg, err := h.renderIgnition(rec)
+	cfg, err := ignitionConfig.get(h, rec)
 	if h.failed(w, rec, err) {
 		return
 	}
@@ -45,7 +58,7 @@ func (h *Handler) ignitionConfig(w http.ResponseWriter, r *http.Request) {
 // against that transport's budget (413 if even the pointer is too large).
 func (h *Handler) ignitionPointer(w http.ResponseWriter, r *http.Request) {
 	rec := recordOf(w)
-	cfg, err := h.renderIgnition(rec)
+	cfg, err := ignitionConfig.get(h, rec)
 	if h.failed(w, rec, err) {
 		return
 	}
@@ -67,17 +80,15 @@ func (h *Handler) ignitionPointer(w http.ResponseWriter, r *http.Request) {
 	serveBytes(w, ignitionType, ptr)
 }
 
-// renderIgnition renders (once) the record's Ignition config.
-func (h *Handler) renderIgnition(rec *registry.Record) ([]byte, error) {
-	e := h.entry(rec)
-	return getPart(h, e, &e.ignition, func() ([]byte, error) {
-		res, err := ignition.Render(rec.Instance, ignition.Options{Variant: h.opts.IgnitionVariant, AllowPartial: true})
-		if err != nil {
-			return nil, err
-		}
-		for _, w := range res.Warnings {
-			h.log.Warn("ignition rendering", "instance", rec.Name, "warning", w)
-		}
-		return res.Config, nil
-	}, bytesLen)
-}
+// ignitionConfig is the record's Ignition config, for the handler's
+// variant.
+var ignitionConfig = newPiece(func(h *Handler, rec *registry.Record) ([]byte, error) {
+	res, err := ignition.Render(rec.Instance, ignition.Options{Variant: h.opts.IgnitionVariant, AllowPartial: true})
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range res.Warnings {
+		h.log.Warn("ignition rendering", "instance", rec.Name, "warning", w)
+	}
+	return res.Config, nil
+}, bytesLen)

@@ -23,10 +23,13 @@ import (
 //	vminit_mdserver_connections (guest connections open, with a Limiter)
 //	vminit_mdserver_connections_refused_total{reason=per_source|unknown_source|total}
 //	vminit_mdserver_connections_evicted_total (idle ones closed under pressure)
+//
+// Make it with NewMetrics.
 type Metrics struct {
-	requests    [len(dialects)][len(statusCodes) + 1]atomic.Uint64
-	buckets     [len(dialects)][len(latencyBuckets) + 1]atomic.Uint64
-	sumNanos    [len(dialects)]atomic.Uint64
+	// By dialect.index.
+	requests    [][len(statusCodes) + 1]atomic.Uint64
+	buckets     [][len(latencyBuckets) + 1]atomic.Uint64
+	sumNanos    []atomic.Uint64
 	rateLimited atomic.Uint64
 
 	cacheEntries atomic.Int64
@@ -40,7 +43,14 @@ type Metrics struct {
 }
 
 // NewMetrics returns empty metrics.
-func NewMetrics() *Metrics { return &Metrics{} }
+func NewMetrics() *Metrics {
+	n := len(dialects)
+	return &Metrics{
+		requests: make([][len(statusCodes) + 1]atomic.Uint64, n),
+		buckets:  make([][len(latencyBuckets) + 1]atomic.Uint64, n),
+		sumNanos: make([]atomic.Uint64, n),
+	}
+}
 
 var statusCodes = [...]int{200, 400, 401, 403, 404, 405, 409, 413, 429, 500}
 
@@ -48,17 +58,8 @@ var latencyBuckets = [...]float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
 
 func (m *Metrics) attach(h *Handler) { m.h.Store(h) }
 
-func dialectIndex(d string) int {
-	for i, x := range dialects {
-		if x == d {
-			return i
-		}
-	}
-	return len(dialects) - 1
-}
-
-func (m *Metrics) observe(dialect string, status int, d time.Duration) {
-	di := dialectIndex(dialect)
+func (m *Metrics) observe(dialect *dialect, status int, d time.Duration) {
+	di := dialect.index
 	si := len(statusCodes)
 	for i, c := range statusCodes {
 		if c == status {
@@ -100,7 +101,7 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 			if si < len(statusCodes) {
 				code = strconv.Itoa(statusCodes[si])
 			}
-			p("vminit_mdserver_requests_total{dialect=%q,code=%q} %d\n", d, code, n)
+			p("vminit_mdserver_requests_total{dialect=%q,code=%q} %d\n", d.name, code, n)
 		}
 	}
 	p("# HELP vminit_mdserver_request_duration_seconds Time to answer a metadata request.\n# TYPE vminit_mdserver_request_duration_seconds histogram\n")
@@ -112,10 +113,10 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 			if bi < len(latencyBuckets) {
 				le = strconv.FormatFloat(latencyBuckets[bi], 'g', -1, 64)
 			}
-			p("vminit_mdserver_request_duration_seconds_bucket{dialect=%q,le=%q} %d\n", d, le, cum)
+			p("vminit_mdserver_request_duration_seconds_bucket{dialect=%q,le=%q} %d\n", d.name, le, cum)
 		}
-		p("vminit_mdserver_request_duration_seconds_sum{dialect=%q} %g\n", d, float64(m.sumNanos[di].Load())/1e9)
-		p("vminit_mdserver_request_duration_seconds_count{dialect=%q} %d\n", d, cum)
+		p("vminit_mdserver_request_duration_seconds_sum{dialect=%q} %g\n", d.name, float64(m.sumNanos[di].Load())/1e9)
+		p("vminit_mdserver_request_duration_seconds_count{dialect=%q} %d\n", d.name, cum)
 	}
 	loaded := 0
 	if h := m.h.Load(); h != nil {

@@ -2,9 +2,10 @@ package mdserver
 
 import (
 	"net/http"
+	"strings"
 
-	"github.com/vminit/vminit/mdserver/registry"
 	"github.com/vminit/vminit/seed"
+	"github.com/vminit/vminit/spec"
 )
 
 // The NoCloud-net dialect: the files of a NoCloud seed (seed.Metadata)
@@ -12,8 +13,26 @@ import (
 //
 //	GET  /nocloud/meta-data, user-data, vendor-data, network-config
 
-func (h *Handler) nocloudRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("GET /nocloud/{file}", h.nocloud)
+// DialectNoCloud is the NoCloud-net dialect's name.
+const DialectNoCloud = spec.DialectNoCloud
+
+// nocloudSeedFiles are the files of a NoCloud seed the dialect serves.
+var nocloudSeedFiles = []string{"meta-data", "user-data", "vendor-data", "network-config"}
+
+func init() {
+	register(&dialect{
+		name: DialectNoCloud,
+		owns: func(path string) bool { return strings.HasPrefix(path, "/nocloud/") },
+		configure: func(h *Handler, mux *http.ServeMux) guard {
+			mux.HandleFunc("GET /nocloud/{file}", h.nocloud)
+			return nil
+		},
+		crawl: func(c *crawler) {
+			for _, f := range nocloudSeedFiles {
+				c.leaf("/nocloud/" + f)
+			}
+		},
+	})
 }
 
 // NoCloud-net files under /nocloud/. Point cloud-init at them with
@@ -30,7 +49,7 @@ func (h *Handler) nocloud(w http.ResponseWriter, r *http.Request) {
 		}
 		serveBytes(w, ctype, b)
 	case "meta-data", "vendor-data", "network-config":
-		files, err := h.nocloudFiles(rec)
+		files, err := nocloudMetadata.get(h, rec)
 		if h.failed(w, rec, err) {
 			return
 		}
@@ -47,9 +66,6 @@ func (h *Handler) nocloud(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// nocloudFiles renders (once) the record's NoCloud meta-data, vendor-data
-// and network-config (version 2).
-func (h *Handler) nocloudFiles(rec *registry.Record) (map[string][]byte, error) {
-	e := h.entry(rec)
-	return h.metadataFiles(rec, e, &e.nocloud, seed.NoCloud, "")
-}
+// nocloudMetadata are the record's NoCloud meta-data, vendor-data and
+// network-config (version 2).
+var nocloudMetadata = metadataFiles(seed.NoCloud, "")

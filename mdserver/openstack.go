@@ -8,6 +8,7 @@ import (
 
 	"github.com/vminit/vminit/mdserver/registry"
 	"github.com/vminit/vminit/seed"
+	"github.com/vminit/vminit/spec"
 )
 
 // The OpenStack dialect: nova's metadata service, which cloud-init's
@@ -19,12 +20,23 @@ import (
 //	     vendor_data.json, vendor_data2.json
 //	GET|POST /openstack/{ver}/password           write-once password
 
-func (h *Handler) openstackRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("GET /openstack", h.openstackVersions)
-	mux.HandleFunc("GET /openstack/{$}", h.openstackVersions)
-	mux.HandleFunc("GET /openstack/{ver}", h.openstack)
-	mux.HandleFunc("GET /openstack/{ver}/{file...}", h.openstack)
-	mux.HandleFunc("POST /openstack/{ver}/password", h.openstackPasswordPost)
+// DialectOpenStack is the OpenStack dialect's name.
+const DialectOpenStack = spec.DialectOpenStack
+
+func init() {
+	register(&dialect{
+		name: DialectOpenStack,
+		owns: func(path string) bool { return strings.HasPrefix(path, "/openstack") },
+		configure: func(h *Handler, mux *http.ServeMux) guard {
+			mux.HandleFunc("GET /openstack", h.openstackVersions)
+			mux.HandleFunc("GET /openstack/{$}", h.openstackVersions)
+			mux.HandleFunc("GET /openstack/{ver}", h.openstack)
+			mux.HandleFunc("GET /openstack/{ver}/{file...}", h.openstack)
+			mux.HandleFunc("POST /openstack/{ver}/password", h.openstackPasswordPost)
+			return nil
+		},
+		crawl: func(c *crawler) { c.tree("/openstack/latest/") },
+	})
 }
 
 // OpenStack versions served (nova's list up to 2018-08-27, the newest
@@ -76,7 +88,7 @@ func (h *Handler) openstack(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec := recordOf(w)
-	files, err := h.openstackFiles(rec)
+	files, err := openstackMetadata.get(h, rec)
 	if h.failed(w, rec, err) {
 		return
 	}
@@ -170,9 +182,5 @@ func (h *Handler) openstackPasswordPost(w http.ResponseWriter, r *http.Request) 
 	emptyStatus(w, http.StatusOK)
 }
 
-// openstackFiles renders (once) the record's ConfigDrive metadata files,
-// by name.
-func (h *Handler) openstackFiles(rec *registry.Record) (map[string][]byte, error) {
-	e := h.entry(rec)
-	return h.metadataFiles(rec, e, &e.openstack, seed.ConfigDrive, "openstack/latest/")
-}
+// openstackMetadata are the record's ConfigDrive metadata files, by name.
+var openstackMetadata = metadataFiles(seed.ConfigDrive, "openstack/latest/")

@@ -26,10 +26,10 @@ func isIgnition(inst *spec.Instance) bool {
 // budget (as it would on the real cloud).
 func (h *Handler) userData(r *http.Request, rec *registry.Record, transport string) ([]byte, string, error) {
 	if !isIgnition(rec.Instance) {
-		ud, err := h.cloudUserData(rec)
+		ud, err := cloudUserData.get(h, rec)
 		return ud, textPlain, err
 	}
-	cfg, err := h.renderIgnition(rec)
+	cfg, err := ignitionConfig.get(h, rec)
 	if err != nil {
 		return nil, "", err
 	}
@@ -44,22 +44,19 @@ func (h *Handler) userData(r *http.Request, rec *registry.Record, transport stri
 	return out, ignitionType, err
 }
 
-// cloudUserData renders (once) the record's cloud-init user data.
-func (h *Handler) cloudUserData(rec *registry.Record) ([]byte, error) {
-	e := h.entry(rec)
-	return getPart(h, e, &e.userData, func() ([]byte, error) {
-		ud, err := seed.UserData(rec.Instance)
-		if err != nil {
-			return nil, fmt.Errorf("rendering %s: %w", rec.Name, err)
-		}
-		return ud, nil
-	}, bytesLen)
-}
+// cloudUserData is the record's cloud-init user data.
+var cloudUserData = newPiece(func(_ *Handler, rec *registry.Record) ([]byte, error) {
+	ud, err := seed.UserData(rec.Instance)
+	if err != nil {
+		return nil, fmt.Errorf("rendering %s: %w", rec.Name, err)
+	}
+	return ud, nil
+}, bytesLen)
 
-// metadataFiles renders (once, into e's part p) the files seed.Metadata
-// gives ds, named by their path without dir.
-func (h *Handler) metadataFiles(rec *registry.Record, e *entry, p *part[map[string][]byte], ds seed.Datasource, dir string) (map[string][]byte, error) {
-	return getPart(h, e, p, func() (map[string][]byte, error) {
+// metadataFiles declares the piece of the files seed.Metadata gives ds,
+// named by their path without dir.
+func metadataFiles(ds seed.Datasource, dir string) *piece[map[string][]byte] {
+	return newPiece(func(_ *Handler, rec *registry.Record) (map[string][]byte, error) {
 		files, err := seed.Metadata(rec.Instance, ds, seed.Options{})
 		if err != nil {
 			return nil, fmt.Errorf("rendering %s for %s: %w", rec.Name, ds, err)

@@ -1,8 +1,10 @@
 // Package media puts a seed on the medium a hypervisor attaches to a VM: an
-// ISO9660 image (Rock Ridge and Joliet), a VFAT image, a tar archive or a
-// plain directory, and reads such images back for inspection.
+// ISO9660 image (Rock Ridge and Joliet), a VFAT image or a tar archive, and
+// reads such images back for inspection. Format also names the fourth
+// medium, a plain directory, which package seed writes itself
+// ((*seed.Seed).WriteDir).
 //
-// Every format is byte-reproducible: the one timestamp comes from
+// Every format Write produces is byte-reproducible: the one timestamp comes from
 // Options.ModTime (callers pass SOURCE_DATE_EPOCH), owners are root, modes
 // are normalised and entries are sorted.
 package media

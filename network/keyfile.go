@@ -160,80 +160,16 @@ func linkFile(f *iface) (File, bool) {
 	return File{Path: NetworkdDir + "/10-vminit-" + f.id + ".link", Mode: 0o644, Data: w.bytes()}, true
 }
 
+// keyfile renders one interface's connection: [connection], what matches
+// it, its kind's own section, and (unless it is a port of controller) its
+// IP configuration.
 func keyfile(f *iface, byID map[string]*iface, controller *iface, errs *spec.ErrorList) []byte {
 	w := newINI(header(f))
-	w.section("connection")
-	w.kv("id", "vminit-"+f.id)
-	w.kv("uuid", connectionUUID(f.id))
-	kind := map[string]string{"ethernets": "ethernet", "bonds": "bond", "vlans": "vlan", "bridges": "bridge"}[f.kind]
-	w.kv("type", kind)
-	// A name pattern goes to [match], which takes shell-style globs;
-	// connection.interface-name takes one name. Beside a MAC address, a
-	// name narrows the match further.
-	glob := f.eth != nil && f.matchName() != "" && hasGlob(f.matchName())
-	name := f.guestName()
-	if f.matchMAC() != "" {
-		name = f.matchName()
-	}
-	if name != "" && !glob {
-		w.kv("interface-name", name)
-	}
-	if controller != nil {
-		w.kv("master", connectionUUID(controller.id))
-		w.kv("slave-type", map[string]string{"bonds": "bond", "bridges": "bridge"}[controller.kind])
-	}
-
-	// [ethernet] carries the MAC address to match (a NIC's permanent
-	// one), the MAC address to set and the MTU, for bonds and VLANs too.
-	eth := [][2]string{}
-	if m := f.matchMAC(); m != "" {
-		eth = append(eth, [2]string{"mac-address", strings.ToUpper(m)})
-	}
-	if m := mac(f.in.MACAddress); m != "" {
-		eth = append(eth, [2]string{"cloned-mac-address", strings.ToUpper(m)})
-	}
-	if f.in.MTU != 0 {
-		eth = append(eth, [2]string{"mtu", fmt.Sprint(f.in.MTU)})
-	}
-	if len(eth) > 0 {
-		w.section("ethernet")
-		for _, kv := range eth {
-			w.kv(kv[0], kv[1])
-		}
-	}
-	if glob {
-		w.section("match")
-		w.kv("interface-name", f.matchName())
-	}
-
+	keyfileConnection(w, f, controller)
+	keyfileMatch(w, f)
 	switch {
 	case f.bond != nil:
-		w.section("bond")
-		p := f.bond.Parameters
-		if p == nil {
-			p = &spec.BondParameters{}
-		}
-		mode := p.Mode
-		if mode == "" {
-			mode = "balance-rr" // the kernel's default, written out
-		}
-		w.kv("mode", mode)
-		if p.MIIMonitorInterval != nil {
-			w.kv("miimon", fmt.Sprint(*p.MIIMonitorInterval))
-		}
-		if p.LACPRate != "" {
-			w.kv("lacp_rate", p.LACPRate)
-		}
-		if p.TransmitHashPolicy != "" {
-			w.kv("xmit_hash_policy", p.TransmitHashPolicy)
-		}
-		if p.Primary != "" {
-			if m := byID[p.Primary]; m != nil && m.guestName() != "" {
-				w.kv("primary", m.guestName())
-			} else {
-				errs.Add(f.field+".parameters.primary", "NetworkManager names a bond's primary port by interface name, and %q has none in the spec; give it a setName", p.Primary)
-			}
-		}
+		keyfileBond(w, f, byID, errs)
 	case f.bridge != nil:
 		w.section("bridge")
 		w.kv("stp", fmt.Sprint(f.stp()))
@@ -257,6 +193,93 @@ func keyfile(f *iface, byID map[string]*iface, controller *iface, errs *spec.Err
 		ipSections(w, f, errs)
 	}
 	return w.bytes()
+}
+
+// keyfileConnection writes [connection]: the connection's ID, UUID and
+// type, the interface name it applies to, and the bond or bridge it is a
+// port of (controller, or nil).
+func keyfileConnection(w *ini, f *iface, controller *iface) {
+	w.section("connection")
+	w.kv("id", "vminit-"+f.id)
+	w.kv("uuid", connectionUUID(f.id))
+	kind := map[string]string{"ethernets": "ethernet", "bonds": "bond", "vlans": "vlan", "bridges": "bridge"}[f.kind]
+	w.kv("type", kind)
+	// A name pattern goes to [match] (keyfileMatch); connection.interface-name
+	// takes one name. Beside a MAC address, a name narrows the match further.
+	name := f.guestName()
+	if f.matchMAC() != "" {
+		name = f.matchName()
+	}
+	if name != "" && !keyfileGlob(f) {
+		w.kv("interface-name", name)
+	}
+	if controller != nil {
+		w.kv("master", connectionUUID(controller.id))
+		w.kv("slave-type", map[string]string{"bonds": "bond", "bridges": "bridge"}[controller.kind])
+	}
+}
+
+// keyfileGlob reports whether f is an ethernet matched by a name pattern,
+// which goes to [match]: it takes shell-style globs.
+func keyfileGlob(f *iface) bool {
+	return f.eth != nil && f.matchName() != "" && hasGlob(f.matchName())
+}
+
+// keyfileMatch writes [ethernet], which carries the MAC address to match
+// (a NIC's permanent one), the MAC address to set and the MTU, for bonds
+// and VLANs too; and [match] for a name pattern.
+func keyfileMatch(w *ini, f *iface) {
+	eth := [][2]string{}
+	if m := f.matchMAC(); m != "" {
+		eth = append(eth, [2]string{"mac-address", strings.ToUpper(m)})
+	}
+	if m := mac(f.in.MACAddress); m != "" {
+		eth = append(eth, [2]string{"cloned-mac-address", strings.ToUpper(m)})
+	}
+	if f.in.MTU != 0 {
+		eth = append(eth, [2]string{"mtu", fmt.Sprint(f.in.MTU)})
+	}
+	if len(eth) > 0 {
+		w.section("ethernet")
+		for _, kv := range eth {
+			w.kv(kv[0], kv[1])
+		}
+	}
+	if keyfileGlob(f) {
+		w.section("match")
+		w.kv("interface-name", f.matchName())
+	}
+}
+
+// keyfileBond writes [bond]: the mode (the kernel's default written out)
+// and the other bonding options, the primary port by interface name.
+func keyfileBond(w *ini, f *iface, byID map[string]*iface, errs *spec.ErrorList) {
+	w.section("bond")
+	p := f.bond.Parameters
+	if p == nil {
+		p = &spec.BondParameters{}
+	}
+	mode := p.Mode
+	if mode == "" {
+		mode = "balance-rr" // the kernel's default, written out
+	}
+	w.kv("mode", mode)
+	if p.MIIMonitorInterval != nil {
+		w.kv("miimon", fmt.Sprint(*p.MIIMonitorInterval))
+	}
+	if p.LACPRate != "" {
+		w.kv("lacp_rate", p.LACPRate)
+	}
+	if p.TransmitHashPolicy != "" {
+		w.kv("xmit_hash_policy", p.TransmitHashPolicy)
+	}
+	if p.Primary != "" {
+		if m := byID[p.Primary]; m != nil && m.guestName() != "" {
+			w.kv("primary", m.guestName())
+		} else {
+			errs.Add(f.field+".parameters.primary", "NetworkManager names a bond's primary port by interface name, and %q has none in the spec; give it a setName", p.Primary)
+		}
+	}
 }
 
 // ipSections writes [ipv4] and [ipv6]: the method, static addresses, the

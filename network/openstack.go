@@ -101,60 +101,15 @@ func NetworkDataJSON(n *spec.Network) ([]byte, error) {
 		l := link{ID: f.id, MTU: f.in.MTU}
 		switch {
 		case f.eth != nil:
-			l.Type = "phy"
-			l.EthernetMACAddress = f.matchMAC()
-			l.Name = f.eth.SetName
-			if l.EthernetMACAddress == "" && f.eth.SetName == "" && f.eth.Match != nil && f.literalName() != "" {
-				l.Name = f.literalName()
-			} else if l.EthernetMACAddress == "" {
-				field := f.field + ".match.macAddress"
-				errs.Add(field, "ConfigDrive's network_data.json matches NICs by MAC address; add one")
-			} else if f.in.MACAddress != "" && mac(f.in.MACAddress) != l.EthernetMACAddress {
-				errs.Add(f.field+".macAddress", "network_data.json cannot change a NIC's MAC address (ethernet_mac_address selects the NIC)")
-			}
+			osEthernetLink(&l, f, &errs)
 		case f.bond != nil:
-			l.Type = "bond"
-			if want := "bond" + strconv.Itoa(bondIndex); f.id != want {
-				errs.Add(f.field, "cloud-init names the bonds of network_data.json bond0, bond1… in order, so this bond would become %s; use that ID", want)
-			}
+			osBondLink(&l, f, bondIndex, byID, &errs)
 			bondIndex++
-			l.MACAddress = mac(f.in.MACAddress)
-			l.BondLinks = f.bond.Interfaces
-			if p := f.bond.Parameters; p != nil {
-				l.BondMode, l.BondMIIMon, l.BondLACPRate, l.BondXmitHashPolicy = p.Mode, p.MIIMonitorInterval, p.LACPRate, p.TransmitHashPolicy
-				if p.Primary != "" {
-					if m := byID[p.Primary]; m != nil && m.guestName() != "" {
-						l.BondPrimary = m.guestName()
-					} else {
-						errs.Add(f.field+".parameters.primary", "network_data.json names the primary by its interface name, which for %s depends on the guest; give it a setName", p.Primary)
-					}
-				}
-			}
 		case f.bridge != nil:
 			errs.Add(f.field, "ConfigDrive's network_data.json has no bridges (cloud-init 22.4 would configure this one as a NIC); use NoCloud")
 			continue
 		case f.vlan != nil:
-			l.Type = "vlan"
-			l.VLANLink, l.VLANID = f.vlan.Link, f.vlan.ID
-			parent := byID[f.vlan.Link]
-			if parent == nil {
-				errs.Add(f.field+".link", "%q is not defined in spec.network", f.vlan.Link)
-				break
-			}
-			// cloud-init requires vlan_mac_address; a VLAN has its
-			// parent's MAC unless set.
-			l.VLANMACAddress = mac(f.in.MACAddress)
-			if l.VLANMACAddress == "" {
-				l.VLANMACAddress = parentMAC(parent, byID)
-			}
-			if l.VLANMACAddress == "" {
-				errs.Add(f.field+".macAddress", "network_data.json needs a VLAN's MAC address, and its parent %s has none to inherit; set one", f.vlan.Link)
-			}
-			if pn := parent.guestName(); pn == "" {
-				errs.Add(f.field+".link", "cloud-init names a network_data.json VLAN after its parent's interface name, which for %s depends on the guest; give %s a setName", parent.field, f.vlan.Link)
-			} else if want := fmt.Sprintf("%s.%d", pn, f.vlan.ID); f.id != want {
-				errs.Add(f.field, "cloud-init names a network_data.json VLAN <parent>.<VLAN ID>, so this one would become %s; use that ID", want)
-			}
+			osVLANLink(&l, f, byID, &errs)
 		}
 		nd.Links = append(nd.Links, l)
 		nd.Networks = append(nd.Networks, osNetworks(f, len(nd.Networks), &dns, &errs)...)
@@ -173,6 +128,71 @@ func NetworkDataJSON(n *spec.Network) ([]byte, error) {
 		return nil, err
 	}
 	return b.Bytes(), nil
+}
+
+// osEthernetLink fills in a phy link: found by its MAC address, or, as
+// oVirt writes its links, named after a literal match.name.
+func osEthernetLink(l *link, f *iface, errs *spec.ErrorList) {
+	l.Type = "phy"
+	l.EthernetMACAddress = f.matchMAC()
+	l.Name = f.eth.SetName
+	if l.EthernetMACAddress == "" && f.eth.SetName == "" && f.eth.Match != nil && f.literalName() != "" {
+		l.Name = f.literalName()
+	} else if l.EthernetMACAddress == "" {
+		field := f.field + ".match.macAddress"
+		errs.Add(field, "ConfigDrive's network_data.json matches NICs by MAC address; add one")
+	} else if f.in.MACAddress != "" && mac(f.in.MACAddress) != l.EthernetMACAddress {
+		errs.Add(f.field+".macAddress", "network_data.json cannot change a NIC's MAC address (ethernet_mac_address selects the NIC)")
+	}
+}
+
+// osBondLink fills in a bond link, the index-th bond (cloud-init names
+// them bond0, bond1… in that order).
+func osBondLink(l *link, f *iface, index int, byID map[string]*iface, errs *spec.ErrorList) {
+	l.Type = "bond"
+	if want := "bond" + strconv.Itoa(index); f.id != want {
+		errs.Add(f.field, "cloud-init names the bonds of network_data.json bond0, bond1… in order, so this bond would become %s; use that ID", want)
+	}
+	l.MACAddress = mac(f.in.MACAddress)
+	l.BondLinks = f.bond.Interfaces
+	p := f.bond.Parameters
+	if p == nil {
+		return
+	}
+	l.BondMode, l.BondMIIMon, l.BondLACPRate, l.BondXmitHashPolicy = p.Mode, p.MIIMonitorInterval, p.LACPRate, p.TransmitHashPolicy
+	if p.Primary != "" {
+		if m := byID[p.Primary]; m != nil && m.guestName() != "" {
+			l.BondPrimary = m.guestName()
+		} else {
+			errs.Add(f.field+".parameters.primary", "network_data.json names the primary by its interface name, which for %s depends on the guest; give it a setName", p.Primary)
+		}
+	}
+}
+
+// osVLANLink fills in a vlan link, with the MAC address cloud-init
+// requires, and checks that its ID is the name cloud-init will give it.
+func osVLANLink(l *link, f *iface, byID map[string]*iface, errs *spec.ErrorList) {
+	l.Type = "vlan"
+	l.VLANLink, l.VLANID = f.vlan.Link, f.vlan.ID
+	parent := byID[f.vlan.Link]
+	if parent == nil {
+		errs.Add(f.field+".link", "%q is not defined in spec.network", f.vlan.Link)
+		return
+	}
+	// cloud-init requires vlan_mac_address; a VLAN has its
+	// parent's MAC unless set.
+	l.VLANMACAddress = mac(f.in.MACAddress)
+	if l.VLANMACAddress == "" {
+		l.VLANMACAddress = parentMAC(parent, byID)
+	}
+	if l.VLANMACAddress == "" {
+		errs.Add(f.field+".macAddress", "network_data.json needs a VLAN's MAC address, and its parent %s has none to inherit; set one", f.vlan.Link)
+	}
+	if pn := parent.guestName(); pn == "" {
+		errs.Add(f.field+".link", "cloud-init names a network_data.json VLAN after its parent's interface name, which for %s depends on the guest; give %s a setName", parent.field, f.vlan.Link)
+	} else if want := fmt.Sprintf("%s.%d", pn, f.vlan.ID); f.id != want {
+		errs.Add(f.field, "cloud-init names a network_data.json VLAN <parent>.<VLAN ID>, so this one would become %s; use that ID", want)
+	}
 }
 
 // A bond's own MAC address is written as the link's mac_address, not as

@@ -42,87 +42,14 @@ func V1(n *spec.Network) ([]byte, error) {
 	config := yaml11.Sequence()
 	var dnsAddrs, dnsSearch []string
 	for _, f := range ifs {
-		e := yaml11.Mapping()
-		add := func(k string, v *yaml.Node) { yaml11.AddPair(e, k, v) }
-		switch {
-		case f.eth != nil:
-			add("type", yaml11.String("physical"))
-			add("name", yaml11.String(names[f.id]))
-			if m := f.matchMAC(); m != "" {
-				add("mac_address", yaml11.String(m))
-				if f.in.MACAddress != "" && mac(f.in.MACAddress) != m {
-					errs.Add(f.field+".macAddress", "network-config v1 cannot change a NIC's MAC address (its mac_address selects the NIC)")
-				}
-			} else if f.in.MACAddress != "" {
-				errs.Add(f.field+".macAddress", "network-config v1 cannot change a NIC's MAC address (its mac_address selects the NIC)")
-			}
-		case f.bond != nil:
-			add("type", yaml11.String("bond"))
-			add("name", yaml11.String(f.id))
-			if f.in.MACAddress != "" {
-				add("mac_address", yaml11.String(mac(f.in.MACAddress)))
-			}
-			members := yaml11.Sequence()
-			for _, m := range f.bond.Interfaces {
-				members.Content = append(members.Content, yaml11.String(names[m]))
-			}
-			add("bond_interfaces", yaml11.Flow(members))
-			// cloud-init requires params, even empty.
-			params := yaml11.Mapping()
-			if p := f.bond.Parameters; p != nil {
-				str := func(k, v string) {
-					if v != "" {
-						yaml11.AddPair(params, k, yaml11.String(v))
-					}
-				}
-				str("bond-mode", p.Mode)
-				if p.MIIMonitorInterval != nil {
-					yaml11.AddPair(params, "bond-miimon", yaml11.IntNode(int64(*p.MIIMonitorInterval)))
-				}
-				str("bond-lacp-rate", p.LACPRate)
-				str("bond-xmit-hash-policy", p.TransmitHashPolicy)
-				if p.Primary != "" {
-					str("bond-primary", names[p.Primary])
-				}
-			}
-			add("params", params)
-		case f.bridge != nil:
-			add("type", yaml11.String("bridge"))
-			add("name", yaml11.String(f.id))
-			if f.in.MACAddress != "" {
-				add("mac_address", yaml11.String(mac(f.in.MACAddress)))
-			}
-			members := yaml11.Sequence()
-			for _, m := range f.bridge.Interfaces {
-				members.Content = append(members.Content, yaml11.String(names[m]))
-			}
-			add("bridge_interfaces", yaml11.Flow(members))
-			params := yaml11.Mapping("bridge_stp", yaml11.BoolNode(f.stp()))
-			if p := f.bridge.Parameters; p != nil {
-				if p.ForwardDelay != nil {
-					yaml11.AddPair(params, "bridge_fd", yaml11.IntNode(int64(*p.ForwardDelay)))
-				}
-				if p.Priority != nil {
-					yaml11.AddPair(params, "bridge_bridgeprio", yaml11.IntNode(int64(*p.Priority)))
-				}
-			}
-			add("params", params)
-		case f.vlan != nil:
-			add("type", yaml11.String("vlan"))
-			add("name", yaml11.String(f.id))
-			add("vlan_link", yaml11.String(names[f.vlan.Link]))
-			add("vlan_id", yaml11.IntNode(int64(f.vlan.ID)))
-			if f.in.MACAddress != "" {
-				add("mac_address", yaml11.String(mac(f.in.MACAddress)))
-			}
-		}
+		e := v1Entry(f, names, &errs)
 		if f.in.MTU != 0 {
-			add("mtu", yaml11.IntNode(int64(f.in.MTU)))
+			yaml11.AddPair(e, "mtu", yaml11.IntNode(int64(f.in.MTU)))
 		}
 		addrs, search := f.nameservers()
 		dnsAddrs, dnsSearch = appendUnique(dnsAddrs, addrs...), appendUnique(dnsSearch, search...)
 		if subnets := v1Subnets(f, addrs, search, &errs); len(subnets.Content) > 0 {
-			add("subnets", subnets)
+			yaml11.AddPair(e, "subnets", subnets)
 		}
 		config.Content = append(config.Content, e)
 	}
@@ -138,6 +65,107 @@ func V1(n *spec.Network) ([]byte, error) {
 		return nil, err
 	}
 	return yaml11.Marshal(yaml11.Mapping("version", yaml11.IntNode(1), "config", config))
+}
+
+// v1Entry starts an interface's config entry with what its kind has of
+// its own (type, name, MAC address, members, parameters); V1 adds the
+// MTU and subnets every kind shares. names maps configuration IDs to v1
+// names.
+func v1Entry(f *iface, names map[string]string, errs *spec.ErrorList) *yaml.Node {
+	e := yaml11.Mapping()
+	add := func(k string, v *yaml.Node) { yaml11.AddPair(e, k, v) }
+	ownMAC := func() {
+		if f.in.MACAddress != "" {
+			add("mac_address", yaml11.String(mac(f.in.MACAddress)))
+		}
+	}
+	switch {
+	case f.eth != nil:
+		add("type", yaml11.String("physical"))
+		add("name", yaml11.String(names[f.id]))
+		v1PhysicalMAC(e, f, errs)
+	case f.bond != nil:
+		add("type", yaml11.String("bond"))
+		add("name", yaml11.String(f.id))
+		ownMAC()
+		add("bond_interfaces", v1Members(f.bond.Interfaces, names))
+		// cloud-init requires params, even empty.
+		add("params", v1BondParams(f.bond.Parameters, names))
+	case f.bridge != nil:
+		add("type", yaml11.String("bridge"))
+		add("name", yaml11.String(f.id))
+		ownMAC()
+		add("bridge_interfaces", v1Members(f.bridge.Interfaces, names))
+		add("params", v1BridgeParams(f))
+	case f.vlan != nil:
+		add("type", yaml11.String("vlan"))
+		add("name", yaml11.String(f.id))
+		add("vlan_link", yaml11.String(names[f.vlan.Link]))
+		add("vlan_id", yaml11.IntNode(int64(f.vlan.ID)))
+		ownMAC()
+	}
+	return e
+}
+
+// v1PhysicalMAC adds the MAC address that selects a physical NIC. Version
+// 1 has no other use for it, so a spec that sets a different macAddress
+// (changing the NIC's) is refused.
+func v1PhysicalMAC(e *yaml.Node, f *iface, errs *spec.ErrorList) {
+	const cannot = "network-config v1 cannot change a NIC's MAC address (its mac_address selects the NIC)"
+	m := f.matchMAC()
+	if m != "" {
+		yaml11.AddPair(e, "mac_address", yaml11.String(m))
+	}
+	if f.in.MACAddress != "" && (m == "" || mac(f.in.MACAddress) != m) {
+		errs.Add(f.field+".macAddress", cannot)
+	}
+}
+
+// v1Members is a bond's or bridge's member list, by v1 name.
+func v1Members(ids []string, names map[string]string) *yaml.Node {
+	members := yaml11.Sequence()
+	for _, m := range ids {
+		members.Content = append(members.Content, yaml11.String(names[m]))
+	}
+	return yaml11.Flow(members)
+}
+
+// v1BondParams is a bond's params mapping, in ifupdown's bond-* names.
+func v1BondParams(p *spec.BondParameters, names map[string]string) *yaml.Node {
+	params := yaml11.Mapping()
+	if p == nil {
+		return params
+	}
+	str := func(k, v string) {
+		if v != "" {
+			yaml11.AddPair(params, k, yaml11.String(v))
+		}
+	}
+	str("bond-mode", p.Mode)
+	if p.MIIMonitorInterval != nil {
+		yaml11.AddPair(params, "bond-miimon", yaml11.IntNode(int64(*p.MIIMonitorInterval)))
+	}
+	str("bond-lacp-rate", p.LACPRate)
+	str("bond-xmit-hash-policy", p.TransmitHashPolicy)
+	if p.Primary != "" {
+		str("bond-primary", names[p.Primary])
+	}
+	return params
+}
+
+// v1BridgeParams is a bridge's params mapping, which always says whether
+// STP is on.
+func v1BridgeParams(f *iface) *yaml.Node {
+	params := yaml11.Mapping("bridge_stp", yaml11.BoolNode(f.stp()))
+	if p := f.bridge.Parameters; p != nil {
+		if p.ForwardDelay != nil {
+			yaml11.AddPair(params, "bridge_fd", yaml11.IntNode(int64(*p.ForwardDelay)))
+		}
+		if p.Priority != nil {
+			yaml11.AddPair(params, "bridge_bridgeprio", yaml11.IntNode(int64(*p.Priority)))
+		}
+	}
+	return params
 }
 
 // v1Name returns the name version 1 gives an interface (see V1).

@@ -90,70 +90,102 @@ func v2Keys(ifs []*iface, errs *spec.ErrorList) map[string]string {
 	return keys
 }
 
+// v2Interface renders one interface: what its kind has of its own, then
+// the settings every kind shares, in netplan's order.
 func v2Interface(f *iface, keys map[string]string, errs *spec.ErrorList) *yaml.Node {
 	m := yaml11.Mapping()
-	add := func(k string, v *yaml.Node) { yaml11.AddPair(m, k, v) }
 	switch {
 	case f.eth != nil:
-		if mt := f.eth.Match; mt != nil {
-			match := yaml11.Mapping()
-			if mt.MACAddress != "" {
-				yaml11.AddPair(match, "macaddress", yaml11.String(mac(mt.MACAddress)))
-			}
-			if mt.Name != "" {
-				yaml11.AddPair(match, "name", yaml11.String(mt.Name))
-			}
-			add("match", match)
-		}
-		if f.eth.SetName != "" {
-			add("set-name", yaml11.String(f.eth.SetName))
-		}
+		v2Ethernet(m, f.eth)
 	case f.bond != nil:
-		members := yaml11.Sequence()
-		for _, m := range f.bond.Interfaces {
-			members.Content = append(members.Content, yaml11.String(keys[m]))
-		}
-		add("interfaces", yaml11.Flow(members))
-		if p := f.bond.Parameters; p != nil {
-			params := yaml11.Mapping()
-			str := func(k, v string) {
-				if v != "" {
-					yaml11.AddPair(params, k, yaml11.String(v))
-				}
-			}
-			str("mode", p.Mode)
-			if p.MIIMonitorInterval != nil {
-				yaml11.AddPair(params, "mii-monitor-interval", yaml11.IntNode(int64(*p.MIIMonitorInterval)))
-			}
-			str("lacp-rate", p.LACPRate)
-			str("transmit-hash-policy", p.TransmitHashPolicy)
-			if p.Primary != "" {
-				str("primary", keys[p.Primary])
-			}
-			if len(params.Content) > 0 {
-				add("parameters", params)
-			}
+		yaml11.AddPair(m, "interfaces", v2Members(f.bond.Interfaces, keys))
+		if params := v2BondParameters(f.bond.Parameters, keys); params != nil {
+			yaml11.AddPair(m, "parameters", params)
 		}
 	case f.bridge != nil:
-		members := yaml11.Sequence()
-		for _, m := range f.bridge.Interfaces {
-			members.Content = append(members.Content, yaml11.String(keys[m]))
-		}
-		add("interfaces", yaml11.Flow(members))
-		params := yaml11.Mapping("stp", yaml11.BoolNode(f.stp()))
-		if p := f.bridge.Parameters; p != nil {
-			if p.ForwardDelay != nil {
-				yaml11.AddPair(params, "forward-delay", yaml11.IntNode(int64(*p.ForwardDelay)))
-			}
-			if p.Priority != nil {
-				yaml11.AddPair(params, "priority", yaml11.IntNode(int64(*p.Priority)))
-			}
-		}
-		add("parameters", params)
+		yaml11.AddPair(m, "interfaces", v2Members(f.bridge.Interfaces, keys))
+		yaml11.AddPair(m, "parameters", v2BridgeParameters(f))
 	case f.vlan != nil:
-		add("id", yaml11.IntNode(int64(f.vlan.ID)))
-		add("link", yaml11.String(keys[f.vlan.Link]))
+		yaml11.AddPair(m, "id", yaml11.IntNode(int64(f.vlan.ID)))
+		yaml11.AddPair(m, "link", yaml11.String(keys[f.vlan.Link]))
 	}
+	v2Settings(m, f, errs)
+	return m
+}
+
+// v2Ethernet adds how an ethernet is found and what it is renamed to.
+func v2Ethernet(m *yaml.Node, e *spec.Ethernet) {
+	if mt := e.Match; mt != nil {
+		match := yaml11.Mapping()
+		if mt.MACAddress != "" {
+			yaml11.AddPair(match, "macaddress", yaml11.String(mac(mt.MACAddress)))
+		}
+		if mt.Name != "" {
+			yaml11.AddPair(match, "name", yaml11.String(mt.Name))
+		}
+		yaml11.AddPair(m, "match", match)
+	}
+	if e.SetName != "" {
+		yaml11.AddPair(m, "set-name", yaml11.String(e.SetName))
+	}
+}
+
+// v2Members is a bond's or bridge's member list, under the keys V2 writes
+// the members under.
+func v2Members(ids []string, keys map[string]string) *yaml.Node {
+	members := yaml11.Sequence()
+	for _, m := range ids {
+		members.Content = append(members.Content, yaml11.String(keys[m]))
+	}
+	return yaml11.Flow(members)
+}
+
+// v2BondParameters is a bond's parameters mapping, or nil when it has
+// none.
+func v2BondParameters(p *spec.BondParameters, keys map[string]string) *yaml.Node {
+	if p == nil {
+		return nil
+	}
+	params := yaml11.Mapping()
+	str := func(k, v string) {
+		if v != "" {
+			yaml11.AddPair(params, k, yaml11.String(v))
+		}
+	}
+	str("mode", p.Mode)
+	if p.MIIMonitorInterval != nil {
+		yaml11.AddPair(params, "mii-monitor-interval", yaml11.IntNode(int64(*p.MIIMonitorInterval)))
+	}
+	str("lacp-rate", p.LACPRate)
+	str("transmit-hash-policy", p.TransmitHashPolicy)
+	if p.Primary != "" {
+		str("primary", keys[p.Primary])
+	}
+	if len(params.Content) == 0 {
+		return nil
+	}
+	return params
+}
+
+// v2BridgeParameters is a bridge's parameters mapping, which always says
+// whether STP is on.
+func v2BridgeParameters(f *iface) *yaml.Node {
+	params := yaml11.Mapping("stp", yaml11.BoolNode(f.stp()))
+	if p := f.bridge.Parameters; p != nil {
+		if p.ForwardDelay != nil {
+			yaml11.AddPair(params, "forward-delay", yaml11.IntNode(int64(*p.ForwardDelay)))
+		}
+		if p.Priority != nil {
+			yaml11.AddPair(params, "priority", yaml11.IntNode(int64(*p.Priority)))
+		}
+	}
+	return params
+}
+
+// v2Settings adds the settings every kind of interface shares: MAC
+// address, MTU, DHCP, addresses, routes and name servers.
+func v2Settings(m *yaml.Node, f *iface, errs *spec.ErrorList) {
+	add := func(k string, v *yaml.Node) { yaml11.AddPair(m, k, v) }
 	if f.in.MACAddress != "" {
 		add("macaddress", yaml11.String(mac(f.in.MACAddress)))
 	}
@@ -173,32 +205,7 @@ func v2Interface(f *iface, keys map[string]string, errs *spec.ErrorList) *yaml.N
 		}
 		add("addresses", yaml11.Flow(seq))
 	}
-	routes := f.routes(errs)
-	for i, r := range routes {
-		if !r.is4() && r.to.Bits() == 0 && r.via.IsValid() && r.metric == nil {
-			// cloud-init 22.4's own v2 parser (distributions without
-			// netplan) normalizes a route twice and loses prefix 0 on
-			// the way, turning to: ::/0 into ::/64; gateway6 it reads
-			// right. netplan reads both.
-			add("gateway6", yaml11.String(r.via.String()))
-			routes = append(routes[:i:i], routes[i+1:]...)
-			break
-		}
-	}
-	if len(routes) > 0 {
-		seq := yaml11.Sequence()
-		for _, r := range routes {
-			rm := yaml11.Mapping("to", yaml11.String(r.to.String()))
-			if r.via.IsValid() {
-				yaml11.AddPair(rm, "via", yaml11.String(r.via.String()))
-			}
-			if r.metric != nil {
-				yaml11.AddPair(rm, "metric", yaml11.IntNode(int64(*r.metric)))
-			}
-			seq.Content = append(seq.Content, rm)
-		}
-		add("routes", seq)
-	}
+	v2Routes(m, f.routes(errs))
 	if addrs, search := f.nameservers(); len(addrs)+len(search) > 0 {
 		ns := yaml11.Mapping()
 		if len(addrs) > 0 {
@@ -209,5 +216,35 @@ func v2Interface(f *iface, keys map[string]string, errs *spec.ErrorList) *yaml.N
 		}
 		add("nameservers", ns)
 	}
-	return m
+}
+
+// v2Routes adds an interface's routes: the IPv6 default route as
+// gateway6 (see below), the others as routes.
+func v2Routes(m *yaml.Node, routes []route) {
+	for i, r := range routes {
+		if !r.is4() && r.to.Bits() == 0 && r.via.IsValid() && r.metric == nil {
+			// cloud-init 22.4's own v2 parser (distributions without
+			// netplan) normalizes a route twice and loses prefix 0 on
+			// the way, turning to: ::/0 into ::/64; gateway6 it reads
+			// right. netplan reads both.
+			yaml11.AddPair(m, "gateway6", yaml11.String(r.via.String()))
+			routes = append(routes[:i:i], routes[i+1:]...)
+			break
+		}
+	}
+	if len(routes) == 0 {
+		return
+	}
+	seq := yaml11.Sequence()
+	for _, r := range routes {
+		rm := yaml11.Mapping("to", yaml11.String(r.to.String()))
+		if r.via.IsValid() {
+			yaml11.AddPair(rm, "via", yaml11.String(r.via.String()))
+		}
+		if r.metric != nil {
+			yaml11.AddPair(rm, "metric", yaml11.IntNode(int64(*r.metric)))
+		}
+		seq.Content = append(seq.Content, rm)
+	}
+	yaml11.AddPair(m, "routes", seq)
 }

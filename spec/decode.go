@@ -57,58 +57,89 @@ func Decode(data []byte) (*Instance, *Positions, error) {
 }
 
 // decode is Decode, with the fast path optional so that tests can compare
-// the two.
+// the two: the fast path decodes the plain documents it knows exactly, and
+// hands any other to yaml.v3 (parseCareful) and the checks of decodeTree.
 func decode(data []byte, fast bool) (*Instance, *Positions, error) {
 	if len(data) > MaxSpecSize {
 		return nil, nil, Errors{{Message: fmt.Sprintf("document is %d bytes; the limit is %d", len(data), MaxSpecSize)}}
 	}
 	var root *yaml.Node
 	if fast {
-		p := parsers.Get().(*fastParser)
-		var tooLarge *FieldError
-		root, tooLarge = p.parse(data) // nil unless the document is in the plain subset it knows exactly
-		if tooLarge != nil {
-			p.release()
-			return nil, nil, Errors{tooLarge}
+		inst, tree, err := decodeFast(data)
+		if err != nil {
+			return nil, nil, err
 		}
-		if root != nil {
-			var inst Instance
-			if fastDecode(root.Content[0], reflect.ValueOf(&inst).Elem()) {
-				p.release()
-				return &inst, &Positions{src: data}, nil
-			}
-			// The careful path goes on with the tree: p stays out of the pool.
-		} else {
-			p.release()
+		if inst != nil {
+			return inst, &Positions{src: data}, nil
 		}
+		root = tree
 	}
 	if root == nil {
-		// yaml.v3 builds the whole tree before anything can count it.
-		if err := nodeBound(data); err != nil {
-			return nil, nil, Errors{err}
-		}
-		root = new(yaml.Node)
-		dec := yaml.NewDecoder(bytes.NewReader(data))
-		if err := dec.Decode(root); err != nil && err != io.EOF {
-			return nil, nil, Errors{syntaxError(err)}
-		}
-		// yaml.v3 reads the first document of a stream and would drop
-		// the others without a word; a spec file holds one Instance.
-		for {
-			var next yaml.Node
-			err := dec.Decode(&next)
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				return nil, nil, Errors{syntaxError(err)}
-			}
-			if len(next.Content) == 0 || next.Content[0].Tag == "!!null" {
-				continue // an empty document, as a trailing "---" makes
-			}
-			return nil, nil, Errors{{Line: next.Content[0].Line, Message: "a second YAML document: a spec holds one Instance; put each in a file of its own"}}
+		var err error
+		if root, err = parseCareful(data); err != nil {
+			return nil, nil, err
 		}
 	}
+	return decodeTree(root)
+}
+
+// decodeFast decodes data with the fast parser. It returns the instance
+// when the document is in the plain subset the parser knows exactly and
+// decodes without surprise; otherwise the tree it parsed (nil if none) for
+// the careful path to go on with, or the error of a document too large.
+func decodeFast(data []byte) (*Instance, *yaml.Node, error) {
+	p := parsers.Get().(*fastParser)
+	root, tooLarge := p.parse(data) // nil unless the document is in the plain subset it knows exactly
+	if tooLarge != nil {
+		p.release()
+		return nil, nil, Errors{tooLarge}
+	}
+	if root == nil {
+		p.release()
+		return nil, nil, nil
+	}
+	var inst Instance
+	if fastDecode(root.Content[0], reflect.ValueOf(&inst).Elem()) {
+		p.release()
+		return &inst, nil, nil
+	}
+	// The careful path goes on with the tree: p stays out of the pool.
+	return nil, root, nil
+}
+
+// parseCareful parses data with yaml.v3, bounded, and refuses a stream of
+// more than one document.
+func parseCareful(data []byte) (*yaml.Node, error) {
+	// yaml.v3 builds the whole tree before anything can count it.
+	if err := nodeBound(data); err != nil {
+		return nil, Errors{err}
+	}
+	root := new(yaml.Node)
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(root); err != nil && err != io.EOF {
+		return nil, Errors{syntaxError(err)}
+	}
+	// yaml.v3 reads the first document of a stream and would drop
+	// the others without a word; a spec file holds one Instance.
+	for {
+		var next yaml.Node
+		err := dec.Decode(&next)
+		if err == io.EOF {
+			return root, nil
+		}
+		if err != nil {
+			return nil, Errors{syntaxError(err)}
+		}
+		if len(next.Content) == 0 || next.Content[0].Tag == "!!null" {
+			continue // an empty document, as a trailing "---" makes
+		}
+		return nil, Errors{{Line: next.Content[0].Line, Message: "a second YAML document: a spec holds one Instance; put each in a file of its own"}}
+	}
+}
+
+// decodeTree checks a parsed document (a spec, bounded, no unknown
+// fields) and decodes it, every problem located by its line.
+func decodeTree(root *yaml.Node) (*Instance, *Positions, error) {
 	if root.Kind == 0 || len(root.Content) == 0 {
 		return nil, nil, Errors{{Message: "document is empty; want an Instance (apiVersion: " + APIVersion + ")"}}
 	}

@@ -679,42 +679,13 @@ func skipSpaces(t []byte, i int) int {
 	return i
 }
 
-// literal parses a literal block scalar whose '|' is at t[j] of line li,
+// literal parses a literal block scalar whose '|' is at column j of line li,
 // by libyaml's rules: the content's indentation is that of its first
 // non-empty line (at least one more than the parent collection's), and
 // the chomping indicator decides the final line breaks.
 func (p *fastParser) literal(li, j, parent int) *yaml.Node {
-	t := p.text(li)
-	chomp := byte(0)
-	i := j + 1
-	if i < len(t) && (t[i] == '-' || t[i] == '+') {
-		chomp = t[i]
-		i++
-	}
-	if i < len(t) && t[i] != ' ' {
-		bail() // an indentation indicator, or text: for yaml.v3
-	}
-	p.endOfLine(t, i)
-	if li+1 == len(p.lines) {
-		bail()
-	}
-
-	// Leading empty lines, and the indentation.
-	k := li + 1
-	breaks := 0
-	maxIndent := 0
-	for ; k < len(p.lines); k++ {
-		l := p.lines[k]
-		maxIndent = max(maxIndent, l.indent)
-		if l.start+l.indent < l.end && p.src[l.start+l.indent] == '\t' {
-			bail() // a tab where libyaml looks for the indentation
-		}
-		if l.start+l.indent < l.end || k == len(p.lines)-1 {
-			break // a non-empty line, or the end of the document
-		}
-		breaks++
-	}
-	indent := max(maxIndent, parent+1, 1)
+	chomp := p.literalHeader(li, j)
+	k, breaks, indent := p.literalIndent(li, parent)
 
 	buf := p.scratch[:0]
 	lineBreak := false // the last content line ended with '\n'
@@ -767,4 +738,43 @@ func (p *fastParser) literal(li, j, parent int) *yaml.Node {
 	n := p.node()
 	*n = yaml.Node{Kind: yaml.ScalarNode, Style: yaml.LiteralStyle, Tag: "!!str", Value: string(buf), Line: li + 1, Column: j + 1}
 	return n
+}
+
+// literalHeader reads the header of the literal block scalar whose '|' is
+// at column j of line li, and returns its chomping indicator ('-', '+' or
+// 0). An indentation indicator is yaml.v3's.
+func (p *fastParser) literalHeader(li, j int) (chomp byte) {
+	t := p.text(li)
+	i := j + 1
+	if i < len(t) && (t[i] == '-' || t[i] == '+') {
+		chomp = t[i]
+		i++
+	}
+	if i < len(t) && t[i] != ' ' {
+		bail() // an indentation indicator, or text: for yaml.v3
+	}
+	p.endOfLine(t, i)
+	if li+1 == len(p.lines) {
+		bail()
+	}
+	return chomp
+}
+
+// literalIndent skips the empty lines that lead the content of the literal
+// block scalar on line li, and returns the first line after them, how
+// many there were, and the content's indentation.
+func (p *fastParser) literalIndent(li, parent int) (k, breaks, indent int) {
+	maxIndent := 0
+	for k = li + 1; k < len(p.lines); k++ {
+		l := p.lines[k]
+		maxIndent = max(maxIndent, l.indent)
+		if l.start+l.indent < l.end && p.src[l.start+l.indent] == '\t' {
+			bail() // a tab where libyaml looks for the indentation
+		}
+		if l.start+l.indent < l.end || k == len(p.lines)-1 {
+			break // a non-empty line, or the end of the document
+		}
+		breaks++
+	}
+	return k, breaks, max(maxIndent, parent+1, 1)
 }

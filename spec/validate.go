@@ -44,50 +44,13 @@ var (
 // naming its field. Call Default first (Load does both).
 func (in *Instance) Validate() error {
 	var c ErrorList
-	if in.APIVersion != APIVersion {
-		c.Add("apiVersion", "is %q; want %q", in.APIVersion, APIVersion)
-	}
-	if in.Kind != Kind {
-		c.Add("kind", "is %q; want %q", in.Kind, Kind)
-	}
-	name := in.Metadata.Name
-	switch {
-	case name == "":
-		c.Add("metadata.name", "required: the instance's name (hostname and instance-id derive from it)")
-	case !validDNSName(name):
-		c.Add("metadata.name", "%q is not a valid name: use lowercase letters, digits, '-' and '.' (RFC 1123)", name)
-	}
+	validateObject(&c, in)
 	s := &in.Spec
-	if s.Hostname != "" && !validLabel(s.Hostname) {
-		c.Add("spec.hostname", "%q is not a valid host name: one RFC 1123 label, lowercase letters, digits and '-', at most 63 characters", s.Hostname)
-	}
-	if s.FQDN != "" {
-		first, _, _ := strings.Cut(s.FQDN, ".")
-		switch {
-		case !validDNSName(s.FQDN) || !strings.Contains(s.FQDN, "."):
-			c.Add("spec.fqdn", "%q is not a fully qualified domain name (RFC 1123, with at least one dot)", s.FQDN)
-		case s.Hostname != "" && first != s.Hostname:
-			c.Add("spec.fqdn", "%q does not start with the hostname %q", s.FQDN, s.Hostname)
-		}
-	}
-	if id := s.InstanceID; id != "" && (len(id) > 255 || strings.ContainsAny(id, " \t\r\n/\\\"'") || !printable(id)) {
-		c.Add("spec.instanceID", "%q: use at most 255 printable characters without spaces, quotes or slashes", id)
-	}
+	validateIdentity(&c, s)
 	for i, k := range s.SSHAuthorizedKeys {
 		checkSSHKey(&c, fmt.Sprintf("spec.sshAuthorizedKeys[%d]", i), k)
 	}
-	for _, l := range []struct {
-		field string
-		n     int
-	}{
-		{"spec.sshAuthorizedKeys", len(s.SSHAuthorizedKeys)}, {"spec.users", len(s.Users)},
-		{"spec.files", len(s.Files)}, {"spec.units", len(s.Units)}, {"spec.commands", len(s.Commands)},
-		{"spec.bootCommands", len(s.BootCommands)}, {"spec.mounts", len(s.Mounts)}, {"spec.packages", len(s.Packages)},
-	} {
-		if l.n > MaxListEntries {
-			c.Add(l.field, "%d entries; the limit is %d (%s)", l.n, MaxListEntries, listAdvice)
-		}
-	}
+	validateListLengths(&c, s)
 	validateUsers(&c, s.Users)
 	validateFiles(&c, s.Files)
 	validateUnits(&c, s.Units)
@@ -125,6 +88,60 @@ func (in *Instance) Validate() error {
 	}
 	validateAgent(&c, in)
 	return c.Err()
+}
+
+// validateObject checks what makes the document an Instance: its
+// apiVersion, kind and metadata.name.
+func validateObject(c *ErrorList, in *Instance) {
+	if in.APIVersion != APIVersion {
+		c.Add("apiVersion", "is %q; want %q", in.APIVersion, APIVersion)
+	}
+	if in.Kind != Kind {
+		c.Add("kind", "is %q; want %q", in.Kind, Kind)
+	}
+	name := in.Metadata.Name
+	switch {
+	case name == "":
+		c.Add("metadata.name", "required: the instance's name (hostname and instance-id derive from it)")
+	case !validDNSName(name):
+		c.Add("metadata.name", "%q is not a valid name: use lowercase letters, digits, '-' and '.' (RFC 1123)", name)
+	}
+}
+
+// validateIdentity checks the names the guest is known by: its hostname,
+// its FQDN (which must start with the hostname) and its instance ID.
+func validateIdentity(c *ErrorList, s *Spec) {
+	if s.Hostname != "" && !validLabel(s.Hostname) {
+		c.Add("spec.hostname", "%q is not a valid host name: one RFC 1123 label, lowercase letters, digits and '-', at most 63 characters", s.Hostname)
+	}
+	if s.FQDN != "" {
+		first, _, _ := strings.Cut(s.FQDN, ".")
+		switch {
+		case !validDNSName(s.FQDN) || !strings.Contains(s.FQDN, "."):
+			c.Add("spec.fqdn", "%q is not a fully qualified domain name (RFC 1123, with at least one dot)", s.FQDN)
+		case s.Hostname != "" && first != s.Hostname:
+			c.Add("spec.fqdn", "%q does not start with the hostname %q", s.FQDN, s.Hostname)
+		}
+	}
+	if id := s.InstanceID; id != "" && (len(id) > 255 || strings.ContainsAny(id, " \t\r\n/\\\"'") || !printable(id)) {
+		c.Add("spec.instanceID", "%q: use at most 255 printable characters without spaces, quotes or slashes", id)
+	}
+}
+
+// validateListLengths holds every list of the spec to MaxListEntries.
+func validateListLengths(c *ErrorList, s *Spec) {
+	for _, l := range []struct {
+		field string
+		n     int
+	}{
+		{"spec.sshAuthorizedKeys", len(s.SSHAuthorizedKeys)}, {"spec.users", len(s.Users)},
+		{"spec.files", len(s.Files)}, {"spec.units", len(s.Units)}, {"spec.commands", len(s.Commands)},
+		{"spec.bootCommands", len(s.BootCommands)}, {"spec.mounts", len(s.Mounts)}, {"spec.packages", len(s.Packages)},
+	} {
+		if l.n > MaxListEntries {
+			c.Add(l.field, "%d entries; the limit is %d (%s)", l.n, MaxListEntries, listAdvice)
+		}
+	}
 }
 
 // validateAgent checks spec.agent, the deprecated label that chose it
@@ -501,26 +518,46 @@ func validateNoDefaultUser(c *ErrorList, s *Spec) {
 	}
 }
 
+// validateNetwork checks spec.network in the order a reader of the
+// document would: the configuration IDs, then each kind of interface (the
+// later kinds refer to the earlier ones by ID), then the VLANs whose link
+// became a bridge port. Each step adds its problems to c in that order.
 func validateNetwork(c *ErrorList, n *Network) {
-	ids := map[string]string{}
-	claim := func(kind, id string) {
-		if prev, dup := ids[id]; dup {
-			c.Add("spec.network."+kind+"."+id, "configuration ID %q is also used under %s", id, prev)
-		}
-		ids[id] = kind
-	}
-	for _, id := range sortedKeys(n.Ethernets) {
-		claim("ethernets", id)
-	}
-	for _, id := range sortedKeys(n.Bonds) {
-		claim("bonds", id)
-	}
+	ids := networkIDs(c, n)
+	validateEthernets(c, n)
+	inBond := validateBonds(c, n)
+	validateVLANs(c, n, ids)
+	inBridge := validateBridges(c, n, ids, inBond)
 	for _, id := range sortedKeys(n.VLANs) {
-		claim("vlans", id)
+		if v := n.VLANs[id]; inBridge[v.Link] != "" && v.Link != "" && ids[v.Link] != "bridges" {
+			c.Add("spec.network.vlans."+id+".link", "%q is a port of bridge %q; put the VLAN on the bridge instead", v.Link, inBridge[v.Link])
+		}
 	}
-	for _, id := range sortedKeys(n.Bridges) {
-		claim("bridges", id)
+}
+
+// networkIDs maps every configuration ID to its kind ("ethernets",
+// "bonds", "vlans", "bridges"): one namespace for all four, as in netplan,
+// so an ID used twice is an error at its second use.
+func networkIDs(c *ErrorList, n *Network) map[string]string {
+	ids := map[string]string{}
+	claim := func(kind string, keys []string) {
+		for _, id := range keys {
+			if prev, dup := ids[id]; dup {
+				c.Add("spec.network."+kind+"."+id, "configuration ID %q is also used under %s", id, prev)
+			}
+			ids[id] = kind
+		}
 	}
+	claim("ethernets", sortedKeys(n.Ethernets))
+	claim("bonds", sortedKeys(n.Bonds))
+	claim("vlans", sortedKeys(n.VLANs))
+	claim("bridges", sortedKeys(n.Bridges))
+	return ids
+}
+
+// validateEthernets checks how each NIC is found (match, or its ID as the
+// interface name), that no two match one MAC address, and its renaming.
+func validateEthernets(c *ErrorList, n *Network) {
 	macs := map[string]string{}
 	for _, id := range sortedKeys(n.Ethernets) {
 		e := n.Ethernets[id]
@@ -550,13 +587,16 @@ func validateNetwork(c *ErrorList, n *Network) {
 		}
 		validateInterface(c, f, &e.Interface)
 	}
-	inBond := map[string]string{}
+}
+
+// validateBonds checks each bond and its members, and returns which bond
+// each ethernet belongs to (a bridge may not take a bond's member).
+func validateBonds(c *ErrorList, n *Network) (inBond map[string]string) {
+	inBond = map[string]string{}
 	for _, id := range sortedKeys(n.Bonds) {
 		b := n.Bonds[id]
 		f := "spec.network.bonds." + id
-		if !ifnameRE.MatchString(id) {
-			c.Add(f, "%q is not an interface name (at most 15 characters)", id)
-		}
+		checkIfname(c, f, id)
 		if len(b.Interfaces) == 0 {
 			c.Add(f+".interfaces", "required: the ethernets IDs this bond aggregates")
 		}
@@ -578,12 +618,16 @@ func validateNetwork(c *ErrorList, n *Network) {
 		}
 		validateInterface(c, f, &b.Interface)
 	}
+	return inBond
+}
+
+// validateVLANs checks each VLAN's ID and that its link is an interface
+// the spec defines (ids, from networkIDs).
+func validateVLANs(c *ErrorList, n *Network, ids map[string]string) {
 	for _, id := range sortedKeys(n.VLANs) {
 		v := n.VLANs[id]
 		f := "spec.network.vlans." + id
-		if !ifnameRE.MatchString(id) {
-			c.Add(f, "%q is not an interface name (at most 15 characters)", id)
-		}
+		checkIfname(c, f, id)
 		if v.ID < 1 || v.ID > 4094 {
 			c.Add(f+".id", "%d is not a VLAN ID (1–4094)", v.ID)
 		}
@@ -592,31 +636,23 @@ func validateNetwork(c *ErrorList, n *Network) {
 		}
 		validateInterface(c, f, &v.Interface)
 	}
-	inBridge := map[string]string{}
+}
+
+// validateBridges checks each bridge, its ports and its STP parameters,
+// and returns which bridge each port belongs to.
+func validateBridges(c *ErrorList, n *Network, ids, inBond map[string]string) (inBridge map[string]string) {
+	inBridge = map[string]string{}
 	for _, id := range sortedKeys(n.Bridges) {
 		b := n.Bridges[id]
 		f := "spec.network.bridges." + id
-		if !ifnameRE.MatchString(id) {
-			c.Add(f, "%q is not an interface name (at most 15 characters)", id)
-		}
+		checkIfname(c, f, id)
 		for i, m := range b.Interfaces {
 			mf := fmt.Sprintf("%s.interfaces[%d]", f, i)
-			var in *Interface
-			switch ids[m] {
-			case "ethernets":
-				e := n.Ethernets[m]
-				in = &e.Interface
-			case "bonds":
-				b := n.Bonds[m]
-				in = &b.Interface
-			case "vlans":
-				v := n.VLANs[m]
-				in = &v.Interface
-			default:
+			in := bridgePort(n, ids[m], m)
+			switch {
+			case in == nil:
 				c.Add(mf, "%q is not an ethernet, bond or VLAN defined in spec.network", m)
 				continue
-			}
-			switch {
 			case inBridge[m] != "":
 				c.Add(mf, "%q is already a port of bridge %q", m, inBridge[m])
 				continue
@@ -637,10 +673,32 @@ func validateNetwork(c *ErrorList, n *Network) {
 		}
 		validateInterface(c, f, &b.Interface)
 	}
-	for _, id := range sortedKeys(n.VLANs) {
-		if v := n.VLANs[id]; inBridge[v.Link] != "" && v.Link != "" && ids[v.Link] != "bridges" {
-			c.Add("spec.network.vlans."+id+".link", "%q is a port of bridge %q; put the VLAN on the bridge instead", v.Link, inBridge[v.Link])
-		}
+	return inBridge
+}
+
+// bridgePort is the interface settings of a bridge's port id, of kind
+// (from networkIDs), or nil when a bridge cannot take it (undefined, or
+// another bridge).
+func bridgePort(n *Network, kind, id string) *Interface {
+	switch kind {
+	case "ethernets":
+		e := n.Ethernets[id]
+		return &e.Interface
+	case "bonds":
+		b := n.Bonds[id]
+		return &b.Interface
+	case "vlans":
+		v := n.VLANs[id]
+		return &v.Interface
+	}
+	return nil
+}
+
+// checkIfname checks that a bond's, VLAN's or bridge's ID, which is the
+// interface the guest creates, is an interface name.
+func checkIfname(c *ErrorList, f, id string) {
+	if !ifnameRE.MatchString(id) {
+		c.Add(f, "%q is not an interface name (at most 15 characters)", id)
 	}
 }
 

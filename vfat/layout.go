@@ -183,6 +183,9 @@ type plan struct {
 	dt     dosTime
 }
 
+// plan lays the volume out: the clusters in allocation order, the
+// smallest volume that holds them (or the one Options.Size asks for), and
+// the first cluster of each entry.
 func (w *Writer) plan() (*plan, error) {
 	p := &plan{opts: w.opts, root: w.root, dt: toDOSTime(w.opts.ModTime)}
 	if err := prepare(w.root, true, w.opts.Label != ""); err != nil {
@@ -192,87 +195,19 @@ func (w *Writer) plan() (*plan, error) {
 	if n := (w.root.entries + 15) &^ 15; n > rootEntries {
 		rootEntries = n
 	}
-
-	// Allocation order: a pre-order walk, each directory's clusters before
-	// its files, subdirectories after the files. Any fixed order would do;
-	// this one keeps a directory next to its contents.
-	var walk func(d *node)
-	walk = func(d *node) {
-		if d != w.root {
-			p.order = append(p.order, d)
-		}
-		for _, c := range d.sorted {
-			switch {
-			case c.dir:
-			case c.size > 0:
-				p.order = append(p.order, c)
-			default:
-				p.empty = append(p.empty, c)
-			}
-		}
-		for _, c := range d.sorted {
-			if c.dir {
-				walk(c)
-			}
-		}
-	}
-	walk(w.root)
-
-	// Clusters needed at each cluster size, computed once: the size search
-	// below may try thousands of volume sizes.
-	needBySPC := map[int64]int64{}
-	for spc := int64(1); spc <= maxSPC; spc *= 2 {
-		cb := spc * sectorSize
-		for _, x := range p.order {
-			needBySPC[spc] += (x.bytes() + cb - 1) / cb
-		}
-	}
-	need := func(spc int64) int64 { return needBySPC[spc] }
-	fits := func(total int64) (geometry, bool) { return chooseGeometry(total, rootEntries, need) }
-
-	// The smallest size that fits, not below floor sectors: start from the
-	// bound that 512-byte clusters and a one-sector FAT would give and step
-	// by Align. A search rather than a formula: which FAT type and cluster
-	// size a volume gets depends on its size and the content together.
-	smallest := func(floor int64) (int64, bool) {
-		t := int64(reservedSectors) + numFATs + rootEntries*dirEntrySize/sectorSize + need(1)
-		t = (t + alignSectors - 1) / alignSectors * alignSectors
-		for t = max(t, floor); t*sectorSize <= MaxSize; t += alignSectors {
-			if _, ok := fits(t); ok {
-				return t, true
-			}
-		}
-		return 0, false
-	}
-
+	p.orderClusters(w.root)
+	s := newSizer(p.order, rootEntries)
 	total := w.opts.Size / sectorSize
 	if total == 0 {
-		t, ok := smallest(MinSize / sectorSize)
+		t, ok := s.smallest(MinSize / sectorSize)
 		if !ok {
 			return nil, pathErr("close", ".", fmt.Errorf("%w: the content needs more than MaxSize (%d bytes)", ErrNoSpace, MaxSize))
 		}
 		total = t
 	}
-	g, ok := fits(total)
+	g, ok := s.fits(total)
 	if !ok {
-		msg := fmt.Sprintf("more than MaxSize (%d bytes)", MaxSize)
-		if t, ok := smallest(0); ok {
-			msg = fmt.Sprintf("Size %d", t*sectorSize)
-		}
-		// Name the first entry that overflows the layout the size would get
-		// without content, so the caller can see what made it too big.
-		culprit := "."
-		if gg, ok := chooseGeometry(total, rootEntries, nil); ok {
-			var used int64
-			for _, x := range p.order {
-				used += (x.bytes() + gg.clusterBytes() - 1) / gg.clusterBytes()
-				if used > gg.clusters {
-					culprit = x.path
-					break
-				}
-			}
-		}
-		return nil, pathErr("close", culprit, fmt.Errorf("%w in %d bytes: needs %s", ErrNoSpace, w.opts.Size, msg))
+		return nil, s.noSpace(total, w.opts.Size)
 	}
 	p.g = g
 
@@ -288,6 +223,99 @@ func (w *Writer) plan() (*plan, error) {
 		p.serial = deriveSerial(p)
 	}
 	return p, nil
+}
+
+// orderClusters puts d's tree into allocation order (p.order), and its
+// empty files, which get no clusters, into p.empty. The order is a
+// pre-order walk, each directory's clusters before its files,
+// subdirectories after the files. Any fixed order would do; this one keeps
+// a directory next to its contents.
+func (p *plan) orderClusters(d *node) {
+	if d != p.root {
+		p.order = append(p.order, d)
+	}
+	for _, c := range d.sorted {
+		switch {
+		case c.dir:
+		case c.size > 0:
+			p.order = append(p.order, c)
+		default:
+			p.empty = append(p.empty, c)
+		}
+	}
+	for _, c := range d.sorted {
+		if c.dir {
+			p.orderClusters(c)
+		}
+	}
+}
+
+// sizer finds a volume size for content: the nodes in allocation order
+// and the root directory's entries.
+type sizer struct {
+	order       []*node
+	rootEntries int64
+	// needBySPC is the clusters needed at each cluster size (sectors per
+	// cluster), computed once: smallest may try thousands of volume sizes.
+	needBySPC map[int64]int64
+}
+
+func newSizer(order []*node, rootEntries int64) *sizer {
+	s := &sizer{order: order, rootEntries: rootEntries, needBySPC: map[int64]int64{}}
+	for spc := int64(1); spc <= maxSPC; spc *= 2 {
+		cb := spc * sectorSize
+		for _, x := range order {
+			s.needBySPC[spc] += (x.bytes() + cb - 1) / cb
+		}
+	}
+	return s
+}
+
+func (s *sizer) need(spc int64) int64 { return s.needBySPC[spc] }
+
+// fits returns the geometry of a volume of total sectors, if the content
+// fits in one.
+func (s *sizer) fits(total int64) (geometry, bool) {
+	return chooseGeometry(total, s.rootEntries, s.need)
+}
+
+// smallest returns the smallest size that fits, not below floor sectors:
+// it starts from the bound that 512-byte clusters and a one-sector FAT
+// would give and steps by Align. A search rather than a formula: which FAT
+// type and cluster size a volume gets depends on its size and the content
+// together.
+func (s *sizer) smallest(floor int64) (int64, bool) {
+	t := int64(reservedSectors) + numFATs + s.rootEntries*dirEntrySize/sectorSize + s.need(1)
+	t = (t + alignSectors - 1) / alignSectors * alignSectors
+	for t = max(t, floor); t*sectorSize <= MaxSize; t += alignSectors {
+		if _, ok := s.fits(t); ok {
+			return t, true
+		}
+	}
+	return 0, false
+}
+
+// noSpace is the error of content that does not fit in total sectors
+// (size bytes, as asked): it says what size would do, and names the first
+// entry that overflows the layout the size would get without content, so
+// the caller can see what made it too big.
+func (s *sizer) noSpace(total, size int64) error {
+	msg := fmt.Sprintf("more than MaxSize (%d bytes)", MaxSize)
+	if t, ok := s.smallest(0); ok {
+		msg = fmt.Sprintf("Size %d", t*sectorSize)
+	}
+	culprit := "."
+	if gg, ok := chooseGeometry(total, s.rootEntries, nil); ok {
+		var used int64
+		for _, x := range s.order {
+			used += (x.bytes() + gg.clusterBytes() - 1) / gg.clusterBytes()
+			if used > gg.clusters {
+				culprit = x.path
+				break
+			}
+		}
+	}
+	return pathErr("close", culprit, fmt.Errorf("%w in %d bytes: needs %s", ErrNoSpace, size, msg))
 }
 
 // bytes is what a node occupies in the data region before cluster rounding.

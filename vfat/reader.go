@@ -96,6 +96,52 @@ func NewReader(r io.ReaderAt, size int64) (*Reader, error) {
 	return rd, nil
 }
 
+// bootSector is what newReader needs of a boot sector's BIOS Parameter
+// Block, in its own units (sectors of bps bytes).
+type bootSector struct {
+	bps, spc, rsv, nfats, rootEnt, total, fatSz int64
+}
+
+// parseBootSector reads the BPB of boot sector bs and refuses what is not
+// a FAT12 or FAT16 volume this reader can walk.
+func parseBootSector(bs []byte) (bootSector, error) {
+	le := binary.LittleEndian
+	if bs[510] != 0x55 || bs[511] != 0xAA {
+		return bootSector{}, formatErr("no 0x55AA boot signature")
+	}
+	if bs[0] != 0xEB && bs[0] != 0xE9 {
+		return bootSector{}, formatErr("boot sector does not start with a jump")
+	}
+	b := bootSector{
+		bps:     int64(le.Uint16(bs[11:])),
+		spc:     int64(bs[13]),
+		rsv:     int64(le.Uint16(bs[14:])),
+		nfats:   int64(bs[16]),
+		rootEnt: int64(le.Uint16(bs[17:])),
+		total:   int64(le.Uint16(bs[19:])),
+		fatSz:   int64(le.Uint16(bs[22:])),
+	}
+	if b.total == 0 {
+		b.total = int64(le.Uint32(bs[32:]))
+	}
+	switch {
+	case b.bps < 512 || b.bps > 4096 || b.bps&(b.bps-1) != 0:
+		return bootSector{}, formatErr("bytes per sector %d", b.bps)
+	case b.spc == 0 || b.spc&(b.spc-1) != 0:
+		return bootSector{}, formatErr("sectors per cluster %d", b.spc)
+	case b.rsv == 0:
+		return bootSector{}, formatErr("no reserved sectors")
+	case b.nfats == 0:
+		return bootSector{}, formatErr("no FATs")
+	case b.rootEnt == 0 || b.fatSz == 0:
+		return bootSector{}, formatErr("FAT32 or exFAT volumes are not supported")
+	case bs[21] < 0xF0 && bs[21] != 0:
+		// 0 is tolerated: some old formatters leave it unset.
+		return bootSector{}, formatErr("media descriptor %#x", bs[21])
+	}
+	return b, nil
+}
+
 func newReader(r io.ReaderAt, size int64) (*Reader, error) {
 	if size < sectorSize {
 		return nil, formatErr("image of %d bytes is smaller than a boot sector", size)
@@ -104,49 +150,21 @@ func newReader(r io.ReaderAt, size int64) (*Reader, error) {
 	if err := readFull(r, bs, 0); err != nil {
 		return nil, err
 	}
-	le := binary.LittleEndian
-	if bs[510] != 0x55 || bs[511] != 0xAA {
-		return nil, formatErr("no 0x55AA boot signature")
+	b, err := parseBootSector(bs)
+	if err != nil {
+		return nil, err
 	}
-	if bs[0] != 0xEB && bs[0] != 0xE9 {
-		return nil, formatErr("boot sector does not start with a jump")
+	rootSecs := (b.rootEnt*dirEntrySize + b.bps - 1) / b.bps
+	dataSec := b.rsv + b.nfats*b.fatSz + rootSecs
+	if b.total <= dataSec {
+		return nil, formatErr("%d sectors leave no data region", b.total)
 	}
-	bps := int64(le.Uint16(bs[11:]))
-	spc := int64(bs[13])
-	rsv := int64(le.Uint16(bs[14:]))
-	nfats := int64(bs[16])
-	rootEnt := int64(le.Uint16(bs[17:]))
-	total := int64(le.Uint16(bs[19:]))
-	if total == 0 {
-		total = int64(le.Uint32(bs[32:]))
+	if b.total*b.bps > size {
+		return nil, formatErr("volume of %d bytes in an image of %d", b.total*b.bps, size)
 	}
-	fatSz := int64(le.Uint16(bs[22:]))
-	switch {
-	case bps < 512 || bps > 4096 || bps&(bps-1) != 0:
-		return nil, formatErr("bytes per sector %d", bps)
-	case spc == 0 || spc&(spc-1) != 0:
-		return nil, formatErr("sectors per cluster %d", spc)
-	case rsv == 0:
-		return nil, formatErr("no reserved sectors")
-	case nfats == 0:
-		return nil, formatErr("no FATs")
-	case rootEnt == 0 || fatSz == 0:
-		return nil, formatErr("FAT32 or exFAT volumes are not supported")
-	case bs[21] < 0xF0 && bs[21] != 0:
-		// 0 is tolerated: some old formatters leave it unset.
-		return nil, formatErr("media descriptor %#x", bs[21])
-	}
-	rootSecs := (rootEnt*dirEntrySize + bps - 1) / bps
-	dataSec := rsv + nfats*fatSz + rootSecs
-	if total <= dataSec {
-		return nil, formatErr("%d sectors leave no data region", total)
-	}
-	if total*bps > size {
-		return nil, formatErr("volume of %d bytes in an image of %d", total*bps, size)
-	}
-	count := (total - dataSec) / spc
-	v := &vol{bps: bps, count: count}
-	rd := &Reader{ra: r, ClusterSize: spc * bps, dataStart: dataSec * bps}
+	count := (b.total - dataSec) / b.spc
+	v := &vol{bps: b.bps, count: count}
+	rd := &Reader{ra: r, ClusterSize: b.spc * b.bps, dataStart: dataSec * b.bps}
 	v.rd = rd
 	switch {
 	case count == 0:
@@ -159,24 +177,24 @@ func newReader(r io.ReaderAt, size int64) (*Reader, error) {
 		return nil, formatErr("%d clusters means FAT32, which is not supported", count)
 	}
 	fb := fatBytes(count+2, v.fat16)
-	if fb > fatSz*bps {
-		return nil, formatErr("FAT of %d sectors cannot map %d clusters", fatSz, count)
+	if fb > b.fatSz*b.bps {
+		return nil, formatErr("FAT of %d sectors cannot map %d clusters", b.fatSz, count)
 	}
 	v.fat = make([]byte, fb)
-	if err := readFull(r, v.fat, rsv*bps); err != nil {
+	if err := readFull(r, v.fat, b.rsv*b.bps); err != nil {
 		return nil, err
 	}
 	v.used = make([]bool, count+2)
 
 	if bs[38] == 0x29 || bs[38] == 0x28 {
-		rd.Serial = le.Uint32(bs[39:])
+		rd.Serial = binary.LittleEndian.Uint32(bs[39:])
 	}
 	if bs[38] == 0x29 {
 		rd.BootLabel = strings.TrimRight(decodeShort(bs[43:54]), " ")
 	}
 
-	v.rootData = make([]byte, rootEnt*dirEntrySize)
-	if err := readFull(r, v.rootData, (rsv+nfats*fatSz)*bps); err != nil {
+	v.rootData = make([]byte, b.rootEnt*dirEntrySize)
+	if err := readFull(r, v.rootData, (b.rsv+b.nfats*b.fatSz)*b.bps); err != nil {
 		return nil, err
 	}
 	if err := v.walk(); err != nil {
@@ -320,12 +338,7 @@ func decodeShort(b []byte) string {
 // parseDir decodes the entries of one directory. It returns files and
 // subdirectories (not "." and "..") and, for the root, the volume label.
 func parseDir(data []byte, isRoot bool) (out []*rnode, label string, err error) {
-	var (
-		lfn      []uint16 // long name being assembled
-		lfnSum   byte
-		lfnNext  int // next sequence number expected; 0 when complete
-		lfnValid bool
-	)
+	var lfn longName
 	haveLabel := false
 	for off := 0; off+dirEntrySize <= len(data); off += dirEntrySize {
 		e := data[off : off+dirEntrySize]
@@ -333,31 +346,17 @@ func parseDir(data []byte, isRoot bool) (out []*rnode, label string, err error) 
 		case 0x00:
 			return out, label, nil // end of directory
 		case 0xE5:
-			lfnValid = false // deleted entry
+			lfn.valid = false // deleted entry
 			continue
 		}
 		attr := e[11]
 		if attr&0x3F == attrLFN {
-			seq := int(e[0] & 0x1F)
-			switch {
-			case e[0]&0x40 != 0 && seq >= 1 && seq <= 20:
-				lfn = make([]uint16, seq*13)
-				lfnSum, lfnNext, lfnValid = e[13], seq, true
-			case lfnValid && seq >= 1 && seq == lfnNext && e[13] == lfnSum && e[0]&0x40 == 0:
-			default:
-				lfnValid = false // orphaned or out-of-order part: ignore it
-				continue
-			}
-			for i, o := range lfnCharOffsets {
-				lfn[(seq-1)*13+i] = binary.LittleEndian.Uint16(e[o:])
-			}
-			lfnNext--
+			lfn.add(e)
 			continue
 		}
-		useLFN := lfnValid && lfnNext == 0
-		lfnValid = false
 		var sn [11]byte
 		copy(sn[:], e[0:11])
+		long := lfn.take(sn)
 		if attr&attrVolumeID != 0 {
 			if isRoot && !haveLabel {
 				label = strings.TrimRight(decodeShort(sn[:]), " ")
@@ -368,17 +367,7 @@ func parseDir(data []byte, isRoot bool) (out []*rnode, label string, err error) 
 		if sn[0] == '.' {
 			continue // "." and ".." (a short name cannot otherwise start with a dot)
 		}
-		name := ""
-		if useLFN && lfnChecksum(sn) == lfnSum {
-			u := lfn
-			for i, c := range u {
-				if c == 0 {
-					u = u[:i]
-					break
-				}
-			}
-			name = string(utf16.Decode(u))
-		}
+		name := long
 		if name == "" {
 			name = shortToName(sn, e[12])
 		}
@@ -400,6 +389,52 @@ func parseDir(data []byte, isRoot bool) (out []*rnode, label string, err error) 
 		out = append(out, n)
 	}
 	return out, label, nil
+}
+
+// longName assembles a long file name from the LFN entries that precede
+// the short entry it belongs to, last part first.
+type longName struct {
+	buf   []uint16 // the name being assembled
+	sum   byte     // the short name's checksum, as every part records it
+	next  int      // next sequence number expected; 0 when complete
+	valid bool
+}
+
+// add takes one LFN entry; an orphaned or out-of-order part is ignored and
+// spoils the name being assembled.
+func (l *longName) add(e []byte) {
+	seq := int(e[0] & 0x1F)
+	switch {
+	case e[0]&0x40 != 0 && seq >= 1 && seq <= 20:
+		l.buf = make([]uint16, seq*13)
+		l.sum, l.next, l.valid = e[13], seq, true
+	case l.valid && seq >= 1 && seq == l.next && e[13] == l.sum && e[0]&0x40 == 0:
+	default:
+		l.valid = false
+		return
+	}
+	for i, o := range lfnCharOffsets {
+		l.buf[(seq-1)*13+i] = binary.LittleEndian.Uint16(e[o:])
+	}
+	l.next--
+}
+
+// take returns the long name of the short entry sn, or "" when it has no
+// complete one whose checksum matches, and starts over.
+func (l *longName) take(sn [11]byte) string {
+	complete := l.valid && l.next == 0
+	l.valid = false
+	if !complete || lfnChecksum(sn) != l.sum {
+		return ""
+	}
+	u := l.buf
+	for i, c := range u {
+		if c == 0 {
+			u = u[:i]
+			break
+		}
+	}
+	return string(utf16.Decode(u))
 }
 
 // shortToName renders an 8.3 entry, applying the Windows NT lower-case

@@ -217,6 +217,32 @@ func TestCacheInSpecDirRefused(t *testing.T) {
 	}
 }
 
+// TestRefusedCacheLeavesNoDescriptor: an Open refused for its cache file
+// closes the directory it opened (Linux: counted in /proc/self/fd).
+func TestRefusedCacheLeavesNoDescriptor(t *testing.T) {
+	dir := t.TempDir()
+	fds := func() int {
+		ents, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Skip("no /proc/self/fd")
+		}
+		return len(ents)
+	}
+	refuse := func() {
+		if _, err := Open(dir, Options{NoWatch: true, CacheFile: filepath.Join(dir, "x.cache")}); err == nil {
+			t.Fatal("a cache file in the spec directory was accepted")
+		}
+	}
+	refuse() // the runtime's own descriptors, opened once
+	before := fds()
+	for range 10 {
+		refuse()
+	}
+	if after := fds(); after != before {
+		t.Errorf("10 refused Opens left %d descriptors open", after-before)
+	}
+}
+
 // FuzzCache feeds the cache reader well-framed files (magic, this
 // build's key, the directory, the flags, a valid checksum) around arbitrary entries:
 // it must refuse or read them without panicking, and every entry it reads

@@ -176,18 +176,7 @@ func IsSpecFile(name string) bool {
 // watching it. Files that fail to load are logged and left out; Open fails
 // only when the directory cannot be read.
 func Open(dir string, opts Options) (*Store, error) {
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
-	}
-	if opts.Debounce <= 0 {
-		opts.Debounce = 200 * time.Millisecond
-	}
-	if opts.Workers <= 0 {
-		opts.Workers = runtime.GOMAXPROCS(0)
-	}
-	if opts.CacheInterval <= 0 {
-		opts.CacheInterval = time.Minute
-	}
+	opts = opts.withDefaults()
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, err
@@ -201,41 +190,12 @@ func Open(dir string, opts Options) (*Store, error) {
 	s.ix = registry.NewIndex(registry.IndexOptions{Logger: s.log, KeyAttr: "file",
 		Invalid: "dirstore: invalid spec file", Refused: "dirstore: spec file refused", Checks: opts.Checks})
 	if opts.CacheFile != "" {
-		if ca, err := filepath.Abs(opts.CacheFile); err != nil || filepath.Dir(ca) == abs {
-			return nil, fmt.Errorf("cache file %s: put it outside the spec directory (writing it there would wake the watcher)", opts.CacheFile)
-		}
-		c, err := readCache(opts.CacheFile, abs, opts.Checks.Content != nil)
-		switch {
-		case errors.Is(err, inputfile.ErrNotRegular):
-			// A FIFO or device: the cache would be renamed over it.
-			return nil, fmt.Errorf("cache file %w", err)
-		case errors.Is(err, errStaleCache):
-			s.log.Info("dirstore: start-up cache written by another build; parsing every file", "cache", opts.CacheFile)
-		case err != nil:
-			s.log.Warn("dirstore: start-up cache unusable; parsing every file", "cache", opts.CacheFile, "err", err)
-		}
-		s.startCache = c
-		s.verified = map[string]bool{}
-		s.cacheKick = make(chan struct{}, 1)
-		s.cacheDone = make(chan struct{})
-	}
-	s.deferring = opts.DeferChecks && opts.Checks.Content != nil
-	err = s.reload(true)
-	deferred := s.deferring
-	s.deferring = false
-	if s.startCache != nil {
-		hits := int(s.cacheHits.Load())
-		s.log.Info("dirstore: start-up cache used", "instances", s.Snapshot().Len(), "fromCache", hits)
-		// Rewrite the cache only if it no longer matches the directory.
-		if hits == len(s.startCache) && hits == s.Snapshot().Len() {
-			s.cacheDirty = false
-			select {
-			case <-s.cacheKick:
-			default:
-			}
+		if err := s.openCache(); err != nil {
+			root.Close()
+			return nil, err
 		}
 	}
-	s.startCache = nil
+	deferred, err := s.firstLoad()
 	if err != nil {
 		root.Close()
 		return nil, err
@@ -255,21 +215,95 @@ func Open(dir string, opts Options) (*Store, error) {
 	if opts.CacheFile != "" {
 		go s.cacheLoop()
 	}
-	if opts.NoWatch {
-		close(s.done)
-		return s, nil
+	s.startWatching()
+	return s, nil
+}
+
+// withDefaults fills in the Options left zero.
+func (o Options) withDefaults() Options {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
 	}
-	if opts.PollInterval > 0 {
+	if o.Debounce <= 0 {
+		o.Debounce = 200 * time.Millisecond
+	}
+	if o.Workers <= 0 {
+		o.Workers = runtime.GOMAXPROCS(0)
+	}
+	if o.CacheInterval <= 0 {
+		o.CacheInterval = time.Minute
+	}
+	return o
+}
+
+// openCache reads the start-up cache of Options.CacheFile for the first
+// load. A cache that cannot be used is logged and every file parsed; a
+// cache file inside the directory, or one that is not a regular file, is
+// an error.
+func (s *Store) openCache() error {
+	file := s.opts.CacheFile
+	if ca, err := filepath.Abs(file); err != nil || filepath.Dir(ca) == s.dir {
+		return fmt.Errorf("cache file %s: put it outside the spec directory (writing it there would wake the watcher)", file)
+	}
+	c, err := readCache(file, s.dir, s.opts.Checks.Content != nil)
+	switch {
+	case errors.Is(err, inputfile.ErrNotRegular):
+		// A FIFO or device: the cache would be renamed over it.
+		return fmt.Errorf("cache file %w", err)
+	case errors.Is(err, errStaleCache):
+		s.log.Info("dirstore: start-up cache written by another build; parsing every file", "cache", file)
+	case err != nil:
+		s.log.Warn("dirstore: start-up cache unusable; parsing every file", "cache", file, "err", err)
+	}
+	s.startCache = c
+	s.verified = map[string]bool{}
+	s.cacheKick = make(chan struct{}, 1)
+	s.cacheDone = make(chan struct{})
+	return nil
+}
+
+// firstLoad reads the whole directory, from the start-up cache where it
+// still matches, and reports whether the content checks were deferred
+// (Options.DeferChecks) and remain to be run.
+func (s *Store) firstLoad() (deferred bool, err error) {
+	s.deferring = s.opts.DeferChecks && s.opts.Checks.Content != nil
+	err = s.reload(true)
+	deferred = s.deferring
+	s.deferring = false
+	if s.startCache != nil {
+		hits := int(s.cacheHits.Load())
+		s.log.Info("dirstore: start-up cache used", "instances", s.Snapshot().Len(), "fromCache", hits)
+		// Rewrite the cache only if it no longer matches the directory.
+		if hits == len(s.startCache) && hits == s.Snapshot().Len() {
+			s.cacheDirty = false
+			select {
+			case <-s.cacheKick:
+			default:
+			}
+		}
+	}
+	s.startCache = nil
+	return deferred, err
+}
+
+// startWatching watches the directory as Options say: not at all, by
+// polling, or with inotify (polling every 2s where inotify is
+// unavailable).
+func (s *Store) startWatching() {
+	if s.opts.NoWatch {
+		close(s.done)
+		return
+	}
+	if s.opts.PollInterval > 0 {
 		s.watching = "poll"
-		go s.poll(opts.PollInterval)
-		return s, nil
+		go s.poll(s.opts.PollInterval)
+		return
 	}
 	if err := s.startInotify(); err != nil {
 		s.log.Warn("dirstore: inotify unavailable; polling every 2s", "err", err)
 		s.watching = "poll"
 		go s.poll(2 * time.Second)
 	}
-	return s, nil
 }
 
 // Dir is the directory the store reads.
@@ -592,44 +626,59 @@ var scanHook atomic.Pointer[func(name string)]
 
 // scan looks at one file, as known (a copy of s.files) has it.
 func (s *Store) scan(dirfd int, name string, known map[string]entry, force bool) scanned {
-	r := scanned{name: name}
-	e, isKnown := known[name]
-	c, inCache := s.startCache[name]
-	if isKnown && !force || inCache {
-		// One stat answers both "unchanged since the last reload" and
-		// "as the start-up cache has it". A file seen for the first time
-		// skips it: the open below stats it anyway.
-		var st unix.Stat_t
-		if err := unix.Fstatat(dirfd, name, &st, 0); err != nil { // follows ConfigMap symlinks
-			if err != unix.ENOENT {
-				s.log.Error("dirstore: cannot stat a spec file", "file", name, "err", err)
-			}
-			return r
-		}
-		if st.Mode&unix.S_IFMT == unix.S_IFDIR {
-			return r
-		}
-		if isKnown && !force && e.stamp == stampOf(&st) && !e.racy {
-			r.present, r.st = true, e.stamp
-			return r
-		}
-		if inCache && stampOf(&st) == c.stamp {
-			if rec, err := fromCache(c); err == nil {
-				s.cacheHits.Add(1)
-				r.present, r.changed, r.st, r.rec, r.cached = true, true, c.stamp, rec, true
-				// The content checks ran when the cache was written (by this
-				// build, with them: readCache); the policy may have changed.
-				r.err = s.ix.Admit(rec)
-				if r.err != nil {
-					r.rec = nil
-				}
-				return r
-			}
-		}
+	if r, done := s.scanByStat(dirfd, name, known, force); done {
+		return r
 	}
 	if h := scanHook.Load(); h != nil {
 		(*h)(name)
 	}
+	return s.readSpecFile(dirfd, name)
+}
+
+// scanByStat answers for a file from one stat where it can: gone, a
+// directory, unchanged since the last reload, or as the start-up cache
+// has it. done is false when the file must be read. A file seen for the
+// first time skips the stat: readSpecFile stats it anyway.
+func (s *Store) scanByStat(dirfd int, name string, known map[string]entry, force bool) (r scanned, done bool) {
+	r = scanned{name: name}
+	e, isKnown := known[name]
+	c, inCache := s.startCache[name]
+	if !(isKnown && !force || inCache) {
+		return r, false
+	}
+	var st unix.Stat_t
+	if err := unix.Fstatat(dirfd, name, &st, 0); err != nil { // follows ConfigMap symlinks
+		if err != unix.ENOENT {
+			s.log.Error("dirstore: cannot stat a spec file", "file", name, "err", err)
+		}
+		return r, true
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		return r, true
+	}
+	if isKnown && !force && e.stamp == stampOf(&st) && !e.racy {
+		r.present, r.st = true, e.stamp
+		return r, true
+	}
+	if inCache && stampOf(&st) == c.stamp {
+		if rec, err := fromCache(c); err == nil {
+			s.cacheHits.Add(1)
+			r.present, r.changed, r.st, r.rec, r.cached = true, true, c.stamp, rec, true
+			// The content checks ran when the cache was written (by this
+			// build, with them: readCache); the policy may have changed.
+			r.err = s.ix.Admit(rec)
+			if r.err != nil {
+				r.rec = nil
+			}
+			return r, true
+		}
+	}
+	return r, false
+}
+
+// readSpecFile opens, reads and decodes one spec file.
+func (s *Store) readSpecFile(dirfd int, name string) scanned {
+	r := scanned{name: name}
 	fd, err := s.openSpec(dirfd, name)
 	if errors.Is(err, errOutside) {
 		var st unix.Stat_t

@@ -301,48 +301,7 @@ func (s *Store) run(ctx context.Context, rev int64) {
 		if beforeWatch != nil {
 			beforeWatch()
 		}
-		wctx, wcancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-		wch := s.cli.Watch(wctx, s.cfg.Prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithProgressNotify())
-		failed := false
-		for resp := range wch {
-			if resp.CompactRevision != 0 {
-				s.log.Warn("etcdstore: watch revision compacted; re-listing", "wanted", rev+1, "compacted", resp.CompactRevision)
-				failed = true
-				break
-			}
-			if err := resp.Err(); err != nil {
-				s.log.Warn("etcdstore: watch failed; re-listing", "err", err)
-				failed = true
-				break
-			}
-			backoff = s.cfg.MinBackoff
-			if len(resp.Events) == 0 { // progress notification
-				s.apply(nil, resp.Header.Revision)
-				rev = resp.Header.Revision
-				continue
-			}
-			changes := map[string]*version{}
-			for i, ev := range resp.Events {
-				k := string(ev.Kv.Key)
-				if _, again := changes[k]; again {
-					// A key changed twice in one response (a replica
-					// watching from before both): apply what came before,
-					// so that each version is met in order and a refused
-					// one keeps the good one before it, as when the two
-					// come in separate responses.
-					s.apply(changes, resp.Events[i-1].Kv.ModRevision)
-					changes = map[string]*version{}
-				}
-				if ev.Type == clientv3.EventTypeDelete {
-					changes[k] = nil
-				} else {
-					changes[k] = &version{value: ev.Kv.Value, modRev: ev.Kv.ModRevision, createRev: ev.Kv.CreateRevision}
-				}
-			}
-			s.apply(changes, resp.Header.Revision)
-			rev = resp.Header.Revision
-		}
-		wcancel()
+		failed := s.watch(ctx, rev, func() { backoff = s.cfg.MinBackoff })
 		if ctx.Err() != nil {
 			return
 		}
@@ -354,6 +313,57 @@ func (s *Store) run(ctx context.Context, rev int64) {
 			return
 		}
 	}
+}
+
+// watch applies the changes after rev until the watch ends, and reports
+// whether it failed (compacted, or an error) rather than closed. answered
+// runs at every response that is not a failure.
+func (s *Store) watch(ctx context.Context, rev int64, answered func()) (failed bool) {
+	wctx, wcancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer wcancel()
+	wch := s.cli.Watch(wctx, s.cfg.Prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithProgressNotify())
+	for resp := range wch {
+		if resp.CompactRevision != 0 {
+			s.log.Warn("etcdstore: watch revision compacted; re-listing", "wanted", rev+1, "compacted", resp.CompactRevision)
+			return true
+		}
+		if err := resp.Err(); err != nil {
+			s.log.Warn("etcdstore: watch failed; re-listing", "err", err)
+			return true
+		}
+		answered()
+		s.applyEvents(resp.Events, resp.Header.Revision)
+		rev = resp.Header.Revision
+	}
+	return false
+}
+
+// applyEvents applies one watch response's events, at revision rev (none:
+// a progress notification, which moves the revision alone).
+func (s *Store) applyEvents(events []*clientv3.Event, rev int64) {
+	if len(events) == 0 {
+		s.apply(nil, rev)
+		return
+	}
+	changes := map[string]*version{}
+	for i, ev := range events {
+		k := string(ev.Kv.Key)
+		if _, again := changes[k]; again {
+			// A key changed twice in one response (a replica
+			// watching from before both): apply what came before,
+			// so that each version is met in order and a refused
+			// one keeps the good one before it, as when the two
+			// come in separate responses.
+			s.apply(changes, events[i-1].Kv.ModRevision)
+			changes = map[string]*version{}
+		}
+		if ev.Type == clientv3.EventTypeDelete {
+			changes[k] = nil
+		} else {
+			changes[k] = &version{value: ev.Kv.Value, modRev: ev.Kv.ModRevision, createRev: ev.Kv.CreateRevision}
+		}
+	}
+	s.apply(changes, rev)
 }
 
 // apply loads the changed keys and swaps in a new snapshot.

@@ -15,9 +15,10 @@
 //     versions refused for now and retried, problems logged once, UIDs,
 //     and the snapshot published.
 //
-// The stores (dirstore, etcdstore) import this package alone; the guest
-// handler (package mdserver) and the admin API (package admin) read from
-// them through it.
+// The stores (dirstore, etcdstore, kubestore) import this package and
+// spec and nothing else of the server's (kubestore also the Instance types
+// of kube/api/v1alpha1); the guest handler (package mdserver) and the
+// admin API (package admin) read from them through it.
 //
 // # Why the persistent map is our own
 //

@@ -16,7 +16,7 @@ import (
 
 // Index is the state of a store whose backend holds instances as keyed
 // documents: a spec file per instance (dirstore), an etcd key (etcdstore),
-// a Kubernetes object. The store reads what changed and hands it to Apply;
+// a Kubernetes Instance object (kubestore). The store reads what changed and hands it to Apply;
 // the Index applies the conflict rule (records being served keep their
 // names and addresses), keeps each version it refuses and offers it again
 // at every later change, logs every version that does not load and every
@@ -408,48 +408,12 @@ func (ix *Index) Check(key string, rec *Record, gone ...string) error {
 // be applied. It returns the refused keys with why; with undo, it appends
 // there what reverts each of its steps.
 func (ix *Index) resolve(changes map[string]*Record, keys []string, undo *[]func()) map[string]error {
-	setServed := func(k string, r *Record) {
-		if undo != nil {
-			old, had := ix.served[k]
-			*undo = append(*undo, func() {
-				if had {
-					ix.served[k] = old
-				} else {
-					delete(ix.served, k)
-				}
-			})
-		}
-		if r == nil {
-			delete(ix.served, k)
-		} else {
-			ix.served[k] = r
-		}
-	}
-	claim := func(k string, r *Record) {
-		if undo != nil {
-			*undo = append(*undo, func() { release(ix.names, ix.addrs, r) })
-		}
-		ix.names[r.Name] = k
-		for _, a := range r.Addresses {
-			ix.addrs[a] = k
-		}
-	}
-	unclaim := func(k string, r *Record) {
-		if undo != nil {
-			*undo = append(*undo, func() {
-				ix.names[r.Name] = k
-				for _, a := range r.Addresses {
-					ix.addrs[a] = k
-				}
-			})
-		}
-		release(ix.names, ix.addrs, r)
-	}
+	ed := edits{ix: ix, undo: undo}
 	for _, k := range keys {
 		if c, changed := changes[k]; changed && c == nil {
 			if old := ix.served[k]; old != nil {
-				unclaim(k, old)
-				setServed(k, nil)
+				ed.unclaim(k, old)
+				ed.setServed(k, nil)
 			}
 		}
 	}
@@ -467,39 +431,94 @@ func (ix *Index) resolve(changes map[string]*Record, keys []string, undo *[]func
 			nr := changes[k]
 			old := ix.served[k]
 			if old != nil {
-				unclaim(k, old)
+				ed.unclaim(k, old)
 			}
-			var err error
-			if o, taken := ix.names[nr.Name]; taken && o != k {
-				err = fmt.Errorf("%w: instance %q is already defined by %s", ErrConflict, nr.Name, o)
-			}
-			for _, a := range nr.Addresses {
-				if err != nil {
-					break
-				}
-				if o, taken := ix.addrs[a]; taken && o != k {
-					err = fmt.Errorf("%w: %s is claimed by %s (instance %q)", ErrAddressConflict, a, o, ix.served[o].Name)
-				}
-			}
-			if err != nil {
+			if err := ix.conflict(k, nr); err != nil {
 				if old != nil {
-					claim(k, old)
+					ed.claim(k, old)
 				}
 				refused[k] = err
 				rest = append(rest, k)
 				continue
 			}
 			delete(refused, k)
-			setServed(k, nr)
-			claim(k, nr)
+			ed.setServed(k, nr)
+			ed.claim(k, nr)
 			progress = true
 		}
 		pending = rest
 	}
-	if len(pending) > 1 && ix.fitTogether(changes, pending, setServed, claim, unclaim) {
+	if len(pending) > 1 && ix.fitTogether(changes, pending, ed) {
 		clear(refused)
 	}
 	return refused
+}
+
+// conflict is why key k may not serve nr: a name or an address another
+// key holds; nil if it may.
+func (ix *Index) conflict(k string, nr *Record) error {
+	if o, taken := ix.names[nr.Name]; taken && o != k {
+		return fmt.Errorf("%w: instance %q is already defined by %s", ErrConflict, nr.Name, o)
+	}
+	for _, a := range nr.Addresses {
+		if o, taken := ix.addrs[a]; taken && o != k {
+			return fmt.Errorf("%w: %s is claimed by %s (instance %q)", ErrAddressConflict, a, o, ix.served[o].Name)
+		}
+	}
+	return nil
+}
+
+// edits are resolve's steps on an Index's served records and claims; with
+// undo set, each step appends there what reverts it.
+type edits struct {
+	ix   *Index
+	undo *[]func()
+}
+
+// setServed makes r the record served for key k (nil: none).
+func (ed edits) setServed(k string, r *Record) {
+	ix := ed.ix
+	if ed.undo != nil {
+		old, had := ix.served[k]
+		*ed.undo = append(*ed.undo, func() {
+			if had {
+				ix.served[k] = old
+			} else {
+				delete(ix.served, k)
+			}
+		})
+	}
+	if r == nil {
+		delete(ix.served, k)
+	} else {
+		ix.served[k] = r
+	}
+}
+
+// claim gives r's name and addresses to key k.
+func (ed edits) claim(k string, r *Record) {
+	ix := ed.ix
+	if ed.undo != nil {
+		*ed.undo = append(*ed.undo, func() { release(ix.names, ix.addrs, r) })
+	}
+	ix.names[r.Name] = k
+	for _, a := range r.Addresses {
+		ix.addrs[a] = k
+	}
+}
+
+// unclaim releases r's name and addresses, which key k holds.
+func (ed edits) unclaim(k string, r *Record) {
+	ix := ed.ix
+	if ed.undo != nil {
+		*ed.undo = append(*ed.undo, func() {
+			ix.names[r.Name] = k
+			for _, a := range r.Addresses {
+				ix.addrs[a] = k
+			}
+		})
+	}
+	release(ix.names, ix.addrs, r)
 }
 
 // fitTogether takes the changes of keys all at once when each was refused
@@ -509,7 +528,7 @@ func (ix *Index) resolve(changes map[string]*Record, keys []string, undo *[]func
 // and none that another key holds. Otherwise it changes nothing. A store
 // that resolves its claims itself (kubestore) hands the Index such
 // batches; with it, what is served never depends on the order of keys.
-func (ix *Index) fitTogether(changes map[string]*Record, keys []string, setServed, claim, unclaim func(string, *Record)) bool {
+func (ix *Index) fitTogether(changes map[string]*Record, keys []string, ed edits) bool {
 	names := make(map[string]bool, len(keys))
 	addrs := map[netip.Addr]bool{}
 	inBatch := make(map[string]bool, len(keys))
@@ -532,12 +551,12 @@ func (ix *Index) fitTogether(changes map[string]*Record, keys []string, setServe
 	}
 	for _, k := range keys {
 		if old := ix.served[k]; old != nil {
-			unclaim(k, old)
+			ed.unclaim(k, old)
 		}
 	}
 	for _, k := range keys {
-		setServed(k, changes[k])
-		claim(k, changes[k])
+		ed.setServed(k, changes[k])
+		ed.claim(k, changes[k])
 	}
 	return true
 }

@@ -16,7 +16,8 @@ type Source interface {
 // Store is what the admin API needs of a store: a Source that also
 // stores and removes instances. Implementations: dirstore (a directory of
 // spec files, the default), etcdstore (for fleets of servers sharing one
-// etcd) and StaticStore (read-only). The stores that watch a backend also
+// etcd), kubestore (a cluster's Instance objects) and StaticStore
+// (read-only). The stores that watch a backend also
 // have a Close method that stops watching.
 type Store interface {
 	Source

@@ -88,6 +88,10 @@ func Documents(ctx context.Context, docs []*platform.Document, opts platform.Opt
 	opts.Resolver = platform.Chain{local, opts.Resolver}
 	var out []*platform.Result
 	for _, o := range s.objects {
+		if e := nameProblem(o.doc); e != nil {
+			errs = append(errs, e)
+			continue
+		}
 		r, err := For(o.doc)(ctx, o.doc, opts)
 		if err != nil {
 			if es := spec.AsErrors(err); es != nil {

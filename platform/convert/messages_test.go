@@ -63,6 +63,14 @@ func TestRefusalsNameObjectFieldLine(t *testing.T) {
 		{name: "oVirt: a netmask that is none", file: "ovirt/py-start-vm-with-cloud-init.xml", opts: platform.Options{PasswordSalt: "salt"},
 			edit: [2]string{"<netmask>255.255.255.0</netmask>", "<netmask>255.0.255.0</netmask>"},
 			want: []string{`py-start-vm-with-cloud-init.xml:21: action.vm.initialization.nic_configurations.nic_configuration[0].ip.netmask: "255.0.255.0" is not a netmask`, "(oVirt writes it into network_data.json as given, which cloud-init cannot read) (in action)"}},
+		{name: "clusterctl: a cluster template as published, its ${VARIABLES} not substituted", file: "capi/capz-cluster-template.yaml",
+			want: []string{
+				`capz-cluster-template.yaml:47: metadata.name: "${CLUSTER_NAME}-control-plane" holds the template variable ${CLUSTER_NAME}, not substituted: a cluster template is published with ${VARIABLES} that clusterctl substitutes (clusterctl generate cluster NAME --from FILE, or envsubst < FILE) before the API server sees it`,
+				`capz-cluster-template.yaml:177: metadata.name: "${CLUSTER_NAME}-md-0" holds the template variable ${CLUSTER_NAME}`,
+				`(in KubeadmConfigTemplate/${CLUSTER_NAME}-md-0)`}},
+		{name: "kubectl: a name the API server refuses", file: "kubevirt/kubevirt-v0.20.0-vm-cirros.yaml",
+			edit: [2]string{"name: vm-cirros", "name: VM_cirros"},
+			want: []string{`kubevirt-v0.20.0-vm-cirros.yaml:8: metadata.name: "VM_cirros": the API server refuses the name (a lowercase RFC 1123 subdomain must consist of`, "vminit names the guest after it", "(in VirtualMachine/VM_cirros)"}},
 		{name: "kubectl: an object without apiVersion", file: "kubevirt/ug-host-devices-L143.yaml",
 			want: []string{`ug-host-devices-L143.yaml:2: apiVersion: required: kind VirtualMachineInstance without an apiVersion is no object kubectl would apply`, `(in VirtualMachineInstance/vmi-nvme)`}},
 	} {

@@ -12,13 +12,16 @@ import (
 	"github.com/vminit/vminit/internal/lib/inputfile"
 )
 
+// convertFlags are `vminit convert`'s flags.
+type convertFlags struct {
+	to, variant, version string
+	in                   inputFlags
+	out                  outputFlags
+	allowPartial         bool
+}
+
 func newConvertCommand() *cobra.Command {
-	var (
-		to, variant, version string
-		in                   inputFlags
-		out                  outputFlags
-		allowPartial         bool
-	)
+	var f convertFlags
 	cmd := &cobra.Command{
 		Use:   "convert USER-DATA|OBJECTS... --to spec|ignition",
 		Short: "Convert cloud-init user data, or a platform's VM, to an instance spec or to Ignition",
@@ -50,75 +53,88 @@ an error naming it, never user data that cloud-init would ignore.`,
   curl -s http://169.254.169.254/latest/user-data | vminit convert - --to spec
   vminit convert vm.yaml secrets.yaml --to spec -o instance.yaml`,
 		Args: minArgs(1, "a USER-DATA file (- for standard input), or files of platform objects"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			opts := cloudconfig.Options{Name: in.name, AllowPartial: allowPartial}
-			switch to {
-			case "spec":
-				opts.For = cloudconfig.ForSpec
-			case "ignition":
-				opts.For = cloudconfig.ForIgnition
-			default:
-				return usagef("--to=%q: want spec or ignition", to)
-			}
-			if variant != "" && !contains(variantNames, variant) {
-				return usagef("--variant=%q: want fcos, rhcos or flatcar", variant)
-			}
-			perm, err := out.perm()
-			if err != nil {
-				return err
-			}
-			if in.isObjects(cmd, args) {
-				return convertObjects(cmd, &in, args, to, out.path, perm, ignition.Options{Variant: ignition.Variant(variant), Version: version, AllowPartial: allowPartial})
-			}
-			if len(args) > 1 {
-				return usagef("want one USER-DATA file, got %d arguments", len(args))
-			}
-			var data []byte
-			if args[0] == "-" {
-				data, err = io.ReadAll(io.LimitReader(cmd.InOrStdin(), cloudconfig.MaxSize+1))
-			} else {
-				data, err = inputfile.Read(args[0], cloudconfig.MaxSize)
-			}
-			if err != nil {
-				return err
-			}
-			inst, warnings, err := cloudconfig.ToSpec(data, opts)
-			for _, w := range warnings {
-				fmt.Fprintf(cmd.ErrOrStderr(), "vminit: warning: %s\n", w)
-			}
-			if err != nil {
-				withFile(err, args[0])
-				return err
-			}
-			var result []byte
-			if to == "spec" {
-				if result, err = yaml.Marshal(inst); err != nil {
-					return err
-				}
-			} else {
-				res, err := ignition.Render(inst, ignition.Options{Variant: ignition.Variant(variant), Version: version, AllowPartial: allowPartial})
-				if err != nil {
-					return err
-				}
-				for _, w := range res.Warnings {
-					fmt.Fprintf(cmd.ErrOrStderr(), "vminit: warning: %s\n", w)
-				}
-				result = res.Config
-			}
-			path := out.path
-			if path == "" {
-				path = "-"
-			}
-			return writeFile(cmd, path, perm, func(w io.Writer) error { _, err := w.Write(result); return err })
-		},
+		RunE: f.run,
 	}
-	cmd.Flags().StringVar(&to, "to", "ignition", "spec or ignition")
-	out.register(cmd, "output file (default: standard output)")
-	in.register(cmd)
-	cmd.Flags().StringVar(&variant, "variant", "", "--to ignition: the Ignition guest, fcos (default), rhcos or flatcar")
-	cmd.Flags().StringVar(&version, "ignition-version", "", "--to ignition: force the Ignition spec version")
-	cmd.Flags().BoolVar(&allowPartial, "allow-partial", false, "--to ignition: report keys without an Ignition equivalent as warnings instead of errors")
+	cmd.Flags().StringVar(&f.to, "to", "ignition", "spec or ignition")
+	f.out.register(cmd, "output file (default: standard output)")
+	f.in.register(cmd)
+	cmd.Flags().StringVar(&f.variant, "variant", "", "--to ignition: the Ignition guest, fcos (default), rhcos or flatcar")
+	cmd.Flags().StringVar(&f.version, "ignition-version", "", "--to ignition: force the Ignition spec version")
+	cmd.Flags().BoolVar(&f.allowPartial, "allow-partial", false, "--to ignition: report keys without an Ignition equivalent as warnings instead of errors")
 	cmd.RegisterFlagCompletionFunc("to", cobra.FixedCompletions([]string{"spec", "ignition"}, cobra.ShellCompDirectiveNoFileComp))
 	cmd.RegisterFlagCompletionFunc("variant", cobra.FixedCompletions(variantNames, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
+}
+
+// run checks the flags and converts either platform objects or one user
+// data file.
+func (f *convertFlags) run(cmd *cobra.Command, args []string) error {
+	opts := cloudconfig.Options{Name: f.in.name, AllowPartial: f.allowPartial}
+	switch f.to {
+	case "spec":
+		opts.For = cloudconfig.ForSpec
+	case "ignition":
+		opts.For = cloudconfig.ForIgnition
+	default:
+		return usagef("--to=%q: want spec or ignition", f.to)
+	}
+	if f.variant != "" && !contains(variantNames, f.variant) {
+		return usagef("--variant=%q: want fcos, rhcos or flatcar", f.variant)
+	}
+	perm, err := f.out.perm()
+	if err != nil {
+		return err
+	}
+	if f.in.isObjects(cmd, args) {
+		return convertObjects(cmd, &f.in, args, f.to, f.out.path, perm, f.ignitionOptions())
+	}
+	if len(args) > 1 {
+		return usagef("want one USER-DATA file, got %d arguments", len(args))
+	}
+	var data []byte
+	if args[0] == "-" {
+		data, err = io.ReadAll(io.LimitReader(cmd.InOrStdin(), cloudconfig.MaxSize+1))
+	} else {
+		data, err = inputfile.Read(args[0], cloudconfig.MaxSize)
+	}
+	if err != nil {
+		return err
+	}
+	result, err := f.convertUserData(cmd, args[0], data, opts)
+	if err != nil {
+		return err
+	}
+	path := f.out.path
+	if path == "" {
+		path = "-"
+	}
+	return writeFile(cmd, path, perm, func(w io.Writer) error { _, err := w.Write(result); return err })
+}
+
+func (f *convertFlags) ignitionOptions() ignition.Options {
+	return ignition.Options{Variant: ignition.Variant(f.variant), Version: f.version, AllowPartial: f.allowPartial}
+}
+
+// convertUserData converts the user data read from name to a spec or an
+// Ignition config, and prints the warnings of both steps.
+func (f *convertFlags) convertUserData(cmd *cobra.Command, name string, data []byte, opts cloudconfig.Options) ([]byte, error) {
+	inst, warnings, err := cloudconfig.ToSpec(data, opts)
+	for _, w := range warnings {
+		fmt.Fprintf(cmd.ErrOrStderr(), "vminit: warning: %s\n", w)
+	}
+	if err != nil {
+		withFile(err, name)
+		return nil, err
+	}
+	if f.to == "spec" {
+		return yaml.Marshal(inst)
+	}
+	res, err := ignition.Render(inst, f.ignitionOptions())
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range res.Warnings {
+		fmt.Fprintf(cmd.ErrOrStderr(), "vminit: warning: %s\n", w)
+	}
+	return res.Config, nil
 }

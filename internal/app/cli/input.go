@@ -158,22 +158,11 @@ func (f *inputFlags) load(cmd *cobra.Command, paths []string) ([]*specInput, err
 		}
 		out = append(out, in)
 	}
-	for _, p := range f.objects {
-		data, err := f.read(cmd, p)
-		if err != nil {
-			return nil, fmt.Errorf("--objects: %w", err)
-		}
-		ds, err := platform.Split(p, data)
-		if err != nil {
-			return nil, err
-		}
-		for _, d := range ds {
-			if !platform.IsReferenced(d) {
-				return nil, spec.Errors{d.Error("kind", fmt.Sprintf("%q: --objects files hold Secrets and ConfigMaps", d.Kind))}
-			}
-		}
-		docs = append(docs, ds...)
+	refs, err := f.loadObjectFiles(cmd)
+	if err != nil {
+		return nil, err
 	}
+	docs = append(docs, refs...)
 	if len(docs) == 0 {
 		if f.object != "" {
 			return nil, usagef("--object %s: the files hold no platform objects", f.object)
@@ -216,6 +205,29 @@ func (f *inputFlags) load(cmd *cobra.Command, paths []string) ([]*specInput, err
 		out = append(out, &specInput{inst: r.Instance, name: r.Object, result: r})
 	}
 	return out, nil
+}
+
+// loadObjectFiles reads the --objects files, which may hold only what
+// platform objects refer to (Secrets and ConfigMaps).
+func (f *inputFlags) loadObjectFiles(cmd *cobra.Command) ([]*platform.Document, error) {
+	var docs []*platform.Document
+	for _, p := range f.objects {
+		data, err := f.read(cmd, p)
+		if err != nil {
+			return nil, fmt.Errorf("--objects: %w", err)
+		}
+		ds, err := platform.Split(p, data)
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range ds {
+			if !platform.IsReferenced(d) {
+				return nil, spec.Errors{d.Error("kind", fmt.Sprintf("%q: --objects files hold Secrets and ConfigMaps", d.Kind))}
+			}
+		}
+		docs = append(docs, ds...)
+	}
+	return docs, nil
 }
 
 // specHead matches the apiVersion line of a vminit spec, and docBreak a

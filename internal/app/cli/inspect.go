@@ -58,57 +58,10 @@ exits 1 when it finds a problem.`,
 			if err != nil {
 				return err
 			}
-			f, err := inputfile.Open(args[0])
+			rep, err := inspectImage(args[0])
 			if err != nil {
 				return err
 			}
-			defer f.Close()
-			st, err := f.Stat()
-			if err != nil {
-				return err
-			}
-			img, err := media.Open(f, st.Size())
-			if err != nil {
-				return fmt.Errorf("%s: %w", args[0], err)
-			}
-			rep := inspectReport{Image: args[0], Size: st.Size(), Filesystem: img.Format, Label: img.Label,
-				Labels: img.Labels, Notes: []string{}, Problems: []*spec.FieldError{}}
-			err = fs.WalkDir(img.FS, ".", func(p string, d fs.DirEntry, err error) error {
-				if err != nil {
-					return err
-				}
-				if d.IsDir() {
-					return nil
-				}
-				info, err := d.Info()
-				if err != nil {
-					return err
-				}
-				rep.Files = append(rep.Files, inspectFile{Path: p, Size: info.Size(), Mode: info.Mode().String()})
-				return nil
-			})
-			if err != nil {
-				return fmt.Errorf("%s: reading the file tree: %w", args[0], err)
-			}
-			if img.Format != media.Tar && st.Size()%alignment != 0 {
-				rep.Notes = append(rep.Notes, fmt.Sprintf("%d bytes is not a multiple of 4 KiB: QEMU refuses such a raw image on storage with 4 KiB sectors (\"Image size is not a multiple of request alignment\"); vminit build pads to 4 KiB", st.Size()))
-			}
-			s, err := seed.Read(img.FS, img.Label)
-			if err == nil {
-				rep.Datasource = string(s.Datasource)
-				if img.Format == media.Tar {
-					// A tar has no label; the disk made of it will.
-					s.Label = s.Datasource.Label()
-					rep.Notes = append(rep.Notes, "a tar archive has no label: the disk made from it must be labelled "+s.Label)
-				}
-				err = seed.Check(s)
-			}
-			if es := spec.AsErrors(err); es != nil {
-				rep.Problems = es
-			} else if err != nil {
-				rep.Problems = spec.Errors{{Message: err.Error()}}
-			}
-			sort.SliceStable(rep.Problems, func(i, j int) bool { return rep.Problems[i].Field < rep.Problems[j].Field })
 			if asJSON {
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
@@ -116,7 +69,7 @@ exits 1 when it finds a problem.`,
 					return err
 				}
 			} else {
-				printInspect(cmd, &rep)
+				printInspect(cmd, rep)
 			}
 			if len(rep.Problems) > 0 {
 				return alreadyReported{fmt.Errorf("%d problems", len(rep.Problems))}
@@ -126,6 +79,71 @@ exits 1 when it finds a problem.`,
 	}
 	report.register(cmd)
 	return cmd
+}
+
+// inspectImage reads the seed image at path and reports what is in it and
+// what cloud-init would find wrong with it (the report's Problems); an
+// error is an image it cannot read.
+func inspectImage(path string) (*inspectReport, error) {
+	f, err := inputfile.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	img, err := media.Open(f, st.Size())
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	rep := &inspectReport{Image: path, Size: st.Size(), Filesystem: img.Format, Label: img.Label,
+		Labels: img.Labels, Notes: []string{}, Problems: []*spec.FieldError{}}
+	if rep.Files, err = inspectFiles(img.FS); err != nil {
+		return nil, fmt.Errorf("%s: reading the file tree: %w", path, err)
+	}
+	if img.Format != media.Tar && st.Size()%alignment != 0 {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("%d bytes is not a multiple of 4 KiB: QEMU refuses such a raw image on storage with 4 KiB sectors (\"Image size is not a multiple of request alignment\"); vminit build pads to 4 KiB", st.Size()))
+	}
+	s, err := seed.Read(img.FS, img.Label)
+	if err == nil {
+		rep.Datasource = string(s.Datasource)
+		if img.Format == media.Tar {
+			// A tar has no label; the disk made of it will.
+			s.Label = s.Datasource.Label()
+			rep.Notes = append(rep.Notes, "a tar archive has no label: the disk made from it must be labelled "+s.Label)
+		}
+		err = seed.Check(s)
+	}
+	if es := spec.AsErrors(err); es != nil {
+		rep.Problems = es
+	} else if err != nil {
+		rep.Problems = spec.Errors{{Message: err.Error()}}
+	}
+	sort.SliceStable(rep.Problems, func(i, j int) bool { return rep.Problems[i].Field < rep.Problems[j].Field })
+	return rep, nil
+}
+
+// inspectFiles lists the regular files of an image, in fs.WalkDir's
+// (lexical) order.
+func inspectFiles(fsys fs.FS) ([]inspectFile, error) {
+	var files []inspectFile
+	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		files = append(files, inspectFile{Path: p, Size: info.Size(), Mode: info.Mode().String()})
+		return nil
+	})
+	return files, err
 }
 
 func printInspect(cmd *cobra.Command, r *inspectReport) {

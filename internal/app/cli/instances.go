@@ -188,8 +188,12 @@ output as against a server.`,
 	c.flags(cmd)
 	putIn.registerCluster(cmd.PersistentFlags(), "a cluster's Instance objects are the instances (without --server); put also resolves platform objects' references there",
 		"with --kubeconfig: the namespace of the Instances, of platform objects and of the Secrets they read (default: the kubeconfig context's, else default); an object in another is an error")
+	cmd.AddCommand(c.listCommand(), c.getCommand(), c.putCommand(&putIn), c.deleteCommand(), c.previewCommand())
+	return cmd
+}
 
-	list := &cobra.Command{
+func (c *adminClient) listCommand() *cobra.Command {
+	return &cobra.Command{
 		Use:     "list",
 		Short:   "List instance names and addresses",
 		Example: "  vminit instances list --server https://mds.example:8443 --ca-file ca.pem",
@@ -207,7 +211,10 @@ output as against a server.`,
 			return tw.Flush()
 		},
 	}
-	get := &cobra.Command{
+}
+
+func (c *adminClient) getCommand() *cobra.Command {
+	return &cobra.Command{
 		Use:     "get NAME",
 		Short:   "Print an instance's stored spec (YAML, defaults filled in)",
 		Example: "  vminit instances get web-1 > web-1.yaml",
@@ -221,6 +228,11 @@ output as against a server.`,
 			return err
 		},
 	}
+}
+
+// putCommand is `instances put`; putIn are the input flags it shares with
+// the parent command (--kubeconfig and --namespace are persistent there).
+func (c *adminClient) putCommand(putIn *inputFlags) *cobra.Command {
 	put := &cobra.Command{
 		Use:   "put SPEC...",
 		Short: "Validate spec files locally and store them on the server",
@@ -260,7 +272,11 @@ the specs before it stay stored.`,
 		},
 	}
 	putIn.registerFiles(put)
-	del := &cobra.Command{
+	return put
+}
+
+func (c *adminClient) deleteCommand() *cobra.Command {
+	return &cobra.Command{
 		Use:     "delete NAME",
 		Short:   "Remove an instance",
 		Example: "  vminit instances delete web-1",
@@ -273,6 +289,9 @@ the specs before it stay stored.`,
 			return nil
 		},
 	}
+}
+
+func (c *adminClient) previewCommand() *cobra.Command {
 	var (
 		dialect string
 		report  reportFlags
@@ -292,23 +311,12 @@ the specs before it stay stored.`,
 			if err != nil {
 				return err
 			}
-			w := cmd.OutOrStdout()
 			if asJSON {
-				enc := json.NewEncoder(w)
+				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
 				return enc.Encode(p)
 			}
-			for _, f := range p.Files {
-				fmt.Fprintf(w, "==> %s <==\n", f.Path)
-				if f.ContentBase64 != "" {
-					fmt.Fprintf(w, "(binary, base64)\n%s\n", f.ContentBase64)
-				} else {
-					io.WriteString(w, f.Content)
-					if !strings.HasSuffix(f.Content, "\n") {
-						fmt.Fprintln(w)
-					}
-				}
-			}
+			printPreview(cmd.OutOrStdout(), p)
 			for _, wn := range p.Warnings {
 				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", wn)
 			}
@@ -317,8 +325,23 @@ the specs before it stay stored.`,
 	}
 	preview.Flags().StringVar(&dialect, "dialect", "nocloud", "nocloud, configdrive, ignition, ec2 or openstack (ec2 and openstack: every path the guest would fetch)")
 	report.register(preview)
-	cmd.AddCommand(list, get, put, del, preview)
-	return cmd
+	return preview
+}
+
+// printPreview writes a preview's files as text, each under a ==> path <==
+// header as tail(1) does; binary files as base64.
+func printPreview(w io.Writer, p *admin.Preview) {
+	for _, f := range p.Files {
+		fmt.Fprintf(w, "==> %s <==\n", f.Path)
+		if f.ContentBase64 != "" {
+			fmt.Fprintf(w, "(binary, base64)\n%s\n", f.ContentBase64)
+		} else {
+			io.WriteString(w, f.Content)
+			if !strings.HasSuffix(f.Content, "\n") {
+				fmt.Fprintln(w)
+			}
+		}
+	}
 }
 
 // inlineSpec runs validate's checks on a loaded spec (or converted platform

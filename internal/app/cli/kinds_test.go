@@ -129,16 +129,21 @@ func TestSeveralVMsNamed(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "seed.iso")
 	for _, tc := range []struct {
 		file string
+		args []string
 		want []string
 		once string // a warning printed once
 	}{
 		{file: "kubevirt/kvio-2023-03-06-ovn-kubernetes-secondary-networks-L118.yaml", want: []string{
 			"2 VMs (VirtualMachine/vm-server at ", "kvio-2023-03-06-ovn-kubernetes-secondary-networks-L118.yaml:5; VirtualMachine/vm-client at ",
 			"kvio-2023-03-06-ovn-kubernetes-secondary-networks-L118.yaml:55); this command makes one: pick it with --object NAME or KIND/NAME"}},
-		{file: "capi/capd-example-simple-cluster-without-kcp.yaml", want: []string{"KubeadmConfig/controlplane-0-config at ", "KubeadmConfigTemplate/worker at "},
+		// The discovery CABPK takes from the Cluster, given as a user gives
+		// it, so that each machine converts and only their number is wrong.
+		{file: "capi/capd-example-simple-cluster-without-kcp.yaml",
+			args: []string{"--control-plane-endpoint", "192.0.2.10:6443", "--bootstrap-token", "abcdef.0123456789abcdef"},
+			want: []string{"KubeadmConfig/controlplane-0-config at ", "KubeadmConfigTemplate/worker at "},
 			once: `MachineDeployment "worker-md-0" skipped`},
 	} {
-		code, _, stderr := run(t, "build", corpusFile(tc.file), "-o", out)
+		code, _, stderr := run(t, append([]string{"build", corpusFile(tc.file), "-o", out}, tc.args...)...)
 		if code != ExitUsage {
 			t.Errorf("%s: exit %d, want %d\n%s", tc.file, code, ExitUsage, stderr)
 		}

@@ -97,6 +97,12 @@ shown).`,
 			return f.run(cmd, args)
 		},
 	}
+	f.register(cmd)
+	return cmd
+}
+
+// register adds run's flags to cmd.
+func (f *runFlags) register(cmd *cobra.Command) {
 	f.in.registerFiles(cmd)
 	f.report.register(cmd)
 	fl := cmd.Flags()
@@ -124,7 +130,6 @@ shown).`,
 	cmd.RegisterFlagCompletionFunc("media", cobra.FixedCompletions(vmrun.Media, cobra.ShellCompDirectiveNoFileComp))
 	cmd.RegisterFlagCompletionFunc("accel", cobra.FixedCompletions(qemu.Accelerators, cobra.ShellCompDirectiveNoFileComp))
 	cmd.RegisterFlagCompletionFunc("dialect", cobra.FixedCompletions(runDialects(), cobra.ShellCompDirectiveNoFileComp))
-	return cmd
 }
 
 // runDatasources and runDialects are the run package's lists, for both
@@ -180,44 +185,15 @@ func (f *runFlags) run(cmd *cobra.Command, args []string) error {
 		return in.locate(rep.Errors)
 	}
 	stderr := cmd.ErrOrStderr()
-	o := vmrun.Options{
-		Instance: in.inst, Image: f.image, ImageFormat: f.format, AllowBackingFiles: f.allowBack, Overlay: f.overlay,
-		Kernel: f.kernel, Initrd: f.initrd, Append: f.appendArgs,
-		Memory: f.memory, CPUs: f.cpus, SSHPort: f.sshPort, Outbound: f.outbound,
-		Datasource: f.datasource, Media: f.media, Serve: f.serve, Dialect: f.dialect,
-		NICs: f.nics, Accel: f.accel, Timeout: f.timeout, Progress: stderr,
-	}
-	if f.console {
-		o.Console, o.Stdin = cmd.OutOrStdout(), cmd.InOrStdin()
-	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	g, err := vmrun.Start(ctx, o)
+	g, err := vmrun.Start(ctx, f.options(cmd, in.inst))
 	if err != nil {
 		return err
 	}
 	finished := make(chan struct{})
 	defer close(finished) // before stop: the goroutine below sees it first
-	go func() {
-		// The first Ctrl-C powers the guest off; a second one stops QEMU
-		// at once.
-		select {
-		case <-finished:
-			return
-		case <-ctx.Done():
-		}
-		again, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-		defer cancel()
-		stop()
-		if cmd.Context().Err() == nil {
-			fmt.Fprintln(stderr, "vminit: powering the guest off (Ctrl-C again to stop QEMU now)")
-		}
-		select {
-		case <-finished:
-		case <-again.Done():
-			g.Kill()
-		}
-	}()
+	go powerOffOnSignal(ctx, cmd, stop, finished, g)
 	res, waitErr := g.WaitFirstBoot(ctx)
 	if f.console && waitErr == nil {
 		printRunResult(stderr, in.inst.Metadata.Name, res)
@@ -230,20 +206,7 @@ func (f *runFlags) run(cmd *cobra.Command, args []string) error {
 		fmt.Fprintf(stderr, "vminit: cleaning up: %v\n", err)
 	}
 	if asJSON {
-		out := runReport{Instance: in.inst.Metadata.Name, Agent: res.Agent, OK: res.OK && waitErr == nil,
-			Errors: append([]string{}, res.Errors...), Warnings: append([]string{}, res.Warnings...), Seconds: res.Elapsed.Seconds()}
-		if waitErr != nil {
-			out.Error, out.ConsoleTail = waitErr.Error(), res.ConsoleTail
-		}
-		enc := json.NewEncoder(cmd.OutOrStdout())
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(out); err != nil {
-			return err
-		}
-		if !out.OK {
-			return alreadyReported{errors.New("first boot failed")}
-		}
-		return nil
+		return reportRunJSON(cmd, in.inst.Metadata.Name, res, waitErr)
 	}
 	if waitErr != nil {
 		if errors.Is(waitErr, context.Canceled) {
@@ -256,6 +219,65 @@ func (f *runFlags) run(cmd *cobra.Command, args []string) error {
 	}
 	if !res.OK {
 		return alreadyReported{errors.New("the agent reported errors")}
+	}
+	return nil
+}
+
+// options are the run package's options for inst from the flags; progress
+// goes to standard error, and with --console the serial console is this
+// terminal.
+func (f *runFlags) options(cmd *cobra.Command, inst *spec.Instance) vmrun.Options {
+	o := vmrun.Options{
+		Instance: inst, Image: f.image, ImageFormat: f.format, AllowBackingFiles: f.allowBack, Overlay: f.overlay,
+		Kernel: f.kernel, Initrd: f.initrd, Append: f.appendArgs,
+		Memory: f.memory, CPUs: f.cpus, SSHPort: f.sshPort, Outbound: f.outbound,
+		Datasource: f.datasource, Media: f.media, Serve: f.serve, Dialect: f.dialect,
+		NICs: f.nics, Accel: f.accel, Timeout: f.timeout, Progress: cmd.ErrOrStderr(),
+	}
+	if f.console {
+		o.Console, o.Stdin = cmd.OutOrStdout(), cmd.InOrStdin()
+	}
+	return o
+}
+
+// powerOffOnSignal waits for ctx, which the first Ctrl-C (or SIGTERM)
+// cancels and whose signal handling stop ends: the guest then powers off
+// (the run package's doing, on ctx), and a second signal stops QEMU at
+// once. It returns when finished is closed.
+func powerOffOnSignal(ctx context.Context, cmd *cobra.Command, stop context.CancelFunc, finished <-chan struct{}, g *vmrun.Guest) {
+	select {
+	case <-finished:
+		return
+	case <-ctx.Done():
+	}
+	again, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer cancel()
+	stop()
+	if cmd.Context().Err() == nil {
+		fmt.Fprintln(cmd.ErrOrStderr(), "vminit: powering the guest off (Ctrl-C again to stop QEMU now)")
+	}
+	select {
+	case <-finished:
+	case <-again.Done():
+		g.Kill()
+	}
+}
+
+// reportRunJSON writes run's --json document; a first boot that failed is
+// an error already reported there.
+func reportRunJSON(cmd *cobra.Command, name string, res *vmrun.Result, waitErr error) error {
+	out := runReport{Instance: name, Agent: res.Agent, OK: res.OK && waitErr == nil,
+		Errors: append([]string{}, res.Errors...), Warnings: append([]string{}, res.Warnings...), Seconds: res.Elapsed.Seconds()}
+	if waitErr != nil {
+		out.Error, out.ConsoleTail = waitErr.Error(), res.ConsoleTail
+	}
+	enc := json.NewEncoder(cmd.OutOrStdout())
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(out); err != nil {
+		return err
+	}
+	if !out.OK {
+		return alreadyReported{errors.New("first boot failed")}
 	}
 	return nil
 }

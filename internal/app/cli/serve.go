@@ -20,6 +20,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vminit/vminit/cloudinit"
 	"github.com/vminit/vminit/ignition"
 	"github.com/vminit/vminit/internal/app/serve"
 	"github.com/vminit/vminit/internal/lib/secretfile"
@@ -78,7 +79,7 @@ func newServeCommand() *cobra.Command {
 that owns the request's source address (spec.metadataServer.addresses), in
 every dialect guests speak:
 
-  EC2 IMDS     /, /{2009-04-04,2016-09-02,2018-09-24,2019-10-01,2021-03-23,latest}/...
+  EC2 IMDS     /, /{` + strings.Join(cloudinit.EC2Versions(), ",") + `}/...
                PUT /latest/api/token (IMDSv2)
   OpenStack    /openstack, /openstack/{version}/{meta_data.json,user_data,...}
   NoCloud-net  /nocloud/{meta-data,user-data,vendor-data,network-config}

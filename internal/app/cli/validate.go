@@ -71,32 +71,40 @@ NAME or KIND/NAME: one).
 				}
 				return nil
 			}
-			out := validateReport{Valid: err == nil, Errors: []*spec.FieldError{}, Warnings: []*spec.FieldError{}}
-			for _, rep := range reps {
-				out.Warnings = append(out.Warnings, rep.in.locate(rep.Warnings)...)
-			}
-			if err != nil {
-				es := spec.AsErrors(err)
-				if es == nil { // not a content problem: an I/O error
-					es = spec.Errors{{File: args[0], Message: err.Error()}}
-				}
-				out.Errors = es
-			}
-			enc := json.NewEncoder(cmd.OutOrStdout())
-			enc.SetIndent("", "  ")
-			if encErr := enc.Encode(out); encErr != nil {
-				return encErr
-			}
-			if err != nil {
-				return alreadyReported{err}
-			}
-			return nil
+			return writeValidateJSON(cmd, reps, err, args[0])
 		},
 	}
 	in.register(cmd)
 	tf.register(cmd)
 	report.register(cmd)
 	return cmd
+}
+
+// writeValidateJSON writes validate's --json report: the warnings of reps
+// and err, the problems that failed validation (an error that is not about
+// content is reported against first, the first input). err is then
+// already reported.
+func writeValidateJSON(cmd *cobra.Command, reps []*validated, err error, first string) error {
+	out := validateReport{Valid: err == nil, Errors: []*spec.FieldError{}, Warnings: []*spec.FieldError{}}
+	for _, rep := range reps {
+		out.Warnings = append(out.Warnings, rep.in.locate(rep.Warnings)...)
+	}
+	if err != nil {
+		es := spec.AsErrors(err)
+		if es == nil { // not a content problem: an I/O error
+			es = spec.Errors{{File: first, Message: err.Error()}}
+		}
+		out.Errors = es
+	}
+	enc := json.NewEncoder(cmd.OutOrStdout())
+	enc.SetIndent("", "  ")
+	if encErr := enc.Encode(out); encErr != nil {
+		return encErr
+	}
+	if err != nil {
+		return alreadyReported{err}
+	}
+	return nil
 }
 
 // validated is what validate found in a spec that loaded.

@@ -318,45 +318,7 @@ func (c *Controller) lead(ctx context.Context) error {
 	}
 	var all []cache.SharedIndexInformer
 	for _, ns := range namespaces {
-		ii := dynamicinformer.NewFilteredDynamicInformer(c.dyn, v1alpha1.GroupVersionResource, ns, c.cfg.Resync, cache.Indexers{}, nil).Informer()
-		ii.SetTransform(dropManagedFields)
-		ii.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { t.instanceChanged(obj) },
-			UpdateFunc: func(_, obj any) { t.instanceChanged(obj) },
-			DeleteFunc: func(obj any) { t.instanceChanged(obj) },
-		})
-		t.instances[ns] = ii
-		all = append(all, ii)
-		if !c.cfg.KubeVirt {
-			continue
-		}
-		vi := dynamicinformer.NewFilteredDynamicInformer(c.dyn, v1alpha1.KubeVirtVirtualMachines, ns, c.cfg.Resync,
-			cache.Indexers{indexInstance: vmInstanceIndex}, nil).Informer()
-		vi.SetTransform(dropManagedFields)
-		vi.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { t.vmChanged(nil, obj) },
-			UpdateFunc: func(old, obj any) { t.vmChanged(old, obj) },
-			DeleteFunc: func(obj any) { t.vmChanged(nil, obj) },
-		})
-		t.vms[ns] = vi
-		// The VMIs' addresses decide where an Instance is served.
-		mi := dynamicinformer.NewFilteredDynamicInformer(c.dyn, v1alpha1.KubeVirtVirtualMachineInstances, ns, c.cfg.Resync, cache.Indexers{}, nil).Informer()
-		mi.SetTransform(vmiAddresses)
-		mi.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { t.vmiChanged(obj, false) },
-			UpdateFunc: func(_, obj any) { t.vmiChanged(obj, false) },
-			DeleteFunc: func(obj any) { t.vmiChanged(obj, true) },
-		})
-		all = append(all, mi)
-		si := metadatainformer.NewFilteredMetadataInformer(c.meta, secrets, ns, c.cfg.Resync, cache.Indexers{}, nil).Informer()
-		si.SetTransform(dropManagedFields)
-		si.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { t.secretChanged(obj) },
-			UpdateFunc: func(_, obj any) { t.secretChanged(obj) },
-			DeleteFunc: func(obj any) { t.secretChanged(obj) },
-		})
-		t.secrets[ns] = si
-		all = append(all, vi, si)
+		all = append(all, t.informers(ns)...)
 	}
 	// The handlers enqueue nothing until the first batch below is in: the
 	// Index sees every Instance at once, in creation order, as a metadata
@@ -383,6 +345,50 @@ func (c *Controller) lead(ctx context.Context) error {
 	}
 	<-ctx.Done()
 	return nil
+}
+
+// informers makes the informers of namespace ns, their handlers feeding
+// the term: Instances, and with KubeVirt the VMs (indexed by the Instance
+// they name), VMIs (for their addresses) and Secrets (metadata only), in
+// the order they are to start.
+func (t *term) informers(ns string) []cache.SharedIndexInformer {
+	ii := dynamicinformer.NewFilteredDynamicInformer(t.c.dyn, v1alpha1.GroupVersionResource, ns, t.c.cfg.Resync, cache.Indexers{}, nil).Informer()
+	ii.SetTransform(dropManagedFields)
+	ii.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { t.instanceChanged(obj) },
+		UpdateFunc: func(_, obj any) { t.instanceChanged(obj) },
+		DeleteFunc: func(obj any) { t.instanceChanged(obj) },
+	})
+	t.instances[ns] = ii
+	if !t.c.cfg.KubeVirt {
+		return []cache.SharedIndexInformer{ii}
+	}
+	vi := dynamicinformer.NewFilteredDynamicInformer(t.c.dyn, v1alpha1.KubeVirtVirtualMachines, ns, t.c.cfg.Resync,
+		cache.Indexers{indexInstance: vmInstanceIndex}, nil).Informer()
+	vi.SetTransform(dropManagedFields)
+	vi.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { t.vmChanged(nil, obj) },
+		UpdateFunc: func(old, obj any) { t.vmChanged(old, obj) },
+		DeleteFunc: func(obj any) { t.vmChanged(nil, obj) },
+	})
+	t.vms[ns] = vi
+	// The VMIs' addresses decide where an Instance is served.
+	mi := dynamicinformer.NewFilteredDynamicInformer(t.c.dyn, v1alpha1.KubeVirtVirtualMachineInstances, ns, t.c.cfg.Resync, cache.Indexers{}, nil).Informer()
+	mi.SetTransform(vmiAddresses)
+	mi.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { t.vmiChanged(obj, false) },
+		UpdateFunc: func(_, obj any) { t.vmiChanged(obj, false) },
+		DeleteFunc: func(obj any) { t.vmiChanged(obj, true) },
+	})
+	si := metadatainformer.NewFilteredMetadataInformer(t.c.meta, secrets, ns, t.c.cfg.Resync, cache.Indexers{}, nil).Informer()
+	si.SetTransform(dropManagedFields)
+	si.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { t.secretChanged(obj) },
+		UpdateFunc: func(_, obj any) { t.secretChanged(obj) },
+		DeleteFunc: func(obj any) { t.secretChanged(obj) },
+	})
+	t.secrets[ns] = si
+	return []cache.SharedIndexInformer{ii, mi, vi, si}
 }
 
 // retryLimiter spaces the retries of an object whose reconcile failed (a

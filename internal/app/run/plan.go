@@ -89,13 +89,25 @@ func configure(o Options) (*config, error) {
 	if c.agent == "" {
 		c.agent = agentCloudInit
 	}
-	if o.Image == "" && o.Kernel == "" {
+	c.configureMachine(bad)
+	c.configureDelivery(bad)
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("run: %s", strings.Join(errs, "; "))
+	}
+	c.macs = nicMACs(o.Instance.Spec.Network, o.NICs)
+	return c, nil
+}
+
+// configureMachine checks and completes the virtual machine: what it
+// boots, its size, its NICs and SSH port, its timeout and accelerator.
+func (c *config) configureMachine(bad func(format string, a ...any)) {
+	if c.Image == "" && c.Kernel == "" {
 		bad("image: a disk image is required (or a kernel to boot)")
 	}
-	if o.ImageFormat != "" && !slices.Contains(qemu.Formats, o.ImageFormat) {
-		bad("image format %q: want %s", o.ImageFormat, strings.Join(qemu.Formats, " or "))
+	if c.ImageFormat != "" && !slices.Contains(qemu.Formats, c.ImageFormat) {
+		bad("image format %q: want %s", c.ImageFormat, strings.Join(qemu.Formats, " or "))
 	}
-	if (o.Initrd != "" || o.Append != "") && o.Kernel == "" {
+	if (c.Initrd != "" || c.Append != "") && c.Kernel == "" {
 		bad("initrd/append: they need a kernel (--kernel)")
 	}
 	if c.Memory == "" {
@@ -122,47 +134,51 @@ func configure(o Options) (*config, error) {
 	if !slices.Contains(qemu.Accelerators, orDefault(c.Accel, "auto")) {
 		bad("accel %q: want %s", c.Accel, strings.Join(qemu.Accelerators, ", "))
 	}
+}
+
+// configureDelivery checks and completes how the first-boot data reaches
+// the guest: the datasource and its medium, or with Serve the metadata
+// server's dialect.
+func (c *config) configureDelivery(bad func(format string, a ...any)) {
+	s := &c.Instance.Spec
 	dss := Datasources[c.agent]
 	switch {
-	case o.Datasource != "":
-		c.datasource = o.Datasource
-	case c.agent == agentCloudInit && o.Instance.Spec.Datasource != "":
-		c.datasource = o.Instance.Spec.Datasource
+	case c.Datasource != "":
+		c.datasource = c.Datasource
+	case c.agent == agentCloudInit && s.Datasource != "":
+		c.datasource = s.Datasource
 	default:
 		c.datasource = dss[0]
 	}
 	if !slices.Contains(dss, c.datasource) {
 		bad("datasource %q: %s reads %s", c.datasource, c.agent, strings.Join(dss, " or "))
 	}
-	switch orDefault(o.Media, Media[0]) {
+	switch orDefault(c.Media, Media[0]) {
 	case "iso", string(media.ISO9660):
 		c.media = media.ISO9660
 	case string(media.VFAT):
 		c.media = media.VFAT
 	default:
-		bad("media %q: want %s", o.Media, strings.Join(Media, " or "))
+		bad("media %q: want %s", c.Media, strings.Join(Media, " or "))
 	}
-	if o.Serve {
-		c.dialect = o.Dialect
-		if c.dialect == "" {
-			c.dialect = defaultDialect(c.agent, o.Instance.Spec.MetadataServer)
+	if !c.Serve {
+		if c.Dialect != "" {
+			bad("dialect %q: it needs serve", c.Dialect)
 		}
-		if !slices.Contains(Dialects[c.agent], c.dialect) {
-			bad("dialect %q: %s reads %s from a metadata server", c.dialect, c.agent, strings.Join(Dialects[c.agent], " or "))
-		} else if ms := o.Instance.Spec.MetadataServer; !ms.ServesDialect(serverDialect(c.dialect)) {
-			bad("dialect %q: spec.metadataServer does not serve this instance through it (dialects %v, imdsv2 %q)", c.dialect, ms.Dialects, ms.IMDSv2)
-		}
-		if o.Datasource != "" {
-			bad("datasource %q: with serve the guest reads the metadata server (choose its API with dialect)", o.Datasource)
-		}
-	} else if o.Dialect != "" {
-		bad("dialect %q: it needs serve", o.Dialect)
+		return
 	}
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("run: %s", strings.Join(errs, "; "))
+	c.dialect = c.Dialect
+	if c.dialect == "" {
+		c.dialect = defaultDialect(c.agent, s.MetadataServer)
 	}
-	c.macs = nicMACs(o.Instance.Spec.Network, o.NICs)
-	return c, nil
+	if !slices.Contains(Dialects[c.agent], c.dialect) {
+		bad("dialect %q: %s reads %s from a metadata server", c.dialect, c.agent, strings.Join(Dialects[c.agent], " or "))
+	} else if ms := s.MetadataServer; !ms.ServesDialect(serverDialect(c.dialect)) {
+		bad("dialect %q: spec.metadataServer does not serve this instance through it (dialects %v, imdsv2 %q)", c.dialect, ms.Dialects, ms.IMDSv2)
+	}
+	if c.Datasource != "" {
+		bad("datasource %q: with serve the guest reads the metadata server (choose its API with dialect)", c.Datasource)
+	}
 }
 
 func orDefault(s, def string) string {

@@ -1,0 +1,142 @@
+package mdserver
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync/atomic"
+
+	"github.com/vminit/vminit/mdserver/registry"
+	"github.com/vminit/vminit/spec"
+)
+
+// A dialect is one protocol guests speak to the server. Each is declared
+// once, in its own file, by a register call in the file's init that says
+// all the handler needs to know of it (the way hegel's frontends each
+// Configure a router):
+//
+//	func init() {
+//		register(&dialect{
+//			name:      "foo", // also in spec.Dialects
+//			owns:      func(p string) bool { return strings.HasPrefix(p, "/foo/") },
+//			configure: func(h *Handler, mux *http.ServeMux) guard { mux.HandleFunc(…); return nil },
+//			crawl:     func(c *crawler) { c.leaf("/foo/config") },
+//		})
+//	}
+//
+// What it renders from a record is declared beside it, as package
+// variables made by newPiece. The handler around it (identification, rate
+// limit, spec.metadataServer's dialect choice, body limits, metrics, the
+// audit line) is the same for every dialect.
+type dialect struct {
+	// name is the dialect's name in spec.metadataServer.dialects (one of
+	// spec.Dialects: the spec validates users' lists, and cannot import
+	// this package), in metrics and in audit lines.
+	name string
+	// owns reports whether a request path (canonical or not, always
+	// starting with "/") is the dialect's: the requests counted under its
+	// name and refused when spec.metadataServer does not serve it. The
+	// dialects' paths are disjoint; owns runs on every request, so it
+	// must be cheap.
+	owns func(path string) bool
+	// configure adds the dialect's routes to the mux of a new handler h,
+	// and returns its token rule (nil for none). State a dialect keeps for
+	// one handler (EC2's token key) lives in what configure makes.
+	configure func(h *Handler, mux *http.ServeMux) guard
+	// crawl fetches what the dialect's guest reads, the way its agent
+	// does (Handler.Crawl); nil: the dialect cannot be previewed.
+	crawl func(c *crawler)
+
+	index int // position in dialects, for the handler's guards and metrics
+}
+
+// A guard is a dialect's token rule: 0 lets the request through to the
+// dialect's routes, anything else is the status it is refused with (an
+// empty body). It runs after spec.metadataServer's dialect choice.
+type guard func(r *http.Request, rec *registry.Record) int
+
+// DialectOther names requests no dialect owns, in metrics and audit
+// lines.
+const DialectOther = "other"
+
+// otherDialect owns what no dialect does; it has no routes (the mux's
+// own answers) and is always last in dialects.
+var otherDialect = &dialect{name: DialectOther, owns: func(string) bool { return true }}
+
+// dialects are the registered dialects in spec.Dialects order, then any
+// other (a test's) by name, then otherDialect: the order of the metrics.
+var dialects = []*dialect{otherDialect}
+
+// sealed is set by the first NewHandler: dialects and pieces are declared
+// at package initialisation, before any handler or cache entry exists.
+var sealed atomic.Bool
+
+// register adds d to the dialects every handler speaks. It panics on a
+// mistake in the declaration, at package initialisation.
+func register(d *dialect) {
+	switch {
+	case sealed.Load():
+		panic("mdserver: dialect " + d.name + " registered after NewHandler")
+	case d.name == "" || d.owns == nil || d.configure == nil:
+		panic(fmt.Sprintf("mdserver: dialect %q needs a name, owns and configure", d.name))
+	case dialectNamed(d.name) != nil:
+		panic("mdserver: dialect " + d.name + " registered twice")
+	}
+	known := dialects[:len(dialects)-1]
+	i, _ := slices.BinarySearchFunc(known, d, compareDialects)
+	dialects = slices.Insert(dialects, i, d)
+	for i, d := range dialects {
+		d.index = i
+	}
+}
+
+// compareDialects orders dialects as spec.Dialects lists them, then by
+// name.
+func compareDialects(a, b *dialect) int {
+	rank := func(d *dialect) int {
+		if i := slices.Index(spec.Dialects, d.name); i >= 0 {
+			return i
+		}
+		return len(spec.Dialects)
+	}
+	if c := rank(a) - rank(b); c != 0 {
+		return c
+	}
+	return strings.Compare(a.name, b.name)
+}
+
+// dialectNamed returns the dialect called name, or nil.
+func dialectNamed(name string) *dialect {
+	for _, d := range dialects {
+		if d.name == name {
+			return d
+		}
+	}
+	return nil
+}
+
+// dialectOf returns the dialect that owns path (otherDialect for none).
+func dialectOf(path string) *dialect {
+	if path == "" || path[0] != '/' {
+		return otherDialect // an absolute-form request ("GET http://host HTTP/1.1") has an empty path
+	}
+	for _, d := range dialects {
+		if d.owns(path) {
+			return d
+		}
+	}
+	return otherDialect
+}
+
+// configureDialects adds every dialect's routes to mux and keeps their
+// token rules, by dialect index.
+func (h *Handler) configureDialects(mux *http.ServeMux) {
+	sealed.Store(true)
+	h.guards = make([]guard, len(dialects))
+	for _, d := range dialects {
+		if d.configure != nil {
+			h.guards[d.index] = d.configure(h, mux)
+		}
+	}
+}
