@@ -179,7 +179,7 @@ func writeFiles(s *spec.Spec, errs *spec.ErrorList) (files *yaml.Node, run []*ya
 		if !claim(p, field) {
 			continue
 		}
-		files.Content = append(files.Content, fileEntry(p, []byte(systemd.MountUnit(m)), 0o644, "", false, false))
+		files.Content = append(files.Content, fileEntry(p, []byte(systemd.MountUnit(systemd.Mount(m))), 0o644, "", false, false))
 		reload = true
 		// Started synchronously, unlike units: commands that follow may
 		// write into the mount.

@@ -101,7 +101,7 @@ func isMIME(data []byte) bool {
 // as given (validation has refused what only the generated document could
 // carry), checked like vendor-data: something cloud-init reads. Data
 // cloud-init ignores (ErrIgnored) is delivered all the same, as the
-// platforms deliver it (check.Instance warns): it is what the guest of a
+// platforms deliver it (render.Instance warns): it is what the guest of a
 // platform object got.
 func UserData(inst *spec.Instance) ([]byte, error) {
 	if ci := &inst.Spec.CloudInit; ci.UserDataOnly {

@@ -257,7 +257,7 @@ func TestUserDataOnly(t *testing.T) {
 		t.Errorf("no userData: %q %v, want empty user-data", ud, err)
 	}
 	// Data cloud-init ignores is what a platform delivered (KubeVirt's
-	// quick-start "Hi."): given exactly, check.Instance warns about it.
+	// quick-start "Hi."): given exactly, render.Instance warns about it.
 	ignored := minimalSpec + "  cloudInit:\n    userDataOnly: true\n    userData: hello\n"
 	if ud, err := UserData(loadSpec(t, ignored, nil)); err != nil || string(ud) != "hello" {
 		t.Errorf("user-data cloud-init ignores: %q %v, want it as given", ud, err)

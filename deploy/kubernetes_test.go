@@ -93,7 +93,7 @@ func TestKustomization(t *testing.T) {
 		}
 		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
 			"metadata": vm, "spec": map[string]any{"template": map[string]any{"spec": tmpl}}}}
-		if _, err := dyn.Resource(kubestore.VirtualMachines).Namespace("default").Create(ctx, u, metav1.CreateOptions{}); err != nil {
+		if _, err := dyn.Resource(v1alpha1.KubeVirtVirtualMachines).Namespace("default").Create(ctx, u, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -106,7 +106,7 @@ func expect(t *testing.T, inst *spec.Instance, variant Variant) *guest {
 		file(path.Join(systemd.UnitDir, name), content, 0o644, "")
 	}
 	for _, m := range s.Mounts {
-		unitFile(systemd.MountUnitName(m.Path), strp(systemd.MountUnit(m)))
+		unitFile(systemd.MountUnitName(m.Path), strp(systemd.MountUnit(systemd.Mount(m))))
 		g.presets[systemd.MountUnitName(m.Path)] = "enable"
 	}
 	for _, u := range s.Units {

@@ -35,7 +35,7 @@ func (r *renderer) units(cfg *types.Config) {
 	s := &r.inst.Spec
 	for i, m := range s.Mounts {
 		r.addUnit(cfg, fmt.Sprintf("spec.mounts[%d]", i), types.Unit{
-			Name: systemd.MountUnitName(m.Path), Contents: strPtr(systemd.MountUnit(m)), Enabled: boolPtr(true),
+			Name: systemd.MountUnitName(m.Path), Contents: strPtr(systemd.MountUnit(systemd.Mount(m))), Enabled: boolPtr(true),
 		})
 	}
 	for i, u := range s.Units {

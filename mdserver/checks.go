@@ -3,8 +3,8 @@ package mdserver
 import (
 	"fmt"
 
-	"github.com/vminit/vminit/check"
 	"github.com/vminit/vminit/mdserver/registry"
+	"github.com/vminit/vminit/render"
 	"github.com/vminit/vminit/spec"
 )
 
@@ -12,7 +12,7 @@ import (
 // to a handler with opts (dirstore.Options.Checks,
 // etcdstore.Config.Checks, kubestore.Config.Checks): what the spec's own validation cannot know.
 //
-//   - Content: the checks of `vminit validate` (package check) for the
+//   - Content: the checks of `vminit validate` (package render) for the
 //     output the handler renders: the user's Ignition config parses (a
 //     truncated or 100,000-deep config would otherwise be a 500 in every
 //     dialect), the seed renders, the Ignition variant the handler forces.
@@ -29,7 +29,7 @@ import (
 func StoreChecks(opts Options) registry.Checks {
 	return registry.Checks{
 		Content: func(rec *registry.Record) error {
-			r := check.Instance(rec.Instance, check.Target{Variant: opts.IgnitionVariant, AllowPartial: true, LenientSchema: true, VerdictOnly: true})
+			r := render.Instance(rec.Instance, render.Target{Variant: opts.IgnitionVariant, AllowPartial: true, LenientSchema: true, VerdictOnly: true})
 			if !r.OK() {
 				return r.Errors
 			}

@@ -19,12 +19,12 @@ import (
 	"github.com/google/uuid"
 	"sigs.k8s.io/yaml"
 
-	"github.com/vminit/vminit/check"
 	"github.com/vminit/vminit/cloudinit"
 	"github.com/vminit/vminit/delivery"
 	"github.com/vminit/vminit/internal/testing/cloudinittest"
 	"github.com/vminit/vminit/platform"
 	"github.com/vminit/vminit/platform/convert"
+	"github.com/vminit/vminit/render"
 	"github.com/vminit/vminit/seed"
 )
 
@@ -450,7 +450,7 @@ func vminitDelivers(r *platform.Result) (*seed.Seed, bool) {
 	if r.Instance == nil {
 		return r.Sysprep, r.Sysprep != nil
 	}
-	rep := check.Instance(r.Instance, check.Target{NetworkConfigVersion: 2, LenientSchema: true})
+	rep := render.Instance(r.Instance, render.Target{NetworkConfigVersion: 2, LenientSchema: true})
 	if !rep.OK() {
 		return nil, false
 	}

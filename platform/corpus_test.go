@@ -42,10 +42,10 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/vminit/vminit/check"
 	"github.com/vminit/vminit/media"
 	"github.com/vminit/vminit/platform"
 	"github.com/vminit/vminit/platform/convert"
+	"github.com/vminit/vminit/render"
 	"github.com/vminit/vminit/spec"
 )
 
@@ -139,7 +139,7 @@ type corpusOutcome struct {
 // platform objects converted (convert.Read, as the CLI reads any file that
 // is not a vminit spec), one VM taken, and the instance checked for the
 // agent it renders for (the cloud-init seed or the Ignition config,
-// check.Instance as build calls it). The first outcome is the file's. When
+// render.Instance as build calls it). The first outcome is the file's. When
 // the file holds several objects vminit reads, or one beside kinds it
 // skips, an outcome follows for each object vminit reads: what
 // `build --object KIND/NAME` gives (issue 20 item 1).
@@ -184,8 +184,8 @@ func checkResult(r *platform.Result) corpusOutcome {
 	if r.Instance == nil {
 		return corpusOutcome{Verdict: "builds", Detail: "sysprep"}
 	}
-	tg := check.Target{NetworkConfigVersion: 2, LenientSchema: true}
-	rep := check.Instance(r.Instance, tg)
+	tg := render.Target{NetworkConfigVersion: 2, LenientSchema: true}
+	rep := render.Instance(r.Instance, tg)
 	if !rep.OK() {
 		return refusal(r.Locate(rep.Errors))
 	}
@@ -203,12 +203,12 @@ func checkResult(r *platform.Result) corpusOutcome {
 // object's (rep: its check, which build writes), or "" when the bytes are
 // the same: a cloud-init seed written as an ISO image, or the Ignition
 // config.
-func roundTrip(r *platform.Result, tg check.Target, rep *check.Report) string {
+func roundTrip(r *platform.Result, tg render.Target, rep *render.Result) string {
 	inst, err := spec.Loader{}.Parse(r.Spec, ".")
 	if err != nil {
 		return "the spec does not load: " + err.Error()
 	}
-	back := check.Instance(inst, tg)
+	back := render.Instance(inst, tg)
 	if !back.OK() {
 		return "the spec does not build: " + back.Errors.Error()
 	}
@@ -227,7 +227,7 @@ func roundTrip(r *platform.Result, tg check.Target, rep *check.Report) string {
 }
 
 // buildBytes is what build writes for a checked instance.
-func buildBytes(rep *check.Report) ([]byte, error) {
+func buildBytes(rep *render.Result) ([]byte, error) {
 	if rep.Ignition != nil {
 		return rep.Ignition.Config, nil
 	}

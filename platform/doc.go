@@ -20,8 +20,10 @@
 // strict decoding into Go types and errors naming the field path, its line
 // and the object, as --object picks it: "(in Pod/cirros-vm)"; each
 // platform's messages add what the platform itself does with the input),
-// Resolver (the Secrets and ConfigMaps an object refers to, from the
-// same files or a cluster), Result (the instance and the output choices the
+// Resolver (the Secrets and ConfigMaps an object refers to, as plain
+// data: platform/refs holds those given in the same files, platform/cluster
+// reads them from a cluster, so that this package and a reader that
+// refers to none link no Kubernetes API), Result (the instance and the output choices the
 // platform implies), and the sentinel errors.
 //
 // A Result's instance is always the vminit spec of Result.Spec parsed back

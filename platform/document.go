@@ -534,7 +534,7 @@ func duplicateKeys(n *yaml.Node, path string, out []string, depth int) []string 
 		keys := map[string]bool{}
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k := n.Content[i].Value
-			p := fieldPath(path, k)
+			p := FieldPath(path, k)
 			if keys[k] {
 				out = append(out, p)
 			}
@@ -549,9 +549,9 @@ func duplicateKeys(n *yaml.Node, path string, out []string, depth int) []string 
 	return out
 }
 
-// fieldPath appends key k to path as errors spell it: a.b, or a["k/x"]
+// FieldPath appends key k to path as errors spell it: a.b, or a["k/x"]
 // for a key that is not a plain name.
-func fieldPath(path, k string) string {
+func FieldPath(path, k string) string {
 	plain := k != ""
 	for _, r := range k {
 		if !(r == '_' || r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
@@ -566,4 +566,10 @@ func fieldPath(path, k string) string {
 		return k
 	}
 	return path + "." + k
+}
+
+// IsReferenced reports whether doc is a kind objects refer to, that a
+// Resolver finds: a Secret or a ConfigMap.
+func IsReferenced(doc *Document) bool {
+	return doc.APIVersion == "v1" && (doc.Kind == "Secret" || doc.Kind == "ConfigMap")
 }

@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 
 	"gopkg.in/yaml.v3"
-	corev1 "k8s.io/api/core/v1"
 
 	"github.com/vminit/vminit/seed"
 	"github.com/vminit/vminit/spec"
@@ -323,35 +321,40 @@ func literalSafe(s string) bool {
 	return true
 }
 
-// Resolver finds the Secrets and ConfigMaps objects refer to. Both return
-// an error matching ErrNotFound when the object does not exist.
+// The kinds of referenced objects, as Fetch, Resolver.Data and messages
+// spell them.
+const (
+	KindSecret    = "secret"
+	KindConfigMap = "configmap"
+)
+
+// Resolver finds the Secrets and ConfigMaps objects refer to. Data
+// returns the entries of the Secret (KindSecret) or ConfigMap
+// (KindConfigMap) namespace/name, text and binary entries merged as the API
+// server merges them (refs.SecretData, refs.ConfigMapData), or an error
+// matching ErrNotFound when the object does not exist.
+//
+// It speaks in plain maps, not Kubernetes' API types, so that a platform
+// that never refers to a Secret (oVirt) does not link them: platform/refs
+// holds Secrets and ConfigMaps given as documents, platform/cluster reads
+// them from a cluster.
 type Resolver interface {
-	Secret(ctx context.Context, namespace, name string) (*corev1.Secret, error)
-	ConfigMap(ctx context.Context, namespace, name string) (*corev1.ConfigMap, error)
+	Data(ctx context.Context, kind, namespace, name string) (map[string][]byte, error)
 }
 
 // Chain is a Resolver trying each resolver in turn: the first that has the
 // object answers.
 type Chain []Resolver
 
-// Secret implements Resolver.
-func (c Chain) Secret(ctx context.Context, ns, name string) (*corev1.Secret, error) {
-	return chainGet(c, func(r Resolver) (*corev1.Secret, error) { return r.Secret(ctx, ns, name) })
-}
-
-// ConfigMap implements Resolver.
-func (c Chain) ConfigMap(ctx context.Context, ns, name string) (*corev1.ConfigMap, error) {
-	return chainGet(c, func(r Resolver) (*corev1.ConfigMap, error) { return r.ConfigMap(ctx, ns, name) })
-}
-
-func chainGet[T any](c Chain, get func(Resolver) (*T, error)) (*T, error) {
+// Data implements Resolver.
+func (c Chain) Data(ctx context.Context, kind, ns, name string) (map[string][]byte, error) {
 	for _, r := range c {
 		if r == nil {
 			continue
 		}
-		v, err := get(r)
+		data, err := r.Data(ctx, kind, ns, name)
 		if err == nil || !errors.Is(err, ErrNotFound) {
-			return v, err
+			return data, err
 		}
 	}
 	return nil, ErrNotFound
@@ -359,7 +362,7 @@ func chainGet[T any](c Chain, get func(Resolver) (*T, error)) (*T, error) {
 
 // Source is the data of a referenced Secret or ConfigMap.
 type Source struct {
-	Kind      string // "secret" or "configmap", as messages spell it
+	Kind      string // KindSecret or KindConfigMap
 	Namespace string
 	Name      string
 	Data      map[string][]byte
@@ -402,44 +405,21 @@ func describeKeys(keys []string) string {
 	return strings.Join(q, ", ")
 }
 
-// Fetch gets the Secret (kind "secret") or ConfigMap ("configmap") a
+// Fetch gets the Secret (KindSecret) or ConfigMap (KindConfigMap) a
 // field refers to. The error says, for the reference's field, what is
 // missing: `secret "ud" not found in namespace "default"`.
 func Fetch(ctx context.Context, r Resolver, kind, namespace, name string) (*Source, error) {
 	if r == nil {
 		r = Chain{}
 	}
-	src := &Source{Kind: kind, Namespace: namespace, Name: name}
-	switch kind {
-	case "secret":
-		s, err := r.Secret(ctx, namespace, name)
-		if err != nil {
-			return nil, notFound(err, kind, namespace, name)
-		}
-		// stringData over data, as the API server merges them.
-		src.Data = merged(s.Data, s.StringData)
-	case "configmap":
-		cm, err := r.ConfigMap(ctx, namespace, name)
-		if err != nil {
-			return nil, notFound(err, kind, namespace, name)
-		}
-		src.Data = merged(cm.BinaryData, cm.Data)
-	default:
+	if kind != KindSecret && kind != KindConfigMap {
 		return nil, fmt.Errorf("platform: unknown kind %q", kind)
 	}
-	return src, nil
-}
-
-// merged is bin with text's entries added (replacing bin's).
-func merged(bin map[string][]byte, text map[string]string) map[string][]byte {
-	out := maps.Clone(bin)
-	if out == nil {
-		out = map[string][]byte{}
+	data, err := r.Data(ctx, kind, namespace, name)
+	if err != nil {
+		return nil, notFound(err, kind, namespace, name)
 	}
-	for k, v := range text {
-		out[k] = []byte(v)
-	}
-	return out
+	return &Source{Kind: kind, Namespace: namespace, Name: name, Data: data}, nil
 }
 
 // FetchKey is Fetch and Source.Key in one: the value of key in the

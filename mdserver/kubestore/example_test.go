@@ -6,13 +6,13 @@ import (
 	"log"
 
 	"github.com/vminit/vminit/mdserver/kubestore"
-	"github.com/vminit/vminit/platform/kube"
+	"github.com/vminit/vminit/platform/cluster"
 )
 
 // A metadata server's instances from a cluster. (Not run as a test: it
 // needs a cluster; the package's tests start a real API server.)
 func ExampleOpen() {
-	cfg, _, err := kube.Load("", "") // $KUBECONFIG, ~/.kube/config, or the pod's service account
+	cfg, _, err := cluster.Load("", "") // $KUBECONFIG, ~/.kube/config, or the pod's service account
 	if err != nil {
 		log.Fatal(err)
 	}

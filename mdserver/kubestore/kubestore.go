@@ -64,12 +64,6 @@ import (
 	"github.com/vminit/vminit/spec"
 )
 
-// The KubeVirt resources a Store reads with Config.KubeVirt.
-var (
-	VirtualMachineInstances = schema.GroupVersionResource{Group: "kubevirt.io", Version: "v1", Resource: "virtualmachineinstances"}
-	VirtualMachines         = schema.GroupVersionResource{Group: "kubevirt.io", Version: "v1", Resource: "virtualmachines"}
-)
-
 // Config configures a Store.
 type Config struct {
 	// REST is the API server's client configuration.
@@ -169,8 +163,8 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	for _, ns := range namespaces {
 		synced = append(synced, s.watch(runCtx, v1alpha1.GroupVersionResource, ns, &sink{ns: ns, put: s.putInstances}))
 		if cfg.KubeVirt {
-			synced = append(synced, s.watch(runCtx, VirtualMachineInstances, ns, &sink{ns: ns, put: s.putVMIs}))
-			synced = append(synced, s.watch(runCtx, VirtualMachines, ns, &sink{ns: ns, put: s.putVMs}))
+			synced = append(synced, s.watch(runCtx, v1alpha1.KubeVirtVirtualMachineInstances, ns, &sink{ns: ns, put: s.putVMIs}))
+			synced = append(synced, s.watch(runCtx, v1alpha1.KubeVirtVirtualMachines, ns, &sink{ns: ns, put: s.putVMs}))
 		}
 	}
 	for _, c := range synced {

@@ -288,8 +288,8 @@ func TestKubeVirtIdentity(t *testing.T) {
 	s, dyn := start(t, true)
 	ctx := ctxFor(t)
 	res := dyn.Resource(v1alpha1.GroupVersionResource).Namespace("default")
-	vms := dyn.Resource(kubestore.VirtualMachines).Namespace("default")
-	vmis := dyn.Resource(kubestore.VirtualMachineInstances).Namespace("default")
+	vms := dyn.Resource(v1alpha1.KubeVirtVirtualMachines).Namespace("default")
+	vmis := dyn.Resource(v1alpha1.KubeVirtVirtualMachineInstances).Namespace("default")
 	for _, n := range []string{"web-1", "web-2"} {
 		if _, err := res.Create(ctx, object(t, "default", n, "hostname: "+n), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -353,7 +353,7 @@ func TestChecksAndIncarnations(t *testing.T) {
 	s, dyn := start(t, true)
 	ctx := ctxFor(t)
 	res := dyn.Resource(v1alpha1.GroupVersionResource).Namespace("default")
-	vmis := dyn.Resource(kubestore.VirtualMachineInstances).Namespace("default")
+	vmis := dyn.Resource(v1alpha1.KubeVirtVirtualMachineInstances).Namespace("default")
 	var logs testtools.SyncBuffer
 	checks := registry.Checks{
 		Content: func(r *registry.Record) error {
@@ -476,12 +476,12 @@ func TestTenants(t *testing.T) {
 	eventually(t, "the thief served", func() bool { return addrOf(watching.Snapshot(), "10.0.0.5") == "a/thief" })
 	create("b", "web", "hostname: b-web")
 	vmi := kubevirtObject("VirtualMachineInstance", "b", "vm", "web")
-	v, err := dyn.Resource(kubestore.VirtualMachineInstances).Namespace("b").Create(ctx, vmi, metav1.CreateOptions{})
+	v, err := dyn.Resource(v1alpha1.KubeVirtVirtualMachineInstances).Namespace("b").Create(ctx, vmi, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	unstructured.SetNestedSlice(v.Object, []any{kubetest.VMIInterface("default", kubetest.InfoSourceAll, "10.0.0.5")}, "status", "interfaces")
-	if _, err := dyn.Resource(kubestore.VirtualMachineInstances).Namespace("b").UpdateStatus(ctx, v, metav1.UpdateOptions{}); err != nil {
+	if _, err := dyn.Resource(v1alpha1.KubeVirtVirtualMachineInstances).Namespace("b").UpdateStatus(ctx, v, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// Two equal claims: x in a first, then y in b, then x again (its
@@ -579,7 +579,7 @@ func TestGuestReportedAddresses(t *testing.T) {
 	defer st.Close()
 	vmi := func(ns, name, instance string, status []any, secondary ...string) {
 		t.Helper()
-		vmis := dyn.Resource(kubestore.VirtualMachineInstances).Namespace(ns)
+		vmis := dyn.Resource(v1alpha1.KubeVirtVirtualMachineInstances).Namespace(ns)
 		v, err := vmis.Create(ctx, kubetest.VMI(ns, name, map[string]string{v1alpha1.AnnotationInstance: instance}, secondary...), metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)

@@ -69,7 +69,7 @@ type IndexOptions struct {
 // serving its last good version. Each function returns spec.Errors naming
 // the field, or nil.
 type Checks struct {
-	// Content checks what depends on the record alone: package check's,
+	// Content checks what depends on the record alone: package render's,
 	// which `vminit validate` runs (the user's Ignition config parses,
 	// the seed renders). It may be costly; it runs where the store
 	// decodes, in parallel, once per version, and a start-up cache that

@@ -16,6 +16,7 @@ import (
 	"github.com/vminit/vminit/platform/capi"
 	"github.com/vminit/vminit/platform/kubevirt"
 	"github.com/vminit/vminit/platform/ovirt"
+	"github.com/vminit/vminit/platform/refs"
 	"github.com/vminit/vminit/platform/virtlet"
 	"github.com/vminit/vminit/spec"
 )
@@ -74,7 +75,7 @@ func Documents(ctx context.Context, docs []*platform.Document, opts platform.Opt
 	if err := s.pick(opts.Object); err != nil {
 		return nil, err
 	}
-	local := &platform.Objects{Namespace: opts.Namespace}
+	local := &refs.Objects{Namespace: opts.Namespace}
 	var errs spec.Errors
 	for _, d := range s.refs {
 		if err := local.Add(d); err != nil {

@@ -77,7 +77,7 @@ stringData:
 }
 
 // Options.Resolver finds references the files do not hold: a cluster's,
-// through platform/kube, or any other source. Here one that has none, so
+// through platform/cluster, or any other source. Here one that has none, so
 // the error names the reference's field and line.
 func ExampleDocuments() {
 	docs, err := platform.Split("vm.yaml", []byte(`apiVersion: kubevirt.io/v1

@@ -6,10 +6,11 @@ import (
 
 	"github.com/vminit/vminit/platform"
 	"github.com/vminit/vminit/platform/kubevirt"
+	"github.com/vminit/vminit/platform/refs"
 )
 
 // Convert reads one object; the Secrets it refers to come from a Resolver,
-// here platform.Objects holding the documents beside it.
+// here refs.Objects holding the documents beside it.
 func ExampleConvert() {
 	docs, err := platform.Split("vm.yaml", []byte(`apiVersion: kubevirt.io/v1
 kind: VirtualMachine
@@ -46,7 +47,7 @@ stringData:
 	if err != nil {
 		panic(err)
 	}
-	var secrets platform.Objects
+	var secrets refs.Objects
 	if err := secrets.Add(docs[1]); err != nil {
 		panic(err)
 	}

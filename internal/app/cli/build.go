@@ -12,10 +12,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/vminit/vminit/check"
 	"github.com/vminit/vminit/delivery"
 	"github.com/vminit/vminit/ignition"
 	"github.com/vminit/vminit/media"
+	"github.com/vminit/vminit/render"
 	"github.com/vminit/vminit/seed"
 	"github.com/vminit/vminit/spec"
 )
@@ -155,7 +155,7 @@ func (f *buildFlags) run(cmd *cobra.Command, paths []string) error {
 	// The budget is applied below, where a pointer config may answer it.
 	transport := t.Transport
 	t.Transport, t.LenientSchema = "", true
-	rep := check.Instance(in.inst, t)
+	rep := render.Instance(in.inst, t)
 	printWarnings(cmd, in, rep.Warnings)
 	if !rep.OK() {
 		return in.locate(rep.Errors)

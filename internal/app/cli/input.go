@@ -15,8 +15,8 @@ import (
 	"github.com/vminit/vminit/internal/lib/inputfile"
 	"github.com/vminit/vminit/platform"
 	"github.com/vminit/vminit/platform/capi"
+	"github.com/vminit/vminit/platform/cluster"
 	"github.com/vminit/vminit/platform/convert"
-	"github.com/vminit/vminit/platform/kube"
 	"github.com/vminit/vminit/spec"
 )
 
@@ -175,11 +175,11 @@ func (f *inputFlags) load(cmd *cobra.Command, paths []string) ([]*specInput, err
 		// from: an object may not point the command at another's Secrets.
 		Confined: f.namespace != "" || f.kubeconfig != ""}
 	if f.kubeconfig != "" {
-		cfg, ns, err := kube.Load(f.kubeconfig, f.kubeContext)
+		cfg, ns, err := cluster.Load(f.kubeconfig, f.kubeContext)
 		if err != nil {
 			return nil, usagef("--kubeconfig: %v", err)
 		}
-		r, err := kube.New(cfg)
+		r, err := cluster.New(cfg)
 		if err != nil {
 			return nil, usagef("--kubeconfig: %v", err)
 		}

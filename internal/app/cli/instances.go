@@ -20,12 +20,12 @@ import (
 	"github.com/spf13/cobra"
 	"gopkg.in/yaml.v3"
 
-	"github.com/vminit/vminit/check"
 	"github.com/vminit/vminit/internal/lib/secretfile"
 	"github.com/vminit/vminit/internal/lib/tlsfiles"
 	"github.com/vminit/vminit/mdserver/admin"
 	"github.com/vminit/vminit/mdserver/kubestore"
-	"github.com/vminit/vminit/platform/kube"
+	"github.com/vminit/vminit/platform/cluster"
+	"github.com/vminit/vminit/render"
 )
 
 // adminClient is the admin API client the --server, --token-file and TLS
@@ -131,7 +131,7 @@ func (c *adminClient) setupCluster(ctx context.Context) error {
 	if c.tokenFile != "" || c.caFile != "" || c.certFile != "" {
 		return usagef("--token-file, --ca-file, --cert and --key are for --server; --kubeconfig carries its own credentials")
 	}
-	cfg, ns, err := kube.Load(c.cluster.kubeconfig, c.cluster.kubeContext)
+	cfg, ns, err := cluster.Load(c.cluster.kubeconfig, c.cluster.kubeContext)
 	if err != nil {
 		return usagef("--kubeconfig: %v", err)
 	}
@@ -352,7 +352,7 @@ func inlineSpec(cmd *cobra.Command, si *specInput) (string, []byte, error) {
 	if si.inst == nil {
 		return "", nil, fmt.Errorf("%s: only a sysprep disc, which the metadata server does not serve", si.name)
 	}
-	rep := check.Instance(si.inst, check.Target{})
+	rep := render.Instance(si.inst, render.Target{})
 	printWarnings(cmd, si, rep.Warnings)
 	if !rep.OK() {
 		return "", nil, si.locate(rep.Errors)

@@ -11,7 +11,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vminit/vminit/mdserver/kubestore"
-	"github.com/vminit/vminit/platform/kube"
+	"github.com/vminit/vminit/platform/cluster"
 )
 
 // clusterFlags are the flags of the commands that run against a cluster
@@ -55,7 +55,7 @@ func (f *clusterFlags) addressPolicy() (kubestore.AddressPolicy, error) {
 // $KUBECONFIG, else ~/.kube/config, else the pod's service account) with
 // the flags' client-side rate limits.
 func (f *clusterFlags) restConfig() (*rest.Config, error) {
-	cfg, _, err := kube.Load(f.kubeconfig, f.context)
+	cfg, _, err := cluster.Load(f.kubeconfig, f.context)
 	if err != nil {
 		return nil, usagef("%v (give --kubeconfig, or run in a pod with a service account)", err)
 	}

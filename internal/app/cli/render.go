@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/vminit/vminit/check"
+	"github.com/vminit/vminit/render"
 	"github.com/vminit/vminit/seed"
 	"github.com/vminit/vminit/spec"
 )
@@ -60,7 +60,7 @@ another tool. The same checks as build run first.`,
 				files = si.result.Sysprep
 			default:
 				t.LenientSchema = true
-				rep := check.Instance(si.inst, t)
+				rep := render.Instance(si.inst, t)
 				printWarnings(cmd, si, rep.Warnings)
 				if !rep.OK() {
 					return si.locate(rep.Errors)

@@ -13,9 +13,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/vminit/vminit/check"
 	vmrun "github.com/vminit/vminit/internal/app/run"
 	"github.com/vminit/vminit/internal/lib/qemu"
+	"github.com/vminit/vminit/render"
 	"github.com/vminit/vminit/spec"
 )
 
@@ -179,7 +179,7 @@ func (f *runFlags) run(cmd *cobra.Command, args []string) error {
 	if in.inst == nil {
 		return fmt.Errorf("%s: a VM with only a sysprep disc: vminit run boots cloud-init and Ignition guests", in.name)
 	}
-	rep := check.Instance(in.inst, check.Target{LenientSchema: true})
+	rep := render.Instance(in.inst, render.Target{LenientSchema: true})
 	printWarnings(cmd, in, rep.Warnings)
 	if !rep.OK() {
 		return in.locate(rep.Errors)

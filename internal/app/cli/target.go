@@ -6,9 +6,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/vminit/vminit/check"
 	"github.com/vminit/vminit/delivery"
 	"github.com/vminit/vminit/ignition"
+	"github.com/vminit/vminit/render"
 	"github.com/vminit/vminit/seed"
 	"github.com/vminit/vminit/spec"
 )
@@ -48,9 +48,9 @@ func (f *targetFlags) register(cmd *cobra.Command) {
 
 var variantNames = []string{string(ignition.FCOS), string(ignition.RHCOS), string(ignition.Flatcar)}
 
-// target checks the flags and returns the check.Target they describe.
-func (f *targetFlags) target() (check.Target, error) {
-	var t check.Target
+// target checks the flags and returns the render.Target they describe.
+func (f *targetFlags) target() (render.Target, error) {
+	var t render.Target
 	if f.format != "" {
 		agent, ok := formats[f.format]
 		if !ok {
@@ -86,7 +86,7 @@ func (f *targetFlags) target() (check.Target, error) {
 }
 
 // agent is the agent the command renders for.
-func agentOf(inst *spec.Instance, t check.Target) string {
+func agentOf(inst *spec.Instance, t render.Target) string {
 	if t.Agent != "" {
 		return t.Agent
 	}

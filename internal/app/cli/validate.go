@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/vminit/vminit/check"
+	"github.com/vminit/vminit/render"
 	"github.com/vminit/vminit/spec"
 )
 
@@ -109,7 +109,7 @@ func writeValidateJSON(cmd *cobra.Command, reps []*validated, err error, first s
 
 // validated is what validate found in a spec that loaded.
 type validated struct {
-	*check.Report
+	*render.Result
 	in   *specInput
 	what string // what was checked, for the text report
 }
@@ -139,11 +139,11 @@ func runValidate(cmd *cobra.Command, in *inputFlags, tf *targetFlags, paths []st
 }
 
 // validateOne runs every check on one VM.
-func validateOne(si *specInput, t check.Target) (*validated, error) {
+func validateOne(si *specInput, t render.Target) (*validated, error) {
 	if si.inst == nil {
-		return &validated{Report: &check.Report{}, in: si, what: "a sysprep answer-file disc, " + fmt.Sprint(len(si.result.Sysprep.Files)) + " files"}, nil
+		return &validated{Result: &render.Result{}, in: si, what: "a sysprep answer-file disc, " + fmt.Sprint(len(si.result.Sysprep.Files)) + " files"}, nil
 	}
-	rep := &validated{Report: check.Instance(si.inst, t), in: si}
+	rep := &validated{Result: render.Instance(si.inst, t), in: si}
 	switch {
 	case rep.Seed != nil:
 		rep.what = fmt.Sprintf("cloud-init: %s seed, %d files", rep.Seed.Datasource, len(rep.Seed.Files))

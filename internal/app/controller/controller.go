@@ -3,7 +3,7 @@
 //
 //   - Instance: its spec document (v1alpha1.SpecDocumentOf) is loaded and
 //     checked as `vminit validate` checks a spec file (spec.Parse, then
-//     check.Instance), rendered for its agent, and the result written to
+//     render.Instance), rendered for its agent, and the result written to
 //     its status: the Valid, Rendered and Served conditions (problems listed
 //     with their field paths), the sha256 of each rendered file, the VMs
 //     that use it. Events say when that changes.
@@ -58,7 +58,7 @@ import (
 	"github.com/vminit/vminit/kube/api/v1alpha1"
 	"github.com/vminit/vminit/mdserver/kubestore"
 	"github.com/vminit/vminit/platform"
-	"github.com/vminit/vminit/platform/kube"
+	"github.com/vminit/vminit/platform/cluster"
 )
 
 // secrets are watched as metadata only.
@@ -171,7 +171,7 @@ func New(cfg Config) (*Controller, error) {
 	if c.meta, err = metadata.NewForConfig(cfg.REST); err != nil {
 		return nil, err
 	}
-	if c.resolver, err = kube.New(cfg.REST); err != nil {
+	if c.resolver, err = cluster.New(cfg.REST); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -363,7 +363,7 @@ func (t *term) informers(ns string) []cache.SharedIndexInformer {
 	if !t.c.cfg.KubeVirt {
 		return []cache.SharedIndexInformer{ii}
 	}
-	vi := dynamicinformer.NewFilteredDynamicInformer(t.c.dyn, kubestore.VirtualMachines, ns, t.c.cfg.Resync,
+	vi := dynamicinformer.NewFilteredDynamicInformer(t.c.dyn, v1alpha1.KubeVirtVirtualMachines, ns, t.c.cfg.Resync,
 		cache.Indexers{indexInstance: vmInstanceIndex}, nil).Informer()
 	vi.SetTransform(dropManagedFields)
 	vi.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -373,7 +373,7 @@ func (t *term) informers(ns string) []cache.SharedIndexInformer {
 	})
 	t.vms[ns] = vi
 	// The VMIs' addresses decide where an Instance is served.
-	mi := dynamicinformer.NewFilteredDynamicInformer(t.c.dyn, kubestore.VirtualMachineInstances, ns, t.c.cfg.Resync, cache.Indexers{}, nil).Informer()
+	mi := dynamicinformer.NewFilteredDynamicInformer(t.c.dyn, v1alpha1.KubeVirtVirtualMachineInstances, ns, t.c.cfg.Resync, cache.Indexers{}, nil).Informer()
 	mi.SetTransform(vmiAddresses)
 	mi.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { t.vmiChanged(obj, false) },

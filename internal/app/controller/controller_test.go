@@ -330,7 +330,7 @@ func TestServedConflict(t *testing.T) {
 // status.interfaces.
 func (e *env) vmi(t *testing.T, ns, name, instance string, interfaces []any, secondary ...string) {
 	t.Helper()
-	vmis := e.dyn.Resource(kubestore.VirtualMachineInstances).Namespace(ns)
+	vmis := e.dyn.Resource(v1alpha1.KubeVirtVirtualMachineInstances).Namespace(ns)
 	v, err := vmis.Create(e.ctx, kubetest.VMI(ns, name, map[string]string{v1alpha1.AnnotationInstance: instance}, secondary...), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -459,7 +459,7 @@ func (e *env) vm(t *testing.T, name string, annotations map[string]string, volum
 		"metadata": map[string]any{"name": name, "namespace": "default"},
 		"spec":     map[string]any{"runStrategy": "Always", "template": map[string]any{"spec": tmplSpec}}}}
 	u.SetAnnotations(annotations)
-	out, err := e.dyn.Resource(kubestore.VirtualMachines).Namespace("default").Create(e.ctx, u, metav1.CreateOptions{})
+	out, err := e.dyn.Resource(v1alpha1.KubeVirtVirtualMachines).Namespace("default").Create(e.ctx, u, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -524,7 +524,7 @@ func TestVirtualMachines(t *testing.T) {
 		evs := e.events(t, "default", "vm-1", "SecretReady")
 		return len(evs) > 0 && strings.Contains(evs[0].Message, "vm-1-vminit") && strings.Contains(evs[0].Message, "networkDataSecretRef")
 	})
-	if vm, _ := e.dyn.Resource(kubestore.VirtualMachines).Namespace("default").Get(e.ctx, "vm-1", metav1.GetOptions{}); vm.GetResourceVersion() != vm1.GetResourceVersion() {
+	if vm, _ := e.dyn.Resource(v1alpha1.KubeVirtVirtualMachines).Namespace("default").Get(e.ctx, "vm-1", metav1.GetOptions{}); vm.GetResourceVersion() != vm1.GetResourceVersion() {
 		t.Error("the VM was written without PatchVMs")
 	}
 
@@ -557,9 +557,9 @@ func TestVirtualMachines(t *testing.T) {
 	writes := metric(t, c, `vminit_controller_writes_total{object="secret"}`)
 	skipped := metric(t, c, "vminit_controller_writes_skipped_total")
 	for _, n := range []string{"vm-1", "vm-2"} {
-		vm, _ := e.dyn.Resource(kubestore.VirtualMachines).Namespace("default").Get(e.ctx, n, metav1.GetOptions{})
+		vm, _ := e.dyn.Resource(v1alpha1.KubeVirtVirtualMachines).Namespace("default").Get(e.ctx, n, metav1.GetOptions{})
 		vm.SetLabels(map[string]string{"touched": "yes"})
-		if _, err := e.dyn.Resource(kubestore.VirtualMachines).Namespace("default").Update(e.ctx, vm, metav1.UpdateOptions{}); err != nil {
+		if _, err := e.dyn.Resource(v1alpha1.KubeVirtVirtualMachines).Namespace("default").Update(e.ctx, vm, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -604,7 +604,7 @@ func TestVirtualMachines(t *testing.T) {
 	waitFor(t, "a SecretExists event", func() bool { return len(e.events(t, "default", "vm-3", "SecretExists")) > 0 })
 
 	// Deleting: the VM's Secret goes with the VM; an Instance's with it.
-	if err := e.dyn.Resource(kubestore.VirtualMachines).Namespace("default").Delete(e.ctx, "vm-2", metav1.DeleteOptions{}); err != nil {
+	if err := e.dyn.Resource(v1alpha1.KubeVirtVirtualMachines).Namespace("default").Delete(e.ctx, "vm-2", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	e.waitGone(t, "vm-2-vminit")
@@ -628,7 +628,7 @@ func TestPatchVMs(t *testing.T) {
 	e := setup(t, true)
 	e.run(t, controller.Config{Namespaces: []string{"default"}, KubeVirt: true, PatchVMs: true})
 	e.create(t, "default", "web", "hostname: web\n")
-	vms := e.dyn.Resource(kubestore.VirtualMachines).Namespace("default")
+	vms := e.dyn.Resource(v1alpha1.KubeVirtVirtualMachines).Namespace("default")
 
 	// Without a volume: one is added, with a disk.
 	e.vm(t, "bare", map[string]string{v1alpha1.AnnotationInstance: "web"})

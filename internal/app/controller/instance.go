@@ -19,10 +19,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/vminit/vminit/check"
 	"github.com/vminit/vminit/internal/lib/parallel"
 	"github.com/vminit/vminit/kube/api/v1alpha1"
 	"github.com/vminit/vminit/mdserver/registry"
+	"github.com/vminit/vminit/render"
 	"github.com/vminit/vminit/spec"
 )
 
@@ -36,7 +36,7 @@ type loaded struct {
 	// last version that loaded, which a server keeps serving meanwhile
 	// (and whose addresses it still claims).
 	rec, good *registry.Record
-	// problems are every error of spec.Parse and check.Instance;
+	// problems are every error of spec.Parse and render.Instance;
 	// warnings check's warnings.
 	problems, warnings spec.Errors
 	// outputs are the rendered files' digests, and rendered what the
@@ -73,7 +73,7 @@ func load(u *unstructured.Unstructured, prev *loaded) *loaded {
 		return l
 	}
 	l.rec, l.good = rec, rec
-	r := check.Instance(rec.Instance, check.Target{})
+	r := render.Instance(rec.Instance, render.Target{})
 	l.problems, l.warnings = bare(r.Errors, nil), bare(r.Warnings, nil)
 	switch {
 	case !r.OK():

@@ -17,11 +17,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/vminit/vminit/check"
 	"github.com/vminit/vminit/kube/api/v1alpha1"
-	"github.com/vminit/vminit/mdserver/kubestore"
 	"github.com/vminit/vminit/platform"
 	"github.com/vminit/vminit/platform/kubevirt"
+	"github.com/vminit/vminit/render"
 	"github.com/vminit/vminit/seed"
 	"github.com/vminit/vminit/spec"
 )
@@ -216,9 +215,9 @@ func (t *term) firstBoot(ctx context.Context, vm *unstructured.Unstructured) (*f
 		}
 		ds := volumeDatasource(orig)
 		if ds == "" {
-			ds = check.Target{}.DatasourceFor(l.rec.Instance)
+			ds = render.Target{}.DatasourceFor(l.rec.Instance)
 		}
-		return render(l.rec.Instance, ds, "Instance "+name)
+		return renderFirstBoot(l.rec.Instance, ds, "Instance "+name)
 	}
 	if !hasFirstBootData(orig) {
 		t.forgetDeps(vmKey)
@@ -237,7 +236,7 @@ func (t *term) firstBoot(ctx context.Context, vm *unstructured.Unstructured) (*f
 	if r.Instance == nil {
 		return nil, nil // a sysprep disc only: nothing for cloud-init
 	}
-	return render(r.Instance, check.Target{}.DatasourceFor(r.Instance), "the VM's own cloud-init data")
+	return renderFirstBoot(r.Instance, render.Target{}.DatasourceFor(r.Instance), "the VM's own cloud-init data")
 }
 
 func rvOf(o any) int64 {
@@ -247,12 +246,12 @@ func rvOf(o any) int64 {
 	return rv
 }
 
-// render renders the user data and network data the guest reads through
+// renderFirstBoot renders the user data and network data the guest reads through
 // KubeVirt's cloud-init volume of datasource ds: for Ignition, the config
 // (Fedora CoreOS and RHCOS kubevirt images read it as the config drive's
 // user data).
-func render(inst *spec.Instance, ds seed.Datasource, from string) (*firstBoot, error) {
-	rep := check.Instance(inst, check.Target{Datasource: ds})
+func renderFirstBoot(inst *spec.Instance, ds seed.Datasource, from string) (*firstBoot, error) {
+	rep := render.Instance(inst, render.Target{Datasource: ds})
 	if !rep.OK() {
 		return nil, rep.Errors
 	}
@@ -339,13 +338,12 @@ type recorder struct {
 	read []string
 }
 
-func (r *recorder) Secret(ctx context.Context, ns, name string) (*corev1.Secret, error) {
+func (r *recorder) Data(ctx context.Context, kind, ns, name string) (map[string][]byte, error) {
+	if kind != platform.KindSecret {
+		return nil, errors.New("the controller does not read ConfigMaps (sysprep volumes are Windows answer files, not cloud-init data)")
+	}
 	r.read = append(r.read, ns+"/"+name)
-	return r.base.Secret(ctx, ns, name)
-}
-
-func (r *recorder) ConfigMap(context.Context, string, string) (*corev1.ConfigMap, error) {
-	return nil, errors.New("the controller does not read ConfigMaps (sysprep volumes are Windows answer files, not cloud-init data)")
+	return r.base.Data(ctx, kind, ns, name)
 }
 
 func (t *term) setDeps(vm string, read []string) {
@@ -583,7 +581,7 @@ func (t *term) updateVM(ctx context.Context, cur, next *unstructured.Unstructure
 	if bytes.Equal(a, b) {
 		return false, nil
 	}
-	_, err := t.c.dyn.Resource(kubestore.VirtualMachines).Namespace(cur.GetNamespace()).Update(ctx, next, metav1.UpdateOptions{FieldManager: "vminit-controller"})
+	_, err := t.c.dyn.Resource(v1alpha1.KubeVirtVirtualMachines).Namespace(cur.GetNamespace()).Update(ctx, next, metav1.UpdateOptions{FieldManager: "vminit-controller"})
 	if err != nil {
 		return false, err
 	}

@@ -7,9 +7,9 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/vminit/vminit/check"
 	"github.com/vminit/vminit/delivery"
 	"github.com/vminit/vminit/media"
+	"github.com/vminit/vminit/render"
 	"github.com/vminit/vminit/seed"
 	"github.com/vminit/vminit/spec"
 )
@@ -17,12 +17,12 @@ import (
 // render runs every check `vminit build` runs and returns the seed or
 // Ignition config for the agent (with serve, only the checks matter: the
 // metadata server renders the same data).
-func (c *config) render() (*check.Report, error) {
-	t := check.Target{LenientSchema: true, NetworkConfigVersion: 2}
+func (c *config) render() (*render.Result, error) {
+	t := render.Target{LenientSchema: true, NetworkConfigVersion: 2}
 	if c.agent == agentCloudInit && !c.Serve {
 		t.Datasource = seed.Datasource(c.datasource)
 	}
-	rep := check.Instance(c.Instance, t)
+	rep := render.Instance(c.Instance, t)
 	if !rep.OK() {
 		return nil, fmt.Errorf("run: the spec does not render: %w", rep.Errors)
 	}
@@ -30,7 +30,7 @@ func (c *config) render() (*check.Report, error) {
 }
 
 // writeDelivery writes the seed drive or the fw_cfg file into dir.
-func (c *config) writeDelivery(rep *check.Report, dir string, f *files) error {
+func (c *config) writeDelivery(rep *render.Result, dir string, f *files) error {
 	if c.Serve {
 		return nil
 	}

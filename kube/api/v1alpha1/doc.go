@@ -12,6 +12,12 @@
 // as any other spec, so an object is valid exactly when `vminit validate`
 // accepts its document, and its problems name the same fields.
 //
+// A KubeVirt VirtualMachine names its Instance with AnnotationInstance
+// (InstanceNamedBy reads it); the KubeVirt resources that carry it
+// (KubeVirtVirtualMachines, KubeVirtVirtualMachineInstances) are named
+// here too, for the controller and the metadata server's Kubernetes store
+// alike.
+//
 // +kubebuilder:object:generate=true
 // +groupName=vminit.dev
 package v1alpha1

@@ -42,6 +42,16 @@ var (
 // whose first-boot data the VM gets.
 const AnnotationInstance = "vminit.dev/instance"
 
+// The KubeVirt resources that carry AnnotationInstance: the metadata
+// server's Kubernetes store reads both (their addresses, the Instance they
+// name), and the controller writes the VirtualMachines' first-boot
+// Secrets. They live beside the annotation so that neither reader reaches
+// into the other for them.
+var (
+	KubeVirtVirtualMachineInstances = schema.GroupVersionResource{Group: "kubevirt.io", Version: "v1", Resource: "virtualmachineinstances"}
+	KubeVirtVirtualMachines         = schema.GroupVersionResource{Group: "kubevirt.io", Version: "v1", Resource: "virtualmachines"}
+)
+
 // InstanceNamedBy is the name of the Instance (in obj's namespace) that a
 // KubeVirt object names with AnnotationInstance, "" for none: its own
 // annotation, else, for a VirtualMachine, its template's. KubeVirt copies

@@ -1,17 +1,27 @@
-// Package check runs, on one instance, every check that vminit's outputs
-// for its guest agent would run, and the ones only a reviewer would: for
-// cloud-init, the seed's rendering, the user's #cloud-config against
-// cloud-init's own schema, and the spec fields that the user's
-// cloud-config silently replaces; for Ignition, the config's rendering with
-// the user's own Ignition and Butane (all their problems, even when the
-// spec has others) and the transport's size budget. (The spec itself,
-// spec.Load checks: a spec.ignition beside agent cloud-init is refused
-// there.)
+// Package render is the pipeline from an instance to what its guest
+// agent reads, with every problem on the way: the one place `vminit build`,
+// `render`, `validate` and `run`, the controller and the metadata server
+// get a seed or an Ignition config from a spec.
+//
+// Instance renders for the target agent (for cloud-init, the seed with
+// seed.Build; for Ignition, the config with ignition.Render, merging the
+// user's own Ignition and Butane) and then runs the checks only a reviewer
+// would: the user's #cloud-config against cloud-init's own schema, the
+// spec fields that cloud-config silently replaces, user data cloud-init
+// ignores, every problem of the user's Ignition even when the spec has
+// others, and the transport's size budget. The rendering comes first, its
+// problems first in Result.Errors. The checks of the user's cloud-config
+// run whether or not the seed rendered, and a failed Ignition rendering is
+// followed by the user's Ignition's own problems, so every problem is
+// listed at once; the transport's budget is checked on the rendered
+// config. An output comes only from a rendering without error, and a
+// check's error after it still stops a build (Result.OK). (The spec itself, spec.Load checks: a
+// spec.ignition beside agent cloud-init is refused there.)
 //
 // `vminit validate` is this package; the metadata server's admin API and
-// its stores run it too, so a spec that validates is a spec every path
-// accepts.
-package check
+// its stores run it too (Target.VerdictOnly: the verdict without the
+// seed's bytes), so a spec that validates is a spec every path accepts.
+package render
 
 import (
 	"errors"
@@ -25,8 +35,8 @@ import (
 	"github.com/vminit/vminit/spec"
 )
 
-// Target says which output to check, where the answer depends on it.
-// The zero Target checks what `vminit build` makes by default: the output
+// Target says which output to render and check, where the answer depends
+// on it. The zero Target is what `vminit build` makes by default: the output
 // for the spec's agent, a NoCloud seed with network-config version 2 or
 // an Ignition config for the spec's variant.
 type Target struct {
@@ -54,22 +64,22 @@ type Target struct {
 	// itself only warns and a newer guest may accept a newer form;
 	// `vminit validate` does not.
 	LenientSchema bool
-	// VerdictOnly leaves Report.Seed nil: the cloud-init seed is checked
+	// VerdictOnly leaves Result.Seed nil: the cloud-init seed is checked
 	// with seed.BuildError, which finds what seed.Build would without encoding
 	// what cannot fail. The metadata server's checks of every instance it
 	// loads use it; they render nothing they keep.
 	VerdictOnly bool
 }
 
-// Report is what the checks found. Errors stop a build; Warnings do not
-// (unless Target.Strict, which moves them to Errors). Each names its spec
-// field.
-type Report struct {
+// Result is the output rendered and what the checks found. Errors stop a
+// build; Warnings do not (unless Target.Strict, which moves them to
+// Errors). Each names its spec field.
+type Result struct {
 	Errors   spec.Errors
 	Warnings spec.Errors
 
-	// Seed is the cloud-init seed, when the target is cloud-init and it
-	// rendered.
+	// Seed is the cloud-init seed, when the target is cloud-init, it
+	// rendered and not VerdictOnly.
 	Seed *seed.Seed
 	// Ignition is the Ignition config, when the target is Ignition and it
 	// rendered.
@@ -77,12 +87,12 @@ type Report struct {
 }
 
 // OK reports whether there are no errors.
-func (r *Report) OK() bool { return len(r.Errors) == 0 }
+func (r *Result) OK() bool { return len(r.Errors) == 0 }
 
-// Instance runs every check on a defaulted, valid instance (spec.Load
-// gives one; its own problems come from there).
-func Instance(inst *spec.Instance, t Target) *Report {
-	r := &Report{}
+// Instance renders a defaulted, valid instance (spec.Load gives one; its
+// own problems come from there) for t and runs every check on it.
+func Instance(inst *spec.Instance, t Target) *Result {
+	r := &Result{}
 	agent := t.Agent
 	if agent == "" {
 		agent = inst.Spec.Agent
@@ -111,7 +121,7 @@ func (t Target) DatasourceFor(inst *spec.Instance) seed.Datasource {
 	return seed.NoCloud
 }
 
-func (r *Report) cloudInit(inst *spec.Instance, t Target) {
+func (r *Result) cloudInit(inst *spec.Instance, t Target) {
 	if t.VerdictOnly {
 		if err := seed.BuildError(inst, t.DatasourceFor(inst), seed.Options{NetworkConfigVersion: t.NetworkConfigVersion}); err != nil {
 			r.Errors = append(r.Errors, asErrors(err, "")...)
@@ -126,7 +136,7 @@ func (r *Report) cloudInit(inst *spec.Instance, t Target) {
 	r.Seed = s
 }
 
-func (r *Report) ignition(inst *spec.Instance, t Target) {
+func (r *Result) ignition(inst *spec.Instance, t Target) {
 	res, err := ignition.Render(inst, ignition.Options{Variant: t.Variant, Version: t.IgnitionVersion, AllowPartial: t.AllowPartial, Strict: t.Strict})
 	if err != nil {
 		errs := asErrors(err, "")
@@ -176,7 +186,7 @@ func isUserIgnition(e *spec.FieldError) bool { return strings.HasPrefix(e.Field,
 // userData checks the user's cloud-config documents against cloud-init's
 // schema, reports the spec fields they replace, and warns of a whole
 // user-data (userDataOnly) that cloud-init ignores.
-func (r *Report) userData(inst *spec.Instance, lenient bool) {
+func (r *Result) userData(inst *spec.Instance, lenient bool) {
 	for _, doc := range []struct{ field, data string }{
 		{"spec.cloudInit.userData", inst.Spec.CloudInit.UserData},
 		{"spec.cloudInit.vendorData", inst.Spec.CloudInit.VendorData},

@@ -1,4 +1,4 @@
-package kube_test
+package cluster_test
 
 import (
 	"os"
@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vminit/vminit/platform/kube"
+	"github.com/vminit/vminit/platform/cluster"
 )
 
 // The Resolver itself is tested against a real API server by the CLI's
@@ -29,7 +29,7 @@ contexts:
 current-context: prod
 `), 0o600)
 	for _, c := range []struct{ context, ns string }{{"", "prod"}, {"prod", "prod"}, {"plain", "default"}} {
-		cfg, ns, err := kube.Load(kc, c.context)
+		cfg, ns, err := cluster.Load(kc, c.context)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -37,10 +37,10 @@ current-context: prod
 			t.Errorf("context %q: namespace %q, host %q", c.context, ns, cfg.Host)
 		}
 	}
-	if _, _, err := kube.Load(kc, "nope"); err == nil || !strings.Contains(err.Error(), `"nope"`) {
+	if _, _, err := cluster.Load(kc, "nope"); err == nil || !strings.Contains(err.Error(), `"nope"`) {
 		t.Errorf("unknown context: %v", err)
 	}
-	if _, _, err := kube.Load(filepath.Join(t.TempDir(), "missing"), ""); err == nil {
+	if _, _, err := cluster.Load(filepath.Join(t.TempDir(), "missing"), ""); err == nil {
 		t.Error("a missing kubeconfig is accepted")
 	}
 }

@@ -1,13 +1,14 @@
-// Package kube resolves the Secrets and ConfigMaps platform objects refer
-// to from a live Kubernetes cluster, through client-go.
-package kube
+// Package cluster reads a live Kubernetes cluster for the platform
+// readers, through client-go: Load reads a kubeconfig as kubectl does, and
+// Resolver finds the Secrets and ConfigMaps platform objects refer to
+// (platform/refs finds those given as documents).
+package cluster
 
 import (
 	"context"
 	"errors"
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/vminit/vminit/internal/lib/inputfile"
 	"github.com/vminit/vminit/platform"
+	"github.com/vminit/vminit/platform/refs"
 )
 
 // Resolver reads Secrets and ConfigMaps from a cluster.
@@ -62,16 +64,23 @@ func Load(kubeconfig, context string) (*rest.Config, string, error) {
 	return cfg, ns, nil
 }
 
-// Secret implements platform.Resolver.
-func (r *Resolver) Secret(ctx context.Context, ns, name string) (*corev1.Secret, error) {
-	s, err := r.client.Secrets(ns).Get(ctx, name, metav1.GetOptions{})
-	return s, wrap(err)
-}
-
-// ConfigMap implements platform.Resolver.
-func (r *Resolver) ConfigMap(ctx context.Context, ns, name string) (*corev1.ConfigMap, error) {
-	cm, err := r.client.ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
-	return cm, wrap(err)
+// Data implements platform.Resolver.
+func (r *Resolver) Data(ctx context.Context, kind, ns, name string) (map[string][]byte, error) {
+	switch kind {
+	case platform.KindSecret:
+		s, err := r.client.Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, wrap(err)
+		}
+		return refs.SecretData(s), nil
+	case platform.KindConfigMap:
+		cm, err := r.client.ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, wrap(err)
+		}
+		return refs.ConfigMapData(cm), nil
+	}
+	return nil, fmt.Errorf("cluster: unknown kind %q", kind)
 }
 
 func wrap(err error) error {

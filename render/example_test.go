@@ -1,9 +1,9 @@
-package check_test
+package render_test
 
 import (
 	"fmt"
 
-	"github.com/vminit/vminit/check"
+	"github.com/vminit/vminit/render"
 	"github.com/vminit/vminit/spec"
 )
 
@@ -24,7 +24,7 @@ spec:
 	if err != nil {
 		panic(err)
 	}
-	rep := check.Instance(inst, check.Target{})
+	rep := render.Instance(inst, render.Target{})
 	fmt.Println("ok:", rep.OK(), "seed files:", len(rep.Seed.Files))
 	for _, w := range rep.Warnings {
 		fmt.Println("warning:", w)
