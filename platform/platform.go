@@ -1,6 +1,7 @@
 package platform
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -73,6 +74,107 @@ type Options struct {
 	// Object picks one of several objects vminit reads in the files:
 	// NAME or KIND/NAME (--object); "" converts every one.
 	Object string
+}
+
+// Scope is the objects an option of Options concerns, by the flag that
+// sets it. Given for an input holding none of them, the option would do
+// nothing, and whoever passed it expects it to act: Unconcerned says so.
+type Scope struct {
+	// Flag is the command-line flag: "--machine".
+	Flag string
+	// For names the objects the option concerns, for messages.
+	For      string
+	concerns func(*Document) bool
+}
+
+// capiObjects is what Cluster API's options concern.
+const capiObjects = "a Cluster API KubeadmConfig, KubeadmConfigTemplate, KubeadmControlPlane or KubeadmControlPlaneTemplate"
+
+// Scopes is the one table of the options that concern some objects only
+// (Namespace, Resolver and Object concern every one): every command and
+// platform goes by it.
+var Scopes = []Scope{
+	{"--machine", capiObjects, isCAPI},
+	{"--bootstrap-token", capiObjects, isCAPI},
+	{"--control-plane-endpoint", capiObjects, isCAPI},
+	{"--ca-cert-hash", capiObjects, isCAPI},
+	{"--kubernetes-version", capiObjects, isCAPI},
+	{"--pool-index", "a KubeVirt VirtualMachinePool (which member), a StatefulSet of Virtlet pods (which ordinal) or a Cluster API KubeadmControlPlane(Template) (which machine)", isPool},
+	{"--password-salt", "an oVirt VM body (its initialization.root_password)", isOVirt},
+	{"--name", "an oVirt body that names no VM (a start action, whose VM is named in the URL)", func(d *Document) bool {
+		return isOVirt(d) && !strings.Contains(d.Object(), "/")
+	}},
+}
+
+// ownerKind is the kind of the object d is as its file writes it: a
+// workload's for the pod template it holds (Document.Object).
+func ownerKind(d *Document) string {
+	k, _, _ := strings.Cut(d.Object(), "/")
+	return k
+}
+
+func isCAPI(d *Document) bool {
+	switch d.Kind {
+	case "KubeadmConfig", "KubeadmConfigTemplate", "KubeadmControlPlane", "KubeadmControlPlaneTemplate":
+		return strings.Contains(d.APIVersion, ".cluster.x-k8s.io/")
+	}
+	return false
+}
+
+func isPool(d *Document) bool {
+	switch {
+	case d.Kind == "VirtualMachinePool", ownerKind(d) == "StatefulSet":
+		return true
+	}
+	return isCAPI(d) && strings.HasPrefix(d.Kind, "KubeadmControlPlane")
+}
+
+// isOVirt reports whether d, converted, is an oVirt REST body: XML, or
+// the JSON of neither apiVersion nor kind that only oVirt's reader takes.
+func isOVirt(d *Document) bool {
+	return d.Format == XML || d.APIVersion == "" && d.Kind == ""
+}
+
+// Unconcerned returns a problem for each of flags (those given, spelled
+// as in Scopes) whose option concerns none of results, naming the flag,
+// what it concerns and each object read; specs are the files of the vminit
+// specs read beside them, which no scoped option concerns. An option that
+// concerns one object of several (a file validated whole) is no problem:
+// the others do not read it.
+func Unconcerned(flags []string, results []*Result, specs []string) []string {
+	var problems []string
+	for _, s := range Scopes {
+		if !slices.Contains(flags, s.Flag) || slices.ContainsFunc(results, s.concernsResult) {
+			continue
+		}
+		read := slices.Clone(specs)
+		for i := range read {
+			read[i] += " (a vminit spec)"
+		}
+		for _, r := range results {
+			read = append(read, r.described())
+		}
+		problems = append(problems, fmt.Sprintf("%s concerns %s only, and nothing read is one: %s; it would do nothing, so it is refused",
+			s.Flag, s.For, strings.Join(read, "; ")))
+	}
+	return problems
+}
+
+func (s Scope) concernsResult(r *Result) bool {
+	return r.builder != nil && s.concerns(r.builder.Doc)
+}
+
+// described names the object r came from: KIND/NAME at FILE:LINE.
+func (r *Result) described() string {
+	if r.builder == nil {
+		return r.Object
+	}
+	d := r.builder.Doc
+	where := r.Where
+	if where == "" {
+		where = fmt.Sprintf("%s:%d", d.File, cmp.Or(d.LineOf("kind"), d.Line))
+	}
+	return fmt.Sprintf("%s at %s (%s)", cmp.Or(d.Object(), "a document"), where, r.Object)
 }
 
 // NamespaceOf returns the namespace of an object that names ns.
