@@ -229,17 +229,23 @@ type Result struct {
 // (by a check or a renderer: those name vminit's spec fields and no file),
 // the object's field it came from, its line and the object, as the
 // conversion names its own problems. Problems already placed in a file
-// are kept.
+// are kept; those the conversion already warned of (Builder.WarnCause:
+// the same spec field and cause) are dropped, so that each is said once,
+// in the platform's terms.
 func (r *Result) Locate(es spec.Errors) spec.Errors {
 	if r == nil || r.builder == nil {
 		return es
 	}
-	out := make(spec.Errors, len(es))
-	for i, e := range es {
-		out[i] = e
-		if e.File == "" && e.Line == 0 {
-			out[i] = r.builder.translate(e)
-			out[i].Cause = e.Cause
+	out := make(spec.Errors, 0, len(es))
+	for _, e := range es {
+		switch {
+		case r.builder.warnedOf(e):
+		case e.File == "" && e.Line == 0:
+			t := r.builder.translate(e)
+			t.Cause = e.Cause
+			out = append(out, t)
+		default:
+			out = append(out, e)
 		}
 	}
 	return out
@@ -255,6 +261,13 @@ type Builder struct {
 	Warnings []string
 	errs     spec.Errors
 	origins  [][2]string // spec path prefix, object path
+	// causes are the problems warned of by WarnCause: spec field, cause.
+	causes []fieldCause
+}
+
+type fieldCause struct {
+	field string
+	cause error
 }
 
 // NewBuilder starts converting doc into an instance named name.
@@ -321,6 +334,22 @@ func (b *Builder) textProblem(path string, line, col int, msg string) *spec.Fiel
 // Warnf records a warning about the object's field at path.
 func (b *Builder) Warnf(path, format string, args ...any) {
 	b.Warnings = append(b.Warnings, fmt.Sprintf("%s: %s", b.Doc.Where(path), fmt.Sprintf(format, args...)))
+}
+
+// WarnCause records, as Warnf, a warning about the object's field at path
+// that is, in the instance, the problem cause with the spec field
+// specPath: a check that finds it there later says the same without the
+// platform's terms, and Result.Locate drops that.
+func (b *Builder) WarnCause(specPath string, cause error, path, format string, args ...any) {
+	b.Warnf(path, format, args...)
+	b.causes = append(b.causes, fieldCause{specPath, cause})
+}
+
+// warnedOf reports whether e is a problem WarnCause has warned of.
+func (b *Builder) warnedOf(e *spec.FieldError) bool {
+	return slices.ContainsFunc(b.causes, func(c fieldCause) bool {
+		return e.Field == c.field && errors.Is(e, c.cause)
+	})
 }
 
 // From records that the spec field specPath (and what is under it) came

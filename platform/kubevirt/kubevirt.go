@@ -416,7 +416,7 @@ func (m *vmi) warnIgnored(b *platform.Builder, from dataFrom, ud string) {
 		return
 	}
 	first, _, _ := strings.Cut(strings.TrimSpace(ud), "\n")
-	b.Warnf(from.path, "%s: KubeVirt delivers this as the user-data file, and so does vminit, but cloud-init ignores it%s: its first line %q is no #cloud-config, #! or other part header cloud-init knows (cloud-init 22.4 logs it as unhandled text/x-not-multipart); start it with #cloud-config or #! to have it run",
+	b.WarnCause("spec.cloudInit.userData", cloudinit.ErrIgnored, from.path, "%s: KubeVirt delivers this as the user-data file, and so does vminit, but cloud-init ignores it%s: its first line %q is no #cloud-config, #! or other part header cloud-init knows (cloud-init 22.4 logs it as unhandled text/x-not-multipart); start it with #cloud-config or #! to have it run",
 		object(b.Doc, m), from.what, first)
 }
 
