@@ -363,6 +363,9 @@ func (m *vmi) cloudInit(ctx context.Context, b *platform.Builder, c *cloudInit, 
 		ud = gunzip(b, path, ud)
 		if ignition.LooksLikeConfig(ud) {
 			m.ignitionUserData(b, c, path, ud, udFrom, ndOK)
+			// The drive's meta-data as virt-launcher writes it beside
+			// any user data: Afterburn reads it (instance_type among it).
+			m.metaData(b, c)
 			return
 		}
 	}
