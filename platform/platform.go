@@ -137,20 +137,18 @@ func isOVirt(d *Document) bool {
 
 // Unconcerned returns a problem for each of flags (those given, spelled
 // as in Scopes) whose option concerns none of results, naming the flag,
-// what it concerns and each object read; specs are the files of the vminit
-// specs read beside them, which no scoped option concerns. An option that
-// concerns one object of several (a file validated whole) is no problem:
-// the others do not read it.
-func Unconcerned(flags []string, results []*Result, specs []string) []string {
+// what it concerns and each input read; others name the inputs read
+// beside them that are no platform objects ("instance.yaml (a vminit
+// spec)"), which no scoped option concerns. An option that concerns one
+// object of several (a file validated whole) is no problem: the others do
+// not read it.
+func Unconcerned(flags []string, results []*Result, others []string) []string {
 	var problems []string
 	for _, s := range Scopes {
 		if !slices.Contains(flags, s.Flag) || slices.ContainsFunc(results, s.concernsResult) {
 			continue
 		}
-		read := slices.Clone(specs)
-		for i := range read {
-			read[i] += " (a vminit spec)"
-		}
+		read := slices.Clone(others)
 		for _, r := range results {
 			read = append(read, r.described())
 		}
@@ -161,20 +159,15 @@ func Unconcerned(flags []string, results []*Result, specs []string) []string {
 }
 
 func (s Scope) concernsResult(r *Result) bool {
-	return r.builder != nil && s.concerns(r.builder.Doc)
+	return r.Doc != nil && s.concerns(r.Doc)
 }
 
 // described names the object r came from: KIND/NAME at FILE:LINE.
 func (r *Result) described() string {
-	if r.builder == nil {
+	if r.Doc == nil {
 		return r.Object
 	}
-	d := r.builder.Doc
-	where := r.Where
-	if where == "" {
-		where = fmt.Sprintf("%s:%d", d.File, cmp.Or(d.LineOf("kind"), d.Line))
-	}
-	return fmt.Sprintf("%s at %s (%s)", cmp.Or(d.Object(), "a document"), where, r.Object)
+	return fmt.Sprintf("%s at %s (%s)", cmp.Or(r.Doc.Object(), "a document"), r.Where, r.Object)
 }
 
 // NamespaceOf returns the namespace of an object that names ns.
@@ -219,6 +212,9 @@ type Result struct {
 	// the pod it holds) and Where its place ("vm.yaml:3"), when
 	// convert.Documents read it from a file of several.
 	Key, Where string
+	// Doc is the document converted (a workload's pod template), when
+	// convert.Documents read it: what Unconcerned asks Scopes about.
+	Doc *Document
 
 	// builder, when the Result came from Builder.Finish, places problems
 	// found in Instance later (Locate).

@@ -103,7 +103,7 @@ func Documents(ctx context.Context, docs []*platform.Document, opts platform.Opt
 		}
 		r.Warnings = append(r.Warnings, s.skipNotes()...)
 		// An oVirt body has no kind: its place is its first line.
-		r.Key, r.Where = o.key, fmt.Sprintf("%s:%d", o.doc.File, cmp.Or(o.doc.LineOf("kind"), o.doc.Line))
+		r.Key, r.Where, r.Doc = o.key, fmt.Sprintf("%s:%d", o.doc.File, cmp.Or(o.doc.LineOf("kind"), o.doc.Line)), o.doc
 		out = append(out, r)
 	}
 	if len(errs) > 0 {

@@ -216,15 +216,22 @@ func printConversionWarnings(cmd *cobra.Command, results []*platform.Result) {
 	}
 }
 
-// unconcerned refuses the flags given whose options concern none of the
-// inputs read (platform.Scopes): the user expects them to act.
-func unconcerned(cmd *cobra.Command, in []*specInput) error {
+// scopedGiven returns the flags given whose options concern some objects
+// only (platform.Scopes).
+func scopedGiven(cmd *cobra.Command) []string {
 	var given []string
 	for _, s := range platform.Scopes {
 		if fl := cmd.Flags().Lookup(strings.TrimPrefix(s.Flag, "--")); fl != nil && fl.Changed {
 			given = append(given, s.Flag)
 		}
 	}
+	return given
+}
+
+// unconcerned refuses the flags given whose options concern none of the
+// inputs read (platform.Scopes): the user expects them to act.
+func unconcerned(cmd *cobra.Command, in []*specInput) error {
+	given := scopedGiven(cmd)
 	if len(given) == 0 {
 		return nil
 	}
@@ -234,7 +241,7 @@ func unconcerned(cmd *cobra.Command, in []*specInput) error {
 		if i.result != nil {
 			results = append(results, i.result)
 		} else {
-			specs = append(specs, i.name)
+			specs = append(specs, i.name+" (a vminit spec)")
 		}
 	}
 	if problems := platform.Unconcerned(given, results, specs); len(problems) > 0 {

@@ -58,7 +58,19 @@ func TestFlagsConcernTheirObjects(t *testing.T) {
 		})
 	}
 
+	// Cloud-init user data converted: --name names the instance, the
+	// platforms' flags concern nothing.
+	userData := filepath.Join(t.TempDir(), "user-data")
+	if err := os.WriteFile(userData, []byte("#cloud-config\nruncmd: [ls]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := run(t, "convert", userData, "--to", "spec", "--name", "vm-1", "--pool-index", "2")
+	if code != ExitUsage || !strings.Contains(stderr, "--pool-index concerns") || !strings.Contains(stderr, userData+" (cloud-init user data)") || strings.Contains(stderr, "--name concerns") {
+		t.Errorf("convert of user data with --pool-index: exit %d, want %d naming --pool-index alone: %s", code, ExitUsage, stderr)
+	}
+
 	accepted := [][]string{
+		{"convert", userData, "--to", "spec", "--name", "vm-1"},
 		{"build", startAction, "--name", "myvm", "--password-salt", "corpussalt"},
 		{"build", statefulSet, "--pool-index", "1"},
 		{"build", kubevirtVM},
