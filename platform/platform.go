@@ -235,7 +235,7 @@ func (r *Result) Locate(es spec.Errors) spec.Errors {
 	out := make(spec.Errors, 0, len(es))
 	for _, e := range es {
 		switch {
-		case r.builder.warnedOf(e):
+		case r.builder.warnedOf(e): // said by the conversion
 		case e.File == "" && e.Line == 0:
 			t := r.builder.translate(e)
 			t.Cause = e.Cause
