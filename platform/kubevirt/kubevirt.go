@@ -363,6 +363,9 @@ func (m *vmi) cloudInit(ctx context.Context, b *platform.Builder, c *cloudInit, 
 		ud = gunzip(b, path, ud)
 		if ignition.LooksLikeConfig(ud) {
 			m.ignitionUserData(b, c, path, ud, udFrom, ndOK)
+			// The drive's meta-data as virt-launcher writes it beside
+			// any user data: Afterburn reads it (instance_type among it).
+			m.metaData(b, c)
 			return
 		}
 	}
@@ -416,7 +419,7 @@ func (m *vmi) warnIgnored(b *platform.Builder, from dataFrom, ud string) {
 		return
 	}
 	first, _, _ := strings.Cut(strings.TrimSpace(ud), "\n")
-	b.Warnf(from.path, "%s: KubeVirt delivers this as the user-data file, and so does vminit, but cloud-init ignores it%s: its first line %q is no #cloud-config, #! or other part header cloud-init knows (cloud-init 22.4 logs it as unhandled text/x-not-multipart); start it with #cloud-config or #! to have it run",
+	b.WarnCause("spec.cloudInit.userData", cloudinit.ErrIgnored, from.path, "%s: KubeVirt delivers this as the user-data file, and so does vminit, but cloud-init ignores it%s: its first line %q is no #cloud-config, #! or other part header cloud-init knows (cloud-init 22.4 logs it as unhandled text/x-not-multipart); start it with #cloud-config or #! to have it run",
 		object(b.Doc, m), from.what, first)
 }
 

@@ -3,6 +3,8 @@ package cli
 import (
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"gopkg.in/yaml.v3"
@@ -10,6 +12,7 @@ import (
 	"github.com/vminit/vminit/cloudconfig"
 	"github.com/vminit/vminit/ignition"
 	"github.com/vminit/vminit/internal/lib/inputfile"
+	"github.com/vminit/vminit/platform"
 )
 
 // convertFlags are `vminit convert`'s flags.
@@ -91,6 +94,9 @@ func (f *convertFlags) run(cmd *cobra.Command, args []string) error {
 	if len(args) > 1 {
 		return usagef("want one USER-DATA file, got %d arguments", len(args))
 	}
+	if err := userDataUnconcerned(cmd, args[0]); err != nil {
+		return err
+	}
 	var data []byte
 	if args[0] == "-" {
 		data, err = io.ReadAll(io.LimitReader(cmd.InOrStdin(), cloudconfig.MaxSize+1))
@@ -109,6 +115,17 @@ func (f *convertFlags) run(cmd *cobra.Command, args []string) error {
 		path = "-"
 	}
 	return writeFile(cmd, path, perm, func(w io.Writer) error { _, err := w.Write(result); return err })
+}
+
+// userDataUnconcerned refuses the platforms' flags given for the user data
+// read from name, which they concern none of; --name names the instance
+// converted.
+func userDataUnconcerned(cmd *cobra.Command, name string) error {
+	given := slices.DeleteFunc(scopedGiven(cmd), func(f string) bool { return f == "--name" })
+	if problems := platform.Unconcerned(given, nil, []string{name + " (cloud-init user data)"}); len(problems) > 0 {
+		return usagef("%s", strings.Join(problems, "\n"))
+	}
+	return nil
 }
 
 func (f *convertFlags) ignitionOptions() ignition.Options {
