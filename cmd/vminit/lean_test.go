@@ -1,7 +1,9 @@
 package main
 
 import (
+	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -44,4 +46,41 @@ func deps(t *testing.T, pkg string) map[string]bool {
 		m[p] = true
 	}
 	return m
+}
+
+// lazy are vminit's packages that must do no real work at init (their
+// tables are built on first use): every vminit run links them, and most
+// runs never use what they build.
+var lazy = []string{
+	"github.com/vminit/vminit/internal/lib/yaml11",
+}
+
+// TestInitIsLazy reads the Go runtime's trace of package initialisation
+// (GODEBUG=inittrace=1) of this test binary, which links what vminit
+// links: each package in lazy allocates at most 1 KiB at init (a
+// sync.OnceValue), or has no init at all. Allocations, unlike times, are
+// the same on every run.
+func TestInitIsLazy(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "GODEBUG=inittrace=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	// init PKG @T ms, T ms clock, BYTES bytes, N allocs
+	allocated := map[string]int{}
+	for _, l := range strings.Split(string(out), "\n") {
+		f := strings.Fields(l)
+		if len(f) == 11 && f[0] == "init" && f[8] == "bytes," {
+			allocated[f[1]], _ = strconv.Atoi(f[7])
+		}
+	}
+	if len(allocated) == 0 {
+		t.Fatalf("no init trace in\n%s", out)
+	}
+	for _, p := range lazy {
+		if n := allocated[p]; n > 1024 {
+			t.Errorf("%s allocates %d bytes at init", p, n)
+		}
+	}
 }
