@@ -92,6 +92,7 @@ serves /healthz and /readyz alone, for the kubelet's probes.`,
 			return runController(cmd.Context(), f, cmd.ErrOrStderr())
 		},
 	}
+	cmd.SetVersionTemplate("{{.Version}}\n") // as `vminit --version` prints it
 	fl := cmd.Flags()
 	f.cluster.Register(fl, "namespace to reconcile (repeatable; default every namespace, which needs a ClusterRoleBinding)")
 	fl.BoolVar(&f.patchVMs, "patch-vms", false, "point each VM's cloud-init volume at the Secret made for it")

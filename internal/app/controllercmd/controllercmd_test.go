@@ -180,3 +180,12 @@ func TestControllerReplicas(t *testing.T) {
 		t.Errorf("/metrics on --health-listen: %v %v", r, err)
 	}
 }
+
+// TestVersion: vminit-controller --version prints what vminit version
+// prints, the module's version and Go's.
+func TestVersion(t *testing.T) {
+	var out strings.Builder
+	if code := Main([]string{"--version"}, &out, io.Discard); code != 0 || out.String() != cli.Version()+"\n" {
+		t.Errorf("exit %d: %q, want %q", code, out.String(), cli.Version()+"\n")
+	}
+}
