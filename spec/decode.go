@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -21,6 +20,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/vminit/vminit/internal/lib/inputfile"
+	"github.com/vminit/vminit/internal/lib/lazyre"
 	"github.com/vminit/vminit/internal/lib/yamlbound"
 )
 
@@ -585,7 +585,7 @@ func boundError(err error) *FieldError {
 	return syntaxError(err)
 }
 
-var lineRE = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
+var lineRE = lazyre.New(`^(?:yaml: )?line (\d+): (.*)$`)
 
 func syntaxError(err error) *FieldError {
 	msg := err.Error()
@@ -618,7 +618,7 @@ func typeError(msg string, pos *Positions) *FieldError {
 	return &FieldError{Line: l, Field: field, Message: text}
 }
 
-var unmarshalRE = regexp.MustCompile("^cannot unmarshal !!(\\w+) (?:`(.*)` )?into (.+)$")
+var unmarshalRE = lazyre.New("^cannot unmarshal !!(\\w+) (?:`(.*)` )?into (.+)$")
 
 func yamlKindName(tag string) string {
 	switch tag {

@@ -28,7 +28,7 @@
 // beat the addresses specs list; a spec's addresses count only inside
 // the networks Config.Addresses gives its namespace; equal claims serve
 // nobody. The answer does not depend on the order the objects arrive in,
-// so replicas agree, and the controller (`vminit controller`) reports it
+// so replicas agree, and the controller (vminit-controller) reports it
 // in the Served condition with the same Claims.
 //
 // Put and Delete write Instance objects (in Config.Namespace) and return

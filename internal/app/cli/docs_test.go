@@ -149,7 +149,7 @@ func copyTree(t *testing.T, from, to string) {
 // parseOnly are commands that serve, need a server or a cluster, print
 // a script, or boot a disk image (run: the pages name images a reader
 // downloads).
-var parseOnly = map[string]bool{"serve": true, "instances": true, "controller": true, "completion": true, "run": true}
+var parseOnly = map[string]bool{"serve": true, "instances": true, "completion": true, "run": true}
 
 func runDocLine(t *testing.T, l docLine) {
 	t.Helper()

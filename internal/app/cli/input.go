@@ -5,7 +5,6 @@ import (
 	"io"
 	"maps"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -13,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/vminit/vminit/internal/lib/inputfile"
+	"github.com/vminit/vminit/internal/lib/lazyre"
 	"github.com/vminit/vminit/platform"
 	"github.com/vminit/vminit/platform/capi"
 	"github.com/vminit/vminit/platform/cluster"
@@ -276,8 +276,8 @@ func (f *inputFlags) loadObjectFiles(cmd *cobra.Command) ([]*platform.Document, 
 // specHead matches the apiVersion line of a vminit spec, and docBreak a
 // YAML document separator.
 var (
-	specHead = regexp.MustCompile(`(?m)^apiVersion:[ \t]*["']?vminit\.dev/`)
-	docBreak = regexp.MustCompile(`(?m)^(---|\.\.\.)([ \t]|$)`)
+	specHead = lazyre.New(`(?m)^apiVersion:[ \t]*["']?vminit\.dev/`)
+	docBreak = lazyre.New(`(?m)^(---|\.\.\.)([ \t]|$)`)
 )
 
 // looksLikeSpec reports whether data is plainly one vminit spec document:
