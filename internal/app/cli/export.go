@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/vminit/vminit/mdserver/kubestore"
+	"github.com/vminit/vminit/platform/cluster"
 )
 
 // This file is what cmd/vminit-controller's command (internal/app/
@@ -57,3 +58,13 @@ func (c *ClusterFlags) RESTConfig() (*rest.Config, error) { return c.f.restConfi
 
 // KubeVirt resolves --kubevirt against the cluster cfg points at.
 func (c *ClusterFlags) KubeVirt(cfg *rest.Config) (bool, error) { return c.f.kubeVirt(cfg) }
+
+// KubeVirtMode is --kubevirt as given: auto, true or false.
+func (c *ClusterFlags) KubeVirtMode() string { return c.f.kubevirt }
+
+// ContextNamespace is the namespace of the kubeconfig context the flags
+// choose ("" when it names none), as kubectl would use it.
+func (c *ClusterFlags) ContextNamespace() (string, error) {
+	_, ns, err := cluster.Load(c.f.kubeconfig, c.f.context)
+	return ns, err
+}

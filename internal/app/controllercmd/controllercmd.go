@@ -84,7 +84,8 @@ Replicas elect a leader on a Lease (--leader-elect); only the leader
 reconciles. /metrics, /healthz and /readyz are served on --metrics-listen,
 loopback by default: the metrics have no authentication. --health-listen
 serves /healthz and /readyz alone, for the kubelet's probes.`,
-		Example: `  vminit-controller --namespace vms --patch-vms
+		Example: `  vminit-controller --kubeconfig ~/.kube/config
+  vminit-controller --namespace vms --patch-vms
   vminit-controller --kubeconfig ~/.kube/config --namespace default --leader-elect=false`,
 		Version: cli.Version(),
 		Args:    cobra.NoArgs,
@@ -98,7 +99,7 @@ serves /healthz and /readyz alone, for the kubelet's probes.`,
 	fl.BoolVar(&f.patchVMs, "patch-vms", false, "point each VM's cloud-init volume at the Secret made for it")
 	fl.IntVar(&f.workers, "workers", 4, "objects reconciled in parallel")
 	fl.BoolVar(&f.leaderElect, "leader-elect", true, "elect one leader among replicas on a Lease")
-	fl.StringVar(&f.leaseNS, "leader-election-namespace", "", "namespace of the Lease (default: the pod's own)")
+	fl.StringVar(&f.leaseNS, "leader-election-namespace", "", "namespace of the Lease (default: the pod's own; outside a pod, as from a shell, the kubeconfig context's namespace, else default)")
 	fl.StringVar(&f.leaseName, "leader-election-id", "vminit-controller", "name of the Lease")
 	fl.StringVar(&f.identity, "identity", "", "this replica's name in the Lease (default $POD_NAME, else the host name)")
 	fl.DurationVar(&f.leaseDuration, "lease-duration", 15*time.Second, "how long a leader's Lease lasts without renewal")
@@ -108,6 +109,44 @@ serves /healthz and /readyz alone, for the kubelet's probes.`,
 	fl.StringVar(&f.healthListen, "health-listen", "", "address of /healthz and /readyz alone, for probes from beyond the pod (empty: none)")
 	fl.StringVar(&f.logFormat, "log-format", "json", "log format: json or text")
 	return cmd
+}
+
+// kubeVirtAbsent says, when the controller will not read KubeVirt
+// VirtualMachines, why and what it does instead; --patch-vms then has
+// nothing to patch, an error.
+func kubeVirtAbsent(f controllerFlags, kubevirt bool, logger *slog.Logger) error {
+	switch {
+	case kubevirt:
+		return nil
+	case f.cluster.KubeVirtMode() == "false" && f.patchVMs:
+		return usagef("--patch-vms needs KubeVirt's VirtualMachines, which --kubevirt=false leaves unread")
+	case f.cluster.KubeVirtMode() == "false":
+		return nil
+	case f.patchVMs:
+		return usagef("--patch-vms: KubeVirt is not installed in this cluster (it serves no kubevirt.io/v1 VirtualMachines): install it, or run without --patch-vms to reconcile Instances alone")
+	}
+	logger.Info("KubeVirt is not installed in this cluster (no kubevirt.io/v1 VirtualMachines): reconciling Instances alone")
+	return nil
+}
+
+// leaseNamespace is --leader-election-namespace, else the pod's own
+// namespace, else (outside a pod: run from a shell) the kubeconfig
+// context's, else default, as kubectl would choose.
+func leaseNamespace(f controllerFlags) (string, error) {
+	if f.leaseNS != "" {
+		return f.leaseNS, nil
+	}
+	if b, err := os.ReadFile(serviceAccountNamespace); err == nil {
+		return strings.TrimSpace(string(b)), nil
+	}
+	ns, err := f.cluster.ContextNamespace()
+	if err != nil {
+		return "", usagef("--leader-election-namespace: %v", err)
+	}
+	if ns == "" {
+		ns = "default"
+	}
+	return ns, nil
 }
 
 func runController(ctx context.Context, f controllerFlags, stderr io.Writer) error {
@@ -133,17 +172,13 @@ func runController(ctx context.Context, f controllerFlags, stderr io.Writer) err
 	}
 	cfg := controller.Config{REST: rest, Namespaces: f.cluster.Namespaces(), KubeVirt: kubevirt, PatchVMs: f.patchVMs,
 		Workers: f.workers, Logger: logger, Addresses: policy}
-	if f.patchVMs && !kubevirt {
-		return usagef("--patch-vms: the cluster serves no KubeVirt VirtualMachines (or --kubevirt=false)")
+	if err := kubeVirtAbsent(f, kubevirt, logger); err != nil {
+		return err
 	}
 	if f.leaderElect {
-		ns := f.leaseNS
-		if ns == "" {
-			b, err := os.ReadFile(serviceAccountNamespace)
-			if err != nil {
-				return usagef("--leader-election-namespace: not running in a pod (%v); name the Lease's namespace", err)
-			}
-			ns = strings.TrimSpace(string(b))
+		ns, err := leaseNamespace(f)
+		if err != nil {
+			return err
 		}
 		id := f.identity
 		if id == "" {
