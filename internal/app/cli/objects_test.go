@@ -101,3 +101,18 @@ func TestPlatformExamplesErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestSysprepOutWithOnlySysprep: a VM whose only first-boot volume is its
+// sysprep disc has that disc written by -o; --sysprep-out beside it would
+// write nothing, and is a usage error rather than silently ignored.
+func TestSysprepOutWithOnlySysprep(t *testing.T) {
+	dir := t.TempDir()
+	code, _, stderr := run(t, "build", "../../../platform/testdata/kubevirt-sysprep.yaml", "-o", filepath.Join(dir, "seed.iso"),
+		"--sysprep-out", filepath.Join(dir, "sysprep.iso"))
+	if code != ExitUsage || !strings.Contains(stderr, "--sysprep-out") || !strings.Contains(stderr, "drop --sysprep-out") {
+		t.Errorf("exit %d, want %d naming --sysprep-out:\n%s", code, ExitUsage, stderr)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("wrote %d files, want none", len(entries))
+	}
+}
