@@ -313,10 +313,13 @@ type limitedConn struct {
 // set on the socket).
 func (c *limitedConn) NetConn() net.Conn { return c.Conn }
 
+// Close counts c out before it closes the socket: the peer sees the close
+// as soon as the socket is closed and may connect again at once (a crawl
+// reading each response to the server's close), and that newcomer must
+// not find c still holding the source's place.
 func (c *limitedConn) Close() error {
-	err := c.Conn.Close()
 	c.lim.release(c)
-	return err
+	return c.Conn.Close()
 }
 
 // sourceOf is the connection's remote address, unmapped.
