@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"slices"
 	"strings"
@@ -402,4 +403,54 @@ func (c *closeHookConn) Close() error {
 		c.onClose()
 	}
 	return nil
+}
+
+// TestClosingConnectionMakesRoomForTheNext: a client that asked for
+// "Connection: close" reads the response by its length and closes, then
+// connects again, while the server may not have closed its side yet: a
+// connection whose last response the handler has written no longer holds
+// a place of its source's (it still counts in Total until it closes). A
+// source's connections still closing are bounded too: they and the open
+// ones together stay under twice PerSource.
+func TestClosingConnectionMakesRoomForTheNext(t *testing.T) {
+	const perSource = 2
+	lim := NewLimiter(Limits{PerSource: perSource, Total: 64})
+	srv := NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	lim.Limit(srv, nil)
+	src := netip.MustParseAddr("192.0.2.7")
+	admit := func() *limitedConn { return lim.admit(&closeHookConn{src: src}) }
+	// serveLast has the server answer c's last request, as net/http calls
+	// the handler for it: the client asked to close.
+	serveLast := func(c *limitedConn) {
+		ctx := context.Background()
+		if srv.ConnContext != nil {
+			ctx = srv.ConnContext(ctx, c)
+		}
+		r := httptest.NewRequestWithContext(ctx, "GET", "/latest/meta-data/instance-id", nil)
+		r.Close = true
+		srv.Handler.ServeHTTP(httptest.NewRecorder(), r)
+	}
+	first, second := admit(), admit()
+	serveLast(first)
+	third := admit()
+	if third == nil {
+		t.Fatal("the client's next connection, made when it had read its previous one's last response, was reset")
+	}
+	serveLast(second)
+	fourth := admit()
+	if fourth == nil {
+		t.Fatal("a second connection after a closing one was reset")
+	}
+	if admit() != nil {
+		t.Errorf("a connection was admitted beside %d open ones (not closing)", perSource)
+	}
+	serveLast(third)
+	serveLast(fourth)
+	if admit() != nil {
+		t.Errorf("a connection was admitted beyond twice PerSource (%d), all of them closing", 2*perSource)
+	}
+	first.Close()
+	if admit() == nil {
+		t.Error("a connection closed did not make room")
+	}
 }
