@@ -10,9 +10,12 @@
 // /dev/null; this process is the client and belongs on CPU 1 (run.sh pins
 // it). For each server it reports: the time from exec to the first 200
 // answer; keep-alive requests per second over -duration with -conns
-// connections; the server's CPU per request, from its utime+stime in
-// /proc/PID/stat over the run (the requests still in flight at the end
-// are waited for and counted); and its anonymous resident memory
+// connections, once the server has gone idle after its first answer (the
+// start-up work that follows it, such as vminit's deferred checks, is
+// the "to idle" column); the server's CPU per request, from its
+// utime+stime in /proc/PID/stat over the run (the requests still in
+// flight at the end are waited for and counted); and its anonymous
+// resident memory
 // (RssAnon) after the run, less that of the same server with an empty
 // fleet, per loaded instance. Everything is on 127.0.0.0/8 and stops by
 // itself: a server is stopped when its run ends, and killed if it does
