@@ -91,6 +91,9 @@ func serveBare(addr string) {
 // address the client connects from) fetches its data at.
 type server struct {
 	name, what string
+	// reads is true of a server that loads nothing and reads its files
+	// per request: its memory per instance is not reported.
+	reads      bool
 	args       func(bin, addr string, f fleet) []string
 	bin        string
 	url        func(addr string) string
@@ -119,7 +122,7 @@ func hegelServer(bin string) server {
 }
 
 func matchboxServer(bin string) server {
-	return server{name: "matchbox", what: "GET /ignition?mac= (group, profile, Ignition files)", bin: bin,
+	return server{name: "matchbox", what: "GET /ignition?mac= (group, profile, Ignition files)", bin: bin, reads: true,
 		args: func(_, addr string, f fleet) []string {
 			return []string{"-address", addr, "-data-path", f.matchboxDir, "-assets-path", ""}
 		},

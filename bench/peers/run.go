@@ -66,11 +66,13 @@ func (b bench) run(servers []server) error {
 			bareCPU = perReq
 		}
 		perInst := "–"
-		if b.n > 0 && s.bin != servers[0].bin {
+		if s.reads {
+			perInst = "(reads files per request)"
+		} else if b.n > 0 && s.bin != servers[0].bin {
 			perInst = fmt.Sprintf("%.1f KB", float64(r.rssAnon-base.rssAnon)/float64(b.n)/1000)
 		}
-		fmt.Printf("| %s | %s | %.0f | %.1f µs | %.2f | %.1f MB | %s | %v | %v |\n", s.name, s.what,
-			float64(r.ok)/r.wall.Seconds(), perReq, perReq/bareCPU, float64(r.rssAnon)/1e6, perInst,
+		fmt.Printf("| %s | %s | %.0f | %s | %.2f | %.1f MB | %s | %v | %v |\n", s.name, s.what,
+			float64(r.ok)/r.wall.Seconds(), micros(perReq), perReq/bareCPU, float64(r.rssAnon)/1e6, perInst,
 			r.firstAnswer.Round(time.Millisecond), r.settled.Round(10*time.Millisecond))
 		if r.failed > 0 {
 			fmt.Printf("|   | %d requests failed | | | | | | | |\n", r.failed)
@@ -123,6 +125,14 @@ func (b bench) once(s server, f fleet, loaded bool) (result, error) {
 		return r, fmt.Errorf("every request failed")
 	}
 	return r, err
+}
+
+// micros formats a CPU time per request given in µs.
+func micros(us float64) string {
+	if us >= 10000 {
+		return fmt.Sprintf("%.0f ms", us/1000)
+	}
+	return fmt.Sprintf("%.1f µs", us)
 }
 
 // stop ends a server with SIGTERM, and kills it if it has not stopped
