@@ -93,10 +93,10 @@ type server struct {
 	name, what string
 	// reads is true of a server that loads nothing and reads its files
 	// per request: its memory per instance is not reported.
-	reads      bool
-	args       func(bin, addr string, f fleet) []string
-	bin        string
-	url        func(addr string) string
+	reads bool
+	args  func(bin, addr string, f fleet) []string
+	bin   string
+	url   func(addr string) string
 }
 
 func bareServer(self string) server {
