@@ -16,6 +16,10 @@
 # only; every server is stopped after its run.
 set -eu
 cd "$(dirname "$0")/../.."
+if ! command -v taskset > /dev/null || [ "$(nproc)" -lt 2 ]; then
+	echo "run.sh: needs taskset (util-linux) and two CPUs: the servers run on CPU 0, the client on CPU 1" >&2
+	exit 1
+fi
 HEGEL=github.com/tinkerbell/hegel@v0.14.2
 MATCHBOX=github.com/poseidon/matchbox@v0.11.0
 bin=${PEERS_BIN:-/tmp/vminit-peers-bin}
