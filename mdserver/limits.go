@@ -2,9 +2,11 @@ package mdserver
 
 import (
 	"container/list"
+	"context"
 	"net"
 	"net/http"
 	"net/netip"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -25,6 +27,12 @@ import (
 // proxy's) newcomer, else the oldest connection of an unknown source, idle
 // or not; beyond three quarters of Total, idle keep-alive connections are
 // closed once idle for PressureIdle instead of the server's IdleTimeout.
+//
+// A connection whose last response the handler has written (the client
+// asked to close, or the handler said so) is closing: the client may
+// already have read that response and connected again, so it no longer
+// holds a place of its source's, only of Total, until it is closed. What
+// a source holds, closing or not, stays under twice its limit.
 //
 // Sources no instance owns are bounded as a class too (UnknownTotal):
 // thousands of such addresses, each within UnknownPerSource, holding
@@ -85,6 +93,7 @@ type Limiter struct {
 
 	mu      sync.Mutex
 	bySrc   map[netip.Addr]int
+	closing map[netip.Addr]int // of bySrc, those closing
 	total   int
 	idle    list.List // of *limitedConn, longest idle first
 	unknown list.List // of *limitedConn from unknown sources, oldest first
@@ -107,12 +116,13 @@ func NewLimiter(l Limits) *Limiter {
 	if l.PressureIdle <= 0 {
 		l.PressureIdle = time.Second
 	}
-	return &Limiter{l: l, bySrc: map[netip.Addr]int{}}
+	return &Limiter{l: l, bySrc: map[netip.Addr]int{}, closing: map[netip.Addr]int{}}
 }
 
-// Limit wraps ln so that the connections it accepts are bounded, and sets
+// Limit wraps ln so that the connections it accepts are bounded, sets
 // srv.ConnState (calling any ConnState already set) to follow which are
-// idle. Serve srv on the listener returned.
+// idle, and wraps srv.ConnContext and srv.Handler to learn which are
+// closing. Set srv's Handler first; serve srv on the listener returned.
 func (lim *Limiter) Limit(srv *http.Server, ln net.Listener) net.Listener {
 	next := srv.ConnState
 	srv.ConnState = func(c net.Conn, s http.ConnState) {
@@ -123,7 +133,67 @@ func (lim *Limiter) Limit(srv *http.Server, ln net.Listener) net.Listener {
 			next(c, s)
 		}
 	}
+	nextCtx := srv.ConnContext
+	srv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+		if nextCtx != nil {
+			ctx = nextCtx(ctx, c)
+		}
+		if lc, ok := c.(*limitedConn); ok {
+			ctx = context.WithValue(ctx, limitedConnKey{}, lc)
+		}
+		return ctx
+	}
+	srv.Handler = lim.followClosing(srv.Handler)
 	return &limitedListener{Listener: ln, lim: lim}
+}
+
+type limitedConnKey struct{}
+
+// followClosing wraps h (nil: http.DefaultServeMux, as net/http serves)
+// so that a connection is marked closing once the handler has answered
+// its last request: before net/http writes the response out, so before
+// the client can have read it.
+func (lim *Limiter) followClosing(h http.Handler) http.Handler {
+	if h == nil {
+		h = http.DefaultServeMux
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r)
+		if !r.Close && !closes(w.Header()) {
+			return
+		}
+		if lc, ok := r.Context().Value(limitedConnKey{}).(*limitedConn); ok {
+			lim.markClosing(lc)
+		}
+	})
+}
+
+// closes reports whether a response header says "Connection: close".
+func closes(h http.Header) bool {
+	for _, v := range h["Connection"] {
+		for _, tok := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(tok), "close") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (lim *Limiter) markClosing(c *limitedConn) {
+	lim.mu.Lock()
+	defer lim.mu.Unlock()
+	if !c.released && !c.closing {
+		c.closing = true
+		lim.closing[c.src]++
+	}
+}
+
+// fullLocked reports whether src may open no more connections: it holds
+// limit that are not closing, or twice limit in all.
+func (lim *Limiter) fullLocked(src netip.Addr, limit int) bool {
+	n := lim.bySrc[src]
+	return n-lim.closing[src] >= limit || n >= 2*limit
 }
 
 // Open returns how many connections are open, and how many the source
@@ -180,9 +250,9 @@ func (lim *Limiter) admit(c net.Conn) *limitedConn {
 	reason := -1
 	lim.mu.Lock()
 	switch {
-	case unknown && (lim.bySrc[src] >= perSource || lim.unknown.Len() >= lim.l.UnknownTotal):
+	case unknown && (lim.fullLocked(src, perSource) || lim.unknown.Len() >= lim.l.UnknownTotal):
 		reason = refusedUnknown
-	case !exempt && lim.bySrc[src] >= perSource:
+	case !exempt && lim.fullLocked(src, perSource):
 		reason = refusedPerSource
 	default:
 		evict = lim.pressureLocked(!unknown)
@@ -287,13 +357,21 @@ func (lim *Limiter) releaseLocked(c *limitedConn) {
 		c.unknownElem = nil
 	}
 	lim.total--
-	if n := lim.bySrc[c.src] - 1; n > 0 {
-		lim.bySrc[c.src] = n
-	} else {
-		delete(lim.bySrc, c.src)
+	decrement(lim.bySrc, c.src)
+	if c.closing {
+		decrement(lim.closing, c.src)
 	}
 	if m := lim.l.Metrics; m != nil {
 		m.conns.Add(-1)
+	}
+}
+
+// decrement counts src out of m, deleting it at zero.
+func decrement(m map[netip.Addr]int, src netip.Addr) {
+	if n := m[src] - 1; n > 0 {
+		m[src] = n
+	} else {
+		delete(m, src)
 	}
 }
 
@@ -306,6 +384,7 @@ type limitedConn struct {
 	elem        *list.Element // in lim.idle while idle
 	unknownElem *list.Element // in lim.unknown for an unknown source
 	idleSince   time.Time
+	closing     bool // its last response is written (Limiter.followClosing)
 	released    bool
 }
 
@@ -313,10 +392,13 @@ type limitedConn struct {
 // set on the socket).
 func (c *limitedConn) NetConn() net.Conn { return c.Conn }
 
+// Close counts c out before it closes the socket: the peer sees the close
+// as soon as the socket is closed and may connect again at once (a crawl
+// reading each response to the server's close), and that newcomer must
+// not find c still holding the source's place.
 func (c *limitedConn) Close() error {
-	err := c.Conn.Close()
 	c.lim.release(c)
-	return err
+	return c.Conn.Close()
 }
 
 // sourceOf is the connection's remote address, unmapped.

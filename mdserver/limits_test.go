@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"slices"
 	"strings"
@@ -347,5 +348,109 @@ func TestUnknownSourcesCannotFillTheLimit(t *testing.T) {
 	}
 	if open, _ := lim.Open(netip.Addr{}); open > total {
 		t.Errorf("%d connections open; the limit is %d", open, total)
+	}
+}
+
+// TestConnectionCountedOutBeforeTheClientSeesItClose: a client that reads
+// each response to the server's close and connects again at once (a
+// crawl with a connection per request, 32 at a time against a limit of
+// 32) sees the close as soon as the socket is closed, so its next
+// connection can be accepted before the server's Close returns. Counted
+// out after the socket was closed, the old connection still held the
+// source's last place and the newcomer was reset: 2–18 of ~100,000
+// connections in such a storm. Here the client's reconnect runs inside
+// the socket's Close, the moment it can see it.
+func TestConnectionCountedOutBeforeTheClientSeesItClose(t *testing.T) {
+	const perSource = 2
+	m := NewMetrics()
+	lim := NewLimiter(Limits{PerSource: perSource, Total: 64, Metrics: m})
+	src := netip.MustParseAddr("192.0.2.7")
+	var held []*limitedConn
+	for range perSource {
+		lc := lim.admit(&closeHookConn{src: src})
+		if lc == nil {
+			t.Fatal("a connection under the limit was refused")
+		}
+		held = append(held, lc)
+	}
+	var again *limitedConn
+	held[0].Conn.(*closeHookConn).onClose = func() {
+		again = lim.admit(&closeHookConn{src: src})
+	}
+	held[0].Close()
+	if again == nil {
+		t.Fatalf("the client's next connection, made when it saw its previous one close, was reset (refused per source: %d)", m.connsRefused[refusedPerSource].Load())
+	}
+	if _, n := lim.Open(src); n != perSource {
+		t.Errorf("the source holds %d connections, want %d", n, perSource)
+	}
+}
+
+// closeHookConn is an accepted connection from src whose Close runs
+// onClose: what the peer does once it sees the socket close.
+type closeHookConn struct {
+	net.Conn // nil: only the methods below are used
+	src      netip.Addr
+	onClose  func()
+}
+
+func (c *closeHookConn) RemoteAddr() net.Addr {
+	return net.TCPAddrFromAddrPort(netip.AddrPortFrom(c.src, 40000))
+}
+
+func (c *closeHookConn) Close() error {
+	if c.onClose != nil {
+		c.onClose()
+	}
+	return nil
+}
+
+// TestClosingConnectionMakesRoomForTheNext: a client that asked for
+// "Connection: close" reads the response by its length and closes, then
+// connects again, while the server may not have closed its side yet: a
+// connection whose last response the handler has written no longer holds
+// a place of its source's (it still counts in Total until it closes). A
+// source's connections still closing are bounded too: they and the open
+// ones together stay under twice PerSource.
+func TestClosingConnectionMakesRoomForTheNext(t *testing.T) {
+	const perSource = 2
+	lim := NewLimiter(Limits{PerSource: perSource, Total: 64})
+	srv := NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	lim.Limit(srv, nil)
+	src := netip.MustParseAddr("192.0.2.7")
+	admit := func() *limitedConn { return lim.admit(&closeHookConn{src: src}) }
+	// serveLast has the server answer c's last request, as net/http calls
+	// the handler for it: the client asked to close.
+	serveLast := func(c *limitedConn) {
+		ctx := context.Background()
+		if srv.ConnContext != nil {
+			ctx = srv.ConnContext(ctx, c)
+		}
+		r := httptest.NewRequestWithContext(ctx, "GET", "/latest/meta-data/instance-id", nil)
+		r.Close = true
+		srv.Handler.ServeHTTP(httptest.NewRecorder(), r)
+	}
+	first, second := admit(), admit()
+	serveLast(first)
+	third := admit()
+	if third == nil {
+		t.Fatal("the client's next connection, made when it had read its previous one's last response, was reset")
+	}
+	serveLast(second)
+	fourth := admit()
+	if fourth == nil {
+		t.Fatal("a second connection after a closing one was reset")
+	}
+	if admit() != nil {
+		t.Errorf("a connection was admitted beside %d open ones (not closing)", perSource)
+	}
+	serveLast(third)
+	serveLast(fourth)
+	if admit() != nil {
+		t.Errorf("a connection was admitted beyond twice PerSource (%d), all of them closing", 2*perSource)
+	}
+	first.Close()
+	if admit() == nil {
+		t.Error("a connection closed did not make room")
 	}
 }

@@ -6,6 +6,7 @@
 //	go run ./bench/mdserver -mode keepalive -n 100000  # the same with Go's client
 //	go run ./bench/mdserver -mode storm -vms 1000      # cloud-init boot storm
 //	go run ./bench/mdserver -mode startup -vminit BIN  # vminit serve's start-up on 100,000 spec files
+//	go run ./bench/mdserver -mode onesource -requests 100000 -concurrency 32  # resets under the per-source limit
 //
 // To profile the server without the load generator in the same process,
 // run "-mode serve -cpuprofile FILE" and point "-mode storm -md ADDR -bare
@@ -38,11 +39,11 @@ import (
 var stop = func() {}
 
 func main() {
-	mode := flag.String("mode", "serve", "serve (for wrk), keepalive, storm or startup")
+	mode := flag.String("mode", "serve", "serve (for wrk), keepalive, storm, startup or onesource")
 	n := flag.Int("n", 100000, "instances loaded")
 	vms := flag.Int("vms", 1000, "VMs in the boot storm")
 	conc := flag.Int("concurrency", 32, "VMs crawling at the same time in the storm; connections in keepalive")
-	requests := flag.Int("requests", 200000, "requests per target in keepalive")
+	requests := flag.Int("requests", 200000, "requests per target in keepalive; connections in onesource")
 	logTo := flag.String("log", "json", "audit log: json (formatted, written to io.Discard) or none")
 	mdAddr := flag.String("md", "", "storm: an mdserver already serving (from -mode serve) instead of one in this process")
 	bareAddr := flag.String("bare", "", "storm: the bare server already serving, with -md (none: only the mdserver is stormed)")
@@ -74,6 +75,12 @@ func main() {
 	ctx := context.Background()
 	if *mode == "startup" {
 		if err := startup(*vminit, *n, *rounds); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
+	if *mode == "onesource" {
+		if err := oneSource(client, *requests, *conc); err != nil {
 			log.Fatal(err)
 		}
 		return
@@ -136,7 +143,7 @@ func main() {
 		fmt.Printf("heap after the storm: %.1f MiB (%d instances loaded, %d rendered)\n", float64(ms.HeapAlloc)/(1<<20), *n, *vms)
 		printMetrics(m, true)
 	default:
-		log.Fatalf("-mode %q: want serve, keepalive, storm or startup", *mode)
+		log.Fatalf("-mode %q: want serve, keepalive, storm, startup or onesource", *mode)
 	}
 }
 
