@@ -1,7 +1,7 @@
 # vminit's two commands for a fresh machine are in README.md:
 #   go run ./cmd/vminit build examples/ubuntu-server/instance.yaml -o seed.iso
 #   make test
-.PHONY: test test-tools check unit bench fuzz generate dist
+.PHONY: test test-tools check unit bench fuzz generate dist image
 
 GO ?= go
 # The release targets: make dist builds each, make check cross-compiles
@@ -30,13 +30,18 @@ check:
 	@for t in $(DIST_TARGETS); do \
 	  echo "== $$t: go build -trimpath (the release's flags; test helpers and benchmarks are Linux-only)"; \
 	  export GOOS=$${t%/*} GOARCH=$${t#*/} CGO_ENABLED=0 GOFLAGS=; \
-	  $(GO) build -trimpath $$($(GO) list ./... | grep -v -e /internal/testing/ -e /bench/) || exit 1; \
+	  $(GO) build -trimpath $$($(GO) list -f '{{if .GoFiles}}{{.ImportPath}}{{end}}' ./... | grep -v -e /internal/testing/ -e /bench/) || exit 1; \
 	done
 
 # Release artefacts into dist/: the binaries of ./cmd/... for every
-# target, a .deb per Linux architecture, SHA256SUMS (internal/tools/release).
+# target, a .deb per Linux architecture, the OCI image archive
+# dist/vminit-image.tar (and its digest), SHA256SUMS (internal/tools/release).
 dist:
 	$(GO) run ./internal/tools/release -out dist -targets "$(DIST_TARGETS)"
+
+# The image (and the Linux binaries and .debs) alone: dist/vminit-image.tar.
+image:
+	$(GO) run ./internal/tools/release -out dist -targets "linux/amd64 linux/arm64"
 
 # The CRD and DeepCopy methods derived from kube/api (controller-gen,
 # pinned in the script); check fails when they are stale.

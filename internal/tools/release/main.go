@@ -1,7 +1,8 @@
 // Command release builds vminit's release artefacts into a directory
 // (make dist): every main package under ./cmd for each target, stripped
 // and version-stamped; a Debian package per Linux architecture holding the
-// binary, the systemd unit, shell completions and man pages; SHA256SUMS.
+// binary, the systemd unit, shell completions and man pages; an OCI image
+// archive of the Linux programs for amd64 and arm64; SHA256SUMS.
 //
 // Everything is a function of the commit: the version, commit and date
 // come from git (the commit's date, never the clock), builds use
@@ -9,7 +10,7 @@
 // runs at one commit write the same bytes.
 //
 // It lives under internal/tools so that its build-time libraries (nfpm,
-// cobra/doc) are never linked into the programs it builds.
+// cobra/doc, go-containerregistry) are never linked into the programs it builds.
 //
 //	go run ./internal/tools/release -out dist -targets "linux/amd64 darwin/arm64"
 package main
@@ -61,6 +62,13 @@ func run(ctx context.Context, repo, out string, targets []string) error {
 			return err
 		}
 		files = append(files, artefact{name: "vminit", goos: "linux", goarch: b.goarch, file: deb})
+	}
+	img, err := writeImage(out, st, bins)
+	if err != nil {
+		return err
+	}
+	if img != "" {
+		files = append(files, artefact{name: "vminit-image", file: img})
 	}
 	return writeSums(out, files)
 }

@@ -22,8 +22,9 @@ const repo = "../../.."
 var distTargets = []string{"linux/amd64", "linux/arm64"}
 
 // TestDist builds the release twice and checks that the artefacts are the
-// same bytes, that SHA256SUMS verifies, that the binary names its version,
-// commit and date, and that the .deb holds and installs what it should.
+// same bytes (so the image's digest is stable), that SHA256SUMS verifies,
+// that the binary names its version, commit and date, that the .deb holds
+// and installs what it should, and that the image is what it should be.
 func TestDist(t *testing.T) {
 	dpkgDeb := testtools.Require(t, "dpkg-deb")
 	ctx := context.Background()
@@ -51,6 +52,7 @@ func TestDist(t *testing.T) {
 	}
 	checkDebContents(t, dpkgDeb, debs[0], st)
 	installDeb(t, debs[0], st)
+	checkImage(t, a, st)
 }
 
 // sameFiles fails unless directories a and b hold the same names with the
