@@ -2,13 +2,13 @@ package cloudinit
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/vminit/vminit/internal/lib/lazyre"
 	"github.com/vminit/vminit/internal/lib/yaml11"
 )
 
@@ -229,7 +229,7 @@ func parseMergeString(s string) ([]mergerSpec, error) {
 }
 
 // mergeNameRE is mergers.NAME_MTCH.
-var mergeNameRE = regexp.MustCompile(`^([a-zA-Z_][A-Za-z0-9_]*)\((.*?)\)$`)
+var mergeNameRE = lazyre.New(`^([a-zA-Z_][A-Za-z0-9_]*)\((.*?)\)$`)
 
 // merger is one of cloud-init's three merger classes.
 type merger struct {

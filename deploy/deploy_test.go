@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/vminit/vminit/internal/app/cli"
+	"github.com/vminit/vminit/internal/app/controllercmd"
 )
 
 type object struct {
@@ -44,6 +46,7 @@ type object struct {
 				Containers                    []struct {
 					Name      string   `yaml:"name"`
 					Image     string   `yaml:"image"`
+					Command   []string `yaml:"command"`
 					Args      []string `yaml:"args"`
 					Lifecycle struct {
 						PreStop struct {
@@ -174,7 +177,7 @@ func TestManifests(t *testing.T) {
 					}
 				}
 				for _, c := range ps.Containers {
-					if c.Image == "" || len(c.Args) == 0 || (c.Args[0] != "serve" && c.Args[0] != "controller") {
+					if c.Image == "" || len(c.Args) == 0 {
 						t.Errorf("%s: container %s: image %q args %v", f, c.Name, c.Image, c.Args)
 					}
 					sc := c.SecurityContext
@@ -186,7 +189,7 @@ func TestManifests(t *testing.T) {
 							t.Errorf("%s: mount %s has no volume", f, m.Name)
 						}
 					}
-					shutdown := commandFlags(t, f+": "+c.Name, c.Args)
+					shutdown := commandFlags(t, f+": "+c.Name, append(c.Command, c.Args...))
 					grace := 30 * time.Second // Kubernetes' default
 					if g := ps.TerminationGracePeriodSeconds; g != nil {
 						grace = time.Duration(*g) * time.Second
@@ -311,15 +314,21 @@ func TestSystemdUnit(t *testing.T) {
 	}
 }
 
-// commandFlags parses args as `vminit serve` (or `vminit controller`)
-// does, so that a misspelt or removed flag fails here rather than at
-// deployment, and returns the shutdown timeout they set (serve's).
-func commandFlags(t *testing.T, where string, args []string) time.Duration {
+// commandFlags parses a command line (a container's command and args:
+// vminit's arguments when it names no command) as `vminit serve` or
+// vminit-controller does, so that a misspelt or removed flag fails here
+// rather than at deployment, and returns the shutdown timeout they set
+// (serve's).
+func commandFlags(t *testing.T, where string, line []string) time.Duration {
 	t.Helper()
-	cmd, rest, err := cli.NewRootCommand().Find(args)
-	if err != nil || (cmd.Name() != "serve" && cmd.Name() != "controller") {
-		t.Errorf("%s: %v is not a serve or controller command line (%v)", where, args, err)
-		return 0
+	cmd, rest := controllercmd.New(), line[min(1, len(line)):]
+	if len(line) == 0 || path.Base(line[0]) != "vminit-controller" {
+		var err error
+		cmd, rest, err = cli.NewRootCommand().Find(line)
+		if err != nil || cmd.Name() != "serve" {
+			t.Errorf("%s: %v is not a serve or vminit-controller command line (%v)", where, line, err)
+			return 0
+		}
 	}
 	if err := cmd.ParseFlags(rest); err != nil {
 		t.Errorf("%s: %v", where, err)

@@ -85,6 +85,17 @@ func TestPackages(t *testing.T) {
 	}
 }
 
+// TestMetaDataNotIgnored: meta-data is no part of a config, and the
+// drives that carry one carry it (delivery.Seed: KubeVirt's Ignition
+// config drive, whose instance_id and instance_type Afterburn reads), so
+// it alone is no warning.
+func TestMetaDataNotIgnored(t *testing.T) {
+	inst := specFrom(t, "spec:\n  cloudInit:\n    metaData: {instance_type: u1.small}\n")
+	if res, err := Render(inst, Options{Strict: true}); err != nil || len(res.Warnings) != 0 {
+		t.Errorf("metaData: %v %v", res, err)
+	}
+}
+
 func TestCloudInitIgnored(t *testing.T) {
 	inst := specFrom(t, "spec:\n  cloudInit:\n    userData: \"#cloud-config\\nruncmd: [ls]\\n\"\n    metaData: {region: x}\n")
 	res, err := Render(inst, Options{})

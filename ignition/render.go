@@ -267,8 +267,10 @@ func (r *renderer) build() types.Config {
 	if len(s.Packages) > 0 {
 		r.unsupported("spec.packages", "Ignition cannot install packages; layer them with rpm-ostree (Fedora CoreOS, RHCOS) or a systemd-sysext image (Flatcar)")
 	}
+	// Meta-data is no part of a config: the drives that carry one carry
+	// it too (delivery.Seed), where Afterburn reads it.
 	ci := &s.CloudInit
-	if ci.UserData != "" || ci.VendorData != "" || len(ci.MetaData) > 0 {
+	if ci.UserData != "" || ci.VendorData != "" {
 		r.warn("spec.cloudInit", "cloud-init data has no meaning to Ignition and is left out; express it with the spec's own fields or spec.ignition")
 	}
 	return cfg

@@ -309,7 +309,9 @@ func (r *renderer) children() []child {
 	ig := r.inst.Spec.Ignition
 	var out []child
 	if strings.TrimSpace(ig.Config) != "" {
-		out = append(out, child{"spec.ignition.config", []byte(ig.Config)})
+		if c, ok := r.userConfig(ig.Config); ok {
+			out = append(out, c)
+		}
 	}
 	if strings.TrimSpace(ig.Butane) != "" {
 		if c, ok := r.butane(ig.Butane); ok {
@@ -322,10 +324,28 @@ func (r *renderer) children() []child {
 		case err != nil:
 			r.errs.Add(c.field, "%v%s", err, reportSuffix(rpt))
 		case v.Major != 3 || v.PreRelease != "" || v360.LessThan(v):
-			r.errs.Add(c.field, "Ignition spec %s: want a stable 3.x version, 3.0.0 to 3.6.0 (translate 2.x configs with ign-converter)", v)
+			r.errs.Add(c.field, "Ignition spec %s: want a stable 3.x version, 3.0.0 to 3.6.0 (or 2.x, translated to 3.0.0)", v)
 		}
 	}
 	return out
+}
+
+// userConfig is spec.ignition.config, a spec 2.x config translated to
+// spec 3.0.0 first (Upgrade, as the KubeVirt and oVirt importers do):
+// Ignition itself translates 2.x configs at boot, and RHCOS before 4.6
+// and Cluster API's kubeadm bootstrap write them.
+func (r *renderer) userConfig(cfg string) (child, bool) {
+	const field = "spec.ignition.config"
+	raw := []byte(cfg)
+	if v, _, err := util.GetConfigVersion(raw); err != nil || v.Major != 2 {
+		return child{field, raw}, true // a problem is children's to report
+	}
+	up, _, err := Upgrade(raw)
+	if err != nil {
+		r.errs.Add(field, "%v", err)
+		return child{}, false
+	}
+	return child{field, up}, true
 }
 
 // butane translates spec.ignition.butane, reporting its problems.
@@ -341,8 +361,10 @@ func (r *renderer) butane(doc string) (child, bool) {
 	var variant struct {
 		Variant string `yaml:"variant"`
 	}
+	var files butaneFiles
 	if err == nil {
 		head.Decode(&variant) // a problem is Butane's to report, below
+		head.Decode(&files)
 	}
 	if want := map[string]Variant{"fcos": FCOS, "openshift": RHCOS, "flatcar": Flatcar}[variant.Variant]; want != "" && want != r.opts.Variant {
 		r.warn(field, "Butane variant %q is meant for %s guests, and this config is for %s", variant.Variant, want, r.opts.Variant)
@@ -352,6 +374,7 @@ func (r *renderer) butane(doc string) (child, bool) {
 		TranslateOptions: common.TranslateOptions{FilesDir: r.opts.FilesDir},
 		Raw:              true,
 	})
+	rpt = files.emptied(rpt)
 	r.report(field, rpt)
 	switch {
 	case err != nil && !rpt.IsFatal():
@@ -360,6 +383,40 @@ func (r *renderer) butane(doc string) (child, bool) {
 		return child{field, out}, true
 	}
 	return child{}, false
+}
+
+// butaneFiles are the files of a Butane document, to tell a typo that
+// empties one.
+type butaneFiles struct {
+	Storage struct {
+		Files []struct {
+			Path     string         `yaml:"path"`
+			Contents map[string]any `yaml:"contents"`
+		} `yaml:"files"`
+	} `yaml:"storage"`
+}
+
+// emptied makes an error of Butane's "unused key" warning inside a file's
+// contents ($.storage.files.N.contents.inlin) when the file has no other
+// content source: the typo would leave the file empty on the guest.
+func (f butaneFiles) emptied(rpt report.Report) report.Report {
+	for i, e := range rpt.Entries {
+		p := e.Context.Path
+		if e.Kind != report.Warn || len(p) != 5 || p[0] != "storage" || p[1] != "files" || p[3] != "contents" {
+			continue
+		}
+		n, ok := p[2].(int)
+		if !ok || n < 0 || n >= len(f.Storage.Files) {
+			continue
+		}
+		file := f.Storage.Files[n]
+		if file.Contents["inline"] != nil || file.Contents["local"] != nil || file.Contents["source"] != nil {
+			continue
+		}
+		rpt.Entries[i].Kind = report.Error
+		rpt.Entries[i].Message += fmt.Sprintf(": %s would be empty (contents takes inline, local or source)", file.Path)
+	}
+	return rpt
 }
 
 // butaneError words Butane's errors, which may carry the YAML position.

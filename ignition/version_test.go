@@ -130,7 +130,7 @@ func TestUserConfigVersion(t *testing.T) {
 func TestUserConfigErrors(t *testing.T) {
 	for _, c := range []struct{ name, config, want string }{
 		{"experimental", `{"ignition":{"version":"3.7.0-experimental"}}`, "spec.ignition.config: Ignition spec 3.7.0-experimental: want a stable 3.x version"},
-		{"spec 2", `{"ignition":{"version":"2.3.0"}}`, "translate 2.x configs with ign-converter"},
+		{"spec 2 beyond spec 3", `{"ignition":{"version":"2.3.0"},"networkd":{"units":[{"name":"a.network","contents":"x"}]}}`, "spec.ignition.config: the spec 2.3.0 config cannot be translated to spec 3"},
 		{"invalid", `{"ignition":{"version":"3.3.0"},"storage":{"files":[{"path":"relative"}]}}`, "spec.ignition.config: line 1 col 61: path not absolute ($.storage.files.0.path)"},
 		{"not JSON", `{"ignition": `, "spec.ignition.config: "},
 		{"a file through the generated link", `{"ignition":{"version":"3.0.0"},"storage":{"files":[{"path":"/etc/localtime/x"}]}}`, "spec.ignition: merged with the generated config, it does not validate"},

@@ -5,11 +5,11 @@ import (
 	"maps"
 	"net"
 	"net/netip"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/vminit/vminit/internal/lib/lazyre"
 	"github.com/vminit/vminit/spec"
 )
 
@@ -54,7 +54,7 @@ func interfaces(n *spec.Network) []*iface {
 	return out
 }
 
-var bondNumRE = regexp.MustCompile(`^bond(0|[1-9][0-9]{0,8})$`)
+var bondNumRE = lazyre.New(`^bond(0|[1-9][0-9]{0,8})$`)
 
 // bondNumber returns N for an ID "bondN".
 func bondNumber(id string) (int, bool) {

@@ -183,7 +183,6 @@ var onPurpose = map[string]string{
 	"random instance-id": "a bare VMI without a firmware UUID gets a new random instance-id from virt-launcher at every start, so cloud-init re-runs first boot; vminit gives it the id the VM controller would persist (CalculateLegacyUUID of the name)",
 	"one key per line":   "KubeVirt passes each Secret value as one public-keys entry, so a value holding several keys authorises a broken first key only (kubevirt/kubevirt#17489); vminit passes one entry per line",
 	"ignition hostname":  "vminit's Ignition config writes the VM's host name to /etc/hostname, which KubeVirt leaves to meta-data that Ignition does not read",
-	"ignition meta-data": "vminit's Ignition drives carry the meta-data every vminit seed has (uuid, name, hostname, launch_index, public_keys): what Afterburn, their only reader, reads is uuid, hostname, instance_type and public_keys (coreos/afterburn src/providers/kubevirt/cloudconfig.rs); instance_id is not written",
 	"openstack shape":    "vminit's ConfigDrive meta_data.json also carries OpenStack's name and launch_index, which cloud-init's ConfigDrive reader knows",
 }
 
@@ -503,6 +502,43 @@ func compareKubeVirt(t *testing.T, want *kvDelivery, got *seed.Seed) {
 		t.Fatalf("%s: %v", metaPath, err)
 	}
 	compareMeta(t, want, meta, ignition)
+	if ignition {
+		compareAfterburn(t, want.meta, meta)
+	}
+}
+
+// compareAfterburn compares what Afterburn, the reader of an Ignition
+// guest's meta-data, makes of vminit's meta-data and of KubeVirt's: its
+// kubevirt provider's attributes and SSH keys.
+func compareAfterburn(t *testing.T, kv, ours map[string]any) {
+	t.Helper()
+	want, got := afterburnKubeVirt(kv), afterburnKubeVirt(ours)
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Afterburn reads %v from vminit's meta-data, %v from KubeVirt's", got, want)
+	}
+}
+
+// afterburnKubeVirt is what Afterburn's kubevirt provider reads from
+// meta-data (coreos/afterburn src/providers/kubevirt/cloudconfig.rs,
+// MetaData and attributes): the instance id from instance-id or else
+// uuid, the host name from hostname or else local-hostname, the
+// instance_type, and the public_keys' values; "" for what is missing,
+// which fails its attributes.
+func afterburnKubeVirt(md map[string]any) map[string]string {
+	first := func(keys ...string) string {
+		for _, k := range keys {
+			if v, ok := md[k].(string); ok {
+				return v
+			}
+		}
+		return ""
+	}
+	return map[string]string{
+		"AFTERBURN_KUBEVIRT_INSTANCE_ID":   first("instance-id", "uuid"),
+		"AFTERBURN_KUBEVIRT_HOSTNAME":      first("hostname", "local-hostname"),
+		"AFTERBURN_KUBEVIRT_INSTANCE_TYPE": first("instance_type"),
+		"ssh keys":                         strings.Join(keyLines(md["public_keys"]), "\n"),
+	}
 }
 
 // compareMeta compares each meta-data field KubeVirt writes, and wants no
@@ -518,9 +554,6 @@ func compareMeta(t *testing.T, want *kvDelivery, got map[string]any, ignition bo
 		case k == "public-keys" || k == "public_keys":
 			w, g = keyLines(w), keyLines(g)
 			t.Logf("on purpose: %s: %s", k, onPurpose["one key per line"])
-		case ignition && k == "instance_id":
-			t.Logf("on purpose: %s: %s", k, onPurpose["ignition meta-data"])
-			continue
 		}
 		if !ok || !reflect.DeepEqual(fmt.Sprint(g), fmt.Sprint(w)) {
 			t.Errorf("meta-data %s: %v, KubeVirt %v", k, g, w)

@@ -30,5 +30,7 @@
 // by spec.Parse, so building the converted spec gives the same bytes as
 // building the platform object (the corpus test checks every object that
 // builds); Result.Locate names the object's field for problems found in
-// the instance later, by a check or a renderer.
+// the instance later, by a check or a renderer. Scopes says which objects
+// each option of Options concerns, so that a command refuses a flag given
+// for objects it would do nothing for (Unconcerned).
 package platform

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"regexp"
 	"strconv"
 	"strings"
 
@@ -14,6 +13,7 @@ import (
 	kjson "sigs.k8s.io/json"
 	kyaml "sigs.k8s.io/yaml"
 
+	"github.com/vminit/vminit/internal/lib/lazyre"
 	"github.com/vminit/vminit/internal/lib/yamlbound"
 	"github.com/vminit/vminit/spec"
 )
@@ -84,8 +84,8 @@ func objectName(kind, name string) string {
 // problem that keeps it from being parsed (a syntax error): the kind at
 // the top level, the name one level down (metadata's).
 var (
-	kindRE = regexp.MustCompile(`(?m)^kind:[ \t]*["']?([A-Za-z0-9]+)["']?[ \t]*(?:#.*)?$`)
-	nameRE = regexp.MustCompile(`(?m)^metadata:[ \t]*\n(?:[ \t]+.*\n|[ \t]*\n)*?[ \t]+name:[ \t]*["']?([A-Za-z0-9._-]+)["']?[ \t]*(?:#.*)?$`)
+	kindRE = lazyre.New(`(?m)^kind:[ \t]*["']?([A-Za-z0-9]+)["']?[ \t]*(?:#.*)?$`)
+	nameRE = lazyre.New(`(?m)^metadata:[ \t]*\n(?:[ \t]+.*\n|[ \t]*\n)*?[ \t]+name:[ \t]*["']?([A-Za-z0-9._-]+)["']?[ \t]*(?:#.*)?$`)
 )
 
 // guessObject names the object whose text does not parse, from its text.
@@ -215,7 +215,7 @@ func parseYAML(file string, line int, chunk []byte) (*Document, error) {
 	return d, nil
 }
 
-var yamlLineRE = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
+var yamlLineRE = lazyre.New(`^(?:yaml: )?line (\d+): (.*)$`)
 
 func (d *Document) syntaxError(err error) error {
 	msg := err.Error()
@@ -494,7 +494,7 @@ func (d *Document) Decode(v any) error {
 	return nil
 }
 
-var strictRE = regexp.MustCompile(`^(unknown|duplicate) field "(.*)"$`)
+var strictRE = lazyre.New(`^(unknown|duplicate) field "(.*)"$`)
 
 func (d *Document) strictError(err error) *spec.FieldError {
 	if m := strictRE.FindStringSubmatch(err.Error()); m != nil {

@@ -1,6 +1,7 @@
 package platform
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -75,6 +76,100 @@ type Options struct {
 	Object string
 }
 
+// Scope is the objects an option of Options concerns, by the flag that
+// sets it. Given for an input holding none of them, the option would do
+// nothing, and whoever passed it expects it to act: Unconcerned says so.
+type Scope struct {
+	// Flag is the command-line flag: "--machine".
+	Flag string
+	// For names the objects the option concerns, for messages.
+	For      string
+	concerns func(*Document) bool
+}
+
+// capiObjects is what Cluster API's options concern.
+const capiObjects = "a Cluster API KubeadmConfig, KubeadmConfigTemplate, KubeadmControlPlane or KubeadmControlPlaneTemplate"
+
+// Scopes is the one table of the options that concern some objects only
+// (Namespace, Resolver and Object concern every one): every command and
+// platform goes by it.
+var Scopes = []Scope{
+	{"--machine", capiObjects, isCAPI},
+	{"--bootstrap-token", capiObjects, isCAPI},
+	{"--control-plane-endpoint", capiObjects, isCAPI},
+	{"--ca-cert-hash", capiObjects, isCAPI},
+	{"--kubernetes-version", capiObjects, isCAPI},
+	{"--pool-index", "a KubeVirt VirtualMachinePool (which member), a StatefulSet of Virtlet pods (which ordinal) or a Cluster API KubeadmControlPlane(Template) (which machine)", isPool},
+	{"--password-salt", "an oVirt VM body (its initialization.root_password)", isOVirt},
+	{"--name", "an oVirt body that names no VM (a start action, whose VM is named in the URL)", func(d *Document) bool {
+		return isOVirt(d) && !strings.Contains(d.Object(), "/")
+	}},
+}
+
+// ownerKind is the kind of the object d is as its file writes it: a
+// workload's for the pod template it holds (Document.Object).
+func ownerKind(d *Document) string {
+	k, _, _ := strings.Cut(d.Object(), "/")
+	return k
+}
+
+func isCAPI(d *Document) bool {
+	switch d.Kind {
+	case "KubeadmConfig", "KubeadmConfigTemplate", "KubeadmControlPlane", "KubeadmControlPlaneTemplate":
+		return strings.Contains(d.APIVersion, ".cluster.x-k8s.io/")
+	}
+	return false
+}
+
+func isPool(d *Document) bool {
+	switch {
+	case d.Kind == "VirtualMachinePool", ownerKind(d) == "StatefulSet":
+		return true
+	}
+	return isCAPI(d) && strings.HasPrefix(d.Kind, "KubeadmControlPlane")
+}
+
+// isOVirt reports whether d, converted, is an oVirt REST body: XML, or
+// the JSON of neither apiVersion nor kind that only oVirt's reader takes.
+func isOVirt(d *Document) bool {
+	return d.Format == XML || d.APIVersion == "" && d.Kind == ""
+}
+
+// Unconcerned returns a problem for each of flags (those given, spelled
+// as in Scopes) whose option concerns none of results, naming the flag,
+// what it concerns and each input read; others name the inputs read
+// beside them that are no platform objects ("instance.yaml (a vminit
+// spec)"), which no scoped option concerns. An option that concerns one
+// object of several (a file validated whole) is no problem: the others do
+// not read it.
+func Unconcerned(flags []string, results []*Result, others []string) []string {
+	var problems []string
+	for _, s := range Scopes {
+		if !slices.Contains(flags, s.Flag) || slices.ContainsFunc(results, s.concernsResult) {
+			continue
+		}
+		read := slices.Clone(others)
+		for _, r := range results {
+			read = append(read, r.described())
+		}
+		problems = append(problems, fmt.Sprintf("%s concerns %s only, and nothing read is one: %s; it would do nothing, so it is refused",
+			s.Flag, s.For, strings.Join(read, "; ")))
+	}
+	return problems
+}
+
+func (s Scope) concernsResult(r *Result) bool {
+	return r.Doc != nil && s.concerns(r.Doc)
+}
+
+// described names the object r came from: KIND/NAME at FILE:LINE.
+func (r *Result) described() string {
+	if r.Doc == nil {
+		return r.Object
+	}
+	return fmt.Sprintf("%s at %s (%s)", cmp.Or(r.Doc.Object(), "a document"), r.Where, r.Object)
+}
+
 // NamespaceOf returns the namespace of an object that names ns.
 func (o Options) NamespaceOf(ns string) string {
 	if ns != "" {
@@ -117,6 +212,9 @@ type Result struct {
 	// the pod it holds) and Where its place ("vm.yaml:3"), when
 	// convert.Documents read it from a file of several.
 	Key, Where string
+	// Doc is the document converted (a workload's pod template), when
+	// convert.Documents read it: what Unconcerned asks Scopes about.
+	Doc *Document
 
 	// builder, when the Result came from Builder.Finish, places problems
 	// found in Instance later (Locate).
@@ -127,17 +225,23 @@ type Result struct {
 // (by a check or a renderer: those name vminit's spec fields and no file),
 // the object's field it came from, its line and the object, as the
 // conversion names its own problems. Problems already placed in a file
-// are kept.
+// are kept; those the conversion already warned of (Builder.WarnCause:
+// the same spec field and cause) are dropped, so that each is said once,
+// in the platform's terms.
 func (r *Result) Locate(es spec.Errors) spec.Errors {
 	if r == nil || r.builder == nil {
 		return es
 	}
-	out := make(spec.Errors, len(es))
-	for i, e := range es {
-		out[i] = e
-		if e.File == "" && e.Line == 0 {
-			out[i] = r.builder.translate(e)
-			out[i].Cause = e.Cause
+	out := make(spec.Errors, 0, len(es))
+	for _, e := range es {
+		switch {
+		case r.builder.warnedOf(e): // said by the conversion
+		case e.File == "" && e.Line == 0:
+			t := r.builder.translate(e)
+			t.Cause = e.Cause
+			out = append(out, t)
+		default:
+			out = append(out, e)
 		}
 	}
 	return out
@@ -153,6 +257,13 @@ type Builder struct {
 	Warnings []string
 	errs     spec.Errors
 	origins  [][2]string // spec path prefix, object path
+	// causes are the problems warned of by WarnCause: spec field, cause.
+	causes []fieldCause
+}
+
+type fieldCause struct {
+	field string
+	cause error
 }
 
 // NewBuilder starts converting doc into an instance named name.
@@ -219,6 +330,22 @@ func (b *Builder) textProblem(path string, line, col int, msg string) *spec.Fiel
 // Warnf records a warning about the object's field at path.
 func (b *Builder) Warnf(path, format string, args ...any) {
 	b.Warnings = append(b.Warnings, fmt.Sprintf("%s: %s", b.Doc.Where(path), fmt.Sprintf(format, args...)))
+}
+
+// WarnCause records, as Warnf, a warning about the object's field at path
+// that is, in the instance, the problem cause with the spec field
+// specPath: a check that finds it there later says the same without the
+// platform's terms, and Result.Locate drops that.
+func (b *Builder) WarnCause(specPath string, cause error, path, format string, args ...any) {
+	b.Warnf(path, format, args...)
+	b.causes = append(b.causes, fieldCause{specPath, cause})
+}
+
+// warnedOf reports whether e is a problem WarnCause has warned of.
+func (b *Builder) warnedOf(e *spec.FieldError) bool {
+	return slices.ContainsFunc(b.causes, func(c fieldCause) bool {
+		return e.Field == c.field && errors.Is(e, c.cause)
+	})
 }
 
 // From records that the spec field specPath (and what is under it) came

@@ -209,7 +209,7 @@ func (r *Result) userData(inst *spec.Instance, lenient bool) {
 		}
 	}
 	if ci := &inst.Spec.CloudInit; ci.UserDataOnly && errors.Is(cloudinit.CheckUserData([]byte(ci.UserData)), cloudinit.ErrIgnored) {
-		r.Warnings = append(r.Warnings, &spec.FieldError{Field: "spec.cloudInit.userData",
+		r.Warnings = append(r.Warnings, &spec.FieldError{Field: "spec.cloudInit.userData", Cause: cloudinit.ErrIgnored,
 			Message: cloudinit.ErrIgnored.Error() + "; delivered as given (userDataOnly), as the platform that wrote it delivers it: start it with #cloud-config or #! to have it run"})
 	}
 	over, err := cloudinit.Overrides(inst)

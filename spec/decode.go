@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -21,6 +20,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/vminit/vminit/internal/lib/inputfile"
+	"github.com/vminit/vminit/internal/lib/lazyre"
 	"github.com/vminit/vminit/internal/lib/yamlbound"
 )
 
@@ -117,7 +117,9 @@ func parseCareful(data []byte) (*yaml.Node, error) {
 	root := new(yaml.Node)
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(root); err != nil && err != io.EOF {
-		return nil, Errors{syntaxError(err)}
+		fe := syntaxError(err)
+		fe.Line = breakingLine(data, fe)
+		return nil, Errors{fe}
 	}
 	// yaml.v3 reads the first document of a stream and would drop
 	// the others without a word; a spec file holds one Instance.
@@ -585,7 +587,7 @@ func boundError(err error) *FieldError {
 	return syntaxError(err)
 }
 
-var lineRE = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
+var lineRE = lazyre.New(`^(?:yaml: )?line (\d+): (.*)$`)
 
 func syntaxError(err error) *FieldError {
 	msg := err.Error()
@@ -594,6 +596,38 @@ func syntaxError(err error) *FieldError {
 		return &FieldError{Line: l, Message: "YAML syntax: " + m[2]}
 	}
 	return &FieldError{Message: strings.TrimPrefix(msg, "yaml: ")}
+}
+
+// breakingLine is the line that breaks a document yaml.v3 refused with fe.
+// yaml.v3 names the line where the enclosing block starts ("did not find
+// expected key" on a mapping's first line), not the line that broke it,
+// often an indentation several lines down. The shortest prefix of the
+// document, in whole lines, that fails with the same message ends with
+// that line. The search is bounded (lines and bytes parsed): past the
+// bound, yaml.v3's line stays.
+func breakingLine(data []byte, fe *FieldError) int {
+	const maxLines, maxBytes = 200, 8 << 20
+	if fe.Line < 1 {
+		return fe.Line
+	}
+	// end[n] is the length of the document's first n lines.
+	end := []int{0}
+	for i, c := range data {
+		if c == '\n' {
+			end = append(end, i+1)
+		}
+	}
+	end = append(end, len(data))
+	parsed := 0
+	for n := fe.Line; n < len(end) && n < fe.Line+maxLines && parsed < maxBytes; n++ {
+		var node yaml.Node
+		err := yaml.Unmarshal(data[:end[n]], &node)
+		parsed += end[n]
+		if err != nil && syntaxError(err).Message == fe.Message {
+			return n
+		}
+	}
+	return fe.Line
 }
 
 // typeError turns one of yaml.v3's "line N: cannot unmarshal …" messages
@@ -618,7 +652,7 @@ func typeError(msg string, pos *Positions) *FieldError {
 	return &FieldError{Line: l, Field: field, Message: text}
 }
 
-var unmarshalRE = regexp.MustCompile("^cannot unmarshal !!(\\w+) (?:`(.*)` )?into (.+)$")
+var unmarshalRE = lazyre.New("^cannot unmarshal !!(\\w+) (?:`(.*)` )?into (.+)$")
 
 func yamlKindName(tag string) string {
 	switch tag {

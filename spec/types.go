@@ -174,8 +174,10 @@ type File struct {
 	Append bool `yaml:"append,omitempty" json:"append,omitempty"`
 
 	// data is the resolved content (after base64 decoding or reading
-	// Source.File), filled by Load.
-	data []byte
+	// Source.File), filled by Load. The tag keeps it out of Kubernetes
+	// objects: apimachinery's unstructured converter, unlike
+	// encoding/json, walks unexported fields too.
+	data []byte `json:"-"`
 }
 
 // Data returns the file's resolved content. It is valid after Load or

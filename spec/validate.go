@@ -5,7 +5,6 @@ import (
 	"maps"
 	"net/netip"
 	"path"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -14,18 +13,19 @@ import (
 	"github.com/coreos/go-systemd/v22/unit"
 	"golang.org/x/crypto/ssh"
 
+	"github.com/vminit/vminit/internal/lib/lazyre"
 	"github.com/vminit/vminit/internal/lib/yamlbound"
 )
 
 var (
-	ownerRE    = regexp.MustCompile(`^([a-z_][a-z0-9_-]*\$?)?(:[a-z_][a-z0-9_-]*\$?)?$`)
-	cryptRE    = regexp.MustCompile(`^\$(1|2[abxy]|5|6|y|gy|7|sha1|md5)\$[./A-Za-z0-9$=,+-]+$`)
-	unitRE     = regexp.MustCompile(`^[A-Za-z0-9:_.\\@-]+\.(service|socket|timer|mount|automount|target|path|slice|swap|device|scope)$`)
-	dropinRE   = regexp.MustCompile(`^[A-Za-z0-9:_.@-]+\.conf$`)
-	tzRE       = regexp.MustCompile(`^[A-Za-z0-9_+-]+(/[A-Za-z0-9_+-]+)*$`)
-	ifnameRE   = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,15}$`)
-	fstypeRE   = regexp.MustCompile(`^[a-z0-9_.-]+$`)
-	packageRE  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9+._:~=*-]*$`)
+	ownerRE    = lazyre.New(`^([a-z_][a-z0-9_-]*\$?)?(:[a-z_][a-z0-9_-]*\$?)?$`)
+	cryptRE    = lazyre.New(`^\$(1|2[abxy]|5|6|y|gy|7|sha1|md5)\$[./A-Za-z0-9$=,+-]+$`)
+	unitRE     = lazyre.New(`^[A-Za-z0-9:_.\\@-]+\.(service|socket|timer|mount|automount|target|path|slice|swap|device|scope)$`)
+	dropinRE   = lazyre.New(`^[A-Za-z0-9:_.@-]+\.conf$`)
+	tzRE       = lazyre.New(`^[A-Za-z0-9_+-]+(/[A-Za-z0-9_+-]+)*$`)
+	ifnameRE   = lazyre.New(`^[A-Za-z0-9_.:-]{1,15}$`)
+	fstypeRE   = lazyre.New(`^[a-z0-9_.-]+$`)
+	packageRE  = lazyre.New(`^[A-Za-z0-9][A-Za-z0-9+._:~=*-]*$`)
 	bondModes  = []string{"balance-rr", "active-backup", "balance-xor", "broadcast", "802.3ad", "balance-tlb", "balance-alb"}
 	reservedMD = map[string]string{
 		"instance-id":    "set spec.instanceID",
@@ -774,7 +774,7 @@ func validateInterface(c *ErrorList, f string, in *Interface) {
 // six colon-separated octets. netplan takes no other, and QEMU no dotted
 // form; Go's net.ParseMAC would also let 5254.0012.3456 and
 // 52-54-00-12-34-56 through, to fail in the guest or in QEMU.
-var reMAC = regexp.MustCompile(`^[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){5}$`)
+var reMAC = lazyre.New(`^[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){5}$`)
 
 // checkMAC validates a 48-bit MAC address and returns it in canonical
 // lowercase colon form.

@@ -88,7 +88,9 @@ func readCacheFile(path string) ([]byte, error) {
 	return io.ReadAll(f)
 }
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+// castagnoli is built on first use: a store opened with a cache needs it,
+// every other vminit run would pay for it at init.
+var castagnoli = sync.OnceValue(func() *crc32.Table { return crc32.MakeTable(crc32.Castagnoli) })
 
 // readCache loads a cache file written for dir by this build. A missing
 // file is no cache and no error. With checked, a cache written by a store
@@ -110,7 +112,7 @@ func readCache(path, dir string, checked bool) (map[string]cached, error) {
 		return nil, errors.New("not a cache file of this version")
 	}
 	body, sum := data[:len(data)-4], binary.LittleEndian.Uint32(data[len(data)-4:])
-	if crc32.Checksum(body, castagnoli) != sum {
+	if crc32.Checksum(body, castagnoli()) != sum {
 		return nil, errors.New("checksum mismatch")
 	}
 	r := &cacheReader{b: body[len(cacheMagic):]}
@@ -227,7 +229,7 @@ func writeCache(path, dir string, checked bool, items []cacheItem, verified map[
 	}
 	written := 0
 	err = atomicfile.Write(path, 0o600, func(w io.Writer) error {
-		sum := crc32.New(castagnoli)
+		sum := crc32.New(castagnoli())
 		bw := bufio.NewWriterSize(io.MultiWriter(w, sum), 1<<20)
 		var num [8]byte
 		u64 := func(v uint64) {

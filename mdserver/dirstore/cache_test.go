@@ -264,7 +264,7 @@ func FuzzCache(f *testing.F) {
 		b = append(b, dir...)
 		b = binary.LittleEndian.AppendUint64(b, flagChecked)
 		b = append(b, body...)
-		return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+		return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli()))
 	}
 	entry := func(name, rev, inst string) []byte {
 		var b []byte

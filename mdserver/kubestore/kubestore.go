@@ -28,7 +28,7 @@
 // beat the addresses specs list; a spec's addresses count only inside
 // the networks Config.Addresses gives its namespace; equal claims serve
 // nobody. The answer does not depend on the order the objects arrive in,
-// so replicas agree, and the controller (`vminit controller`) reports it
+// so replicas agree, and the controller (vminit-controller) reports it
 // in the Served condition with the same Claims.
 //
 // Put and Delete write Instance objects (in Config.Namespace) and return
@@ -194,6 +194,14 @@ func (s *Store) watch(ctx context.Context, gvr schema.GroupVersionResource, ns s
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 			w, err := client.Watch(ctx, opts)
+			if err != nil && ctx.Err() != nil {
+				// Cut by Close: a watch that ends with the context, not an
+				// error, which the Reflector would log as "Failed to watch
+				// ... context canceled" after every short-lived store (a
+				// one-shot command closes its store while the watch that
+				// follows the list is still on its way).
+				return watch.NewFake(), nil
+			}
 			s.noteErr(gvr, err)
 			return w, err
 		},

@@ -3,7 +3,6 @@ package capi
 import (
 	"cmp"
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 
@@ -11,6 +10,7 @@ import (
 	butanecommon "github.com/coreos/butane/config/common"
 	"gopkg.in/yaml.v3"
 
+	"github.com/vminit/vminit/internal/lib/lazyre"
 	"github.com/vminit/vminit/internal/lib/yamlbound"
 	"github.com/vminit/vminit/spec"
 )
@@ -297,7 +297,7 @@ func (x *clcConv) enable(_ string, v *yaml.Node, out *yaml.Node) {
 	out.Content = append(out.Content, str("enabled"), v)
 }
 
-var sizeUnits = regexp.MustCompile(`^([0-9]+)\s*([KMGTPE]?)(i?B?)$`)
+var sizeUnits = lazyre.New(`^([0-9]+)\s*([KMGTPE]?)(i?B?)$`)
 
 // mib is a partition size or start in bytes with a binary unit ("1GiB"),
 // as the transpiler reads them, in MiB.

@@ -3,11 +3,11 @@ package capi
 import (
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 
 	"github.com/vminit/vminit/cloudinit"
+	"github.com/vminit/vminit/internal/lib/lazyre"
 	"github.com/vminit/vminit/platform"
 	"github.com/vminit/vminit/spec"
 )
@@ -27,7 +27,7 @@ const JinjaHeader = "## template: jinja\n"
 //
 // The name must start the tag or follow a blank or an operator: Helm's
 // {{ .Values.region }} reads no instance data.
-var instanceData = regexp.MustCompile(`\{[{%][-+]?\s*(?:[^}%]*[\s(\[,=<>+*/~!-])?(ds|v1|v2|merged_cfg|sys_info|local_hostname|instance_id|cloud_name|cloud_id|cloud_platform|availability_zone|region|platform|subplatform|distro|distro_release|distro_version|kernel_release|machine|python_version|public_ssh_keys|system_platform|variant)\b`)
+var instanceData = lazyre.New(`\{[{%][-+]?\s*(?:[^}%]*[\s(\[,=<>+*/~!-])?(ds|v1|v2|merged_cfg|sys_info|local_hostname|instance_id|cloud_name|cloud_id|cloud_platform|availability_zone|region|platform|subplatform|distro|distro_release|distro_version|kernel_release|machine|python_version|public_ssh_keys|system_platform|variant)\b`)
 
 // jinja finds the object's Jinja: when a string of its KubeadmConfig spec
 // reads cloud-init's instance data, the user data must keep CABPK's
@@ -67,7 +67,7 @@ func (c *conv) jinja() {
 }
 
 // dsMetaData matches a read of the datasource's meta-data in Jinja.
-var dsMetaData = regexp.MustCompile(`\bds\.meta_data\.([A-Za-z0-9_]+)`)
+var dsMetaData = lazyre.New(`\bds\.meta_data\.([A-Za-z0-9_]+)`)
 
 // The keys of ds.meta_data (hyphens read as underscores) on each seed
 // vminit writes: NoCloud's meta-data file, ConfigDrive's meta_data.json.
@@ -242,7 +242,7 @@ func jinjaProblem(text string) (line, col int, msg string) {
 var (
 	blockTags  = []string{"if", "for", "macro", "call", "filter", "block", "with", "autoescape"}
 	simpleTags = []string{"set", "include", "import", "from", "extends", "do", "break", "continue"}
-	endRaw     = regexp.MustCompile(`\{%[-+]?\s*endraw\s*[-+]?%\}`)
+	endRaw     = lazyre.New(`\{%[-+]?\s*endraw\s*[-+]?%\}`)
 )
 
 // nextTag is the index of the next "{{", "{%" or "{#" at or after i, or -1.

@@ -3,11 +3,12 @@ package capi
 import (
 	"cmp"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 
 	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+
+	"github.com/vminit/vminit/internal/lib/lazyre"
 )
 
 // initializes reports whether the machine built runs kubeadm init, as
@@ -81,7 +82,7 @@ func (c *conv) controlPlaneMachine() bool {
 }
 
 // bootstrapTokenFormat is kubeadm's bootstrap token: ID.SECRET.
-var bootstrapTokenFormat = regexp.MustCompile(`^[a-z0-9]{6}\.[a-z0-9]{16}$`)
+var bootstrapTokenFormat = lazyre.New(`^[a-z0-9]{6}\.[a-z0-9]{16}$`)
 
 // joinDefaults gives a joining machine's configuration the discovery
 // CABPK gives it (reconcileDiscovery): a discovery file is kept as

@@ -2,6 +2,11 @@
 // readers, through client-go: Load reads a kubeconfig as kubectl does, and
 // Resolver finds the Secrets and ConfigMaps platform objects refer to
 // (platform/refs finds those given as documents).
+//
+// It reads through client-go's dynamic client, never the typed clientset:
+// the clientset registers every built-in API group at init, which every
+// run of the vminit command would pay for (docs/benchmarks.md, "Whole
+// process").
 package cluster
 
 import (
@@ -9,9 +14,12 @@ import (
 	"errors"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -22,12 +30,12 @@ import (
 
 // Resolver reads Secrets and ConfigMaps from a cluster.
 type Resolver struct {
-	client corev1client.CoreV1Interface
+	client dynamic.Interface
 }
 
 // New returns a Resolver for the cluster cfg points at.
 func New(cfg *rest.Config) (*Resolver, error) {
-	c, err := corev1client.NewForConfig(cfg)
+	c, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -68,25 +76,35 @@ func Load(kubeconfig, context string) (*rest.Config, string, error) {
 func (r *Resolver) Data(ctx context.Context, kind, ns, name string) (map[string][]byte, error) {
 	switch kind {
 	case platform.KindSecret:
-		s, err := r.client.Secrets(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return nil, wrap(err)
+		var s corev1.Secret
+		if err := r.get(ctx, "secrets", ns, name, &s); err != nil {
+			return nil, err
 		}
-		return refs.SecretData(s), nil
+		return refs.SecretData(&s), nil
 	case platform.KindConfigMap:
-		cm, err := r.client.ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return nil, wrap(err)
+		var cm corev1.ConfigMap
+		if err := r.get(ctx, "configmaps", ns, name, &cm); err != nil {
+			return nil, err
 		}
-		return refs.ConfigMapData(cm), nil
+		return refs.ConfigMapData(&cm), nil
 	}
 	return nil, fmt.Errorf("cluster: unknown kind %q", kind)
 }
 
-func wrap(err error) error {
-	if err == nil {
-		return nil
+// get reads the core/v1 object ns/name of resource into obj (the
+// converter decodes a Secret's base64 data as the typed client would).
+func (r *Resolver) get(ctx context.Context, resource, ns, name string, obj any) error {
+	u, err := r.client.Resource(schema.GroupVersionResource{Version: "v1", Resource: resource}).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return wrap(err)
 	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, obj); err != nil {
+		return fmt.Errorf("%s %s/%s: %w", resource, ns, name, err)
+	}
+	return nil
+}
+
+func wrap(err error) error {
 	if apierrors.IsNotFound(err) {
 		return errors.Join(platform.ErrNotFound, err)
 	}

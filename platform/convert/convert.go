@@ -7,6 +7,7 @@
 package convert
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -101,7 +102,8 @@ func Documents(ctx context.Context, docs []*platform.Document, opts platform.Opt
 			return nil, err
 		}
 		r.Warnings = append(r.Warnings, s.skipNotes()...)
-		r.Key, r.Where = o.key, fmt.Sprintf("%s:%d", o.doc.File, o.doc.LineOf("kind"))
+		// An oVirt body has no kind: its place is its first line.
+		r.Key, r.Where, r.Doc = o.key, fmt.Sprintf("%s:%d", o.doc.File, cmp.Or(o.doc.LineOf("kind"), o.doc.Line)), o.doc
 		out = append(out, r)
 	}
 	if len(errs) > 0 {

@@ -2,18 +2,18 @@ package convert
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/vminit/vminit/internal/lib/lazyre"
 	"github.com/vminit/vminit/platform"
 	"github.com/vminit/vminit/spec"
 )
 
 // templateVariable matches a clusterctl (or envsubst) variable, ${NAME} or
 // ${NAME:=default}, as cluster templates are published.
-var templateVariable = regexp.MustCompile(`\$\{[A-Za-z_][A-Za-z0-9_]*(?::?[-=+?][^}]*)?\}`)
+var templateVariable = lazyre.New(`\$\{[A-Za-z_][A-Za-z0-9_]*(?::?[-=+?][^}]*)?\}`)
 
 // nameProblem is the error of a Kubernetes object whose metadata.name the
 // API server would refuse (a DNS subdomain, RFC 1123), or nil. The name

@@ -56,6 +56,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"strings"
 
 	"github.com/google/uuid"
@@ -71,6 +72,10 @@ import (
 	"github.com/vminit/vminit/spec"
 )
 
+// SysprepLabel is the volume label of a sysprep answer-file disc, as
+// virt-launcher makes it.
+const SysprepLabel = "unattendCD"
+
 // The annotations KubeVirt reads on a VMI.
 const (
 	AnnotationIgnition            = "kubevirt.io/ignitiondata"
@@ -82,7 +87,6 @@ const (
 	annotationPrefix    = "metadata.annotations"
 	inlineLimit         = 2048 // KubeVirt's cloudInitUserMaxLen and cloudInitNetworkMaxLen
 	maxHostname         = 63
-	sysprepLabel        = "unattendCD"
 	legacyUUIDNamespace = "6a1a24a1-4061-4607-8bf4-a3963d0c5895"
 )
 
@@ -363,6 +367,9 @@ func (m *vmi) cloudInit(ctx context.Context, b *platform.Builder, c *cloudInit, 
 		ud = gunzip(b, path, ud)
 		if ignition.LooksLikeConfig(ud) {
 			m.ignitionUserData(b, c, path, ud, udFrom, ndOK)
+			// The drive's meta-data as virt-launcher writes it beside
+			// any user data: Afterburn reads it (instance_type among it).
+			m.metaData(b, c)
 			return
 		}
 	}
@@ -416,7 +423,7 @@ func (m *vmi) warnIgnored(b *platform.Builder, from dataFrom, ud string) {
 		return
 	}
 	first, _, _ := strings.Cut(strings.TrimSpace(ud), "\n")
-	b.Warnf(from.path, "%s: KubeVirt delivers this as the user-data file, and so does vminit, but cloud-init ignores it%s: its first line %q is no #cloud-config, #! or other part header cloud-init knows (cloud-init 22.4 logs it as unhandled text/x-not-multipart); start it with #cloud-config or #! to have it run",
+	b.WarnCause("spec.cloudInit.userData", cloudinit.ErrIgnored, from.path, "%s: KubeVirt delivers this as the user-data file, and so does vminit, but cloud-init ignores it%s: its first line %q is no #cloud-config, #! or other part header cloud-init knows (cloud-init 22.4 logs it as unhandled text/x-not-multipart); start it with #cloud-config or #! to have it run",
 		object(b.Doc, m), from.what, first)
 }
 
@@ -660,8 +667,8 @@ func (m *vmi) sysprep(ctx context.Context, b *platform.Builder, opts platform.Op
 			b.Err(p, withKubeVirt(err))
 			return nil
 		}
-		disc := &seed.Seed{Datasource: "sysprep", Label: sysprepLabel}
-		answer, badKeys := "", false
+		disc := &seed.Seed{Datasource: "sysprep", Label: SysprepLabel}
+		answer, badKeys := "", false // an answer file's key
 		for _, k := range src.Keys() {
 			// Each key names a file on the disc, by the rule every
 			// medium applies; said here, it names the object and key.
@@ -671,7 +678,7 @@ func (m *vmi) sysprep(ctx context.Context, b *platform.Builder, opts platform.Op
 				continue
 			}
 			disc.Files = append(disc.Files, seed.File{Path: k, Data: src.Data[k]})
-			if strings.EqualFold(k, "autounattend.xml") || strings.EqualFold(k, "unattend.xml") {
+			if isAnswerFile(k) {
 				answer = k
 				if err := wellFormed(src.Data[k]); err != nil {
 					b.Errorf(p, "%s %q: %s is not well-formed XML: KubeVirt delivers it unchecked, and Windows setup would stop on it: %v", src.Kind, src.Name, k, err)
@@ -686,6 +693,42 @@ func (m *vmi) sysprep(ctx context.Context, b *platform.Builder, opts platform.Op
 			return nil
 		}
 		return disc
+	}
+	return nil
+}
+
+// isAnswerFile reports whether a sysprep disc's file is an answer file
+// Windows setup reads (virt-launcher wants one of them).
+func isAnswerFile(name string) bool {
+	return strings.EqualFold(name, "autounattend.xml") || strings.EqualFold(name, "unattend.xml")
+}
+
+// CheckSysprepDisc checks a sysprep disc's files (fsys, its root) as
+// virt-launcher and Windows setup read them: an autounattend.xml or
+// unattend.xml, well-formed.
+func CheckSysprepDisc(fsys fs.FS) error {
+	entries, err := fs.ReadDir(fsys, ".")
+	if err != nil {
+		return err
+	}
+	var names []string
+	answers := 0
+	for _, e := range entries {
+		names = append(names, e.Name())
+		if e.IsDir() || !isAnswerFile(e.Name()) {
+			continue
+		}
+		answers++
+		data, err := fs.ReadFile(fsys, e.Name())
+		if err != nil {
+			return err
+		}
+		if err := wellFormed(data); err != nil {
+			return fmt.Errorf("%s is not well-formed XML: Windows setup would stop on it: %v", e.Name(), err)
+		}
+	}
+	if answers == 0 {
+		return fmt.Errorf("no autounattend.xml or unattend.xml (the disc has %s): Windows setup would find no answer file", strings.Join(names, ", "))
 	}
 	return nil
 }

@@ -79,6 +79,13 @@ func TestCloudInitVolumes(t *testing.T) {
 					t.Errorf("ignition config %s", s.Ignition.Config)
 				}
 			}},
+		// virt-launcher writes the drive's meta-data whatever the user
+		// data: Afterburn reads its instance_type (and hostname, uuid).
+		{Name: "configDrive Ignition with an instancetype", Doc: strings.Replace(vm("volumes:\n- name: ci\n  cloudInitConfigDrive:\n    userData: '"+ignJSON+"'\n"), "spec:\n  template:", "spec:\n  instancetype: {name: u1.medium}\n  template:", 1),
+			Check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
+				platformtest.Eq(t, "agent", s.Agent, spec.AgentIgnition)
+				platformtest.Eq(t, "metaData", s.CloudInit.MetaData, map[string]any{"instance_id": "vm-1.ns", "instance_type": "u1.medium"})
+			}},
 		{Name: "configDrive userDataBase64 Ignition", Doc: vm("volumes:\n- name: ci\n  cloudInitConfigDrive:\n    userDataBase64: " + base64.StdEncoding.EncodeToString([]byte(ignJSON)) + "\n"),
 			Check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
 				platformtest.Eq(t, "agent", s.Agent, spec.AgentIgnition)

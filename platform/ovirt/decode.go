@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"reflect"
-	"regexp"
 	"strconv"
 	"strings"
 	"unicode"
@@ -15,6 +14,7 @@ import (
 	ovirtsdk "github.com/ovirt/go-ovirt"
 	"gopkg.in/yaml.v3"
 
+	"github.com/vminit/vminit/internal/lib/lazyre"
 	"github.com/vminit/vminit/internal/lib/yamlbound"
 	"github.com/vminit/vminit/platform"
 	"github.com/vminit/vminit/spec"
@@ -549,7 +549,7 @@ func bodyObject(root *node) string {
 }
 
 // xmlRootRE finds the root element of a body that does not parse.
-var xmlRootRE = regexp.MustCompile(`<([A-Za-z_][A-Za-z0-9_.-]*)[\s/>]`)
+var xmlRootRE = lazyre.New(`<([A-Za-z_][A-Za-z0-9_.-]*)[\s/>]`)
 
 // guessRoot names the object of a body that does not parse by its root
 // element (XML), or as the vm or action its JSON would be.

@@ -53,13 +53,13 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"regexp"
 	"strings"
 
 	"github.com/GehirnInc/crypt/sha512_crypt"
 	ovirtsdk "github.com/ovirt/go-ovirt"
 
 	"github.com/vminit/vminit/cloudinit"
+	"github.com/vminit/vminit/internal/lib/lazyre"
 	"github.com/vminit/vminit/platform"
 	"github.com/vminit/vminit/spec"
 )
@@ -78,9 +78,9 @@ func Recognizes(doc *platform.Document) bool {
 }
 
 var (
-	cryptRE = regexp.MustCompile(`^\$(1|5|6|y|gy|7|2[abxy])\$[./A-Za-z0-9$=,+-]+$`)
-	saltRE  = regexp.MustCompile(`^[./A-Za-z0-9]{1,16}$`)
-	nameRE  = regexp.MustCompile(`[^a-z0-9.-]+`)
+	cryptRE = lazyre.New(`^\$(1|5|6|y|gy|7|2[abxy])\$[./A-Za-z0-9$=,+-]+$`)
+	saltRE  = lazyre.New(`^[./A-Za-z0-9]{1,16}$`)
+	nameRE  = lazyre.New(`[^a-z0-9.-]+`)
 )
 
 // Convert converts an oVirt vm.

@@ -42,7 +42,9 @@
 //   - Virtlet flexvolumes: mounted at their mount paths (qcow2 volumes on
 //     their first partition), as systemd mount units with nofail, on the
 //     device names of Virtlet's documentation (virtio disks after the
-//     config drive: vdc, vdd, …);
+//     config drive: vdc, vdd, …); one without a type is refused, as
+//     Virtlet refuses it, and another driver's flexvolume is ignored with
+//     a note like an emptyDir (to Virtlet both are node directories);
 //   - VirtletCloudInitImageType: the datasource; VirtletForceDHCPNetworkConfig:
 //     no network configuration. Without it Virtlet described the pod's CNI
 //     result, which exists only once the pod runs; vminit leaves the
@@ -512,10 +514,15 @@ func (c *conv) volumes(ct *corev1.Container) []string {
 		case v.FlexVolume != nil && v.FlexVolume.Driver == flexvolumeDriver:
 			dev := "/dev/vd" + string(rune(firstFlexvolumeDev+flex))
 			flex++
+			// Virtlet's ScanFlexVolumes (pkg/libvirttools) assumes no type:
+			// "need to specify 'type'".
 			switch t := v.FlexVolume.Options["type"]; t {
-			case "qcow2", "":
+			case "qcow2":
 				dev += "1"
 			case "raw", "ceph":
+			case "":
+				c.b.Errorf(vp+".flexVolume.options.type", "required: Virtlet's flexvolumes are qcow2, raw or ceph, and Virtlet assumes none (%s)", virtletRefuses)
+				continue
 			default:
 				c.b.Errorf(vp+".flexVolume.options.type", "%q: Virtlet's flexvolumes are qcow2, raw or ceph (%s)", t, virtletRefuses)
 				continue
@@ -526,9 +533,10 @@ func (c *conv) volumes(ct *corev1.Container) []string {
 			}
 			lines = append(lines, fmt.Sprintf("if ! mountpoint %s; then mkdir -p %s && mount %s %s; fi",
 				spec.ShellQuote(vm.MountPath), spec.ShellQuote(vm.MountPath), dev, spec.ShellQuote(vm.MountPath)))
-		case v.FlexVolume != nil:
-			c.b.Errorf(vp+".flexVolume.driver", "%q: Virtlet mounts only its own %s", v.FlexVolume.Driver, flexvolumeDriver)
 		default:
+			// Another driver's flexvolume too: to Virtlet it is a
+			// directory on the node (GetFileSystemVolumes shares it over
+			// 9p, as an emptyDir or a hostPath).
 			c.b.Warnf(p, "ignored: only ConfigMap, Secret and Virtlet flexvolume mounts reach the VM; this volume's content is on the node")
 		}
 	}

@@ -242,16 +242,21 @@ func TestEnvAndVolumes(t *testing.T) {
 					"/etc/a/k": `0644 "v" `, "/etc/a/bin": `0644 "\x00\x01\x02" AAEC`, "/etc/b/t": `0600 "secret\n" `,
 					"/etc/c/sub/renamed": `0640 "v" `, "/etc/c/bin": `0755 "\x00\x01\x02" AAEC`})
 			}},
-		{Name: "mount problems", Doc: pod(dhcp, "volumeMounts:\n- {name: nope, mountPath: /x}\n- {name: c, mountPath: /c}\n- {name: f, mountPath: /f}\n- {name: g, mountPath: /g}\n- {name: e, mountPath: /e}\n",
-			"- name: c\n  configMap: {name: cm, items: [{key: missing, path: m}]}\n- name: f\n  flexVolume: {driver: virtlet/flexvolume_driver, options: {type: nfs}}\n- name: g\n  flexVolume: {driver: other/driver}\n- name: e\n  emptyDir: {}\n",
+		{Name: "mount problems", Doc: pod(dhcp, "volumeMounts:\n- {name: nope, mountPath: /x}\n- {name: c, mountPath: /c}\n- {name: f, mountPath: /f}\n- {name: u, mountPath: /u}\n- {name: e, mountPath: /e}\n",
+			"- name: c\n  configMap: {name: cm, items: [{key: missing, path: m}]}\n- name: f\n  flexVolume: {driver: virtlet/flexvolume_driver, options: {type: nfs}}\n- name: u\n  flexVolume: {driver: virtlet/flexvolume_driver, options: {capacity: 1024MB}}\n- name: e\n  emptyDir: {}\n",
 			object("ConfigMap", "cm", "k", "v")),
 			Errs: []string{`spec.containers[0].volumeMounts[0].name: no volume "nope" in spec.volumes`,
 				`spec.volumes[0].configMap.items[0].key: configmap "cm" in namespace "ns" has no key "missing"`,
 				`spec.volumes[1].flexVolume.options.type: "nfs": Virtlet's flexvolumes are qcow2, raw or ceph (Virtlet refuses to start the pod: its CreateContainer fails)`,
-				`spec.volumes[2].flexVolume.driver: "other/driver": Virtlet mounts only its own virtlet/flexvolume_driver`}},
-		{Name: "flexvolumes and raw devices", Doc: pod(dhcp, "volumeMounts:\n- {name: q, mountPath: /q}\n- {name: r, mountPath: /r}\n- {name: e, mountPath: /e}\nvolumeDevices:\n- {name: blk, devicePath: /dev/blk}\n",
-			"- name: q\n  flexVolume: {driver: virtlet/flexvolume_driver, options: {type: qcow2}}\n- name: r\n  flexVolume: {driver: virtlet/flexvolume_driver, options: {type: raw, path: /dev/vg/x}}\n- name: e\n  emptyDir: {}\n- name: blk\n  persistentVolumeClaim: {claimName: c}\n"),
+				// Virtlet's ScanFlexVolumes defaults no type: "need to specify 'type'".
+				`spec.volumes[2].flexVolume.options.type: required: Virtlet's flexvolumes are qcow2, raw or ceph, and Virtlet assumes none (Virtlet refuses to start the pod: its CreateContainer fails)`}},
+		{Name: "flexvolumes and raw devices", Doc: pod(dhcp, "volumeMounts:\n- {name: q, mountPath: /q}\n- {name: r, mountPath: /r}\n- {name: e, mountPath: /e}\n- {name: g, mountPath: /g}\nvolumeDevices:\n- {name: blk, devicePath: /dev/blk}\n",
+			"- name: q\n  flexVolume: {driver: virtlet/flexvolume_driver, options: {type: qcow2}}\n- name: r\n  flexVolume: {driver: virtlet/flexvolume_driver, options: {type: raw, path: /dev/vg/x}}\n- name: e\n  emptyDir: {}\n- name: blk\n  persistentVolumeClaim: {claimName: c}\n- name: g\n  flexVolume: {driver: other/driver}\n"),
+			// Another driver's flexvolume is a directory on the node to
+			// Virtlet, as an emptyDir is (GetFileSystemVolumes shares
+			// both over 9p): ignored alike, and no vdX taken.
 			Warns: []string{"spec.containers[0].volumeMounts[2]: ignored: only ConfigMap, Secret and Virtlet flexvolume mounts reach the VM",
+				"spec.containers[0].volumeMounts[3]: ignored: only ConfigMap, Secret and Virtlet flexvolume mounts reach the VM",
 				"spec.containers[0].volumeDevices: ignored: Virtlet links raw block volumes at the path the running domain gives them"},
 			Check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
 				platformtest.Eq(t, "mounts", s.Mounts, []spec.Mount{

@@ -134,7 +134,11 @@ func (f *buildFlags) run(cmd *cobra.Command, paths []string) error {
 		return err
 	}
 	if in.inst == nil {
-		// A Windows VM with only a sysprep disc: that disc is the output.
+		// A Windows VM with only a sysprep disc: that disc is the output,
+		// so a second place to write it would do nothing.
+		if f.sysprepOut != "" {
+			return usagef("--sysprep-out: %s has only a sysprep volume, which -o writes; drop --sysprep-out", in.name)
+		}
 		format, err := f.mediaFormat(out, false)
 		if err == nil {
 			err = checkTarget(out, format == media.Dir)

@@ -3,6 +3,8 @@ package cli
 import (
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"gopkg.in/yaml.v3"
@@ -10,6 +12,8 @@ import (
 	"github.com/vminit/vminit/cloudconfig"
 	"github.com/vminit/vminit/ignition"
 	"github.com/vminit/vminit/internal/lib/inputfile"
+	"github.com/vminit/vminit/platform"
+	"github.com/vminit/vminit/spec"
 )
 
 // convertFlags are `vminit convert`'s flags.
@@ -39,6 +43,10 @@ first boot), and writes the same configuration:
   every key without an Ignition equivalent is an error naming it;
   --allow-partial makes those warnings. Nothing is dropped silently.
 
+Given an Ignition config (spec 2.x or 3.x, e.g. config.ign), --to spec
+writes a spec for Ignition guests that carries it (spec.ignition.config,
+merged into what the spec renders) and --to ignition the config at spec 3.
+
 Given a KubeVirt VirtualMachine, VirtualMachineInstance or VirtualMachinePool,
 a Virtlet Pod, an oVirt vm (XML or JSON) or a Cluster API KubeadmConfig,
 KubeadmConfigTemplate or KubeadmControlPlane(Template) (--machine NAME; with
@@ -50,6 +58,7 @@ A file that does not start as cloud-init user data does (#cloud-config, #!,
 an error naming it, never user data that cloud-init would ignore.`,
 		Example: `  vminit convert user-data --to spec -o instance.yaml
   vminit convert user-data --to ignition -o config.ign
+  vminit convert config.ign --to spec -o instance.yaml
   curl -s http://169.254.169.254/latest/user-data | vminit convert - --to spec
   vminit convert vm.yaml secrets.yaml --to spec -o instance.yaml`,
 		Args: minArgs(1, "a USER-DATA file (- for standard input), or files of platform objects"),
@@ -91,6 +100,9 @@ func (f *convertFlags) run(cmd *cobra.Command, args []string) error {
 	if len(args) > 1 {
 		return usagef("want one USER-DATA file, got %d arguments", len(args))
 	}
+	if err := userDataUnconcerned(cmd, args[0]); err != nil {
+		return err
+	}
 	var data []byte
 	if args[0] == "-" {
 		data, err = io.ReadAll(io.LimitReader(cmd.InOrStdin(), cloudconfig.MaxSize+1))
@@ -111,6 +123,39 @@ func (f *convertFlags) run(cmd *cobra.Command, args []string) error {
 	return writeFile(cmd, path, perm, func(w io.Writer) error { _, err := w.Write(result); return err })
 }
 
+// userDataUnconcerned refuses the platforms' flags given for the user data
+// read from name, which they concern none of; --name names the instance
+// converted.
+func userDataUnconcerned(cmd *cobra.Command, name string) error {
+	given := slices.DeleteFunc(scopedGiven(cmd), func(f string) bool { return f == "--name" })
+	if problems := platform.Unconcerned(given, nil, []string{name + " (cloud-init user data)"}); len(problems) > 0 {
+		return usagef("%s", strings.Join(problems, "\n"))
+	}
+	return nil
+}
+
+// convertIgnition converts an Ignition config: --to spec gives a spec for
+// Ignition guests that carries it (spec.ignition.config, merged into what
+// the spec renders), --to ignition the config at spec 3 (a 2.x config
+// translated, as Ignition does at boot).
+func (f *convertFlags) convertIgnition(name string, data []byte, instName string) ([]byte, error) {
+	up, _, err := ignition.Upgrade(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if f.to == "ignition" {
+		return up, nil
+	}
+	if instName == "" {
+		instName = "instance"
+	}
+	inst := spec.Instance{APIVersion: spec.APIVersion, Kind: spec.Kind}
+	inst.Metadata.Name = instName
+	inst.Spec.Agent = spec.AgentIgnition
+	inst.Spec.Ignition.Config = string(data)
+	return yaml.Marshal(&inst)
+}
+
 func (f *convertFlags) ignitionOptions() ignition.Options {
 	return ignition.Options{Variant: ignition.Variant(f.variant), Version: f.version, AllowPartial: f.allowPartial}
 }
@@ -118,6 +163,9 @@ func (f *convertFlags) ignitionOptions() ignition.Options {
 // convertUserData converts the user data read from name to a spec or an
 // Ignition config, and prints the warnings of both steps.
 func (f *convertFlags) convertUserData(cmd *cobra.Command, name string, data []byte, opts cloudconfig.Options) ([]byte, error) {
+	if isIgnitionConfig(data) {
+		return f.convertIgnition(name, data, opts.Name)
+	}
 	inst, warnings, err := cloudconfig.ToSpec(data, opts)
 	for _, w := range warnings {
 		fmt.Fprintf(cmd.ErrOrStderr(), "vminit: warning: %s\n", w)

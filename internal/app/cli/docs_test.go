@@ -3,26 +3,33 @@ package cli
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"io"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/vminit/vminit/internal/testing/testtools"
 )
 
 // repoRoot is the repository, seen from this package's directory.
 const repoRoot = "../../.."
 
 // TestDocsCommands runs every vminit command that README.md and docs/*.md
-// show in a shell block, in order, in a directory holding the examples, so
-// that the documentation and the flags cannot drift apart. Commands that
-// start a server or talk to one (serve, instances), and lines that pipe or
-// write outside the directory, are parsed only: their command and every
-// flag must exist. A command is expected to succeed unless its line ends
-// with "# exits N".
+// show in a shell block, in order, in a copy of the repository (as a
+// reader runs them from the root of a clone), so that the documentation,
+// the example files and the flags cannot drift apart. The commands of
+// notRun and serveNotRun, and lines that pipe or write outside the copy,
+// are parsed only (their command and every flag must exist), for the
+// reasons those give. A command is expected to succeed unless its line
+// ends with "# exits N".
 func TestDocsCommands(t *testing.T) {
 	pages, _ := filepath.Glob(filepath.Join(repoRoot, "docs", "*.md"))
 	sub, _ := filepath.Glob(filepath.Join(repoRoot, "docs", "*", "*.md"))
@@ -107,21 +114,13 @@ func shellLines(t *testing.T, page string) []docLine {
 	return out
 }
 
-// docsFixture is a directory with the examples and the files the pages'
-// commands name.
+// docsFixture is a copy of the repository (its files, without .git): the
+// pages' commands run as a reader runs them from the root of a clone,
+// with its files and its directories (an output named seed/ meets the
+// seed package there).
 func docsFixture(t *testing.T) string {
 	dir := t.TempDir()
-	copyTree(t, filepath.Join(repoRoot, "examples"), filepath.Join(dir, "examples"))
-	copyTree(t, filepath.Join(repoRoot, "examples", "ubuntu-server"), dir) // instance.yaml and files/
-	copyTree(t, filepath.Join(repoRoot, "platform", "testdata"), filepath.Join(dir, "platform", "testdata"))
-	for name, content := range map[string]string{
-		"user-data":  "#cloud-config\nhostname: web-1\nruncmd: [echo hi]\n",
-		"web-1.yaml": "apiVersion: vminit.dev/v1alpha1\nkind: Instance\nmetadata: {name: web-1}\n",
-	} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	copyTree(t, repoRoot, dir)
 	return dir
 }
 
@@ -132,6 +131,9 @@ func copyTree(t *testing.T, from, to string) {
 		}
 		rel, _ := filepath.Rel(from, p)
 		dst := filepath.Join(to, rel)
+		if d.IsDir() && d.Name() == ".git" {
+			return filepath.SkipDir
+		}
 		if d.IsDir() {
 			return os.MkdirAll(dst, 0o755)
 		}
@@ -146,10 +148,73 @@ func copyTree(t *testing.T, from, to string) {
 	}
 }
 
-// parseOnly are commands that serve, need a server or a cluster, print
-// a script, or boot a disk image (run: the pages name images a reader
-// downloads).
-var parseOnly = map[string]bool{"serve": true, "instances": true, "controller": true, "completion": true, "run": true}
+// notRun are the commands the test parses (the command and every flag
+// must exist) but does not run, and why. A serve line runs when it can
+// here (runServeLine); lines that pipe or write outside the directory are
+// parsed only too.
+var notRun = map[string]string{
+	"run":       "boots a downloaded cloud image under QEMU, for minutes",
+	"instances": "needs a server's admin API or a cluster (TestInstances and TestInstancesKubeconfig run them)",
+}
+
+// serveNotRun says why a serve line cannot run here, or "" when it can:
+// it listens on loopback only and reads a spec directory of the copy.
+func serveNotRun(args []string) string {
+	for i, a := range args {
+		switch {
+		case a == "..." || a == "--kubernetes" || strings.HasPrefix(a, "--etcd-"):
+			return "needs a cluster or etcd, or elides flags"
+		case filepath.IsAbs(a):
+			return "reads files of an installed host (" + a + ")"
+		case strings.HasSuffix(a, "listen") && i+1 < len(args) && !isLoopback(args[i+1]):
+			return "listens on " + args[i+1] + ", an address only root (and an added address) can have"
+		}
+	}
+	return ""
+}
+
+// adminAddressed reports whether an instances line says where its
+// instances are: a cluster, or an admin server and its token.
+func adminAddressed(args []string) bool {
+	has := func(flag string) bool {
+		return slices.ContainsFunc(args, func(a string) bool { return a == flag || strings.HasPrefix(a, flag+"=") })
+	}
+	return has("--kubeconfig") || has("--server") && has("--token-file")
+}
+
+// runServeLine starts a serve line, waits until it listens and stops it.
+// The loopback ports become 0: a port the line names may be taken on
+// the machine running the tests.
+func runServeLine(t *testing.T, l docLine, args []string) {
+	t.Helper()
+	args = slices.Clone(args)
+	for i := range args {
+		if strings.HasSuffix(args[i], "listen") && i+1 < len(args) {
+			host, _, _ := net.SplitHostPort(args[i+1])
+			args[i+1] = net.JoinHostPort(host, "0")
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	root := NewRootCommand()
+	stderr := &testtools.SyncBuffer{}
+	root.SetErr(stderr)
+	root.SetArgs(append(args, "--log-format", "text"))
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx) }()
+	for !strings.Contains(stderr.String(), "msg=listening") {
+		select {
+		case err := <-done:
+			t.Errorf("line %d: %s: stopped before listening: %v\n%s", l.line, l.text, err, stderr)
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("line %d: %s: %v\n%s", l.line, l.text, err, stderr)
+	}
+}
 
 func runDocLine(t *testing.T, l docLine) {
 	t.Helper()
@@ -182,7 +247,14 @@ func runDocLine(t *testing.T, l docLine) {
 		}
 	}
 	outside := filepath.IsAbs(stdout) || filepath.IsAbs(stdin)
-	if len(args) == 0 || parseOnly[args[0]] || piped || outside {
+	if len(args) > 0 && args[0] == "serve" && !piped && !outside && serveNotRun(args) == "" {
+		runServeLine(t, l, args)
+		return
+	}
+	if len(args) > 0 && args[0] == "instances" && !adminAddressed(args) {
+		t.Errorf("line %d: %s: names neither --kubeconfig nor --server and --token-file: a reader's shell has no server", l.line, l.text)
+	}
+	if len(args) == 0 || notRun[args[0]] != "" || args[0] == "serve" || piped || outside {
 		root := NewRootCommand()
 		root.InitDefaultCompletionCmd()
 		cmd, rest, err := root.Find(args)

@@ -5,7 +5,6 @@ import (
 	"io"
 	"maps"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -13,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/vminit/vminit/internal/lib/inputfile"
+	"github.com/vminit/vminit/internal/lib/lazyre"
 	"github.com/vminit/vminit/platform"
 	"github.com/vminit/vminit/platform/capi"
 	"github.com/vminit/vminit/platform/cluster"
@@ -167,7 +167,7 @@ func (f *inputFlags) load(cmd *cobra.Command, paths []string) ([]*specInput, err
 		if f.object != "" {
 			return nil, usagef("--object %s: the files hold no platform objects", f.object)
 		}
-		return out, nil
+		return out, unconcerned(cmd, out)
 	}
 	opts := platform.Options{Namespace: f.namespace, PasswordSalt: f.passwordSalt, KubernetesVersion: f.kubernetesVersion, PoolIndex: f.poolIndex, Name: f.name, Object: f.object,
 		Machine: f.machine, BootstrapToken: f.bootstrapToken, ControlPlaneEndpoint: f.controlPlaneEndpoint, CACertHashes: f.caCertHashes,
@@ -192,19 +192,62 @@ func (f *inputFlags) load(cmd *cobra.Command, paths []string) ([]*specInput, err
 	if err != nil {
 		return nil, err
 	}
+	for _, r := range results {
+		out = append(out, &specInput{inst: r.Instance, name: r.Object, result: r})
+	}
+	if err := unconcerned(cmd, out); err != nil {
+		return nil, err
+	}
+	printConversionWarnings(cmd, results)
+	return out, nil
+}
+
+// printConversionWarnings prints the conversions' warnings, each once:
+// each VM of a file carries the notes of the documents skipped beside it.
+func printConversionWarnings(cmd *cobra.Command, results []*platform.Result) {
 	warned := map[string]bool{}
 	for _, r := range results {
 		for _, w := range r.Warnings {
-			// Once: each VM of a file carries the notes of the documents
-			// skipped beside it.
 			if !warned[w] {
 				warned[w] = true
 				fmt.Fprintf(cmd.ErrOrStderr(), "vminit: warning: %s\n", w)
 			}
 		}
-		out = append(out, &specInput{inst: r.Instance, name: r.Object, result: r})
 	}
-	return out, nil
+}
+
+// scopedGiven returns the flags given whose options concern some objects
+// only (platform.Scopes).
+func scopedGiven(cmd *cobra.Command) []string {
+	var given []string
+	for _, s := range platform.Scopes {
+		if fl := cmd.Flags().Lookup(strings.TrimPrefix(s.Flag, "--")); fl != nil && fl.Changed {
+			given = append(given, s.Flag)
+		}
+	}
+	return given
+}
+
+// unconcerned refuses the flags given whose options concern none of the
+// inputs read (platform.Scopes): the user expects them to act.
+func unconcerned(cmd *cobra.Command, in []*specInput) error {
+	given := scopedGiven(cmd)
+	if len(given) == 0 {
+		return nil
+	}
+	var results []*platform.Result
+	var specs []string
+	for _, i := range in {
+		if i.result != nil {
+			results = append(results, i.result)
+		} else {
+			specs = append(specs, i.name+" (a vminit spec)")
+		}
+	}
+	if problems := platform.Unconcerned(given, results, specs); len(problems) > 0 {
+		return usagef("%s", strings.Join(problems, "\n"))
+	}
+	return nil
 }
 
 // loadObjectFiles reads the --objects files, which may hold only what
@@ -233,8 +276,8 @@ func (f *inputFlags) loadObjectFiles(cmd *cobra.Command) ([]*platform.Document, 
 // specHead matches the apiVersion line of a vminit spec, and docBreak a
 // YAML document separator.
 var (
-	specHead = regexp.MustCompile(`(?m)^apiVersion:[ \t]*["']?vminit\.dev/`)
-	docBreak = regexp.MustCompile(`(?m)^(---|\.\.\.)([ \t]|$)`)
+	specHead = lazyre.New(`(?m)^apiVersion:[ \t]*["']?vminit\.dev/`)
+	docBreak = lazyre.New(`(?m)^(---|\.\.\.)([ \t]|$)`)
 )
 
 // looksLikeSpec reports whether data is plainly one vminit spec document:

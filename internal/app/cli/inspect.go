@@ -11,6 +11,7 @@ import (
 
 	"github.com/vminit/vminit/internal/lib/inputfile"
 	"github.com/vminit/vminit/media"
+	"github.com/vminit/vminit/platform/kubevirt"
 	"github.com/vminit/vminit/seed"
 	"github.com/vminit/vminit/spec"
 )
@@ -46,7 +47,9 @@ func newInspectCommand() *cobra.Command {
 		Long: `Inspect reads a seed, an ISO9660 or VFAT image (ours or anyone's) or a tar
 archive that build wrote, prints its label, filesystem and files, and checks
 its contents the way cloud-init will read them: the label, the required
-files, meta-data, user-data and network configuration. It notes what a
+files, meta-data, user-data and network configuration. A KubeVirt sysprep
+disc (label unattendCD, as build writes it) is checked for a well-formed
+autounattend.xml or unattend.xml instead. It notes what a
 hypervisor may refuse (an image whose size is not a multiple of 4 KiB) and
 exits 1 when it finds a problem.`,
 		Example: `  vminit inspect seed.iso
@@ -105,6 +108,14 @@ func inspectImage(path string) (*inspectReport, error) {
 	}
 	if img.Format != media.Tar && st.Size()%alignment != 0 {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("%d bytes is not a multiple of 4 KiB: QEMU refuses such a raw image on storage with 4 KiB sectors (\"Image size is not a multiple of request alignment\"); vminit build pads to 4 KiB", st.Size()))
+	}
+	if img.Label == kubevirt.SysprepLabel {
+		rep.Datasource = "sysprep"
+		rep.Notes = append(rep.Notes, "a Windows sysprep answer-file disc (a KubeVirt sysprep volume), not a cloud-init seed")
+		if err := kubevirt.CheckSysprepDisc(img.FS); err != nil {
+			rep.Problems = append(rep.Problems, &spec.FieldError{Message: err.Error()})
+		}
+		return rep, nil
 	}
 	s, err := seed.Read(img.FS, img.Label)
 	if err == nil {

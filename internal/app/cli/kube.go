@@ -1,12 +1,15 @@
 package cli
 
 import (
+	"context"
+	"encoding/json"
 	"log/slog"
 	"slices"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
@@ -77,13 +80,26 @@ func (f *clusterFlags) kubeVirt(cfg *rest.Config) (bool, error) {
 	default:
 		return false, usagef("--kubevirt %q: want auto, true or false", f.kubevirt)
 	}
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	return servesVirtualMachines(cfg)
+}
+
+// servesVirtualMachines reads the API server's resource list of
+// kubevirt.io/v1, the one discovery document the answer needs, with a
+// plain REST client: client-go's discovery package would link the typed
+// clientset's scheme, every built-in API group registered at init.
+func servesVirtualMachines(cfg *rest.Config) (bool, error) {
+	c, err := rest.UnversionedRESTClientFor(dynamic.ConfigFor(cfg))
 	if err != nil {
 		return false, err
 	}
-	list, err := dc.ServerResourcesForGroupVersion("kubevirt.io/v1")
+	// No context, as the discovery call this replaces took none.
+	raw, err := c.Get().AbsPath("/apis/kubevirt.io/v1").Do(context.Background()).Raw()
 	if err != nil {
 		return false, nil // not served: no KubeVirt here
+	}
+	var list metav1.APIResourceList
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return false, nil // not a resource list: no KubeVirt we can read
 	}
 	return slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == "virtualmachines" }), nil
 }
@@ -101,4 +117,21 @@ func newLogger(format string, w interface{ Write([]byte) (int, error) }) (*slog.
 		return slog.New(slog.NewTextHandler(w, nil)), nil
 	}
 	return nil, usagef("--log-format %q: want json or text", format)
+}
+
+// newControllerCommand is where `vminit controller` was: the controller is
+// the binary vminit-controller now, so that vminit links no typed
+// clientset. The command stays, hidden, to say so to old scripts and
+// manifests; it does not run the controller, which would link it again.
+func newControllerCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:                "controller",
+		Short:              "Moved: the controller is the vminit-controller binary",
+		Hidden:             true,
+		DisableFlagParsing: true,
+		RunE: func(*cobra.Command, []string) error {
+			return usagef("the controller is a binary of its own now: run vminit-controller with the same flags " +
+				"(go install ./cmd/vminit-controller; deploy/kubernetes/controller.yaml runs it)")
+		},
+	}
 }

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -200,117 +199,6 @@ spec:
 	}
 }
 
-// TestControllerHelper is `vminit controller` in a process of its own,
-// for TestControllerReplicas.
-func TestControllerHelper(t *testing.T) {
-	args := os.Getenv("VMINIT_TEST_CONTROLLER_ARGS")
-	if args == "" {
-		return
-	}
-	os.Exit(Main(strings.Split(args, "\n"), os.Stdout, os.Stderr))
-}
-
-// TestControllerReplicas: two `vminit controller` processes elect one
-// leader on a Lease; the leader is killed (SIGKILL: no release), and the
-// other takes over within the lease duration and reconciles what changed.
-func TestControllerReplicas(t *testing.T) {
-	s, res := startCluster(t)
-	lease := func() string {
-		l, err := s.Clientset(t).CoordinationV1().Leases("default").Get(context.Background(), "vminit-controller", metav1.GetOptions{})
-		if err != nil || l.Spec.HolderIdentity == nil {
-			return ""
-		}
-		return *l.Spec.HolderIdentity
-	}
-	procs := map[string]*exec.Cmd{}
-	metrics, health := map[string]string{}, map[string]string{}
-	for _, id := range []string{"a", "b"} {
-		metrics[id], health[id] = freeAddr(t), freeAddr(t)
-		args := []string{"controller", "--kubeconfig", s.Kubeconfig, "--namespace", "default", "--leader-election-namespace", "default",
-			"--identity", id, "--lease-duration", "3s", "--renew-deadline", "2s", "--retry-period", "250ms",
-			"--metrics-listen", metrics[id], "--health-listen", health[id], "--log-format", "text"}
-		cmd := exec.Command(os.Args[0], "-test.run=^TestControllerHelper$")
-		cmd.Env = append(os.Environ(), "VMINIT_TEST_CONTROLLER_ARGS="+strings.Join(args, "\n"))
-		log := &testtools.SyncBuffer{}
-		cmd.Stdout, cmd.Stderr = log, log
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		procs[id] = cmd
-		t.Cleanup(func() {
-			cmd.Process.Kill()
-			cmd.Wait()
-			if t.Failed() {
-				t.Logf("controller %s:\n%s", id, log)
-			}
-		})
-	}
-	leaderMetric := func(id string) string {
-		res, err := http.Get("http://" + metrics[id] + "/metrics")
-		if err != nil {
-			return ""
-		}
-		defer res.Body.Close()
-		b, _ := io.ReadAll(res.Body)
-		for _, l := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(l, "vminit_controller_leader "); ok {
-				return v
-			}
-		}
-		return ""
-	}
-	valid := func(name string) bool {
-		u, err := res.Get(context.Background(), name, metav1.GetOptions{})
-		if err != nil {
-			return false
-		}
-		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-		for _, c := range conds {
-			if m := c.(map[string]any); m["type"] == "Valid" && m["status"] == "True" {
-				return true
-			}
-		}
-		return false
-	}
-	waitUntil := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("never: %s", what)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
-	createInstance(t, res, "one", "hostname: one")
-	waitUntil("one leader, reconciling", func() bool { return lease() != "" && valid("one") })
-	first := lease()
-	other := map[string]string{"a": "b", "b": "a"}[first]
-	waitUntil("both replicas report who leads", func() bool { return leaderMetric(first) == "1" && leaderMetric(other) == "0" })
-
-	procs[first].Process.Signal(syscall.SIGKILL)
-	procs[first].Wait()
-	killed := time.Now()
-	createInstance(t, res, "two", "hostname: two")
-	waitUntil("the other replica leads and reconciles", func() bool { return lease() == other && valid("two") })
-	t.Logf("failover: %s killed, %s reconciled a new Instance %v later", first, other, time.Since(killed).Round(10*time.Millisecond))
-	if leaderMetric(other) != "1" {
-		t.Error("the new leader's metric")
-	}
-	if r, err := http.Get("http://" + metrics[other] + "/readyz"); err != nil || r.StatusCode != 200 {
-		t.Errorf("readyz: %v %v", r, err)
-	}
-	// The probes' listener (the Deployment's, beyond the pod) serves
-	// health alone: the metrics, unauthenticated, stay on loopback.
-	if r, err := http.Get("http://" + health[other] + "/readyz"); err != nil || r.StatusCode != 200 {
-		t.Errorf("readyz on --health-listen: %v %v", r, err)
-	}
-	if r, err := http.Get("http://" + health[other] + "/metrics"); err != nil || r.StatusCode != 404 {
-		t.Errorf("/metrics on --health-listen: %v %v", r, err)
-	}
-}
-
 // TestSpecAddressesFlag: a malformed --spec-addresses or
 // --max-spec-addresses is a usage error naming the flag, before any
 // cluster is contacted; --spec-addresses is for --kubernetes.
@@ -319,12 +207,39 @@ func TestSpecAddressesFlag(t *testing.T) {
 		"want NAMESPACE=CIDR":                   {"serve", "--kubernetes", "--spec-addresses", "tenant-a"},
 		`--spec-addresses "tenant-a=10.0.0.1"`:  {"serve", "--kubernetes", "--spec-addresses", "tenant-a=10.0.0.1"},
 		"--max-spec-addresses=0: want 1":        {"serve", "--kubernetes", "--max-spec-addresses", "0"},
-		`--spec-addresses "=10.0.0.0/8"`:        {"controller", "--spec-addresses", "=10.0.0.0/8"},
 		"--spec-addresses are for --kubernetes": {"serve", "--instances", t.TempDir(), "--spec-addresses", "a=10.0.0.0/8"},
 	} {
 		code, _, stderr := run(t, args...)
 		if code != ExitUsage || !strings.Contains(stderr, want) {
 			t.Errorf("%v: exit %d, want %q in\n%s", args, code, want, stderr)
 		}
+	}
+}
+
+// TestControllerMoved: `vminit controller`, from before the controller was
+// a binary of its own, is a usage error that names vminit-controller,
+// whatever flags it is given.
+func TestControllerMoved(t *testing.T) {
+	code, _, stderr := run(t, "controller", "--kubeconfig", filepath.Join(t.TempDir(), "none"), "--patch-vms")
+	if code != ExitUsage || !strings.Contains(stderr, "run vminit-controller with the same flags") {
+		t.Errorf("exit %d:\n%s", code, stderr)
+	}
+}
+
+// TestKubeVirtAuto: --kubevirt=auto finds KubeVirt's VirtualMachines in
+// the API server's discovery, once their CRD is served, and not before.
+func TestKubeVirtAuto(t *testing.T) {
+	s := kubetest.Start(t)
+	f := clusterFlags{kubeconfig: s.Kubeconfig, kubevirt: "auto"}
+	cfg, err := f.restConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kv, err := f.kubeVirt(cfg); kv || err != nil {
+		t.Errorf("without KubeVirt: %v %v", kv, err)
+	}
+	s.CreateCRDs(t, kubetest.KubeVirtCRDs)
+	if kv, err := f.kubeVirt(cfg); !kv || err != nil {
+		t.Errorf("with KubeVirt's CRDs: %v %v", kv, err)
 	}
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
@@ -31,7 +32,23 @@ func (f *inputFlags) isObjects(cmd *cobra.Command, paths []string) bool {
 	if err != nil {
 		return false // the reader of user data reports it
 	}
-	return !isUserData(data)
+	return !isUserData(data) && !isIgnitionConfig(data)
+}
+
+// isIgnitionConfig reports whether data is an Ignition config: a JSON
+// object with an "ignition" key and no "kind" (a platform object in JSON
+// has one).
+func isIgnitionConfig(data []byte) bool {
+	if !ignition.LooksLikeConfig(data) {
+		return false
+	}
+	var top map[string]json.RawMessage
+	if json.Unmarshal(data, &top) != nil {
+		return false
+	}
+	_, ign := top["ignition"]
+	_, kind := top["kind"]
+	return ign && !kind
 }
 
 // isUserData reports whether cloud-init reads data as user data of a kind

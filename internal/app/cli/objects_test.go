@@ -38,7 +38,10 @@ func TestPlatformExamplesRoundTrip(t *testing.T) {
 		}
 		t.Run(filepath.Base(ex), func(t *testing.T) {
 			dir := t.TempDir()
-			salt := []string{"--password-salt", "examplesalt"}
+			var salt []string // --password-salt concerns oVirt's bodies alone
+			if strings.HasPrefix(filepath.Base(ex), "ovirt-") {
+				salt = []string{"--password-salt", "examplesalt"}
+			}
 			specPath := filepath.Join(dir, "instance.yaml")
 			if code, _, stderr := run(t, append([]string{"convert", ex, "--to", "spec", "-o", specPath}, salt...)...); code != 0 {
 				if strings.Contains(stderr, "sysprep answer-file disc") {
@@ -96,5 +99,20 @@ func TestPlatformExamplesErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSysprepOutWithOnlySysprep: a VM whose only first-boot volume is its
+// sysprep disc has that disc written by -o; --sysprep-out beside it would
+// write nothing, and is a usage error rather than silently ignored.
+func TestSysprepOutWithOnlySysprep(t *testing.T) {
+	dir := t.TempDir()
+	code, _, stderr := run(t, "build", "../../../platform/testdata/kubevirt-sysprep.yaml", "-o", filepath.Join(dir, "seed.iso"),
+		"--sysprep-out", filepath.Join(dir, "sysprep.iso"))
+	if code != ExitUsage || !strings.Contains(stderr, "--sysprep-out") || !strings.Contains(stderr, "drop --sysprep-out") {
+		t.Errorf("exit %d, want %d naming --sysprep-out:\n%s", code, ExitUsage, stderr)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("wrote %d files, want none", len(entries))
 	}
 }

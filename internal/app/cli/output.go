@@ -6,13 +6,13 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 
 	"github.com/spf13/cobra"
 
 	"github.com/vminit/vminit/internal/lib/atomicfile"
 	"github.com/vminit/vminit/internal/lib/inputfile"
+	"github.com/vminit/vminit/internal/lib/lazyre"
 	"github.com/vminit/vminit/seed"
 )
 
@@ -44,7 +44,7 @@ func (f *outputFlags) perm() (fs.FileMode, error) {
 
 // stdStream matches the names of an already open descriptor, which an
 // output is written through rather than replaced.
-var stdStream = regexp.MustCompile(`^/(dev/(stdout|stderr|fd/[0-9]+)|proc/self/fd/[0-9]+)$`)
+var stdStream = lazyre.New(`^/(dev/(stdout|stderr|fd/[0-9]+)|proc/self/fd/[0-9]+)$`)
 
 // isStream reports whether path names standard output or another open
 // descriptor, which outputs are written through.

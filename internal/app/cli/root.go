@@ -38,7 +38,12 @@ func Main(args []string, stdout, stderr io.Writer) int {
 
 // execute is Main with its standard input given.
 func execute(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	root := NewRootCommand()
+	return executeCommand(NewRootCommand(), args, stdin, stdout, stderr)
+}
+
+// executeCommand runs root with args and returns the process exit code:
+// a usage error is ExitUsage, any other ExitInvalid.
+func executeCommand(root *cobra.Command, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root.SetArgs(args)
 	root.SetIn(stdin)
 	root.SetOut(stdout)
@@ -50,12 +55,12 @@ func execute(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var ue usageError
 	// cobra reports an unknown subcommand as a plain error.
 	if errors.As(err, &ue) || strings.HasPrefix(err.Error(), "unknown command") {
-		fmt.Fprintf(stderr, "vminit: %v\nRun 'vminit --help' for usage.\n", err)
+		fmt.Fprintf(stderr, "%s: %v\nRun '%[1]s --help' for usage.\n", root.Name(), err)
 		return ExitUsage
 	}
 	var reported alreadyReported
 	if !errors.As(err, &reported) {
-		printError(stderr, err)
+		printError(stderr, root.Name(), err)
 	}
 	return ExitInvalid
 }
@@ -64,15 +69,15 @@ func execute(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // themselves (for example as JSON) and only need the exit code.
 type alreadyReported struct{ error }
 
-func printError(w io.Writer, err error) {
+func printError(w io.Writer, program string, err error) {
 	if es := spec.AsErrors(err); len(es) > 1 {
-		fmt.Fprintf(w, "vminit: %d problems:\n", len(es))
+		fmt.Fprintf(w, "%s: %d problems:\n", program, len(es))
 		for _, e := range es {
 			fmt.Fprintf(w, "  %v\n", e)
 		}
 		return
 	}
-	fmt.Fprintf(w, "vminit: %v\n", err)
+	fmt.Fprintf(w, "%s: %v\n", program, err)
 }
 
 // NewRootCommand returns the vminit command tree.

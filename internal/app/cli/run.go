@@ -8,12 +8,14 @@ import (
 	"io"
 	"os/signal"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	vmrun "github.com/vminit/vminit/internal/app/run"
+	"github.com/vminit/vminit/internal/lib/inputfile"
 	"github.com/vminit/vminit/internal/lib/qemu"
 	"github.com/vminit/vminit/render"
 	"github.com/vminit/vminit/spec"
@@ -42,6 +44,8 @@ type runFlags struct {
 	accel      string
 	console    bool
 	timeout    time.Duration
+	sshKeys    []string
+	powerOff   bool
 }
 
 func newRunCommand() *cobra.Command {
@@ -72,7 +76,9 @@ forwarded to its port 22. It cannot connect out (QEMU's restrict=on: not
 to the network, not to the host's loopback services) unless --outbound.
 KVM is used when it works here, else software emulation (--accel). --console attaches the serial console to this terminal
 and stays attached after the first boot until the guest powers off. Ctrl-C
-powers the guest off (ACPI), and stops QEMU if it does not.
+powers the guest off (ACPI), and stops QEMU if it does not. After the
+first boot QEMU is stopped at once, unless --power-off (on with --overlay)
+asks for the guest to power off cleanly, which can take 30 s.
 
 The image is refused when it names other files QEMU would open (a qcow2
 backing file or data file: the guest would read a host file) unless
@@ -125,6 +131,8 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.accel, "accel", "auto", "QEMU accelerator: auto (KVM when it works, else TCG), kvm or tcg")
 	fl.BoolVar(&f.console, "console", false, "attach the serial console to this terminal; stay attached until the guest powers off")
 	fl.DurationVar(&f.timeout, "timeout", vmrun.DefaultTimeout, "give up when the agent has not reported its first boot by then")
+	fl.StringArrayVar(&f.sshKeys, "ssh-key", nil, "add the public keys in this file (e.g. ~/.ssh/id_ed25519.pub) to the default user's for this run (repeatable)")
+	fl.BoolVar(&f.powerOff, "power-off", false, "after the first boot, power the guest off through ACPI and wait for it (up to 30s) instead of stopping QEMU at once (default: on with --overlay, whose disk is kept)")
 	cmd.RegisterFlagCompletionFunc("datasource", cobra.FixedCompletions(runDatasources(), cobra.ShellCompDirectiveNoFileComp))
 	cmd.RegisterFlagCompletionFunc("image-format", cobra.FixedCompletions(qemu.Formats, cobra.ShellCompDirectiveNoFileComp))
 	cmd.RegisterFlagCompletionFunc("media", cobra.FixedCompletions(vmrun.Media, cobra.ShellCompDirectiveNoFileComp))
@@ -157,6 +165,7 @@ type runReport struct {
 	Errors      []string `json:"errors"`
 	Warnings    []string `json:"warnings"`
 	Seconds     float64  `json:"seconds"`
+	Panic       string   `json:"panic,omitempty"`
 	Error       string   `json:"error,omitempty"`
 	ConsoleTail string   `json:"consoleTail,omitempty"`
 }
@@ -178,6 +187,9 @@ func (f *runFlags) run(cmd *cobra.Command, args []string) error {
 	}
 	if in.inst == nil {
 		return fmt.Errorf("%s: a VM with only a sysprep disc: vminit run boots cloud-init and Ignition guests", in.name)
+	}
+	if err := addSSHKeys(in.inst, f.sshKeys); err != nil {
+		return err
 	}
 	rep := render.Instance(in.inst, render.Target{LenientSchema: true})
 	printWarnings(cmd, in, rep.Warnings)
@@ -202,7 +214,7 @@ func (f *runFlags) run(cmd *cobra.Command, args []string) error {
 			fmt.Fprintf(stderr, "vminit: %v\n", err)
 		}
 	}
-	if err := g.Stop(); err != nil {
+	if err := stopGuest(g, waitErr == nil && !powerOffAfterBoot(cmd)); err != nil {
 		fmt.Fprintf(stderr, "vminit: cleaning up: %v\n", err)
 	}
 	if asJSON {
@@ -221,6 +233,50 @@ func (f *runFlags) run(cmd *cobra.Command, args []string) error {
 		return alreadyReported{errors.New("the agent reported errors")}
 	}
 	return nil
+}
+
+// addSSHKeys adds the keys of each --ssh-key file to the spec's default
+// user's (spec.sshAuthorizedKeys), before the spec is checked: a file
+// without a key, or a key the checks refuse, is an error naming the file.
+func addSSHKeys(inst *spec.Instance, files []string) error {
+	for _, p := range files {
+		data, err := inputfile.Read(p, maxInput)
+		if err != nil {
+			return usagef("--ssh-key: %v", err)
+		}
+		n := 0
+		for l := range strings.Lines(string(data)) {
+			if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+				inst.Spec.SSHAuthorizedKeys = append(inst.Spec.SSHAuthorizedKeys, l)
+				n++
+			}
+		}
+		if n == 0 {
+			return usagef("--ssh-key %s: no public key in it (want lines like those of ~/.ssh/id_ed25519.pub)", p)
+		}
+	}
+	return nil
+}
+
+// powerOffAfterBoot is --power-off, which defaults to on with --overlay:
+// a disk that is kept should be shut down cleanly.
+func powerOffAfterBoot(cmd *cobra.Command) bool {
+	fl := cmd.Flags()
+	if fl.Changed("power-off") {
+		on, _ := fl.GetBool("power-off")
+		return on
+	}
+	overlay, _ := fl.GetString("overlay")
+	return overlay != ""
+}
+
+// stopGuest ends the run: at once (QEMU quits, flushing its images) when
+// now, else by the guest's own power-off, which can take half a minute.
+func stopGuest(g *vmrun.Guest, now bool) error {
+	if now {
+		return g.Kill()
+	}
+	return g.Stop()
 }
 
 // options are the run package's options for inst from the flags; progress
@@ -267,7 +323,7 @@ func powerOffOnSignal(ctx context.Context, cmd *cobra.Command, stop context.Canc
 // an error already reported there.
 func reportRunJSON(cmd *cobra.Command, name string, res *vmrun.Result, waitErr error) error {
 	out := runReport{Instance: name, Agent: res.Agent, OK: res.OK && waitErr == nil,
-		Errors: append([]string{}, res.Errors...), Warnings: append([]string{}, res.Warnings...), Seconds: res.Elapsed.Seconds()}
+		Errors: append([]string{}, res.Errors...), Warnings: append([]string{}, res.Warnings...), Panic: res.Panic, Seconds: res.Elapsed.Seconds()}
 	if waitErr != nil {
 		out.Error, out.ConsoleTail = waitErr.Error(), res.ConsoleTail
 	}
@@ -290,6 +346,10 @@ func printRunResult(w io.Writer, name string, res *vmrun.Result) {
 			fmt.Fprintf(w, " (%d warning(s), above)", len(res.Warnings))
 		}
 		fmt.Fprintln(w)
+		return
+	}
+	if res.Panic != "" {
+		fmt.Fprintf(w, "%s: the guest's kernel panicked after %s: %s\n", name, res.Elapsed.Round(100*time.Millisecond), res.Panic)
 		return
 	}
 	fmt.Fprintf(w, "%s: %s first boot finished in %s with %d error(s):\n", name, res.Agent, res.Elapsed.Round(100*time.Millisecond), len(res.Errors))

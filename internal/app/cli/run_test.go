@@ -59,13 +59,20 @@ func TestRunReportsAFailedBoot(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
 		t.Fatalf("--json: %v\n%s\n%s", err, stdout, stderr)
 	}
-	if code != ExitInvalid || rep.OK || rep.Agent != "cloud-init" || len(rep.Errors) != 1 || !strings.Contains(rep.Errors[0], "kernel panic") {
+	if code != ExitInvalid || rep.OK || rep.Agent != "cloud-init" || len(rep.Errors) != 1 || !strings.Contains(rep.Errors[0], "kernel panic") ||
+		!strings.Contains(rep.Panic, "VFS") {
 		t.Errorf("exit %d, report %+v\n%s", code, rep, stderr)
 	}
 	for _, want := range []string{"QEMU started", "kernel 6.", "kernel panic"} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("progress lacks %q:\n%s", want, stderr)
 		}
+	}
+	// Without --json, the panic is said as one.
+	_, _, stderr = run(t, "run", "../../../examples/dev-vm.yaml", "--kernel", k.Image, "--append", "console=ttyS0",
+		"--memory", "256M", "--cpus", "1", "--timeout", "3m")
+	if !strings.Contains(stderr, "dev: the guest's kernel panicked after") || strings.Contains(stderr, "first boot finished") {
+		t.Errorf("a panic reported as:\n%s", stderr)
 	}
 	// Nothing is left behind in the temporary directory.
 	if left, _ := os.ReadDir(tmp); len(left) > 0 {

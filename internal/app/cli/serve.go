@@ -165,13 +165,12 @@ peak heap of three times the live one (GOMEMLIMIT bounds it if needed).`,
 	fl.StringVar(&f.logFormat, "log-format", "json", "log format: json or text")
 	fl.StringVar(&f.ignitionVariant, "ignition-variant", "", "render every Ignition config for this variant: fcos, rhcos or flatcar (default: each instance's spec.ignition.variant)")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long requests in flight may finish on SIGTERM or SIGINT before they are cut")
-	fl.IntVar(&f.maxConns, "max-connections", mdserver.DefaultTotal(), "connections all guests together may hold open (default: 16384, fewer when the descriptor limit is low)")
+	fl.IntVar(&f.maxConns, "max-connections", mdserver.DefaultTotal(), "connections all guests together may hold open (16384 where the descriptor limit allows, fewer where it is low)")
 	fl.IntVar(&f.maxConnsPerSrc, "max-connections-per-source", mdserver.DefaultPerSource, "connections one source address may hold open (trusted proxies: the total only)")
 	// For tests, benchmarks and QEMU user-mode networking, whose guests
 	// reach the host from 127.0.0.1: in production every process of the
 	// host would get a loopback instance's data.
-	fl.BoolVar(&f.allowLoopback, "allow-loopback-instances", false, "let loopback addresses identify instances (tests and QEMU user networking only)")
-	fl.MarkHidden("allow-loopback-instances")
+	fl.BoolVar(&f.allowLoopback, "allow-loopback-instances", false, "let loopback addresses identify instances, e.g. to try serve with --listen 127.0.0.1:8080 (tests and QEMU user networking only: every process of this host could read their data)")
 	fl.BoolVar(&f.kubernetes, "kubernetes", false, "serve the Instance objects of a Kubernetes cluster (instead of --instances)")
 	f.cluster.register(fl, "with --kubernetes: namespace whose Instances are served (repeatable; default every namespace)")
 	return cmd
@@ -289,6 +288,24 @@ func etcdHint(err error) error {
 	return err
 }
 
+// listenHint says, when a listen address is not one of this host's (as
+// serve's default 169.254.169.254 is not, until it is added), how to add
+// it or how to try serve on loopback instead.
+func listenHint(err error) error {
+	var op *net.OpError
+	if !errors.Is(err, syscall.EADDRNOTAVAIL) || !errors.As(err, &op) || op.Addr == nil {
+		return err
+	}
+	ap, parseErr := netip.ParseAddrPort(op.Addr.String())
+	if parseErr != nil {
+		return err
+	}
+	host := ap.Addr().Unmap()
+	return fmt.Errorf("%w\n(%s is not an address of this host: add it, e.g. `ip addr add %s dev lo` or on a dummy interface "+
+		"(`ip link add vminit0 type dummy`), or try serve on loopback with --listen 127.0.0.1:8080 --allow-loopback-instances)",
+		err, host, netip.PrefixFrom(host, host.BitLen()))
+}
+
 // isLoopback reports whether a listen address stays on this host.
 func isLoopback(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
@@ -367,7 +384,7 @@ func runServe(ctx context.Context, f serveFlags, stderr interface{ Write([]byte)
 		if se := (*serve.StoreError)(nil); errors.As(err, &se) && o.Store.Etcd != nil {
 			err = etcdHint(se.Err)
 		}
-		return err
+		return listenHint(err)
 	}
 	defer srv.Close()
 	return srv.Run(ctx, hup, f.shutdownTimeout)
@@ -404,6 +421,9 @@ func serveOptions(f serveFlags, logger *slog.Logger) (serve.Options, error) {
 		"--etcd-key": f.etcdKey, "--instances-cache": f.instancesCache}); err != nil {
 		return o, err
 	}
+	if err := cacheDirectory(f.instancesCache); err != nil {
+		return o, err
+	}
 	if handler.TokenKey, err = readKey(f.tokenKeyFile, "token key"); err != nil {
 		return o, err
 	}
@@ -413,6 +433,19 @@ func serveOptions(f serveFlags, logger *slog.Logger) (serve.Options, error) {
 		return o, err
 	}
 	return o, nil
+}
+
+// cacheDirectory creates the directory of --instances-cache if it is
+// missing (0700: the cache holds every spec), so that the first start
+// writes the cache instead of logging an error on every start.
+func cacheDirectory(cache string) error {
+	if cache == "" {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(cache), 0o700); err != nil {
+		return usagef("--instances-cache: %v", err)
+	}
+	return nil
 }
 
 // storeConfig is the store the --instances, --etcd-* or --kubernetes

@@ -1,5 +1,6 @@
-// Package controller is `vminit controller`: it reconciles vminit's
-// Instance objects and KubeVirt VirtualMachines in a cluster.
+// Package controller is vminit-controller (cmd/vminit-controller): it
+// reconciles vminit's Instance objects and KubeVirt VirtualMachines in a
+// cluster.
 //
 //   - Instance: its spec document (v1alpha1.SpecDocumentOf) is loaded and
 //     checked as `vminit validate` checks a spec file (spec.Parse, then

@@ -106,6 +106,10 @@ type Result struct {
 	// Warnings are the agent's other warnings (cloud-init's WARNING lines
 	// that are not failures); they do not make OK false.
 	Warnings []string
+	// Panic, when the guest's kernel panicked, is its reason ("VFS:
+	// Unable to mount root fs ..."): the boot ended there, whatever the
+	// agent had done (Errors holds it too).
+	Panic string
 	// Elapsed is the time from Start to first-boot-done.
 	Elapsed time.Duration
 	// ConsoleTail holds the last lines of the serial console.
@@ -307,7 +311,7 @@ func (g *Guest) line(l string) {
 	g.watch.line(l)
 	if g.watch.done {
 		w := g.watch
-		g.result = &Result{Agent: g.c.agent, OK: w.ok, Errors: w.errors, Warnings: w.warnings, Elapsed: time.Since(g.start)}
+		g.result = w.result(g.c.agent, time.Since(g.start))
 		close(g.agentCh)
 	}
 }
@@ -477,7 +481,7 @@ func (g *Guest) Stop() error {
 		case <-g.exited:
 		default:
 			g.mu.Lock()
-			panicked := g.watch.panic
+			panicked := g.watch.panic != ""
 			g.mu.Unlock()
 			if panicked {
 				g.say("stopping QEMU (the guest's kernel panicked)")

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 )
 
 // watcher reads the serial console line by line and follows the guest's
@@ -23,7 +24,8 @@ type watcher struct {
 	done     bool
 	ok       bool
 	summary  string // the agent's own final words (cloud-init's final message)
-	panic    bool   // the kernel panicked: nothing in the guest will answer
+	panic    string // why the kernel panicked: nothing in the guest will answer
+	said     map[string]bool
 }
 
 // The signals on the console, each from the agent's own code.
@@ -69,6 +71,15 @@ var (
 	reEmergency     = regexp.MustCompile(`Entering emergency mode|Reached target (emergency\.target|Emergency Mode)`)
 	// A panic ends the boot whatever the agent.
 	rePanic = regexp.MustCompile(`Kernel panic - not syncing: (.*)`)
+
+	// Milestones between the kernel and the agent, which can be a minute
+	// apart: the kernel starting init (the initramfs's /init, else the
+	// root's), systemd and its welcome, and the targets the agent's units
+	// wait for.
+	reInit    = regexp.MustCompile(`Run (\S+) as init process`)
+	reSystemd = regexp.MustCompile(`systemd\[1\]: systemd (\S+) running in system mode`)
+	reWelcome = regexp.MustCompile(`Welcome to (.+)!$`)
+	reTarget  = regexp.MustCompile(`Reached target ((?:local-fs|sysinit|basic|network|network-online)\.target)`)
 )
 
 // reEscape matches the terminal escape sequences a console line can hold:
@@ -109,15 +120,48 @@ func (w *watcher) line(l string) {
 		}
 	}
 	if m := rePanic.FindStringSubmatch(l); m != nil {
-		w.panic = true
+		w.panic = m[1]
 		w.fail("kernel panic: " + m[1])
 		return
+	}
+	if !w.started {
+		w.milestone(l)
 	}
 	if w.agent == agentIgnition {
 		w.ignition(l)
 	} else {
 		w.cloudInit(l)
 	}
+}
+
+// milestone says how far the boot got before the agent starts, each step
+// once.
+func (w *watcher) milestone(l string) {
+	var step string
+	if m := reInit.FindStringSubmatch(l); m != nil && m[1] == "/init" {
+		step = "initramfs running (/init)"
+	} else if m != nil {
+		step = "init running (" + m[1] + ")"
+	} else if m := reSystemd.FindStringSubmatch(l); m != nil {
+		step = "systemd " + m[1] + " started"
+	} else if m := reWelcome.FindStringSubmatch(l); m != nil {
+		step = m[1] + " starting"
+	} else if m := reTarget.FindStringSubmatch(l); m != nil {
+		step = "reached " + m[1]
+	}
+	if step == "" || w.said[step] {
+		return
+	}
+	if w.said == nil {
+		w.said = map[string]bool{}
+	}
+	w.said[step] = true
+	w.say("%s", step)
+}
+
+// result is the watcher's verdict once done.
+func (w *watcher) result(agent string, elapsed time.Duration) *Result {
+	return &Result{Agent: agent, OK: w.ok, Errors: w.errors, Warnings: w.warnings, Panic: w.panic, Elapsed: elapsed}
 }
 
 func (w *watcher) cloudInit(l string) {

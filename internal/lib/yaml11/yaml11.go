@@ -17,6 +17,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
@@ -47,20 +48,26 @@ const (
 
 // The implicit resolvers of PyYAML 6 (yaml/resolver.py), in the order
 // PyYAML tries them. Python's "$" also matches before a final newline, but a
-// plain scalar never ends in one, so "\z" is equivalent here.
-var resolvers = []struct {
+// plain scalar never ends in one, so "\z" is equivalent here. They are
+// compiled on first use, not at init: every vminit run links this
+// package, few resolve a scalar (docs/benchmarks.md, "Whole process").
+var resolvers = sync.OnceValue(func() []resolver {
+	return []resolver{
+		{Bool, "yYnNtTfFoO", regexp.MustCompile(`^(?:yes|Yes|YES|no|No|NO|true|True|TRUE|false|False|FALSE|on|On|ON|off|Off|OFF)\z`)},
+		{Float, "-+0123456789.", regexp.MustCompile(`^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?|\.[0-9][0-9_]*(?:[eE][-+][0-9]+)?|[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+\.[0-9_]*|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))\z`)},
+		{Int, "-+0123456789", regexp.MustCompile(`^(?:[-+]?0b[0-1_]+|[-+]?0[0-7_]+|[-+]?(?:0|[1-9][0-9_]*)|[-+]?0x[0-9a-fA-F_]+|[-+]?[1-9][0-9_]*(?::[0-5]?[0-9])+)\z`)},
+		{MergeKey, "<", regexp.MustCompile(`^(?:<<)\z`)},
+		{Null, "~nN", regexp.MustCompile(`^(?:~|null|Null|NULL|)\z`)},
+		{Timestamp, "0123456789", regexp.MustCompile(`^(?:[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]|[0-9][0-9][0-9][0-9]-[0-9][0-9]?-[0-9][0-9]?(?:[Tt]|[ \t]+)[0-9][0-9]?:[0-9][0-9]:[0-9][0-9](?:\.[0-9]*)?(?:[ \t]*(?:Z|[-+][0-9][0-9]?(?::[0-9][0-9])?))?)\z`)},
+		{Value, "=", regexp.MustCompile(`^(?:=)\z`)},
+		{Indicator, "!&*", regexp.MustCompile(`^(?:!|&|\*)\z`)},
+	}
+})
+
+type resolver struct {
 	tag   string
 	first string // the first characters PyYAML consults the pattern for
 	re    *regexp.Regexp
-}{
-	{Bool, "yYnNtTfFoO", regexp.MustCompile(`^(?:yes|Yes|YES|no|No|NO|true|True|TRUE|false|False|FALSE|on|On|ON|off|Off|OFF)\z`)},
-	{Float, "-+0123456789.", regexp.MustCompile(`^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?|\.[0-9][0-9_]*(?:[eE][-+][0-9]+)?|[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+\.[0-9_]*|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))\z`)},
-	{Int, "-+0123456789", regexp.MustCompile(`^(?:[-+]?0b[0-1_]+|[-+]?0[0-7_]+|[-+]?(?:0|[1-9][0-9_]*)|[-+]?0x[0-9a-fA-F_]+|[-+]?[1-9][0-9_]*(?::[0-5]?[0-9])+)\z`)},
-	{MergeKey, "<", regexp.MustCompile(`^(?:<<)\z`)},
-	{Null, "~nN", regexp.MustCompile(`^(?:~|null|Null|NULL|)\z`)},
-	{Timestamp, "0123456789", regexp.MustCompile(`^(?:[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]|[0-9][0-9][0-9][0-9]-[0-9][0-9]?-[0-9][0-9]?(?:[Tt]|[ \t]+)[0-9][0-9]?:[0-9][0-9]:[0-9][0-9](?:\.[0-9]*)?(?:[ \t]*(?:Z|[-+][0-9][0-9]?(?::[0-9][0-9])?))?)\z`)},
-	{Value, "=", regexp.MustCompile(`^(?:=)\z`)},
-	{Indicator, "!&*", regexp.MustCompile(`^(?:!|&|\*)\z`)},
 }
 
 // Resolve returns the tag PyYAML's SafeLoader gives the plain (unquoted)
@@ -70,7 +77,7 @@ func Resolve(s string) string {
 	if s == "" {
 		return Null
 	}
-	for _, r := range resolvers {
+	for _, r := range resolvers() {
 		if strings.IndexByte(r.first, s[0]) >= 0 && r.re.MatchString(s) {
 			return r.tag
 		}

@@ -1,6 +1,6 @@
 // Package v1alpha1 is vminit's Kubernetes API, group vminit.dev version
 // v1alpha1: the Instance custom resource, whose spec is vminit's instance
-// spec (spec.Spec) and whose status the controller (vminit controller)
+// spec (spec.Spec) and whose status the controller (vminit-controller)
 // writes. Programs that create or read Instance objects import it; the
 // CustomResourceDefinition in deploy/kubernetes/crd is generated from these
 // types by controller-gen (scripts/generate.sh), and so are the DeepCopy

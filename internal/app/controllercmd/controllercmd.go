@@ -1,8 +1,15 @@
-package cli
+// Package controllercmd is the vminit-controller command
+// (cmd/vminit-controller): the flags of internal/app/controller, which
+// reconciles Instances and KubeVirt VirtualMachines in a cluster. It is a
+// binary of its own, not a vminit subcommand, because the controller's
+// typed clientset and leader election would cost every vminit run their
+// start-up (docs/benchmarks.md, "Whole process").
+package controllercmd
 
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -14,14 +21,29 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vminit/vminit/internal/app/cli"
 	"github.com/vminit/vminit/internal/app/controller"
 )
+
+// The helpers shared with vminit's commands, under the names this file
+// had there.
+var (
+	usagef    = cli.Usagef
+	newLogger = cli.NewLogger
+	logKlog   = cli.LogKlog
+)
+
+// Main runs vminit-controller with args (without the program name) and
+// returns the process exit code.
+func Main(args []string, stdout, stderr io.Writer) int {
+	return cli.RunCommand(New(), args, stdout, stderr)
+}
 
 // serviceAccountNamespace is where a pod finds its own namespace.
 const serviceAccountNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 type controllerFlags struct {
-	cluster       clusterFlags
+	cluster       cli.ClusterFlags
 	patchVMs      bool
 	workers       int
 	leaderElect   bool
@@ -36,12 +58,13 @@ type controllerFlags struct {
 	logFormat     string
 }
 
-func newControllerCommand() *cobra.Command {
+// New returns the vminit-controller command.
+func New() *cobra.Command {
 	var f controllerFlags
 	cmd := &cobra.Command{
-		Use:   "controller",
+		Use:   "vminit-controller",
 		Short: "Reconcile Instance objects and KubeVirt VirtualMachines in a Kubernetes cluster",
-		Long: `controller runs in a cluster (deploy/kubernetes) and keeps vminit's objects
+		Long: `vminit-controller runs in a cluster (deploy/kubernetes) and keeps vminit's objects
 true:
 
   Instance (vminit.dev/v1alpha1): checked as 'vminit validate' checks a spec
@@ -61,19 +84,22 @@ Replicas elect a leader on a Lease (--leader-elect); only the leader
 reconciles. /metrics, /healthz and /readyz are served on --metrics-listen,
 loopback by default: the metrics have no authentication. --health-listen
 serves /healthz and /readyz alone, for the kubelet's probes.`,
-		Example: `  vminit controller --namespace vms --patch-vms
-  vminit controller --kubeconfig ~/.kube/config --namespace default --leader-elect=false`,
-		Args: cobra.NoArgs,
+		Example: `  vminit-controller --kubeconfig ~/.kube/config
+  vminit-controller --namespace vms --patch-vms
+  vminit-controller --kubeconfig ~/.kube/config --namespace default --leader-elect=false`,
+		Version: cli.Version(),
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runController(cmd.Context(), f, cmd.ErrOrStderr())
 		},
 	}
+	cmd.SetVersionTemplate("{{.Version}}\n") // as `vminit --version` prints it
 	fl := cmd.Flags()
-	f.cluster.register(fl, "namespace to reconcile (repeatable; default every namespace, which needs a ClusterRoleBinding)")
+	f.cluster.Register(fl, "namespace to reconcile (repeatable; default every namespace, which needs a ClusterRoleBinding)")
 	fl.BoolVar(&f.patchVMs, "patch-vms", false, "point each VM's cloud-init volume at the Secret made for it")
 	fl.IntVar(&f.workers, "workers", 4, "objects reconciled in parallel")
 	fl.BoolVar(&f.leaderElect, "leader-elect", true, "elect one leader among replicas on a Lease")
-	fl.StringVar(&f.leaseNS, "leader-election-namespace", "", "namespace of the Lease (default: the pod's own)")
+	fl.StringVar(&f.leaseNS, "leader-election-namespace", "", "namespace of the Lease (default: the pod's own; outside a pod, as from a shell, the kubeconfig context's namespace, else default)")
 	fl.StringVar(&f.leaseName, "leader-election-id", "vminit-controller", "name of the Lease")
 	fl.StringVar(&f.identity, "identity", "", "this replica's name in the Lease (default $POD_NAME, else the host name)")
 	fl.DurationVar(&f.leaseDuration, "lease-duration", 15*time.Second, "how long a leader's Lease lasts without renewal")
@@ -85,7 +111,45 @@ serves /healthz and /readyz alone, for the kubelet's probes.`,
 	return cmd
 }
 
-func runController(ctx context.Context, f controllerFlags, stderr interface{ Write([]byte) (int, error) }) error {
+// kubeVirtAbsent says, when the controller will not read KubeVirt
+// VirtualMachines, why and what it does instead; --patch-vms then has
+// nothing to patch, an error.
+func kubeVirtAbsent(f controllerFlags, kubevirt bool, logger *slog.Logger) error {
+	switch {
+	case kubevirt:
+		return nil
+	case f.cluster.KubeVirtMode() == "false" && f.patchVMs:
+		return usagef("--patch-vms needs KubeVirt's VirtualMachines, which --kubevirt=false leaves unread")
+	case f.cluster.KubeVirtMode() == "false":
+		return nil
+	case f.patchVMs:
+		return usagef("--patch-vms: KubeVirt is not installed in this cluster (it serves no kubevirt.io/v1 VirtualMachines): install it, or run without --patch-vms to reconcile Instances alone")
+	}
+	logger.Info("KubeVirt is not installed in this cluster (no kubevirt.io/v1 VirtualMachines): reconciling Instances alone")
+	return nil
+}
+
+// leaseNamespace is --leader-election-namespace, else the pod's own
+// namespace, else (outside a pod: run from a shell) the kubeconfig
+// context's, else default, as kubectl would choose.
+func leaseNamespace(f controllerFlags) (string, error) {
+	if f.leaseNS != "" {
+		return f.leaseNS, nil
+	}
+	if b, err := os.ReadFile(serviceAccountNamespace); err == nil {
+		return strings.TrimSpace(string(b)), nil
+	}
+	ns, err := f.cluster.ContextNamespace()
+	if err != nil {
+		return "", usagef("--leader-election-namespace: %v", err)
+	}
+	if ns == "" {
+		ns = "default"
+	}
+	return ns, nil
+}
+
+func runController(ctx context.Context, f controllerFlags, stderr io.Writer) error {
 	logger, err := newLogger(f.logFormat, stderr)
 	if err != nil {
 		return err
@@ -93,32 +157,28 @@ func runController(ctx context.Context, f controllerFlags, stderr interface{ Wri
 	if f.workers < 1 {
 		return usagef("--workers %d: want at least 1", f.workers)
 	}
-	policy, err := f.cluster.addressPolicy()
+	policy, err := f.cluster.AddressPolicy()
 	if err != nil {
 		return err
 	}
-	rest, err := f.cluster.restConfig()
+	rest, err := f.cluster.RESTConfig()
 	if err != nil {
 		return err
 	}
 	logKlog(logger)
-	kubevirt, err := f.cluster.kubeVirt(rest)
+	kubevirt, err := f.cluster.KubeVirt(rest)
 	if err != nil {
 		return err
 	}
-	cfg := controller.Config{REST: rest, Namespaces: f.cluster.namespaces, KubeVirt: kubevirt, PatchVMs: f.patchVMs,
+	cfg := controller.Config{REST: rest, Namespaces: f.cluster.Namespaces(), KubeVirt: kubevirt, PatchVMs: f.patchVMs,
 		Workers: f.workers, Logger: logger, Addresses: policy}
-	if f.patchVMs && !kubevirt {
-		return usagef("--patch-vms: the cluster serves no KubeVirt VirtualMachines (or --kubevirt=false)")
+	if err := kubeVirtAbsent(f, kubevirt, logger); err != nil {
+		return err
 	}
 	if f.leaderElect {
-		ns := f.leaseNS
-		if ns == "" {
-			b, err := os.ReadFile(serviceAccountNamespace)
-			if err != nil {
-				return usagef("--leader-election-namespace: not running in a pod (%v); name the Lease's namespace", err)
-			}
-			ns = strings.TrimSpace(string(b))
+		ns, err := leaseNamespace(f)
+		if err != nil {
+			return err
 		}
 		id := f.identity
 		if id == "" {

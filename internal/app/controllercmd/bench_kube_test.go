@@ -1,4 +1,4 @@
-package cli
+package controllercmd
 
 import (
 	"context"
@@ -22,12 +22,12 @@ import (
 // BenchmarkController creates kubebench.Count() Instances (10,000) through
 // a real API server with no controller running (the time to create the
 // objects alone: the API server's and etcd's cost, on the same two cores),
-// then starts `vminit controller` as a process of its own and measures the
+// then starts vminit-controller as a process of its own and measures the
 // time until it has written every Instance's status (each then says Valid
 // and Rendered for its generation), the controller's peak RSS, and the CPU
 // time of the controller, kube-apiserver and etcd meanwhile:
 //
-//	go test -run '^$' -bench Controller -benchtime 1x ./internal/app/cli
+//	go test -run '^$' -bench Controller -benchtime 1x ./internal/app/controllercmd
 func BenchmarkController(b *testing.B) {
 	s, _ := startCluster(b)
 	n := kubebench.Count()
@@ -41,7 +41,7 @@ func BenchmarkController(b *testing.B) {
 		// (polled on /metrics: a watch of its own here would double the
 		// API server's work per write); every status is checked after.
 		maddr := freeAddr(b)
-		args := []string{"controller", "--kubeconfig", s.Kubeconfig, "--namespace", "default", "--leader-elect=false",
+		args := []string{"--kubeconfig", s.Kubeconfig, "--namespace", "default", "--leader-elect=false",
 			"--kubevirt=false", "--workers", benchWorkers(), "--kube-api-qps", "2000", "--kube-api-burst", "4000",
 			"--metrics-listen", maddr, "--log-format", "text"}
 		cmd := exec.Command(os.Args[0], "-test.run=^TestControllerHelper$")

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// heavy are packages vminit must not link: each registers or builds at
+// init what only the controller (cmd/vminit-controller) needs, and vminit
+// would pay for it on every run (docs/benchmarks.md, "Whole process").
+var heavy = []string{
+	"k8s.io/client-go/kubernetes",        // the typed clientset, 55 API groups
+	"k8s.io/client-go/kubernetes/scheme", // their types registered at init
+	"k8s.io/client-go/discovery",
+	"k8s.io/client-go/informers",
+	"k8s.io/client-go/tools/leaderelection",
+	"github.com/vminit/vminit/internal/app/controller",
+}
+
+// TestLeanGraph: vminit's import graph holds none of heavy, and
+// vminit-controller's does (so the list below is read right).
+func TestLeanGraph(t *testing.T) {
+	vminit := deps(t, "github.com/vminit/vminit/cmd/vminit")
+	for _, p := range heavy {
+		if vminit[p] {
+			t.Errorf("cmd/vminit links %s", p)
+		}
+	}
+	if ctl := deps(t, "github.com/vminit/vminit/cmd/vminit-controller"); !ctl["k8s.io/client-go/kubernetes"] {
+		t.Errorf("cmd/vminit-controller does not link the typed clientset: is `go list -deps` read right?")
+	}
+}
+
+// deps is the set of packages pkg imports, directly or not.
+func deps(t *testing.T, pkg string) map[string]bool {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-deps", pkg).Output()
+	if err != nil {
+		t.Fatalf("go list -deps %s: %v", pkg, err)
+	}
+	m := map[string]bool{}
+	for _, p := range strings.Fields(string(out)) {
+		m[p] = true
+	}
+	return m
+}
+
+// lazy are vminit's packages that must do no real work at init (their
+// tables are built on first use): every vminit run links them, and most
+// runs never use what they build.
+var lazy = []string{
+	"github.com/vminit/vminit/cloudinit",
+	"github.com/vminit/vminit/internal/app/cli",
+	"github.com/vminit/vminit/internal/lib/yaml11",
+	"github.com/vminit/vminit/mdserver/dirstore",
+	"github.com/vminit/vminit/network",
+	"github.com/vminit/vminit/platform",
+	"github.com/vminit/vminit/platform/convert",
+	"github.com/vminit/vminit/platform/ovirt",
+	"github.com/vminit/vminit/spec",
+}
+
+// TestInitIsLazy reads the Go runtime's trace of package initialisation
+// (GODEBUG=inittrace=1) of this test binary, which links what vminit
+// links: each package in lazy allocates at most 1 KiB at init (a
+// sync.OnceValue), or has no init at all. Allocations, unlike times, are
+// the same on every run.
+func TestInitIsLazy(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "GODEBUG=inittrace=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	// init PKG @T ms, T ms clock, BYTES bytes, N allocs
+	allocated := map[string]int{}
+	for _, l := range strings.Split(string(out), "\n") {
+		f := strings.Fields(l)
+		if len(f) == 11 && f[0] == "init" && f[8] == "bytes," {
+			allocated[f[1]], _ = strconv.Atoi(f[7])
+		}
+	}
+	if len(allocated) == 0 {
+		t.Fatalf("no init trace in\n%s", out)
+	}
+	for _, p := range lazy {
+		if n := allocated[p]; n > 1024 {
+			t.Errorf("%s allocates %d bytes at init", p, n)
+		}
+	}
+}
