@@ -25,11 +25,11 @@ func debVersion(st stamp) string {
 	return strings.ReplaceAll(strings.TrimPrefix(st.Version, "v"), "-", "~")
 }
 
-// writeDeb packages the Linux binary bin as out/vminit_VERSION_ARCH.deb:
-// the binary, deploy/systemd's unit (installed, not enabled: it needs an
+// writeDeb packages the Linux programs progs of arch as
+// out/vminit_VERSION_ARCH.deb: the programs in /usr/bin, deploy/systemd's unit (installed, not enabled: it needs an
 // admin token first), completions for bash, zsh and fish, and a man page
-// per command, all generated from the command tree this tool links.
-func writeDeb(repo, out string, st stamp, bin artefact) (string, error) {
+// per vminit command, all generated from the command tree this tool links.
+func writeDeb(repo, out string, st stamp, arch string, progs []artefact) (string, error) {
 	stage, err := os.MkdirTemp("", "vminit-deb-")
 	if err != nil {
 		return "", err
@@ -43,15 +43,17 @@ func writeDeb(repo, out string, st stamp, bin artefact) (string, error) {
 		return &files.Content{Source: src, Destination: dst, FileInfo: &files.ContentFileInfo{Mode: mode, MTime: st.Date}}
 	}
 	contents := files.Contents{
-		file(bin.file, "/usr/bin/vminit", 0o755),
 		file(filepath.Join(repo, "deploy/systemd/vminit-serve.service"), "/usr/lib/systemd/system/vminit-serve.service", 0o644),
+	}
+	for _, p := range progs {
+		contents = append(contents, file(p.file, "/usr/bin/"+p.name, 0o755))
 	}
 	for src, dst := range generated {
 		contents = append(contents, file(src, dst, 0o644))
 	}
 	info := nfpm.WithDefaults(&nfpm.Info{
 		Name:          "vminit",
-		Arch:          bin.goarch,
+		Arch:          arch,
 		Platform:      "linux",
 		Version:       debVersion(st),
 		VersionSchema: "none", // debVersion is already Debian's
@@ -69,7 +71,7 @@ func writeDeb(repo, out string, st stamp, bin artefact) (string, error) {
 	if err := nfpm.PrepareForPackager(info, "deb"); err != nil {
 		return "", fmt.Errorf("deb: %v", err)
 	}
-	name := filepath.Join(out, fmt.Sprintf("vminit_%s_%s.deb", info.Version, bin.goarch))
+	name := filepath.Join(out, fmt.Sprintf("vminit_%s_%s.deb", info.Version, arch))
 	var buf bytes.Buffer
 	if err := deb.Default.Package(info, &buf); err != nil {
 		return "", fmt.Errorf("deb %s: %v", name, err)

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
@@ -21,25 +22,23 @@ import (
 // (deploy/kubernetes references it).
 const imageRepo = "ghcr.io/vminit/vminit"
 
+// imageBin is where the image holds the programs (and its PATH).
+const imageBin = "usr/bin/"
+
 // imageUser runs the image's programs: no account, no home, not root.
 const imageUser = "65532:65532"
 
 // writeImage writes out/vminit-image.tar, an OCI image archive (podman
 // load, kind load image-archive; untarred, an OCI layout for crane push):
 // an index of one image per Linux architecture in bins, each a single
-// layer holding that architecture's programs at /NAME and nothing else
-// (no shell, no libc: they are static), run as imageUser with /vminit as
-// the entrypoint. Every time in it is the commit's. It also writes
+// layer holding that architecture's programs in /usr/bin and nothing else
+// (no shell, no libc: they are static), run as imageUser with
+// /usr/bin/vminit as the entrypoint. Every time in it is the commit's. It also writes
 // out/vminit-image.digest, the index's digest, to pin the image by.
 func writeImage(out string, st stamp, bins []artefact) (string, error) {
 	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
 	for _, arch := range []string{"amd64", "arm64"} {
-		var progs []artefact
-		for _, b := range bins {
-			if b.goos == "linux" && b.goarch == arch {
-				progs = append(progs, b)
-			}
-		}
+		progs := linuxPrograms(bins, arch)
 		if len(progs) == 0 {
 			continue
 		}
@@ -84,12 +83,17 @@ func writeImage(out string, st stamp, bins []artefact) (string, error) {
 func imageOf(st stamp, arch string, progs []artefact) (v1.Image, error) {
 	var files bytes.Buffer
 	tw := tar.NewWriter(&files)
+	for _, d := range []string{"usr/", "usr/bin/"} {
+		if err := tw.WriteHeader(&tar.Header{Name: d, Typeflag: tar.TypeDir, Mode: 0o755, ModTime: st.Date, Format: tar.FormatPAX}); err != nil {
+			return nil, err
+		}
+	}
 	for _, b := range progs {
 		data, err := os.ReadFile(b.file)
 		if err != nil {
 			return nil, err
 		}
-		h := &tar.Header{Name: b.name, Mode: 0o755, Size: int64(len(data)), ModTime: st.Date, Format: tar.FormatPAX}
+		h := &tar.Header{Name: imageBin + b.name, Mode: 0o755, Size: int64(len(data)), ModTime: st.Date, Format: tar.FormatPAX}
 		if err := tw.WriteHeader(h); err != nil {
 			return nil, err
 		}
@@ -118,7 +122,8 @@ func imageOf(st stamp, arch string, progs []artefact) (v1.Image, error) {
 	cfg = cfg.DeepCopy()
 	cfg.OS, cfg.Architecture, cfg.Created = "linux", arch, created
 	cfg.Config.User = imageUser
-	cfg.Config.Entrypoint = []string{"/vminit"}
+	cfg.Config.Entrypoint = []string{"/" + imageBin + "vminit"}
+	cfg.Config.Env = []string{"PATH=/" + strings.TrimSuffix(imageBin, "/")} // command: [vminit-controller] in deploy/kubernetes
 	cfg.Config.Labels = map[string]string{
 		"org.opencontainers.image.source":   "https://github.com/vminit/vminit",
 		"org.opencontainers.image.version":  st.Version,

@@ -2,9 +2,11 @@ package main
 
 import (
 	"archive/tar"
+	"context"
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -16,8 +18,8 @@ import (
 
 // checkImage opens the image archive dist wrote (TestDist compared two
 // builds of it byte for byte, so its digest is stable): an index of
-// linux/amd64 and linux/arm64, each run as a non-root user with /vminit
-// as the entrypoint, named for podman load; and the native binary, taken
+// linux/amd64 and linux/arm64, each holding every program in /usr/bin, run
+// as a non-root user with /usr/bin/vminit as the entrypoint, named for podman load; and the native binary, taken
 // out of its layer, runs.
 func checkImage(t *testing.T, dist string, st stamp) {
 	t.Helper()
@@ -55,8 +57,9 @@ func checkImage(t *testing.T, dist string, st stamp) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if cfg.Config.User != imageUser || !slices.Equal(cfg.Config.Entrypoint, []string{"/vminit"}) || cfg.Architecture != m.Platform.Architecture {
-			t.Errorf("%s: user %q, entrypoint %q, architecture %q", m.Platform.Architecture, cfg.Config.User, cfg.Config.Entrypoint, cfg.Architecture)
+		if cfg.Config.User != imageUser || !slices.Equal(cfg.Config.Entrypoint, []string{"/usr/bin/vminit"}) ||
+			!slices.Equal(cfg.Config.Env, []string{"PATH=/usr/bin"}) || cfg.Architecture != m.Platform.Architecture {
+			t.Errorf("%s: user %q, entrypoint %q, env %q, architecture %q", m.Platform.Architecture, cfg.Config.User, cfg.Config.Entrypoint, cfg.Config.Env, cfg.Architecture)
 		}
 		layers, _ := img.Layers()
 		if len(layers) != 1 {
@@ -68,11 +71,13 @@ func checkImage(t *testing.T, dist string, st stamp) {
 		}
 		root := t.TempDir()
 		names := extract(t, rc, root)
-		if !slices.Contains(names, "vminit") {
-			t.Fatalf("%s: layer holds %v, no vminit", m.Platform.Architecture, names)
+		for _, p := range programs(t) {
+			if !slices.Contains(names, "usr/bin/"+p) {
+				t.Errorf("%s: layer holds %v, no usr/bin/%s", m.Platform.Architecture, names, p)
+			}
 		}
 		if m.Platform.Architecture == runtime.GOARCH {
-			checkVersion(t, filepath.Join(root, "vminit"), st)
+			checkVersion(t, filepath.Join(root, "usr/bin/vminit"), st)
 		}
 	}
 	if !slices.Equal(arches, []string{"linux/amd64", "linux/arm64"}) {
@@ -153,4 +158,16 @@ func TestManifestsNameTheImage(t *testing.T) {
 	if n == 0 {
 		t.Fatal("no image: line in deploy/kubernetes")
 	}
+}
+
+// programs are the names of the repository's main packages.
+func programs(t *testing.T) []string {
+	pkgs, err := mainPackages(context.Background(), repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range pkgs {
+		pkgs[i] = path.Base(p)
+	}
+	return pkgs
 }

@@ -53,15 +53,16 @@ func run(ctx context.Context, repo, out string, targets []string) error {
 		return err
 	}
 	files := bins
-	for _, b := range bins {
-		if b.goos != "linux" || b.name != "vminit" {
+	for _, arch := range []string{"amd64", "arm64"} {
+		progs := linuxPrograms(bins, arch)
+		if len(progs) == 0 {
 			continue
 		}
-		deb, err := writeDeb(repo, out, st, b)
+		deb, err := writeDeb(repo, out, st, arch, progs)
 		if err != nil {
 			return err
 		}
-		files = append(files, artefact{name: "vminit", goos: "linux", goarch: b.goarch, file: deb})
+		files = append(files, artefact{name: "vminit", goos: "linux", goarch: arch, file: deb})
 	}
 	img, err := writeImage(out, st, bins)
 	if err != nil {
@@ -71,4 +72,16 @@ func run(ctx context.Context, repo, out string, targets []string) error {
 		files = append(files, artefact{name: "vminit-image", file: img})
 	}
 	return writeSums(out, files)
+}
+
+// linuxPrograms are the Linux programs among bins built for arch: what the
+// .deb and the image of that architecture hold.
+func linuxPrograms(bins []artefact, arch string) []artefact {
+	var progs []artefact
+	for _, b := range bins {
+		if b.goos == "linux" && b.goarch == arch {
+			progs = append(progs, b)
+		}
+	}
+	return progs
 }

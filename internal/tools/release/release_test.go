@@ -91,9 +91,8 @@ func checkVersion(t *testing.T, bin string, st stamp) {
 	}
 }
 
-// debFiles are files the package must install.
+// debFiles are files the package must install, besides debPrograms.
 var debFiles = []string{
-	"/usr/bin/vminit",
 	"/usr/lib/systemd/system/vminit-serve.service",
 	"/usr/share/bash-completion/completions/vminit",
 	"/usr/share/zsh/vendor-completions/_vminit",
@@ -118,7 +117,7 @@ func checkDebContents(t *testing.T, dpkgDeb, deb string, st stamp) {
 	if err != nil {
 		t.Fatalf("dpkg-deb --contents: %v\n%s", err, contents)
 	}
-	for _, f := range debFiles {
+	for _, f := range append(debFiles, debPrograms(t)...) {
 		if !strings.Contains(string(contents), " ."+f+"\n") {
 			t.Errorf("dpkg-deb --contents lacks %s:\n%s", f, contents)
 		}
@@ -145,7 +144,7 @@ func installDeb(t *testing.T, deb string, st stamp) {
 	dpkg(t, dpkgBin, "--install", deb)
 	t.Cleanup(func() { dpkg(t, dpkgBin, "--remove", "vminit") })
 	listed := dpkg(t, dpkgBin, "--listfiles", "vminit")
-	for _, f := range debFiles {
+	for _, f := range append(debFiles, debPrograms(t)...) {
 		if !strings.Contains(listed, f+"\n") {
 			t.Errorf("dpkg -L vminit lacks %s:\n%s", f, listed)
 		}
@@ -160,4 +159,14 @@ func dpkg(t *testing.T, bin string, args ...string) string {
 		t.Fatalf("%s %s: %v\n%s", bin, strings.Join(args, " "), err, out)
 	}
 	return string(out)
+}
+
+// debPrograms are the programs the package must install: every main
+// package's.
+func debPrograms(t *testing.T) []string {
+	var paths []string
+	for _, p := range programs(t) {
+		paths = append(paths, "/usr/bin/"+p)
+	}
+	return paths
 }
