@@ -8,7 +8,6 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -79,11 +78,11 @@ const (
 // at least 1,024 (and a quarter) to the rest of the server. An idle
 // connection holds about 10 KB of memory.
 func DefaultTotal() int {
-	var rl syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil || rl.Cur > 1<<30 {
+	cur, ok := openFileLimit()
+	if !ok || cur > 1<<30 {
 		return maxTotal
 	}
-	n := int(rl.Cur)
+	n := int(cur)
 	return max(64, min(maxTotal, n-max(reservedFDs, n/4)))
 }
 

@@ -1,3 +1,5 @@
+//go:build unix
+
 package dirstore
 
 // The start-up cache (Options.CacheFile).

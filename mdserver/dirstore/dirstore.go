@@ -1,3 +1,5 @@
+//go:build unix
+
 // Package dirstore is the metadata server's default store: a directory of
 // instance spec files (*.yaml, *.yml, *.json; one instance per file;
 // files[].source.file relative to the spec file; subdirectories and dot
@@ -22,6 +24,10 @@
 // to it (spec.Parse); FIFOs and devices are refused without blocking.
 // Scans run without the lock that guards the store's state, so a slow
 // file delays the next reload, never a Put, a Delete or Close.
+//
+// It needs a Unix (openat, fstatat; inotify on Linux, polling elsewhere):
+// on Windows the package is empty and vminit serve offers etcd and
+// Kubernetes stores only.
 package dirstore
 
 import (
@@ -38,7 +44,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -917,51 +922,4 @@ func (s *Store) poll(every time.Duration) {
 			}
 		}
 	}
-}
-
-func (s *Store) startInotify() error {
-	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
-	if err != nil {
-		return err
-	}
-	const mask = unix.IN_CREATE | unix.IN_CLOSE_WRITE | unix.IN_MOVED_TO | unix.IN_MOVED_FROM |
-		unix.IN_DELETE | unix.IN_ATTRIB | unix.IN_MODIFY | unix.IN_DELETE_SELF | unix.IN_MOVE_SELF
-	if _, err := unix.InotifyAddWatch(fd, s.dir, mask); err != nil {
-		unix.Close(fd)
-		return err
-	}
-	// A non-blocking fd in an os.File goes through the runtime poller, so
-	// Close unblocks the reader.
-	f := os.NewFile(uintptr(fd), "inotify")
-	events := make(chan struct{}, 1)
-	s.watching = "inotify"
-	s.closeFn = func() { f.Close() }
-	go func() {
-		defer close(events)
-		buf := make([]byte, 64<<10)
-		for {
-			n, err := f.Read(buf)
-			if err != nil {
-				select {
-				case <-s.stop:
-				default:
-					s.log.Error("dirstore: inotify read failed; changes are no longer noticed (send SIGHUP to reload)", "err", err)
-				}
-				return
-			}
-			for off := 0; off+unix.SizeofInotifyEvent <= n; {
-				ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
-				if ev.Mask&(unix.IN_DELETE_SELF|unix.IN_MOVE_SELF|unix.IN_IGNORED) != 0 {
-					s.log.Error("dirstore: the watched directory was removed or moved; serving the last snapshot")
-				}
-				off += unix.SizeofInotifyEvent + int(ev.Len)
-			}
-			select {
-			case events <- struct{}{}:
-			default:
-			}
-		}
-	}()
-	go s.watchLoop(events)
-	return nil
 }

@@ -7,14 +7,28 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// versionString describes this binary from its build information: the
+// Set by release builds (make dist) with -ldflags -X, because those build
+// with -buildvcs=false and -trimpath (the same bytes whatever the checkout):
+// the version (git describe), the commit and the commit's date (not the
+// clock, so that two builds of a commit are identical).
+var (
+	stampedVersion string
+	stampedCommit  string
+	stampedDate    string
+)
+
+// versionString describes this binary: the stamped version, commit and
+// date of a release build; otherwise from its build information: the
 // module version (a tag for go install …@vX, "(devel)" for a build from a
 // clone), the VCS revision and time it was built from, whether the tree
-// had uncommitted changes, and the Go version.
+// had uncommitted changes. The Go version ends both.
 func versionString() string {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return "vminit (no build information)"
+	}
+	if stampedVersion != "" {
+		return fmt.Sprintf("vminit %s (%s, %s) %s", stampedVersion, stampedCommit, stampedDate, bi.GoVersion)
 	}
 	v := bi.Main.Version
 	if v == "" {

@@ -13,7 +13,6 @@ import (
 	"github.com/vminit/vminit/internal/lib/httpserver"
 	"github.com/vminit/vminit/mdserver"
 	"github.com/vminit/vminit/mdserver/admin"
-	"github.com/vminit/vminit/mdserver/dirstore"
 	"github.com/vminit/vminit/mdserver/etcdstore"
 	"github.com/vminit/vminit/mdserver/kubestore"
 	"github.com/vminit/vminit/mdserver/registry"
@@ -58,7 +57,7 @@ func OpenStore(ctx context.Context, cfg StoreConfig, checks registry.Checks, log
 	}
 	switch {
 	case cfg.Dir != "":
-		return dirstore.Open(cfg.Dir, dirstore.Options{Logger: logger, CacheFile: cfg.DirCache, Checks: checks, DeferChecks: true})
+		return openDir(cfg, checks, logger)
 	case cfg.Kubernetes != nil:
 		kcfg := *cfg.Kubernetes
 		kcfg.Checks = checks

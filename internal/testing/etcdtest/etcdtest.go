@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/vminit/vminit/internal/testing/testpki"
+	"github.com/vminit/vminit/internal/testing/testproc"
 	"github.com/vminit/vminit/internal/testing/testtools"
 )
 
@@ -78,7 +78,7 @@ func (e *Server) Restart() {
 	e.cmd = exec.Command(e.bin, args...)
 	// Its own process group, killed with the test binary: a test that
 	// dies never leaves an etcd behind.
-	e.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	e.cmd.SysProcAttr = testproc.SysProcAttr()
 	e.cmd.Stdout, e.cmd.Stderr = e.log, e.log
 	if err := e.cmd.Start(); err != nil {
 		e.t.Fatal(err)

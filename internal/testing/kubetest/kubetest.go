@@ -49,6 +49,7 @@ import (
 
 	"github.com/vminit/vminit/internal/testing/etcdtest"
 	"github.com/vminit/vminit/internal/testing/testpki"
+	"github.com/vminit/vminit/internal/testing/testproc"
 	"github.com/vminit/vminit/internal/testing/testtools"
 )
 
@@ -281,10 +282,7 @@ func startProcess(bin string, args []string, log *tailBuffer) (*process, error) 
 	cmd.Stdout, cmd.Stderr = log, log
 	// A group of its own, so stop and kill reach anything it forks; and
 	// killed by the kernel when the test binary dies without cleaning up.
-	// (Pdeathsig follows the thread that forked it; Go's runtime does not
-	// end its threads while the program runs, except those locked with
-	// runtime.LockOSThread, which this package does not do.)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = testproc.SysProcAttr()
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
