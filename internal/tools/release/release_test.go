@@ -124,32 +124,37 @@ func checkDebContents(t *testing.T, dpkgDeb, deb string, st stamp) {
 	}
 }
 
-// installDeb installs the package into this system with dpkg -i when the
-// test runs as root (and no vminit package is installed already), checks
-// dpkg -L and the installed binary, and removes it; otherwise it unpacks
-// it with dpkg -x and runs the binary from there.
+// installDeb installs the package with the real dpkg -i into a root of
+// its own under t.TempDir() (its own admin directory, as dpkg --root
+// takes it: a test writes nothing outside its directory, and needs no
+// root), checks dpkg -L and the installed binary, and removes it again.
+// The package has no maintainer scripts, so nothing runs chrooted.
 func installDeb(t *testing.T, deb string, st stamp) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		dir := t.TempDir()
-		dpkg(t, "dpkg-deb", "-x", deb, dir)
-		t.Log("not root: unpacked with dpkg-deb -x instead of dpkg -i")
-		checkVersion(t, filepath.Join(dir, "usr/bin/vminit"), st)
-		return
-	}
 	dpkgBin := testtools.Require(t, "dpkg")
-	if exec.Command(dpkgBin, "--status", "vminit").Run() == nil {
-		t.Fatal("a vminit package is installed already; remove it (dpkg -r vminit) to run this test")
+	root := t.TempDir()
+	admin := filepath.Join(root, "var/lib/dpkg")
+	for _, d := range []string{"info", "updates", "triggers"} {
+		if err := os.MkdirAll(filepath.Join(admin, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
-	dpkg(t, dpkgBin, "--install", deb)
-	t.Cleanup(func() { dpkg(t, dpkgBin, "--remove", "vminit") })
-	listed := dpkg(t, dpkgBin, "--listfiles", "vminit")
+	if err := os.WriteFile(filepath.Join(admin, "status"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	in := []string{"--root=" + root, "--admindir=" + admin, "--log=" + filepath.Join(root, "dpkg.log"), "--force-not-root", "--force-script-chrootless"}
+	dpkg(t, dpkgBin, append(in, "--install", deb)...)
+	listed := dpkg(t, dpkgBin, append(in, "--listfiles", "vminit")...)
 	for _, f := range append(debFiles, debPrograms(t)...) {
 		if !strings.Contains(listed, f+"\n") {
 			t.Errorf("dpkg -L vminit lacks %s:\n%s", f, listed)
 		}
 	}
-	checkVersion(t, "/usr/bin/vminit", st)
+	checkVersion(t, filepath.Join(root, "usr/bin/vminit"), st)
+	dpkg(t, dpkgBin, append(in, "--remove", "vminit")...)
+	if _, err := os.Stat(filepath.Join(root, "usr/bin/vminit")); err == nil {
+		t.Error("dpkg -r left /usr/bin/vminit")
+	}
 }
 
 func dpkg(t *testing.T, bin string, args ...string) string {
