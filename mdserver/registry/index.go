@@ -501,22 +501,14 @@ func (ed edits) claim(k string, r *Record) {
 	if ed.undo != nil {
 		*ed.undo = append(*ed.undo, func() { release(ix.names, ix.addrs, r) })
 	}
-	ix.names[r.Name] = k
-	for _, a := range r.Addresses {
-		ix.addrs[a] = k
-	}
+	hold(ix.names, ix.addrs, k, r)
 }
 
 // unclaim releases r's name and addresses, which key k holds.
 func (ed edits) unclaim(k string, r *Record) {
 	ix := ed.ix
 	if ed.undo != nil {
-		*ed.undo = append(*ed.undo, func() {
-			ix.names[r.Name] = k
-			for _, a := range r.Addresses {
-				ix.addrs[a] = k
-			}
-		})
+		*ed.undo = append(*ed.undo, func() { hold(ix.names, ix.addrs, k, r) })
 	}
 	release(ix.names, ix.addrs, r)
 }
@@ -559,6 +551,14 @@ func (ix *Index) fitTogether(changes map[string]*Record, keys []string, ed edits
 		ed.claim(k, changes[k])
 	}
 	return true
+}
+
+// hold gives r's name and addresses to key k in the claims.
+func hold(names map[string]string, addrs map[netip.Addr]string, k string, r *Record) {
+	names[r.Name] = k
+	for _, a := range r.Addresses {
+		addrs[a] = k
+	}
 }
 
 // release removes r's name and addresses from the claims.
