@@ -15,36 +15,18 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/dynamic"
-	"sigs.k8s.io/yaml"
 
-	"github.com/vminit/vminit/deploy/kubernetes/crd"
 	"github.com/vminit/vminit/internal/testing/cloudinittest"
 	"github.com/vminit/vminit/internal/testing/ignitiontest"
 	"github.com/vminit/vminit/internal/testing/kubetest"
 	"github.com/vminit/vminit/internal/testing/testtools"
-	"github.com/vminit/vminit/kube/api/v1alpha1"
 )
 
-func startCluster(t testing.TB) (*kubetest.Server, dynamic.ResourceInterface) {
-	t.Helper()
-	s := kubetest.Start(t)
-	s.CreateCRDs(t, crd.Instances)
-	return s, s.Dynamic(t).Resource(v1alpha1.GroupVersionResource).Namespace("default")
-}
-
-func createInstance(t *testing.T, res dynamic.ResourceInterface, name, specYAML string) {
-	t.Helper()
-	var sp map[string]any
-	if err := yaml.Unmarshal([]byte(specYAML), &sp); err != nil {
-		t.Fatal(err)
-	}
-	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "vminit.dev/v1alpha1", "kind": "Instance",
-		"metadata": map[string]any{"name": name}, "spec": sp}}
-	if _, err := res.Create(context.Background(), u, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-}
+// startCluster and createInstance are kubetest's, under their short names.
+var (
+	startCluster   = kubetest.StartWithInstances
+	createInstance = kubetest.CreateInstance
+)
 
 // httpFrom is an HTTP client whose connections come from src, a guest's
 // address on loopback.
