@@ -44,6 +44,10 @@ type Index struct {
 
 	applied bool   // a first Apply is done
 	uids    uint64 // the last UID given
+
+	// lazyCheck is the deferred check of a record that holds its
+	// document (DecodeDeferred): made once, not a closure a record.
+	lazyCheck func(*Record) error
 }
 
 // IndexOptions configure an Index: its log lines, in the store's words.
@@ -106,16 +110,30 @@ func (ix *Index) Decode(doc []byte, dir string) (*Record, error) {
 // calls Unserve for each record that failed. A store defers only at
 // start-up, where no last good version exists to keep (docs/security.md);
 // the policy check runs here, as it is cheap.
+//
+// Decoding the document is deferred too when spec.Identify can read its
+// name and addresses (and it reads no files[].source.file): the record
+// holds the document, and its deferred check decodes it first, so that a
+// document Parse refuses fails its check with Parse's errors, lines and
+// all. The check does not keep what it decoded (Record.Instance decodes
+// again for the first guest to ask), so a fleet that no guest has asked
+// for yet holds its documents alone.
 func (ix *Index) DecodeDeferred(doc []byte, dir string) (*Record, error) {
-	rec, err := DecodeDocument(doc, dir)
-	if err != nil {
-		return nil, err
+	rec := identify(doc)
+	if rec == nil {
+		var err error
+		if rec, err = DecodeDocument(doc, dir); err != nil {
+			return nil, err
+		}
 	}
 	if err := ix.Admit(rec); err != nil {
 		return nil, err
 	}
-	if c := ix.opts.Checks.Content; c != nil {
-		rec.deferred = &deferredCheck{run: c}
+	switch {
+	case rec.doc != nil:
+		rec.deferred.Store(&deferredCheck{run: ix.lazyCheck})
+	case ix.opts.Checks.Content != nil:
+		rec.deferred.Store(&deferredCheck{run: ix.opts.Checks.Content})
 	}
 	return rec, nil
 }
@@ -190,6 +208,7 @@ func NewIndex(opts IndexOptions) *Index {
 	}
 	ix := &Index{opts: opts, served: map[string]*Record{}, names: map[string]string{}, addrs: map[netip.Addr]string{},
 		keys: map[string]*keyState{}, pending: map[string]struct{}{}}
+	ix.lazyCheck = func(r *Record) error { return r.decodeAndCheck(opts.Checks.Content) }
 	empty, _ := NewSnapshot(nil)
 	ix.snap.Store(empty)
 	return ix

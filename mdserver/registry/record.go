@@ -1,10 +1,12 @@
 package registry
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -13,13 +15,19 @@ import (
 
 // Record is one instance as the server knows it: its loaded, defaulted
 // and validated spec, and the source addresses that identify it.
+//
+// A record a store read with Index.DecodeDeferred may hold its document
+// alone, not yet decoded: its name and addresses are read from it
+// (spec.Identify), the spec is decoded and checked by its deferred check
+// (Verify), and decoded again, and kept, when it is first asked for
+// (Instance). An idle fleet so holds a few hundred bytes of document an
+// instance rather than its decoded spec, which is several times that
+// (docs/benchmarks.md, "Beside the peers").
 type Record struct {
 	// Name is the instance's metadata.name, unique in a Snapshot.
 	Name string
-	// Instance is the spec; never modified once in a Snapshot.
-	Instance *spec.Instance
-	// Addresses come from Instance.Spec.MetadataServer.Addresses, unmapped
-	// (an IPv4-mapped IPv6 address is stored as IPv4).
+	// Addresses come from Instance().Spec.MetadataServer.Addresses,
+	// unmapped (an IPv4-mapped IPv6 address is stored as IPv4).
 	Addresses []netip.Addr
 	// Revision changes whenever the record's content changes (a content
 	// hash or a store revision); caches of rendered data key on it.
@@ -34,9 +42,74 @@ type Record struct {
 	// none (see Index.Apply).
 	UID string
 
-	// deferred is the content check a store deferred (Index.DecodeDeferred),
-	// or nil when the record passed its checks before it was indexed.
-	deferred *deferredCheck
+	// inst is the decoded spec; never modified once in a Snapshot. For
+	// a record that holds its document (doc), nil until Instance is first
+	// called.
+	inst atomic.Pointer[spec.Instance]
+	// doc is the document of a record decoded on demand, nil for one
+	// decoded at once. It reads no files[].source.file (see identify), so
+	// it decodes the same without the directory it was read from.
+	doc []byte
+
+	// deferred is the check a store deferred (Index.DecodeDeferred) until
+	// it has passed; nil when the record passed its checks, before it was
+	// indexed or since (a passed check is dropped: an idle fleet holds
+	// none).
+	deferred atomic.Pointer[deferredCheck]
+}
+
+// Instance returns the record's spec. A record that holds its document
+// decodes it here on the first call and keeps the result: the guest that
+// asked for the record asks again at every request. Only a record that
+// passed Verify may be asked (Snapshot.ByAddr and ByName return no
+// other), so the document decodes as it did when it was checked.
+func (r *Record) Instance() *spec.Instance {
+	if inst := r.inst.Load(); inst != nil {
+		return inst
+	}
+	inst := r.decodeChecked()
+	r.inst.Store(inst)
+	return inst
+}
+
+// InstanceUnkept is Instance without keeping what it decodes: for a pass
+// over every record (a store writing its start-up cache), which would
+// otherwise leave the whole fleet decoded.
+func (r *Record) InstanceUnkept() *spec.Instance {
+	if inst := r.inst.Load(); inst != nil {
+		return inst
+	}
+	return r.decodeChecked()
+}
+
+// decodeChecked decodes the document of a record that passed Verify.
+func (r *Record) decodeChecked() *spec.Instance {
+	inst, err := r.decode()
+	if err != nil {
+		// Verify decoded the same bytes without an error.
+		panic(fmt.Sprintf("registry: instance %q was asked for before it was checked: %v", r.Name, err))
+	}
+	return inst
+}
+
+// decode parses, resolves, defaults and validates the record's document
+// and makes sure it is the instance the record was indexed as.
+func (r *Record) decode() (*spec.Instance, error) {
+	inst, revision, err := decodeInstance(r.doc, "")
+	if err != nil {
+		return nil, err
+	}
+	full, err := NewRecord(inst, revision)
+	if err != nil {
+		return nil, err
+	}
+	if full.Name != r.Name || !slices.Equal(full.Addresses, r.Addresses) || full.Revision != r.Revision {
+		// spec.Identify and spec.Parse disagree: a bug, refused rather
+		// than served under another name or address.
+		return nil, fmt.Errorf("instance %q at %v (revision %s) was indexed as %q at %v (revision %s)",
+			full.Name, full.Addresses, full.Revision, r.Name, r.Addresses, r.Revision)
+	}
+	return inst, nil
 }
 
 // deferredCheck is a record's Checks.Content, run once, by whichever
@@ -54,21 +127,40 @@ type deferredCheck struct {
 // call it: a record whose check fails is never found, so nothing
 // unchecked is served.
 func (r *Record) Verify() error {
-	d := r.deferred
+	d := r.deferred.Load()
 	if d == nil {
 		return nil
 	}
 	d.once.Do(func() {
 		d.err = d.run(r)
 		d.ran.Store(true)
+		if d.err == nil {
+			r.deferred.Store(nil)
+		}
 	})
 	return d.err
+}
+
+// decodeAndCheck is the deferred check of a record that holds its
+// document: the document decodes (spec.Parse's errors otherwise) to the
+// instance the record was indexed as, and passes content, if any. What it
+// decoded is dropped after: see Index.DecodeDeferred.
+func (r *Record) decodeAndCheck(content func(*Record) error) error {
+	inst, err := r.decode()
+	if err != nil || content == nil {
+		return err
+	}
+	// content reads the spec through Instance, from another record: r
+	// may be served already, and its decoded spec is not kept.
+	checked := &Record{Name: r.Name, Addresses: r.Addresses, Revision: r.Revision}
+	checked.inst.Store(inst)
+	return content(checked)
 }
 
 // Checked reports whether every check of the record has run, and with
 // what verdict, without running any.
 func (r *Record) Checked() (bool, error) {
-	d := r.deferred
+	d := r.deferred.Load()
 	if d == nil {
 		return true, nil
 	}
@@ -80,7 +172,8 @@ func (r *Record) Checked() (bool, error) {
 
 // NewRecord builds a Record from a valid instance.
 func NewRecord(inst *spec.Instance, revision string) (*Record, error) {
-	r := &Record{Name: inst.Metadata.Name, Instance: inst, Revision: revision}
+	r := &Record{Name: inst.Metadata.Name, Revision: revision}
+	r.inst.Store(inst)
 	if ms := inst.Spec.MetadataServer; ms != nil {
 		for _, a := range ms.Addresses {
 			ip, err := netip.ParseAddr(a)
@@ -91,6 +184,16 @@ func NewRecord(inst *spec.Instance, revision string) (*Record, error) {
 		}
 	}
 	return r, nil
+}
+
+// Moved returns a copy of r served at addrs, as revision: for a store that
+// gives instances their addresses itself (kubestore's claims). r must be
+// one that may be asked for its Instance (see there).
+func (r *Record) Moved(addrs []netip.Addr, revision string) *Record {
+	m := &Record{Name: r.Name, Addresses: addrs, Revision: revision, UID: r.UID}
+	m.inst.Store(r.Instance())
+	m.deferred.Store(r.deferred.Load())
+	return m
 }
 
 // Key identifies one version of one incarnation of an instance: its name,
@@ -115,15 +218,60 @@ func (r *Record) Key() Key { return Key{Name: r.Name, UID: r.UID, Revision: r.Re
 // content with content or contentBase64 instead; `vminit instances put`
 // does so for local spec files.
 func DecodeDocument(doc []byte, dir string) (*Record, error) {
-	inst, err := spec.Parse(doc, dir)
+	inst, revision, err := decodeInstance(doc, dir)
 	if err != nil {
 		return nil, err
 	}
+	return NewRecord(inst, revision)
+}
+
+func decodeInstance(doc []byte, dir string) (*spec.Instance, string, error) {
+	inst, err := spec.Parse(doc, dir)
+	if err != nil {
+		return nil, "", err
+	}
+	return inst, revisionOf(doc, inst.Spec.Files), nil
+}
+
+// revisionOf is the content hash of a document and of the files it reads
+// (files[].source.file): the rest of its content is in the document.
+// identify relies on it: a document that reads no file has the revision
+// of its bytes alone, known before it is decoded.
+func revisionOf(doc []byte, files []spec.File) string {
 	h := sha256.New()
 	h.Write(doc)
-	for _, f := range inst.Spec.Files {
-		h.Write([]byte{0})
-		h.Write(f.Data())
+	for _, f := range files {
+		if f.Source != nil {
+			h.Write([]byte{0})
+			h.Write(f.Data())
+		}
 	}
-	return NewRecord(inst, hex.EncodeToString(h.Sum(nil))[:20])
+	return hex.EncodeToString(h.Sum(nil)[:10]) // 20 digits, and no longer string held for them
+}
+
+// identify returns the record of a document to be decoded on demand, not
+// yet decoded nor checked (DecodeDeferred gives it its check), or nil when
+// the document cannot be read so: spec.Identify declines it, or it may
+// read a files[].source.file, whose content would have to be read and
+// hashed now.
+func identify(doc []byte) *Record {
+	if bytes.Contains(doc, []byte("source")) {
+		return nil
+	}
+	id, ok := spec.Identify(doc)
+	if !ok {
+		return nil
+	}
+	r := &Record{Name: id.Name, Revision: revisionOf(doc, nil), doc: doc}
+	if len(id.Addresses) > 0 {
+		r.Addresses = make([]netip.Addr, len(id.Addresses))
+	}
+	for i, a := range id.Addresses {
+		ip, err := netip.ParseAddr(a)
+		if err != nil {
+			return nil // Parse words the error
+		}
+		r.Addresses[i] = ip.Unmap()
+	}
+	return r
 }

@@ -73,7 +73,7 @@ func load(u *unstructured.Unstructured, prev *loaded) *loaded {
 		return l
 	}
 	l.rec, l.good = rec, rec
-	r := render.Instance(rec.Instance, render.Target{})
+	r := render.Instance(rec.Instance(), render.Target{})
 	l.problems, l.warnings = bare(r.Errors, nil), bare(r.Warnings, nil)
 	switch {
 	case !r.OK():
@@ -296,7 +296,7 @@ func (t *term) status(u *unstructured.Unstructured, l *loaded, cur *v1alpha1.Ins
 		valid.Message = joinProblems(l.problems)
 	}
 	if l.rec != nil {
-		s := &l.rec.Instance.Spec
+		s := &l.rec.Instance().Spec
 		next.Hostname, next.Agent = s.Hostname, s.Agent
 	}
 	if len(l.problems) == 0 && l.rendered != "" {
