@@ -42,8 +42,7 @@ func Identify(data []byte) (Identity, bool) {
 	if !p.split() || !p.linesClosed() {
 		return Identity{}, false
 	}
-	buf := make([]entry, 0, 16)
-	ls := lineScan{p: p, buf: &buf}
+	ls := lineScan{p: p, buf: &p.entries}
 	top, ok := ls.mapping(0, len(p.lines), 0)
 	if !ok {
 		return Identity{}, false
@@ -73,7 +72,7 @@ func Identify(data []byte) (Identity, bool) {
 }
 
 // lineScan reads the lines a fastParser split. The mappings' entries are
-// carved from buf, one mapping after the other.
+// carved from buf (the parser's, reused), one mapping after the other.
 type lineScan struct {
 	p   *fastParser
 	buf *[]entry
