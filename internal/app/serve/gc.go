@@ -6,13 +6,17 @@ import (
 )
 
 // GCPercent is vminit serve's garbage-collection target (GOGC) when the
-// environment does not set one. The loaded instances are a large heap
-// that lives as long as the process and every collection marks all of it,
-// while requests make little garbage: collecting half as often as Go's
-// default shortens the tail of a boot storm, for a peak heap of three
-// times the live one instead of two (docs/design.md, "Serving a boot
-// storm"; the numbers are in docs/benchmarks.md).
-const GCPercent = 200
+// environment does not set one: Go's default, a peak heap of twice the
+// live one. It was 200 while every loaded instance was a decoded spec
+// (2.6 KB of pointers an instance, 250 MB at 100,000 that every collection
+// marked): collecting half as often kept those collections out of most
+// boot storms, for three times the live heap. An idle instance is now its
+// document (registry.Index.DecodeDeferred: 1.2 KB, 40 % of it bytes the
+// collector does not scan), so a collection marks about a third of what
+// it did, and 200 would be most of the resident memory an instance costs
+// (docs/benchmarks.md, "Beside the peers"; docs/design.md, "Serving a
+// boot storm").
+const GCPercent = 100
 
 // SetGC applies GCPercent unless GOGC is set, and returns the percentage in
 // effect (-1: collection off).
