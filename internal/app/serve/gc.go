@@ -6,17 +6,18 @@ import (
 )
 
 // GCPercent is vminit serve's garbage-collection target (GOGC) when the
-// environment does not set one: Go's default, a peak heap of twice the
-// live one. It was 200 while every loaded instance was a decoded spec
-// (2.6 KB of pointers an instance, 250 MB at 100,000 that every collection
-// marked): collecting half as often kept those collections out of most
-// boot storms, for three times the live heap. An idle instance is now its
-// document (registry.Index.DecodeDeferred: 1.2 KB, 40 % of it bytes the
-// collector does not scan), so a collection marks about a third of what
-// it did, and 200 would be most of the resident memory an instance costs
-// (docs/benchmarks.md, "Beside the peers"; docs/design.md, "Serving a
-// boot storm").
-const GCPercent = 100
+// environment does not set one: a collection when the heap has grown by
+// one and a half times the live one. The loaded instances are a heap that lives as long
+// as the process and every collection marks all of it, while a boot
+// storm makes garbage (a guest's first fetch renders): at 100,000
+// instances (~110 MB live) that is about twice a 1,000-VM storm's
+// garbage (~80 MB), so most storms see no collection. It was 200 while every
+// instance was a decoded spec (2.6 KB of pointers each); an idle instance
+// is now its document (registry.Index.DecodeDeferred, 1.2 KB, 40 % of it
+// bytes the collector does not scan), and 200's headroom, twice the live
+// heap, would be most of its resident memory (docs/benchmarks.md,
+// "Beside the peers"; docs/design.md, "Serving a boot storm").
+const GCPercent = 150
 
 // SetGC applies GCPercent unless GOGC is set, and returns the percentage in
 // effect (-1: collection off).
