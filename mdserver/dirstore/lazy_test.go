@@ -107,3 +107,29 @@ func liveHeap() int64 {
 	runtime.ReadMemStats(&m)
 	return int64(m.HeapAlloc)
 }
+
+// TestChecksDone: ChecksDone is closed once the background pass has
+// ended, and at once for a store that deferred nothing.
+func TestChecksDone(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "a.yaml", string(inlineDoc("a", "10.0.0.1", "good")))
+	checks := registry.Checks{Content: func(*registry.Record) error { return nil }}
+	release := make(chan struct{})
+	hook := func() { <-release }
+	deferHook.Store(&hook)
+	defer deferHook.Store(nil)
+	s, _ := open(t, dir, Options{NoWatch: true, Checks: checks, DeferChecks: true})
+	select {
+	case <-s.ChecksDone():
+		t.Fatal("done before the pass ran")
+	default:
+	}
+	close(release)
+	<-s.ChecksDone()
+	if n := s.Snapshot().Len(); n != 1 {
+		t.Errorf("serving %d", n)
+	}
+	deferHook.Store(nil)
+	s, _ = open(t, dir, Options{NoWatch: true, Checks: checks})
+	<-s.ChecksDone()
+}
