@@ -57,6 +57,7 @@ func (in *Instance) Validate() error {
 	validateCommands(&c, "spec.commands", s.Commands)
 	validateCommands(&c, "spec.bootCommands", s.BootCommands)
 	validateMounts(&c, s.Mounts)
+	validateStorage(&c, s)
 	if s.Timezone != "" && (!tzRE.MatchString(s.Timezone) || strings.Contains(s.Timezone, "..")) {
 		c.Add("spec.timezone", "%q is not an IANA time zone name such as \"UTC\" or \"Europe/Berlin\"", s.Timezone)
 	}
