@@ -207,6 +207,15 @@ func (f *Filesystem) DevicePath() string {
 	return PartitionDevice(f.Device, f.Partition)
 }
 
+// SwapDevice is what a swap filesystem is enabled by: LABEL=… when it has
+// a label (which outlives a renamed device), else its device node.
+func (f *Filesystem) SwapDevice() string {
+	if f.Label != "" {
+		return "LABEL=" + f.Label
+	}
+	return f.DevicePath()
+}
+
 // defaultStorage fills in each partition's number (its place) and type.
 func (st *Storage) defaultStorage() {
 	for i := range st.Disks {

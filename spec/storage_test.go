@@ -144,3 +144,12 @@ func TestPartitionDevice(t *testing.T) {
 		}
 	}
 }
+
+// TestStorageWithUserDataOnly: spec.storage goes into the generated
+// #cloud-config, which userDataOnly leaves out.
+func TestStorageWithUserDataOnly(t *testing.T) {
+	doc := specHeader + "spec:\n  cloudInit: {userData: '#!/bin/sh', userDataOnly: true}\n  storage: {growRoot: true}\n"
+	if _, err := Parse([]byte(doc), ""); err == nil || !strings.Contains(err.Error(), "spec.storage: goes into the generated #cloud-config") {
+		t.Errorf("%v", err)
+	}
+}
