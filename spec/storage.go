@@ -185,12 +185,13 @@ func ParseSize(s string) (Size, error) {
 }
 
 // PartitionDevice is the device node of partition n of disk, as udev and
-// the kernel name it: disk-partN for a /dev/disk/by-id or by-path link,
-// diskpN when the disk's name ends in a digit (nvme0n1p1, mmcblk0p1),
-// else diskN (vdb1).
+// the kernel name it: disk-partN for a udev link under /dev/disk
+// (by-id, by-path, and the clouds' own, such as Azure's
+// /dev/disk/azure/scsi1/lun0), diskpN when the disk's name ends in a digit
+// (nvme0n1p1, mmcblk0p1), else diskN (vdb1).
 func PartitionDevice(disk string, n int) string {
 	switch {
-	case strings.HasPrefix(disk, "/dev/disk/by-id/"), strings.HasPrefix(disk, "/dev/disk/by-path/"):
+	case strings.HasPrefix(disk, "/dev/disk/"):
 		return disk + "-part" + strconv.Itoa(n)
 	case disk != "" && disk[len(disk)-1] >= '0' && disk[len(disk)-1] <= '9':
 		return disk + "p" + strconv.Itoa(n)

@@ -138,6 +138,7 @@ func TestPartitionDevice(t *testing.T) {
 		{"/dev/nvme0n1", 2, "/dev/nvme0n1p2"},
 		{"/dev/disk/by-id/virtio-x", 3, "/dev/disk/by-id/virtio-x-part3"},
 		{"/dev/disk/by-path/pci-0000:00:05.0", 1, "/dev/disk/by-path/pci-0000:00:05.0-part1"},
+		{"/dev/disk/azure/scsi1/lun0", 1, "/dev/disk/azure/scsi1/lun0-part1"},
 	} {
 		if got := PartitionDevice(c.disk, c.n); got != c.want {
 			t.Errorf("PartitionDevice(%q, %d) = %q; want %q", c.disk, c.n, got, c.want)
