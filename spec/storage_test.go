@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -153,4 +154,28 @@ func TestStorageWithUserDataOnly(t *testing.T) {
 	if _, err := Parse([]byte(doc), ""); err == nil || !strings.Contains(err.Error(), "spec.storage: goes into the generated #cloud-config") {
 		t.Errorf("%v", err)
 	}
+}
+
+// FuzzParseSize: a size parses to exactly one of MiB, a share of the
+// disk or the rest, within bounds, and is written back as the same size.
+func FuzzParseSize(f *testing.F) {
+	for _, s := range []string{"", "rest", "512MiB", "2GiB", "1TiB", "25%", "100%", "0%", "+1GiB", "1G", "9223372036854775807TiB", "00010MiB", "1e3MiB", " 1GiB"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		sz, err := ParseSize(s)
+		if err != nil {
+			return
+		}
+		switch {
+		case sz.MiB < 0 || sz.MiB > maxSizeMiB || sz.Percent < 0 || sz.Percent > 100 || sz.MiB > 0 && sz.Percent > 0:
+			t.Fatalf("ParseSize(%q) = %+v", s, sz)
+		case sz.Rest() && s != "" && s != "rest":
+			t.Fatalf("ParseSize(%q) is the rest of the disk", s)
+		}
+		again, err := ParseSize(fmt.Sprintf("%dMiB", sz.MiB))
+		if sz.MiB > 0 && (err != nil || again != sz) {
+			t.Fatalf("ParseSize(%q) = %+v, and its MiB read back %+v, %v", s, sz, again, err)
+		}
+	})
 }
