@@ -32,6 +32,9 @@ func (r *renderer) storage(cfg *types.Config) {
 		return
 	}
 	for i, d := range st.Disks {
+		if len(d.Partitions) == 0 && !d.WipeTable {
+			continue // nothing to do, as in the cloud-init rendering
+		}
 		if disk, ok := r.disk(i, d); ok {
 			cfg.Storage.Disks = append(cfg.Storage.Disks, disk)
 		}

@@ -120,3 +120,12 @@ func TestStorageSwapUnitConflict(t *testing.T) {
 		t.Errorf("conflict: %v", err)
 	}
 }
+
+// TestStorageDiskWithNothingToDo: a disk without partitions or
+// wipeTable renders nothing, as in the cloud-init rendering.
+func TestStorageDiskWithNothingToDo(t *testing.T) {
+	res, err := Render(specFrom(t, "spec:\n  storage:\n    disks: [{device: /dev/vdb}]\n"), Options{})
+	if err != nil || bytes.Contains(res.Config, []byte(`"disks"`)) {
+		t.Errorf("%s, %v", res.Config, err)
+	}
+}
