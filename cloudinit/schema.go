@@ -327,7 +327,3 @@ func (d *deprecationWalk) note(n *schemaNode, loc []string) {
 		d.found = append(d.found, deprecation{SchemaFinding{Path: fieldPath(loc), Message: msg, Deprecated: true}, slices.Clone(loc)})
 	}
 }
-
-func escapePointer(s string) string {
-	return strings.NewReplacer("~", "~0", "/", "~1").Replace(s)
-}

@@ -255,7 +255,7 @@ func (c *schemaCompiler) resolve(n *schemaNode) {
 	}
 	cur := c.root
 	for _, tok := range strings.Split(ptr, "/")[1:] {
-		tok = strings.NewReplacer("~1", "/", "~0", "~").Replace(tok)
+		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
 		m, _ := cur.(map[string]any)
 		if cur, ok = m[tok]; !ok {
 			c.fail(n.ptr, "$ref %q leads nowhere", ref)
@@ -369,4 +369,10 @@ func (c *schemaCompiler) object(v any, ptr string) map[string]any {
 		c.fail(ptr, "must be an object")
 	}
 	return m
+}
+
+// escapePointer writes s as a JSON pointer token. (ReplaceAll returns s
+// itself, unallocated, when there is nothing to replace: the common case.)
+func escapePointer(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
 }
