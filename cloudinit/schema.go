@@ -1,7 +1,6 @@
 package cloudinit
 
 import (
-	_ "embed"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -18,9 +17,6 @@ import (
 // SchemaVersion is the cloud-init release whose cloud-config schema
 // CheckSchema applies (schema/README.md says where it comes from).
 const SchemaVersion = "22.4.2"
-
-//go:embed schema/schema-cloud-config-v1.json
-var schemaJSON []byte
 
 // SchemaFinding is one thing `cloud-init schema` would report about a
 // #cloud-config document: an error (cloud-init warns and the module
@@ -56,11 +52,12 @@ func (f SchemaFinding) String() string {
 // A value cloud-init's YAML loader reads as a Python object (an unquoted
 // date) fails every "type", as in Python, and is reported as such.
 //
-// The validator is vminit's own (schema_compile.go, schema_validate.go),
-// not a JSON Schema library: the one vminit used (jsonschema/v6) compiled
-// its meta-schemas in an init function, milliseconds of every vminit
-// process, and took ~16 ms to compile this schema, where this one takes
-// about a millisecond on the first call. Platforms run vminit once per VM.
+// The validator is vminit's own (schema_node.go, schema_validate.go), not
+// a JSON Schema library: the one vminit used (jsonschema/v6) compiled its
+// meta-schemas in an init function, milliseconds of every vminit process,
+// and took ~20 ms and 7.6 MB to compile this schema on the first check.
+// Here the schema is Go data generated from its JSON (schema_tree.go):
+// nothing to compile. Platforms run vminit once per VM.
 //
 // It returns an error, and no findings, when data is not a #cloud-config
 // document cloud-init can load (CheckUserData says why).
@@ -76,11 +73,7 @@ func CheckSchema(data []byte) ([]SchemaFinding, error) {
 	if doc == nil {
 		return nil, nil
 	}
-	root, err := cloudConfigSchema()
-	if err != nil {
-		return nil, err
-	}
-	return root.check(doc), nil
+	return schemaRoot.check(doc), nil
 }
 
 // check finds what the schema root says about the loaded document doc.
@@ -286,7 +279,7 @@ func (d *deprecationWalk) walk(n *schemaNode, v any, loc []string) {
 		for _, k := range slices.Sorted(maps.Keys(t)) {
 			child := append(slices.Clip(loc), k)
 			matched := false
-			if p, ok := n.properties[k]; ok {
+			if p := n.property(k); p != nil {
 				matched = true
 				d.walk(p, t[k], child)
 			}

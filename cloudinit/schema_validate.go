@@ -85,7 +85,7 @@ func (n *schemaNode) fail(loc []string, keyword, format string, args ...any) *sc
 
 func (n *schemaNode) validateObject(obj map[string]any, loc []string) []*schemaError {
 	var errs []*schemaError
-	if n.minProperties >= 0 && len(obj) < n.minProperties {
+	if len(obj) < n.minProperties {
 		errs = append(errs, n.fail(loc, "minProperties", "minProperties: got %d, want %d", len(obj), n.minProperties))
 	}
 	var missing []string
@@ -105,7 +105,7 @@ func (n *schemaNode) validateObject(obj map[string]any, loc []string) []*schemaE
 	for _, name := range slices.Sorted(maps.Keys(obj)) {
 		at := append(slices.Clip(loc), name)
 		matched := false
-		if sub, ok := n.properties[name]; ok {
+		if sub := n.property(name); sub != nil {
 			matched = true
 			errs = appendError(errs, sub.validate(obj[name], at))
 		}
@@ -131,10 +131,10 @@ func (n *schemaNode) validateObject(obj map[string]any, loc []string) []*schemaE
 
 func (n *schemaNode) validateArray(arr []any, loc []string) []*schemaError {
 	var errs []*schemaError
-	if n.minItems >= 0 && len(arr) < n.minItems {
+	if len(arr) < n.minItems {
 		errs = append(errs, n.fail(loc, "minItems", "minItems: got %d, want %d", len(arr), n.minItems))
 	}
-	if n.maxItems >= 0 && len(arr) > n.maxItems {
+	if n.hasMaxItems && len(arr) > n.maxItems {
 		errs = append(errs, n.fail(loc, "maxItems", "maxItems: got %d, want %d", len(arr), n.maxItems))
 	}
 	if n.uniqueItems {
@@ -164,26 +164,27 @@ func (n *schemaNode) validateArray(arr []any, loc []string) []*schemaError {
 // validateNumber checks minimum, comparing as Python does: exactly, NaN
 // never below anything.
 func (n *schemaNode) validateNumber(v any, loc []string, errs []*schemaError) []*schemaError {
-	if n.minimum == nil {
+	if n.minimum == "" {
 		return errs
 	}
+	minimum, _ := new(big.Rat).SetString(n.minimum)
 	var got float64
 	below := false
 	switch v := v.(type) {
 	case json.Number:
 		r, _ := new(big.Rat).SetString(string(v))
-		below = r.Cmp(n.minimum) < 0
+		below = r.Cmp(minimum) < 0
 		got, _ = r.Float64()
 	case float64:
 		got = v
 		if math.IsInf(v, -1) {
 			below = true
 		} else if !math.IsNaN(v) && !math.IsInf(v, 1) {
-			below = new(big.Rat).SetFloat64(v).Cmp(n.minimum) < 0
+			below = new(big.Rat).SetFloat64(v).Cmp(minimum) < 0
 		}
 	}
 	if below {
-		want, _ := n.minimum.Float64()
+		want, _ := minimum.Float64()
 		errs = append(errs, n.fail(loc, "minimum", "minimum: got %v, want %v", got, want))
 	}
 	return errs

@@ -4,56 +4,20 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
+	"go/format"
 	"maps"
 	"math/big"
+	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
+	"testing"
 
-	"github.com/vminit/vminit/internal/lib/lazyre"
+	_ "embed"
 )
-
-// schemaNode is one (sub)schema of cloud-init's cloud-config schema,
-// compiled for the Draft 4 validator in schema_validate.go. Only the
-// keywords that schema uses are here: compileSchema refuses any other, so
-// a new schema cannot be half applied.
-type schemaNode struct {
-	ptr string      // JSON pointer of the node in the schema, for errors about the schema
-	ref *schemaNode // $ref: in Draft 4 it stands for the whole node
-
-	types   []string // "type", in jsonschema/v6's order (see typeOrder)
-	enum    []any
-	format  string // an asserted format: "date", the only one
-	pattern *lazyre.Regexp
-	minimum *big.Rat
-
-	properties        map[string]*schemaNode
-	patternProperties []patternProperty // sorted by pattern
-	additionalProps   *schemaNode
-	noAdditionalProps bool // additionalProperties: false
-	minProperties     int  // -1 when absent, as the other bounds
-	required          []string
-
-	items             *schemaNode
-	tupleItems        []*schemaNode // items given as an array
-	additionalItems   *schemaNode
-	noAdditionalItems bool // additionalItems: false
-	minItems          int
-	maxItems          int
-	uniqueItems       bool
-
-	allOf, anyOf, oneOf []*schemaNode
-
-	deprecated  bool // cloud-init's own annotation
-	description string
-}
-
-type patternProperty struct {
-	re   *lazyre.Regexp
-	node *schemaNode
-}
 
 // annotation reports whether k is a keyword that says nothing about
 // validity: JSON Schema's own, cloud-init's documentation ones ("label",
@@ -83,22 +47,18 @@ func formatAsserted(format string) (asserted, known bool) {
 	return false, false
 }
 
-// typeOrder is the order jsonschema/v6 names wanted types in, kept so
-// that messages read as they always have.
-var typeOrder = []string{"null", "boolean", "number", "integer", "string", "array", "object"}
-
-// cloudConfigSchema is the compiled schema, built on the first CheckSchema:
-// decoding and compiling it costs about a millisecond that a process
-// checking no #cloud-config should not pay.
-var cloudConfigSchema = sync.OnceValues(func() (*schemaNode, error) {
-	return compileSchema(schemaJSON)
-})
+// schemaJSON is cloud-init's schema, from which schema_tree.go is
+// generated.
+//
+//go:embed schema/schema-cloud-config-v1.json
+var schemaJSON []byte
 
 // schemaCompiler turns the decoded JSON into schemaNodes, each pointer
 // compiled once however many $refs reach it.
 type schemaCompiler struct {
 	root  any
 	nodes map[string]*schemaNode
+	ptrs  map[*schemaNode]string // each node's JSON pointer, for errors
 	// withRef are the nodes with a $ref, in the order met, and refs
 	// their targets: resolved once the node that holds them is compiled.
 	withRef []*schemaNode
@@ -113,7 +73,7 @@ func compileSchema(data []byte) (*schemaNode, error) {
 	if err := dec.Decode(&root); err != nil {
 		return nil, fmt.Errorf("cloud-init schema: %w", err)
 	}
-	c := &schemaCompiler{root: root, nodes: map[string]*schemaNode{}, refs: map[*schemaNode]string{}}
+	c := &schemaCompiler{root: root, nodes: map[string]*schemaNode{}, ptrs: map[*schemaNode]string{}, refs: map[*schemaNode]string{}}
 	top := c.node(root, "")
 	// Resolving a $ref compiles its target, which may hold more of them.
 	for i := 0; i < len(c.withRef); i++ {
@@ -128,6 +88,15 @@ func compileSchema(data []byte) (*schemaNode, error) {
 	return top, nil
 }
 
+// pattern is expr, which must be a Go regular expression: the validator
+// compiles it on first use.
+func (c *schemaCompiler) pattern(expr, ptr string) *schemaPattern {
+	if _, err := regexp.Compile(expr); err != nil {
+		c.fail(ptr, "%v", err)
+	}
+	return &schemaPattern{expr: expr}
+}
+
 func (c *schemaCompiler) fail(ptr, format string, args ...any) {
 	c.errs = append(c.errs, "#"+ptr+": "+fmt.Sprintf(format, args...))
 }
@@ -137,8 +106,9 @@ func (c *schemaCompiler) node(raw any, ptr string) *schemaNode {
 	if n, ok := c.nodes[ptr]; ok {
 		return n
 	}
-	n := &schemaNode{ptr: ptr, minProperties: -1, minItems: -1, maxItems: -1}
+	n := &schemaNode{}
 	c.nodes[ptr] = n
+	c.ptrs[n] = ptr
 	m, ok := raw.(map[string]any)
 	if !ok {
 		c.fail(ptr, "a schema must be an object, not %T", raw)
@@ -172,21 +142,22 @@ func (c *schemaCompiler) keyword(n *schemaNode, k string, v any, ptr string) {
 			n.format = format
 		}
 	case "pattern":
-		n.pattern = lazyre.New(c.str(v, ptr))
+		n.pattern = c.pattern(c.str(v, ptr), ptr)
 	case "minimum":
 		num, _ := v.(json.Number)
-		if n.minimum, _ = new(big.Rat).SetString(string(num)); n.minimum == nil {
+		if _, ok := new(big.Rat).SetString(string(num)); !ok {
 			c.fail(ptr, "minimum must be a number")
 		}
+		n.minimum = string(num)
 	case "properties":
-		n.properties = map[string]*schemaNode{}
-		for name, sub := range c.object(v, ptr) {
-			n.properties[name] = c.node(sub, ptr+"/"+escapePointer(name))
+		obj := c.object(v, ptr)
+		for _, name := range slices.Sorted(maps.Keys(obj)) {
+			n.properties = append(n.properties, schemaProperty{name, c.node(obj[name], ptr+"/"+escapePointer(name))})
 		}
 	case "patternProperties":
 		obj := c.object(v, ptr)
 		for _, pat := range slices.Sorted(maps.Keys(obj)) {
-			n.patternProperties = append(n.patternProperties, patternProperty{lazyre.New(pat), c.node(obj[pat], ptr+"/"+escapePointer(pat))})
+			n.patternProperties = append(n.patternProperties, schemaPatternProperty{c.pattern(pat, ptr), c.node(obj[pat], ptr+"/"+escapePointer(pat))})
 		}
 	case "additionalProperties":
 		n.additionalProps, n.noAdditionalProps = c.schemaOrFalse(v, ptr)
@@ -203,7 +174,7 @@ func (c *schemaCompiler) keyword(n *schemaNode, k string, v any, ptr string) {
 	case "minItems":
 		n.minItems = c.count(v, ptr)
 	case "maxItems":
-		n.maxItems = c.count(v, ptr)
+		n.maxItems, n.hasMaxItems = c.count(v, ptr), true
 	case "uniqueItems":
 		n.uniqueItems = c.bool(v, ptr)
 	case "required":
@@ -250,7 +221,7 @@ func (c *schemaCompiler) resolve(n *schemaNode) {
 	ref := c.refs[n]
 	ptr, ok := strings.CutPrefix(ref, "#")
 	if !ok {
-		c.fail(n.ptr, "$ref %q is not in this document", ref)
+		c.fail(c.ptrs[n], "$ref %q is not in this document", ref)
 		return
 	}
 	cur := c.root
@@ -258,7 +229,7 @@ func (c *schemaCompiler) resolve(n *schemaNode) {
 		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
 		m, _ := cur.(map[string]any)
 		if cur, ok = m[tok]; !ok {
-			c.fail(n.ptr, "$ref %q leads nowhere", ref)
+			c.fail(c.ptrs[n], "$ref %q leads nowhere", ref)
 			return
 		}
 	}
@@ -271,7 +242,7 @@ func (c *schemaCompiler) resolve(n *schemaNode) {
 // on the way to n; done, those already known to be free of such loops.
 func (c *schemaCompiler) findLoops(n *schemaNode, onPath, done map[*schemaNode]bool) {
 	if onPath[n] {
-		c.fail(n.ptr, "applies itself to the same value again, endlessly")
+		c.fail(c.ptrs[n], "applies itself to the same value again, endlessly")
 		return
 	}
 	if done[n] {
@@ -300,8 +271,8 @@ func (n *schemaNode) sameValue() []*schemaNode {
 // children are the schemas n applies to the members of its value.
 func (n *schemaNode) children() []*schemaNode {
 	var out []*schemaNode
-	for _, name := range slices.Sorted(maps.Keys(n.properties)) {
-		out = append(out, n.properties[name])
+	for _, p := range n.properties {
+		out = append(out, p.node)
 	}
 	for _, pp := range n.patternProperties {
 		out = append(out, pp.node)
@@ -375,4 +346,190 @@ func (c *schemaCompiler) object(v any, ptr string) map[string]any {
 // itself, unallocated, when there is nothing to replace: the common case.)
 func escapePointer(s string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
+}
+
+var updateSchemaTree = flag.Bool("update-schema-tree", false, "rewrite schema_tree.go from schema/schema-cloud-config-v1.json")
+
+// TestSchemaTreeIsGenerated: schema_tree.go is what the compiler makes of
+// the schema's JSON, so a new schema file cannot be left unapplied, and a
+// keyword the validator lacks fails here. After replacing the JSON:
+//
+//	go test ./cloudinit -run TestSchemaTreeIsGenerated -update-schema-tree
+func TestSchemaTreeIsGenerated(t *testing.T) {
+	root, err := compileSchema(schemaJSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := emitSchemaTree(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *updateSchemaTree {
+		if err := os.WriteFile("schema_tree.go", src, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	have, err := os.ReadFile("schema_tree.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(have, src) {
+		t.Errorf("schema_tree.go is not what schema-cloud-config-v1.json compiles to: run go test ./cloudinit -run TestSchemaTreeIsGenerated -update-schema-tree")
+	}
+}
+
+// emitSchemaTree writes the compiled tree as Go: one variable per node
+// (schemaRoot, then sn1, sn2… in the order a walk meets them), each field
+// given only when it is not its zero value.
+func emitSchemaTree(root *schemaNode) ([]byte, error) {
+	e := &treeEmitter{names: map[*schemaNode]string{}, onPath: map[*schemaNode]bool{}, done: map[*schemaNode]bool{}}
+	e.name(root)
+	e.emit(root)
+	if e.err != nil {
+		return nil, e.err
+	}
+	header := schemaTreeHeader
+	if bytes.Contains(e.b.Bytes(), []byte("json.Number(")) {
+		header += "import \"encoding/json\"\n\n"
+	}
+	return format.Source(append([]byte(header), e.b.Bytes()...))
+}
+
+const schemaTreeHeader = `// Code generated by TestSchemaTreeIsGenerated from
+// schema/schema-cloud-config-v1.json (cloud-init 22.4.2, Apache License
+// 2.0: schema/README.md); DO NOT EDIT.
+
+package cloudinit
+
+`
+
+type treeEmitter struct {
+	b      bytes.Buffer
+	names  map[*schemaNode]string
+	onPath map[*schemaNode]bool
+	done   map[*schemaNode]bool
+	err    error
+}
+
+// name is n's variable, given on first meeting.
+func (e *treeEmitter) name(n *schemaNode) string {
+	if name, ok := e.names[n]; ok {
+		return name
+	}
+	name := "schemaRoot"
+	if len(e.names) > 0 {
+		name = fmt.Sprintf("sn%d", len(e.names))
+	}
+	e.names[n] = name
+	return name
+}
+
+// emit writes n's variable after those of the nodes it points to. A node
+// met again on its own path would be a schema that contains itself, which
+// Go's package variables cannot (an initialisation cycle).
+func (e *treeEmitter) emit(n *schemaNode) {
+	if e.onPath[n] {
+		e.err = fmt.Errorf("the schema contains itself at %s: a generated tree cannot hold it", e.names[n])
+		return
+	}
+	if e.done[n] {
+		return
+	}
+	e.onPath[n] = true
+	subs := append(n.sameValue(), n.children()...)
+	for _, sub := range subs {
+		e.name(sub)
+	}
+	for _, sub := range subs {
+		e.emit(sub)
+	}
+	delete(e.onPath, n)
+	e.done[n] = true
+	fmt.Fprintf(&e.b, "var %s = schemaNode{%s}\n\n", e.names[n], strings.Join(e.fields(n), ", "))
+}
+
+func (e *treeEmitter) fields(n *schemaNode) []string {
+	var f []string
+	add := func(ok bool, name, value string) {
+		if ok {
+			f = append(f, name+": "+value)
+		}
+	}
+	add(n.ref != nil, "ref", "&"+e.names[n.ref])
+	add(n.types != nil, "types", fmt.Sprintf("%#v", n.types))
+	add(n.enum != nil, "enum", goValues(n.enum))
+	add(n.format != "", "format", strconv.Quote(n.format))
+	add(n.pattern != nil, "pattern", fmt.Sprintf("&schemaPattern{expr: %q}", n.pattern))
+	add(n.minimum != "", "minimum", strconv.Quote(n.minimum))
+	add(n.properties != nil, "properties", e.properties(n.properties))
+	add(n.patternProperties != nil, "patternProperties", e.patternProperties(n.patternProperties))
+	add(n.additionalProps != nil, "additionalProps", "&"+e.names[n.additionalProps])
+	add(n.noAdditionalProps, "noAdditionalProps", "true")
+	add(n.minProperties != 0, "minProperties", strconv.Itoa(n.minProperties))
+	add(n.required != nil, "required", fmt.Sprintf("%#v", n.required))
+	add(n.items != nil, "items", "&"+e.names[n.items])
+	add(n.tupleItems != nil, "tupleItems", e.nodes(n.tupleItems))
+	add(n.additionalItems != nil, "additionalItems", "&"+e.names[n.additionalItems])
+	add(n.noAdditionalItems, "noAdditionalItems", "true")
+	add(n.minItems != 0, "minItems", strconv.Itoa(n.minItems))
+	add(n.hasMaxItems, "maxItems", strconv.Itoa(n.maxItems))
+	add(n.hasMaxItems, "hasMaxItems", "true")
+	add(n.uniqueItems, "uniqueItems", "true")
+	add(n.allOf != nil, "allOf", e.nodes(n.allOf))
+	add(n.anyOf != nil, "anyOf", e.nodes(n.anyOf))
+	add(n.oneOf != nil, "oneOf", e.nodes(n.oneOf))
+	add(n.deprecated, "deprecated", "true")
+	add(n.deprecated && n.description != "", "description", strconv.Quote(n.description))
+	return f
+}
+
+func (e *treeEmitter) nodes(ns []*schemaNode) string {
+	var b strings.Builder
+	b.WriteString("[]*schemaNode{")
+	for i, n := range ns {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("&" + e.names[n])
+	}
+	return b.String() + "}"
+}
+
+func (e *treeEmitter) properties(ps []schemaProperty) string {
+	var b strings.Builder
+	b.WriteString("[]schemaProperty{")
+	for _, p := range ps {
+		fmt.Fprintf(&b, "\n{%q, &%s},", p.name, e.names[p.node])
+	}
+	return b.String() + "\n}"
+}
+
+func (e *treeEmitter) patternProperties(ps []schemaPatternProperty) string {
+	var b strings.Builder
+	b.WriteString("[]schemaPatternProperty{")
+	for _, p := range ps {
+		fmt.Fprintf(&b, "\n{&schemaPattern{expr: %q}, &%s},", p.re, e.names[p.node])
+	}
+	return b.String() + "\n}"
+}
+
+// goValues writes an enum's values as Go: JSON numbers stay json.Numbers,
+// as the compiler decoded them.
+func goValues(vs []any) string {
+	var b strings.Builder
+	b.WriteString("[]any{")
+	for i, v := range vs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		switch v := v.(type) {
+		case json.Number:
+			fmt.Fprintf(&b, "json.Number(%q)", string(v))
+		case nil:
+			b.WriteString("nil")
+		default:
+			fmt.Fprintf(&b, "%#v", v)
+		}
+	}
+	return b.String() + "}"
 }
