@@ -47,6 +47,10 @@ func formatAsserted(format string) (asserted, known bool) {
 	return false, false
 }
 
+// typeOrder is the order jsonschema/v6 names wanted types in, kept so
+// that messages read as they always have.
+var typeOrder = []string{"null", "boolean", "number", "integer", "string", "array", "object"}
+
 // schemaJSON is cloud-init's schema, from which schema_tree.go is
 // generated.
 //

@@ -82,7 +82,3 @@ func (n *schemaNode) property(name string) *schemaNode {
 	}
 	return n.properties[i].node
 }
-
-// typeOrder is the order jsonschema/v6 names wanted types in, kept so
-// that messages read as they always have.
-var typeOrder = []string{"null", "boolean", "number", "integer", "string", "array", "object"}
