@@ -130,3 +130,26 @@ func hostPublicKey(private []byte, want []string) (string, error) {
 	}
 	return strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub))), nil
 }
+
+// KnownHosts returns the known_hosts lines of the instance's host keys
+// (after Load), in Keys' order: its host name, FQDN and the addresses its
+// metadata server entry lists, then the public key. Empty when it has no
+// host keys.
+func (in *Instance) KnownHosts() []string {
+	s := &in.Spec
+	var names []string
+	for _, n := range []string{s.Hostname, s.FQDN} {
+		if n != "" {
+			names = append(names, n)
+		}
+	}
+	if s.MetadataServer != nil {
+		names = append(names, s.MetadataServer.Addresses...)
+	}
+	hosts := strings.Join(names, ",")
+	var out []string
+	for _, k := range s.SSHHostKeys.Keys() {
+		out = append(out, hosts+" "+k.Public)
+	}
+	return out
+}
