@@ -18,9 +18,9 @@ const ignitionFileName = "config.ign"
 
 func newRenderCommand() *cobra.Command {
 	var (
-		in     inputFlags
-		tf     targetFlags
-		out    outputFlags
+		in         inputFlags
+		tf         targetFlags
+		out        outputFlags
 		legacy     string
 		knownHosts bool
 	)
