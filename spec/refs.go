@@ -194,7 +194,7 @@ func (rf refField) read(c *ErrorList, refs Refs, readFile func(c *ErrorList, fie
 	}
 	if refs == nil {
 		c.list = append(c.list, &FieldError{Field: field, Cause: ErrNoRefs,
-			Message: fmt.Sprintf("%s %q is read from the Instance's namespace on Kubernetes (vminit-controller, `vminit serve --kubernetes`); here pass --kubeconfig (and --namespace) to read it from a cluster, or take the value from a file beside the spec with file:", kind, ref.Name)})
+			Message: fmt.Sprintf("%s %q is read from the Instance's namespace on Kubernetes (vminit-controller, `vminit serve --kubernetes`); here pass --kubeconfig (and --namespace) to read it from a cluster or --objects FILE holding it, or take the value from a file beside the spec with file:", kind, ref.Name)})
 		return nil, false
 	}
 	v, err := refs.Key(kind, ref.Name, ref.Key)
