@@ -276,7 +276,6 @@ func (f *inputFlags) loadObjectFiles(cmd *cobra.Command) ([]*platform.Document, 
 var (
 	specHead = lazyre.New(`(?m)^apiVersion:[ \t]*["']?vminit\.dev/`)
 	docBreak = lazyre.New(`(?m)^(---|\.\.\.)([ \t]|$)`)
-
 )
 
 // looksLikeSpec reports whether data is plainly one vminit spec document:
