@@ -19,7 +19,9 @@ import (
 // +kubebuilder:validation:XValidation:rule="!has(self.file)",message="file is not allowed in an Instance object (the cluster's servers never read their own files): use secretKeyRef or configMapKeyRef, or inline the value",fieldPath=".file"
 type ValueFrom struct {
 	// File is a path on the machine that loads the spec, relative to the
-	// spec file's directory and confined to it (see Loader.SourceRoot).
+	// spec file's directory and confined to it (vminit --source-root
+	// widens it). Not in an Instance object: the cluster's servers never
+	// read their own files.
 	File string `yaml:"file,omitempty" json:"file,omitempty"`
 	// SecretKeyRef is a key of a Secret in the Instance's namespace.
 	SecretKeyRef *KeyRef `yaml:"secretKeyRef,omitempty" json:"secretKeyRef,omitempty"`

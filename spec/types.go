@@ -88,8 +88,9 @@ type Spec struct {
 	// Ignition's "core" user.
 	// +kubebuilder:validation:MaxItems=10000
 	SSHAuthorizedKeys []string `yaml:"sshAuthorizedKeys,omitempty" json:"sshAuthorizedKeys,omitempty"`
-	// SSHHostKeys are the guest's SSH host keys, by reference only
-	// (hostkeys.go).
+	// SSHHostKeys are the guest's SSH host keys (private keys, taken by
+	// reference only), so that known_hosts can hold them before the first
+	// boot.
 	SSHHostKeys *SSHHostKeys `yaml:"sshHostKeys,omitempty" json:"sshHostKeys,omitempty"`
 
 	// +kubebuilder:validation:MaxItems=10000
@@ -146,8 +147,9 @@ type User struct {
 	// PasswordHash is a crypt(3) hash ($6$…, $y$…); generate one with
 	// `mkpasswd -m sha-512`. Plain-text passwords are refused.
 	PasswordHash string `yaml:"passwordHash,omitempty" json:"passwordHash,omitempty"`
-	// PasswordHashFrom takes PasswordHash from a file or a Secret key
-	// (refs.go), so that the hash need not sit in the spec.
+	// PasswordHashFrom takes PasswordHash from a file beside the spec or
+	// a Secret key in the Instance's namespace, so that the hash need not
+	// sit in the spec.
 	PasswordHashFrom *ValueFrom `yaml:"passwordHashFrom,omitempty" json:"passwordHashFrom,omitempty"`
 	// Password exists only to refuse it with a helpful error: plain text
 	// would sit readable in the seed image.
@@ -178,7 +180,7 @@ type File struct {
 	Content       *string `yaml:"content,omitempty" json:"content,omitempty"`
 	ContentBase64 string  `yaml:"contentBase64,omitempty" json:"contentBase64,omitempty"`
 	// Source takes the content from a file beside the spec, or from a
-	// Secret or ConfigMap key (ValueFrom).
+	// Secret or ConfigMap key in the Instance's namespace.
 	Source *ValueFrom `yaml:"source,omitempty" json:"source,omitempty"`
 	// Append adds the content to an existing file instead of replacing it.
 	Append bool `yaml:"append,omitempty" json:"append,omitempty"`
@@ -239,8 +241,8 @@ type CloudInit struct {
 	// the generated one with cloud-init's merge rules; any other part type
 	// (#!, #include, MIME…) is combined with it as MIME multipart.
 	UserData string `yaml:"userData,omitempty" json:"userData,omitempty"`
-	// UserDataFrom takes UserData from a file or a Secret or ConfigMap
-	// key (refs.go).
+	// UserDataFrom takes UserData from a file beside the spec, or a
+	// Secret or ConfigMap key in the Instance's namespace.
 	UserDataFrom *ValueFrom `yaml:"userDataFrom,omitempty" json:"userDataFrom,omitempty"`
 	// UserDataOnly makes UserData the whole user-data, byte for byte, with
 	// nothing generated into it: for guests that read neither MIME nor
