@@ -265,3 +265,15 @@ func fromField(field string, ref *ValueFrom) string {
 	}
 	return field
 }
+
+// RefData returns the values the spec's references read (after Load), in
+// field order, nil for one not read: what identifies a version of the
+// spec beside its document, since a Secret can change while the document
+// does not.
+func (in *Instance) RefData() [][]byte {
+	var out [][]byte
+	for _, rf := range in.refFields() {
+		out = append(out, rf.ref.data)
+	}
+	return out
+}

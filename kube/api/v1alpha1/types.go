@@ -82,6 +82,12 @@ const (
 	ConditionServed = "Served"
 )
 
+// ReasonMissingReference is the Valid condition's reason when a Secret or
+// ConfigMap the spec refers to (secretKeyRef, configMapKeyRef), or its
+// key, does not exist in the Instance's namespace; the message names it
+// and the field. Creating it renders the Instance.
+const ReasonMissingReference = "MissingReference"
+
 // Instance is one virtual machine's first-boot configuration as a
 // Kubernetes object.
 //
