@@ -60,11 +60,6 @@ func (v *ValueFrom) Data() []byte {
 	return v.data
 }
 
-// inCluster reports whether the reference names a Secret or ConfigMap.
-func (v *ValueFrom) inCluster() bool {
-	return v != nil && (v.SecretKeyRef != nil || v.ConfigMapKeyRef != nil)
-}
-
 // The kinds of object a Refs reads.
 const (
 	RefSecret    = "Secret"

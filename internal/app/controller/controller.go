@@ -62,8 +62,6 @@ import (
 	"github.com/vminit/vminit/spec"
 )
 
-// secrets are watched as metadata only.
-var secrets = corev1.SchemeGroupVersion.WithResource("secrets")
 
 // Labels and annotations on what the controller makes.
 const (
