@@ -113,6 +113,8 @@ type Spec struct {
 	BootCommands []Command `yaml:"bootCommands,omitempty" json:"bootCommands,omitempty"`
 	// +kubebuilder:validation:MaxItems=10000
 	Mounts []Mount `yaml:"mounts,omitempty" json:"mounts,omitempty"`
+	// Storage partitions and formats disks, grows the root and adds swap.
+	Storage *Storage `yaml:"storage,omitempty" json:"storage,omitempty"`
 	// Timezone is an IANA zone name such as "Europe/Berlin" or "UTC".
 	Timezone string `yaml:"timezone,omitempty" json:"timezone,omitempty"`
 	// Packages are installed by cloud-init's package module on first boot.

@@ -58,6 +58,7 @@ func (in *Instance) Validate() error {
 	validateCommands(&c, "spec.commands", s.Commands)
 	validateCommands(&c, "spec.bootCommands", s.BootCommands)
 	validateMounts(&c, s.Mounts)
+	validateStorage(&c, s)
 	if s.Timezone != "" && (!tzRE.MatchString(s.Timezone) || strings.Contains(s.Timezone, "..")) {
 		c.Add("spec.timezone", "%q is not an IANA time zone name such as \"UTC\" or \"Europe/Berlin\"", s.Timezone)
 	}
@@ -493,7 +494,7 @@ func validateUserDataOnly(c *ErrorList, in *Instance) {
 		{"spec.fqdn", s.FQDN != ""}, {"spec.users", len(s.Users) > 0}, {"spec.files", len(s.Files) > 0},
 		{"spec.units", len(s.Units) > 0}, {"spec.mounts", len(s.Mounts) > 0}, {"spec.timezone", s.Timezone != ""},
 		{"spec.packages", len(s.Packages) > 0}, {"spec.commands", len(s.Commands) > 0}, {"spec.bootCommands", len(s.BootCommands) > 0},
-		{"spec.sshHostKeys", s.SSHHostKeys != nil},
+		{"spec.storage", s.Storage != nil}, {"spec.sshHostKeys", s.SSHHostKeys != nil},
 	} {
 		if f.set {
 			c.Add(f.field, "goes into the generated #cloud-config, which spec.cloudInit.userDataOnly leaves out: remove one of them (or put this in spec.cloudInit.userData)")
