@@ -2,8 +2,10 @@ package spec
 
 import (
 	"bytes"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -36,6 +38,9 @@ type ValueFrom struct {
 	// Kubernetes objects (see File.data).
 	data     []byte `json:"-"`
 	resolved bool   `json:"-"`
+	// added is how many entries the value added to a list it fills
+	// (sshAuthorizedKeysFrom), for ForAPI to take them out again.
+	added int `json:"-"`
 }
 
 // KeyRef names one key of a Secret or ConfigMap in the Instance's own
@@ -98,6 +103,9 @@ type refField struct {
 	// apply checks the value read and fills it in, adding its problems
 	// to c under field.
 	apply func(c *ErrorList, field string, value []byte)
+	// forAPI fits the field to a document sent over an API (ForAPI);
+	// nil: nothing to do.
+	forAPI func()
 }
 
 // refFields lists the spec's references, in field order.
@@ -107,14 +115,21 @@ func (in *Instance) refFields() []refField {
 	for i := range s.Users {
 		u := &s.Users[i]
 		f := fmt.Sprintf("spec.users[%d]", i)
-		if u.PasswordHashFrom != nil {
-			out = append(out, refField{f + ".passwordHashFrom", u.PasswordHashFrom, true, u.PasswordHash != "" && !u.PasswordHashFrom.resolved, func(c *ErrorList, field string, v []byte) {
+		if r := u.PasswordHashFrom; r != nil {
+			out = append(out, refField{f + ".passwordHashFrom", r, true, u.PasswordHash != "" && !r.resolved, func(c *ErrorList, field string, v []byte) {
 				u.PasswordHash = strings.TrimSpace(string(v))
-			}})
+			}, func() { forAPI(&u.PasswordHashFrom, &u.PasswordHash) }})
 		}
-		if u.SSHAuthorizedKeysFrom != nil {
-			out = append(out, refField{f + ".sshAuthorizedKeysFrom", u.SSHAuthorizedKeysFrom, false, false, func(c *ErrorList, field string, v []byte) {
-				u.SSHAuthorizedKeys = append(u.SSHAuthorizedKeys, keyLines(c, field, v)...)
+		if r := u.SSHAuthorizedKeysFrom; r != nil {
+			out = append(out, refField{f + ".sshAuthorizedKeysFrom", r, false, false, func(c *ErrorList, field string, v []byte) {
+				keys := keyLines(c, field, v)
+				u.SSHAuthorizedKeys, r.added = append(u.SSHAuthorizedKeys, keys...), len(keys)
+			}, func() {
+				if r.File != "" {
+					u.SSHAuthorizedKeysFrom = nil
+				} else if r.resolved {
+					u.SSHAuthorizedKeys = u.SSHAuthorizedKeys[:len(u.SSHAuthorizedKeys)-r.added]
+				}
 			}})
 		}
 	}
@@ -123,15 +138,54 @@ func (in *Instance) refFields() []refField {
 		if fl.Source != nil {
 			out = append(out, refField{fmt.Sprintf("spec.files[%d].source", i), fl.Source, false, false, func(_ *ErrorList, _ string, v []byte) {
 				fl.data = v
+			}, func() {
+				if fl.Source.File != "" {
+					fl.ContentBase64, fl.Content, fl.Source = base64.StdEncoding.EncodeToString(fl.data), nil, nil
+				}
 			}})
 		}
 	}
 	if ci := &s.CloudInit; ci.UserDataFrom != nil {
 		out = append(out, refField{"spec.cloudInit.userDataFrom", ci.UserDataFrom, false, ci.UserData != "" && !ci.UserDataFrom.resolved, func(_ *ErrorList, _ string, v []byte) {
 			ci.UserData = string(v)
-		}})
+		}, func() { forAPI(&ci.UserDataFrom, &ci.UserData) }})
 	}
 	return append(out, s.SSHHostKeys.refFields()...)
+}
+
+// forAPI fits a string field *value and the reference *ref that fills it
+// to a document sent over an API: a file's value stays and the reference
+// goes; a Secret's or ConfigMap's value goes and the reference stays.
+func forAPI(ref **ValueFrom, value *string) {
+	switch r := *ref; {
+	case r.File != "":
+		*ref = nil
+	case r.resolved:
+		*value = ""
+	}
+}
+
+// ForAPI returns a copy of the instance (after Load or Resolve) as a
+// document sent over an API must be (the admin API, etcd, an Instance
+// object), and whether in has references that make it differ (a caller
+// may send the document as written otherwise): the values of file references
+// inlined in the fields they fill (files' as contentBase64), the receiver
+// never reading its own files; Secret and ConfigMap references kept for
+// the receiver to resolve in its namespace, and the values they filled
+// in left out. spec.sshHostKeys are never inlined: a file named there
+// stays, and the receiver refuses it.
+func (in *Instance) ForAPI() (*Instance, bool) {
+	out := *in
+	s := &out.Spec
+	s.Users, s.Files = slices.Clone(s.Users), slices.Clone(s.Files)
+	changed := false
+	for _, rf := range out.refFields() {
+		if rf.forAPI != nil {
+			rf.forAPI()
+			changed = true
+		}
+	}
+	return &out, changed
 }
 
 // keyLines is an authorized_keys text's keys, one a line (blank lines and

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"golang.org/x/crypto/ssh"
+	"gopkg.in/yaml.v3"
 
 	"github.com/vminit/vminit/spec"
 )
@@ -229,5 +230,78 @@ func TestRefsRefused(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: got %v; want %q", c.doc, err, c.want)
 		}
+	}
+}
+
+// ForAPI makes a loaded spec fit to send: file references' values inlined,
+// Secret and ConfigMap references kept and their values left out, so
+// that the receiver, resolving them in its namespace, loads the same
+// instance; the spec it was given is unchanged.
+func TestForAPI(t *testing.T) {
+	dir := t.TempDir()
+	for name, data := range map[string]string{"hash.txt": testHash + "\n", "x.txt": "x\n"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const other = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIONt2I6iEtv+xHflGoJXSrd2rBDr+0iYXnkjzE2Dueal alice@example.com"
+	refs := fakeRefs{"Secret/keys/k": other + "\n", "Secret/tok/t": "token", "Secret/ud/u": "#cloud-config\nruncmd: [[true]]\n"}
+	doc := []byte(`apiVersion: vminit.dev/v1alpha1
+kind: Instance
+metadata:
+  name: api
+spec:
+  users:
+    - name: ops
+      passwordHashFrom: {file: hash.txt}
+      sshAuthorizedKeys: ['` + testKey + `']
+      sshAuthorizedKeysFrom:
+        secretKeyRef: {name: keys, key: k}
+  files:
+    - path: /etc/x
+      source: {file: x.txt}
+    - path: /etc/token
+      source:
+        secretKeyRef: {name: tok, key: t}
+  cloudInit:
+    userDataFrom:
+      secretKeyRef: {name: ud, key: u}
+`)
+	inst, err := spec.Loader{Refs: refs}.Parse(doc, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	api, changed := inst.ForAPI()
+	s := &api.Spec
+	u := s.Users[0]
+	switch {
+	case !changed:
+		t.Error("not changed")
+	case u.PasswordHash != testHash || u.PasswordHashFrom != nil:
+		t.Errorf("password: %q, %+v; want the file's hash inline", u.PasswordHash, u.PasswordHashFrom)
+	case len(u.SSHAuthorizedKeys) != 1 || u.SSHAuthorizedKeysFrom == nil:
+		t.Errorf("keys %q from %+v; want the inline key, and the Secret's left to it", u.SSHAuthorizedKeys, u.SSHAuthorizedKeysFrom)
+	case s.Files[0].Source != nil || s.Files[0].ContentBase64 != "eAo=":
+		t.Errorf("file: %+v; want its content inline", s.Files[0])
+	case s.Files[1].Source == nil || s.Files[1].ContentBase64 != "":
+		t.Errorf("secret file: %+v; want the reference kept", s.Files[1])
+	case s.CloudInit.UserData != "" || s.CloudInit.UserDataFrom == nil:
+		t.Errorf("user data: %+v; want the reference kept, its value out", s.CloudInit)
+	}
+	if len(inst.Spec.Users[0].SSHAuthorizedKeys) != 2 || inst.Spec.Files[0].Source == nil {
+		t.Error("ForAPI changed the spec it was given")
+	}
+	sent, err := yaml.Marshal(api)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := spec.Loader{Refs: refs}.Parse(sent, "")
+	if err != nil {
+		t.Fatalf("the receiver refuses it: %v\n%s", err, sent)
+	}
+	b := &back.Spec
+	if b.Users[0].PasswordHash != testHash || len(b.Users[0].SSHAuthorizedKeys) != 2 || string(b.Files[0].Data()) != "x\n" ||
+		string(b.Files[1].Data()) != "token" || b.CloudInit.UserData != inst.Spec.CloudInit.UserData {
+		t.Errorf("the receiver loads another instance:\n%s", sent)
 	}
 }

@@ -1,9 +1,7 @@
 package v1alpha1
 
 import (
-	"encoding/base64"
 	"encoding/json"
-	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -236,40 +234,16 @@ func (in *Instance) DeepCopy() *Instance {
 func (in *Instance) DeepCopyObject() runtime.Object { return in.DeepCopy() }
 
 // FromSpec returns the Instance object for a spec: its name, labels and
-// spec. Values that the spec reads from files (files[].source.file and the
-// file of users' passwordHashFrom and sshAuthorizedKeysFrom and of
-// cloudInit.userDataFrom, which an object may not name) are inlined, so
-// inst must be resolved (spec.Parse or Instance.Resolve); references to
-// Secrets and ConfigMaps are kept, for the cluster to resolve in the
-// object's namespace. (spec.sshHostKeys are never inlined: a file named
-// there stays, and the API server refuses it.) The object's spec is
-// inst's as it stands: pass a spec that spec.Default has not filled in
-// (spec.Decode then Resolve) to keep the defaults out of the object.
+// spec, as spec.Instance.ForAPI makes it. Values that the spec reads from
+// files (files[].source.file and the file of a reference, which an object
+// may not name) are inlined, so inst must be resolved (spec.Parse or
+// Instance.Resolve); references to Secrets and ConfigMaps are kept, for
+// the cluster to resolve in the object's namespace. The object's spec is
+// inst's as it stands otherwise: pass a spec that spec.Default has not
+// filled in (spec.Decode then Resolve) to keep the defaults out of the
+// object.
 func FromSpec(inst *spec.Instance) *Instance {
-	obj := &Instance{TypeMeta: metav1.TypeMeta{APIVersion: SchemeGroupVersion.String(), Kind: Kind},
-		ObjectMeta: metav1.ObjectMeta{Name: inst.Metadata.Name, Labels: inst.Metadata.Labels}, Spec: inst.Spec}
-	s := &obj.Spec
-	s.Files = slices.Clone(s.Files)
-	for i, f := range s.Files {
-		if f.Source != nil && f.Source.File != "" {
-			s.Files[i] = spec.File{Path: f.Path, Mode: f.Mode, Owner: f.Owner, Append: f.Append,
-				ContentBase64: base64.StdEncoding.EncodeToString(f.Data())}
-		}
-	}
-	// The values of the other file references are in the fields they
-	// fill (spec.Instance.Resolve put them there).
-	s.Users = slices.Clone(s.Users)
-	for i := range s.Users {
-		u := &s.Users[i]
-		if u.PasswordHashFrom != nil && u.PasswordHashFrom.File != "" {
-			u.PasswordHashFrom = nil
-		}
-		if u.SSHAuthorizedKeysFrom != nil && u.SSHAuthorizedKeysFrom.File != "" {
-			u.SSHAuthorizedKeysFrom = nil
-		}
-	}
-	if ci := &s.CloudInit; ci.UserDataFrom != nil && ci.UserDataFrom.File != "" {
-		ci.UserDataFrom = nil
-	}
-	return obj
+	api, _ := inst.ForAPI()
+	return &Instance{TypeMeta: metav1.TypeMeta{APIVersion: SchemeGroupVersion.String(), Kind: Kind},
+		ObjectMeta: metav1.ObjectMeta{Name: inst.Metadata.Name, Labels: inst.Metadata.Labels}, Spec: api.Spec}
 }
