@@ -31,6 +31,12 @@
 // so replicas agree, and the controller (vminit-controller) reports it
 // in the Served condition with the same Claims.
 //
+// An Instance's Secret and ConfigMap references (secretKeyRef,
+// configMapKeyRef) are read in its own namespace, never another (Refs,
+// refs.go); the store watches Secrets and ConfigMaps as metadata and
+// decodes again the Instances that refer to one that changes, so a
+// rotated Secret is served without a change of the object.
+//
 // Put and Delete write Instance objects (in Config.Namespace) and return
 // once the store's watch has applied the write.
 package kubestore

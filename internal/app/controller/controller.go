@@ -7,7 +7,10 @@
 //     render.Instance), rendered for its agent, and the result written to
 //     its status: the Valid, Rendered and Served conditions (problems listed
 //     with their field paths), the sha256 of each rendered file, the VMs
-//     that use it. Events say when that changes.
+//     that use it. Events say when that changes. The Secrets and
+//     ConfigMaps its spec refers to are read in its own namespace
+//     (kubestore.Refs), a missing one is Valid's MissingReference, and a
+//     change of one loads and renders it again (refs.go).
 //   - VirtualMachine that names an Instance (annotation vminit.dev/instance)
 //     or carries a cloud-init volume or the kubevirt.io/ignitiondata
 //     annotation (read by platform/kubevirt, as `vminit convert` reads it):
