@@ -65,7 +65,6 @@ import (
 	"github.com/vminit/vminit/spec"
 )
 
-
 // Labels and annotations on what the controller makes.
 const (
 	// LabelManagedBy marks the Secrets the controller made (value
