@@ -190,13 +190,18 @@ func (in *Instance) ForAPI() (*Instance, bool) {
 
 // keyLines is an authorized_keys text's keys, one a line (blank lines and
 // # comments skipped), each checked; a key that does not parse is a
-// problem naming its line, and is left out.
+// problem naming its line, and is left out. More than a list's
+// MaxListEntries is a problem, and none is taken.
 func keyLines(c *ErrorList, field string, v []byte) []string {
 	var keys []string
 	for n, line := range strings.Split(string(v), "\n") {
 		line = strings.TrimSpace(line)
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
+		}
+		if len(keys) == MaxListEntries {
+			c.Add(field, "more than %d keys (line %d); the limit of a list", MaxListEntries, n+1)
+			return nil
 		}
 		var one ErrorList
 		checkSSHKey(&one, field, line)

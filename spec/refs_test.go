@@ -305,3 +305,22 @@ spec:
 		t.Errorf("the receiver loads another instance:\n%s", sent)
 	}
 }
+
+// A file of more keys than a list holds is refused, naming the field,
+// without parsing them all.
+func TestKeyLinesBounded(t *testing.T) {
+	dir := t.TempDir()
+	keys := strings.Repeat(testKey+"\n", spec.MaxListEntries+1)
+	if err := os.WriteFile(filepath.Join(dir, "keys.txt"), []byte(keys), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "instance.yaml")
+	doc := "apiVersion: vminit.dev/v1alpha1\nkind: Instance\nmetadata:\n  name: k\nspec:\n  users:\n    - name: a\n      sshAuthorizedKeysFrom: {file: keys.txt}\n"
+	if err := os.WriteFile(p, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := spec.Load(p)
+	if err == nil || !strings.Contains(err.Error(), "spec.users[0].sshAuthorizedKeysFrom: more than 10000 keys (line 10001)") {
+		t.Errorf("got %v", err)
+	}
+}
