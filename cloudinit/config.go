@@ -62,6 +62,9 @@ func cloudConfig(inst *spec.Instance) (*yaml.Node, error) {
 	if len(s.Users) > 0 {
 		add("users", users(s.Users, !s.CloudInit.NoDefaultUser))
 	}
+	if keys := sshKeys(s); keys != nil {
+		add("ssh_keys", keys)
+	}
 
 	files, units := writeFiles(s, &errs)
 	if len(files.Content) > 0 {

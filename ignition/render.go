@@ -260,6 +260,7 @@ func (r *renderer) build() types.Config {
 		r.addFile(&cfg, "/etc/hostname", []byte(s.Hostname+"\n"), 0o644, "", false)
 	}
 	r.users(&cfg)
+	r.hostKeys(&cfg)
 	if s.Timezone != "" && r.claim("/etc/localtime", "spec.timezone") {
 		cfg.Storage.Links = append(cfg.Storage.Links, types.Link{
 			Node:          types.Node{Path: "/etc/localtime", Overwrite: boolPtr(true)},

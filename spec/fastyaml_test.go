@@ -244,6 +244,7 @@ var specCases = []string{
 	specHeader + "spec: ~\n",
 	specHeader + "spec:\n  users: ops\n",
 	specHeader + "spec:\n  ignition:\n    config: '{}'\n  timezone: 1\n",
+	refsDoc, // every reference field (refs_internal_test.go)
 }
 
 const specHeader = "apiVersion: vminit.dev/v1alpha1\nkind: Instance\nmetadata:\n  name: vm-1\n"
