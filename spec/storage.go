@@ -92,9 +92,25 @@ const (
 	FormatSwap  = "swap"
 )
 
-// labelLimits are each format's longest label, in bytes (the mkfs tools'
-// limits, which Ignition's validator enforces too).
-var labelLimits = map[string]int{FormatExt4: 16, FormatXFS: 12, FormatVFAT: 11, FormatBtrfs: 255, FormatSwap: 15}
+// labelLimit is a format's longest label, in bytes (the mkfs tools'
+// limits, which Ignition's validator enforces too); false for a format
+// the spec does not know. A switch, not a map: package-level maps cost
+// every process an allocation at init (cmd/vminit TestInitIsLazy).
+func labelLimit(format string) (int, bool) {
+	switch format {
+	case FormatExt4:
+		return 16, true
+	case FormatXFS:
+		return 12, true
+	case FormatVFAT:
+		return 11, true
+	case FormatBtrfs:
+		return 255, true
+	case FormatSwap:
+		return 15, true
+	}
+	return 0, false
+}
 
 // PartitionType is a GPT partition type a spec may name.
 type PartitionType struct {
@@ -106,13 +122,17 @@ type PartitionType struct {
 	Code int
 }
 
-// PartitionTypes are the names partitions[].type may use for a GUID.
-var PartitionTypes = map[string]PartitionType{
-	"linux": {GUID: "0FC63DAF-8483-4772-8E79-3D69D8477DE4", Code: 83},
-	"swap":  {GUID: "0657FD6D-A4AB-43C4-84E5-0933C84B4F4F", Code: 82},
-	"esp":   {GUID: "C12A7328-F81F-11D2-BA4B-00A0C93EC93B"},
-	"lvm":   {GUID: "E6D6D379-F507-44C2-A23C-238F2A3DF928"},
-	"raid":  {GUID: "A19D880F-05FC-4D3B-A006-743F0F84911E"},
+// partitionTypes are the names partitions[].type may use for a GUID (a
+// slice, statically laid out, rather than a map built at init).
+var partitionTypes = []struct {
+	name string
+	PartitionType
+}{
+	{"linux", PartitionType{GUID: "0FC63DAF-8483-4772-8E79-3D69D8477DE4", Code: 83}},
+	{"swap", PartitionType{GUID: "0657FD6D-A4AB-43C4-84E5-0933C84B4F4F", Code: 82}},
+	{"esp", PartitionType{GUID: "C12A7328-F81F-11D2-BA4B-00A0C93EC93B"}},
+	{"lvm", PartitionType{GUID: "E6D6D379-F507-44C2-A23C-238F2A3DF928"}},
+	{"raid", PartitionType{GUID: "A19D880F-05FC-4D3B-A006-743F0F84911E"}},
 }
 
 // DefaultPartitionType is a partition's type when partitions[].type is
@@ -120,19 +140,22 @@ var PartitionTypes = map[string]PartitionType{
 const DefaultPartitionType = "linux"
 
 // LookupPartitionType resolves a partitions[].type: a name of
-// PartitionTypes or a GUID (any case), as a PartitionType with the GUID in
-// upper case (and the Code of a GUID that has a name).
+// partitionTypes (linux, swap, esp, lvm, raid) or a GUID (any case), as a
+// PartitionType with the GUID in upper case (and the Code of a GUID that
+// has a name).
 func LookupPartitionType(s string) (PartitionType, bool) {
-	if t, ok := PartitionTypes[s]; ok {
-		return t, true
+	for _, t := range partitionTypes {
+		if t.name == s {
+			return t.PartitionType, true
+		}
 	}
 	if !guidRE.MatchString(s) {
 		return PartitionType{}, false
 	}
 	g := strings.ToUpper(s)
-	for _, t := range PartitionTypes {
+	for _, t := range partitionTypes {
 		if t.GUID == g {
-			return t, true
+			return t.PartitionType, true
 		}
 	}
 	return PartitionType{GUID: g}, true

@@ -127,7 +127,7 @@ func validateFilesystems(c *ErrorList, fss []Filesystem) {
 		} else {
 			devices[fs.DevicePath()] = f
 		}
-		limit, known := labelLimits[fs.Format]
+		limit, known := labelLimit(fs.Format)
 		if !known {
 			c.Add(f+".format", "%q is not a format: want ext4, xfs, vfat, btrfs or swap", fs.Format)
 		}
