@@ -95,7 +95,7 @@ func (r *Record) decodeChecked() *spec.Instance {
 // decode parses, resolves, defaults and validates the record's document
 // and makes sure it is the instance the record was indexed as.
 func (r *Record) decode() (*spec.Instance, error) {
-	inst, revision, err := decodeInstance(r.doc, "")
+	inst, revision, err := decodeInstance(spec.Loader{}, r.doc, "")
 	if err != nil {
 		return nil, err
 	}
@@ -218,33 +218,40 @@ func (r *Record) Key() Key { return Key{Name: r.Name, UID: r.UID, Revision: r.Re
 // content with content or contentBase64 instead; `vminit instances put`
 // does so for local spec files.
 func DecodeDocument(doc []byte, dir string) (*Record, error) {
-	inst, revision, err := decodeInstance(doc, dir)
+	return DecodeDocumentWith(spec.Loader{}, doc, dir)
+}
+
+// DecodeDocumentWith is DecodeDocument with l, whose Refs read the
+// Secrets and ConfigMaps the spec refers to (a cluster's Instance, in its
+// namespace). What they read counts in the Revision: a Secret's change is
+// a new version.
+func DecodeDocumentWith(l spec.Loader, doc []byte, dir string) (*Record, error) {
+	inst, revision, err := decodeInstance(l, doc, dir)
 	if err != nil {
 		return nil, err
 	}
 	return NewRecord(inst, revision)
 }
 
-func decodeInstance(doc []byte, dir string) (*spec.Instance, string, error) {
-	inst, err := spec.Parse(doc, dir)
+func decodeInstance(l spec.Loader, doc []byte, dir string) (*spec.Instance, string, error) {
+	inst, err := l.Parse(doc, dir)
 	if err != nil {
 		return nil, "", err
 	}
-	return inst, revisionOf(doc, inst.Spec.Files), nil
+	return inst, revisionOf(doc, inst.RefData()), nil
 }
 
-// revisionOf is the content hash of a document and of the files it reads
-// (files[].source.file): the rest of its content is in the document.
-// identify relies on it: a document that reads no file has the revision
-// of its bytes alone, known before it is decoded.
-func revisionOf(doc []byte, files []spec.File) string {
+// revisionOf is the content hash of a document and of what its references
+// read (files[].source, the …From fields, spec.sshHostKeys:
+// Instance.RefData): the rest of its content is in the document.
+// identify relies on it: a document that refers to nothing has the
+// revision of its bytes alone, known before it is decoded.
+func revisionOf(doc []byte, refData [][]byte) string {
 	h := sha256.New()
 	h.Write(doc)
-	for _, f := range files {
-		if f.Source != nil {
-			h.Write([]byte{0})
-			h.Write(f.Data())
-		}
+	for _, v := range refData {
+		h.Write([]byte{1})
+		h.Write(v)
 	}
 	return hex.EncodeToString(h.Sum(nil)[:10]) // 20 digits, and no longer string held for them
 }
@@ -252,10 +259,10 @@ func revisionOf(doc []byte, files []spec.File) string {
 // identify returns the record of a document to be decoded on demand, not
 // yet decoded nor checked (DecodeDeferred gives it its check), or nil when
 // the document cannot be read so: spec.Identify declines it, or it may
-// read a files[].source.file, whose content would have to be read and
+// refer to a value outside it (mayRefer), which would have to be read and
 // hashed now.
 func identify(doc []byte) *Record {
-	if bytes.Contains(doc, []byte("source")) {
+	if mayRefer(doc) {
 		return nil
 	}
 	id, ok := spec.Identify(doc)
@@ -275,3 +282,20 @@ func identify(doc []byte) *Record {
 	}
 	return r
 }
+
+// mayRefer reports whether a document may hold a reference
+// (spec.ValueFrom: files[].source, the …From fields, spec.sshHostKeys),
+// by the words their keys are spelled with, or an escape that could spell
+// them in a quoted key. It errs towards yes: such a document is only
+// decoded at once. Should it miss one, the deferred check finds that the
+// revision differs and refuses the record (Record.decode).
+func mayRefer(doc []byte) bool {
+	for _, w := range referWords {
+		if bytes.Contains(doc, w) {
+			return true
+		}
+	}
+	return false
+}
+
+var referWords = [][]byte{[]byte("source"), []byte("From"), []byte("sshHostKeys"), []byte("KeyRef"), []byte(`\x`), []byte(`\u`), []byte(`\U`)}

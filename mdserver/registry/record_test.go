@@ -2,6 +2,8 @@ package registry
 
 import (
 	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -91,12 +93,25 @@ func TestDecodeDeferredReportsWhatParseFinds(t *testing.T) {
 		t.Error("a record that fails its check was found")
 	}
 	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "motd"), []byte("hello\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for what, doc := range map[string]string{
-		"source.file":    strings.Replace(lazyDoc, `      content: "hi\n"`, "      source:\n        file: motd", 1),
-		"a flow mapping": strings.Replace(lazyDoc, "metadata:\n  name: vm-a\n", "metadata: {name: vm-a}\n", 1),
+		"source.file":        strings.Replace(lazyDoc, `      content: "hi\n"`, "      source:\n        file: motd", 1),
+		"userDataFrom":       strings.Replace(lazyDoc, "  hostname: a\n", "  hostname: a\n  cloudInit:\n    userDataFrom: {file: motd}\n", 1),
+		"an escaped key":     strings.Replace(lazyDoc, "  hostname: a\n", "  \"hostn\\x61me\": a\n", 1),
+		"a flow mapping":     strings.Replace(lazyDoc, "metadata:\n  name: vm-a\n", "metadata: {name: vm-a}\n", 1),
+		"a mapping on lines": strings.Replace(lazyDoc, "  hostname: a\n", "  labels: {a: 'b\n    c'}\n", 1),
 	} {
-		if rec, _ := ix.DecodeDeferred([]byte(doc), dir); rec != nil && rec.doc != nil {
+		rec, err := ix.DecodeDeferred([]byte(doc), dir)
+		switch {
+		case rec != nil && rec.doc != nil:
 			t.Errorf("%s: deferred", what)
+		case what == "source.file" || what == "userDataFrom":
+			full, err2 := DecodeDocument([]byte(doc), dir)
+			if err != nil || err2 != nil || rec.Revision != full.Revision {
+				t.Errorf("%s: %v, %v", what, err, err2)
+			}
 		}
 	}
 }
