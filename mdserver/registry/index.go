@@ -44,10 +44,6 @@ type Index struct {
 
 	applied bool   // a first Apply is done
 	uids    uint64 // the last UID given
-
-	// lazyCheck is the deferred check of a record that holds its
-	// document (DecodeDeferred): made once, not a closure a record.
-	lazyCheck func(*Record) error
 }
 
 // IndexOptions configure an Index: its log lines, in the store's words.
@@ -120,9 +116,10 @@ func (ix *Index) DecodeWith(l spec.Loader, doc []byte, dir string) (*Record, err
 // name and addresses (and it reads no files[].source.file): the record
 // holds the document, and its deferred check decodes it first, so that a
 // document Parse refuses fails its check with Parse's errors, lines and
-// all. The check does not keep what it decoded (Record.Instance decodes
-// again for the first guest to ask), so a fleet that no guest has asked
-// for yet holds its documents alone.
+// all. A lookup keeps what the check decoded for the guest that asked;
+// the background pass drops it (Record.Instance decodes again for a
+// guest that comes later), so a fleet that no guest has asked for yet
+// holds its documents alone.
 func (ix *Index) DecodeDeferred(doc []byte, dir string) (*Record, error) {
 	rec := identify(doc)
 	if rec == nil {
@@ -134,10 +131,7 @@ func (ix *Index) DecodeDeferred(doc []byte, dir string) (*Record, error) {
 	if err := ix.Admit(rec); err != nil {
 		return nil, err
 	}
-	switch {
-	case rec.doc != nil:
-		rec.deferred.Store(&deferredCheck{run: ix.lazyCheck})
-	case ix.opts.Checks.Content != nil:
+	if rec.doc != nil || ix.opts.Checks.Content != nil {
 		rec.deferred.Store(&deferredCheck{run: ix.opts.Checks.Content})
 	}
 	return rec, nil
@@ -213,7 +207,6 @@ func NewIndex(opts IndexOptions) *Index {
 	}
 	ix := &Index{opts: opts, served: map[string]*Record{}, names: map[string]string{}, addrs: map[netip.Addr]string{},
 		keys: map[string]*keyState{}, pending: map[string]struct{}{}}
-	ix.lazyCheck = func(r *Record) error { return r.decodeAndCheck(opts.Checks.Content) }
 	empty, _ := NewSnapshot(nil)
 	ix.snap.Store(empty)
 	return ix

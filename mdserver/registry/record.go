@@ -112,8 +112,10 @@ func (r *Record) decode() (*spec.Instance, error) {
 	return inst, nil
 }
 
-// deferredCheck is a record's Checks.Content, run once, by whichever
-// comes first: a request for the record or the store's background pass.
+// deferredCheck is what a store deferred of a record's checks
+// (Index.DecodeDeferred): decoding its document, for a record that holds
+// one, and Checks.Content (run, nil for none). It runs once, by whichever
+// comes first: a lookup of the record or the store's background pass.
 type deferredCheck struct {
 	once sync.Once
 	run  func(*Record) error
@@ -121,18 +123,24 @@ type deferredCheck struct {
 	ran  atomic.Bool
 }
 
-// Verify runs the record's deferred content check, once (concurrent calls
-// wait for the one running), and returns its verdict. A record checked
-// before it was indexed returns nil at once. Snapshot.ByAddr and ByName
-// call it: a record whose check fails is never found, so nothing
-// unchecked is served.
-func (r *Record) Verify() error {
+// Verify runs the record's deferred checks, once (concurrent calls wait
+// for the one running), and returns their verdict. A record checked
+// before it was indexed returns nil at once. What Verify decodes of a
+// record that holds its document is dropped after: it is the store's
+// background pass that calls it (the lookups keep it, see verify).
+func (r *Record) Verify() error { return r.verify(false) }
+
+// verify is Verify. With keep, the spec decoded for the checks stays, for
+// the caller to use next: Snapshot.ByAddr and ByName call it so, since
+// the guest that looked the record up renders it next (a record whose
+// check fails is never found, so nothing unchecked is served).
+func (r *Record) verify(keep bool) error {
 	d := r.deferred.Load()
 	if d == nil {
 		return nil
 	}
 	d.once.Do(func() {
-		d.err = d.run(r)
+		d.err = r.check(d.run, keep)
 		d.ran.Store(true)
 		if d.err == nil {
 			r.deferred.Store(nil)
@@ -141,20 +149,31 @@ func (r *Record) Verify() error {
 	return d.err
 }
 
-// decodeAndCheck is the deferred check of a record that holds its
-// document: the document decodes (spec.Parse's errors otherwise) to the
-// instance the record was indexed as, and passes content, if any. What it
-// decoded is dropped after: see Index.DecodeDeferred.
-func (r *Record) decodeAndCheck(content func(*Record) error) error {
+// check runs the deferred checks: for a record that holds its document,
+// that it decodes (spec.Parse's errors otherwise) to the instance the
+// record was indexed as; then content, if any.
+func (r *Record) check(content func(*Record) error, keep bool) error {
+	if r.doc == nil {
+		return content(r)
+	}
 	inst, err := r.decode()
-	if err != nil || content == nil {
+	if err != nil {
 		return err
 	}
-	// content reads the spec through Instance, from another record: r
-	// may be served already, and its decoded spec is not kept.
-	checked := &Record{Name: r.Name, Addresses: r.Addresses, Revision: r.Revision}
-	checked.inst.Store(inst)
-	return content(checked)
+	if content != nil {
+		// content reads the spec through Instance, from another record:
+		// r may be served already, and must not hold a spec that has not
+		// passed.
+		checked := &Record{Name: r.Name, Addresses: r.Addresses, Revision: r.Revision}
+		checked.inst.Store(inst)
+		if err := content(checked); err != nil {
+			return err
+		}
+	}
+	if keep {
+		r.inst.Store(inst)
+	}
+	return nil
 }
 
 // Checked reports whether every check of the record has run, and with

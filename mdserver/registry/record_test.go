@@ -26,8 +26,9 @@ spec:
 
 // TestDecodeDeferredHoldsTheDocument: a record read for a deferred check
 // holds its document, indexed by the name, addresses and revision a full
-// decode gives; its check decodes it and drops what it decoded, and the
-// first Instance decodes it again and keeps it.
+// decode gives; the background pass's check (Verify) decodes it and drops
+// what it decoded, and the first Instance decodes it again and keeps it;
+// a lookup's check keeps what it decoded.
 func TestDecodeDeferredHoldsTheDocument(t *testing.T) {
 	checked := 0
 	ix := NewIndex(IndexOptions{Checks: Checks{Content: func(r *Record) error {
@@ -68,6 +69,15 @@ func TestDecodeDeferredHoldsTheDocument(t *testing.T) {
 	}
 	if checked != 1 {
 		t.Errorf("%d checks", checked)
+	}
+	// A lookup checks the record and keeps what it decoded: the guest
+	// that asked renders it next.
+	looked, err := ix.DecodeDeferred([]byte(lazyDoc), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, ok := mustSnapshot(t, looked).ByAddr(netip.MustParseAddr("10.0.0.9")); !ok || r.inst.Load() == nil || checked != 2 {
+		t.Errorf("a lookup: found %v, kept %v, %d checks", ok, looked.inst.Load() != nil, checked)
 	}
 }
 
