@@ -114,15 +114,24 @@ type Loaded struct {
 // spec file it has just read: SpecFile(i, Addr(i)), to be decoded on the
 // guest's first request (registry.Index.DecodeDeferred).
 func Load(n int, opts mdserver.Options) (*Loaded, error) {
+	return load(n, opts, registry.NewIndex(registry.IndexOptions{}).DecodeDeferred)
+}
+
+// LoadDecoded is Load with every instance decoded at once, as servers held
+// them before 2026-11-26 (bench/mdserver -decoded), for comparisons.
+func LoadDecoded(n int, opts mdserver.Options) (*Loaded, error) {
+	return load(n, opts, registry.DecodeDocument)
+}
+
+func load(n int, opts mdserver.Options, decode func(doc []byte, dir string) (*registry.Record, error)) (*Loaded, error) {
 	opts.AllowLoopbackInstances = true
 	runtime.GC()
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
 	start := time.Now()
 	recs := make([]*registry.Record, n)
-	ix := registry.NewIndex(registry.IndexOptions{})
 	for i := range recs {
-		r, err := ix.DecodeDeferred(SpecFile(i, Addr(i)), "")
+		r, err := decode(SpecFile(i, Addr(i)), "")
 		if err != nil {
 			return nil, err
 		}
