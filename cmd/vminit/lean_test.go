@@ -62,6 +62,7 @@ func deps(t *testing.T, pkg string) map[string]bool {
 var lazy = []string{
 	"github.com/vminit/vminit/cloudinit",
 	"github.com/vminit/vminit/internal/app/cli",
+	"github.com/vminit/vminit/internal/app/run",
 	"github.com/vminit/vminit/internal/lib/yaml11",
 	"github.com/vminit/vminit/mdserver/dirstore",
 	"github.com/vminit/vminit/network",
