@@ -27,6 +27,11 @@ func Main(args []string, stdout, stderr io.Writer) int {
 func New() *cobra.Command {
 	cmd := cli.NewServeCommand("vminit-server", &etcdFlags{})
 	cmd.Short = "The metadata server with every store: `vminit serve` and etcd (--etcd-endpoints)"
+	cmd.Long = `vminit-server is 'vminit serve' with one more store, etcd (the --etcd-*
+flags), for fleets of replicas; vminit itself does not link etcd's client.
+Every other flag is serve's, and works as there.
+
+` + cmd.Long
 	cmd.Version = cli.Version()
 	cmd.SetVersionTemplate("{{.Version}}\n") // as `vminit --version` prints it
 	return cmd
