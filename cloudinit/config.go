@@ -21,7 +21,8 @@ import (
 //
 // Keys come in a fixed order that follows first boot rather than the
 // alphabet: identity (hostname, fqdn), accounts (groups, users), files
-// (write_files), system settings (timezone, packages), then commands
+// (write_files), system settings (timezone, packages), storage
+// (disk_setup, fs_setup, growpart, resize_rootfs, swap), then commands
 // (bootcmd, runcmd).
 func CloudConfig(inst *spec.Instance) ([]byte, error) {
 	doc, err := cloudConfig(inst)
@@ -61,6 +62,9 @@ func cloudConfig(inst *spec.Instance) (*yaml.Node, error) {
 	if len(s.Users) > 0 {
 		add("users", users(s.Users, !s.CloudInit.NoDefaultUser))
 	}
+	if keys := sshKeys(s); keys != nil {
+		add("ssh_keys", keys)
+	}
 
 	files, units := writeFiles(s, &errs)
 	if len(files.Content) > 0 {
@@ -72,6 +76,7 @@ func cloudConfig(inst *spec.Instance) (*yaml.Node, error) {
 	if len(s.Packages) > 0 {
 		add("packages", yaml11.Flow(yaml11.Strings(s.Packages)))
 	}
+	storage(add, s.Storage, &errs)
 	if len(s.BootCommands) > 0 {
 		add("bootcmd", commands(s.BootCommands))
 	}
@@ -145,9 +150,10 @@ func users(list []spec.User, withDefault bool) *yaml.Node {
 	return seq
 }
 
-// writeFiles renders spec.files, the units and the mount units as
-// write_files entries, and returns the systemctl commands that must start
-// runcmd for the units and mounts to take effect.
+// writeFiles renders spec.files, the units, the mount units and the swap
+// units of spec.storage as write_files entries, and returns the systemctl
+// commands that must start runcmd for the units, mounts and swap to take
+// effect.
 func writeFiles(s *spec.Spec, errs *spec.ErrorList) (files *yaml.Node, run []*yaml.Node) {
 	files = yaml11.Sequence()
 	written := spec.PathClaims{}
@@ -184,6 +190,10 @@ func writeFiles(s *spec.Spec, errs *spec.ErrorList) (files *yaml.Node, run []*ya
 		// Started synchronously, unlike units: commands that follow may
 		// write into the mount.
 		mountCmds = append(mountCmds, argv("systemctl", "enable", "--now", name))
+	}
+	if swaps := swapUnits(s.Storage, files, claim); len(swaps) > 0 {
+		reload = true
+		mountCmds = append(mountCmds, swaps...)
 	}
 	for i, u := range s.Units {
 		field := fmt.Sprintf("spec.units[%d]", i)

@@ -20,8 +20,13 @@ var generatedFrom = map[string]string{
 	"write_files":               "spec.files",
 	"timezone":                  "spec.timezone",
 	"packages":                  "spec.packages",
+	"disk_setup":                "spec.storage.disks",
+	"fs_setup":                  "spec.storage.filesystems",
+	"growpart":                  "spec.storage.growRoot",
+	"resize_rootfs":             "spec.storage.growRoot",
+	"swap":                      "spec.storage.swap",
 	"bootcmd":                   "spec.bootCommands",
-	"runcmd":                    "spec.commands, spec.units and spec.mounts",
+	"runcmd":                    "spec.commands, spec.units, spec.mounts and spec.storage's swap filesystems",
 }
 
 // Overrides reports each key of the generated cloud-config whose value the

@@ -1,21 +1,14 @@
 package cloudinit
 
 import (
-	"bytes"
-	_ "embed"
 	"encoding/json"
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
-	"golang.org/x/text/language"
-	"golang.org/x/text/message"
 	"gopkg.in/yaml.v3"
 
 	"github.com/vminit/vminit/internal/lib/yaml11"
@@ -24,9 +17,6 @@ import (
 // SchemaVersion is the cloud-init release whose cloud-config schema
 // CheckSchema applies (schema/README.md says where it comes from).
 const SchemaVersion = "22.4.2"
-
-//go:embed schema/schema-cloud-config-v1.json
-var schemaJSON []byte
 
 // SchemaFinding is one thing `cloud-init schema` would report about a
 // #cloud-config document: an error (cloud-init warns and the module
@@ -59,6 +49,15 @@ func (f SchemaFinding) String() string {
 // only the "date" format asserted, and cloud-init's "deprecated"
 // annotations reported for the branch of a oneOf/anyOf that the value
 // takes. Keys the schema does not know are not findings, as in cloud-init.
+// A value cloud-init's YAML loader reads as a Python object (an unquoted
+// date) fails every "type", as in Python, and is reported as such.
+//
+// The validator is vminit's own (schema_node.go, schema_validate.go), not
+// a JSON Schema library: the one vminit used (jsonschema/v6) compiled its
+// meta-schemas in an init function, milliseconds of every vminit process,
+// and took ~20 ms and 7.6 MB to compile this schema on the first check.
+// Here the schema is Go data generated from its JSON (schema_tree.go):
+// nothing to compile. Platforms run vminit once per VM.
 //
 // It returns an error, and no findings, when data is not a #cloud-config
 // document cloud-init can load (CheckUserData says why).
@@ -74,27 +73,26 @@ func CheckSchema(data []byte) ([]SchemaFinding, error) {
 	if doc == nil {
 		return nil, nil
 	}
-	s, err := loadSchema()
-	if err != nil {
-		return nil, err
-	}
+	return schemaRoot.check(doc), nil
+}
+
+// check finds what the schema root says about the loaded document doc.
+func (root *schemaNode) check(doc *yaml.Node) []SchemaFinding {
 	v := &schemaValue{lines: map[string]int{"": doc.Line}, objects: map[string]string{}}
 	inst := v.convert(doc, nil)
 	var out []SchemaFinding
-	if verr, ok := s.compiled.Validate(inst).(*jsonschema.ValidationError); ok {
+	if verr := root.validate(inst, nil); verr != nil {
 		for _, e := range leafErrors(verr) {
-			loc := e.InstanceLocation
 			msg := schemaMessage(e)
-			if kind, ok := v.objects[strings.Join(loc, "\x00")]; ok && keyword(e) == "type" {
+			if kind, ok := v.objects[strings.Join(e.loc, "\x00")]; ok {
+				// Whatever the form wanted, a date or a set is none of them.
 				msg = fmt.Sprintf("cloud-init's YAML loader reads this unquoted value as a %s, which no form here accepts: quote it", kind)
 			}
-			out = append(out, SchemaFinding{Path: fieldPath(loc), Line: v.line(loc), Message: msg})
+			out = append(out, SchemaFinding{Path: fieldPath(e.loc), Line: v.line(e.loc), Message: msg})
 		}
-	} else if verr != nil {
-		return nil, verr
 	}
-	d := deprecationWalk{s: s, seen: map[string]bool{}}
-	d.walk(s.root, "", inst, nil)
+	d := deprecationWalk{seen: map[string]bool{}}
+	d.walk(root, inst, nil)
 	for _, f := range d.found {
 		f.Line = v.line(f.loc)
 		out = append(out, f.SchemaFinding)
@@ -105,116 +103,49 @@ func CheckSchema(data []byte) ([]SchemaFinding, error) {
 		}
 		return strings.Compare(a.Path, b.Path)
 	})
-	return out, nil
-}
-
-// cloudSchema is the compiled schema and its raw JSON, which the
-// deprecation walk follows.
-type cloudSchema struct {
-	compiler *jsonschema.Compiler
-	compiled *jsonschema.Schema
-	root     map[string]any
-
-	mu  sync.Mutex
-	sub map[string]*jsonschema.Schema // compiled subschemas by JSON pointer
-}
-
-const schemaURL = "https://vminit.dev/cloud-init/schema-cloud-config-v1.json"
-
-var loadSchema = sync.OnceValues(func() (*cloudSchema, error) {
-	raw, err := jsonschema.UnmarshalJSON(bytes.NewReader(schemaJSON))
-	if err != nil {
-		return nil, fmt.Errorf("cloud-init schema: %w", err)
-	}
-	c := jsonschema.NewCompiler()
-	c.DefaultDraft(jsonschema.Draft4)
-	// cloud-init validates with jsonschema's FormatChecker(), which checks
-	// "date" but not "uri" or "hostname" (those need optional Python
-	// packages that Debian's cloud-init does not pull in).
-	c.AssertFormat()
-	for _, name := range []string{"uri", "hostname"} {
-		c.RegisterFormat(&jsonschema.Format{Name: name, Validate: func(any) error { return nil }})
-	}
-	if err := c.AddResource(schemaURL, raw); err != nil {
-		return nil, fmt.Errorf("cloud-init schema: %w", err)
-	}
-	compiled, err := c.Compile(schemaURL)
-	if err != nil {
-		return nil, fmt.Errorf("cloud-init schema: %w", err)
-	}
-	root, _ := raw.(map[string]any)
-	return &cloudSchema{compiler: c, compiled: compiled, root: root, sub: map[string]*jsonschema.Schema{}}, nil
-})
-
-// valid reports whether v satisfies the subschema at the JSON pointer ptr.
-func (s *cloudSchema) valid(ptr string, v any) bool {
-	s.mu.Lock()
-	sch, ok := s.sub[ptr]
-	if !ok {
-		var err error
-		if sch, err = s.compiler.Compile(schemaURL + "#" + ptr); err != nil {
-			sch = nil
-		}
-		s.sub[ptr] = sch
-	}
-	s.mu.Unlock()
-	return sch != nil && sch.Validate(v) == nil
+	return out
 }
 
 // leafErrors flattens a validation error to the causes a user can act on:
 // for a oneOf/anyOf that no branch satisfies, the error itself (its
 // branches' complaints would contradict each other), else its leaves.
-func leafErrors(e *jsonschema.ValidationError) []*jsonschema.ValidationError {
-	if len(e.Causes) == 0 {
-		return []*jsonschema.ValidationError{e}
+func leafErrors(e *schemaError) []*schemaError {
+	if len(e.causes) == 0 {
+		return []*schemaError{e}
 	}
-	switch keyword(e) {
+	switch e.keyword {
 	case "oneOf", "anyOf":
 		// When only one form has the value's type (an object where a
 		// string or an object is allowed), what is wrong inside it is
 		// the useful finding; otherwise the choice itself is.
-		var fits []*jsonschema.ValidationError
-		for _, c := range e.Causes {
-			if keyword(c) != "type" {
+		var fits []*schemaError
+		for _, c := range e.causes {
+			if c.keyword != "type" {
 				fits = append(fits, c)
 			}
 		}
 		if len(fits) == 1 {
 			return leafErrors(fits[0])
 		}
-		return []*jsonschema.ValidationError{e}
+		return []*schemaError{e}
 	}
-	var out []*jsonschema.ValidationError
-	for _, c := range e.Causes {
+	var out []*schemaError
+	for _, c := range e.causes {
 		out = append(out, leafErrors(c)...)
 	}
 	return out
 }
 
-var english = message.NewPrinter(language.English)
-
-// keyword is the schema keyword that failed, e.g. "type" or "oneOf".
-func keyword(e *jsonschema.ValidationError) string {
-	if e.ErrorKind == nil {
-		return ""
-	}
-	p := e.ErrorKind.KeywordPath()
-	if len(p) == 0 {
-		return ""
-	}
-	return p[len(p)-1]
-}
-
 // schemaMessage words an error the way a cloud-config author reads it.
-func schemaMessage(e *jsonschema.ValidationError) string {
-	msg := e.ErrorKind.LocalizedString(english)
-	switch keyword(e) {
+func schemaMessage(e *schemaError) string {
+	msg := e.message
+	switch e.keyword {
 	case "oneOf", "anyOf":
 		// Name what each branch wanted, briefly.
 		var wants []string
-		for _, c := range e.Causes {
-			if w := c.ErrorKind.LocalizedString(english); !slices.Contains(wants, w) {
-				wants = append(wants, w)
+		for _, c := range e.causes {
+			if !slices.Contains(wants, c.message) {
+				wants = append(wants, c.message)
 			}
 		}
 		if len(wants) > 0 && len(wants) <= 4 {
@@ -251,7 +182,7 @@ type schemaValue struct {
 
 // pyObject stands for a loaded value that is none of JSON's types (a
 // date, a set): every "type" check fails on it, as in Python.
-type pyObject struct{ kind string }
+type pyObject struct{ kind, text string }
 
 func (v *schemaValue) convert(n *yaml.Node, loc []string) any {
 	v.lines[strings.Join(loc, "\x00")] = n.Line
@@ -300,7 +231,7 @@ func (v *schemaValue) convert(n *yaml.Node, loc []string) any {
 		}
 	}
 	v.objects[strings.Join(loc, "\x00")] = kind
-	return pyObject{kind}
+	return pyObject{kind, n.Value}
 }
 
 // line returns the line of a location, or of its nearest ancestor.
@@ -317,10 +248,8 @@ func (v *schemaValue) line(loc []string) int {
 // cloud-init's rules: every schema applied to the value counts, except
 // that of a oneOf or anyOf only the first branch the value satisfies does.
 type deprecationWalk struct {
-	s     *cloudSchema
 	found []deprecation
 	seen  map[string]bool
-	depth int
 }
 
 type deprecation struct {
@@ -328,123 +257,66 @@ type deprecation struct {
 	loc []string
 }
 
-func (d *deprecationWalk) walk(sch map[string]any, ptr string, v any, loc []string) {
-	if sch == nil || d.depth > 64 {
-		return
-	}
-	d.depth++
-	defer func() { d.depth-- }()
-	if ref, ok := sch["$ref"].(string); ok {
+func (d *deprecationWalk) walk(n *schemaNode, v any, loc []string) {
+	if n.ref != nil {
 		// Draft 4: $ref replaces the rest of the schema.
-		if target, p := d.resolve(ref); target != nil {
-			d.walk(target, p, v, loc)
-		}
+		d.walk(n.ref, v, loc)
 		return
 	}
-	if dep, _ := sch["deprecated"].(bool); dep {
-		msg := "cloud-init marks this form as deprecated"
-		if desc, _ := sch["description"].(string); desc != "" {
-			msg = strings.TrimPrefix(desc, "DEPRECATED: ")
-		}
-		key := strings.Join(loc, "\x00") + "\x01" + msg
-		if !d.seen[key] {
-			d.seen[key] = true
-			d.found = append(d.found, deprecation{SchemaFinding{Path: fieldPath(loc), Message: msg, Deprecated: true}, slices.Clone(loc)})
-		}
+	if n.deprecated {
+		d.note(n, loc)
 	}
-	for i, sub := range list(sch["allOf"]) {
-		d.walk(sub, fmt.Sprintf("%s/allOf/%d", ptr, i), v, loc)
+	for _, sub := range n.allOf {
+		d.walk(sub, v, loc)
 	}
-	for _, kw := range []string{"oneOf", "anyOf"} {
-		for i, sub := range list(sch[kw]) {
-			p := fmt.Sprintf("%s/%s/%d", ptr, kw, i)
-			if d.s.valid(p, v) {
-				d.walk(sub, p, v, loc)
-				break
-			}
+	for _, choice := range [][]*schemaNode{n.oneOf, n.anyOf} {
+		if i := slices.IndexFunc(choice, func(sub *schemaNode) bool { return sub.valid(v) }); i >= 0 {
+			d.walk(choice[i], v, loc)
 		}
 	}
 	switch t := v.(type) {
 	case map[string]any:
-		props, _ := sch["properties"].(map[string]any)
-		patterns, _ := sch["patternProperties"].(map[string]any)
 		for _, k := range slices.Sorted(maps.Keys(t)) {
 			child := append(slices.Clip(loc), k)
 			matched := false
-			if p, ok := props[k].(map[string]any); ok {
+			if p := n.property(k); p != nil {
 				matched = true
-				d.walk(p, ptr+"/properties/"+escapePointer(k), t[k], child)
+				d.walk(p, t[k], child)
 			}
-			for _, pat := range slices.Sorted(maps.Keys(patterns)) {
-				if re, err := regexp.Compile(pat); err == nil && re.MatchString(k) {
+			for _, pp := range n.patternProperties {
+				if pp.re.MatchString(k) {
 					matched = true
-					p, _ := patterns[pat].(map[string]any)
-					d.walk(p, ptr+"/patternProperties/"+escapePointer(pat), t[k], child)
+					d.walk(pp.node, t[k], child)
 				}
 			}
-			if ap, ok := sch["additionalProperties"].(map[string]any); ok && !matched {
-				d.walk(ap, ptr+"/additionalProperties", t[k], child)
+			if n.additionalProps != nil && !matched {
+				d.walk(n.additionalProps, t[k], child)
 			}
 		}
 	case []any:
-		switch items := sch["items"].(type) {
-		case map[string]any:
-			for i, x := range t {
-				d.walk(items, ptr+"/items", x, append(slices.Clip(loc), strconv.Itoa(i)))
-			}
-		case []any:
-			for i, x := range t {
-				child := append(slices.Clip(loc), strconv.Itoa(i))
-				if i < len(items) {
-					p, _ := items[i].(map[string]any)
-					d.walk(p, fmt.Sprintf("%s/items/%d", ptr, i), x, child)
-				} else if ai, ok := sch["additionalItems"].(map[string]any); ok {
-					d.walk(ai, ptr+"/additionalItems", x, child)
-				}
+		for i, x := range t {
+			child := append(slices.Clip(loc), strconv.Itoa(i))
+			switch {
+			case n.items != nil:
+				d.walk(n.items, x, child)
+			case i < len(n.tupleItems):
+				d.walk(n.tupleItems[i], x, child)
+			case n.tupleItems != nil && n.additionalItems != nil:
+				d.walk(n.additionalItems, x, child)
 			}
 		}
 	}
 }
 
-// resolve follows a local reference ("#/$defs/x") in the root schema.
-func (d *deprecationWalk) resolve(ref string) (map[string]any, string) {
-	ptr, ok := strings.CutPrefix(ref, "#")
-	if !ok {
-		return nil, ""
+// note records n's deprecation of the value at loc, once.
+func (d *deprecationWalk) note(n *schemaNode, loc []string) {
+	msg := "cloud-init marks this form as deprecated"
+	if n.description != "" {
+		msg = strings.TrimPrefix(n.description, "DEPRECATED: ")
 	}
-	var cur any = d.s.root
-	for _, tok := range strings.Split(strings.TrimPrefix(ptr, "/"), "/") {
-		if tok == "" {
-			continue
-		}
-		tok = strings.NewReplacer("~1", "/", "~0", "~").Replace(tok)
-		switch c := cur.(type) {
-		case map[string]any:
-			cur = c[tok]
-		case []any:
-			i, err := strconv.Atoi(tok)
-			if err != nil || i < 0 || i >= len(c) {
-				return nil, ""
-			}
-			cur = c[i]
-		default:
-			return nil, ""
-		}
+	key := strings.Join(loc, "\x00") + "\x01" + msg
+	if !d.seen[key] {
+		d.seen[key] = true
+		d.found = append(d.found, deprecation{SchemaFinding{Path: fieldPath(loc), Message: msg, Deprecated: true}, slices.Clone(loc)})
 	}
-	m, _ := cur.(map[string]any)
-	return m, ptr
-}
-
-func list(v any) []map[string]any {
-	items, _ := v.([]any)
-	out := make([]map[string]any, 0, len(items))
-	for _, it := range items {
-		m, _ := it.(map[string]any)
-		out = append(out, m)
-	}
-	return out
-}
-
-func escapePointer(s string) string {
-	return strings.NewReplacer("~", "~0", "/", "~1").Replace(s)
 }

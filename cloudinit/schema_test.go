@@ -42,6 +42,12 @@ var schemaCases = map[string]string{
 	"fs-setup":      "#cloud-config\nfs_setup:\n  - label: data\n    filesystem: ext4\n    device: /dev/vdb\n    partition: auto\n",
 	"empty":         "#cloud-config\n",
 	"anchors":       "#cloud-config\nx: &k [a, b]\npackages: *k\nruncmd: *k\n",
+	// Draft 4 integers are Python ints: 1.0 is a float, not an integer.
+	"float-integer": "#cloud-config\npower_state:\n  mode: reboot\n  delay: 1.0\n",
+	"float-nan":     "#cloud-config\npower_state:\n  mode: reboot\n  delay: .nan\n",
+	// Values YAML loads as Python objects fail every type, nothing else.
+	"dates":  "#cloud-config\ntimezone: 2024-01-02\nntp:\n  servers: [2024-01-02, 2024-01-02]\nruncmd: [2024-01-02 10:00:00]\n",
+	"unique": "#cloud-config\nntp:\n  servers: [1, 1.0]\n  pools: [[1], [1.0], a]\nsnap:\n  assertions: [a, b, a]\n",
 }
 
 // TestCheckSchemaMatchesCloudInit runs each case through cloud-init's own
@@ -57,6 +63,18 @@ func TestCheckSchemaMatchesCloudInit(t *testing.T) {
 	for _, f := range corpusDocs(t, "FuzzCheckSchema") {
 		docs[filepath.Base(f.name)] = f.doc
 	}
+	matchCloudInit(t, docs)
+}
+
+// TestCheckSchemaMatchesCloudInitGenerated: the same on documents
+// generated from the schema (docGen), which reach every module's keys.
+func TestCheckSchemaMatchesCloudInitGenerated(t *testing.T) {
+	matchCloudInit(t, generatedDocs(t, 400))
+}
+
+// matchCloudInit compares CheckSchema's findings on each document with
+// those of cloud-init's validator.
+func matchCloudInit(t *testing.T, docs map[string]string) {
 	var oracle map[string]struct {
 		Errors       []string `json:"errors"`
 		Deprecations []string `json:"deprecations"`
@@ -156,12 +174,36 @@ func TestCheckSchemaLines(t *testing.T) {
 	}
 }
 
+// TestCheckSchemaPythonObjects: a value cloud-init's loader reads as a
+// date (or another Python object) is reported as such, with the advice to
+// quote it, at its own key.
+func TestCheckSchemaPythonObjects(t *testing.T) {
+	findings, err := CheckSchema([]byte(schemaCases["dates"]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := fmt.Sprint(findings)
+	for _, want := range []string{
+		"timezone (line 2): cloud-init's YAML loader reads this unquoted value as a date, which no form here accepts: quote it",
+		"ntp.servers[0] (line 4): cloud-init's YAML loader reads this unquoted value as a date,",
+		"runcmd[0] (line 5): cloud-init's YAML loader reads this unquoted value as a date and time,",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("findings %s lack %q", got, want)
+		}
+	}
+}
+
 func FuzzCheckSchema(f *testing.F) {
 	for _, doc := range schemaCases {
 		f.Add(doc)
 	}
+	for _, doc := range generatedDocs(f, 40) {
+		f.Add(doc)
+	}
+	// It must not panic or hang, and must find what jsonschema/v6 found.
 	f.Fuzz(func(t *testing.T, doc string) {
-		CheckSchema([]byte(doc)) // must not panic or hang
+		compareWithV6(t, doc)
 	})
 }
 

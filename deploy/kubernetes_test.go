@@ -150,7 +150,8 @@ func TestKustomization(t *testing.T) {
 	denied(t, ctx, cs, "default", "update", "kubevirt.io", "virtualmachines") // only with vminit-controller-patch-vms
 	denied(t, ctx, cs, "vminit-system", "update", "coordination.k8s.io", "leases", "another-lease")
 
-	// The server reads Instances and KubeVirt objects, and no Secret.
+	// The server reads Instances and KubeVirt objects, and the Secrets of
+	// the managed namespace only (those an Instance refers to).
 	srv := s.ServiceAccount(t, "vminit-system", "vminit-server")
 	st, err := kubestore.Open(ctx, kubestore.Config{REST: srv.Config(), Namespaces: []string{"default"}, KubeVirt: true,
 		Logger: slog.New(slog.DiscardHandler)})
@@ -162,7 +163,7 @@ func TestKustomization(t *testing.T) {
 		t.Error("the server's store does not serve web-1")
 	}
 	scs := srv.Clientset(t)
-	for _, ns := range []string{"default", "vminit-system"} {
+	for _, ns := range []string{"vminit-system", "elsewhere"} {
 		if _, err := scs.CoreV1().Secrets(ns).Get(ctx, "user-data", metav1.GetOptions{}); !apierrors.IsForbidden(err) {
 			t.Errorf("the server reads Secrets in %s: %v", ns, err)
 		}
@@ -177,8 +178,10 @@ func TestKustomization(t *testing.T) {
 // checkRBAC asks the API server, as each service account (kubectl auth
 // can-i --as), what it may do with Secrets: the controller reads them in
 // the namespaces it manages and writes there, never patches or deletes
-// them in bulk, nor touches another namespace's; the server reads none,
-// not even its token key, which the kubelet mounts.
+// them in bulk, nor touches another namespace's; the server reads those
+// of the managed namespaces (an Instance's references) and writes none,
+// and reads none elsewhere, not even its token key, which the kubelet
+// mounts. Both read the managed namespaces' ConfigMaps, and write none.
 func checkRBAC(t *testing.T, s *kubetest.Server) {
 	t.Helper()
 	const ctl, srv = "system:serviceaccount:vminit-system:vminit-controller", "system:serviceaccount:vminit-system:vminit-server"
@@ -195,7 +198,16 @@ func checkRBAC(t *testing.T, s *kubetest.Server) {
 		{ctl, "get", "secrets", "elsewhere", "no"},
 		{ctl, "list", "secrets", "", "no"}, // every namespace
 		{srv, "get", "secrets", "vminit-system", "no"},
-		{srv, "get", "secrets", "default", "no"},
+		{srv, "get", "secrets", "default", "yes"},
+		{srv, "watch", "secrets", "default", "yes"},
+		{srv, "create", "secrets", "default", "no"},
+		{srv, "get", "secrets", "elsewhere", "no"},
+		{srv, "list", "secrets", "", "no"}, // every namespace
+		{ctl, "watch", "configmaps", "default", "yes"},
+		{ctl, "update", "configmaps", "default", "no"},
+		{ctl, "get", "configmaps", "elsewhere", "no"},
+		{srv, "watch", "configmaps", "default", "yes"},
+		{srv, "update", "configmaps", "default", "no"},
 		{srv, "watch", "instances.vminit.dev", "default", "yes"},
 	} {
 		args := []string{"auth", "can-i", c.verb, c.resource, "--as", c.as}

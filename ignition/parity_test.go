@@ -132,6 +132,7 @@ func decodeDataURL(t *testing.T, src, compression string) string {
 var paritySpecs = []string{
 	"../examples/fcos-server.yaml", "../examples/ubuntu-server/instance.yaml", "../examples/dev-vm.yaml",
 	"testdata/specs/users.yaml", "testdata/specs/files.yaml", "testdata/specs/system.yaml",
+	"../examples/data-disk.yaml", // the mount and swap units
 }
 
 // TestParityWithCloudInit checks that, for the features both agents

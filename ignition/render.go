@@ -28,8 +28,9 @@
 //
 // By default Render emits the lowest stable spec version that can express
 // the config, so that the widest range of guests accepts it: 3.0.0, unless
-// a file has setuid, setgid or sticky bits (honoured only from 3.6.0) or a
-// merged config uses something newer. Whether a merged config fits an older
+// a file has setuid, setgid or sticky bits (honoured only from 3.6.0),
+// spec.storage.growRoot resizes the root partition (3.2.0), or a merged
+// config uses something newer. Whether a merged config fits an older
 // version is decided by Ignition itself: the version's types must have
 // every key the config uses, Ignition's validation for the version must
 // find nothing new, and Ignition's translation must carry the config back
@@ -85,6 +86,14 @@
 //   - timezone: the /etc/localtime link timedatectl writes.
 //   - network: NetworkManager keyfiles for fcos and rhcos, systemd-networkd
 //     files for flatcar (package network).
+//   - storage: storage.disks (GPT partitions sized in MiB, typeGuid) and
+//     storage.filesystems with wipeFilesystem written out (false: an
+//     existing filesystem of the format is kept, anything else fails the
+//     boot); a swap filesystem also gets the .swap unit the cloud-init
+//     rendering writes. growRoot: the root partition of Fedora CoreOS and
+//     RHCOS resized to fill its disk (spec 3.2.0); Flatcar grows its root
+//     itself. Shares of a disk (%), a swap file and growRoot: false are
+//     errors, as packages are.
 //   - packages: an error (Ignition cannot install packages: layer them with
 //     rpm-ostree or a systemd-sysext image), or a warning with
 //     Options.AllowPartial.
@@ -202,6 +211,10 @@ type renderer struct {
 	claims spec.PathClaims
 	// dirs are the directories created for ownership, by path.
 	dirs map[string]bool
+	// generated are configs the renderer writes in types newer than spec
+	// 3.0.0's (growRoot's partition resize), merged before the user's as
+	// children, so that the version machinery decides what they need.
+	generated []child
 }
 
 // warn records a warning about field, an error under Strict.
@@ -247,6 +260,7 @@ func (r *renderer) build() types.Config {
 		r.addFile(&cfg, "/etc/hostname", []byte(s.Hostname+"\n"), 0o644, "", false)
 	}
 	r.users(&cfg)
+	r.hostKeys(&cfg)
 	if s.Timezone != "" && r.claim("/etc/localtime", "spec.timezone") {
 		cfg.Storage.Links = append(cfg.Storage.Links, types.Link{
 			Node:          types.Node{Path: "/etc/localtime", Overwrite: boolPtr(true)},
@@ -258,6 +272,7 @@ func (r *renderer) build() types.Config {
 		r.network(&cfg)
 	}
 	r.units(&cfg)
+	r.storage(&cfg)
 	r.files(&cfg)
 	// An /etc/hosts from spec.files got the FQDN's line in r.files.
 	if _, written := r.claims[hostsFile]; !written && r.hostsLine() != "" && r.claim(hostsFile, "spec.fqdn") {

@@ -303,11 +303,11 @@ func (r *renderer) fieldOf(p string, generated *types.Config) string {
 	return "the rendered config, " + p
 }
 
-// children collects spec.ignition.config and the translation of
-// spec.ignition.butane.
+// children collects the renderer's generated configs, spec.ignition.config
+// and the translation of spec.ignition.butane, in merge order.
 func (r *renderer) children() []child {
 	ig := r.inst.Spec.Ignition
-	var out []child
+	out := append([]child(nil), r.generated...)
 	if strings.TrimSpace(ig.Config) != "" {
 		if c, ok := r.userConfig(ig.Config); ok {
 			out = append(out, c)

@@ -31,5 +31,5 @@ spec:
 	}
 	// Output:
 	// ok: true seed files: 2
-	// warning: spec.cloudInit.userData: runcmd (user-data line 2) replaces the runcmd that spec.commands, spec.units and spec.mounts generates: cloud-init's merge (dict(replace)+list()+str(), the default) keeps only the user-data's value; put the values in the spec, or give the user-data a merge_how that appends, e.g. merge_how: 'dict(recurse_array,no_replace)+list(append)'
+	// warning: spec.cloudInit.userData: runcmd (user-data line 2) replaces the runcmd that spec.commands, spec.units, spec.mounts and spec.storage's swap filesystems generates: cloud-init's merge (dict(replace)+list()+str(), the default) keeps only the user-data's value; put the values in the spec, or give the user-data a merge_how that appends, e.g. merge_how: 'dict(recurse_array,no_replace)+list(append)'
 }

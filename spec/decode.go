@@ -212,6 +212,10 @@ type Loader struct {
 	// reader put /etc/shadow or ../admin-token on a seed. Files of /proc,
 	// /sys, FIFOs and devices are refused whatever the root.
 	SourceRoot string
+	// Refs reads the Secrets and ConfigMaps the spec refers to
+	// (secretKeyRef, configMapKeyRef), in the Instance's namespace; nil
+	// makes each such reference a problem saying what to pass.
+	Refs Refs
 }
 
 // Load reads a spec file and parses it as Parse does, with
@@ -272,7 +276,7 @@ func (l Loader) Parse(data []byte, dir string) (*Instance, error) {
 	if root == "" {
 		root = dir
 	}
-	all = append(all, AsErrors(inst.resolve(dir, root))...)
+	all = append(all, AsErrors(inst.resolveWith(dir, root, l.Refs))...)
 	inst.Default()
 	all = append(all, dropShadowed(AsErrors(inst.Validate()), all)...)
 	if len(all) == 0 {
@@ -307,13 +311,20 @@ func dropShadowed(verrs, decoded Errors) Errors {
 	return out
 }
 
-// Resolve reads each files[].source.file (relative to dir, and only from
-// inside it) and decodes each contentBase64, so that File.Data is the
-// content to write.
-func (in *Instance) Resolve(dir string) error { return in.resolve(dir, dir) }
+// Resolve reads each files[].source.file and each reference's file
+// (relative to dir, and only from inside it) and decodes each
+// contentBase64, so that File.Data is the content to write. References to
+// Secrets and ConfigMaps are left as they are, for the cluster that
+// receives the spec to resolve (v1alpha1.FromSpec keeps them).
+func (in *Instance) Resolve(dir string) error { return in.resolveWith(dir, dir, keepRefs{}) }
 
-func (in *Instance) resolve(dir, root string) error {
+// resolveWith is resolve with the Secrets and ConfigMaps of refs (nil:
+// none, and a reference to one is a problem saying what to pass).
+func (in *Instance) resolveWith(dir, root string, refs Refs) error {
 	var c ErrorList
+	readFile := func(c *ErrorList, field, name string) ([]byte, bool) {
+		return readSourceFile(c, dir, root, field, name)
+	}
 	for i := range in.Spec.Files {
 		f := &in.Spec.Files[i]
 		field := fmt.Sprintf("spec.files[%d]", i)
@@ -327,24 +338,36 @@ func (in *Instance) resolve(dir, root string) error {
 				continue
 			}
 			f.data = b
-		case f.Source != nil && f.Source.File != "":
-			p := f.Source.File
-			if !filepath.IsAbs(p) {
-				p = filepath.Join(dir, p)
-			}
-			b, err := inputfile.ReadIn(root, p, MaxSourceFileSize)
-			switch {
-			case errors.Is(err, inputfile.ErrOutside):
-				c.Add(field+".source.file", "%s is outside %s, the directory source files are read from; move the file there, or name a wider source root (vminit: --source-root DIR)", f.Source.File, root)
-				continue
-			case err != nil:
-				c.Add(field+".source.file", "%v", unwrapPathError(err))
-				continue
-			}
-			f.data = b
 		}
 	}
+	// Sources, as every other reference.
+	in.resolveRefs(&c, refs, readFile)
 	return c.Err()
+}
+
+// readSourceFile reads a file a spec names (files[].source.file, a
+// reference's file), relative to dir and only from inside root, or adds
+// why it cannot to c under field. An empty dir refuses it: the document
+// came over an API.
+func readSourceFile(c *ErrorList, dir, root, field, name string) ([]byte, bool) {
+	if dir == "" {
+		c.Add(field, "not allowed in a document sent over an API (the admin API, etcd, Kubernetes): the server never reads its own files; inline the value, or refer to a Secret")
+		return nil, false
+	}
+	p := name
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(dir, p)
+	}
+	b, err := inputfile.ReadIn(root, p, MaxSourceFileSize)
+	switch {
+	case errors.Is(err, inputfile.ErrOutside):
+		c.Add(field, "%s is outside %s, the directory source files are read from; move the file there, or name a wider source root (vminit: --source-root DIR)", name, root)
+		return nil, false
+	case err != nil:
+		c.Add(field, "%v", unwrapPathError(err))
+		return nil, false
+	}
+	return b, true
 }
 
 func unwrapPathError(err error) error {

@@ -40,8 +40,9 @@ const (
 // Default fills in the fields a spec may leave out: hostname (the first
 // label of metadata.name, or of fqdn), instanceID, agent (and for Ignition
 // the variant), each user's lockPassword (true unless the user has a
-// passwordHash), each file's mode, and the settings of spec.metadataServer
-// when it is present (see MetadataServer.Default). It is idempotent; Load
+// passwordHash), each file's mode, each storage partition's number and
+// type, and the settings of spec.metadataServer when it is present (see
+// MetadataServer.Default). It is idempotent; Load
 // calls it. Every default of the spec is set here, so that a defaulted
 // spec, written out, shows what every consumer will use.
 func (in *Instance) Default() {
@@ -77,6 +78,9 @@ func (in *Instance) Default() {
 	}
 	if s.MetadataServer != nil {
 		s.MetadataServer.Default()
+	}
+	if s.Storage != nil {
+		s.Storage.defaultStorage()
 	}
 }
 

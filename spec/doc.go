@@ -5,7 +5,12 @@
 //
 // Load reads a spec file strictly (an unknown or misspelled field is an
 // error with its line), resolves the files it references, fills in defaults
-// and validates every field. Problems come back together as Errors, each
+// and validates every field. Fields that take a value by reference
+// (refs.go: a file beside the spec, confined to its directory, or a Secret
+// or ConfigMap key, read through Loader.Refs in the one namespace its
+// caller chose) are filled in from it; ForAPI turns a loaded spec back
+// into the document an API receiver resolves for itself. SSH host keys
+// (hostkeys.go) are taken by reference only. Problems come back together as Errors, each
 // naming its field (spec.users[0].sshAuthorizedKeys[1]) and line, so a user
 // fixes them in one pass.
 //

@@ -222,6 +222,9 @@ func checkFastDecode(t *testing.T, data []byte) {
 // specCases are spec-shaped documents: every field type, and the mistakes
 // the fast decoder must hand back to the careful path.
 var specCases = []string{
+	storageDoc,
+	specHeader + "spec:\n  storage:\n    disks:\n      - {device: /dev/vdb, wipeTable: yes, partitions: [{number: '1'}]}\n    growRoot: 1\n",
+	specHeader + "spec:\n  storage:\n    filesystems:\n      - {device: /dev/vdb, partition: x, wipeFilesystem: \"true\", options: [-F, 3]}\n    swap: []\n",
 	specHeader + "spec:\n  hostname: h\n  users:\n    - name: ops\n      lockPassword: false\n      system: yes\n      groups: [wheel, adm]\n",
 	specHeader + "spec:\n  files:\n    - path: /a\n      mode: 0644\n      content: |\n        x\n    - path: /b\n      mode: '600'\n      contentBase64: eA==\n      append: true\n",
 	specHeader + "spec:\n  commands:\n    - [a, b]\n    - echo hi\n    - []\n  bootCommands:\n  - x\n",
@@ -241,6 +244,7 @@ var specCases = []string{
 	specHeader + "spec: ~\n",
 	specHeader + "spec:\n  users: ops\n",
 	specHeader + "spec:\n  ignition:\n    config: '{}'\n  timezone: 1\n",
+	refsDoc, // every reference field (refs_internal_test.go)
 }
 
 const specHeader = "apiVersion: vminit.dev/v1alpha1\nkind: Instance\nmetadata:\n  name: vm-1\n"

@@ -88,6 +88,10 @@ type Spec struct {
 	// Ignition's "core" user.
 	// +kubebuilder:validation:MaxItems=10000
 	SSHAuthorizedKeys []string `yaml:"sshAuthorizedKeys,omitempty" json:"sshAuthorizedKeys,omitempty"`
+	// SSHHostKeys are the guest's SSH host keys (private keys, taken by
+	// reference only), so that known_hosts can hold them before the first
+	// boot.
+	SSHHostKeys *SSHHostKeys `yaml:"sshHostKeys,omitempty" json:"sshHostKeys,omitempty"`
 
 	// +kubebuilder:validation:MaxItems=10000
 	Users []User `yaml:"users,omitempty" json:"users,omitempty"`
@@ -109,6 +113,8 @@ type Spec struct {
 	BootCommands []Command `yaml:"bootCommands,omitempty" json:"bootCommands,omitempty"`
 	// +kubebuilder:validation:MaxItems=10000
 	Mounts []Mount `yaml:"mounts,omitempty" json:"mounts,omitempty"`
+	// Storage partitions and formats disks, grows the root and adds swap.
+	Storage *Storage `yaml:"storage,omitempty" json:"storage,omitempty"`
 	// Timezone is an IANA zone name such as "Europe/Berlin" or "UTC".
 	Timezone string `yaml:"timezone,omitempty" json:"timezone,omitempty"`
 	// Packages are installed by cloud-init's package module on first boot.
@@ -143,6 +149,10 @@ type User struct {
 	// PasswordHash is a crypt(3) hash ($6$…, $y$…); generate one with
 	// `mkpasswd -m sha-512`. Plain-text passwords are refused.
 	PasswordHash string `yaml:"passwordHash,omitempty" json:"passwordHash,omitempty"`
+	// PasswordHashFrom takes PasswordHash from a file beside the spec or
+	// a Secret key in the Instance's namespace, so that the hash need not
+	// sit in the spec.
+	PasswordHashFrom *ValueFrom `yaml:"passwordHashFrom,omitempty" json:"passwordHashFrom,omitempty"`
 	// Password exists only to refuse it with a helpful error: plain text
 	// would sit readable in the seed image.
 	Password string `yaml:"password,omitempty" json:"password,omitempty"`
@@ -150,6 +160,9 @@ type User struct {
 	// cloud-init, unless PasswordHash is set.
 	LockPassword      *bool    `yaml:"lockPassword,omitempty" json:"lockPassword,omitempty"`
 	SSHAuthorizedKeys []string `yaml:"sshAuthorizedKeys,omitempty" json:"sshAuthorizedKeys,omitempty"`
+	// SSHAuthorizedKeysFrom adds the keys of a file or a Secret or
+	// ConfigMap key, one authorized_keys line a key, to SSHAuthorizedKeys.
+	SSHAuthorizedKeysFrom *ValueFrom `yaml:"sshAuthorizedKeysFrom,omitempty" json:"sshAuthorizedKeysFrom,omitempty"`
 	// System creates a system account (no home directory, low UID).
 	System bool `yaml:"system,omitempty" json:"system,omitempty"`
 }
@@ -157,7 +170,6 @@ type User struct {
 // File is a file written into the guest.
 //
 // +kubebuilder:validation:XValidation:rule="[has(self.content), has(self.contentBase64), has(self.source)].filter(x, x).size() <= 1",message="set only one of content, contentBase64 and source"
-// +kubebuilder:validation:XValidation:rule="!has(self.source)",message="source.file is not allowed in an Instance object (the cluster's servers never read their own files): inline the content with content or contentBase64",fieldPath=".source"
 type File struct {
 	// Path is absolute and clean.
 	Path string `yaml:"path" json:"path"`
@@ -167,9 +179,11 @@ type File struct {
 	Owner string `yaml:"owner,omitempty" json:"owner,omitempty"`
 	// Exactly one of Content, ContentBase64 and Source may be set; none
 	// means an empty file.
-	Content       *string     `yaml:"content,omitempty" json:"content,omitempty"`
-	ContentBase64 string      `yaml:"contentBase64,omitempty" json:"contentBase64,omitempty"`
-	Source        *FileSource `yaml:"source,omitempty" json:"source,omitempty"`
+	Content       *string `yaml:"content,omitempty" json:"content,omitempty"`
+	ContentBase64 string  `yaml:"contentBase64,omitempty" json:"contentBase64,omitempty"`
+	// Source takes the content from a file beside the spec, or from a
+	// Secret or ConfigMap key in the Instance's namespace.
+	Source *ValueFrom `yaml:"source,omitempty" json:"source,omitempty"`
 	// Append adds the content to an existing file instead of replacing it.
 	Append bool `yaml:"append,omitempty" json:"append,omitempty"`
 
@@ -185,11 +199,9 @@ type File struct {
 func (f *File) Data() []byte { return f.data }
 
 // FileSource takes a file's content from outside the spec.
-type FileSource struct {
-	// File is a path on the machine that builds the seed, relative to the
-	// spec file's directory.
-	File string `yaml:"file" json:"file"`
-}
+//
+// Deprecated: it is ValueFrom, which File.Source now is.
+type FileSource = ValueFrom
 
 // Unit is a systemd unit.
 type Unit struct {
@@ -231,6 +243,9 @@ type CloudInit struct {
 	// the generated one with cloud-init's merge rules; any other part type
 	// (#!, #include, MIME…) is combined with it as MIME multipart.
 	UserData string `yaml:"userData,omitempty" json:"userData,omitempty"`
+	// UserDataFrom takes UserData from a file beside the spec, or a
+	// Secret or ConfigMap key in the Instance's namespace.
+	UserDataFrom *ValueFrom `yaml:"userDataFrom,omitempty" json:"userDataFrom,omitempty"`
 	// UserDataOnly makes UserData the whole user-data, byte for byte, with
 	// nothing generated into it: for guests that read neither MIME nor
 	// #cloud-config (CirrOS runs a #! user-data and nothing else), and to

@@ -53,10 +53,12 @@ func (in *Instance) Validate() error {
 	validateListLengths(&c, s)
 	validateUsers(&c, s.Users)
 	validateFiles(&c, s.Files)
+	validateRefs(&c, in)
 	validateUnits(&c, s.Units)
 	validateCommands(&c, "spec.commands", s.Commands)
 	validateCommands(&c, "spec.bootCommands", s.BootCommands)
 	validateMounts(&c, s.Mounts)
+	validateStorage(&c, s)
 	if s.Timezone != "" && (!tzRE.MatchString(s.Timezone) || strings.Contains(s.Timezone, "..")) {
 		c.Add("spec.timezone", "%q is not an IANA time zone name such as \"UTC\" or \"Europe/Berlin\"", s.Timezone)
 	}
@@ -332,7 +334,7 @@ func validateUsers(c *ErrorList, users []User) {
 			c.Add(f+".password", "plain-text passwords are refused (they would sit readable on the seed): put a crypt hash in passwordHash, e.g. from `mkpasswd -m sha-512`")
 		}
 		if u.PasswordHash != "" && !cryptRE.MatchString(u.PasswordHash) {
-			c.Add(f+".passwordHash", "not a crypt(3) hash such as \"$6$salt$…\" (generate one with `mkpasswd -m sha-512`)")
+			c.Add(f+fromField(".passwordHash", u.PasswordHashFrom), "not a crypt(3) hash such as \"$6$salt$…\" (generate one with `mkpasswd -m sha-512`)")
 		}
 		for j, k := range u.SSHAuthorizedKeys {
 			checkSSHKey(c, fmt.Sprintf("%s.sshAuthorizedKeys[%d]", f, j), k)
@@ -356,10 +358,7 @@ func validateFiles(c *ErrorList, files []File) {
 			n++
 		}
 		if fl.Source != nil {
-			n++
-			if fl.Source.File == "" {
-				c.Add(f+".source.file", "required: a path relative to the spec file")
-			}
+			n++ // validateRefs checks it
 		}
 		if n > 1 {
 			c.Add(f, "set only one of content, contentBase64 and source")
@@ -463,7 +462,7 @@ func validateCloudInit(c *ErrorList, ci *CloudInit) {
 			c.Add(field, "#cloud-config must be a mapping of module keys")
 		}
 	}
-	checkCloudConfig("spec.cloudInit.userData", ci.UserData)
+	checkCloudConfig("spec.cloudInit"+fromField(".userData", ci.UserDataFrom), ci.UserData)
 	checkCloudConfig("spec.cloudInit.vendorData", ci.VendorData)
 	if nc := ci.NetworkConfig; nc != "" {
 		var v any
@@ -495,6 +494,7 @@ func validateUserDataOnly(c *ErrorList, in *Instance) {
 		{"spec.fqdn", s.FQDN != ""}, {"spec.users", len(s.Users) > 0}, {"spec.files", len(s.Files) > 0},
 		{"spec.units", len(s.Units) > 0}, {"spec.mounts", len(s.Mounts) > 0}, {"spec.timezone", s.Timezone != ""},
 		{"spec.packages", len(s.Packages) > 0}, {"spec.commands", len(s.Commands) > 0}, {"spec.bootCommands", len(s.BootCommands) > 0},
+		{"spec.storage", s.Storage != nil}, {"spec.sshHostKeys", s.SSHHostKeys != nil},
 	} {
 		if f.set {
 			c.Add(f.field, "goes into the generated #cloud-config, which spec.cloudInit.userDataOnly leaves out: remove one of them (or put this in spec.cloudInit.userData)")

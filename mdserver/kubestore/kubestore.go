@@ -31,6 +31,12 @@
 // so replicas agree, and the controller (vminit-controller) reports it
 // in the Served condition with the same Claims.
 //
+// An Instance's Secret and ConfigMap references (secretKeyRef,
+// configMapKeyRef) are read in its own namespace, never another (Refs,
+// refs.go); the store watches Secrets and ConfigMaps as metadata and
+// decodes again the Instances that refer to one that changes, so a
+// rotated Secret is served without a change of the object.
+//
 // Put and Delete write Instance objects (in Config.Namespace) and return
 // once the store's watch has applied the write.
 package kubestore
@@ -55,12 +61,15 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/vminit/vminit/internal/lib/parallel"
 	"github.com/vminit/vminit/kube/api/v1alpha1"
 	"github.com/vminit/vminit/mdserver/registry"
+	"github.com/vminit/vminit/platform"
+	"github.com/vminit/vminit/platform/cluster"
 	"github.com/vminit/vminit/spec"
 )
 
@@ -97,11 +106,17 @@ type Store struct {
 	log *slog.Logger
 	dyn dynamic.Interface
 
+	// resolver reads the Secrets and ConfigMaps Instances refer to; meta
+	// watches their metadata (refs.go).
+	resolver platform.Resolver
+	meta     metadata.Interface
+
 	mu        sync.Mutex
 	ix        *registry.Index // keyed by namespace/name
 	instances map[string]*instance
-	claims    *Claims       // who is served at which address
-	sig       chan struct{} // closed and replaced at every apply
+	refDeps   map[string]map[string]bool // RefKey → the instances referring to it
+	claims    *Claims                    // who is served at which address
+	sig       chan struct{}              // closed and replaced at every apply
 
 	cancel  context.CancelFunc
 	done    sync.WaitGroup
@@ -116,6 +131,26 @@ type instance struct {
 	// while a newer version does not load, as it is what is served.
 	base *registry.Record
 	err  error // why the latest version does not load
+	// refs are the Secrets and ConfigMaps the version refers to (RefKey),
+	// and src, kept only when there are some, what decodes it again when
+	// one of them changes.
+	refs map[string]bool
+	src  *source
+}
+
+// source is what an Instance object is decoded from.
+type source struct {
+	namespace, name, uid string
+	rv                   int64
+	doc                  []byte
+}
+
+// addresses are those the served version's spec lists.
+func (in *instance) addresses() []netip.Addr {
+	if in == nil || in.base == nil {
+		return nil
+	}
+	return in.base.Addresses
 }
 
 // Open starts watching and returns once every watched resource has been
@@ -143,7 +178,13 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("kubestore: %w", err)
 	}
 	s := &Store{cfg: cfg, log: cfg.Logger.With("store", "kubernetes"), dyn: dyn,
-		instances: map[string]*instance{}, sig: make(chan struct{})}
+		instances: map[string]*instance{}, refDeps: map[string]map[string]bool{}, sig: make(chan struct{})}
+	if s.meta, err = metadata.NewForConfig(cfg.REST); err != nil {
+		return nil, fmt.Errorf("kubestore: %w", err)
+	}
+	if s.resolver, err = cluster.New(cfg.REST); err != nil {
+		return nil, fmt.Errorf("kubestore: %w", err)
+	}
 	s.ix = registry.NewIndex(registry.IndexOptions{Logger: s.log, KeyAttr: "object",
 		Invalid: "kubestore: invalid Instance skipped", Refused: "kubestore: Instance refused", Checks: cfg.Checks})
 	s.claims = NewClaims(cfg.Addresses, func(a netip.Addr) bool {
@@ -161,7 +202,8 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	s.cancel = cancel
 	var synced []<-chan struct{}
 	for _, ns := range namespaces {
-		synced = append(synced, s.watch(runCtx, v1alpha1.GroupVersionResource, ns, &sink{ns: ns, put: s.putInstances}))
+		synced = append(synced, s.watch(runCtx, v1alpha1.GroupVersionResource, ns, &sink{ns: ns, put: s.putInstances}),
+			s.watchRefs(runCtx, spec.RefSecret, ns), s.watchRefs(runCtx, spec.RefConfigMap, ns))
 		if cfg.KubeVirt {
 			synced = append(synced, s.watch(runCtx, v1alpha1.KubeVirtVirtualMachineInstances, ns, &sink{ns: ns, put: s.putVMIs}))
 			synced = append(synced, s.watch(runCtx, v1alpha1.KubeVirtVirtualMachines, ns, &sink{ns: ns, put: s.putVMs}))
@@ -249,15 +291,33 @@ func keyOf(ns, name string) string { return ns + "/" + name }
 // same on every replica.
 func (s *Store) decodeInstance(u *unstructured.Unstructured, prev *instance) *instance {
 	rv, _ := strconv.ParseInt(u.GetResourceVersion(), 10, 64)
-	in := &instance{rv: rv}
 	sp, _, _ := unstructured.NestedFieldNoCopy(u.Object, "spec")
 	doc, err := v1alpha1.SpecDocumentOf(u.GetName(), u.GetLabels(), sp)
-	if err == nil {
-		in.base, err = s.ix.Decode(doc, "")
+	if err != nil {
+		in := &instance{rv: rv, err: err}
+		if prev != nil {
+			in.base = prev.base
+		}
+		return in
+	}
+	return s.decodeSource(&source{namespace: u.GetNamespace(), name: u.GetName(), uid: string(u.GetUID()), rv: rv, doc: doc}, prev)
+}
+
+// decodeSource loads an Instance's document, reading the Secrets and
+// ConfigMaps it refers to in its own namespace.
+func (s *Store) decodeSource(src *source, prev *instance) *instance {
+	in := &instance{rv: src.rv}
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RequestTimeout)
+	defer cancel()
+	refs := NewRefs(ctx, s.resolver, src.namespace)
+	var err error
+	in.base, err = s.ix.DecodeWith(spec.Loader{Refs: refs}, src.doc, "")
+	if in.refs = refs.Deps(); len(in.refs) > 0 {
+		in.src = src
 	}
 	if in.base != nil {
-		in.base.Name = keyOf(u.GetNamespace(), u.GetName())
-		in.base.UID = string(u.GetUID())
+		in.base.Name = keyOf(src.namespace, src.name)
+		in.base.UID = src.uid
 	} else if prev != nil {
 		in.base = prev.base
 	}
@@ -397,16 +457,13 @@ func (s *Store) putInstances(b batch) {
 				failed = append(failed, registry.Change{Key: key, Err: in.err, Seq: in.rv, Attrs: []any{"resource_version", in.rv}})
 			}
 		}
-		var addrs []netip.Addr
+		s.setRefDeps(key, in)
 		if in != nil {
 			s.instances[key] = in
-			if in.base != nil {
-				addrs = in.base.Addresses
-			}
 		} else {
 			delete(s.instances, key)
 		}
-		return s.claims.SetSpec(key, addrs)
+		return s.claims.SetSpec(key, in.addresses())
 	})
 	s.apply(failed, affected)
 }
@@ -460,7 +517,7 @@ func (s *Store) putVMs(b batch) {
 // document refused on load (invalid, or taking another instance's name or
 // address) is refused without writing.
 func (s *Store) Put(ctx context.Context, doc []byte) (*registry.Record, error) {
-	rec, err := s.ix.Decode(doc, "")
+	rec, err := s.ix.DecodeWith(spec.Loader{Refs: NewRefs(ctx, s.resolver, s.cfg.Namespace)}, doc, "")
 	if err != nil {
 		return nil, err
 	}

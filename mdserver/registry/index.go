@@ -84,7 +84,12 @@ type Checks struct {
 // Decode is DecodeDocument followed by the Index's Checks: what a store
 // runs on each document it reads (from any goroutine).
 func (ix *Index) Decode(doc []byte, dir string) (*Record, error) {
-	rec, err := DecodeDocument(doc, dir)
+	return ix.DecodeWith(spec.Loader{}, doc, dir)
+}
+
+// DecodeWith is Decode with l (DecodeDocumentWith).
+func (ix *Index) DecodeWith(l spec.Loader, doc []byte, dir string) (*Record, error) {
+	rec, err := DecodeDocumentWith(l, doc, dir)
 	if err != nil {
 		return nil, err
 	}

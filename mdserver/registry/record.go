@@ -115,7 +115,15 @@ func (r *Record) Key() Key { return Key{Name: r.Name, UID: r.UID, Revision: r.Re
 // content with content or contentBase64 instead; `vminit instances put`
 // does so for local spec files.
 func DecodeDocument(doc []byte, dir string) (*Record, error) {
-	inst, err := spec.Parse(doc, dir)
+	return DecodeDocumentWith(spec.Loader{}, doc, dir)
+}
+
+// DecodeDocumentWith is DecodeDocument with l, whose Refs read the
+// Secrets and ConfigMaps the spec refers to (a cluster's Instance, in its
+// namespace). What they read counts in the Revision: a Secret's change is
+// a new version.
+func DecodeDocumentWith(l spec.Loader, doc []byte, dir string) (*Record, error) {
+	inst, err := l.Parse(doc, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -124,6 +132,10 @@ func DecodeDocument(doc []byte, dir string) (*Record, error) {
 	for _, f := range inst.Spec.Files {
 		h.Write([]byte{0})
 		h.Write(f.Data())
+	}
+	for _, v := range inst.RefData() {
+		h.Write([]byte{1})
+		h.Write(v)
 	}
 	return NewRecord(inst, hex.EncodeToString(h.Sum(nil))[:20])
 }

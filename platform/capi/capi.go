@@ -20,8 +20,10 @@
 //     postKubeadmCommands; bootCommands on every boot;
 //   - users (passwd or passwdFrom a Secret), ntp, mounts (as systemd mount
 //     units, which unlike cloud-init 22.4's mounts module mount LABEL= and
-//     UUID= devices), diskSetup (cloud-init's disk_setup and fs_setup, or
-//     for format ignition Ignition's storage.disks and storage.filesystems,
+//     UUID= devices), diskSetup (spec.storage where all of it fits the
+//     spec, specStorage; else cloud-init's disk_setup and fs_setup as
+//     CABPK writes them; for format ignition Ignition's storage.disks and
+//     storage.filesystems,
 //     as CAPI's Ignition templates write them, with mounts naming a file
 //     system by its label);
 //   - format ignition: an Ignition config for Flatcar at the lowest spec 3
@@ -505,6 +507,11 @@ func (c *conv) diskSetup() {
 	p := c.path + ".diskSetup"
 	if c.ignition {
 		c.ignitionStorage(p)
+		return
+	}
+	if st, ok := specStorage(ds); ok {
+		c.b.Instance.Spec.Storage = st
+		c.b.From("spec.storage", p)
 		return
 	}
 	if len(ds.Partitions) > 0 {

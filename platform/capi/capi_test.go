@@ -14,6 +14,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/vminit/vminit/cloudinit"
 	"github.com/vminit/vminit/ignition"
 	"github.com/vminit/vminit/internal/testing/platformtest"
 	"github.com/vminit/vminit/internal/testing/testtools"
@@ -585,5 +586,68 @@ func TestFileDecodedLimit(t *testing.T) {
 	platformtest.Run(t, []platformtest.Case{
 		{Name: "past the limit", Doc: kc("files:\n- {path: /big, content: " + big + ", encoding: gzip+base64}\n"),
 			Errs: []string{"spec.files[0].encoding: too large: it decompresses to more than 67108864 bytes"}},
+	})
+}
+
+// TestDiskSetupAsSpecStorage: a cloud-config diskSetup that fits the spec
+// becomes spec.storage (rendered to disk_setup and fs_setup by the
+// cloud-init renderer, checked by its schema), CAPZ's etcd disk among
+// them; one that does not (MBR, a cloud-init alias, replaceFS) stays
+// CABPK's own keys, whole.
+func TestDiskSetupAsSpecStorage(t *testing.T) {
+	yes := true
+	platformtest.Run(t, []platformtest.Case{
+		{Name: "CAPZ's etcd disk", Doc: kc(`diskSetup:
+  partitions:
+  - {device: /dev/disk/azure/scsi1/lun0, layout: true, overwrite: false, tableType: gpt}
+  - {device: /dev/sdc, diskLayout: [{percentage: 30, partitionType: LinuxSwap}, {percentage: 50}], overwrite: true, tableType: gpt}
+  - {device: /dev/sdd, layout: false}
+  filesystems:
+  - {device: /dev/disk/azure/scsi1/lun0, filesystem: ext4, label: etcd_disk, extraOpts: [-E, "lazy_itable_init=1,lazy_journal_init=1"]}
+  - {device: /dev/sdc, partition: "1", filesystem: swap, label: swap}
+  - {device: /dev/sdc, partition: "2", filesystem: xfs, label: data, overwrite: true}
+  - {device: /dev/sdd, partition: none, filesystem: ext4}
+mounts:
+- [LABEL=etcd_disk, /var/lib/etcddisk]
+`),
+			Check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
+				platformtest.Eq(t, "storage", s.Storage, &spec.Storage{
+					Disks: []spec.Disk{
+						{Device: "/dev/disk/azure/scsi1/lun0", Partitions: []spec.Partition{{Number: 1, Type: "linux"}}},
+						{Device: "/dev/sdc", WipeTable: true, Partitions: []spec.Partition{{Number: 1, Size: "30%", Type: "swap"}, {Number: 2, Type: "linux"}}},
+					},
+					Filesystems: []spec.Filesystem{
+						{Device: "/dev/disk/azure/scsi1/lun0", Partition: 1, Format: "ext4", Label: "etcd_disk", Options: []string{"-E", "lazy_itable_init=1,lazy_journal_init=1"}},
+						{Device: "/dev/sdc", Partition: 1, Format: "swap", Label: "swap"},
+						{Device: "/dev/sdc", Partition: 2, Format: "xfs", Label: "data", WipeFilesystem: yes},
+						{Device: "/dev/sdd", Format: "ext4", WipeFilesystem: yes},
+					},
+				})
+				if ud := userDoc(t, s); ud["disk_setup"] != nil || ud["fs_setup"] != nil {
+					t.Errorf("disk_setup or fs_setup left in the user data: %v", ud)
+				}
+				cc, err := cloudinit.CloudConfig(r.Instance)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if findings, err := cloudinit.CheckSchema(cc); err != nil || len(findings) > 0 {
+					t.Errorf("CheckSchema: %v %v\n%s", findings, err, cc)
+				}
+			}},
+		{Name: "an alias and replaceFS stay CABPK's keys", Doc: kc(`diskSetup:
+  partitions:
+  - {device: /dev/disk/azure/scsi1/lun0, layout: true, overwrite: false, tableType: gpt}
+  filesystems:
+  - {device: /dev/disk/azure/scsi1/lun0, filesystem: ext4, label: etcd_disk}
+  - {device: ephemeral0.1, filesystem: ext4, label: ephemeral0, replaceFS: ntfs}
+`),
+			Check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
+				if s.Storage != nil {
+					t.Errorf("storage %v; want none", s.Storage)
+				}
+				if ud := userDoc(t, s); ud["disk_setup"] == nil || len(ud["fs_setup"].([]any)) != 2 {
+					t.Errorf("user data %v; want CABPK's disk_setup and both fs_setup entries", ud)
+				}
+			}},
 	})
 }

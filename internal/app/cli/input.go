@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"maps"
@@ -17,6 +18,7 @@ import (
 	"github.com/vminit/vminit/platform/capi"
 	"github.com/vminit/vminit/platform/cluster"
 	"github.com/vminit/vminit/platform/convert"
+	"github.com/vminit/vminit/platform/refs"
 	"github.com/vminit/vminit/spec"
 )
 
@@ -152,7 +154,7 @@ func (f *inputFlags) load(cmd *cobra.Command, paths []string) ([]*specInput, err
 			}
 		}
 		// A vminit spec: spec.Parse says what is wrong with it.
-		in, err := f.loadSpec(p, name, data)
+		in, err := f.loadSpec(cmd, p, name, data)
 		if err != nil {
 			return nil, err
 		}
@@ -175,13 +177,9 @@ func (f *inputFlags) load(cmd *cobra.Command, paths []string) ([]*specInput, err
 		// from: an object may not point the command at another's Secrets.
 		Confined: f.namespace != "" || f.kubeconfig != ""}
 	if f.kubeconfig != "" {
-		cfg, ns, err := cluster.Load(f.kubeconfig, f.kubeContext)
+		r, ns, err := f.cluster()
 		if err != nil {
-			return nil, usagef("--kubeconfig: %v", err)
-		}
-		r, err := cluster.New(cfg)
-		if err != nil {
-			return nil, usagef("--kubeconfig: %v", err)
+			return nil, err
 		}
 		opts.Resolver = r
 		if opts.Namespace == "" {
@@ -320,9 +318,79 @@ func (f *inputFlags) read(cmd *cobra.Command, p string) ([]byte, error) {
 	return data, err
 }
 
-// loadSpec parses a vminit spec read from path.
-func (f *inputFlags) loadSpec(path, name string, data []byte) (*specInput, error) {
+// cluster is the Secret and ConfigMap reader of --kubeconfig, and its
+// context's namespace.
+func (f *inputFlags) cluster() (platform.Resolver, string, error) {
+	cfg, ns, err := cluster.Load(f.kubeconfig, f.kubeContext)
+	if err != nil {
+		return nil, "", usagef("--kubeconfig: %v", err)
+	}
+	r, err := cluster.New(cfg)
+	if err != nil {
+		return nil, "", usagef("--kubeconfig: %v", err)
+	}
+	return r, ns, nil
+}
+
+// specRefs is where a vminit spec's secretKeyRef and configMapKeyRef are
+// read from on the command line: the Secrets and ConfigMaps of the
+// --objects files, then the cluster of --kubeconfig, in one namespace
+// (--namespace, else the kubeconfig context's, else "default"), as the
+// controller reads an Instance's own.
+func (f *inputFlags) specRefs(cmd *cobra.Command) (spec.Refs, error) {
+	ns := f.namespace
+	var chain platform.Chain
+	docs, err := f.loadObjectFiles(cmd)
+	if err != nil {
+		return nil, err
+	}
+	if f.kubeconfig != "" {
+		r, contextNS, err := f.cluster()
+		if err != nil {
+			return nil, err
+		}
+		ns = cmp.Or(ns, contextNS)
+		chain = append(chain, r)
+	}
+	ns = cmp.Or(ns, platform.DefaultNamespace)
+	local := &refs.Objects{Namespace: ns}
+	for _, d := range docs {
+		if err := local.Add(d); err != nil {
+			return nil, err
+		}
+	}
+	return platform.SpecRefs(cmd.Context(), append(platform.Chain{local}, chain...), ns), nil
+}
+
+// lazyRefs is a spec.Refs made at its first use: a spec that refers to no
+// Secret or ConfigMap makes the command read no --objects file and no
+// cluster.
+type lazyRefs struct {
+	build func() (spec.Refs, error)
+	refs  spec.Refs
+	err   error
+	done  bool
+}
+
+func (l *lazyRefs) Key(kind, name, key string) ([]byte, error) {
+	if !l.done {
+		l.refs, l.err = l.build()
+		l.done = true
+	}
+	if l.err != nil {
+		return nil, l.err
+	}
+	return l.refs.Key(kind, name, key)
+}
+
+// loadSpec parses a vminit spec read from path. Without --kubeconfig or
+// --objects its Secret and ConfigMap references are refused, the loader
+// saying what to pass.
+func (f *inputFlags) loadSpec(cmd *cobra.Command, path, name string, data []byte) (*specInput, error) {
 	l := spec.Loader{SourceRoot: f.sourceRoot}
+	if f.kubeconfig != "" || len(f.objects) > 0 {
+		l.Refs = &lazyRefs{build: func() (spec.Refs, error) { return f.specRefs(cmd) }}
+	}
 	dir := "."
 	if path != "-" {
 		dir = filepath.Dir(path)

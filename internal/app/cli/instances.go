@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"crypto/tls"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -346,8 +345,9 @@ func printPreview(w io.Writer, p *admin.Preview) {
 
 // inlineSpec runs validate's checks on a loaded spec (or converted platform
 // object) and returns its name and the document to send: the file itself,
-// the converted spec, or, when a spec uses files[].source.file, the loaded
-// spec re-encoded with that content inlined as contentBase64.
+// the converted spec, or, when a spec has references, the loaded spec
+// re-encoded as spec.Instance.ForAPI makes it (files' content inlined,
+// Secret and ConfigMap references kept for the server).
 func inlineSpec(cmd *cobra.Command, si *specInput) (string, []byte, error) {
 	if si.inst == nil {
 		return "", nil, fmt.Errorf("%s: only a sysprep disc, which the metadata server does not serve", si.name)
@@ -361,15 +361,7 @@ func inlineSpec(cmd *cobra.Command, si *specInput) (string, []byte, error) {
 	if si.result != nil {
 		return inst.Metadata.Name, si.result.Spec, nil
 	}
-	inlined := false
-	for i := range inst.Spec.Files {
-		f := &inst.Spec.Files[i]
-		if f.Source != nil {
-			f.ContentBase64 = base64.StdEncoding.EncodeToString(f.Data())
-			f.Source, f.Content = nil, nil
-			inlined = true
-		}
-	}
+	inst, inlined := inst.ForAPI()
 	if !inlined {
 		return inst.Metadata.Name, raw, nil
 	}

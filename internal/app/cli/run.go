@@ -41,6 +41,7 @@ type runFlags struct {
 	serve      bool
 	dialect    string
 	nics       int
+	disks      []string
 	accel      string
 	console    bool
 	timeout    time.Duration
@@ -86,9 +87,15 @@ backing file or data file: the guest would read a host file) unless
 http://...). --image-format raw|qcow2 says what the image is; without it
 the format is read from the image's first bytes.
 
-Nothing is left behind: the seed and the overlay live in a temporary
-directory, unless --overlay names an overlay to keep (a second run on it is
-a second boot of the same disk). Exits 0 when the agent reported success,
+--disk attaches an extra virtio disk, for spec.storage to partition and
+format: a SIZE (10GiB) is a new sparse file, a FILE is attached as it is
+and the guest writes it. The guest finds them after the image, in order
+(/dev/vdb, /dev/vdc…; after the seed with --media vfat), and always as
+/dev/disk/by-id/virtio-vminit-disk1, -disk2….
+
+Nothing is left behind: the seed, the overlay and the --disk SIZE files
+live in a temporary directory, unless --overlay names an overlay to keep
+(a second run on it is a second boot of the same disk). Exits 0 when the agent reported success,
 1 when it reported errors or never reported (the last console lines are
 shown).`,
 		Example: `  vminit run examples/dev-vm.yaml --image debian-12-genericcloud-amd64.qcow2
@@ -96,6 +103,7 @@ shown).`,
   vminit run examples/ubuntu-server/instance.yaml --image ubuntu.img --nics 1 --datasource configdrive
   vminit run examples/dev-vm.yaml --image debian.qcow2 --serve --dialect openstack
   vminit run examples/fcos-server.yaml --image fedora-coreos-qemu.x86_64.qcow2 --memory 4G
+  vminit run examples/data-disk.yaml --image debian.qcow2 --disk 10GiB --disk 1GiB
   vminit run instance.yaml --image root.ext4 --kernel vmlinuz --initrd initrd.img \
     --append "root=/dev/vda rw console=ttyS0" --overlay web-1.qcow2 --timeout 5m`,
 		Args: exactArgs(1, "one SPEC file (- for standard input)"),
@@ -128,6 +136,7 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl.BoolVar(&f.serve, "serve", false, "answer the guest from an in-process metadata server over its network instead of a drive")
 	fl.StringVar(&f.dialect, "dialect", "", "with --serve: cloud-init ec2, openstack or nocloud (default: the spec's metadataServer.dialects, else ec2); Ignition aws or openstack (default aws)")
 	fl.IntVar(&f.nics, "nics", 0, "extra user-mode NICs beyond the first, e.g. for a bond (the spec's MACs are given to them in order)")
+	fl.StringArrayVar(&f.disks, "disk", nil, "attach an extra virtio disk (repeatable, at most 8): a SIZE such as 10GiB (a sparse file removed after the run) or a FILE (raw, or qcow2 checked as --image is; the guest writes it); the guest sees /dev/disk/by-id/virtio-vminit-disk1, -disk2…")
 	fl.StringVar(&f.accel, "accel", "auto", "QEMU accelerator: auto (KVM when it works, else TCG), kvm or tcg")
 	fl.BoolVar(&f.console, "console", false, "attach the serial console to this terminal; stay attached until the guest powers off")
 	fl.DurationVar(&f.timeout, "timeout", vmrun.DefaultTimeout, "give up when the agent has not reported its first boot by then")
@@ -288,7 +297,7 @@ func (f *runFlags) options(cmd *cobra.Command, inst *spec.Instance) vmrun.Option
 		Kernel: f.kernel, Initrd: f.initrd, Append: f.appendArgs,
 		Memory: f.memory, CPUs: f.cpus, SSHPort: f.sshPort, Outbound: f.outbound,
 		Datasource: f.datasource, Media: f.media, Serve: f.serve, Dialect: f.dialect,
-		NICs: f.nics, Accel: f.accel, Timeout: f.timeout, Progress: cmd.ErrOrStderr(),
+		NICs: f.nics, Disks: f.disks, Accel: f.accel, Timeout: f.timeout, Progress: cmd.ErrOrStderr(),
 	}
 	if f.console {
 		o.Console, o.Stdin = cmd.OutOrStdout(), cmd.InOrStdin()

@@ -7,7 +7,10 @@
 //     render.Instance), rendered for its agent, and the result written to
 //     its status: the Valid, Rendered and Served conditions (problems listed
 //     with their field paths), the sha256 of each rendered file, the VMs
-//     that use it. Events say when that changes.
+//     that use it. Events say when that changes. The Secrets and
+//     ConfigMaps its spec refers to are read in its own namespace
+//     (kubestore.Refs), a missing one is Valid's MissingReference, and a
+//     change of one loads and renders it again (refs.go).
 //   - VirtualMachine that names an Instance (annotation vminit.dev/instance)
 //     or carries a cloud-init volume or the kubevirt.io/ignitiondata
 //     annotation (read by platform/kubevirt, as `vminit convert` reads it):
@@ -48,7 +51,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection"
@@ -60,10 +62,8 @@ import (
 	"github.com/vminit/vminit/mdserver/kubestore"
 	"github.com/vminit/vminit/platform"
 	"github.com/vminit/vminit/platform/cluster"
+	"github.com/vminit/vminit/spec"
 )
-
-// secrets are watched as metadata only.
-var secrets = corev1.SchemeGroupVersion.WithResource("secrets")
 
 // Labels and annotations on what the controller makes.
 const (
@@ -294,6 +294,9 @@ type term struct {
 	claims *kubestore.Claims   // the metadata servers' rule: who is served where
 	loaded map[string]*loaded  // each Instance's document, loaded and checked
 	deps   map[string]setOfKey // Secret namespace/name → the VMs whose data read it
+	// refDeps: a Secret or ConfigMap (kubestore.RefKey) → the Instances (namespace/
+	// name) whose spec refers to it.
+	refDeps map[string]setOfKey
 }
 
 type setOfKey map[string]bool
@@ -304,7 +307,7 @@ const indexInstance = "instance"
 // lead runs one leadership term: informers, then workers, until ctx ends.
 func (c *Controller) lead(ctx context.Context) error {
 	t := &term{c: c, instances: map[string]cache.SharedIndexInformer{}, vms: map[string]cache.SharedIndexInformer{},
-		secrets: map[string]cache.SharedIndexInformer{}, loaded: map[string]*loaded{}, deps: map[string]setOfKey{},
+		secrets: map[string]cache.SharedIndexInformer{}, loaded: map[string]*loaded{}, deps: map[string]setOfKey{}, refDeps: map[string]setOfKey{},
 		claims: kubestore.NewClaims(c.cfg.Addresses, nil)}
 	t.queue = workqueue.NewTypedRateLimitingQueueWithConfig(retryLimiter(),
 		workqueue.TypedRateLimitingQueueConfig[key]{Name: "vminit"})
@@ -335,7 +338,7 @@ func (c *Controller) lead(ctx context.Context) error {
 			return nil // ctx ended
 		}
 	}
-	t.loadAll()
+	t.loadAll(ctx)
 	c.synced.Store(true)
 	c.log.Info("caches synced; reconciling", "namespaces", c.cfg.Namespaces, "kubevirt", c.cfg.KubeVirt, "patch_vms", c.cfg.PatchVMs)
 	for range c.cfg.Workers {
@@ -349,9 +352,10 @@ func (c *Controller) lead(ctx context.Context) error {
 }
 
 // informers makes the informers of namespace ns, their handlers feeding
-// the term: Instances, and with KubeVirt the VMs (indexed by the Instance
-// they name), VMIs (for their addresses) and Secrets (metadata only), in
-// the order they are to start.
+// the term: Instances, the Secrets and ConfigMaps their specs may refer
+// to (metadata only), and with KubeVirt the VMs (indexed by the Instance
+// they name) and VMIs (for their addresses), in the order they are to
+// start.
 func (t *term) informers(ns string) []cache.SharedIndexInformer {
 	ii := dynamicinformer.NewFilteredDynamicInformer(t.c.dyn, v1alpha1.GroupVersionResource, ns, t.c.cfg.Resync, cache.Indexers{}, nil).Informer()
 	ii.SetTransform(dropManagedFields)
@@ -361,8 +365,11 @@ func (t *term) informers(ns string) []cache.SharedIndexInformer {
 		DeleteFunc: func(obj any) { t.instanceChanged(obj) },
 	})
 	t.instances[ns] = ii
+	si := t.refInformer(ns, spec.RefSecret, t.secretChanged)
+	t.secrets[ns] = si
+	ci := t.refInformer(ns, spec.RefConfigMap, nil)
 	if !t.c.cfg.KubeVirt {
-		return []cache.SharedIndexInformer{ii}
+		return []cache.SharedIndexInformer{ii, si, ci}
 	}
 	vi := dynamicinformer.NewFilteredDynamicInformer(t.c.dyn, v1alpha1.KubeVirtVirtualMachines, ns, t.c.cfg.Resync,
 		cache.Indexers{indexInstance: vmInstanceIndex}, nil).Informer()
@@ -381,15 +388,7 @@ func (t *term) informers(ns string) []cache.SharedIndexInformer {
 		UpdateFunc: func(_, obj any) { t.vmiChanged(obj, false) },
 		DeleteFunc: func(obj any) { t.vmiChanged(obj, true) },
 	})
-	si := metadatainformer.NewFilteredMetadataInformer(t.c.meta, secrets, ns, t.c.cfg.Resync, cache.Indexers{}, nil).Informer()
-	si.SetTransform(dropManagedFields)
-	si.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { t.secretChanged(obj) },
-		UpdateFunc: func(_, obj any) { t.secretChanged(obj) },
-		DeleteFunc: func(obj any) { t.secretChanged(obj) },
-	})
-	t.secrets[ns] = si
-	return []cache.SharedIndexInformer{ii, mi, vi, si}
+	return []cache.SharedIndexInformer{ii, si, ci, mi, vi}
 }
 
 // retryLimiter spaces the retries of an object whose reconcile failed (a

@@ -686,12 +686,14 @@ func sha(b []byte) string {
 // failures can only be fewer on a slower machine.
 func TestStatusRetryBacksOff(t *testing.T) {
 	e := setup(t, false)
-	// An account that reads Instances and writes Events, and may not
-	// write their status.
+	// An account that reads Instances (and the Secrets and ConfigMaps
+	// they may refer to) and writes Events, and may not write their
+	// status.
 	acct := e.s.ServiceAccount(t, "default", "no-status")
 	rbac := e.kube.RbacV1()
 	if _, err := rbac.Roles("default").Create(e.ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "no-status"}, Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{"vminit.dev"}, Resources: []string{"instances"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{""}, Resources: []string{"secrets", "configmaps"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch", "update"}},
 	}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

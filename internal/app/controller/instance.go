@@ -21,6 +21,7 @@ import (
 
 	"github.com/vminit/vminit/internal/lib/parallel"
 	"github.com/vminit/vminit/kube/api/v1alpha1"
+	"github.com/vminit/vminit/mdserver/kubestore"
 	"github.com/vminit/vminit/mdserver/registry"
 	"github.com/vminit/vminit/render"
 	"github.com/vminit/vminit/spec"
@@ -45,12 +46,16 @@ type loaded struct {
 	// most of the controller's memory.
 	outputs  []v1alpha1.Output
 	rendered string
+	// refs are the Secrets and ConfigMaps the document refers to
+	// (kubestore.RefKey), read or missing: a change of one loads it again.
+	refs map[string]bool
 }
 
-// load reads an Instance object. prev is the last load of the same key:
-// an object whose document has not changed (a status write, a label
-// added) is not loaded again.
-func load(u *unstructured.Unstructured, prev *loaded) *loaded {
+// load reads an Instance object, and the Secrets and ConfigMaps it refers
+// to in its namespace. prev is the last load of the same key: an object
+// whose document has not changed (a status write, a label added) is not
+// loaded again, unless referenceChanged made prev stale.
+func (t *term) load(ctx context.Context, u *unstructured.Unstructured, prev *loaded) *loaded {
 	rv, _ := strconv.ParseInt(u.GetResourceVersion(), 10, 64)
 	sp, _, _ := unstructured.NestedFieldNoCopy(u.Object, "spec")
 	doc, err := v1alpha1.SpecDocumentOf(u.GetName(), u.GetLabels(), sp)
@@ -67,7 +72,9 @@ func load(u *unstructured.Unstructured, prev *loaded) *loaded {
 		l.rv = rv
 		return &l
 	}
-	rec, err := registry.DecodeDocument(doc, "")
+	refs := kubestore.NewRefs(ctx, t.c.resolver, u.GetNamespace())
+	rec, err := registry.DecodeDocumentWith(spec.Loader{Refs: refs}, doc, "")
+	l.refs = refs.Deps()
 	if err != nil {
 		l.problems = bare(spec.AsErrors(err), err)
 		return l
@@ -126,7 +133,7 @@ func (t *term) instanceChanged(obj any) {
 
 // loadAll loads every cached Instance on every core and claims their
 // addresses, then queues every object.
-func (t *term) loadAll() {
+func (t *term) loadAll(ctx context.Context) {
 	var objs []*unstructured.Unstructured
 	for _, inf := range t.instances {
 		for _, o := range inf.GetStore().List() {
@@ -135,10 +142,11 @@ func (t *term) loadAll() {
 			}
 		}
 	}
-	ls := parallel.Map(len(objs), 0, func(i int) *loaded { return load(objs[i], nil) })
+	ls := parallel.Map(len(objs), 0, func(i int) *loaded { return t.load(ctx, objs[i], nil) })
 	t.mu.Lock()
 	for i, u := range objs {
 		k := u.GetNamespace() + "/" + u.GetName()
+		t.setRefDeps(k, ls[i])
 		t.loaded[k] = ls[i]
 		t.claims.SetSpec(k, ls[i].addresses())
 	}
@@ -167,6 +175,7 @@ func (l *loaded) addresses() []netip.Addr {
 // gone) and queues the other Instances whose Served that may change.
 func (t *term) applyServed(k string, l *loaded) {
 	t.mu.Lock()
+	t.setRefDeps(k, l)
 	if l == nil {
 		delete(t.loaded, k)
 	} else {
@@ -243,7 +252,7 @@ func (t *term) syncInstance(ctx context.Context, ns, name string) error {
 	t.mu.Lock()
 	prev := t.loaded[k]
 	t.mu.Unlock()
-	l := load(u, prev)
+	l := t.load(ctx, u, prev)
 	if prev == nil || prev.rv != l.rv || !bytes.Equal(prev.doc, l.doc) {
 		t.applyServed(k, l)
 	}
@@ -293,6 +302,9 @@ func (t *term) status(u *unstructured.Unstructured, l *loaded, cur *v1alpha1.Ins
 	}
 	if len(l.problems) > 0 {
 		valid.Status, valid.Reason = metav1.ConditionFalse, "Invalid"
+		if missingRef(l.problems) {
+			valid.Reason = v1alpha1.ReasonMissingReference
+		}
 		valid.Message = joinProblems(l.problems)
 	}
 	if l.rec != nil {

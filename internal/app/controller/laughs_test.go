@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -18,7 +19,7 @@ func TestLoadLaughs(t *testing.T) {
 		"apiVersion": "vminit.dev/v1alpha1", "kind": "Instance",
 		"metadata": map[string]any{"name": "laughs", "namespace": "default", "resourceVersion": "1"},
 		"spec":     map[string]any{"cloudInit": map[string]any{"userData": laughs.Issue()}}}}
-	l := load(u, nil)
+	l := (&term{c: &Controller{}}).load(context.Background(), u, nil)
 	found := false
 	for _, p := range l.problems {
 		found = found || p.Field == "spec.cloudInit.userData" && strings.Contains(p.Message, "aliases expand the document past 16777216 bytes at bootcmd[0]")

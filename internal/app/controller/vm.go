@@ -207,8 +207,8 @@ func (t *term) firstBoot(ctx context.Context, vm *unstructured.Unstructured) (*f
 		t.mu.Lock()
 		l := t.loaded[ns+"/"+name]
 		t.mu.Unlock()
-		if l == nil || l.rv != rvOf(o) {
-			l = load(o.(*unstructured.Unstructured), l)
+		if l == nil || l.rv != rvOf(o) || l.doc == nil { // nil doc: a reference changed
+			l = t.load(ctx, o.(*unstructured.Unstructured), l)
 		}
 		if len(l.problems) > 0 {
 			return nil, append(spec.Errors{{Message: fmt.Sprintf("Instance %s is invalid; the VM keeps its last good data", name)}}, l.problems...)

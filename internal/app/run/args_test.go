@@ -51,6 +51,10 @@ func TestQEMUArgs(t *testing.T) {
 		{"serve-nocloud", Options{Instance: dev, Image: "debian.qcow2", Serve: true, Dialect: "nocloud", SSHPort: 2222}, with(disk, func(f *files) { f.relay = "/tmp/run/metadata.sock" })},
 		{"ignition-fwcfg", Options{Instance: fcos, Image: "fcos.qcow2"}, with(disk, func(f *files) { f.fwCfg = "/tmp/run/config.ign" })},
 		{"ignition-configdrive", Options{Instance: fcos, Image: "fcos.qcow2", Datasource: "configdrive"}, with(disk, func(f *files) { f.seed = "/tmp/run/seed.iso" })},
+		{"disks", Options{Instance: dev, Image: "debian.qcow2", Disks: []string{"10GiB", "data,1.qcow2"}}, with(disk, func(f *files) {
+			f.seed = "/tmp/run/seed.iso"
+			f.extra = []extraDisk{{"/tmp/run/disk1.raw", "raw"}, {"/srv/data,1.qcow2", "qcow2"}}
+		})},
 		{"ignition-serve-aws", Options{Instance: fcos, Image: "fcos.qcow2", Serve: true}, with(disk, func(f *files) {
 			f.relay = "/tmp/run/metadata.sock"
 		})},
@@ -87,11 +91,11 @@ func TestQEMUArgs(t *testing.T) {
 // together, each named.
 func TestConfigureListsEveryProblem(t *testing.T) {
 	dev := loadSpec(t, "../../../examples/dev-vm.yaml")
-	_, err := configure(Options{Instance: dev, Memory: "lots", CPUs: -1, Datasource: "fwcfg", Media: "floppy", Accel: "xen", Dialect: "ec2", Initrd: "i"})
+	_, err := configure(Options{Instance: dev, Disks: []string{""}, Memory: "lots", CPUs: -1, Datasource: "fwcfg", Media: "floppy", Accel: "xen", Dialect: "ec2", Initrd: "i"})
 	if err == nil {
 		t.Fatal("no error")
 	}
-	for _, want := range []string{"image:", "initrd/append:", `memory "lots"`, "cpus -1", `datasource "fwcfg": cloud-init reads nocloud or configdrive`, `media "floppy"`, `accel "xen"`, `dialect "ec2": it needs serve`} {
+	for _, want := range []string{"image:", "initrd/append:", "disk: empty", `memory "lots"`, "cpus -1", `datasource "fwcfg": cloud-init reads nocloud or configdrive`, `media "floppy"`, `accel "xen"`, `dialect "ec2": it needs serve`} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
 		}

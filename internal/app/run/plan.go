@@ -90,6 +90,7 @@ func configure(o Options) (*config, error) {
 		c.agent = agentCloudInit
 	}
 	c.configureMachine(bad)
+	c.configureDisks(bad)
 	c.configureDelivery(bad)
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("run: %s", strings.Join(errs, "; "))
@@ -246,11 +247,12 @@ type files struct {
 	qemu       string
 	disk       string // the overlay ("" without an image)
 	diskFormat string
-	seed       string // a cloud-init seed or Ignition config drive
-	fwCfg      string // an Ignition config for fw_cfg
-	qmp        string // the QMP socket
-	relay      string // the metadata relay's Unix socket (serve)
-	uuid       string // the EC2 dialect's system UUID and serial
+	extra      []extraDisk // Options.Disks
+	seed       string      // a cloud-init seed or Ignition config drive
+	fwCfg      string      // an Ignition config for fw_cfg
+	qmp        string      // the QMP socket
+	relay      string      // the metadata relay's Unix socket (serve)
+	uuid       string      // the EC2 dialect's system UUID and serial
 }
 
 // args returns QEMU's command line (without the program).
@@ -270,6 +272,7 @@ func (c *config) args(f files) []string {
 	if f.disk != "" {
 		a = append(a, "-drive", "if=virtio,file="+qemu.Escape(f.disk)+",format="+f.diskFormat)
 	}
+	a = append(a, diskArgs(f.extra)...)
 	if f.seed != "" {
 		if c.media == media.VFAT {
 			a = append(a, "-drive", "if=virtio,file="+qemu.Escape(f.seed)+",format=raw,readonly=on")

@@ -80,6 +80,12 @@ type Options struct {
 	// NICs is the number of extra user-mode NICs beyond the first (for
 	// bonds); their MACs come from the spec when it names them.
 	NICs int
+	// Disks are extra virtio disks, in order, at most MaxDisks: each a
+	// size ("10GiB", "512MiB"), a sparse raw file in the run's temporary
+	// directory, or a file attached as it is (qcow2 or raw), which the
+	// guest writes. The guest sees them as /dev/disk/by-id/virtio-vminit-
+	// disk1, -disk2… (firstDiskSlot).
+	Disks []string
 	// Accel is "auto" (default: KVM when it works, else TCG), "kvm" or "tcg".
 	Accel string
 	// Console, if non-nil, receives every byte of the serial console.
@@ -191,6 +197,9 @@ func Start(ctx context.Context, o Options) (*Guest, error) {
 		if err := overlay(ctx, img, c.Image, f.disk); err != nil {
 			return nil, fmt.Errorf("run: %w", err)
 		}
+	}
+	if f.extra, err = c.prepareDisks(ctx, g.dir); err != nil {
+		return nil, err
 	}
 	if err := c.writeDelivery(rep, g.dir, &f); err != nil {
 		return nil, fmt.Errorf("run: writing the seed: %w", err)

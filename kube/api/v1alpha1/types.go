@@ -1,7 +1,6 @@
 package v1alpha1
 
 import (
-	"encoding/base64"
 	"encoding/json"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -80,6 +79,12 @@ const (
 	// (no other Instance holds its name or an address).
 	ConditionServed = "Served"
 )
+
+// ReasonMissingReference is the Valid condition's reason when a Secret or
+// ConfigMap the spec refers to (secretKeyRef, configMapKeyRef), or its
+// key, does not exist in the Instance's namespace; the message names it
+// and the field. Creating it renders the Instance.
+const ReasonMissingReference = "MissingReference"
 
 // Instance is one virtual machine's first-boot configuration as a
 // Kubernetes object.
@@ -229,24 +234,16 @@ func (in *Instance) DeepCopy() *Instance {
 func (in *Instance) DeepCopyObject() runtime.Object { return in.DeepCopy() }
 
 // FromSpec returns the Instance object for a spec: its name, labels and
-// spec. Content that the spec reads from files (files[].source.file, which
-// an object may not name) is inlined as contentBase64, so inst must be
-// resolved (spec.Parse or Instance.Resolve). The object's spec is inst's
-// as it stands: pass a spec that spec.Default has not filled in (spec.Decode
-// then Resolve) to keep the defaults out of the object.
+// spec, as spec.Instance.ForAPI makes it. Values that the spec reads from
+// files (files[].source.file and the file of a reference, which an object
+// may not name) are inlined, so inst must be resolved (spec.Parse or
+// Instance.Resolve); references to Secrets and ConfigMaps are kept, for
+// the cluster to resolve in the object's namespace. The object's spec is
+// inst's as it stands otherwise: pass a spec that spec.Default has not
+// filled in (spec.Decode then Resolve) to keep the defaults out of the
+// object.
 func FromSpec(inst *spec.Instance) *Instance {
-	obj := &Instance{TypeMeta: metav1.TypeMeta{APIVersion: SchemeGroupVersion.String(), Kind: Kind},
-		ObjectMeta: metav1.ObjectMeta{Name: inst.Metadata.Name, Labels: inst.Metadata.Labels}, Spec: inst.Spec}
-	copied := false
-	for i, f := range inst.Spec.Files {
-		if f.Source == nil {
-			continue
-		}
-		if !copied {
-			obj.Spec.Files, copied = append([]spec.File(nil), inst.Spec.Files...), true
-		}
-		obj.Spec.Files[i] = spec.File{Path: f.Path, Mode: f.Mode, Owner: f.Owner, Append: f.Append,
-			ContentBase64: base64.StdEncoding.EncodeToString(f.Data())}
-	}
-	return obj
+	api, _ := inst.ForAPI()
+	return &Instance{TypeMeta: metav1.TypeMeta{APIVersion: SchemeGroupVersion.String(), Kind: Kind},
+		ObjectMeta: metav1.ObjectMeta{Name: inst.Metadata.Name, Labels: inst.Metadata.Labels}, Spec: api.Spec}
 }

@@ -1,0 +1,192 @@
+package kubestore
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/vminit/vminit/mdserver/registry"
+	"github.com/vminit/vminit/platform"
+	"github.com/vminit/vminit/spec"
+)
+
+// Refs reads an Instance's Secret and ConfigMap references in the
+// Instance's own namespace (platform.SpecRefs: a reference names none, so
+// no other namespace is ever read), and notes each object it asked for,
+// found or not (RefKey), so that a store or the controller loads the
+// Instance again when one of them is created, changed or deleted.
+type Refs struct {
+	spec.Refs
+	namespace string
+	deps      map[string]bool
+}
+
+// NewRefs returns the Refs of an Instance of namespace, reading through
+// r (a cluster's platform/cluster.Resolver).
+func NewRefs(ctx context.Context, r platform.Resolver, namespace string) *Refs {
+	return &Refs{Refs: platform.SpecRefs(ctx, r, namespace), namespace: namespace, deps: map[string]bool{}}
+}
+
+// Key implements spec.Refs.
+func (r *Refs) Key(kind, name, key string) ([]byte, error) {
+	r.deps[RefKey(kind, r.namespace, name)] = true
+	return r.Refs.Key(kind, name, key)
+}
+
+// Deps are the objects asked for, by RefKey.
+func (r *Refs) Deps() map[string]bool { return r.deps }
+
+// RefKey names a referenced object: KIND/NAMESPACE/NAME (spec.RefSecret
+// or spec.RefConfigMap).
+func RefKey(kind, ns, name string) string { return kind + "/" + ns + "/" + name }
+
+// RefResources are the resources of the kinds a spec refers to.
+var RefResources = map[string]string{spec.RefSecret: "secrets", spec.RefConfigMap: "configmaps"}
+
+// watchRefs follows the metadata of kind's objects in ns (their values
+// are read only when an Instance asks, through Refs), and decodes again
+// the Instances that refer to one that changes.
+func (s *Store) watchRefs(ctx context.Context, kind, ns string) <-chan struct{} {
+	gvr := corev1.SchemeGroupVersion.WithResource(RefResources[kind])
+	client := s.meta.Resource(gvr).Namespace(ns)
+	sink := &refSink{s: s, kind: kind}
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			l, err := client.List(ctx, opts)
+			s.noteErr(gvr, err)
+			return l, err
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			w, err := client.Watch(ctx, opts)
+			if err != nil && ctx.Err() != nil {
+				return watch.NewFake(), nil // cut by Close (see watch)
+			}
+			s.noteErr(gvr, err)
+			return w, err
+		},
+	}
+	r := cache.NewReflectorWithOptions(lw, &metav1.PartialObjectMetadata{}, sink, cache.ReflectorOptions{Name: "kubestore " + gvr.Resource})
+	s.done.Go(func() { r.RunWithContext(ctx) })
+	return sink.synced()
+}
+
+// refSink hands a Reflector's Secrets or ConfigMaps to the Store: each
+// event, and each list, decodes again the Instances referring to them.
+type refSink struct {
+	s    *Store
+	kind string
+	once sync.Once
+	ch   chan struct{}
+}
+
+func (k *refSink) synced() <-chan struct{} {
+	k.once.Do(func() { k.ch = make(chan struct{}) })
+	return k.ch
+}
+
+func (k *refSink) Add(obj any) error    { k.s.refsChanged(k.keys([]any{obj})); return nil }
+func (k *refSink) Update(obj any) error { return k.Add(obj) }
+func (k *refSink) Delete(obj any) error { return k.Add(obj) }
+func (k *refSink) Resync() error        { return nil }
+
+// Replace is a list: anything may have changed while no watch ran, so
+// every Instance with references of this kind is decoded again.
+func (k *refSink) Replace(_ []any, _ string) error {
+	k.s.mu.Lock()
+	var all []string
+	for ref := range k.s.refDeps {
+		all = append(all, ref)
+	}
+	k.s.mu.Unlock()
+	k.s.refsChanged(all)
+	if k.synced(); !isClosed(k.ch) {
+		close(k.ch)
+	}
+	return nil
+}
+
+func (k *refSink) keys(objs []any) []string {
+	var out []string
+	for _, o := range objs {
+		if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
+			o = d.Obj
+		}
+		if m, ok := o.(metav1.Object); ok {
+			out = append(out, RefKey(k.kind, m.GetNamespace(), m.GetName()))
+		}
+	}
+	return out
+}
+
+// refsChanged decodes again the Instances that refer to any of refs
+// (RefKeys), and applies them as one change.
+func (s *Store) refsChanged(refs []string) {
+	s.mu.Lock()
+	keys := map[string]bool{}
+	for _, ref := range refs {
+		maps.Copy(keys, s.refDeps[ref])
+	}
+	todo := map[string]*instance{}
+	for k := range keys {
+		if in := s.instances[k]; in != nil && in.src != nil {
+			todo[k] = in
+		}
+	}
+	s.mu.Unlock()
+	if len(todo) == 0 {
+		return
+	}
+	decoded := map[string]*instance{}
+	for k, in := range todo {
+		decoded[k] = s.decodeSource(in.src, in)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var failed []registry.Change
+	affected := map[string]bool{}
+	for _, k := range slices.Sorted(maps.Keys(decoded)) {
+		in := decoded[k]
+		if cur := s.instances[k]; cur == nil || cur.rv != in.rv {
+			continue // deleted or changed meanwhile: its own event decoded it
+		}
+		if in.err != nil {
+			failed = append(failed, registry.Change{Key: k, Err: in.err, Seq: in.rv, Attrs: []any{"resource_version", in.rv}})
+		}
+		s.setRefDeps(k, in)
+		s.instances[k] = in
+		affected[k] = true
+		for _, a := range s.claims.SetSpec(k, in.addresses()) {
+			affected[a] = true
+		}
+	}
+	s.apply(failed, slices.Sorted(maps.Keys(affected)))
+}
+
+// setRefDeps records the objects key's version in refers to (nil in:
+// none any more). Called with s.mu held.
+func (s *Store) setRefDeps(key string, in *instance) {
+	if prev := s.instances[key]; prev != nil {
+		for ref := range prev.refs {
+			delete(s.refDeps[ref], key)
+			if len(s.refDeps[ref]) == 0 {
+				delete(s.refDeps, ref)
+			}
+		}
+	}
+	if in == nil {
+		return
+	}
+	for ref := range in.refs {
+		if s.refDeps[ref] == nil {
+			s.refDeps[ref] = map[string]bool{}
+		}
+		s.refDeps[ref][key] = true
+	}
+}
