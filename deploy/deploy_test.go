@@ -14,10 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
 	"gopkg.in/yaml.v3"
 
 	"github.com/vminit/vminit/internal/app/cli"
 	"github.com/vminit/vminit/internal/app/controllercmd"
+	"github.com/vminit/vminit/internal/app/servercmd"
 )
 
 type object struct {
@@ -315,18 +317,22 @@ func TestSystemdUnit(t *testing.T) {
 }
 
 // commandFlags parses a command line (a container's command and args:
-// vminit's arguments when it names no command) as `vminit serve` or
-// vminit-controller does, so that a misspelt or removed flag fails here
-// rather than at deployment, and returns the shutdown timeout they set
-// (serve's).
+// vminit's arguments when it names no command) as `vminit serve`,
+// vminit-server or vminit-controller does, so that a misspelt or removed
+// flag fails here rather than at deployment, and returns the shutdown
+// timeout they set (serve's).
 func commandFlags(t *testing.T, where string, line []string) time.Duration {
 	t.Helper()
-	cmd, rest := controllercmd.New(), line[min(1, len(line)):]
-	if len(line) == 0 || path.Base(line[0]) != "vminit-controller" {
+	programs := map[string]func() *cobra.Command{"vminit-controller": controllercmd.New, "vminit-server": servercmd.New}
+	var cmd *cobra.Command
+	rest := line[min(1, len(line)):]
+	if len(line) > 0 && programs[path.Base(line[0])] != nil {
+		cmd = programs[path.Base(line[0])]()
+	} else {
 		var err error
 		cmd, rest, err = cli.NewRootCommand().Find(line)
 		if err != nil || cmd.Name() != "serve" {
-			t.Errorf("%s: %v is not a serve or vminit-controller command line (%v)", where, line, err)
+			t.Errorf("%s: %v is not a serve, vminit-server or vminit-controller command line (%v)", where, line, err)
 			return 0
 		}
 	}

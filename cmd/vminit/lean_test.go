@@ -9,8 +9,9 @@ import (
 )
 
 // heavy are packages vminit must not link: each registers or builds at
-// init what only the controller (cmd/vminit-controller) needs, and vminit
-// would pay for it on every run (docs/benchmarks.md, "Whole process").
+// init what only the controller (cmd/vminit-controller) or the etcd store
+// (cmd/vminit-server) needs, and vminit would pay for it on every run
+// (docs/benchmarks.md, "Whole process").
 var heavy = []string{
 	"k8s.io/client-go/kubernetes",        // the typed clientset, 55 API groups
 	"k8s.io/client-go/kubernetes/scheme", // their types registered at init
@@ -18,10 +19,14 @@ var heavy = []string{
 	"k8s.io/client-go/informers",
 	"k8s.io/client-go/tools/leaderelection",
 	"github.com/vminit/vminit/internal/app/controller",
+	"github.com/vminit/vminit/mdserver/etcdstore",
+	"go.etcd.io/etcd/client/v3",
+	"go.etcd.io/etcd/api/v3/etcdserverpb", // protobuf registrations at init
+	"google.golang.org/grpc",
 }
 
 // TestLeanGraph: vminit's import graph holds none of heavy, and
-// vminit-controller's does (so the list below is read right).
+// vminit-controller's and vminit-server's do (so the lists are read right).
 func TestLeanGraph(t *testing.T) {
 	vminit := deps(t, "github.com/vminit/vminit/cmd/vminit")
 	for _, p := range heavy {
@@ -31,6 +36,9 @@ func TestLeanGraph(t *testing.T) {
 	}
 	if ctl := deps(t, "github.com/vminit/vminit/cmd/vminit-controller"); !ctl["k8s.io/client-go/kubernetes"] {
 		t.Errorf("cmd/vminit-controller does not link the typed clientset: is `go list -deps` read right?")
+	}
+	if srv := deps(t, "github.com/vminit/vminit/cmd/vminit-server"); !srv["go.etcd.io/etcd/client/v3"] {
+		t.Errorf("cmd/vminit-server does not link etcd's client: is `go list -deps` read right?")
 	}
 }
 
@@ -54,6 +62,7 @@ func deps(t *testing.T, pkg string) map[string]bool {
 var lazy = []string{
 	"github.com/vminit/vminit/cloudinit",
 	"github.com/vminit/vminit/internal/app/cli",
+	"github.com/vminit/vminit/internal/app/run",
 	"github.com/vminit/vminit/internal/lib/yaml11",
 	"github.com/vminit/vminit/mdserver/dirstore",
 	"github.com/vminit/vminit/network",

@@ -17,7 +17,10 @@ import (
 // controllercmd) shares with vminit's: the cluster flags, the logger,
 // usage errors and exit codes. The controller is a binary of its own so
 // that vminit does not link client-go's typed clientset and leader
-// election (docs/benchmarks.md, "Whole process").
+// election (docs/benchmarks.md, "Whole process"). cmd/vminit-server
+// (internal/app/servercmd) shares these and serve itself
+// (NewServeCommand, StoreFlags in serve.go), so that vminit does not link
+// etcd's client.
 
 // RunCommand runs root with args as Main runs vminit's command tree.
 func RunCommand(root *cobra.Command, args []string, stdout, stderr io.Writer) int {

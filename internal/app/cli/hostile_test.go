@@ -302,6 +302,7 @@ func TestSysprepKeysThatAreNoFileName(t *testing.T) {
 // TestFIFOFlagsFailAtOnce: every file flag of serve, instances and build
 // given a FIFO is an error at once naming the flag; none blocks start-up
 // in an open that SIGTERM (the command's context ending) cannot end.
+// vminit-server's --etcd-* flags: internal/app/servercmd.
 func TestFIFOFlagsFailAtOnce(t *testing.T) {
 	dir, work := t.TempDir(), t.TempDir()
 	// The FIFO is made anew for each case: a blocked serve, once freed,
@@ -314,9 +315,6 @@ func TestFIFOFlagsFailAtOnce(t *testing.T) {
 	vm := filepath.Join("..", "..", "..", "platform", "testdata", "kubevirt-sysprep.yaml")
 	serve := func(more ...string) []string {
 		return append([]string{"serve", "--instances", dir, "--listen", freeAddr(t), "--admin-listen", freeAddr(t), "--admin-token-file", token}, more...)
-	}
-	etcd := func(more ...string) []string {
-		return append([]string{"serve", "--etcd-endpoints", "https://127.0.0.1:1", "--listen", freeAddr(t)}, more...)
 	}
 	instances := func(more ...string) []string {
 		return append([]string{"instances", "list", "--server", "https://127.0.0.1:1", "--token-file", token}, more...)
@@ -332,10 +330,6 @@ func TestFIFOFlagsFailAtOnce(t *testing.T) {
 		{"--admin-tls-cert", serve("--admin-tls-cert", fifo, "--admin-tls-key", notPEM)},
 		{"--admin-tls-key", serve("--admin-tls-cert", notPEM, "--admin-tls-key", fifo)},
 		{"--admin-client-ca", serve("--admin-tls-cert", notPEM, "--admin-tls-key", notPEM, "--admin-client-ca", fifo)},
-		{"--etcd-ca", etcd("--etcd-ca", fifo)},
-		{"--etcd-cert", etcd("--etcd-cert", fifo, "--etcd-key", notPEM)},
-		{"--etcd-key", etcd("--etcd-cert", notPEM, "--etcd-key", fifo)},
-		{"--etcd-password-file", etcd("--etcd-username", "u", "--etcd-password-file", fifo)},
 		{"--token-file", instances("--token-file", fifo)},
 		{"--ca-file", instances("--ca-file", fifo)},
 		{"--cert", instances("--cert", fifo, "--key", notPEM)},
@@ -348,7 +342,7 @@ func TestFIFOFlagsFailAtOnce(t *testing.T) {
 		if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		stderr, err := runUntilStopped(t, fifo, c.args...)
+		stderr, err := testtools.RunUntilStopped(t, NewRootCommand(), fifo, c.args...)
 		msg := stderr
 		if err != nil {
 			msg += err.Error()
@@ -356,38 +350,5 @@ func TestFIFOFlagsFailAtOnce(t *testing.T) {
 		if err == nil || !strings.Contains(msg, c.flag) || !strings.Contains(msg, "FIFO") {
 			t.Errorf("%s FIFO: err = %v, want one naming the flag and the FIFO; log:\n%s", c.flag, err, stderr)
 		}
-	}
-}
-
-// runUntilStopped runs vminit args with a context that ends after a
-// second, as SIGTERM ends serve's, and returns its standard error and
-// error. A command still running 20 s later failed the test; the FIFO is
-// then opened for writing and closed, which ends a reader blocked on it.
-func runUntilStopped(t *testing.T, fifo string, args ...string) (string, error) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	root := NewRootCommand()
-	stderr := &testtools.SyncBuffer{}
-	root.SetErr(stderr)
-	root.SetOut(io.Discard)
-	root.SetArgs(args)
-	done := make(chan error, 1)
-	go func() { done <- root.ExecuteContext(ctx) }()
-	select {
-	case err := <-done:
-		return stderr.String(), err
-	case <-time.After(time.Second):
-		cancel() // SIGTERM
-	}
-	select {
-	case err := <-done:
-		return stderr.String(), err
-	case <-time.After(20 * time.Second):
-		t.Errorf("vminit %v: still running 20 s after its context ended (blocked on the FIFO?)", args)
-		if w, err := os.OpenFile(fifo, os.O_RDWR, 0); err == nil {
-			w.Close()
-		}
-		return stderr.String(), <-done
 	}
 }

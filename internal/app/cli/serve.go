@@ -2,8 +2,6 @@ package cli
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -19,15 +17,14 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/vminit/vminit/cloudinit"
 	"github.com/vminit/vminit/ignition"
 	"github.com/vminit/vminit/internal/app/serve"
 	"github.com/vminit/vminit/internal/lib/secretfile"
-	"github.com/vminit/vminit/internal/lib/tlsfiles"
 	"github.com/vminit/vminit/mdserver"
 	"github.com/vminit/vminit/mdserver/admin"
-	"github.com/vminit/vminit/mdserver/etcdstore"
 	"github.com/vminit/vminit/mdserver/kubestore"
 )
 
@@ -35,13 +32,6 @@ type serveFlags struct {
 	listen          []string
 	instances       string
 	instancesCache  string
-	etcdEndpoints   []string
-	etcdPrefix      string
-	etcdCA          string
-	etcdCert        string
-	etcdKey         string
-	etcdUser        string
-	etcdPassFile    string
 	trustedProxies  []string
 	hmacKeyFile     string
 	proxyHopLimit   bool
@@ -62,19 +52,60 @@ type serveFlags struct {
 	allowLoopback   bool
 	kubernetes      bool
 	cluster         clusterFlags
+	// other is a store the program adds (vminit-server's etcd), or nil.
+	other StoreFlags
 }
 
+// StoreFlags are the flags of a store a program adds to serve's:
+// vminit-server's etcd store (internal/app/servercmd). vminit has none,
+// so that it does not link etcd's client (docs/benchmarks.md, "Whole
+// process").
+type StoreFlags interface {
+	// Register adds the store's flags to fl.
+	Register(fl *pflag.FlagSet)
+	// Chooser is the flag that chooses the store (--etcd-endpoints), and
+	// whether it was given.
+	Chooser() (flag string, given bool)
+	// Files are the files the flags name, by flag; secret ones must not
+	// be inside --instances.
+	Files() (files, secret map[string]string)
+	// Store checks the flags together (a usage error names the flag) and
+	// returns the store's opener, nil when the store is not chosen.
+	Store(logger *slog.Logger) (serve.OpenFunc, error)
+	// Hint adds to an error opening the store which flags fix it.
+	Hint(err error) error
+}
+
+// otherStoreFlag is the --etcd-* prefix vminit refuses, naming the
+// program that takes those flags.
+const otherStoreFlag = "unknown flag: --etcd-"
+
 func newServeCommand() *cobra.Command {
-	var f serveFlags
+	cmd := NewServeCommand("serve", nil)
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		if strings.HasPrefix(err.Error(), otherStoreFlag) {
+			return usagef("%v: the etcd store is served by vminit-server, which takes serve's flags and the --etcd-* flags "+
+				"(go install ./cmd/vminit-server; deploy/kubernetes/fleet.yaml runs it)", err)
+		}
+		return usageError{err}
+	})
+	return cmd
+}
+
+// NewServeCommand is serve as the command use (vminit's "serve", or
+// vminit-server), with the flags of other (nil: none) beside those of the
+// directory and Kubernetes stores.
+func NewServeCommand(use string, other StoreFlags) *cobra.Command {
+	f := serveFlags{other: other}
 	cmd := &cobra.Command{
-		Use:   "serve",
+		Use:   use,
 		Short: "Serve instances' first-boot data over HTTP (EC2 IMDS, OpenStack, NoCloud-net, Ignition)",
 		Example: `  vminit serve --instances /var/lib/vminit/instances --listen 169.254.169.254:80
   vminit serve --instances specs/ --listen 127.0.0.1:8080 --metrics-listen 127.0.0.1:9100 \
     --admin-listen 127.0.0.1:8443 --admin-token-file admin-token
-  vminit serve --etcd-endpoints https://etcd-0:2379 --etcd-ca ca.pem --etcd-cert client.crt \
-    --etcd-key client.key --listen 169.254.169.254:80
-  vminit serve --kubernetes --namespace vms --listen 0.0.0.0:8080`,
+  vminit serve --kubernetes --namespace vms --listen 0.0.0.0:8080
+  vminit-server --etcd-endpoints https://etcd-0:2379 --etcd-ca ca.pem --etcd-cert client.crt \
+    --etcd-key client.key --listen 169.254.169.254:80`,
 		Long: `serve answers each VM's metadata requests with the data of the instance
 that owns the request's source address (spec.metadataServer.addresses), in
 every dialect guests speak:
@@ -88,8 +119,9 @@ every dialect guests speak:
 
 Instances come from a directory of spec files (--instances, re-read on
 change; SIGHUP re-reads every file, including files[].source.file content)
-or from etcd (--etcd-endpoints, followed by watch; over TLS with --etcd-ca
-and, for client-certificate auth, --etcd-cert/--etcd-key; etcd users with
+or from etcd (vminit-server, the daemon that is serve with etcd's client
+linked: --etcd-endpoints, followed by watch; over TLS with --etcd-ca and,
+for client-certificate auth, --etcd-cert/--etcd-key; etcd users with
 --etcd-username/--etcd-password-file), or from a Kubernetes cluster's
 Instance objects (--kubernetes: --kubeconfig, else the pod's service
 account; --namespace to limit it). There, instances are namespace/name,
@@ -143,13 +175,9 @@ peak heap of three times the live one (GOMEMLIMIT bounds it if needed).`,
 	fl.StringArrayVar(&f.listen, "listen", []string{"169.254.169.254:80"}, "address to serve guests on (repeatable)")
 	fl.StringVar(&f.instances, "instances", "", "directory of instance spec files")
 	fl.StringVar(&f.instancesCache, "instances-cache", "", "start-up cache for --instances: a restart parses only the spec files changed since (a file in a directory only vminit writes, e.g. systemd's $CACHE_DIRECTORY)")
-	fl.StringSliceVar(&f.etcdEndpoints, "etcd-endpoints", nil, "etcd client URLs (instead of --instances)")
-	fl.StringVar(&f.etcdPrefix, "etcd-prefix", etcdstore.DefaultPrefix, "etcd key prefix of the instances")
-	fl.StringVar(&f.etcdCA, "etcd-ca", "", "PEM CA bundle that signed etcd's certificate (https:// endpoints; default: the system's)")
-	fl.StringVar(&f.etcdCert, "etcd-cert", "", "PEM client certificate for etcd's --client-cert-auth (with --etcd-key)")
-	fl.StringVar(&f.etcdKey, "etcd-key", "", "PEM private key of --etcd-cert")
-	fl.StringVar(&f.etcdUser, "etcd-username", "", "etcd user (etcd's own authentication; with --etcd-password-file)")
-	fl.StringVar(&f.etcdPassFile, "etcd-password-file", "", "file holding the password of --etcd-username")
+	if other != nil {
+		other.Register(fl)
+	}
 	fl.StringArrayVar(&f.trustedProxies, "trusted-proxy", nil, "CIDR of a proxy allowed to name instances with the signed X-Vminit-Instance header (repeatable)")
 	fl.StringVar(&f.hmacKeyFile, "hmac-key-file", "", "file holding the key that signs X-Vminit-Instance headers")
 	fl.BoolVar(&f.proxyHopLimit, "trusted-proxy-sets-hop-limit", false, "the trusted proxies give IMDSv2 token answers the hop limit of their X-Vminit-Token-Hop-Limit header; without it a token PUT through a proxy is refused")
@@ -206,86 +234,6 @@ func secretsOutside(dir string, files map[string]string) error {
 		}
 	}
 	return nil
-}
-
-// etcdConfig turns the --etcd-* flags into a store configuration; logger
-// (nil: slog.Default()) receives client certificate reloads.
-func etcdConfig(f serveFlags, logger *slog.Logger) (etcdstore.Config, error) {
-	cfg := etcdstore.Config{Endpoints: f.etcdEndpoints, Prefix: f.etcdPrefix, Username: f.etcdUser}
-	if len(f.etcdEndpoints) == 0 {
-		if f.etcdCA != "" || f.etcdCert != "" || f.etcdKey != "" || f.etcdUser != "" || f.etcdPassFile != "" {
-			return cfg, usagef("the --etcd-* flags need --etcd-endpoints")
-		}
-		return cfg, nil
-	}
-	if (f.etcdCert == "") != (f.etcdKey == "") {
-		return cfg, usagef("--etcd-cert and --etcd-key go together")
-	}
-	if (f.etcdUser == "") != (f.etcdPassFile == "") {
-		return cfg, usagef("--etcd-username and --etcd-password-file go together (a password is never given on the command line)")
-	}
-	var secure, plain []string
-	for _, ep := range f.etcdEndpoints {
-		if strings.HasPrefix(ep, "https://") {
-			secure = append(secure, ep)
-		} else {
-			plain = append(plain, ep)
-		}
-	}
-	// The client uses one TLS setting for every endpoint.
-	if len(secure) > 0 && len(plain) > 0 {
-		return cfg, usagef("--etcd-endpoints: %s is https:// but %s is not; give every endpoint the same scheme", secure[0], plain[0])
-	}
-	tlsWanted := f.etcdCA != "" || f.etcdCert != ""
-	if tlsWanted && len(plain) > 0 {
-		return cfg, usagef("--etcd-endpoints %s: --etcd-ca and --etcd-cert need https:// endpoints", plain[0])
-	}
-	tlsWanted = tlsWanted || len(secure) > 0
-	if tlsWanted {
-		cfg.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
-		if f.etcdCA != "" {
-			var err error
-			if cfg.TLS.RootCAs, err = tlsfiles.LoadCertPool(f.etcdCA); err != nil {
-				return cfg, usagef("--etcd-ca: %v", err)
-			}
-		}
-		if f.etcdCert != "" {
-			// Re-read when renewed: the client presents the new pair
-			// from its next connection on.
-			w, err := tlsfiles.Watch("etcd client certificate", logger, func() (*tls.Certificate, error) {
-				cert, err := tlsfiles.LoadKeyPair(f.etcdCert, f.etcdKey)
-				return &cert, err
-			}, f.etcdCert, f.etcdKey)
-			if err != nil {
-				return cfg, usagef("--etcd-cert/--etcd-key: %v", err)
-			}
-			cfg.TLS.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return w.Get(), nil }
-		}
-	}
-	if f.etcdPassFile != "" {
-		var err error
-		if cfg.Password, err = secretfile.Password(f.etcdPassFile); err != nil {
-			return cfg, usagef("--etcd-password-file: %v", err)
-		}
-	}
-	return cfg, nil
-}
-
-// etcdHint names the flags that fix the usual reasons etcd refuses a
-// replica.
-func etcdHint(err error) error {
-	msg := err.Error()
-	var unknown x509.UnknownAuthorityError
-	switch {
-	case errors.As(err, &unknown):
-		return fmt.Errorf("%w\n(etcd's certificate is not signed by a CA vminit trusts: give that CA with --etcd-ca)", err)
-	case strings.Contains(msg, "bad certificate") || strings.Contains(msg, "certificate required") ||
-		strings.Contains(msg, "unknown certificate authority") || strings.Contains(msg, "require a client certificate"):
-		return fmt.Errorf("%w\n(etcd wants a client certificate signed by its --trusted-ca-file: give --etcd-cert and --etcd-key)", err)
-	case strings.Contains(msg, "authentication failed") || strings.Contains(msg, "user name is empty") || strings.Contains(msg, "permission denied"):
-		return fmt.Errorf("%w\n(check --etcd-username and --etcd-password-file, and the user's read access to --etcd-prefix)", err)
-	}
-	return err
 }
 
 // listenHint says, when a listen address is not one of this host's (as
@@ -381,8 +329,8 @@ func runServe(ctx context.Context, f serveFlags, stderr interface{ Write([]byte)
 	}
 	srv, err := serve.New(ctx, o)
 	if err != nil {
-		if se := (*serve.StoreError)(nil); errors.As(err, &se) && o.Store.Etcd != nil {
-			err = etcdHint(se.Err)
+		if se := (*serve.StoreError)(nil); errors.As(err, &se) && o.Store.Open != nil {
+			err = f.other.Hint(se.Err)
 		}
 		return listenHint(err)
 	}
@@ -393,13 +341,13 @@ func runServe(ctx context.Context, f serveFlags, stderr interface{ Write([]byte)
 // serveOptions checks the flags together and reads the files they name.
 func serveOptions(f serveFlags, logger *slog.Logger) (serve.Options, error) {
 	var o serve.Options
-	if n := btoi(f.instances != "") + btoi(len(f.etcdEndpoints) > 0) + btoi(f.kubernetes); n != 1 {
-		return o, usagef("give exactly one of --instances DIR, --etcd-endpoints and --kubernetes")
+	if err := oneStore(f); err != nil {
+		return o, err
 	}
-	if err := regularFiles(map[string]string{"--admin-token-file": f.adminTokenFile, "--hmac-key-file": f.hmacKeyFile,
+	otherFiles, otherSecrets := f.otherFiles()
+	if err := regularFiles(withOther(map[string]string{"--admin-token-file": f.adminTokenFile, "--hmac-key-file": f.hmacKeyFile,
 		"--token-key-file": f.tokenKeyFile, "--admin-tls-cert": f.adminTLSCert, "--admin-tls-key": f.adminTLSKey,
-		"--admin-client-ca": f.adminClientCA, "--etcd-ca": f.etcdCA, "--etcd-cert": f.etcdCert, "--etcd-key": f.etcdKey,
-		"--etcd-password-file": f.etcdPassFile, "--instances-cache": f.instancesCache}); err != nil {
+		"--admin-client-ca": f.adminClientCA, "--instances-cache": f.instancesCache}, otherFiles)); err != nil {
 		return o, err
 	}
 	store, err := storeConfig(f, logger)
@@ -416,9 +364,8 @@ func serveOptions(f serveFlags, logger *slog.Logger) (serve.Options, error) {
 	if f.maxConns < 1 || f.maxConnsPerSrc < 1 {
 		return o, usagef("--max-connections and --max-connections-per-source must be at least 1")
 	}
-	if err := secretsOutside(f.instances, map[string]string{"--admin-token-file": f.adminTokenFile, "--hmac-key-file": f.hmacKeyFile,
-		"--token-key-file": f.tokenKeyFile, "--admin-tls-key": f.adminTLSKey, "--etcd-password-file": f.etcdPassFile,
-		"--etcd-key": f.etcdKey, "--instances-cache": f.instancesCache}); err != nil {
+	if err := secretsOutside(f.instances, withOther(map[string]string{"--admin-token-file": f.adminTokenFile, "--hmac-key-file": f.hmacKeyFile,
+		"--token-key-file": f.tokenKeyFile, "--admin-tls-key": f.adminTLSKey, "--instances-cache": f.instancesCache}, otherSecrets)); err != nil {
 		return o, err
 	}
 	if err := cacheDirectory(f.instancesCache); err != nil {
@@ -435,6 +382,34 @@ func serveOptions(f serveFlags, logger *slog.Logger) (serve.Options, error) {
 	return o, nil
 }
 
+// oneStore checks that the flags choose exactly one store.
+func oneStore(f serveFlags) error {
+	choices, n := []string{"--instances DIR"}, btoi(f.instances != "")+btoi(f.kubernetes)
+	if f.other != nil {
+		flag, given := f.other.Chooser()
+		choices, n = append(choices, flag), n+btoi(given)
+	}
+	if n != 1 {
+		return usagef("give exactly one of %s and --kubernetes", strings.Join(choices, ", "))
+	}
+	return nil
+}
+
+// otherFiles are the files the other store's flags name (none without
+// one).
+func (f serveFlags) otherFiles() (files, secret map[string]string) {
+	if f.other == nil {
+		return nil, nil
+	}
+	return f.other.Files()
+}
+
+// withOther adds the other store's files to files, by flag.
+func withOther(files, other map[string]string) map[string]string {
+	maps.Copy(files, other)
+	return files
+}
+
 // cacheDirectory creates the directory of --instances-cache if it is
 // missing (0700: the cache holds every spec), so that the first start
 // writes the cache instead of logging an error on every start.
@@ -448,13 +423,16 @@ func cacheDirectory(cache string) error {
 	return nil
 }
 
-// storeConfig is the store the --instances, --etcd-* or --kubernetes
-// flags name.
+// storeConfig is the store the --instances, --kubernetes or the other
+// store's flags name.
 func storeConfig(f serveFlags, logger *slog.Logger) (serve.StoreConfig, error) {
 	var sc serve.StoreConfig
-	etcd, err := etcdConfig(f, logger)
-	if err != nil {
-		return sc, err
+	var open serve.OpenFunc
+	if f.other != nil {
+		var err error
+		if open, err = f.other.Store(logger); err != nil {
+			return sc, err
+		}
 	}
 	if f.instancesCache != "" && f.instances == "" {
 		return sc, usagef("--instances-cache is for --instances DIR; the etcd and Kubernetes stores keep no cache")
@@ -471,7 +449,7 @@ func storeConfig(f serveFlags, logger *slog.Logger) (serve.StoreConfig, error) {
 	case f.instances != "":
 		sc.Dir, sc.DirCache = f.instances, f.instancesCache
 	default:
-		sc.Etcd = &etcd
+		sc.Open = open
 	}
 	return sc, nil
 }

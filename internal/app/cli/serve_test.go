@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -102,4 +103,23 @@ func startServe(t *testing.T, args ...string) (stop func() string) {
 	}
 	t.Cleanup(func() { stop() })
 	return stop
+}
+
+// TestServeEtcdNamesServer: the etcd store is vminit-server's (so that
+// vminit links no etcd client); `vminit serve` given an --etcd-* flag is
+// a usage error naming that program, and serve has no such flag.
+func TestServeEtcdNamesServer(t *testing.T) {
+	dir := t.TempDir()
+	for _, flag := range []string{"--etcd-endpoints=http://127.0.0.1:1", "--etcd-prefix=/x/", "--etcd-ca=ca.pem",
+		"--etcd-cert=c.pem", "--etcd-key=k.pem", "--etcd-username=u", "--etcd-password-file=p"} {
+		// Until stopped: a serve that took the flag would keep serving.
+		stderr, err := testtools.RunUntilStopped(t, NewRootCommand(), "", "serve", "--instances", dir, "--listen", freeAddr(t), flag)
+		var ue usageError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), "vminit-server") || !strings.Contains(err.Error(), strings.Split(flag, "=")[0]) {
+			t.Errorf("serve %s: %v, want a usage error naming the flag and vminit-server\n%s", flag, err, stderr)
+		}
+	}
+	if cmd, _, err := NewRootCommand().Find([]string{"serve"}); err != nil || cmd.Flags().Lookup("etcd-endpoints") != nil {
+		t.Errorf("serve has an --etcd-endpoints flag (%v)", err)
+	}
 }

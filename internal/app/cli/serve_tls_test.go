@@ -1,18 +1,13 @@
 package cli
 
 import (
-	"context"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/vminit/vminit/internal/testing/etcdtest"
 	"github.com/vminit/vminit/internal/testing/testpki"
-	"github.com/vminit/vminit/mdserver/etcdstore"
 )
 
 // TestServeAdminTLS runs `vminit serve` with the admin API on HTTPS with
@@ -74,51 +69,4 @@ func TestIsLoopback(t *testing.T) {
 			t.Errorf("isLoopback(%q) = %v", addr, got)
 		}
 	}
-}
-
-// TestServeEtcdTLS runs `vminit serve` against a real etcd that requires
-// TLS and client certificates.
-func TestServeEtcdTLS(t *testing.T) {
-	pki := testpki.New(t)
-	e := etcdtest.Start(t, pki)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	doc := "apiVersion: vminit.dev/v1alpha1\nkind: Instance\nmetadata: {name: vm-etcd}\nspec:\n  instanceID: i-etcd-tls\n  metadataServer: {addresses: [127.0.0.1]}\n"
-	if _, err := e.Client().Put(ctx, etcdstore.DefaultPrefix+"vm-etcd", doc); err != nil {
-		t.Fatal(err)
-	}
-	addr := freeAddr(t)
-	base := []string{"serve", "--listen", addr, "--etcd-endpoints", e.ClientURL, "--log-format", "text"}
-
-	// Flag mistakes are usage errors; a missing client certificate is
-	// refused by etcd and serve exits 1 saying so.
-	for _, args := range [][]string{
-		{"--etcd-cert", pki.ClientCert},
-		{"--etcd-username", "root"},
-		{"--etcd-ca", pki.CA, "--etcd-endpoints", "http://127.0.0.1:1"},
-	} {
-		if code, _, stderr := run(t, append(append([]string{}, base...), args...)...); code != ExitUsage {
-			t.Errorf("%v: exit %d %s", args, code, stderr)
-		}
-	}
-	if code, _, stderr := run(t, append(base, "--etcd-ca", pki.CA)...); code != ExitInvalid || !strings.Contains(stderr, "--etcd-cert and --etcd-key") {
-		t.Errorf("without a client certificate: exit %d %s", code, stderr)
-	}
-
-	stop := startServe(t, append(base[1:], "--etcd-ca", pki.CA, "--etcd-cert", pki.ClientCert, "--etcd-key", pki.ClientKey)...)
-	var got string
-	for range 250 {
-		res, err := http.Get("http://" + addr + "/latest/meta-data/instance-id")
-		if err == nil {
-			b, _ := io.ReadAll(res.Body)
-			res.Body.Close()
-			got = string(b)
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if got != "i-etcd-tls" {
-		t.Errorf("instance-id %q through etcd over mutual TLS\n%s", got, stop())
-	}
-	stop()
 }

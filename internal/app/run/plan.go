@@ -2,7 +2,6 @@ package run
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/vminit/vminit/delivery"
+	"github.com/vminit/vminit/internal/lib/lazyre"
 	"github.com/vminit/vminit/internal/lib/qemu"
 	"github.com/vminit/vminit/media"
 	"github.com/vminit/vminit/seed"
@@ -75,7 +75,7 @@ type config struct {
 	accel      []string
 }
 
-var reMemory = regexp.MustCompile(`^[1-9][0-9]*[KMGT]?$`)
+var reMemory = lazyre.New(`^[1-9][0-9]*[KMGT]?$`)
 
 // configure checks o and fills in its defaults; every problem is listed.
 func configure(o Options) (*config, error) {

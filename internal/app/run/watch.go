@@ -2,9 +2,10 @@ package run
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
+
+	"github.com/vminit/vminit/internal/lib/lazyre"
 )
 
 // watcher reads the serial console line by line and follows the guest's
@@ -28,19 +29,21 @@ type watcher struct {
 	said     map[string]bool
 }
 
-// The signals on the console, each from the agent's own code.
+// The signals on the console, each from the agent's own code; compiled
+// on first use (lazyre): every vminit run links them, only `run` reads a
+// console.
 var (
 	// The kernel's first line.
-	reKernel = regexp.MustCompile(`Linux version (\S+)`)
+	reKernel = lazyre.New(`Linux version (\S+)`)
 
 	// cloud-init 22.4 cmd/main.py welcome(): "Cloud-init v. 22.4.2 running
 	// 'init-local' at <time>. Up 5.12 seconds." (stderr, which the
 	// cloud-init units send to journal+console).
-	reCIRunning = regexp.MustCompile(`Cloud-init v\. (\S+) running '([^']+)'`)
+	reCIRunning = lazyre.New(`Cloud-init v\. (\S+) running '([^']+)'`)
 	// cc_final_message's default final_message: "Cloud-init v. 22.4.2
 	// finished at <time>. Datasource DataSourceNoCloud [seed=/dev/sr0]
 	// [dsmode=net].  Up 41.23 seconds".
-	reCIFinished = regexp.MustCompile(`Cloud-init v\. (\S+) finished at .*?Datasource (.*?)\.\s+Up ([0-9.]+) seconds`)
+	reCIFinished = lazyre.New(`Cloud-init v\. (\S+) finished at .*?Datasource (.*?)\.\s+Up ([0-9.]+) seconds`)
 	// Its console log handler (cloud.cfg.d/05_logging.cfg) prints WARNING
 	// and above as "<time> - <file>[<LEVEL>]: <message>". What cloud-init
 	// itself counts as errors (status.json's, `cloud-init status`) are the
@@ -49,37 +52,37 @@ var (
 	// (config/modules.py) and "failed stage X" (cmd/main.py); ERROR and
 	// CRITICAL are errors too. Its other warnings (an ifup that printed on
 	// stderr, a deprecated key) are warnings.
-	reCILog   = regexp.MustCompile(`- (\S+\.py)\[(WARNING|ERROR|CRITICAL)\]: (.*)`)
-	reCIError = regexp.MustCompile(`^Running module \S+ \(.*\) failed|^failed stage `)
+	reCILog   = lazyre.New(`- (\S+\.py)\[(WARNING|ERROR|CRITICAL)\]: (.*)`)
+	reCIError = lazyre.New(`^Running module \S+ \(.*\) failed|^failed stage `)
 	// systemd's status lines about the cloud-init units (the fallback
 	// when the user's cloud-config replaced final_message).
-	reCIUnitDone   = regexp.MustCompile(`Finished (cloud-final\.service)`)
-	reCIUnitFailed = regexp.MustCompile(`Failed to start (cloud-\S+\.service)`)
+	reCIUnitDone   = lazyre.New(`Finished (cloud-final\.service)`)
+	reCIUnitFailed = lazyre.New(`Failed to start (cloud-\S+\.service)`)
 
 	// Ignition logs "Ignition 2.14.0" and "Stage: fetch" at the start of
 	// each stage and "Ignition finished successfully" at its end, or
 	// "Ignition failed: <why>" (CRITICAL); systemd-journald forwards
 	// them to the console (systemd.journald.forward_to_console=1).
 	// (Debian's build says "Ignition Debian 2.14.0+ds1-1+b6".)
-	reIgnVersion = regexp.MustCompile(`Ignition (?:[A-Za-z]+ )?v?(\d+\.\d+\.\d+)`)
-	reIgnStage   = regexp.MustCompile(`Stage: (\S+)`)
-	reIgnFailed  = regexp.MustCompile(`Ignition failed: (.*)`)
+	reIgnVersion = lazyre.New(`Ignition (?:[A-Za-z]+ )?v?(\d+\.\d+\.\d+)`)
+	reIgnStage   = lazyre.New(`Stage: (\S+)`)
+	reIgnFailed  = lazyre.New(`Ignition failed: (.*)`)
 	// The initramfs's systemd: ignition-complete.target is reached when
 	// every stage succeeded; a failed stage unit sends it to emergency.
-	reIgnComplete   = regexp.MustCompile(`Reached target (ignition-complete\.target|Ignition Complete)`)
-	reIgnUnitFailed = regexp.MustCompile(`Failed to start (ignition-\S+\.service)|(ignition-\S+\.service): Failed with result`)
-	reEmergency     = regexp.MustCompile(`Entering emergency mode|Reached target (emergency\.target|Emergency Mode)`)
+	reIgnComplete   = lazyre.New(`Reached target (ignition-complete\.target|Ignition Complete)`)
+	reIgnUnitFailed = lazyre.New(`Failed to start (ignition-\S+\.service)|(ignition-\S+\.service): Failed with result`)
+	reEmergency     = lazyre.New(`Entering emergency mode|Reached target (emergency\.target|Emergency Mode)`)
 	// A panic ends the boot whatever the agent.
-	rePanic = regexp.MustCompile(`Kernel panic - not syncing: (.*)`)
+	rePanic = lazyre.New(`Kernel panic - not syncing: (.*)`)
 
 	// Milestones between the kernel and the agent, which can be a minute
 	// apart: the kernel starting init (the initramfs's /init, else the
 	// root's), systemd and its welcome, and the targets the agent's units
 	// wait for.
-	reInit    = regexp.MustCompile(`Run (\S+) as init process`)
-	reSystemd = regexp.MustCompile(`systemd\[1\]: systemd (\S+) running in system mode`)
-	reWelcome = regexp.MustCompile(`Welcome to (.+)!$`)
-	reTarget  = regexp.MustCompile(`Reached target ((?:local-fs|sysinit|basic|network|network-online)\.target)`)
+	reInit    = lazyre.New(`Run (\S+) as init process`)
+	reSystemd = lazyre.New(`systemd\[1\]: systemd (\S+) running in system mode`)
+	reWelcome = lazyre.New(`Welcome to (.+)!$`)
+	reTarget  = lazyre.New(`Reached target ((?:local-fs|sysinit|basic|network|network-online)\.target)`)
 )
 
 // reEscape matches the terminal escape sequences a console line can hold:
@@ -89,7 +92,7 @@ var (
 // clipboard write, a terminal query), and the two-byte escapes (ESC ( B).
 // The guest writes the console: none of it may reach the user's terminal
 // through a progress line, an error or the console tail.
-var reEscape = regexp.MustCompile("\x1b\\[[0-?]*[ -/]*[@-~]|\x1b[\\]PX^_][^\x07\x1b]*(?:\x07|\x1b\\\\)?|\x1b[ -/]*[0-~]")
+var reEscape = lazyre.New("\x1b\\[[0-?]*[ -/]*[@-~]|\x1b[\\]PX^_][^\x07\x1b]*(?:\x07|\x1b\\\\)?|\x1b[ -/]*[0-~]")
 
 // printable returns a console line without carriage returns and escape
 // sequences, and with every other control character (C0 but tab, DEL,

@@ -13,22 +13,27 @@ import (
 	"github.com/vminit/vminit/internal/lib/httpserver"
 	"github.com/vminit/vminit/mdserver"
 	"github.com/vminit/vminit/mdserver/admin"
-	"github.com/vminit/vminit/mdserver/etcdstore"
 	"github.com/vminit/vminit/mdserver/kubestore"
 	"github.com/vminit/vminit/mdserver/registry"
 )
 
 // StoreConfig names where the instances come from: exactly one of Dir,
-// Etcd and Kubernetes.
+// Kubernetes and Open.
 type StoreConfig struct {
 	// Dir is a directory of spec files (dirstore), DirCache its start-up
 	// cache file (optional).
 	Dir, DirCache string
-	// Etcd is an etcd cluster's keys (etcdstore).
-	Etcd *etcdstore.Config
 	// Kubernetes is a cluster's Instance objects (kubestore).
 	Kubernetes *kubestore.Config
+	// Open opens a store a program adds: vminit-server's etcd store
+	// (internal/app/servercmd), kept out of this package so that vminit,
+	// which imports it, does not link etcd's client.
+	Open OpenFunc
 }
+
+// OpenFunc opens a store with the checks every record passes and the
+// logger that receives what the store logs.
+type OpenFunc func(ctx context.Context, checks registry.Checks, logger *slog.Logger) (Store, error)
 
 // Store is an open instance store.
 type Store interface {
@@ -47,13 +52,13 @@ const kubeListTimeout = time.Minute
 // server listens as soon as the files are parsed.
 func OpenStore(ctx context.Context, cfg StoreConfig, checks registry.Checks, logger *slog.Logger) (Store, error) {
 	n := 0
-	for _, set := range []bool{cfg.Dir != "", cfg.Etcd != nil, cfg.Kubernetes != nil} {
+	for _, set := range []bool{cfg.Dir != "", cfg.Open != nil, cfg.Kubernetes != nil} {
 		if set {
 			n++
 		}
 	}
 	if n != 1 {
-		return nil, errors.New("serve: give exactly one store: a directory, etcd or Kubernetes")
+		return nil, errors.New("serve: give exactly one store: a directory, Kubernetes or another (etcd)")
 	}
 	switch {
 	case cfg.Dir != "":
@@ -65,9 +70,7 @@ func OpenStore(ctx context.Context, cfg StoreConfig, checks registry.Checks, log
 		defer cancel()
 		return kubestore.Open(octx, kcfg)
 	default:
-		ecfg := *cfg.Etcd
-		ecfg.Logger, ecfg.Checks = logger, checks
-		return etcdstore.Open(ctx, ecfg)
+		return cfg.Open(ctx, checks, logger)
 	}
 }
 

@@ -1,6 +1,6 @@
 // Package serve is `vminit serve` without its flags: New opens the store
-// a StoreConfig names (a directory, etcd or a cluster's Instance objects,
-// as OpenStore), builds the guests' handler and listens on the metadata,
+// a StoreConfig names (a directory, a cluster's Instance objects, or a
+// store the program adds, as vminit-server adds etcd; see OpenStore), builds the guests' handler and listens on the metadata,
 // metrics and admin addresses of Options, as hegel's backend.New chooses
 // its backend; Run serves a set of listeners, reloads the store when asked
 // (SIGHUP) and shuts down gracefully. internal/app/cli only checks flags

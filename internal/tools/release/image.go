@@ -123,7 +123,7 @@ func imageOf(st stamp, arch string, progs []artefact) (v1.Image, error) {
 	cfg.OS, cfg.Architecture, cfg.Created = "linux", arch, created
 	cfg.Config.User = imageUser
 	cfg.Config.Entrypoint = []string{"/" + imageBin + "vminit"}
-	cfg.Config.Env = []string{"PATH=/" + strings.TrimSuffix(imageBin, "/")} // command: [vminit-controller] in deploy/kubernetes
+	cfg.Config.Env = []string{"PATH=/" + strings.TrimSuffix(imageBin, "/")} // command: [vminit-controller] or [vminit-server] in deploy/kubernetes
 	cfg.Config.Labels = map[string]string{
 		"org.opencontainers.image.source":   "https://github.com/vminit/vminit",
 		"org.opencontainers.image.version":  st.Version,
