@@ -29,7 +29,7 @@ import (
 func StoreChecks(opts Options) registry.Checks {
 	return registry.Checks{
 		Content: func(rec *registry.Record) error {
-			r := render.Instance(rec.Instance, render.Target{Variant: opts.IgnitionVariant, AllowPartial: true, LenientSchema: true, VerdictOnly: true})
+			r := render.Instance(rec.Instance(), render.Target{Variant: opts.IgnitionVariant, AllowPartial: true, LenientSchema: true, VerdictOnly: true})
 			if !r.OK() {
 				return r.Errors
 			}

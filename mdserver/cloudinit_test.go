@@ -45,7 +45,7 @@ func TestCloudInitEc2(t *testing.T) {
 			}
 			cloudinittest.Run(t, pyEc2, map[string]any{"base": srv.URL, "src": tc.src, "aws": tc.aws}, &got)
 			rec, _ := store.Snapshot().ByName(tc.inst)
-			if !got.OK || got.InstanceID != rec.Instance.Spec.InstanceID {
+			if !got.OK || got.InstanceID != rec.Instance().Spec.InstanceID {
 				t.Fatalf("get_data: %+v", got)
 			}
 			if got.Token != tc.aws || (tc.aws && got.Cloud != "aws") {
@@ -63,7 +63,7 @@ func TestCloudInitEc2(t *testing.T) {
 			if got.Metadata["local-ipv4"] == nil || got.Metadata["placement"] == nil {
 				t.Errorf("metadata %v", got.Metadata)
 			}
-			if tc.aws && got.Identity["instanceId"] != rec.Instance.Spec.InstanceID {
+			if tc.aws && got.Identity["instanceId"] != rec.Instance().Spec.InstanceID {
 				t.Errorf("identity %v", got.Identity)
 			}
 		})
@@ -81,7 +81,7 @@ func TestCloudInitOpenStack(t *testing.T) {
 	}
 	cloudinittest.Run(t, pyOpenStack, map[string]any{"base": srv.URL, "src": "127.0.0.3"}, &got)
 	rec, _ := store.Snapshot().ByName("vm-bb")
-	if got.Metadata["uuid"] != rec.Instance.Spec.InstanceID || got.Metadata["hostname"] != "vm-bb.example.com" {
+	if got.Metadata["uuid"] != rec.Instance().Spec.InstanceID || got.Metadata["hostname"] != "vm-bb.example.com" {
 		t.Errorf("metadata %v", got.Metadata)
 	}
 	if !strings.HasPrefix(got.Userdata, "#cloud-config") {
@@ -103,7 +103,7 @@ func TestCloudInitNoCloud(t *testing.T) {
 		}
 		cloudinittest.Run(t, pyNoCloud, map[string]any{"base": srv.URL + "/nocloud/", "src": who[0]}, &got)
 		rec, _ := store.Snapshot().ByName(who[1])
-		if got.MD["instance-id"] != rec.Instance.Spec.InstanceID || got.MD["local-hostname"] != who[1]+".example.com" {
+		if got.MD["instance-id"] != rec.Instance().Spec.InstanceID || got.MD["local-hostname"] != who[1]+".example.com" {
 			t.Errorf("%s: meta-data %v", who[1], got.MD)
 		}
 		if !strings.HasPrefix(got.UD, "#cloud-config") {

@@ -24,7 +24,7 @@ var (
 
 	toyGreeting = newPiece(func(_ *Handler, rec *registry.Record) ([]byte, error) {
 		toyRenders.Add(1)
-		return []byte("hello " + rec.Name + " (" + rec.Instance.Spec.FQDN + ")\n"), nil
+		return []byte("hello " + rec.Name + " (" + rec.Instance().Spec.FQDN + ")\n"), nil
 	}, bytesLen)
 )
 

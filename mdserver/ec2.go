@@ -97,7 +97,7 @@ type ec2Levels = [cloudinit.EC2Levels]map[string][]byte
 // bodies shared by the levels: a first fetch renders all of them, on the
 // request path of a booting VM.
 func ec2Trees(rec *registry.Record) ec2Levels {
-	files := cloudinit.EC2MetaData(rec.Instance)
+	files := cloudinit.EC2MetaData(rec.Instance())
 	override := map[string][]byte{}
 	for _, f := range files {
 		if strings.HasSuffix(f.Path, "/") {
@@ -273,7 +273,7 @@ func (e *ec2Server) authorize(r *http.Request, rec *registry.Record) int {
 		}
 		return 0
 	}
-	if ms := rec.Instance.Spec.MetadataServer; ms != nil && ms.IMDSv2 == "required" {
+	if ms := rec.Instance().Spec.MetadataServer; ms != nil && ms.IMDSv2 == "required" {
 		return http.StatusUnauthorized
 	}
 	return 0
@@ -296,7 +296,7 @@ func (e *ec2Server) token(w http.ResponseWriter, r *http.Request) {
 		emptyStatus(w, http.StatusBadRequest)
 		return
 	}
-	ms := rec.Instance.Spec.MetadataServerSettings()
+	ms := rec.Instance().Spec.MetadataServerSettings()
 	switch {
 	case h.fromTrustedProxy(r) && !h.opts.ProxiesSetHopLimit:
 		// The server's socket leads to the proxy: a hop limit there

@@ -86,7 +86,7 @@ func FuzzGuestRequest(f *testing.F) {
 		if status != 200 {
 			return
 		}
-		servedB := strings.Contains(body, "vm-bb") || strings.Contains(body, bb.Instance.Spec.InstanceID)
+		servedB := strings.Contains(body, "vm-bb") || strings.Contains(body, bb.Instance().Spec.InstanceID)
 		switch {
 		case src == 2 && servedB:
 			t.Fatalf("vm-a got vm-bb's data: %s %q xff %q inst %q", method, path, xff, inst)

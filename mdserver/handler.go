@@ -232,7 +232,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		emptyStatus(w, http.StatusBadRequest)
 		return
 	}
-	if dialect != otherDialect && !rec.Instance.Spec.MetadataServer.ServesDialect(dialect.name) {
+	if dialect != otherDialect && !rec.Instance().Spec.MetadataServer.ServesDialect(dialect.name) {
 		dialectRefused(w, rec, dialect.name)
 		return
 	}
@@ -276,7 +276,7 @@ func methodNotAllowed(w http.ResponseWriter, _ *http.Request) {
 // plain-text body (the one error with a body: the guest's operator reads
 // it).
 func dialectRefused(w http.ResponseWriter, rec *registry.Record, dialect string) {
-	ms := rec.Instance.Spec.MetadataServer
+	ms := rec.Instance().Spec.MetadataServer
 	why := fmt.Sprintf("spec.metadataServer.dialects lists only %s; add %s there to serve it", strings.Join(ms.Dialects, ", "), dialect)
 	if len(ms.Dialects) == 0 {
 		why = fmt.Sprintf("its spec.metadataServer.imdsv2 is required, and the %s dialect's clients send no IMDSv2 token; fetch through the EC2 paths with a token, or list %s in spec.metadataServer.dialects to serve it without one", dialect, dialect)

@@ -126,7 +126,7 @@ func TestIsolation(t *testing.T) {
 	h := NewHandler(store, Options{AllowLoopbackInstances: true, Logger: quietLogger(), HMACKey: key, Now: func() time.Time { return now },
 		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.5/32")}})
 	srv, _ := serve(t, h)
-	idOf := func(name string) string { r, _ := store.Snapshot().ByName(name); return r.Instance.Spec.InstanceID }
+	idOf := func(name string) string { r, _ := store.Snapshot().ByName(name); return r.Instance().Spec.InstanceID }
 	a, b := idOf("vm-a"), idOf("vm-bb")
 	url := srv.URL + "/latest/meta-data/instance-id"
 	check := func(what, src string, hdr map[string]string, wantStatus int, wantBody string) {

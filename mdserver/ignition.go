@@ -83,7 +83,7 @@ func (h *Handler) ignitionPointer(w http.ResponseWriter, r *http.Request) {
 // ignitionConfig is the record's Ignition config, for the handler's
 // variant.
 var ignitionConfig = newPiece(func(h *Handler, rec *registry.Record) ([]byte, error) {
-	res, err := ignition.Render(rec.Instance, ignition.Options{Variant: h.opts.IgnitionVariant, AllowPartial: true})
+	res, err := ignition.Render(rec.Instance(), ignition.Options{Variant: h.opts.IgnitionVariant, AllowPartial: true})
 	if err != nil {
 		return nil, err
 	}

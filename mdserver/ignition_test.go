@@ -118,7 +118,7 @@ func TestNetnsHelper(t *testing.T) {
 		rec, want = testRecord(t, string(doc), "1"), "/etc/motd.d/vminit"
 	}
 	if required {
-		rec.Instance.Spec.MetadataServer.IMDSv2 = "required"
+		rec.Instance().Spec.MetadataServer.IMDSv2 = "required"
 	}
 	m := NewMetrics()
 	log := &headerLog{next: NewHandler(testStore(t, rec), Options{AllowLoopbackInstances: true, Logger: quietLogger(), Metrics: m})}

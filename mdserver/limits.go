@@ -125,7 +125,7 @@ func NewLimiter(l Limits) *Limiter {
 func (lim *Limiter) Limit(srv *http.Server, ln net.Listener) net.Listener {
 	next := srv.ConnState
 	srv.ConnState = func(c net.Conn, s http.ConnState) {
-		if lc, ok := c.(*limitedConn); ok {
+		if lc, ok := limitedOf(c); ok {
 			lim.state(lc, s)
 		}
 		if next != nil {
@@ -137,7 +137,7 @@ func (lim *Limiter) Limit(srv *http.Server, ln net.Listener) net.Listener {
 		if nextCtx != nil {
 			ctx = nextCtx(ctx, c)
 		}
-		if lc, ok := c.(*limitedConn); ok {
+		if lc, ok := limitedOf(c); ok {
 			ctx = context.WithValue(ctx, limitedConnKey{}, lc)
 		}
 		return ctx
@@ -147,6 +147,24 @@ func (lim *Limiter) Limit(srv *http.Server, ln net.Listener) net.Listener {
 }
 
 type limitedConnKey struct{}
+
+// limitedOf finds the Limiter's connection in c, which net/http's hooks
+// get as the server's listener made it: wrapped by TLS (tls.NewListener
+// over Limit's listener, as vminit serve stacks them, so that a handshake
+// counts too) or by anything else that gives its connection up the same
+// way, with NetConn.
+func limitedOf(c net.Conn) (*limitedConn, bool) {
+	for {
+		switch v := c.(type) {
+		case *limitedConn:
+			return v, true
+		case interface{ NetConn() net.Conn }:
+			c = v.NetConn()
+		default:
+			return nil, false
+		}
+	}
+}
 
 // followClosing wraps h (nil: http.DefaultServeMux, as net/http serves)
 // so that a connection is marked closing once the handler has answered

@@ -3,8 +3,10 @@ package mdserver
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +17,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/vminit/vminit/internal/testing/testpki"
 )
 
 // limitedServer serves h with NewServer's settings on a listener bounded
@@ -452,5 +456,66 @@ func TestClosingConnectionMakesRoomForTheNext(t *testing.T) {
 	first.Close()
 	if admit() == nil {
 		t.Error("a connection closed did not make room")
+	}
+}
+
+// TestIdleConnectionsMakeRoomBehindTLS is TestIdleConnectionsMakeRoom on a
+// real TLS listener over the limited one, as vminit serve --tls-cert
+// stacks them: net/http hands its hooks the *tls.Conn, and the Limiter
+// must find its own connection beneath it to see which are idle.
+func TestIdleConnectionsMakeRoomBehindTLS(t *testing.T) {
+	pki := testpki.New(t)
+	cert, err := tls.LoadX509KeyPair(pki.ServerCert, pki.ServerKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientTLS, err := pki.ClientTLS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var srcs []string
+	for i := range 4 {
+		srcs = append(srcs, fmt.Sprintf("127.0.1.%d", i+1))
+	}
+	store := testStore(t, testRecord(t, instanceDoc("many", srcs, ""), "1"), testRecord(t, instanceDoc("late", []string{"127.0.0.3"}, ""), "1"))
+	m := NewMetrics()
+	h := NewHandler(store, Options{AllowLoopbackInstances: true, Logger: quietLogger(), Metrics: m})
+	lim := NewLimiter(Limits{Total: 4, PressureIdle: time.Hour, Known: h.Knows, Metrics: m})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := NewServer(h)
+	srv.ErrorLog = log.New(io.Discard, "", 0)
+	go srv.Serve(tls.NewListener(lim.Limit(srv, ln), &tls.Config{Certificates: []tls.Certificate{cert}}))
+	t.Cleanup(func() { srv.Close() })
+	url := "https://" + ln.Addr().String() + "/latest/meta-data/instance-id"
+	tlsClient := func(src string) *http.Client {
+		c := clientFrom(src)
+		c.Transport.(*http.Transport).TLSClientConfig = clientTLS
+		return c
+	}
+	for _, src := range srcs {
+		c := tlsClient(src)
+		c.Transport.(*http.Transport).DisableKeepAlives = false
+		defer c.CloseIdleConnections()
+		if r := get(t, c, url); r.status != 200 {
+			t.Fatalf("%s: %d", src, r.status)
+		}
+	}
+	// The four keep-alive connections fill Total; the late VM's takes the
+	// place of the one idle the longest.
+	c := tlsClient("127.0.0.3")
+	req, _ := http.NewRequest("GET", url, nil)
+	res, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("the late VM, with %d connections idle at the total limit: %v", len(srcs), err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 200 {
+		t.Errorf("the late VM: %d", res.StatusCode)
+	}
+	if m.connsEvicted.Load() == 0 {
+		t.Error("no idle connection was evicted")
 	}
 }

@@ -25,7 +25,7 @@ func isIgnition(inst *spec.Instance) bool {
 // config to this server's /ignition/config when it exceeds the transport's
 // budget (as it would on the real cloud).
 func (h *Handler) userData(r *http.Request, rec *registry.Record, transport string) ([]byte, string, error) {
-	if !isIgnition(rec.Instance) {
+	if !isIgnition(rec.Instance()) {
 		ud, err := cloudUserData.get(h, rec)
 		return ud, textPlain, err
 	}
@@ -46,7 +46,7 @@ func (h *Handler) userData(r *http.Request, rec *registry.Record, transport stri
 
 // cloudUserData is the record's cloud-init user data.
 var cloudUserData = newPiece(func(_ *Handler, rec *registry.Record) ([]byte, error) {
-	ud, err := seed.UserData(rec.Instance)
+	ud, err := seed.UserData(rec.Instance())
 	if err != nil {
 		return nil, fmt.Errorf("rendering %s: %w", rec.Name, err)
 	}
@@ -57,7 +57,7 @@ var cloudUserData = newPiece(func(_ *Handler, rec *registry.Record) ([]byte, err
 // named by their path without dir.
 func metadataFiles(ds seed.Datasource, dir string) *piece[map[string][]byte] {
 	return newPiece(func(_ *Handler, rec *registry.Record) (map[string][]byte, error) {
-		files, err := seed.Metadata(rec.Instance, ds, seed.Options{})
+		files, err := seed.Metadata(rec.Instance(), ds, seed.Options{})
 		if err != nil {
 			return nil, fmt.Errorf("rendering %s for %s: %w", rec.Name, ds, err)
 		}

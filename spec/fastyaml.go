@@ -67,6 +67,7 @@ type fastParser struct {
 	children []*yaml.Node     // the children of the collections being parsed, as a stack
 	contents []*yaml.Node     // finished collections' Content slices are carved from here
 	scratch  []byte           // for scalars that are not a slice of the source
+	entries  []entry          // Identify's mapping entries (identify.go)
 }
 
 // openCollection is a collection being parsed: its node, and where its
@@ -93,9 +94,10 @@ func fastParse(src []byte) *yaml.Node {
 func (p *fastParser) release() {
 	clear(p.nodes) // the nodes and Content slices point at the old strings and nodes
 	clear(p.contents)
+	clear(p.entries)                    // their keys are slices of the old document
 	clear(p.children[:cap(p.children)]) // a bail leaves children on the stack
 	clear(p.open[:cap(p.open)])
-	*p = fastParser{lines: p.lines[:0], nodes: p.nodes[:0], open: p.open[:0], children: p.children[:0], contents: p.contents[:0], scratch: p.scratch[:0]}
+	*p = fastParser{lines: p.lines[:0], nodes: p.nodes[:0], open: p.open[:0], children: p.children[:0], contents: p.contents[:0], scratch: p.scratch[:0], entries: p.entries[:0]}
 	parsers.Put(p)
 }
 

@@ -50,6 +50,7 @@ func main() {
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	vminit := flag.String("vminit", "", "startup: the vminit binary to start")
 	rounds := flag.Int("rounds", 3, "startup: starts measured with and without the cache")
+	decoded := flag.Bool("decoded", false, "hold every instance decoded, as servers did before 2026-11-26 (mdbench.LoadDecoded), for comparisons")
 	clientName := flag.String("client", "raw", "storm client: raw (hand-written HTTP/1.1, the lightest) or nethttp (net/http's Client)")
 	flag.Parse()
 	client, err := mdbench.ParseClient(*clientName)
@@ -101,7 +102,11 @@ func main() {
 		log.Fatal(err)
 	}
 	m := mdserver.NewMetrics()
-	ld, err := mdbench.Load(*n, mdserver.Options{Logger: logger, Metrics: m})
+	load := mdbench.Load
+	if *decoded {
+		load = mdbench.LoadDecoded
+	}
+	ld, err := load(*n, mdserver.Options{Logger: logger, Metrics: m})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -245,8 +245,8 @@ func previewFile(path string, data []byte) PreviewFile {
 // configDrive is the config drive of rec: the cloud-init seed, or for an
 // Ignition instance its config as md serves it, on a config drive.
 func configDrive(ctx context.Context, md *mdserver.Handler, rec *registry.Record) (*seed.Seed, error) {
-	if rec.Instance.Spec.Agent != spec.AgentIgnition {
-		return seed.Build(rec.Instance, seed.ConfigDrive, seed.Options{})
+	if rec.Instance().Spec.Agent != spec.AgentIgnition {
+		return seed.Build(rec.Instance(), seed.ConfigDrive, seed.Options{})
 	}
 	files, err := md.Crawl(ctx, rec, mdserver.DialectIgnition)
 	if err != nil {
@@ -255,5 +255,5 @@ func configDrive(ctx context.Context, md *mdserver.Handler, rec *registry.Record
 	if len(files) == 0 {
 		return nil, errors.New("the metadata handler serves no Ignition config")
 	}
-	return delivery.Seed(files[0].Data, rec.Instance, seed.ConfigDrive)
+	return delivery.Seed(files[0].Data, rec.Instance(), seed.ConfigDrive)
 }

@@ -127,7 +127,7 @@ func (l *Local) get(name string) (*registry.Record, []byte, error) {
 	var buf bytes.Buffer
 	enc := yaml.NewEncoder(&buf)
 	enc.SetIndent(2)
-	if err := enc.Encode(rec.Instance); err != nil {
+	if err := enc.Encode(rec.Instance()); err != nil {
 		return nil, nil, refuse(http.StatusInternalServerError, "encoding %s: %v", rec.Name, err)
 	}
 	enc.Close()
@@ -185,7 +185,7 @@ func (l *Local) preview(ctx context.Context, name, dialect, variant string) (*Pr
 	if err := l.previewFiles(ctx, p, rec, variant); err != nil {
 		return nil, err
 	}
-	if served := dialect; dialect != "configdrive" && !rec.Instance.Spec.MetadataServer.ServesDialect(served) {
+	if served := dialect; dialect != "configdrive" && !rec.Instance().Spec.MetadataServer.ServesDialect(served) {
 		p.Warnings = append(p.Warnings, fmt.Sprintf("the metadata server does not serve this instance through the %s dialect (spec.metadataServer.dialects, or imdsv2: required): its guest gets 403 there", dialect))
 	}
 	return p, nil
@@ -219,7 +219,7 @@ func (l *Local) previewFiles(ctx context.Context, p *Preview, rec *registry.Reco
 			p.Files = append(p.Files, previewFile(f.Path, f.Data))
 		}
 	case "ignition":
-		res, err := ignition.Render(rec.Instance, ignition.Options{Variant: ignition.Variant(variant), AllowPartial: true})
+		res, err := ignition.Render(rec.Instance(), ignition.Options{Variant: ignition.Variant(variant), AllowPartial: true})
 		if errors.Is(err, ignition.ErrUnknownVariant) {
 			return refuse(http.StatusBadRequest, "variant: %v", err)
 		}

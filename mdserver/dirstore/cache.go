@@ -193,18 +193,19 @@ func fromCache(c cached) (*registry.Record, error) {
 // toCache encodes a record for the cache, or returns nil for one that
 // must always be parsed from its file.
 func toCache(r *registry.Record, verified bool) []byte {
-	for _, f := range r.Instance.Spec.Files {
+	inst := r.InstanceUnkept() // written for every instance: not to be left decoded
+	for _, f := range inst.Spec.Files {
 		if f.Source != nil {
 			return nil
 		}
 	}
-	b, err := json.Marshal(r.Instance)
+	b, err := json.Marshal(inst)
 	if err != nil {
 		return nil
 	}
 	if !verified {
 		back, err := fromCache(cached{instance: b, revision: r.Revision})
-		if err != nil || !reflect.DeepEqual(back.Instance, r.Instance) {
+		if err != nil || !reflect.DeepEqual(back.Instance(), inst) {
 			return nil
 		}
 	}

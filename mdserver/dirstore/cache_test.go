@@ -83,12 +83,12 @@ spec:
 	for name, w := range want {
 		g := got[name]
 		if name == "src" {
-			if string(g.Instance.Spec.Files[0].Data()) != "changed source\n" || g.Revision == w.Revision {
+			if string(g.Instance().Spec.Files[0].Data()) != "changed source\n" || g.Revision == w.Revision {
 				t.Errorf("src: the changed source file was not re-read")
 			}
 			continue
 		}
-		if g.Revision != w.Revision || !reflect.DeepEqual(g.Instance, w.Instance) || !reflect.DeepEqual(g.Addresses, w.Addresses) {
+		if g.Revision != w.Revision || !reflect.DeepEqual(g.Instance(), w.Instance()) || !reflect.DeepEqual(g.Addresses, w.Addresses) {
 			t.Errorf("%s: the cached record differs from the parsed one", name)
 		}
 	}
@@ -105,7 +105,7 @@ spec:
 		t.Errorf("%d from the cache, want 48", got)
 	}
 	r, ok := again.Snapshot().ByName("vm-000007")
-	if !ok || !strings.Contains(string(r.Instance.Spec.Files[0].Data()), "welcome at") {
+	if !ok || !strings.Contains(string(r.Instance().Spec.Files[0].Data()), "welcome at") {
 		t.Errorf("the edited file was served from the cache")
 	}
 	if _, ok := again.Snapshot().ByName("vm-000008"); ok {

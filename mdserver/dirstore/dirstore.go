@@ -5,8 +5,11 @@
 // files[].source.file relative to the spec file; subdirectories and dot
 // files ignored).
 //
-// Every file is parsed once, at Open (in parallel across cores), into an
-// in-memory registry.Snapshot that requests read without locks or I/O.
+// Every file is read once, at Open (in parallel across cores), into an
+// in-memory registry.Snapshot that requests read without locks or I/O;
+// with Options.DeferChecks, a file is only identified there (its name and
+// addresses) and parsed by its deferred check, and an instance no guest
+// has asked for is held as the file's bytes.
 // When the directory changes (inotify; an mtime poll where inotify is not
 // available) the changed files alone are re-read after a short debounce and
 // a new snapshot is swapped in atomically.
@@ -80,9 +83,11 @@ type Options struct {
 	// (registry.Record.Verify, which the snapshot's lookups call) or by a
 	// background pass over all of them on half the Workers, whichever
 	// comes first, and one that fails is logged and taken out
-	// (registry.Index.Unserve). Nothing unchecked is ever served. Files
-	// read later (reloads, Put) are checked before they are indexed, as
-	// without it: their last good version stays.
+	// (registry.Index.Unserve). Nothing unchecked is ever served. The
+	// files are decoded by those checks too, where they can be
+	// (registry.Index.DecodeDeferred), and kept decoded only once a guest
+	// asks for them. Files read later (reloads, Put) are checked before
+	// they are indexed, as without it: their last good version stays.
 	DeferChecks bool
 	// CacheFile, when set, is a start-up cache (see cache.go): the
 	// instances as last served, so that a restart parses only the files
@@ -317,6 +322,22 @@ func (s *Store) Dir() string { return s.dir }
 // Watching says how changes are noticed: "inotify", "poll" or "" (not
 // watched).
 func (s *Store) Watching() string { return s.watching }
+
+// ChecksDone is closed when the background pass of Options.DeferChecks
+// has ended (at once when there was none): every instance Open read is
+// checked, or the store is closed.
+func (s *Store) ChecksDone() <-chan struct{} {
+	if s.checksDone == nil {
+		return closedChan
+	}
+	return s.checksDone
+}
+
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
 
 // Reloads counts the reloads that changed the snapshot.
 func (s *Store) Reloads() int64 { return s.reloads.Load() }

@@ -86,7 +86,7 @@ func hostname(s *Store, name string) string {
 	if !ok {
 		return ""
 	}
-	return r.Instance.Spec.Hostname
+	return r.Instance().Spec.Hostname
 }
 
 func owner(s *Store, addr string) string {
@@ -120,7 +120,7 @@ func TestWatch(t *testing.T) {
 				t.Fatalf("initial load: %v", snap.Names())
 			}
 			r, _ := snap.ByName("a")
-			if got := string(r.Instance.Spec.Files[0].Data()); got != "hello\n" {
+			if got := string(r.Instance().Spec.Files[0].Data()); got != "hello\n" {
 				t.Errorf("source.file content = %q", got)
 			}
 

@@ -30,6 +30,6 @@ func ExampleOpen() {
 	}
 	defer store.Close()
 	rec, _ := store.Snapshot().ByName("web-1")
-	fmt.Println(rec.Name, rec.Addresses, rec.Instance.Spec.Hostname)
+	fmt.Println(rec.Name, rec.Addresses, rec.Instance().Spec.Hostname)
 	// Output: web-1 [10.0.0.1] web-1
 }

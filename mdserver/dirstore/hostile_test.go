@@ -201,7 +201,7 @@ func TestChecksKeepLastGood(t *testing.T) {
 	noRacyWindow(t)
 	dir, cache := t.TempDir(), filepath.Join(t.TempDir(), "instances.cache")
 	refuse := func(r *registry.Record) error {
-		if r.Instance.Spec.Hostname == "refused" {
+		if r.Instance().Spec.Hostname == "refused" {
 			return spec.Errors{{Field: "spec.hostname", Message: "refused by the check"}}
 		}
 		return nil
@@ -249,7 +249,7 @@ func TestDeferredChecks(t *testing.T) {
 	var runs atomic.Int32
 	checks := registry.Checks{Content: func(r *registry.Record) error {
 		runs.Add(1)
-		if r.Instance.Spec.Hostname == "refused" {
+		if r.Instance().Spec.Hostname == "refused" {
 			return spec.Errors{{Field: "spec.hostname", Message: "refused by the check"}}
 		}
 		return nil

@@ -47,7 +47,7 @@ func doc(name, addr, host string) string {
 
 func hostname(s *Store, name string) string {
 	if r, ok := s.Snapshot().ByName(name); ok {
-		return r.Instance.Spec.Hostname
+		return r.Instance().Spec.Hostname
 	}
 	return ""
 }
@@ -176,7 +176,7 @@ func TestEtcdOutage(t *testing.T) {
 		start := time.Now()
 		for range 1000 {
 			r, ok := s.Snapshot().ByAddr(netip.MustParseAddr("10.3.0.1"))
-			if !ok || r.Instance.Spec.Hostname != "before" {
+			if !ok || r.Instance().Spec.Hostname != "before" {
 				t.Fatal("the instance vanished while etcd is down")
 			}
 		}
@@ -320,7 +320,7 @@ func TestVersionsInOneWatchResponse(t *testing.T) {
 	e := startEtcd(t)
 	cli := e.Client()
 	checks := registry.Checks{Content: func(r *registry.Record) error {
-		if r.Instance.Spec.Hostname == "refused" {
+		if r.Instance().Spec.Hostname == "refused" {
 			return spec.Errors{{Field: "spec.hostname", Message: "refused by the check"}}
 		}
 		return nil
@@ -354,7 +354,7 @@ func TestChecksAndIncarnations(t *testing.T) {
 	cli := e.Client()
 	ctx := context.Background()
 	checks := registry.Checks{Content: func(r *registry.Record) error {
-		if r.Instance.Spec.Hostname == "refused" {
+		if r.Instance().Spec.Hostname == "refused" {
 			return spec.Errors{{Field: "spec.hostname", Message: "refused by the check"}}
 		}
 		return nil

@@ -73,7 +73,7 @@ func BenchmarkServeKubernetes(b *testing.B) {
 			}
 			written := time.Now()
 			for {
-				if r, ok := st.Snapshot().ByAddr(addr); ok && r.Instance.Spec.Hostname == host {
+				if r, ok := st.Snapshot().ByAddr(addr); ok && r.Instance().Spec.Hostname == host {
 					break
 				}
 				if time.Since(start) > 30*time.Second {

@@ -437,14 +437,11 @@ func (c *Claims) Record(key string, base *registry.Record) *registry.Record {
 	if slices.Equal(addrs, base.Addresses) {
 		return base
 	}
-	r := *base
-	r.Addresses = addrs
 	h := sha256.New()
 	for _, a := range addrs {
 		h.Write(a.AsSlice())
 	}
-	r.Revision += "-" + hex.EncodeToString(h.Sum(nil))[:8]
-	return &r
+	return base.Moved(addrs, base.Revision+"-"+hex.EncodeToString(h.Sum(nil))[:8])
 }
 
 // vmiOf reads what the store needs of a VMI: the instance it names by

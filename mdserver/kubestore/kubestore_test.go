@@ -186,8 +186,8 @@ func TestPutDelete(t *testing.T) {
 	if m := files[0].(map[string]any)["mode"]; m != "0600" {
 		t.Errorf("stored mode %#v", m)
 	}
-	if r, _ := st.Snapshot().ByName("default/web-1"); *r.Instance.Spec.Files[0].Mode != 0o600 {
-		t.Errorf("served mode %v", r.Instance.Spec.Files[0].Mode)
+	if r, _ := st.Snapshot().ByName("default/web-1"); *r.Instance().Spec.Files[0].Mode != 0o600 {
+		t.Errorf("served mode %v", r.Instance().Spec.Files[0].Mode)
 	}
 	// Updated in place.
 	if _, err := st.Put(ctx, []byte(strings.Replace(doc, "10.0.0.1", "10.0.0.2", 1))); err != nil {
@@ -357,7 +357,7 @@ func TestChecksAndIncarnations(t *testing.T) {
 	var logs testtools.SyncBuffer
 	checks := registry.Checks{
 		Content: func(r *registry.Record) error {
-			if r.Instance.Spec.Hostname == "refused" {
+			if r.Instance().Spec.Hostname == "refused" {
 				return spec.Errors{{Field: "spec.hostname", Message: "refused by the check"}}
 			}
 			return nil
@@ -379,7 +379,7 @@ func TestChecksAndIncarnations(t *testing.T) {
 	defer st.Close()
 	hostname := func() string {
 		if r, ok := st.Snapshot().ByName("default/web"); ok {
-			return r.Instance.Spec.Hostname
+			return r.Instance().Spec.Hostname
 		}
 		return ""
 	}
@@ -506,7 +506,7 @@ func TestTenants(t *testing.T) {
 	eventually(t, "greedy applied", func() bool { _, ok := watching.Snapshot().ByName("a/greedy"); return ok })
 	eventually(t, "x updated", func() bool {
 		r, ok := watching.Snapshot().ByName("a/x")
-		return ok && r.Instance.Spec.Hostname == "x-again"
+		return ok && r.Instance().Spec.Hostname == "x-again"
 	})
 	listing := open()
 	for _, st := range []*kubestore.Store{watching, listing} {
@@ -517,7 +517,7 @@ func TestTenants(t *testing.T) {
 			}
 		}
 		for name, host := range map[string]string{"a/web": "a-web", "b/web": "b-web", "a/thief": "thief"} {
-			if r, ok := snap.ByName(name); !ok || r.Instance.Spec.Hostname != host {
+			if r, ok := snap.ByName(name); !ok || r.Instance().Spec.Hostname != host {
 				t.Errorf("%s → %v", name, r)
 			}
 		}

@@ -53,7 +53,7 @@ func TestStoreResolvesRefs(t *testing.T) {
 		if !ok {
 			return ""
 		}
-		ud, err := seed.UserData(rec.Instance)
+		ud, err := seed.UserData(rec.Instance())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,7 +3,9 @@
 //
 //   - Record: one instance (its validated spec, the source addresses that
 //     identify it, a revision, the UID of its incarnation), decoded from a
-//     spec document by DecodeDocument; Key names one version of it.
+//     spec document by DecodeDocument, or holding the document until it
+//     is asked for (Index.DecodeDeferred: what an idle fleet holds); Key
+//     names one version of it.
 //   - Snapshot: an immutable index of records by name and address, swapped
 //     in atomically on every change, so requests never take a lock.
 //   - Source and Store: what the guest handler needs of a store (the

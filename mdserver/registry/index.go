@@ -111,16 +111,28 @@ func (ix *Index) DecodeWith(l spec.Loader, doc []byte, dir string) (*Record, err
 // calls Unserve for each record that failed. A store defers only at
 // start-up, where no last good version exists to keep (docs/security.md);
 // the policy check runs here, as it is cheap.
+//
+// Decoding the document is deferred too when spec.Identify can read its
+// name and addresses (and it reads no files[].source.file): the record
+// holds the document, and its deferred check decodes it first, so that a
+// document Parse refuses fails its check with Parse's errors, lines and
+// all. A lookup keeps what the check decoded for the guest that asked;
+// the background pass drops it (Record.Instance decodes again for a
+// guest that comes later), so a fleet that no guest has asked for yet
+// holds its documents alone.
 func (ix *Index) DecodeDeferred(doc []byte, dir string) (*Record, error) {
-	rec, err := DecodeDocument(doc, dir)
-	if err != nil {
-		return nil, err
+	rec := identify(doc)
+	if rec == nil {
+		var err error
+		if rec, err = DecodeDocument(doc, dir); err != nil {
+			return nil, err
+		}
 	}
 	if err := ix.Admit(rec); err != nil {
 		return nil, err
 	}
-	if c := ix.opts.Checks.Content; c != nil {
-		rec.deferred = &deferredCheck{run: c}
+	if rec.doc != nil || ix.opts.Checks.Content != nil {
+		rec.deferred.Store(&deferredCheck{run: ix.opts.Checks.Content})
 	}
 	return rec, nil
 }

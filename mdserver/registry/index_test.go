@@ -16,8 +16,9 @@ import (
 
 // quick builds a record without a spec's validation (for volume).
 func quick(name, revision string, addrs ...netip.Addr) *Record {
-	return &Record{Name: name, Revision: revision, Addresses: addrs,
-		Instance: &spec.Instance{Metadata: spec.Metadata{Name: name}}}
+	r := &Record{Name: name, Revision: revision, Addresses: addrs}
+	r.inst.Store(&spec.Instance{Metadata: spec.Metadata{Name: name}})
+	return r
 }
 
 // TestIndexIncremental holds the snapshots Apply derives change by change
@@ -117,7 +118,7 @@ func TestDeferredChecks(t *testing.T) {
 	ix := NewIndex(IndexOptions{Logger: slog.New(slog.NewTextHandler(&logs, nil)), KeyAttr: "file", Invalid: "invalid", Refused: "refused",
 		Checks: Checks{Content: func(r *Record) error {
 			runs.Add(1)
-			if r.Instance.Spec.Hostname == "bad" {
+			if r.Instance().Spec.Hostname == "bad" {
 				return spec.Errors{{Field: "spec.hostname", Message: "refused by the check"}}
 			}
 			return nil

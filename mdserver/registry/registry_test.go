@@ -201,7 +201,7 @@ func TestChecks(t *testing.T) {
 	ix := NewIndex(IndexOptions{Logger: slog.New(slog.DiscardHandler), Checks: Checks{
 		Content: func(r *Record) error {
 			content++
-			if r.Instance.Spec.Hostname == "bad" {
+			if r.Instance().Spec.Hostname == "bad" {
 				return spec.Errors{{Field: "spec.hostname", Message: "refused by the content check"}}
 			}
 			return nil

@@ -67,8 +67,8 @@ func (s *Snapshot) derive(gone, added []*Record) *Snapshot {
 }
 
 // ByAddr returns the record that owns a source address. A record whose
-// content check was deferred is checked first (Record.Verify), and not
-// returned if it fails.
+// checks were deferred is checked first (Record.Verify, keeping what it
+// decoded for the caller), and not returned if it fails.
 func (s *Snapshot) ByAddr(a netip.Addr) (*Record, bool) {
 	return verified(s.byAddr.get(a.Unmap()))
 }
@@ -79,7 +79,7 @@ func (s *Snapshot) ByName(name string) (*Record, bool) {
 }
 
 func verified(r *Record, ok bool) (*Record, bool) {
-	if !ok || r.Verify() != nil {
+	if !ok || r.verify(true) != nil {
 		return nil, false
 	}
 	return r, true

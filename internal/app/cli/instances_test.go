@@ -80,8 +80,8 @@ spec:
 	if got := store.Snapshot().Len(); got != 2 {
 		t.Fatalf("the store holds %d instances", got)
 	}
-	if r, _ := store.Snapshot().ByName("web-1"); string(r.Instance.Spec.Files[0].Data()) != "welcome\n" {
-		t.Errorf("source.file content not carried over: %q", r.Instance.Spec.Files[0].Data())
+	if r, _ := store.Snapshot().ByName("web-1"); string(r.Instance().Spec.Files[0].Data()) != "welcome\n" {
+		t.Errorf("source.file content not carried over: %q", r.Instance().Spec.Files[0].Data())
 	}
 	// The environment works as well as flags.
 	t.Setenv("VMINIT_ADMIN_TOKEN", token)
@@ -133,7 +133,7 @@ spec:
 	if code != ExitOK || !strings.Contains(stdout, "KubeVirt VirtualMachine prod/web-1: stored web-1") {
 		t.Fatalf("put a VirtualMachine: %d %s %s", code, stdout, stderr)
 	}
-	if r, ok := store.Snapshot().ByName("web-1"); !ok || !r.Instance.Spec.CloudInit.UserDataOnly || len(r.Instance.Spec.SSHAuthorizedKeys) != 2 {
+	if r, ok := store.Snapshot().ByName("web-1"); !ok || !r.Instance().Spec.CloudInit.UserDataOnly || len(r.Instance().Spec.SSHAuthorizedKeys) != 2 {
 		t.Errorf("the stored VM: %+v", r)
 	}
 	code, stdout, _ = in("preview", "web-1", "--dialect", "configdrive")

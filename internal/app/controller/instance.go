@@ -80,7 +80,7 @@ func (t *term) load(ctx context.Context, u *unstructured.Unstructured, prev *loa
 		return l
 	}
 	l.rec, l.good = rec, rec
-	r := render.Instance(rec.Instance, render.Target{})
+	r := render.Instance(rec.Instance(), render.Target{})
 	l.problems, l.warnings = bare(r.Errors, nil), bare(r.Warnings, nil)
 	switch {
 	case !r.OK():
@@ -308,7 +308,7 @@ func (t *term) status(u *unstructured.Unstructured, l *loaded, cur *v1alpha1.Ins
 		valid.Message = joinProblems(l.problems)
 	}
 	if l.rec != nil {
-		s := &l.rec.Instance.Spec
+		s := &l.rec.Instance().Spec
 		next.Hostname, next.Agent = s.Hostname, s.Agent
 	}
 	if len(l.problems) == 0 && l.rendered != "" {

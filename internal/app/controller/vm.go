@@ -215,9 +215,9 @@ func (t *term) firstBoot(ctx context.Context, vm *unstructured.Unstructured) (*f
 		}
 		ds := volumeDatasource(orig)
 		if ds == "" {
-			ds = render.Target{}.DatasourceFor(l.rec.Instance)
+			ds = render.Target{}.DatasourceFor(l.rec.Instance())
 		}
-		return renderFirstBoot(l.rec.Instance, ds, "Instance "+name)
+		return renderFirstBoot(l.rec.Instance(), ds, "Instance "+name)
 	}
 	if !hasFirstBootData(orig) {
 		t.forgetDeps(vmKey)

@@ -6,13 +6,18 @@ import (
 )
 
 // GCPercent is vminit serve's garbage-collection target (GOGC) when the
-// environment does not set one. The loaded instances are a large heap
-// that lives as long as the process and every collection marks all of it,
-// while requests make little garbage: collecting half as often as Go's
-// default shortens the tail of a boot storm, for a peak heap of three
-// times the live one instead of two (docs/design.md, "Serving a boot
-// storm"; the numbers are in docs/benchmarks.md).
-const GCPercent = 200
+// environment does not set one: a collection when the heap has grown by
+// one and a half times the live one. The loaded instances are a heap that lives as long
+// as the process and every collection marks all of it, while a boot
+// storm makes garbage (a guest's first fetch renders): at 100,000
+// instances (~110 MB live) that is about twice a 1,000-VM storm's
+// garbage (~80 MB), so most storms see no collection. It was 200 while every
+// instance was a decoded spec (2.6 KB of pointers each); an idle instance
+// is now its document (registry.Index.DecodeDeferred, 1.2 KB, 40 % of it
+// bytes the collector does not scan), and 200's headroom, twice the live
+// heap, would be most of its resident memory (docs/benchmarks.md,
+// "Beside the peers"; docs/design.md, "Serving a boot storm").
+const GCPercent = 150
 
 // SetGC applies GCPercent unless GOGC is set, and returns the percentage in
 // effect (-1: collection off).

@@ -31,7 +31,6 @@ import (
 
 	"github.com/vminit/vminit/mdserver"
 	"github.com/vminit/vminit/mdserver/registry"
-	"github.com/vminit/vminit/spec"
 )
 
 // Addr is the source address that identifies instance i.
@@ -45,20 +44,6 @@ func Addr(i int) netip.Addr {
 // MaxInstances is how many distinct addresses Addr hands out before the
 // second octet would leave 127.0.0.0/8.
 const MaxInstances = 254 * 65536
-
-// Instance is a small cloud-init instance (a user, a key, a package) as a
-// fleet would have thousands of.
-func Instance(i int) *spec.Instance {
-	inst := &spec.Instance{APIVersion: spec.APIVersion, Kind: spec.Kind, Metadata: spec.Metadata{Name: fmt.Sprintf("vm-%06d", i)},
-		Spec: spec.Spec{
-			SSHAuthorizedKeys: []string{"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGClPAdKZWvfQndmz2tRFw+JMNfVSzOuyotc5XUqX77L ops@example.com"},
-			Users:             []spec.User{{Name: "ops", Sudo: "ALL=(ALL) NOPASSWD:ALL"}},
-			Packages:          []string{"nginx"},
-			MetadataServer:    &spec.MetadataServer{Addresses: []string{Addr(i).String()}},
-		}}
-	inst.Default()
-	return inst
-}
 
 // SpecFile is the spec file of instance i, as an operator would write it
 // into a directory store (≈600 bytes: labels, a key, a user with sudo, a
@@ -125,8 +110,20 @@ type Loaded struct {
 
 // Load builds n instances in memory (registry.NewStaticStore) and the
 // handler over them, with AllowLoopbackInstances set (every instance is
-// on 127.0.0.0/8).
+// on 127.0.0.0/8). Each is held as vminit serve's directory store holds a
+// spec file it has just read: SpecFile(i, Addr(i)), to be decoded on the
+// guest's first request (registry.Index.DecodeDeferred).
 func Load(n int, opts mdserver.Options) (*Loaded, error) {
+	return load(n, opts, registry.NewIndex(registry.IndexOptions{}).DecodeDeferred)
+}
+
+// LoadDecoded is Load with every instance decoded at once, as servers held
+// them before 2026-11-26 (bench/mdserver -decoded), for comparisons.
+func LoadDecoded(n int, opts mdserver.Options) (*Loaded, error) {
+	return load(n, opts, registry.DecodeDocument)
+}
+
+func load(n int, opts mdserver.Options, decode func(doc []byte, dir string) (*registry.Record, error)) (*Loaded, error) {
 	opts.AllowLoopbackInstances = true
 	runtime.GC()
 	var before runtime.MemStats
@@ -134,7 +131,7 @@ func Load(n int, opts mdserver.Options) (*Loaded, error) {
 	start := time.Now()
 	recs := make([]*registry.Record, n)
 	for i := range recs {
-		r, err := registry.NewRecord(Instance(i), "1")
+		r, err := decode(SpecFile(i, Addr(i)), "")
 		if err != nil {
 			return nil, err
 		}
