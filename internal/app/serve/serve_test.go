@@ -199,7 +199,14 @@ func TestReloadUnderLoad(t *testing.T) {
 			time.Sleep(2 * time.Millisecond)
 		}
 	})
-	time.Sleep(1500 * time.Millisecond)
+	// Run until enough has happened, not for a fixed time: on a loaded
+	// machine 1.5 s once saw only 7 generations. The bound only stops a
+	// stuck run; the counts below decide.
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		if requests.Load() >= 200 && gen.Load() >= 20 && strings.Count(logs.String(), "msg=reloaded") >= 20 {
+			break
+		}
+	}
 	close(stop)
 	wg.Wait()
 
