@@ -66,6 +66,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/vminit/vminit/internal/lib/parallel"
+	"github.com/vminit/vminit/internal/lib/revindex"
 	"github.com/vminit/vminit/kube/api/v1alpha1"
 	"github.com/vminit/vminit/mdserver/registry"
 	"github.com/vminit/vminit/platform"
@@ -114,9 +115,9 @@ type Store struct {
 	mu        sync.Mutex
 	ix        *registry.Index // keyed by namespace/name
 	instances map[string]*instance
-	refDeps   map[string]map[string]bool // RefKey → the instances referring to it
-	claims    *Claims                    // who is served at which address
-	sig       chan struct{}              // closed and replaced at every apply
+	refDeps   revindex.Index // RefKey → the instances referring to it
+	claims    *Claims        // who is served at which address
+	sig       chan struct{}  // closed and replaced at every apply
 
 	cancel  context.CancelFunc
 	done    sync.WaitGroup
@@ -178,7 +179,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("kubestore: %w", err)
 	}
 	s := &Store{cfg: cfg, log: cfg.Logger.With("store", "kubernetes"), dyn: dyn,
-		instances: map[string]*instance{}, refDeps: map[string]map[string]bool{}, sig: make(chan struct{})}
+		instances: map[string]*instance{}, sig: make(chan struct{})}
 	if s.meta, err = metadata.NewForConfig(cfg.REST); err != nil {
 		return nil, fmt.Errorf("kubestore: %w", err)
 	}
@@ -228,14 +229,28 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 // a channel closed once the first list has been applied.
 func (s *Store) watch(ctx context.Context, gvr schema.GroupVersionResource, ns string, sink *sink) <-chan struct{} {
 	client := s.dyn.Resource(gvr).Namespace(ns)
+	s.reflect(ctx, gvr, &unstructured.Unstructured{}, sink,
+		func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			return client.List(ctx, opts)
+		},
+		client.Watch)
+	return sink.synced()
+}
+
+// reflect runs a Reflector of gvr, listing and watching with list and
+// watchFn, into sink: the one place the store's errors are noted and a
+// watch cut by Close ends quietly.
+func (s *Store) reflect(ctx context.Context, gvr schema.GroupVersionResource, example runtime.Object, sink cache.ReflectorStore,
+	list func(context.Context, metav1.ListOptions) (runtime.Object, error),
+	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error)) {
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			l, err := client.List(ctx, opts)
+			l, err := list(ctx, opts)
 			s.noteErr(gvr, err)
 			return l, err
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			w, err := client.Watch(ctx, opts)
+			w, err := watchFn(ctx, opts)
 			if err != nil && ctx.Err() != nil {
 				// Cut by Close: a watch that ends with the context, not an
 				// error, which the Reflector would log as "Failed to watch
@@ -248,9 +263,8 @@ func (s *Store) watch(ctx context.Context, gvr schema.GroupVersionResource, ns s
 			return w, err
 		},
 	}
-	r := cache.NewReflectorWithOptions(lw, &unstructured.Unstructured{}, sink, cache.ReflectorOptions{Name: "kubestore " + gvr.Resource})
+	r := cache.NewReflectorWithOptions(lw, example, sink, cache.ReflectorOptions{Name: "kubestore " + gvr.Resource})
 	s.done.Go(func() { r.RunWithContext(ctx) })
-	return sink.synced()
 }
 
 // noteErr keeps the last list or watch error (for Open's message) and

@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/vminit/vminit/mdserver/registry"
@@ -57,23 +56,11 @@ func (s *Store) watchRefs(ctx context.Context, kind, ns string) <-chan struct{} 
 	gvr := corev1.SchemeGroupVersion.WithResource(RefResources[kind])
 	client := s.meta.Resource(gvr).Namespace(ns)
 	sink := &refSink{s: s, kind: kind}
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			l, err := client.List(ctx, opts)
-			s.noteErr(gvr, err)
-			return l, err
+	s.reflect(ctx, gvr, &metav1.PartialObjectMetadata{}, sink,
+		func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			return client.List(ctx, opts)
 		},
-		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			w, err := client.Watch(ctx, opts)
-			if err != nil && ctx.Err() != nil {
-				return watch.NewFake(), nil // cut by Close (see watch)
-			}
-			s.noteErr(gvr, err)
-			return w, err
-		},
-	}
-	r := cache.NewReflectorWithOptions(lw, &metav1.PartialObjectMetadata{}, sink, cache.ReflectorOptions{Name: "kubestore " + gvr.Resource})
-	s.done.Go(func() { r.RunWithContext(ctx) })
+		client.Watch)
 	return sink.synced()
 }
 
@@ -100,10 +87,7 @@ func (k *refSink) Resync() error        { return nil }
 // every Instance with references of this kind is decoded again.
 func (k *refSink) Replace(_ []any, _ string) error {
 	k.s.mu.Lock()
-	var all []string
-	for ref := range k.s.refDeps {
-		all = append(all, ref)
-	}
+	all := k.s.refDeps.Objects()
 	k.s.mu.Unlock()
 	k.s.refsChanged(all)
 	if k.synced(); !isClosed(k.ch) {
@@ -131,7 +115,9 @@ func (s *Store) refsChanged(refs []string) {
 	s.mu.Lock()
 	keys := map[string]bool{}
 	for _, ref := range refs {
-		maps.Copy(keys, s.refDeps[ref])
+		for _, k := range s.refDeps.Dependents(ref) {
+			keys[k] = true
+		}
 	}
 	todo := map[string]*instance{}
 	for k := range keys {
@@ -172,21 +158,9 @@ func (s *Store) refsChanged(refs []string) {
 // setRefDeps records the objects key's version in refers to (nil in:
 // none any more). Called with s.mu held.
 func (s *Store) setRefDeps(key string, in *instance) {
-	if prev := s.instances[key]; prev != nil {
-		for ref := range prev.refs {
-			delete(s.refDeps[ref], key)
-			if len(s.refDeps[ref]) == 0 {
-				delete(s.refDeps, ref)
-			}
-		}
+	var refs []string
+	if in != nil {
+		refs = slices.Collect(maps.Keys(in.refs))
 	}
-	if in == nil {
-		return
-	}
-	for ref := range in.refs {
-		if s.refDeps[ref] == nil {
-			s.refDeps[ref] = map[string]bool{}
-		}
-		s.refDeps[ref][key] = true
-	}
+	s.refDeps.Set(key, refs...)
 }

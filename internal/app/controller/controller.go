@@ -58,6 +58,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/vminit/vminit/internal/lib/revindex"
 	"github.com/vminit/vminit/kube/api/v1alpha1"
 	"github.com/vminit/vminit/mdserver/kubestore"
 	"github.com/vminit/vminit/platform"
@@ -291,15 +292,13 @@ type term struct {
 	secrets   map[string]cache.SharedIndexInformer // metadata only
 
 	mu     sync.Mutex
-	claims *kubestore.Claims   // the metadata servers' rule: who is served where
-	loaded map[string]*loaded  // each Instance's document, loaded and checked
-	deps   map[string]setOfKey // Secret namespace/name → the VMs whose data read it
+	claims *kubestore.Claims  // the metadata servers' rule: who is served where
+	loaded map[string]*loaded // each Instance's document, loaded and checked
+	deps   revindex.Index     // Secret namespace/name → the VMs whose data read it
 	// refDeps: a Secret or ConfigMap (kubestore.RefKey) → the Instances (namespace/
 	// name) whose spec refers to it.
-	refDeps map[string]setOfKey
+	refDeps revindex.Index
 }
-
-type setOfKey map[string]bool
 
 // indexInstance indexes VMs by the Instance they name.
 const indexInstance = "instance"
@@ -307,7 +306,7 @@ const indexInstance = "instance"
 // lead runs one leadership term: informers, then workers, until ctx ends.
 func (c *Controller) lead(ctx context.Context) error {
 	t := &term{c: c, instances: map[string]cache.SharedIndexInformer{}, vms: map[string]cache.SharedIndexInformer{},
-		secrets: map[string]cache.SharedIndexInformer{}, loaded: map[string]*loaded{}, deps: map[string]setOfKey{}, refDeps: map[string]setOfKey{},
+		secrets: map[string]cache.SharedIndexInformer{}, loaded: map[string]*loaded{},
 		claims: kubestore.NewClaims(c.cfg.Addresses, nil)}
 	t.queue = workqueue.NewTypedRateLimitingQueueWithConfig(retryLimiter(),
 		workqueue.TypedRateLimitingQueueConfig[key]{Name: "vminit"})

@@ -53,7 +53,7 @@ func (t *term) refInformer(ns, kind string, onChange func(obj any)) cache.Shared
 // refers to the object ref, though its document is unchanged.
 func (t *term) referenceChanged(ref string) {
 	t.mu.Lock()
-	keys := slices.Sorted(maps.Keys(t.refDeps[ref]))
+	keys := t.refDeps.Dependents(ref)
 	for _, k := range keys {
 		if l := t.loaded[k]; l != nil {
 			stale := *l
@@ -73,21 +73,9 @@ func (t *term) referenceChanged(ref string) {
 // setRefDeps records the objects Instance k's version l refers to (nil
 // l: none any more). Called with t.mu held.
 func (t *term) setRefDeps(k string, l *loaded) {
-	if prev := t.loaded[k]; prev != nil {
-		for ref := range prev.refs {
-			delete(t.refDeps[ref], k)
-			if len(t.refDeps[ref]) == 0 {
-				delete(t.refDeps, ref)
-			}
-		}
+	var refs []string
+	if l != nil {
+		refs = slices.Collect(maps.Keys(l.refs))
 	}
-	if l == nil {
-		return
-	}
-	for ref := range l.refs {
-		if t.refDeps[ref] == nil {
-			t.refDeps[ref] = setOfKey{}
-		}
-		t.refDeps[ref][k] = true
-	}
+	t.refDeps.Set(k, refs...)
 }

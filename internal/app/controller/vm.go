@@ -86,7 +86,7 @@ func (t *term) secretChanged(obj any) {
 	}
 	// The VMs whose first-boot data reads it (a rotated key).
 	t.mu.Lock()
-	vms := slices.Collect(maps.Keys(t.deps[m.GetNamespace()+"/"+m.GetName()]))
+	vms := t.deps.Dependents(m.GetNamespace() + "/" + m.GetName())
 	t.mu.Unlock()
 	for _, vm := range vms {
 		ns, name, _ := strings.Cut(vm, "/")
@@ -349,31 +349,10 @@ func (r *recorder) Data(ctx context.Context, kind, ns, name string) (map[string]
 func (t *term) setDeps(vm string, read []string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.forgetDepsLocked(vm)
-	for _, s := range read {
-		if t.deps[s] == nil {
-			t.deps[s] = setOfKey{}
-		}
-		t.deps[s][vm] = true
-	}
+	t.deps.Set(vm, read...)
 }
 
-func (t *term) forgetDeps(vm string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.forgetDepsLocked(vm)
-}
-
-func (t *term) forgetDepsLocked(vm string) {
-	for s, vms := range t.deps {
-		if vms[vm] {
-			delete(vms, vm)
-			if len(vms) == 0 {
-				delete(t.deps, s)
-			}
-		}
-	}
-}
+func (t *term) forgetDeps(vm string) { t.setDeps(vm, nil) }
 
 // writeSecret creates or updates the VM's Secret; it writes only when the
 // bytes, labels or owner differ, and never a Secret it did not make.
