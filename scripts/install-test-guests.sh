@@ -11,7 +11,7 @@
 #   vmlinuz, initrd.img     that root's kernel and initramfs, for direct kernel
 #                           boots (root=LABEL=vminit-root)
 #   ignition.qcow2          the same root prepared for an Ignition first boot
-#                           (one ext4 partition: root=/dev/vda1)
+#                           (GPT, one ext4 partition named root: root=/dev/vda1)
 #   initrd-ignition.img     dracut initramfs with Debian's ignition module
 #   KEY                     hash of this script and the package versions it
 #                           builds from; a rerun with the same KEY does nothing
@@ -41,6 +41,15 @@ ROOT_LABEL=vminit-root
 INCLUDE=cloud-init,python3-cffi-backend,systemd,systemd-sysv,udev,linux-image-amd64
 INCLUDE+=,openssh-server,iproute2,ifupdown,ifenslave,vlan,resolvconf,net-tools
 INCLUDE+=,isc-dhcp-client,kmod,sudo,tzdata,git,make,nginx,python3
+# Storage (spec.storage, issue 23): what cloud-init 22.4's disk_setup,
+# fs_setup, growpart, resize_rootfs and swap run, and what Ignition 2.14's
+# disks stage runs (dracut's ignition module copies each into the initramfs
+# when the root has it): sgdisk (gdisk; GPT) and sfdisk (fdisk; MBR, and
+# growpart's), growpart (cloud-guest-utils), and a mkfs for each format the
+# spec has: ext4 (e2fsprogs, in minbase), xfs, btrfs, vfat. util-linux has
+# the rest (wipefs, blkid, lsblk, blockdev, mkswap, swapon). No parted:
+# cloud-init rereads a table with blockdev when partprobe is missing.
+INCLUDE+=,gdisk,fdisk,cloud-guest-utils,xfsprogs,btrfs-progs,dosfstools
 # Added to the Ignition guest's root (dracut replaces initramfs-tools there).
 IGN_PACKAGES=(dbus dracut dracut-network ignition curl network-manager)
 
@@ -270,6 +279,11 @@ report() {
   for b in /proc/net/bonding/*; do [ -e "$b" ] && { sec "bonding ${b##*/}"; cat "$b"; }; done
   [ -e /proc/net/vlan/config ] && { sec vlan; cat /proc/net/vlan/config; }
   sec mounts; findmnt -rn -o TARGET,SOURCE,FSTYPE
+  # Storage: block devices with their tables, partitions, file systems,
+  # labels and sizes (bytes; FSSIZE of the mounted ones), and active swap.
+  sec lsblk
+  lsblk -J -b -o NAME,PATH,TYPE,SIZE,PTTYPE,PARTLABEL,PARTTYPE,FSTYPE,LABEL,UUID,FSSIZE,MOUNTPOINT 2>&1
+  sec swaps; swapon --show=NAME,TYPE,SIZE --bytes --raw --noheadings 2>&1
 }
 {
   echo "-----BEGIN VMINIT GUEST REPORT-----"
@@ -368,8 +382,55 @@ printf 'SELINUX=disabled\nSELINUXTYPE=targeted\n' > "$root/etc/selinux/config"
 printf '#!/bin/sh\nexit 0\n' > "$root/usr/sbin/setfiles"; chmod 0755 "$root/usr/sbin/setfiles"
 # Fedora CoreOS' base groups that configs name (wheel for sudo).
 in_root groupadd -f wheel
-in_root dracut --no-hostonly --no-hostonly-cmdline --add ignition --omit plymouth \
-  --add-drivers "qemu_fw_cfg virtio_blk virtio_pci virtio_net virtio_scsi ext4 isofs vfat nls_cp437 nls_iso8859_1 nls_utf8" \
+# The root's disk is GPT with the placeholder disk GUID Fedora CoreOS images
+# carry. As FCOS' coreos-gpt-setup does, the first boot's initramfs moves the
+# backup header to the end of the disk (and randomizes the GUID) before
+# Ignition's disks stage: a disk image given more size than it was built
+# with keeps its backup header in the middle, and sgdisk would grow the root
+# partition (Ignition's `resize`) only up to there.
+gpt_mod="$root/usr/lib/dracut/modules.d/50vminit-gpt-setup"
+mkdir -p "$gpt_mod"
+install -m 0755 /dev/stdin "$gpt_mod/module-setup.sh" <<'EOF'
+#!/bin/bash
+# vminit test guest (scripts/install-test-guests.sh): coreos-gpt-setup's job.
+check() { return 255; } # only when asked (dracut --add)
+depends() { echo systemd; }
+install() {
+    inst_multiple lsblk sgdisk udevadm
+    inst_script "$moddir/vminit-gpt-setup.sh" /usr/sbin/vminit-gpt-setup
+    inst_simple "$moddir/vminit-gpt-setup.service" "$systemdsystemunitdir/vminit-gpt-setup.service"
+    # ignition-diskful.target is wanted on Ignition's first boot only.
+    mkdir -p "$initdir/$systemdsystemunitdir/ignition-diskful.target.requires"
+    ln_r "../vminit-gpt-setup.service" "$systemdsystemunitdir/ignition-diskful.target.requires/vminit-gpt-setup.service"
+}
+EOF
+install -m 0755 /dev/stdin "$gpt_mod/vminit-gpt-setup.sh" <<'EOF'
+#!/bin/sh
+# Move DISK's backup GPT header to its end, once: while the disk GUID is the
+# image's placeholder.
+set -e
+[ "$(lsblk -dno PTUUID "$1")" = 00000000-0000-4000-a000-000000000001 ] || exit 0
+sgdisk --disk-guid=R --move-second-header "$1"
+udevadm settle
+EOF
+cat > "$gpt_mod/vminit-gpt-setup.service" <<'EOF'
+[Unit]
+Description=vminit test guest: GPT backup header to the end of the root's disk
+ConditionPathExists=/etc/initrd-release
+DefaultDependencies=no
+BindsTo=dev-vda.device
+After=dev-vda.device systemd-udevd.service
+Before=ignition-disks.service sysroot.mount
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/usr/sbin/vminit-gpt-setup /dev/vda
+EOF
+# The file system drivers of every format spec.storage has, for Ignition's
+# mount stage (it mounts the filesystems that have a path).
+in_root dracut --no-hostonly --no-hostonly-cmdline --add "ignition vminit-gpt-setup" --omit plymouth \
+  --add-drivers "qemu_fw_cfg virtio_blk virtio_pci virtio_net virtio_scsi ext4 xfs btrfs isofs vfat nls_cp437 nls_iso8859_1 nls_utf8" \
   --force /boot/initrd-ignition.img "$kver" >/dev/null 2>&1
 mv "$root/boot/initrd-ignition.img" "$work/initrd-ignition.img"
 # The guest boots its kernel directly (vmlinuz, initrd-ignition.img from the
@@ -393,15 +454,19 @@ mkdir -p "$root/etc/systemd/system-preset"
 printf '%s\n' "disable systemd-networkd.service" "disable systemd-networkd.socket" \
   "disable systemd-networkd-wait-online.service" > "$root/etc/systemd/system-preset/10-vminit-test-guest.preset"
 rm -f "$root/var/lib/dbus/machine-id"
-echo "/dev/vda1 / ext4 defaults,errors=remount-ro 0 1" > "$root/etc/fstab"
+# x-systemd.growfs: the root file system fills its partition at each boot
+# (systemd-growfs-root.service), once Ignition has grown the partition; on
+# Fedora CoreOS ignition-ostree-growfs does that.
+echo "/dev/vda1 / ext4 defaults,errors=remount-ro,x-systemd.growfs 0 1" > "$root/etc/fstab"
 in_root dpkg-query -W > "$work/VERSIONS.ignition"
 rm -f "$root/etc/resolv.conf"; ln -s /run/resolvconf/resolv.conf "$root/etc/resolv.conf"
 umount "$root/dev/pts" "$root/dev" "$root/sys" "$root/proc"
 root_image "$root" "$work/root.ext4"
 truncate -s $(( (1 + 3 * 1024 + 1) * MiB )) "$work/ign.raw"
 sfdisk -q "$work/ign.raw" <<EOF
-label: dos
-start=1MiB, size=3GiB, type=83
+label: gpt
+label-id: 00000000-0000-4000-a000-000000000001
+start=1MiB, size=3GiB, type=linux, name=root, uuid=00000000-0000-4000-a000-000000000002
 EOF
 dd if="$work/root.ext4" of="$work/ign.raw" bs=1M seek=1 conv=notrunc,sparse status=none
 rm -f "$work/root.ext4"

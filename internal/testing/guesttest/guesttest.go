@@ -7,7 +7,10 @@
 // are missing a test is skipped, or failed under CI=true or
 // VMINIT_REQUIRE_TOOLS=1 (see package testtools). Boot them with
 // internal/app/run: the base images are never written, each boot gets a
-// qcow2 overlay.
+// qcow2 overlay. A storage test gives a guest extra disks (Disks: sparse
+// raw files, for run's Options.Disks) and a root disk larger than its file
+// system (GrownOverlay, for Options.Overlay); both outlive a boot, so a
+// second boot of the same paths is a reboot of the same machine.
 //
 // Each guest runs vminit-guest-report.service once its agent is done (after
 // cloud-final.service; after multi-user.target and vminit-first-boot.service
@@ -24,6 +27,8 @@
 //	file PATH MODE USER GROUP TYPE    stat, then the content of a small regular file
 //	units                             systemctl show of the units in /etc/systemd/system
 //	failed-units, link, addr, route, route6, resolv.conf, bonding IFACE, vlan, mounts
+//	lsblk                             lsblk -J -b: disks, partitions, file systems, labels, sizes
+//	swaps                             swapon --show: the active swap areas
 //
 // docs/guests.md describes the guests and how they are built.
 package guesttest
@@ -130,4 +135,47 @@ func Lookup(dir string) (*Images, error) {
 		return nil, fmt.Errorf("test guests in %s lack %s", dir, strings.Join(missing, ", "))
 	}
 	return im, nil
+}
+
+// RequirePackages stops the test, as Find does when the guests are
+// missing, unless both guests have every one of pkgs installed (the build's
+// VERSIONS): a guest built by an older script boots, but lacks what the
+// test needs and fails it slowly, on a boot timeout.
+func (im *Images) RequirePackages(t testing.TB, pkgs ...string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(im.Dir, "VERSIONS"))
+	if err != nil {
+		testtools.Missing(t, err.Error()+" (scripts/install-test-guests.sh)")
+		return
+	}
+	if missing := missingPackages(string(b), pkgs); len(missing) > 0 {
+		testtools.Missing(t, fmt.Sprintf("test guests in %s lack %s: built before the script installed them (rerun scripts/install-test-guests.sh)", im.Dir, strings.Join(missing, ", ")))
+	}
+}
+
+// missingPackages returns those of pkgs that some guest of a VERSIONS file
+// ("# cloud-init guest", then dpkg-query -W lines, then "# Ignition
+// guest" and its) does not list.
+func missingPackages(versions string, pkgs []string) []string {
+	var guests []map[string]bool
+	for _, l := range strings.Split(versions, "\n") {
+		if strings.HasPrefix(l, "# ") {
+			guests = append(guests, map[string]bool{})
+			continue
+		}
+		if f := strings.Fields(l); len(f) > 0 && len(guests) > 0 {
+			guests[len(guests)-1][strings.SplitN(f[0], ":", 2)[0]] = true // "pkg:amd64"
+		}
+	}
+	var missing []string
+	for _, p := range pkgs {
+		has := len(guests) > 0
+		for _, g := range guests {
+			has = has && g[p]
+		}
+		if !has {
+			missing = append(missing, p)
+		}
+	}
+	return missing
 }

@@ -3,6 +3,7 @@ package guesttest
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -197,4 +198,82 @@ func (r *Report) GroupMembers(name string) ([]string, bool) {
 		}
 	}
 	return nil, false
+}
+
+// BlockDevice is a disk, partition or other block device as the report's
+// lsblk section shows it (lsblk -J -b: sizes in bytes).
+type BlockDevice struct {
+	Name       string        `json:"name"`
+	Path       string        `json:"path"`
+	Type       string        `json:"type"` // "disk", "part", "rom"
+	Size       int64         `json:"size"`
+	PTType     string        `json:"pttype"`    // of a disk and its partitions: "gpt", "dos"
+	PartLabel  string        `json:"partlabel"` // a GPT partition's name
+	PartType   string        `json:"parttype"`  // a GPT type GUID (lower case), an MBR type ("0x83")
+	FSType     string        `json:"fstype"`    // "ext4", "xfs", "btrfs", "vfat", "swap"
+	Label      string        `json:"label"`     // the file system's label
+	UUID       string        `json:"uuid"`      // the file system's UUID
+	FSSize     int64         `json:"fssize"`    // bytes, of a mounted file system
+	MountPoint string        `json:"mountpoint"`
+	Children   []BlockDevice `json:"children"`
+}
+
+// BlockDevices returns the block devices of the report's lsblk section,
+// partitions as their disk's Children.
+func (r *Report) BlockDevices() ([]BlockDevice, error) {
+	s, ok := r.Section("lsblk")
+	if !ok {
+		return nil, fmt.Errorf("the report has no lsblk section (a guest built before storage was reported)")
+	}
+	var v struct {
+		BlockDevices []BlockDevice `json:"blockdevices"`
+	}
+	if err := json.Unmarshal([]byte(s.Text()), &v); err != nil {
+		return nil, fmt.Errorf("lsblk section: %w", err)
+	}
+	return v.BlockDevices, nil
+}
+
+// BlockDevice returns the device at path ("/dev/vdb2"), a disk or one of
+// its partitions.
+func (r *Report) BlockDevice(path string) (BlockDevice, bool) {
+	devs, _ := r.BlockDevices()
+	var find func([]BlockDevice) (BlockDevice, bool)
+	find = func(l []BlockDevice) (BlockDevice, bool) {
+		for _, d := range l {
+			if d.Path == path {
+				return d, true
+			}
+			if c, ok := find(d.Children); ok {
+				return c, true
+			}
+		}
+		return BlockDevice{}, false
+	}
+	return find(devs)
+}
+
+// Swap is an active swap area (swapon --show).
+type Swap struct {
+	Name string // "/dev/vdb2", "/swapfile"
+	Type string // "partition", "file"
+	Size int64  // bytes
+}
+
+// Swaps returns the swap areas active when the report was printed.
+func (r *Report) Swaps() []Swap {
+	s, _ := r.Section("swaps")
+	var swaps []Swap
+	for _, l := range s.Lines {
+		f := strings.Fields(l)
+		if len(f) != 3 {
+			continue
+		}
+		size, err := strconv.ParseInt(f[2], 10, 64)
+		if err != nil {
+			continue
+		}
+		swaps = append(swaps, Swap{Name: f[0], Type: f[1], Size: size})
+	}
+	return swaps
 }
