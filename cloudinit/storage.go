@@ -3,6 +3,7 @@ package cloudinit
 import (
 	"fmt"
 	"path"
+	"strings"
 
 	"gopkg.in/yaml.v3"
 
@@ -15,7 +16,30 @@ import (
 // wipeFilesystem: cloud-init 22.4's own lookup finds no flag for any
 // format, and mkfs.xfs and mkfs.btrfs refuse without one. mkswap needs
 // none.
-var forceFlags = map[string]string{spec.FormatExt4: "-F", spec.FormatXFS: "-f", spec.FormatBtrfs: "-f"}
+func forceFlag(format string) string {
+	switch format {
+	case spec.FormatExt4:
+		return "-F"
+	case spec.FormatXFS, spec.FormatBtrfs:
+		return "-f"
+	}
+	return ""
+}
+
+// vfatCommand is fs_setup's cmd for a labelled vfat filesystem: cloud-init
+// 22.4 gives every mkfs "-L LABEL", which mkfs.fat refuses (its flag is
+// -n; seen on the test guest, TestGuestStorage). cmd runs in a shell after
+// the same checks for an existing filesystem, and without extra_opts,
+// which cloud-init ignores beside it: the options go into the command,
+// quoted, with "%" doubled for cloud-init's %-formatting. The label is
+// substituted by cloud-init; spec validation keeps it to [A-Za-z0-9_.:+-].
+func vfatCommand(opts []string) string {
+	cmd := "mkfs.fat -n %(label)s"
+	for _, o := range opts {
+		cmd += " " + strings.ReplaceAll(spec.ShellQuote(o), "%", "%%")
+	}
+	return cmd + " %(device)s"
+}
 
 // storage adds spec.storage's keys to the cloud-config: disk_setup,
 // fs_setup, growpart and resize_rootfs, and swap. What cloud-init 22.4
@@ -114,13 +138,15 @@ func fsSetup(fss []spec.Filesystem) *yaml.Node {
 		partition, opts := "any", fs.Options
 		if fs.WipeFilesystem {
 			partition = "none"
-			if flag := forceFlags[fs.Format]; flag != "" {
+			if flag := forceFlag(fs.Format); flag != "" {
 				opts = append([]string{flag}, opts...)
 			}
 		}
 		yaml11.AddPair(e, "partition", yaml11.String(partition))
 		yaml11.AddPair(e, "overwrite", yaml11.BoolNode(fs.WipeFilesystem))
-		if len(opts) > 0 {
+		if fs.Format == spec.FormatVFAT && fs.Label != "" {
+			yaml11.AddPair(e, "cmd", yaml11.String(vfatCommand(opts)))
+		} else if len(opts) > 0 {
 			yaml11.AddPair(e, "extra_opts", yaml11.Flow(yaml11.Strings(opts)))
 		}
 		seq.Content = append(seq.Content, e)

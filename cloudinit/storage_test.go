@@ -20,6 +20,7 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 var storageCases = map[string]string{
 	"data-disk": "../examples/data-disk.yaml",
 	"shares":    "testdata/storage/shares.yaml",
+	"vfat":      "testdata/storage/vfat.yaml",
 }
 
 // TestStorageGolden renders spec.storage to disk_setup, fs_setup,
@@ -76,6 +77,11 @@ func TestStorageWipeFilesystemFalse(t *testing.T) {
 		"testdata/storage/shares.yaml": {
 			{"device": "/dev/disk/by-id/virtio-data-part1", "filesystem": "swap", "partition": "any", "overwrite": false},
 			{"device": "/dev/disk/by-id/virtio-data-part2", "filesystem": "xfs", "label": "scratch", "partition": "none", "overwrite": true, "extra_opts": []any{"-f"}},
+		},
+		// mkfs.fat takes its label with -n, not the -L cloud-init gives
+		// every mkfs: a cmd, which cloud-init runs after the same checks.
+		"testdata/storage/vfat.yaml": {
+			{"device": "/dev/vdb1", "filesystem": "vfat", "label": "SHARED", "partition": "any", "overwrite": false, "cmd": "mkfs.fat -n %(label)s -F 32 %(device)s"},
 		},
 	} {
 		inst, err := spec.Load(p)
