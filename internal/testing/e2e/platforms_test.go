@@ -425,8 +425,14 @@ func TestCAPIExamplesConsumers(t *testing.T) {
 			t.Errorf("kubeadm-join-config.yaml: %v %v", err, join)
 		}
 		check(t, "ntp", rb.Config["ntp"], map[string]any{"enabled": true, "servers": []any{"0.pool.ntp.org", "1.pool.ntp.org"}})
-		check(t, "disk_setup", rb.Config["disk_setup"], map[string]any{"/dev/sdb": map[string]any{"layout": true, "table_type": "gpt"}})
-		check(t, "fs_setup", rb.Config["fs_setup"], []any{map[string]any{"device": "/dev/sdb1", "filesystem": "ext4", "label": "etcd_disk"}})
+		// diskSetup becomes spec.storage (issue 23), rendered with
+		// cloud-init's defaults written out: CABPK's layout: true is one
+		// partition of the whole disk, [[100, 83]] (cloud-init's own layout
+		// code finds the two equal: platform/capi
+		// TestSpecStoragePartitionsAsCABPK), overwrite false and partition
+		// "any" are what cc_disk_setup assumes when they are absent.
+		check(t, "disk_setup", rb.Config["disk_setup"], map[string]any{"/dev/sdb": map[string]any{"layout": []any{[]any{100, 83}}, "overwrite": false, "table_type": "gpt"}})
+		check(t, "fs_setup", rb.Config["fs_setup"], []any{map[string]any{"device": "/dev/sdb1", "filesystem": "ext4", "label": "etcd_disk", "overwrite": false, "partition": "any"}})
 
 		// cloud-init's runcmd script, run as the guest runs it.
 		fb := cloudinittest.ReadFirstBoot(t, rb.Config)
