@@ -62,18 +62,22 @@ func (f SchemaFinding) String() string {
 // It returns an error, and no findings, when data is not a #cloud-config
 // document cloud-init can load (CheckUserData says why).
 func CheckSchema(data []byte) ([]SchemaFinding, error) {
+	doc, err := schemaDocument(data)
+	if doc == nil || err != nil {
+		return nil, err
+	}
+	return schemaRoot.check(doc), nil
+}
+
+// schemaDocument is the #cloud-config document CheckSchema checks (and
+// the test's jsonschema/v6 oracle with it), gunzipped and normalised; nil
+// for an empty one.
+func schemaDocument(data []byte) (*yaml.Node, error) {
 	data, err := gunzip(data)
 	if err != nil {
 		return nil, err
 	}
-	doc, err := normalize(data)
-	if err != nil {
-		return nil, err
-	}
-	if doc == nil {
-		return nil, nil
-	}
-	return schemaRoot.check(doc), nil
+	return normalize(data)
 }
 
 // check finds what the schema root says about the loaded document doc.

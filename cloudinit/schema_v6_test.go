@@ -36,16 +36,9 @@ import (
 // It returns an error, and no findings, when data is not a #cloud-config
 // document cloud-init can load (CheckUserData says why).
 func checkSchemaV6(data []byte) ([]SchemaFinding, error) {
-	data, err := gunzip(data)
-	if err != nil {
+	doc, err := schemaDocument(data)
+	if doc == nil || err != nil {
 		return nil, err
-	}
-	doc, err := normalize(data)
-	if err != nil {
-		return nil, err
-	}
-	if doc == nil {
-		return nil, nil
 	}
 	s, err := v6LoadSchema()
 	if err != nil {
