@@ -1,0 +1,20 @@
+// Package firstboot tracks each instance's first boot as the metadata
+// server sees it: the fetches it answered, the events the guest's agent
+// posted (cloud-init's reporting webhook, per stage and per module), and
+// the agent's final report (cloud-init's result, or the Ignition
+// completion unit's list of failed units).
+//
+// A Tracker holds, per instance incarnation (name and UID), a Status: its
+// State (pending → fetched → running → done | failed, and stalled when no
+// event came for Options.StallAfter), the stage and module it is in, the
+// stages' times, the failures with their messages, and the last events.
+// Everything a guest can make it hold is bounded: events are a ring, and
+// names, messages, failures and stages are capped (limits.go).
+//
+// The tracker knows nothing of HTTP or stores. The metadata handler
+// (package mdserver) identifies the guest and calls Fetch, Record and
+// Report; the admin API, the web page and the CLI read Status and watch
+// Changes; a store that shares statuses between replicas (etcdstore,
+// kubestore) implements Sink, which Persist feeds, and hands what other
+// replicas wrote to Merge.
+package firstboot

@@ -1,0 +1,181 @@
+package firstboot
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time          { return c.t }
+func (c *clock) advance(d time.Duration) { c.t = c.t.Add(d) }
+func newClock() *clock                   { return &clock{t: time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)} }
+func finish(name, result string) Event   { return Event{Kind: KindFinish, Name: name, Result: result} }
+func start(name string) Event            { return Event{Kind: KindStart, Name: name} }
+
+func TestCloudInitBoot(t *testing.T) {
+	c := newClock()
+	var finished []Status
+	tr := New(Options{Now: c.now, OnFinish: func(s Status) { finished = append(finished, s) }})
+	if st := tr.Status("vm", "u1", "cloud-init"); st.State != Pending || st.Agent != "cloud-init" {
+		t.Fatalf("unseen: %+v", st)
+	}
+	for range 30 {
+		tr.Fetch("vm", "u1", "cloud-init", "nocloud", "/nocloud/meta-data")
+	}
+	st := tr.Status("vm", "u1", "cloud-init")
+	if st.State != Fetched || len(st.Events) != 1 || st.Events[0].Count != 30 {
+		t.Fatalf("fetched: %+v", st)
+	}
+	c.advance(time.Second)
+	must(t, tr.Record("vm", "u1", "cloud-init", start("init-network/config-users-groups")))
+	must(t, tr.Record("vm", "u1", "cloud-init", finish("init-network/config-users-groups", ResultSuccess)))
+	must(t, tr.Record("vm", "u1", "cloud-init", finish("init-network", ResultSuccess)))
+	c.advance(time.Second)
+	must(t, tr.Record("vm", "u1", "cloud-init", start("modules-final")))
+	must(t, tr.Record("vm", "u1", "cloud-init", start("modules-final/config-scripts-user")))
+	if st := tr.Brief("vm", "u1", "cloud-init"); st.State != Running || st.Stage != "modules-final" || st.Module != "config-scripts-user" {
+		t.Fatalf("running: %+v", st)
+	}
+	c.advance(20 * time.Minute)
+	if st := tr.Brief("vm", "u1", "cloud-init"); st.State != Stalled {
+		t.Fatalf("silent for 20 minutes: %s", st.State)
+	}
+	ev := finish("modules-final/config-scripts-user", ResultFail)
+	ev.Message = "running config-scripts-user failed"
+	must(t, tr.Record("vm", "u1", "cloud-init", ev))
+	must(t, tr.Record("vm", "u1", "cloud-init", finish("modules-final", ResultFail)))
+	st = tr.Status("vm", "u1", "cloud-init")
+	if st.State != Failed || st.FirstError() != "modules-final/config-scripts-user: running config-scripts-user failed" {
+		t.Fatalf("failed: %+v", st)
+	}
+	if len(st.Stages) != 2 || st.Stages[1].Duration() != 20*time.Minute {
+		t.Errorf("stages: %+v", st.Stages)
+	}
+	if len(finished) != 1 || finished[0].Elapsed(c.t) != 20*time.Minute+2*time.Second {
+		t.Errorf("OnFinish: %+v", finished)
+	}
+	// A second boot's events change nothing but the log.
+	must(t, tr.Record("vm", "u1", "cloud-init", finish("modules-final", ResultSuccess)))
+	if st := tr.Brief("vm", "u1", "cloud-init"); st.State != Failed || len(finished) != 1 {
+		t.Errorf("after the end: %s, OnFinish %d times", st.State, len(finished))
+	}
+	// A re-created instance starts fresh.
+	if st := tr.Status("vm", "u2", "cloud-init"); st.State != Pending {
+		t.Errorf("new incarnation: %s", st.State)
+	}
+	tr.Fetch("vm", "u2", "cloud-init", "ec2", "/latest/meta-data/")
+	if st := tr.Status("vm", "u2", "cloud-init"); st.State != Fetched || len(st.Errors) != 0 {
+		t.Errorf("new incarnation fetched: %+v", st)
+	}
+}
+
+func TestIgnitionReport(t *testing.T) {
+	c := newClock()
+	tr := New(Options{Now: c.now})
+	tr.Fetch("fc", "u", "ignition", "ignition", "/ignition/config")
+	c.advance(time.Minute)
+	tr.Report("fc", "u", "ignition", Report{Failed: true, Message: "degraded: 1 failed unit", Errors: []Failure{{Unit: "app.service", Message: "exit 1"}}})
+	st := tr.Status("fc", "u", "ignition")
+	if st.State != Failed || st.FirstError() != "app.service: exit 1" || len(st.Stages) != 1 || st.Stages[0].Duration() != time.Minute {
+		t.Fatalf("%+v", st)
+	}
+}
+
+func TestRecordRefuses(t *testing.T) {
+	tr := New(Options{})
+	for _, ev := range []Event{
+		{Kind: "progress", Name: "init-network"},
+		{Kind: KindStart, Name: ""},
+		{Kind: KindStart, Name: "x", Result: ResultSuccess},
+		{Kind: KindFinish, Name: "x", Result: "MAYBE"},
+	} {
+		if err := tr.Record("vm", "u", "cloud-init", ev); err == nil {
+			t.Errorf("%+v accepted", ev)
+		}
+	}
+	if tr.Len() != 0 {
+		t.Errorf("a refused event made a boot")
+	}
+}
+
+func TestBounded(t *testing.T) {
+	tr := New(Options{})
+	long := strings.Repeat("é", MaxMessage)
+	for i := range 1000 {
+		ev := finish("s"+strings.Repeat("x", i%300)+"/m", ResultFail)
+		ev.Message = long
+		must(t, tr.Record("vm", "u", "cloud-init", ev))
+	}
+	st := tr.Status("vm", "u", "cloud-init")
+	if len(st.Events) != MaxEvents || len(st.Errors) != MaxFailures || len(st.Stages) != MaxStages {
+		t.Fatalf("events %d, failures %d, stages %d", len(st.Events), len(st.Errors), len(st.Stages))
+	}
+	for _, e := range st.Events {
+		if len(e.Message) > MaxMessage || len(e.Name) > MaxName {
+			t.Fatalf("event of %d/%d bytes", len(e.Name), len(e.Message))
+		}
+	}
+}
+
+type sink struct {
+	mu  sync.Mutex
+	got map[string]Status
+	n   chan struct{}
+}
+
+func (s *sink) WriteBoot(_ context.Context, sts []Status) error {
+	s.mu.Lock()
+	for _, st := range sts {
+		s.got[st.Name] = st
+	}
+	s.mu.Unlock()
+	s.n <- struct{}{}
+	return nil
+}
+
+func TestPersistAndMerge(t *testing.T) {
+	a, b := New(Options{}), New(Options{})
+	s := &sink{got: map[string]Status{}, n: make(chan struct{}, 100)}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { a.Persist(ctx, s, time.Millisecond, nil); close(done) }()
+	defer func() { cancel(); <-done }()
+	for !a.persisting.Load() {
+		time.Sleep(time.Millisecond)
+	}
+	changes := b.Changes()
+	a.Fetch("vm", "u", "ignition", "ignition", "/ignition/config")
+	a.Report("vm", "u", "ignition", Report{})
+	for {
+		<-s.n
+		s.mu.Lock()
+		st, ok := s.got["vm"]
+		s.mu.Unlock()
+		if ok && st.State == Done {
+			if !b.Merge(st) {
+				t.Fatal("b did not take a's status")
+			}
+			break
+		}
+	}
+	<-changes
+	if st := b.Status("vm", "u", "ignition"); st.State != Done || len(st.Events) != 2 {
+		t.Fatalf("b: %+v", st)
+	}
+	old := a.Status("vm", "u", "ignition")
+	old.State, old.Events = Fetched, nil
+	if b.Merge(old) {
+		t.Error("an older status replaced a newer one")
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,47 @@
+package firstboot
+
+import "encoding/json"
+
+// The guests' write path, on the metadata listeners (package mdserver
+// serves it; the renderers point the agents at it):
+//
+//	POST /vminit/v1/events   one cloud-init reporting event, as its webhook handler posts it
+//	POST /vminit/v1/report   a GuestReport: the agent's final word on its first boot
+const (
+	EventsPath = "/vminit/v1/events"
+	ReportPath = "/vminit/v1/report"
+)
+
+// GuestReport is what a guest's completion unit posts to ReportPath once
+// first boot is over: for cloud-init, the content of its status.json and
+// result.json and the tail of its output log; for Ignition, the system's
+// state after boot and its failed units.
+type GuestReport struct {
+	Agent string `json:"agent"` // cloud-init or ignition
+	// Status and Result are cloud-init's /run/cloud-init/status.json and
+	// result.json, as the guest read them.
+	Status json.RawMessage `json:"status,omitempty"`
+	Result json.RawMessage `json:"result,omitempty"`
+	// SystemState is `systemctl is-system-running` after boot (running,
+	// degraded, …); FailedUnits the units that failed, each with the tail
+	// of its journal.
+	SystemState string       `json:"systemState,omitempty"`
+	FailedUnits []UnitReport `json:"failedUnits,omitempty"`
+	// Log is the tail of the agent's output (cloud-init-output.log).
+	Log string `json:"log,omitempty"`
+}
+
+// UnitReport is one failed unit of a GuestReport.
+type UnitReport struct {
+	Unit string `json:"unit"`
+	Log  string `json:"log,omitempty"`
+}
+
+// Report is a final report as the tracker takes it: the outcome and what
+// failed.
+type Report struct {
+	Failed bool
+	Errors []Failure
+	// Message sums the report up in the event log ("degraded: 2 failed units").
+	Message string
+}
