@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vminit/vminit/ignition"
+	"github.com/vminit/vminit/mdserver/firstboot"
 	"github.com/vminit/vminit/internal/lib/httppath"
 	"github.com/vminit/vminit/mdserver/registry"
 )
@@ -72,6 +73,10 @@ type Options struct {
 	IgnitionVariant ignition.Variant
 	// MaxBodyBytes bounds PUT and POST bodies; default 4096.
 	MaxBodyBytes int64
+	// Boots tracks the fleet's first boots (boots.go); nil: the handler
+	// makes one with the default options. Share one tracker between the
+	// handler and a store that writes statuses back.
+	Boots *firstboot.Tracker
 }
 
 // HeaderInstance is the signed instance header a trusted proxy adds
@@ -87,6 +92,7 @@ type Handler struct {
 	metrics *Metrics
 	mux     *http.ServeMux
 	guards  []guard // the dialects' token rules, by dialect index
+	boots   *firstboot.Tracker
 
 	// Per-instance state. What belongs to one version of an instance is
 	// in its cache entry, under the record's registry.Key, and is dropped
@@ -128,7 +134,10 @@ func NewHandler(src registry.Source, opts Options) *Handler {
 	if opts.Burst <= 0 {
 		opts.Burst = max(100, int(2*opts.Rate))
 	}
-	h := &Handler{src: src, opts: opts, log: opts.Logger, metrics: opts.Metrics}
+	if opts.Boots == nil {
+		opts.Boots = firstboot.New(firstboot.Options{})
+	}
+	h := &Handler{src: src, opts: opts, log: opts.Logger, metrics: opts.Metrics, boots: opts.Boots}
 	if h.metrics != nil {
 		h.metrics.attach(h)
 	}
