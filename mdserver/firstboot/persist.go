@@ -15,6 +15,15 @@ type Sink interface {
 	WriteBoot(ctx context.Context, statuses []Status) error
 }
 
+// Shared is a store that shares statuses between replicas: it writes
+// them (Sink) and hands the tracker what the other replicas wrote.
+// FollowBoots merges what is stored into t (Tracker.Merge), then what
+// changes, until ctx ends; the server calls it once, beside Persist.
+type Shared interface {
+	Sink
+	FollowBoots(ctx context.Context, t *Tracker) error
+}
+
 // MaxBatch bounds the statuses of one WriteBoot call.
 const MaxBatch = 256
 
