@@ -132,6 +132,9 @@ func (c *config) configureMachine(bad func(format string, a ...any)) {
 	} else if c.Timeout < 0 {
 		bad("timeout %v: want a positive duration", c.Timeout)
 	}
+	if c.StallAfter < 0 {
+		bad("stall after %v: want a positive duration", c.StallAfter)
+	}
 	if !slices.Contains(qemu.Accelerators, orDefault(c.Accel, "auto")) {
 		bad("accel %q: want %s", c.Accel, strings.Join(qemu.Accelerators, ", "))
 	}

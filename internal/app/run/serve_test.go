@@ -24,7 +24,7 @@ import (
 func viaRelay(t *testing.T, inst *spec.Instance) string {
 	t.Helper()
 	sock := relaySocket(t.TempDir())
-	r, err := startRelay(inst, sock)
+	r, err := startRelay(inst, sock, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +196,7 @@ func TestRelayStreamSurvivesBadRequests(t *testing.T) {
 	relayRequestTimeout = 200 * time.Millisecond
 	defer func() { relayRequestTimeout = old }()
 	sock := relaySocket(t.TempDir())
-	r, err := startRelay(loadSpec(t, "../../../examples/dev-vm.yaml"), sock)
+	r, err := startRelay(loadSpec(t, "../../../examples/dev-vm.yaml"), sock, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +249,7 @@ func TestRelayStreamSurvivesBadRequests(t *testing.T) {
 // then refused as a second post.
 func TestRelayPassesRequestBodies(t *testing.T) {
 	sock := relaySocket(t.TempDir())
-	r, err := startRelay(loadSpec(t, "../../../examples/dev-vm.yaml"), sock)
+	r, err := startRelay(loadSpec(t, "../../../examples/dev-vm.yaml"), sock, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,215 @@
+package run
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vminit/vminit/mdserver/firstboot"
+)
+
+// servedGuest is a Guest as Start leaves it with Serve, without QEMU: the
+// relay (its handler and tracker) is real, the console has already given
+// the verdict, and the test plays the guest's agent on the tracker.
+func servedGuest(t *testing.T, verdict Result, progress io.Writer) (*Guest, *firstboot.Tracker) {
+	t.Helper()
+	return servedGuestWith(t, &verdict, Options{Progress: progress})
+}
+
+// servedGuestWith is servedGuest with more options; a nil verdict is a
+// console that never says the agent finished.
+func servedGuestWith(t *testing.T, verdict *Result, o Options) (*Guest, *firstboot.Tracker) {
+	t.Helper()
+	o.Instance, o.Image, o.Serve = loadSpec(t, "../../../examples/dev-vm.yaml"), "x", true
+	c, err := configure(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	boots := c.tracker()
+	r, err := startRelay(c.servedInstance(), relaySocket(t.TempDir()), boots)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	g := &Guest{c: c, relay: r, start: time.Now(), console: ring{max: MaxConsole},
+		watch: &watcher{agent: c.agent}, result: verdict,
+		agentCh: make(chan struct{}), readDone: make(chan struct{}), exited: make(chan struct{})}
+	if verdict != nil {
+		close(g.agentCh)
+	}
+	return g, boots
+}
+
+// waitLine is a progress writer that says when a line holding want was
+// written.
+type waitLine struct {
+	want string
+	once sync.Once
+	seen chan struct{}
+}
+
+func newWaitLine(want string) *waitLine { return &waitLine{want: want, seen: make(chan struct{})} }
+
+func (w *waitLine) Write(p []byte) (int, error) {
+	if strings.Contains(string(p), w.want) {
+		w.once.Do(func() { close(w.seen) })
+	}
+	return len(p), nil
+}
+
+// bootedUpTo plays a cloud-init boot on the tracker up to the finish of
+// modules-final, with scripts-user failing.
+func bootedUpTo(t *testing.T, boots *firstboot.Tracker, failing bool) {
+	t.Helper()
+	boots.Fetch("dev", "", "cloud-init", "ec2", "/latest/meta-data/instance-id")
+	result := firstboot.ResultSuccess
+	if failing {
+		result = firstboot.ResultFail
+	}
+	for _, ev := range []firstboot.Event{
+		{Kind: firstboot.KindStart, Name: "modules-final"},
+		{Kind: firstboot.KindStart, Name: "modules-final/config-scripts-user"},
+		{Kind: firstboot.KindFinish, Name: "modules-final/config-scripts-user", Result: result, Message: "running config-scripts-user"},
+		{Kind: firstboot.KindFinish, Name: "modules-final", Result: result},
+	} {
+		if err := boots.Record("dev", "", "cloud-init", ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestWaitFirstBootWaitsForTheServersReport: the console said cloud-init
+// finished without an error, but the report that reaches the metadata
+// server afterwards says scripts-user failed: WaitFirstBoot waits for it,
+// and the run is failed, naming the module and carrying the report's
+// words (made printable: they are the guest's).
+func TestWaitFirstBootWaitsForTheServersReport(t *testing.T) {
+	waiting := newWaitLine("waiting for the guest's first-boot report")
+	g, boots := servedGuest(t, Result{Agent: "cloud-init", OK: true}, waiting)
+	bootedUpTo(t, boots, true)
+	go func() {
+		<-waiting.seen
+		boots.Report("dev", "", "cloud-init", firstboot.Report{Failed: true, Message: "1 error",
+			Errors: []firstboot.Failure{{Stage: "modules-final", Module: "config-scripts-user", Message: "vminit-boom\n\x1b]0;title\x07exit 3"}}})
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // against a hang, not a measure
+	defer cancel()
+	res, err := g.WaitFirstBoot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := res.FirstBoot
+	if st == nil || st.State != firstboot.Failed || st.Stage != "modules-final" || !reported(st) {
+		t.Fatalf("FirstBoot %+v; want failed at modules-final, with the report", st)
+	}
+	if res.OK {
+		t.Error("OK: a boot the server saw fail is a failed run")
+	}
+	want := "metadata server: modules-final/config-scripts-user: vminit-boom\nexit 3"
+	found := false
+	for _, e := range res.Errors {
+		found = found || e == want
+		if strings.Contains(e, "\x1b") {
+			t.Errorf("an error carries the guest's escape sequence: %q", e)
+		}
+	}
+	if !found {
+		t.Errorf("Errors %q; want %q", res.Errors, want)
+	}
+	if len(res.Warnings) > 0 {
+		t.Errorf("Warnings %q; the report came", res.Warnings)
+	}
+}
+
+// TestWaitFirstBootWithoutTheReport: a report that never comes ends the
+// wait at reportWait, or at once when QEMU has exited; the server's
+// status is what it saw (done: the run stays OK) and a warning says the
+// report is missing.
+func TestWaitFirstBootWithoutTheReport(t *testing.T) {
+	old := reportWait
+	defer func() { reportWait = old }()
+	for _, exited := range []bool{false, true} {
+		reportWait = time.Hour
+		if !exited {
+			reportWait = 50 * time.Millisecond
+		}
+		g, boots := servedGuest(t, Result{Agent: "cloud-init", OK: true}, nil)
+		if exited {
+			close(g.exited)
+		}
+		bootedUpTo(t, boots, false)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // against a hang, not a measure
+		res, err := g.WaitFirstBoot(ctx)
+		if err != nil || ctx.Err() != nil {
+			t.Fatalf("QEMU exited %v: %v, %v", exited, err, ctx.Err())
+		}
+		cancel()
+		if !res.OK || res.FirstBoot == nil || res.FirstBoot.State != firstboot.Done {
+			t.Errorf("QEMU exited %v: OK %v, FirstBoot %+v; want OK and done", exited, res.OK, res.FirstBoot)
+		}
+		if len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "first-boot report did not reach the metadata server") {
+			t.Errorf("QEMU exited %v: Warnings %q", exited, res.Warnings)
+		}
+	}
+}
+
+// TestWaitFirstBootOfAGuestNeverHeardOf: a guest that never fetched (its
+// kernel panicked) is pending, and nothing is waited for; without Serve
+// there is no server's view at all.
+func TestWaitFirstBootOfAGuestNeverHeardOf(t *testing.T) {
+	old := reportWait
+	reportWait = time.Hour
+	defer func() { reportWait = old }()
+	waiting := newWaitLine("waiting for")
+	g, _ := servedGuest(t, Result{Agent: "cloud-init", Errors: []string{"kernel panic: VFS"}, Panic: "VFS"}, waiting)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // against a hang, not a measure
+	defer cancel()
+	res, _ := g.WaitFirstBoot(ctx)
+	if ctx.Err() != nil {
+		t.Fatal("WaitFirstBoot waited for a guest that never fetched")
+	}
+	if res.FirstBoot == nil || res.FirstBoot.State != firstboot.Pending || res.OK || len(res.Errors) != 1 || len(res.Warnings) > 0 {
+		t.Errorf("Result %+v, FirstBoot %+v; want the panic and pending", res, res.FirstBoot)
+	}
+	select {
+	case <-waiting.seen:
+		t.Error("said it waits for a report")
+	default:
+	}
+
+	g.relay = nil
+	if res, _ := g.WaitFirstBoot(ctx); res.FirstBoot != nil {
+		t.Errorf("without Serve: FirstBoot %+v", res.FirstBoot)
+	}
+	if _, ok := g.FirstBoot(); ok {
+		t.Error("without Serve: Guest.FirstBoot is there")
+	}
+}
+
+// TestServedGuestStalls: a guest whose agent went silent past the run's
+// StallAfter reads stalled, and a run that times out says where the
+// server last saw it.
+func TestServedGuestStalls(t *testing.T) {
+	g, boots := servedGuestWith(t, nil, Options{StallAfter: time.Nanosecond, Timeout: time.Nanosecond})
+	boots.Fetch("dev", "", "cloud-init", "ec2", "/latest/meta-data/instance-id")
+	if err := boots.Record("dev", "", "cloud-init", firstboot.Event{Kind: firstboot.KindStart, Name: "init-network/config-bootcmd"}); err != nil {
+		t.Fatal(err)
+	}
+	if st, ok := g.FirstBoot(); !ok || st.State != firstboot.Stalled || st.Module != "config-bootcmd" {
+		t.Errorf("FirstBoot %+v, %v; want stalled in config-bootcmd", st, ok)
+	}
+	res, err := g.WaitFirstBoot(context.Background())
+	if !errors.Is(err, ErrTimeout) || !strings.Contains(err.Error(), "the metadata server saw the boot stalled at init-network/config-bootcmd") {
+		t.Errorf("timeout: %v", err)
+	}
+	if res.FirstBoot == nil || res.FirstBoot.State != firstboot.Stalled {
+		t.Errorf("FirstBoot %+v; want stalled", res.FirstBoot)
+	}
+	if _, err := configure(Options{Instance: g.c.Instance, Image: "x", Serve: true, StallAfter: -time.Second}); err == nil || !strings.Contains(err.Error(), "stall after -1s") {
+		t.Errorf("a negative StallAfter: %v", err)
+	}
+}
