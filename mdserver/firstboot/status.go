@@ -197,7 +197,7 @@ type Summary struct {
 // Summarize filters statuses (already read at now, with Stalled applied)
 // and counts them; the instances come out sorted by name.
 func Summarize(statuses []Status, f Filter, now time.Time) Summary {
-	sum := Summary{Counts: make(map[State]int, len(States)), Instances: []Status{}}
+	sum := Summary{Counts: make(map[State]int, len(States)), Instances: make([]Status, 0, len(statuses))}
 	for _, st := range States {
 		sum.Counts[st] = 0
 	}

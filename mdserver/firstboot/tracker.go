@@ -202,7 +202,9 @@ func (b *boot) progress(ev Event, at time.Time) *Status {
 	if ev.Kind != KindFinish {
 		return nil
 	}
-	if ev.Result == ResultFail {
+	if ev.Result == ResultFail && (module != "" || !b.failedIn(stage)) {
+		// A stage fails because a module of it failed: that failure
+		// already names it.
 		b.fail(Failure{Stage: stage, Module: module, Message: ev.Message})
 	}
 	if module != "" {
@@ -231,6 +233,16 @@ func (b *boot) stage(name string, at time.Time) *Stage {
 	}
 	b.st.Stages = append(b.st.Stages, Stage{Name: clip(name, MaxName), Start: at})
 	return &b.st.Stages[len(b.st.Stages)-1]
+}
+
+// failedIn reports whether a failure names stage.
+func (b *boot) failedIn(stage string) bool {
+	for _, f := range b.st.Errors {
+		if f.Stage == stage {
+			return true
+		}
+	}
+	return false
 }
 
 // fail adds f to the failures, unless it is there already or they are

@@ -52,6 +52,9 @@ func TestCloudInitBoot(t *testing.T) {
 	if st.State != Failed || st.FirstError() != "modules-final/config-scripts-user: running config-scripts-user failed" {
 		t.Fatalf("failed: %+v", st)
 	}
+	if len(st.Errors) != 1 {
+		t.Errorf("the stage's failure was counted apart from its module's: %+v", st.Errors)
+	}
 	if len(st.Stages) != 2 || st.Stages[1].Duration() != 20*time.Minute {
 		t.Errorf("stages: %+v", st.Stages)
 	}
