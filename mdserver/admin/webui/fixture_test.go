@@ -25,6 +25,9 @@ const token = "ui-test-token-0123456789abcdef"
 // times and the screenshot are the same on every run.
 var epoch = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 
+// stallAfter is the fixtures' firstboot.Options.StallAfter.
+const stallAfter = 2 * time.Hour
+
 type clock struct {
 	mu  sync.Mutex
 	now time.Time
@@ -55,7 +58,9 @@ type instance struct{ name, agent string }
 func newFleet(t testing.TB, instances []instance) *fleet {
 	t.Helper()
 	f := &fleet{clock: &clock{now: epoch}}
-	f.boots = firstboot.New(firstboot.Options{Now: f.clock.Now})
+	// A fleet of hundreds takes the clock an hour on: longer than
+	// firstboot's default StallAfter.
+	f.boots = firstboot.New(firstboot.Options{Now: f.clock.Now, StallAfter: stallAfter})
 	var recs []*registry.Record
 	for _, in := range instances {
 		inst := &spec.Instance{Metadata: spec.Metadata{Name: in.name}, Spec: spec.Spec{Agent: in.agent}}
@@ -174,7 +179,7 @@ func showcase(t testing.TB) *fleet {
 		{"web-04", "cloud-init"}, {"web-05", "cloud-init"}, {"worker-01", "cloud-init"},
 	})
 	f.fetch("cache-01", "cloud-init", 4) // then silence: stalled
-	f.clock.advance(17 * time.Minute)
+	f.clock.advance(stallAfter + 10*time.Minute)
 	for _, n := range []string{"web-01", "web-02", "web-03"} {
 		f.cloudInit(t, n, "", "", "")
 	}

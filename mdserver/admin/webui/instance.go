@@ -28,8 +28,8 @@ type (
 		X, W                                 int // the bar, in thousandths of the axis
 	}
 	eventView struct {
-		At, Offset, Kind, Name, Result, Message, Dialect, Class string
-		Count                                                   int
+		At, Clock, Offset, Kind, Name, Result, Message, Dialect, Class string
+		Count                                                          int
 	}
 )
 
@@ -59,7 +59,7 @@ func (u *UI) instanceView(name string) instanceView {
 		v.Stages = append(v.Stages, stage(sg, t0, t1))
 	}
 	for _, ev := range st.Events {
-		e := eventView{At: ev.Time.UTC().Format(time.RFC3339), Offset: offset(ev.Time, t0), Kind: ev.Kind, Name: ev.Name,
+		e := eventView{At: ev.Time.UTC().Format(time.RFC3339), Clock: ev.Time.UTC().Format("15:04:05"), Offset: offset(ev.Time, t0), Kind: ev.Kind, Name: ev.Name,
 			Result: ev.Result, Message: ev.Message, Dialect: ev.Dialect, Count: ev.Count, Class: resultClass(ev.Result)}
 		v.Events = append(v.Events, e)
 	}
