@@ -14,10 +14,14 @@ import (
 // re-rendered, as one "render" event: at once (what changed between the
 // page and the stream is not lost), then on every change of the tracker,
 // at most every minInterval (a booting fleet changes hundreds of times a
-// second), and every Options.Refresh without one. A stream ends after
-// streamFor; the browser reconnects by itself.
+// second) or costFactor times what the last render took, whichever is
+// longer (a page of a fleet of 100,000 takes most of a second to read:
+// a live page must not keep a core busy), and every Options.Refresh
+// without a change. A stream ends after streamFor; the browser
+// reconnects by itself.
 const (
 	minInterval = 500 * time.Millisecond
+	costFactor  = 4
 	streamFor   = 10 * time.Minute
 	writeWithin = 10 * time.Second
 )
@@ -50,6 +54,7 @@ func (u *UI) stream(w http.ResponseWriter, r *http.Request) {
 	for {
 		changes := u.src.Boots().Changes()
 		var b bytes.Buffer
+		began := time.Now()
 		if err := render(&b); err != nil {
 			u.opts.Logger.Error("webui: rendering the stream", "err", err)
 			return
@@ -66,8 +71,8 @@ func (u *UI) stream(w http.ResponseWriter, r *http.Request) {
 		case <-ctx.Done():
 			return
 		}
-		select { // coalesce what comes in the next minInterval
-		case <-time.After(minInterval):
+		select { // coalesce what comes until the next render is due
+		case <-time.After(max(minInterval, costFactor*time.Since(began))):
 		case <-ctx.Done():
 			return
 		}

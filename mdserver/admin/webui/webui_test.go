@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vminit/vminit/internal/lib/httpserver"
 	"github.com/vminit/vminit/mdserver/admin"
 	"github.com/vminit/vminit/mdserver/admin/webui"
 	"github.com/vminit/vminit/mdserver/firstboot"
@@ -367,4 +368,27 @@ func TestInstancePage(t *testing.T) {
 	if a := get(t, srv.Client(), srv.URL+"/ui/instances/nobody", "Authorization", "Bearer "+token); a.status != http.StatusNotFound {
 		t.Errorf("unknown instance: %d", a.status)
 	}
+}
+
+// TestStreamOutlivesServerTimeouts: a live page's stream is not cut by
+// the listener's read and write timeouts (the admin listener's are 30 s
+// and 60 s; here a tenth of a second): it lifts the read deadline, and
+// gives each write a deadline of its own.
+func TestStreamOutlivesServerTimeouts(t *testing.T) {
+	f := showcase(t)
+	srv := httptest.NewUnstartedServer(nil)
+	srv.Config = httpserver.New(f.ui(webui.Options{}), 100*time.Millisecond, 100*time.Millisecond)
+	srv.Start()
+	t.Cleanup(srv.Close)
+	ev, stop := streamEvents(t, srv, "/ui/stream?name=db-02")
+	defer stop()
+	<-ev
+	time.Sleep(400 * time.Millisecond) // past both timeouts: what they would cut is cut by now
+	f.fetch("db-02", "cloud-init", 1)
+	for got := range ev {
+		if strings.Contains(got, `data-name="db-02" data-state="fetched"`) {
+			return
+		}
+	}
+	t.Fatal("the stream was cut by the server's timeouts")
 }
