@@ -133,6 +133,11 @@ func (u *UI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	case r.URL.Path == "/ui/login" || strings.HasPrefix(r.URL.Path, "/ui/static/"):
 	case !u.authorized(r):
+		// As the admin API does: the connection closed, and a body
+		// announced but never sent not waited for (net/http would read
+		// up to 256 KiB of it after the handler).
+		w.Header().Set("Connection", "close")
+		defer http.NewResponseController(w).SetReadDeadline(time.Now())
 		if r.Method == http.MethodGet && r.URL.Path != "/ui/stream" {
 			http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
 			return

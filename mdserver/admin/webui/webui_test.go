@@ -3,7 +3,9 @@ package webui_test
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -391,4 +393,30 @@ func TestStreamOutlivesServerTimeouts(t *testing.T) {
 		}
 	}
 	t.Fatal("the stream was cut by the server's timeouts")
+}
+
+// TestUnauthenticatedBodyNotAwaited: a request without a session that
+// announces a body it never sends is answered at once, and its
+// connection closed (the admin API's TestUnauthenticatedBodiesRefusedAtOnce,
+// for the page's paths).
+func TestUnauthenticatedBodyNotAwaited(t *testing.T) {
+	srv := adminServer(t, showcase(t), token, false)
+	for _, p := range []string{"/ui/logout", "/ui/instances/db-01"} {
+		c, err := net.Dial("tcp", srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 100000\r\n\r\n", p)
+		br := bufio.NewReader(c)
+		res, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("%s: no answer without the body: %v", p, err)
+		}
+		io.Copy(io.Discard, res.Body)
+		if _, err := br.ReadByte(); res.StatusCode != http.StatusUnauthorized || err != io.EOF {
+			t.Errorf("%s: answered %d; the connection then: %v (want it closed)", p, res.StatusCode, err)
+		}
+		c.Close()
+	}
 }
