@@ -24,6 +24,9 @@ const (
 	costFactor  = 4
 	streamFor   = 10 * time.Minute
 	writeWithin = 10 * time.Second
+	// busyRetry is when a page turned away (Options.MaxStreams followed
+	// already) asks again.
+	busyRetry = 30 * time.Second
 )
 
 func (u *UI) stream(w http.ResponseWriter, r *http.Request) {
@@ -32,18 +35,20 @@ func (u *UI) stream(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	w.Header().Set("Content-Type", "text/event-stream")
 	select {
 	case u.streams <- struct{}{}:
 		defer func() { <-u.streams }()
 	default:
-		http.Error(w, "too many live pages; try again later", http.StatusServiceUnavailable)
+		// An EventSource gives up for good on an error status; an empty
+		// stream that ends makes it try again, after busyRetry.
+		fmt.Fprintf(w, "retry: %d\n\n", busyRetry.Milliseconds())
 		return
 	}
 	rc := http.NewResponseController(w)
 	// The listener's read timeout would end the stream (a GET has no
 	// body to wait for); each write has its own deadline instead.
 	rc.SetReadDeadline(time.Time{})
-	w.Header().Set("Content-Type", "text/event-stream")
 	w.WriteHeader(http.StatusOK)
 	ctx := r.Context()
 	end := time.NewTimer(streamFor)

@@ -420,3 +420,30 @@ func TestUnauthenticatedBodyNotAwaited(t *testing.T) {
 		c.Close()
 	}
 }
+
+// TestStreamsBounded: past Options.MaxStreams, a live page is told to
+// come back later (an empty stream with a retry time: an error status
+// would make the browser give up for good), and gets its place once one
+// is free.
+func TestStreamsBounded(t *testing.T) {
+	srv := httptest.NewServer(showcase(t).ui(webui.Options{MaxStreams: 1}))
+	t.Cleanup(srv.Close)
+	_, stop := streamEvents(t, srv, "/ui/stream")
+	busy := get(t, srv.Client(), srv.URL+"/ui/stream", "Authorization", "Bearer "+token)
+	if busy.status != http.StatusOK || busy.body != "retry: 30000\n\n" {
+		t.Errorf("a stream past the bound: %d %q", busy.status, busy.body)
+	}
+	stop()
+	for i := 0; ; i++ { // the first stream's slot is freed once its handler sees the client gone
+		if i == 1000 {
+			t.Fatal("the slot of a closed stream was never freed")
+		}
+		ev, stop := streamEvents(t, srv, "/ui/stream")
+		got, ok := <-ev
+		stop()
+		if ok && strings.Contains(got, `id="fleet"`) {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
