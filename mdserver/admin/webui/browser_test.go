@@ -200,7 +200,7 @@ func TestBrowser(t *testing.T) {
 			t.Errorf("errors: %s", e)
 		}
 		if fe := eval[string](t, ctx, `[...document.querySelector('#events tr[data-kind="fetch"]').cells].map(c => c.textContent).slice(2).join('|')`); fe !=
-			"fetch|/nocloud/user-data||nocloud|6|" {
+			"fetch|/nocloud/user-data|||nocloud|6|" {
 			t.Errorf("the fetch event: %s", fe)
 		}
 		if st := eval[string](t, ctx, `document.getElementById('state').textContent`); st != "failed" {

@@ -128,8 +128,9 @@ func (f *fleet) cloudInit(t testing.TB, name, upTo, failModule, msg string) {
 		}
 		result := firstboot.ResultSuccess
 		for _, m := range sg.modules {
-			f.clock.advance(1500 * time.Millisecond)
+			f.clock.advance(500 * time.Millisecond)
 			f.event(t, name, firstboot.KindStart, sg.stage+"/"+m, "", "")
+			f.clock.advance(time.Second)
 			if m == failModule {
 				f.event(t, name, firstboot.KindFinish, sg.stage+"/"+m, firstboot.ResultFail, msg)
 				result = firstboot.ResultFail

@@ -28,8 +28,8 @@ type (
 		X, W                                 int // the bar, in thousandths of the axis
 	}
 	eventView struct {
-		At, Clock, Offset, Kind, Name, Result, Message, Dialect, Class string
-		Count                                                          int
+		At, Clock, Offset, Kind, Name, Result, Took, Message, Dialect, Class string
+		Count                                                                int
 	}
 )
 
@@ -61,6 +61,9 @@ func (u *UI) instanceView(name string) instanceView {
 	for _, ev := range st.Events {
 		e := eventView{At: ev.Time.UTC().Format(time.RFC3339), Clock: ev.Time.UTC().Format("15:04:05"), Offset: offset(ev.Time, t0), Kind: ev.Kind, Name: ev.Name,
 			Result: ev.Result, Message: ev.Message, Dialect: ev.Dialect, Count: ev.Count, Class: resultClass(ev.Result)}
+		if ev.Until.After(ev.Time) { // a module from its start to its finish, or a crawl's fetches
+			e.Took = duration(ev.Until.Sub(ev.Time))
+		}
 		v.Events = append(v.Events, e)
 	}
 	return v

@@ -361,7 +361,9 @@ func TestInstancePage(t *testing.T) {
 		`<td>modules-final/config-scripts-user</td><td class="message">Failed to run module scripts-user: runcmd:`,
 		`<tr data-stage="init-network"><td>init-network</td><td class="num">&#43;2s</td><td class="num">3s</td><td>SUCCESS</td>`,
 		`<tr data-stage="modules-final">`,
-		`<td>fetch</td><td>/nocloud/user-data</td><td></td><td>nocloud</td><td class="num">6</td>`,
+		`<td>fetch</td><td>/nocloud/user-data</td><td></td><td class="num"></td><td>nocloud</td><td class="num">6</td>`,
+		// A module's start and finish, one entry: how long it took.
+		`<td>finish</td><td>modules-final/config-scripts-user</td><td>FAIL</td><td class="num">1s</td>`,
 	} {
 		if !strings.Contains(a.body, want) {
 			t.Errorf("%q not on the page:\n%s", want, a.body)
