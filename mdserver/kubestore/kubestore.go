@@ -68,6 +68,7 @@ import (
 	"github.com/vminit/vminit/internal/lib/parallel"
 	"github.com/vminit/vminit/internal/lib/revindex"
 	"github.com/vminit/vminit/kube/api/v1alpha1"
+	"github.com/vminit/vminit/mdserver/firstboot"
 	"github.com/vminit/vminit/mdserver/registry"
 	"github.com/vminit/vminit/platform"
 	"github.com/vminit/vminit/platform/cluster"
@@ -115,9 +116,10 @@ type Store struct {
 	mu        sync.Mutex
 	ix        *registry.Index // keyed by namespace/name
 	instances map[string]*instance
-	refDeps   revindex.Index // RefKey → the instances referring to it
-	claims    *Claims        // who is served at which address
-	sig       chan struct{}  // closed and replaced at every apply
+	refDeps   revindex.Index       // RefKey → the instances referring to it
+	claims    *Claims              // who is served at which address
+	sig       chan struct{}        // closed and replaced at every apply
+	followers []*firstboot.Tracker // FollowBoots' trackers (firstboot.go)
 
 	cancel  context.CancelFunc
 	done    sync.WaitGroup
@@ -137,6 +139,8 @@ type instance struct {
 	// one of them changes.
 	refs map[string]bool
 	src  *source
+	// seen is what the object's status says of its first boot.
+	seen seenBoot
 }
 
 // source is what an Instance object is decoded from.
@@ -321,6 +325,9 @@ func (s *Store) decodeInstance(u *unstructured.Unstructured, prev *instance) *in
 // ConfigMaps it refers to in its own namespace.
 func (s *Store) decodeSource(src *source, prev *instance) *instance {
 	in := &instance{rv: src.rv}
+	if prev != nil {
+		in.seen = prev.seen
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RequestTimeout)
 	defer cancel()
 	refs := NewRefs(ctx, s.resolver, src.namespace)
@@ -473,6 +480,7 @@ func (s *Store) putInstances(b batch) {
 		}
 		s.setRefDeps(key, in)
 		if in != nil {
+			s.followBoot(key, in, u)
 			s.instances[key] = in
 		} else {
 			delete(s.instances, key)
