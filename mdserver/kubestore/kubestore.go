@@ -39,6 +39,13 @@
 //
 // Put and Delete write Instance objects (in Config.Namespace) and return
 // once the store's watch has applied the write.
+//
+// The store shares the instances' first-boot statuses between replicas
+// (firstboot.Shared, firstboot.go): WriteBoot applies an Instance's
+// status.firstBoot and its FirstBoot condition (server-side apply of the
+// status subresource, under its own field manager) and records a
+// FirstBootFailed Event; FollowBoots hands a tracker what the watch reads
+// back of them.
 package kubestore
 
 import (
