@@ -15,6 +15,11 @@
 // instance's name or address) is logged with its key and every problem,
 // and the instance keeps its last good version. Put and Delete are etcd
 // transactions; Put refuses a document that would be refused on load.
+//
+// The store also shares the instances' first-boot statuses between
+// replicas (firstboot.Shared, firstboot.go): one key per instance,
+// <BootPrefix><name>, beside the specs' prefix and never read by its
+// list and watch.
 package etcdstore
 
 import (
@@ -52,6 +57,11 @@ type Config struct {
 	// Prefix is the key prefix; default DefaultPrefix. Keys below it are
 	// <prefix><instance name>.
 	Prefix string
+	// BootPrefix is where each instance's first-boot status is kept
+	// (<BootPrefix><instance name>, firstboot.go); default Prefix with
+	// ".boot/" for its final "/": /vminit/instances.boot/. It must not be
+	// below Prefix.
+	BootPrefix string
 	// TLS, when set, is used for the client connections (server CA and,
 	// for client-certificate auth, the client certificate).
 	TLS *tls.Config
@@ -103,6 +113,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	if !strings.HasSuffix(cfg.Prefix, "/") {
 		cfg.Prefix += "/"
+	}
+	if strings.HasPrefix(cfg.BootPrefix, cfg.Prefix) {
+		return nil, fmt.Errorf("etcdstore: the first-boot prefix %q is below the instances' prefix %q", cfg.BootPrefix, cfg.Prefix)
 	}
 	if cfg.DialTimeout <= 0 {
 		cfg.DialTimeout = 5 * time.Second
@@ -500,12 +513,13 @@ func (s *Store) Put(ctx context.Context, doc []byte) (*registry.Record, error) {
 	return nil, fmt.Errorf("%w: %s keeps changing concurrently", registry.ErrConflict, key)
 }
 
-// Delete removes the instance's key; ErrNotFound if etcd has no such key.
+// Delete removes the instance's key, and its first-boot status with it;
+// ErrNotFound if etcd has no such key.
 func (s *Store) Delete(ctx context.Context, name string) error {
 	key := s.cfg.Prefix + name
 	tctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
 	resp, err := s.cli.Txn(tctx).If(clientv3.Compare(clientv3.CreateRevision(key), ">", 0)).
-		Then(clientv3.OpDelete(key)).Commit()
+		Then(clientv3.OpDelete(key), clientv3.OpDelete(s.bootPrefix()+name)).Commit()
 	cancel()
 	if err != nil {
 		return fmt.Errorf("%w: %v", registry.ErrUnavailable, err)
