@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/vminit/vminit/kube/api/v1alpha1"
 	"github.com/vminit/vminit/mdserver/firstboot"
 	"github.com/vminit/vminit/mdserver/kubestore"
+	"github.com/vminit/vminit/mdserver/registry"
 )
 
 // replica is one server's store and tracker, persisting and following
@@ -200,7 +202,8 @@ func TestFirstBootShared(t *testing.T) {
 
 // TestFirstBootWritesOnlyChanges: a status whose shown fields did not
 // change is not written again, however often WriteBoot is called (each
-// write goes to every watcher of Instances); a one-shot reader
+// write goes to every watcher of Instances), and a status write does not
+// make the stores decode and check the spec again; a one-shot reader
 // (FollowBoots with an ended context) gets what is stored.
 func TestFirstBootWritesOnlyChanges(t *testing.T) {
 	s, dyn := start(t, false)
@@ -208,6 +211,13 @@ func TestFirstBootWritesOnlyChanges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var checked atomic.Int64
+	watcher, err := kubestore.Open(ctxFor(t), kubestore.Config{REST: s.Config(), Namespaces: []string{"default"},
+		Checks: registry.Checks{Content: func(*registry.Record) error { checked.Add(1); return nil }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watcher.Close()
 	r := newReplica(t, s)
 	boots := firstboot.New(firstboot.Options{})
 	id := string(u.GetUID())
@@ -247,5 +257,15 @@ func TestFirstBootWritesOnlyChanges(t *testing.T) {
 	}
 	if got := read.Status("default/web", id, ""); got.State != firstboot.Done || got.Agent != "ignition" || got.FirstFetch.IsZero() {
 		t.Errorf("read once: %+v", got)
+	}
+	seen := firstboot.New(firstboot.Options{})
+	eventually(t, "the watcher to see the write", func() bool {
+		if err := watcher.FollowBoots(ended, seen); err != nil {
+			t.Fatal(err)
+		}
+		return seen.Status("default/web", id, "").State == firstboot.Done
+	})
+	if n := checked.Load(); n != 1 {
+		t.Errorf("the spec was checked %d times for one version and status writes", n)
 	}
 }

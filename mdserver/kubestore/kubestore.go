@@ -50,6 +50,7 @@ package kubestore
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -148,6 +149,8 @@ type instance struct {
 	src  *source
 	// seen is what the object's status says of its first boot.
 	seen seenBoot
+	// sum is the SHA-256 of the document the version stands for.
+	sum [sha256.Size]byte
 }
 
 // source is what an Instance object is decoded from.
@@ -325,13 +328,27 @@ func (s *Store) decodeInstance(u *unstructured.Unstructured, prev *instance) *in
 		}
 		return in
 	}
+	sum := sha256.Sum256(doc)
+	if prev != nil && prev.err == nil && prev.base != nil && prev.base.UID == string(u.GetUID()) && prev.sum == sum {
+		// The same document at a new resourceVersion: a status write
+		// (the controller's, or a first boot's). Decoding and checking
+		// it again would render it on every replica at every write.
+		in := *prev
+		in.rv = rv
+		if prev.src != nil {
+			src := *prev.src
+			src.rv = rv
+			in.src = &src
+		}
+		return &in
+	}
 	return s.decodeSource(&source{namespace: u.GetNamespace(), name: u.GetName(), uid: string(u.GetUID()), rv: rv, doc: doc}, prev)
 }
 
 // decodeSource loads an Instance's document, reading the Secrets and
 // ConfigMaps it refers to in its own namespace.
 func (s *Store) decodeSource(src *source, prev *instance) *instance {
-	in := &instance{rv: src.rv}
+	in := &instance{rv: src.rv, sum: sha256.Sum256(src.doc)}
 	if prev != nil {
 		in.seen = prev.seen
 	}
