@@ -59,8 +59,8 @@ type Config struct {
 	Prefix string
 	// BootPrefix is where each instance's first-boot status is kept
 	// (<BootPrefix><instance name>, firstboot.go); default Prefix with
-	// ".boot/" for its final "/": /vminit/instances.boot/. It must not be
-	// below Prefix.
+	// ".boot/" for its final "/": /vminit/instances.boot/. It may be
+	// neither below Prefix nor above it.
 	BootPrefix string
 	// TLS, when set, is used for the client connections (server CA and,
 	// for client-certificate auth, the client certificate).
@@ -114,8 +114,11 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if !strings.HasSuffix(cfg.Prefix, "/") {
 		cfg.Prefix += "/"
 	}
-	if strings.HasPrefix(cfg.BootPrefix, cfg.Prefix) {
-		return nil, fmt.Errorf("etcdstore: the first-boot prefix %q is below the instances' prefix %q", cfg.BootPrefix, cfg.Prefix)
+	if cfg.BootPrefix != "" && !strings.HasSuffix(cfg.BootPrefix, "/") {
+		cfg.BootPrefix += "/"
+	}
+	if cfg.BootPrefix != "" && (strings.HasPrefix(cfg.BootPrefix, cfg.Prefix) || strings.HasPrefix(cfg.Prefix, cfg.BootPrefix)) {
+		return nil, fmt.Errorf("etcdstore: the first-boot prefix %q and the instances' prefix %q overlap", cfg.BootPrefix, cfg.Prefix)
 	}
 	if cfg.DialTimeout <= 0 {
 		cfg.DialTimeout = 5 * time.Second

@@ -149,3 +149,19 @@ func TestFirstBootBatches(t *testing.T) {
 		}
 	}
 }
+
+// TestBootPrefixApart: the statuses' prefix may be neither below the
+// specs' (their list and watch would read the statuses) nor above it
+// (FollowBoots would read the specs).
+func TestBootPrefixApart(t *testing.T) {
+	for _, c := range []struct{ prefix, boot string }{
+		{"/vminit/instances/", "/vminit/instances/boot/"},
+		{"/vminit/instances/", "/vminit/"},
+		{"/vminit/instances/", "/vminit/instances"},
+	} {
+		_, err := Open(context.Background(), Config{Endpoints: []string{"http://127.0.0.1:1"}, Prefix: c.prefix, BootPrefix: c.boot})
+		if err == nil || !strings.Contains(err.Error(), "first-boot prefix") {
+			t.Errorf("prefix %q, boot prefix %q: %v", c.prefix, c.boot, err)
+		}
+	}
+}
