@@ -96,8 +96,9 @@ type Store struct {
 	revSig  chan struct{}    // closed and replaced when rev moves
 	relists atomic.Int64
 
-	cancel context.CancelFunc
-	done   chan struct{}
+	cancel  context.CancelFunc
+	stopped <-chan struct{} // closed by Close
+	done    chan struct{}
 }
 
 // beforeWatch is a test hook run before each Watch call; afterPage, after
@@ -165,7 +166,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("etcdstore: listing %s: %w", cfg.Prefix, err)
 	}
 	runCtx, stop := context.WithCancel(context.Background())
-	s.cancel = stop
+	s.cancel, s.stopped = stop, runCtx.Done()
 	go s.run(runCtx, rev)
 	return s, nil
 }

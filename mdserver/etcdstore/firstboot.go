@@ -95,6 +95,16 @@ func (s *Store) WriteBoot(ctx context.Context, statuses []firstboot.Status) erro
 	return flush()
 }
 
+// closed reports whether Close was called.
+func (s *Store) closed() bool {
+	select {
+	case <-s.stopped:
+		return true
+	default:
+		return false
+	}
+}
+
 // bootValue is st as stored, within maxBootValue.
 func bootValue(st *firstboot.Status) ([]byte, error) {
 	value, err := json.Marshal(st)
@@ -120,10 +130,19 @@ func createRevOf(uid string) (int64, bool) {
 // FollowBoots merges into t the statuses stored, then every one written
 // after (another replica's, or this one's read back: Merge keeps only
 // what is further on), of the incarnations the store serves, until ctx
-// ends; a failed watch lists again, with backoff. With ctx already ended
-// it reads once and returns: a one-shot reader (the CLI) opens the store
-// and calls it so.
+// ends or the store is closed; a failed watch lists again, with backoff.
+// With ctx already ended it reads once and returns: a one-shot reader
+// (the CLI) opens the store and calls it so.
 func (s *Store) FollowBoots(ctx context.Context, t *firstboot.Tracker) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-s.stopped:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	backoff := s.cfg.MinBackoff
 	for first := true; ; first = false {
 		// The first list runs even with ctx ended, bounded by its timeout.
@@ -132,14 +151,16 @@ func (s *Store) FollowBoots(ctx context.Context, t *firstboot.Tracker) error {
 			lctx = context.WithoutCancel(ctx)
 		}
 		rev, err := s.listBoots(lctx, t)
-		if first && ctx.Err() != nil {
+		switch {
+		case s.closed():
+			return nil
+		case first && ctx.Err() != nil:
 			return err
-		}
-		if err == nil {
+		case err == nil:
 			backoff = s.cfg.MinBackoff
 			err = s.watchBoots(ctx, t, rev)
 		}
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || s.closed() {
 			return nil
 		}
 		s.log.Warn("etcdstore: following first boots failed; listing again", "err", err, "retry_in", backoff)

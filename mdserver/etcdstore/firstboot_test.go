@@ -165,3 +165,24 @@ func TestBootPrefixApart(t *testing.T) {
 		}
 	}
 }
+
+// TestFollowBootsEndsWithStore: FollowBoots returns when its store is
+// closed, not only when its context ends.
+func TestFollowBootsEndsWithStore(t *testing.T) {
+	e := startEtcd(t)
+	s, err := Open(context.Background(), Config{Endpoints: []string{e.ClientURL}, DialTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.FollowBoots(context.Background(), firstboot.New(firstboot.Options{})) }()
+	s.Close()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("FollowBoots: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("FollowBoots still runs after Close")
+	}
+}

@@ -315,7 +315,7 @@ func timeOf(t *metav1.Time) time.Time {
 // FollowBoots merges into t the first boots the Instances' status holds,
 // and then every one the Reflector delivers (another replica's write, or
 // this one's read back: Merge keeps only what is further on), until ctx
-// ends. With ctx already ended it merges what the store holds and
+// ends or the store is closed. With ctx already ended it merges what the store holds and
 // returns: a one-shot reader (`vminit instances status --kubeconfig`)
 // opens the store, which lists, and calls it so.
 func (s *Store) FollowBoots(ctx context.Context, t *firstboot.Tracker) error {
@@ -331,7 +331,10 @@ func (s *Store) FollowBoots(ctx context.Context, t *firstboot.Tracker) error {
 	for _, st := range all {
 		t.Merge(st)
 	}
-	<-ctx.Done()
+	select {
+	case <-ctx.Done():
+	case <-s.stopped:
+	}
 	s.mu.Lock()
 	for i, f := range s.followers {
 		if f == t {

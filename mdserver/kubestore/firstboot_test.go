@@ -268,4 +268,17 @@ func TestFirstBootWritesOnlyChanges(t *testing.T) {
 	if n := checked.Load(); n != 1 {
 		t.Errorf("the spec was checked %d times for one version and status writes", n)
 	}
+
+	// FollowBoots returns when its store is closed.
+	following := make(chan error, 1)
+	go func() { following <- watcher.FollowBoots(context.Background(), seen) }()
+	watcher.Close()
+	select {
+	case err := <-following:
+		if err != nil {
+			t.Errorf("FollowBoots: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("FollowBoots still runs after Close")
+	}
 }

@@ -130,6 +130,7 @@ type Store struct {
 	followers []*firstboot.Tracker // FollowBoots' trackers (firstboot.go)
 
 	cancel  context.CancelFunc
+	stopped <-chan struct{} // closed by Close
 	done    sync.WaitGroup
 	errMu   sync.Mutex
 	lastErr error
@@ -214,7 +215,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		namespaces = []string{metav1.NamespaceAll}
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
-	s.cancel = cancel
+	s.cancel, s.stopped = cancel, runCtx.Done()
 	var synced []<-chan struct{}
 	for _, ns := range namespaces {
 		synced = append(synced, s.watch(runCtx, v1alpha1.GroupVersionResource, ns, &sink{ns: ns, put: s.putInstances}),
