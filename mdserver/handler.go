@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/vminit/vminit/ignition"
-	"github.com/vminit/vminit/mdserver/firstboot"
 	"github.com/vminit/vminit/internal/lib/httppath"
+	"github.com/vminit/vminit/mdserver/firstboot"
 	"github.com/vminit/vminit/mdserver/registry"
 )
 
