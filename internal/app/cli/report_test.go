@@ -2,10 +2,13 @@ package cli
 
 import (
 	"bytes"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vminit/vminit/mdserver/firstboot"
 )
@@ -47,5 +50,43 @@ func TestReportTo(t *testing.T) {
 		if code != ExitUsage || !strings.Contains(stderr, "--report-to") {
 			t.Errorf("%q: exit %d: %s", bad, code, stderr)
 		}
+	}
+}
+
+// TestServeReportFlags: vminit serve points its guests at --report-url,
+// or serves the data without the report with --boot-reports=false; a bad
+// --report-url is a usage error naming the flag.
+func TestServeReportFlags(t *testing.T) {
+	dir := t.TempDir()
+	spec := "apiVersion: vminit.dev/v1alpha1\nkind: Instance\nmetadata:\n  name: vm-1\nspec:\n  metadataServer:\n    addresses: [127.0.0.1]\n"
+	if err := os.WriteFile(filepath.Join(dir, "vm.yaml"), []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	userData := func(args ...string) string {
+		addr := freeAddr(t)
+		stop := startServe(t, append([]string{"--listen", addr, "--instances", dir}, args...)...)
+		defer stop()
+		for range 100 {
+			res, err := http.Get("http://" + addr + "/latest/user-data")
+			if err == nil {
+				b, _ := io.ReadAll(res.Body)
+				res.Body.Close()
+				return string(b)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatalf("serve never answered")
+		return ""
+	}
+	const url = "http://192.0.2.1:8080"
+	if ud := userData("--report-url", url+"/"); !strings.Contains(ud, "endpoint: "+url+firstboot.EventsPath) {
+		t.Errorf("--report-url: user data:\n%s", ud)
+	}
+	if ud := userData("--boot-reports=false"); strings.Contains(ud, "reporting:") || !strings.HasPrefix(ud, "#cloud-config") {
+		t.Errorf("--boot-reports=false: user data:\n%s", ud)
+	}
+	code, _, stderr := run(t, "serve", "--listen", freeAddr(t), "--instances", dir, "--report-url", "http://u:p@h/")
+	if code != ExitUsage || !strings.Contains(stderr, "--report-url") {
+		t.Errorf("a bad --report-url: exit %d: %s", code, stderr)
 	}
 }
