@@ -64,6 +64,7 @@ func TestWithReport(t *testing.T) {
 		name, user string
 		single     bool // one #cloud-config document
 		runcmd     bool // the user's runcmd survives
+		raw        bool // the user data as given (userDataOnly), not combined with the generated
 	}{
 		{name: "generated only", single: true},
 		{name: "cloud-config replacing write_files and runcmd", user: "#cloud-config\nwrite_files: [{path: " + userFile + ", content: x}]\nruncmd: [echo user]\n", single: true, runcmd: true},
@@ -74,13 +75,21 @@ func TestWithReport(t *testing.T) {
 		{name: "launch-index", user: "#cloud-config\nlaunch-index: 0\nwrite_files: [{path: " + userFile + ", content: x}]\n"},
 		{name: "MIME replacing write_files", user: "Content-Type: multipart/mixed; boundary=\"XYZ\"\nMIME-Version: 1.0\n\n--XYZ\n" +
 			"Content-Type: text/cloud-config\n\n#cloud-config\nwrite_files: [{path: " + userFile + ", content: x}]\nruncmd: [echo user]\n--XYZ--\n", runcmd: true},
+		{name: "userDataOnly MIME", raw: true, user: "Content-Type: multipart/mixed; boundary=\"XYZ\"\nMIME-Version: 1.0\n\n--XYZ\n" +
+			"Content-Type: text/cloud-config\n\n#cloud-config\nwrite_files: [{path: " + userFile + ", content: x}]\nruncmd: [echo user]\n--XYZ--\n", runcmd: true},
+		{name: "userDataOnly cloud-config", raw: true, single: true, runcmd: true, user: "#cloud-config\nruncmd: [echo user]\n"},
+		{name: "userDataOnly script", raw: true, user: "#!/bin/sh\necho hi\n"},
+		{name: "userDataOnly empty", raw: true, single: true},
+		{name: "userDataOnly that cloud-init ignores", raw: true, user: "just some text\n"},
 	}
 	const base = "http://192.0.2.7:8080/prefix"
 	var blobs [][]byte
 	for _, c := range cases {
-		ud, err := Combine(gen, []byte(c.user))
-		if err != nil {
-			t.Fatalf("%s: %v", c.name, err)
+		ud := []byte(c.user)
+		if !c.raw {
+			if ud, err = Combine(gen, ud); err != nil {
+				t.Fatalf("%s: %v", c.name, err)
+			}
 		}
 		out, err := WithReport(ud, base+"/")
 		if err != nil {
