@@ -18,10 +18,9 @@ import (
 // scheme and host the guest used for the request, as configURL is.
 //
 // The data with the report differs by that base URL, which a guest's Host
-// header chooses, so it is cached apart from the plain data: per record
-// revision, a few base URLs each (maxReportBases; a guest uses one, and
-// one that sends many Hosts only renders its own data again). The plain
-// data stays the one piece every base URL is made from.
+// header chooses, so it is cached by base URL: per record revision, a few
+// base URLs each (maxReportBases; a guest uses one, and one that sends
+// many Hosts only renders its own data again).
 
 // PreviewHost is the host a preview (Crawl) shows the report going to
 // when Options.ReportURL is unset: there is no guest whose Host to use.
@@ -86,43 +85,47 @@ func (h *Handler) ReportPreviewBase() string {
 }
 
 // byBase is a record revision's data for each base URL, up to
-// maxReportBases of them.
+// maxReportBases of them, rendered on first use (errors kept too, as a
+// piece keeps them).
 type byBase struct {
 	mu sync.Mutex
-	m  map[string][]byte
+	m  map[string]rendered
+}
+
+type rendered struct {
+	data []byte
+	err  error
 }
 
 func newByBase(*Handler, *registry.Record) (*byBase, error) {
-	return &byBase{m: map[string][]byte{}}, nil
+	return &byBase{m: map[string]rendered{}}, nil
 }
 
 // get returns the data for base, rendering and keeping it on first use.
 func (v *byBase) get(h *Handler, rec *registry.Record, base string, render func() ([]byte, error)) ([]byte, error) {
 	v.mu.Lock()
-	data, ok := v.m[base]
+	got, ok := v.m[base]
 	v.mu.Unlock()
 	if ok {
-		return data, nil
+		return got.data, got.err
 	}
 	data, err := render()
-	if err != nil {
-		return nil, err
-	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if prev, ok := v.m[base]; ok {
-		return prev, nil // rendered meanwhile by another request
+		return prev.data, prev.err // rendered meanwhile by another request
 	}
 	if len(v.m) < maxReportBases {
-		v.m[base] = data
+		v.m[base] = rendered{data, err}
 		h.account(h.entry(rec), int64(len(base)+len(data)))
 	}
-	return data, nil
+	return data, err
 }
 
 func byBaseSize(*byBase) int64 { return 0 } // accounted by get
 
-// The data with the report, by base URL.
+// The data with the report, by base URL. The plain data they are made
+// from is not kept beside them: with reports on, no guest gets it.
 var (
 	cloudUserDataReported = newPiece(newByBase, byBaseSize)
 	ignitionReported      = newPiece(newByBase, byBaseSize)
@@ -131,13 +134,18 @@ var (
 // cloudInitUserData is the record's cloud-init user data as r's guest gets
 // it: with the report to reportBase(r), if any.
 func (h *Handler) cloudInitUserData(r *http.Request, rec *registry.Record) ([]byte, error) {
-	ud, err := cloudUserData.get(h, rec)
 	base := h.reportBase(r)
-	if err != nil || base == "" {
-		return ud, err
+	if base == "" {
+		return cloudUserData.get(h, rec)
 	}
 	v, _ := cloudUserDataReported.get(h, rec)
-	return v.get(h, rec, base, func() ([]byte, error) { return cloudinit.WithReport(ud, base) })
+	return v.get(h, rec, base, func() ([]byte, error) {
+		ud, err := renderCloudUserData(rec)
+		if err != nil {
+			return nil, err
+		}
+		return cloudinit.WithReport(ud, base)
+	})
 }
 
 // ignitionConfigFor is the record's Ignition config as r's guest gets it:

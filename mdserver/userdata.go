@@ -48,12 +48,16 @@ func (h *Handler) userData(r *http.Request, rec *registry.Record, transport stri
 // cloudUserData is the record's cloud-init user data, without the
 // first-boot report (cloudInitUserData adds it).
 var cloudUserData = newPiece(func(_ *Handler, rec *registry.Record) ([]byte, error) {
+	return renderCloudUserData(rec)
+}, bytesLen)
+
+func renderCloudUserData(rec *registry.Record) ([]byte, error) {
 	ud, err := seed.UserData(rec.Instance())
 	if err != nil {
 		return nil, fmt.Errorf("rendering %s: %w", rec.Name, err)
 	}
 	return ud, nil
-}, bytesLen)
+}
 
 // metadataFiles declares the piece of the files seed.Metadata gives ds,
 // named by their path without dir.
