@@ -23,6 +23,9 @@ LOG = ROOT + "/var/log/cloud-init-output.log"
 # (a new instance-id) reports again.
 MARKER = ROOT + "/var/lib/cloud/instance/vminit-first-boot-reported"
 LOG_TAIL = 4096
+# status.json and result.json are a few hundred bytes; past this bound one
+# is left out rather than sent in part.
+MAX_JSON = 16384
 ATTEMPTS = 5
 TIMEOUT = 10
 
@@ -30,7 +33,10 @@ TIMEOUT = 10
 def read_json(path):
     try:
         with open(path, "rb") as f:
-            return json.loads(f.read().decode("utf-8"))
+            data = f.read(MAX_JSON + 1)
+        if len(data) > MAX_JSON:
+            raise ValueError("larger than %d bytes, left out" % MAX_JSON)
+        return json.loads(data.decode("utf-8"))
     except (OSError, ValueError) as e:
         print("vminit: %s: %s" % (path, e), file=sys.stderr)
         return None
@@ -82,7 +88,8 @@ def main():
         if value is not None:
             report[key] = value
     report["log"] = log_tail(LOG)
-    body = json.dumps(report).encode("utf-8")
+    # UTF-8 as is: \u escapes would triple a non-ASCII log's size.
+    body = json.dumps(report, ensure_ascii=False).encode("utf-8")
     delay = float(os.environ.get("VMINIT_REPORT_TEST_DELAY", "2"))
     if not post(url, body, delay):
         # The boot itself is not at fault: the unit does not fail (which

@@ -220,7 +220,7 @@ func TestReportScriptPosts(t *testing.T) {
 	root := t.TempDir()
 	status := `{"v1": {"datasource": "DataSourceNoCloud", "stage": null, "modules-final": {"errors": ["runcmd failed"]}}}`
 	result := `{"v1": {"datasource": "DataSourceNoCloud", "errors": ["runcmd failed"], "recoverable_errors": {}}}`
-	log := strings.Repeat("x", 5000) + "the end\n"
+	log := strings.Repeat("x", 5000) + strings.Repeat("\u00fc", 1000) + "J\u00fcrgen \u2603 \"quoted\" \\ the end\n"
 	writeTree(t, root, map[string]string{
 		"run/cloud-init/status.json":           status,
 		"run/cloud-init/result.json":           result,
@@ -245,18 +245,24 @@ func TestReportScriptPosts(t *testing.T) {
 	if rep.Log != log[len(log)-4096:] {
 		t.Errorf("log is %d bytes ending %q, want the last 4096", len(rep.Log), rep.Log[max(0, len(rep.Log)-20):])
 	}
+	if n := len(srv.bodies[1]); n > len(status)+len(result)+4096+100 {
+		t.Errorf("the report is %d bytes: the log is escaped", n)
+	}
 	runReportScript(t, root, url)
 	if len(srv.bodies) != 2 {
 		t.Errorf("posted again after a delivered report")
 	}
 }
 
-// TestReportScriptMissingFilesAndRefusal: without cloud-init's files the
-// report still goes (agent only); a 4xx is not retried, and the report
-// is not tried again; neither fails the unit.
+// TestReportScriptMissingFilesAndRefusal: without cloud-init's files (or
+// with one too large) the report still goes (agent only); a 4xx is not
+// retried, and the report is not tried again; neither fails the unit.
 func TestReportScriptMissingFilesAndRefusal(t *testing.T) {
 	root := t.TempDir()
-	writeTree(t, root, map[string]string{"var/lib/cloud/instance/boot-finished": ""})
+	writeTree(t, root, map[string]string{
+		"var/lib/cloud/instance/boot-finished": "",
+		"run/cloud-init/result.json":           `{"v1": {"errors": ["` + strings.Repeat("e", 20000) + `"]}}`,
+	})
 	srv := newReportServer(t, http.StatusForbidden)
 	url := firstboot.ReportURL(srv.URL)
 	if out := runReportScript(t, root, url); !strings.Contains(out, "HTTP 403") {
