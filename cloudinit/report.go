@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	_ "embed"
-	"encoding/base64"
 	"errors"
 	"path"
 	"sync"
@@ -40,7 +39,9 @@ var reportScriptGzip = sync.OnceValue(func() string {
 	zw, _ := gzip.NewWriterLevel(&b, gzip.BestCompression) // no name, no time: the same bytes every time
 	zw.Write(reportScript)
 	zw.Close()
-	return base64.StdEncoding.EncodeToString(b.Bytes())
+	// In lines, as MIME has them: a line over 998 bytes would make a
+	// multipart message carry the whole part base64 again (is7bit).
+	return base64Lines(b.Bytes()) + "\n"
 })
 
 func reportScriptEntry() *yaml.Node {

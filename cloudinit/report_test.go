@@ -101,6 +101,9 @@ func TestWithReport(t *testing.T) {
 		if isMultipart := strings.HasPrefix(string(out), "Content-Type: multipart/mixed"); isMultipart == c.single {
 			t.Errorf("%s: multipart %v, want %v:\n%s", c.name, isMultipart, !c.single, out)
 		}
+		if !strings.Contains(string(out), base+firstboot.EventsPath) {
+			t.Errorf("%s: the report is not readable as is:\n%s", c.name, out)
+		}
 		if c.single {
 			if findings, err := CheckSchema(out); err != nil || len(findings) > 0 {
 				t.Errorf("%s: schema: %v %v", c.name, findings, err)
