@@ -77,6 +77,13 @@ type Options struct {
 	// makes one with the default options. Share one tracker between the
 	// handler and a store that writes statuses back.
 	Boots *firstboot.Tracker
+	// ReportURL is the base URL (firstboot.ParseBaseURL) the served
+	// user data and Ignition configs tell guests to report their first
+	// boot to; empty means the scheme and host each guest reached this
+	// server at (report.go). NoBootReports serves the data without the
+	// report.
+	ReportURL     string
+	NoBootReports bool
 }
 
 // HeaderInstance is the signed instance header a trusted proxy adds
@@ -137,6 +144,7 @@ func NewHandler(src registry.Source, opts Options) *Handler {
 	if opts.Boots == nil {
 		opts.Boots = firstboot.New(firstboot.Options{})
 	}
+	opts.ReportURL, opts.NoBootReports = reportOptions(opts)
 	h := &Handler{src: src, opts: opts, log: opts.Logger, metrics: opts.Metrics, boots: opts.Boots}
 	if h.metrics != nil {
 		h.metrics.attach(h)

@@ -25,6 +25,7 @@ import (
 	"github.com/vminit/vminit/internal/lib/secretfile"
 	"github.com/vminit/vminit/mdserver"
 	"github.com/vminit/vminit/mdserver/admin"
+	"github.com/vminit/vminit/mdserver/firstboot"
 	"github.com/vminit/vminit/mdserver/kubestore"
 )
 
@@ -46,6 +47,8 @@ type serveFlags struct {
 	burst           int
 	logFormat       string
 	ignitionVariant string
+	reportURL       string // --report-url
+	bootReports     bool   // --boot-reports
 	shutdownTimeout time.Duration
 	maxConns        int
 	maxConnsPerSrc  int
@@ -192,6 +195,8 @@ peak heap of three times the live one (GOMEMLIMIT bounds it if needed).`,
 	fl.IntVar(&f.burst, "burst", 0, "rate-limit burst (default max(100, 2*rate))")
 	fl.StringVar(&f.logFormat, "log-format", "json", "log format: json or text")
 	fl.StringVar(&f.ignitionVariant, "ignition-variant", "", "render every Ignition config for this variant: fcos, rhcos or flatcar (default: each instance's spec.ignition.variant)")
+	fl.BoolVar(&f.bootReports, "boot-reports", true, "have the served user data and Ignition configs report each guest's first boot to this server (cloud-init's reporting webhook and a final report; Ignition's completion unit)")
+	fl.StringVar(&f.reportURL, "report-url", "", "base URL the guests report their first boot to (default: the scheme and host each guest reached this server at), e.g. http://192.0.2.1:8080")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long requests in flight may finish on SIGTERM or SIGINT before they are cut")
 	fl.IntVar(&f.maxConns, "max-connections", mdserver.DefaultTotal(), "connections all guests together may hold open (16384 where the descriptor limit allows, fewer where it is low)")
 	fl.IntVar(&f.maxConnsPerSrc, "max-connections-per-source", mdserver.DefaultPerSource, "connections one source address may hold open (trusted proxies: the total only)")
@@ -470,6 +475,12 @@ func handlerOptions(f serveFlags, logger *slog.Logger) (mdserver.Options, error)
 	if err != nil {
 		return mdserver.Options{}, err
 	}
+	reportURL := f.reportURL
+	if reportURL != "" {
+		if reportURL, err = firstboot.ParseBaseURL(reportURL); err != nil {
+			return mdserver.Options{}, usagef("--report-url=%q: %v", f.reportURL, err)
+		}
+	}
 	if len(proxies) > 0 && hmacKey == nil {
 		logger.Warn("--trusted-proxy without --hmac-key-file: proxies name instances by an unsigned X-Forwarded-For; with a key, only the signed X-Vminit-Instance header is accepted")
 	}
@@ -477,6 +488,7 @@ func handlerOptions(f serveFlags, logger *slog.Logger) (mdserver.Options, error)
 		TrustedProxies: proxies, HMACKey: hmacKey, ProxiesSetHopLimit: f.proxyHopLimit,
 		Rate: f.rate, Burst: f.burst, Logger: logger,
 		IgnitionVariant: ignition.Variant(f.ignitionVariant), AllowLoopbackInstances: f.allowLoopback,
+		ReportURL: reportURL, NoBootReports: !f.bootReports,
 	}, nil
 }
 
