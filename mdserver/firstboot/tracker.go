@@ -246,17 +246,40 @@ func (b *boot) failedIn(stage string) bool {
 }
 
 // fail adds f to the failures, unless it is there already or they are
-// full.
+// full. A failure of what an earlier one names (result.json names no
+// stage; the events do) is that failure: its message, when it has one,
+// replaces the earlier (the report says why; the event only what ran).
 func (b *boot) fail(f Failure) {
 	f.Message = clip(f.Message, MaxMessage)
-	for _, g := range b.st.Errors {
-		if g == f {
+	for i, g := range b.st.Errors {
+		if g.sameAs(f) {
+			if f.Message != "" {
+				b.st.Errors[i].Message = f.Message
+			}
+			if g.Stage == "" {
+				b.st.Errors[i].Stage = f.Stage
+			}
 			return
 		}
 	}
 	if len(b.st.Errors) < MaxFailures {
 		b.st.Errors = append(b.st.Errors, f)
 	}
+}
+
+// sameAs reports whether g and f are one failure: the same unit, or the
+// same module of the same stage where both know it. Failures of a stage
+// alone are the same only when equal: a stage may fail more than once.
+func (g Failure) sameAs(f Failure) bool {
+	switch {
+	case g == f:
+		return true
+	case g.Unit != "" || f.Unit != "":
+		return g.Unit == f.Unit && g.Module == f.Module && g.Stage == f.Stage
+	case g.Module != "":
+		return g.Module == f.Module && (g.Stage == f.Stage || g.Stage == "" || f.Stage == "")
+	}
+	return false
 }
 
 // end ends the boot at when, and returns its status for OnFinish the
