@@ -68,7 +68,7 @@ func (h *Handler) postEvent(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if agent := agentOf(rec); agent != firstboot.AgentCloudInit {
+	if agent := rec.Instance().Spec.Agent; agent != firstboot.AgentCloudInit {
 		badWrite(w, rec, fmt.Errorf("its spec.agent is %s: events are cloud-init's (%s takes %s's report)", agent, firstboot.ReportPath, agent))
 		return
 	}
@@ -95,7 +95,7 @@ func (h *Handler) postReport(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		rep, err = g.Report()
 	}
-	if agent := agentOf(rec); err == nil && g.Agent != agent {
+	if agent := rec.Instance().Spec.Agent; err == nil && g.Agent != agent {
 		err = fmt.Errorf("a report of %s, and its spec.agent is %s", g.Agent, agent)
 	}
 	if err != nil {
@@ -161,6 +161,7 @@ func (h *Handler) observeBoot(rec *registry.Record, d *dialect, r *http.Request,
 		return
 	}
 	if rec != nil && status < http.StatusBadRequest {
-		h.boots.Fetch(rec.Name, rec.UID, agentOf(rec), d.name, r.URL.Path)
+		// Instance, not agentOf: the guest is booting, and asks again.
+		h.boots.Fetch(rec.Name, rec.UID, rec.Instance().Spec.Agent, d.name, r.URL.Path)
 	}
 }
