@@ -93,44 +93,75 @@ type ciStage struct {
 }
 
 func (g GuestReport) cloudInit() (Report, error) {
-	if isNull(g.Status) && isNull(g.Result) {
-		return Report{}, fmt.Errorf("%w: a cloud-init report needs status (status.json) or result (result.json)", ErrReport)
-	}
 	var fails []Failure
 	var seen []string // error texts already a failure
+	running := ""     // the stage status.json says cloud-init is in
 	if !isNull(g.Status) {
-		var st struct {
-			V1 map[string]json.RawMessage `json:"v1"`
-		}
-		if err := json.Unmarshal(g.Status, &st); err != nil || st.V1 == nil {
-			return Report{}, fmt.Errorf("%w: status: want status.json, {\"v1\": {...}}: %v", ErrReport, err)
-		}
-		for _, m := range cloudInitModes {
-			var sg ciStage
-			if raw, ok := st.V1[m.key]; ok && !isNull(raw) {
-				if err := json.Unmarshal(raw, &sg); err != nil {
-					return Report{}, fmt.Errorf("%w: status: v1.%s: %v", ErrReport, m.key, err)
-				}
-			}
-			for _, e := range sg.Errors {
-				fails, seen = addError(fails, seen, m.stage, e)
-			}
+		var err error
+		if fails, seen, running, err = statusErrors(g.Status); err != nil {
+			return Report{}, err
 		}
 	}
-	if !isNull(g.Result) {
-		var res struct {
-			V1 *struct {
-				Errors []string `json:"errors"`
-			} `json:"v1"`
-		}
-		if err := json.Unmarshal(g.Result, &res); err != nil || res.V1 == nil {
-			return Report{}, fmt.Errorf("%w: result: want result.json, {\"v1\": {\"errors\": [...]}}: %v", ErrReport, err)
-		}
-		for _, e := range res.V1.Errors {
-			fails, seen = addError(fails, seen, "", e)
-		}
+	if isNull(g.Result) {
+		// cloud-init writes result.json as modules-final ends, and the
+		// report unit runs after it: without one, cloud-init did not
+		// finish.
+		fails = append(fails, unfinished(running, !isNull(g.Status)))
+		return cloudInitReport(fails, g.Log), nil
+	}
+	var res struct {
+		V1 *struct {
+			Errors []string `json:"errors"`
+		} `json:"v1"`
+	}
+	if err := json.Unmarshal(g.Result, &res); err != nil || res.V1 == nil {
+		return Report{}, fmt.Errorf("%w: result: want result.json, {\"v1\": {\"errors\": [...]}}: %v", ErrReport, err)
+	}
+	for _, e := range res.V1.Errors {
+		fails, seen = addError(fails, seen, "", e)
 	}
 	return cloudInitReport(fails, g.Log), nil
+}
+
+// statusErrors reads status.json: the errors of each stage, and the
+// stage cloud-init is in (none once it finished one).
+func statusErrors(raw json.RawMessage) (fails []Failure, seen []string, running string, err error) {
+	var st struct {
+		V1 map[string]json.RawMessage `json:"v1"`
+	}
+	if err := json.Unmarshal(raw, &st); err != nil || st.V1 == nil {
+		return nil, nil, "", fmt.Errorf("%w: status: want status.json, {\"v1\": {...}}: %v", ErrReport, err)
+	}
+	var stage *string
+	if err := json.Unmarshal(st.V1["stage"], &stage); err == nil && stage != nil {
+		running = *stage
+	}
+	for _, m := range cloudInitModes {
+		var sg ciStage
+		if raw, ok := st.V1[m.key]; ok && !isNull(raw) {
+			if err := json.Unmarshal(raw, &sg); err != nil {
+				return nil, nil, "", fmt.Errorf("%w: status: v1.%s: %v", ErrReport, m.key, err)
+			}
+		}
+		for _, e := range sg.Errors {
+			fails, seen = addError(fails, seen, m.stage, e)
+		}
+		if m.key == running {
+			running = m.stage
+		}
+	}
+	return fails, seen, clip(running, MaxName), nil
+}
+
+// unfinished is the failure of a cloud-init that wrote no result.json.
+func unfinished(running string, hadStatus bool) Failure {
+	switch {
+	case running != "":
+		return Failure{Stage: running, Message: "cloud-init did not finish this stage (status.json names it, and there is no result.json)"}
+	case hadStatus:
+		return Failure{Message: "cloud-init wrote no result.json: its last stage did not finish"}
+	}
+	return Failure{Message: "cloud-init left no status.json or result.json: it did not run, or did not finish"}
 }
 
 // addError adds cloud-init's error text e of stage as a failure, unless

@@ -87,13 +87,41 @@ func TestCloudInitReport(t *testing.T) {
 	}
 }
 
+// TestCloudInitUnfinished: without result.json (cloud-init writes it as
+// its last stage ends), the report is a failure: of the stage status.json
+// names, or of cloud-init, with the log's tail; as report.py posts it
+// when cloud-init's files are missing.
+func TestCloudInitUnfinished(t *testing.T) {
+	for _, tc := range []struct {
+		status, where, msg string
+	}{
+		{"", "", "cloud-init left no status.json or result.json"},
+		{`{"v1": {"stage": null, "init": {"errors": []}}}`, "", "cloud-init wrote no result.json"},
+		{`{"v1": {"stage": "init", "init": {"errors": ["('x', OSError())"]}}}`, "init-network", "cloud-init did not finish this stage"},
+		{`{"v1": {"stage": "modules-config", "init": {"errors": []}}}`, "modules-config", "cloud-init did not finish this stage"},
+	} {
+		r, err := GuestReport{Agent: AgentCloudInit, Status: json.RawMessage(tc.status), Log: "Traceback: the end\n"}.Report()
+		if err != nil || !r.Failed || len(r.Errors) == 0 {
+			t.Fatalf("status %s: %+v %v", tc.status, r, err)
+		}
+		f := r.Errors[len(r.Errors)-1]
+		if f.Where() != tc.where || !strings.HasPrefix(f.Message, tc.msg) {
+			t.Errorf("status %s: the last failure %+v, want at %q %q", tc.status, f, tc.where, tc.msg)
+		}
+		if !strings.Contains(r.Errors[0].Message+r.Message, "Traceback: the end") {
+			t.Errorf("status %s: the log is nowhere: %+v", tc.status, r)
+		}
+	}
+}
+
 // TestCloudInitReportLog: the log's tail goes to the failure it names;
 // with several failures and none named, to the report's message; it is
 // cut to MaxMessage from its end.
 func TestCloudInitReportLog(t *testing.T) {
 	status := json.RawMessage(`{"v1": {"stage": null, "init": {"errors": ["no datasource"], "start": 1.0, "finished": 2.0},
 		"modules-final": {"errors": ["('scripts-user', RuntimeError('boom'))", "('runcmd', OSError('x'))"]}}}`)
-	r, err := GuestReport{Agent: AgentCloudInit, Status: status, Log: "runcmd said no\n"}.Report()
+	done := json.RawMessage(`{"v1": {"errors": []}}`)
+	r, err := GuestReport{Agent: AgentCloudInit, Status: status, Result: done, Log: "runcmd said no\n"}.Report()
 	if err != nil || len(r.Errors) != 3 {
 		t.Fatalf("%+v %v", r, err)
 	}
@@ -103,12 +131,12 @@ func TestCloudInitReportLog(t *testing.T) {
 	if r.Errors[2].Where() != "modules-final/config-runcmd" || r.Errors[2].Message != "OSError('x')\nruncmd said no" {
 		t.Errorf("the log goes to the failure it names: %+v", r.Errors)
 	}
-	r, _ = GuestReport{Agent: AgentCloudInit, Status: status, Log: "something else\n"}.Report()
+	r, _ = GuestReport{Agent: AgentCloudInit, Status: status, Result: done, Log: "something else\n"}.Report()
 	if r.Message != "cloud-init: 3 errors\nsomething else" {
 		t.Errorf("a log naming none: message %q", r.Message)
 	}
 	long := strings.Repeat("é", MaxMessage) + "the last line"
-	r, _ = GuestReport{Agent: AgentCloudInit, Status: json.RawMessage(`{"v1": {"init": {"errors": ["x"]}}}`), Log: long}.Report()
+	r, _ = GuestReport{Agent: AgentCloudInit, Status: json.RawMessage(`{"v1": {"init": {"errors": ["x"]}}}`), Result: done, Log: long}.Report()
 	if m := r.Errors[0].Message; len(m) > MaxMessage || !strings.HasSuffix(m, "the last line") || !strings.HasPrefix(m, "x\n…é") {
 		t.Errorf("a long log: %d bytes, %.20q…%q", len(m), m, m[max(0, len(m)-20):])
 	}
@@ -148,7 +176,6 @@ func TestGuestReportRefuses(t *testing.T) {
 		{`{"agent": "cloud-init"} {}`, "data after the JSON object"},
 		{`"x"`, "want a JSON object"},
 		{`{"agent": "windows"}`, `agent "windows"`},
-		{`{"agent": "cloud-init"}`, "needs status (status.json) or result"},
 		{`{"agent": "cloud-init", "status": {"v2": {}}}`, "want status.json"},
 		{`{"agent": "cloud-init", "status": {"v1": {"init": {"errors": [1]}}}}`, "v1.init"},
 		{`{"agent": "cloud-init", "result": [1]}`, "want result.json"},
