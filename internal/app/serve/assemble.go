@@ -207,12 +207,10 @@ func (s *Server) add(name, addr string, srv *http.Server, tlsConfig *tls.Config,
 // first-boot statuses between replicas (firstboot.Shared), the server
 // writes its own to it and follows the others' while it runs (boots.go).
 func (s *Server) Run(ctx context.Context, reload <-chan os.Signal, shutdownTimeout time.Duration) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	shared, _ := s.Store.(firstboot.Shared)
-	stop := s.shareBoots(ctx, shared)
+	// Until the listeners are shut down: requests in flight still post.
+	stop := s.shareBoots(context.WithoutCancel(ctx), shared)
 	err := Run(ctx, Config{Listeners: s.Listeners, Store: s.Store, Reload: reload, ShutdownTimeout: shutdownTimeout, Logger: s.log})
-	cancel()
 	stop()
 	return err
 }

@@ -159,3 +159,45 @@ func waitFor(t *testing.T, ch <-chan struct{}, what string) {
 		t.Fatalf("waited 30 s for %s", what)
 	}
 }
+
+// TestSharedBootsFlushedOnStop: what a guest posted after the server's
+// last periodic write is written as the server stops.
+func TestSharedBootsFlushedOnStop(t *testing.T) {
+	persistEvery, followRetry = time.Hour, time.Millisecond
+	defer func() { persistEvery, followRetry = time.Second, 5*time.Second }()
+	store := newSharedStore(t)
+	srv, err := New(context.Background(), Options{
+		Store:   StoreConfig{Open: func(context.Context, registry.Checks, *slog.Logger) (Store, error) { return store, nil }},
+		Handler: mdserver.Options{AllowLoopbackInstances: true},
+		Listen:  []string{"127.0.0.1:0"}, Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx, nil, 0) }()
+	waitFor(t, store.followed, "the other replica's status merged")
+	resp, err := client(1, false).Post("http://"+srv.Listeners[0].Listener.Addr().String()+firstboot.EventsPath, "",
+		strings.NewReader(`{"name": "init-network/config-ssh", "event_type": "start"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if len(store.wrote) != 0 {
+		t.Fatalf("written before the hour")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	select {
+	case statuses := <-store.wrote:
+		if len(statuses) != 1 || statuses[0].Name != "vm-1" || statuses[0].State != firstboot.Running {
+			t.Errorf("flushed %+v", statuses)
+		}
+	default:
+		t.Error("nothing written as the server stopped")
+	}
+}
