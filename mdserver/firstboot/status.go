@@ -104,13 +104,16 @@ type Failure struct {
 	Message string `json:"message,omitempty"`
 }
 
-// Where names what failed: "stage/module", or the unit.
+// Where names what failed: "stage/module", or the unit (or what of them
+// is known).
 func (f Failure) Where() string {
 	switch {
 	case f.Unit != "":
 		return f.Unit
-	case f.Module != "":
+	case f.Module != "" && f.Stage != "":
 		return f.Stage + "/" + f.Module
+	case f.Module != "":
+		return f.Module // from cloud-init's result.json, which names no stage
 	}
 	return f.Stage
 }
