@@ -14,8 +14,10 @@ import (
 
 // MaxReportBytes bounds the body of a GuestReport a guest posts to
 // ReportPath: cloud-init's status.json and result.json are a few hundred
-// bytes, the log tails are what the tracker keeps (MaxMessage each).
-const MaxReportBytes = 64 << 10
+// bytes, the log tails are what the tracker keeps (MaxMessage each); an
+// Ignition report of 16 failed units with 2 KiB of journal each, escaped
+// as JSON, can pass 64 KiB (ignition/report.sh).
+const MaxReportBytes = 128 << 10
 
 // ErrReport wraps every reason a GuestReport is refused.
 var ErrReport = errors.New("bad report")
