@@ -38,8 +38,12 @@ import (
 // dropped, so the next connection starts afresh.
 
 // relayMaxRequest bounds one request's header and body: what one guest
-// can make the relay hold.
-const relayMaxRequest = 64 << 10
+// can make the relay hold. The largest body the handler takes is the
+// guest's first-boot report; relayMaxHeader is room for its header.
+const (
+	relayMaxHeader  = 16 << 10
+	relayMaxRequest = firstboot.MaxReportBytes + relayMaxHeader
+)
 
 // relayRequestTimeout bounds the time from a request's first byte to its
 // end, and the time to write its answer (a variable for the tests).
@@ -80,6 +84,9 @@ func startRelay(inst *spec.Instance, path string, boots *firstboot.Tracker) (*re
 		NoHopLimit: true,
 		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Boots:      boots,
+		// The guest posts its first-boot events and report where it
+		// reads its data: the relay's address, the one it reaches.
+		ReportURL: "http://" + metadataAddr,
 	})
 	l, err := net.Listen("unix", path)
 	if err != nil {

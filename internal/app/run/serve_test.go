@@ -23,6 +23,13 @@ import (
 // cloud-init's own code sends reaches the relay as it would from a guest.
 func viaRelay(t *testing.T, inst *spec.Instance) string {
 	t.Helper()
+	base, _ := viaNewRelay(t, inst)
+	return base
+}
+
+// viaNewRelay is viaRelay, also returning the relay.
+func viaNewRelay(t *testing.T, inst *spec.Instance) (string, *relay) {
+	t.Helper()
 	sock := relaySocket(t.TempDir())
 	r, err := startRelay(inst, sock, nil)
 	if err != nil {
@@ -73,7 +80,7 @@ func viaRelay(t *testing.T, inst *spec.Instance) string {
 			}()
 		}
 	}()
-	return "http://" + l.Addr().String()
+	return "http://" + l.Addr().String(), r
 }
 
 func get(t *testing.T, base, path string) (int, string) {
