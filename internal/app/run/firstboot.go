@@ -62,6 +62,9 @@ func (g *Guest) addFirstBoot(ctx context.Context, res *Result) {
 	if res.Err == nil && res.Panic == "" && st.State != firstboot.Pending && !reported(&st) {
 		st, missing = g.awaitReport(ctx)
 	}
+	if missing != "" {
+		g.say("%s", missing) // a warning is said above the result
+	}
 	res.addFirstBoot(st, missing)
 }
 

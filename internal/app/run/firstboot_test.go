@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/vminit/vminit/internal/testing/cloudinittest"
+	"github.com/vminit/vminit/internal/testing/testtools"
 	"github.com/vminit/vminit/mdserver/firstboot"
 )
 
@@ -143,7 +144,8 @@ func TestWaitFirstBootWithoutTheReport(t *testing.T) {
 		if !exited {
 			reportWait = 50 * time.Millisecond
 		}
-		g, boots := servedGuest(t, Result{Agent: "cloud-init", OK: true}, nil)
+		var progress testtools.SyncBuffer
+		g, boots := servedGuest(t, Result{Agent: "cloud-init", OK: true}, &progress)
 		if exited {
 			close(g.exited)
 		}
@@ -157,8 +159,9 @@ func TestWaitFirstBootWithoutTheReport(t *testing.T) {
 		if !res.OK || res.FirstBoot == nil || res.FirstBoot.State != firstboot.Done {
 			t.Errorf("QEMU exited %v: OK %v, FirstBoot %+v; want OK and done", exited, res.OK, res.FirstBoot)
 		}
-		if len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "first-boot report did not reach the metadata server") {
-			t.Errorf("QEMU exited %v: Warnings %q", exited, res.Warnings)
+		if len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "first-boot report did not reach the metadata server") ||
+			!strings.Contains(progress.String(), res.Warnings[0]) {
+			t.Errorf("QEMU exited %v: Warnings %q, progress:\n%s", exited, res.Warnings, progress.String())
 		}
 	}
 }
