@@ -133,7 +133,7 @@ func reported(st *firstboot.Status) bool {
 
 // addFirstBoot adds the server's view to the console's result: the
 // status, its strings made printable; a failed boot's failures as errors
-// (OK false); a missing report as a warning.
+// (OK false; a long message shortened); a missing report as a warning.
 func (res *Result) addFirstBoot(st firstboot.Status, missing string) {
 	st.Stage, st.Module = printable(st.Stage), printable(st.Module)
 	st.Errors = slices.Clone(st.Errors)
@@ -145,6 +145,7 @@ func (res *Result) addFirstBoot(st firstboot.Status, missing string) {
 	if st.State == firstboot.Failed {
 		res.OK = false
 		for _, f := range st.Errors {
+			f.Message = shortened(f.Message)
 			res.Errors = append(res.Errors, "metadata server: "+failureText(f))
 		}
 		if len(st.Errors) == 0 {
@@ -162,6 +163,21 @@ func failureText(f firstboot.Failure) string {
 		return f.Where()
 	}
 	return f.Where() + ": " + f.Message
+}
+
+// errorTailLines is how many of a message's last lines an error keeps
+// besides its first: a report's failure carries the tail of the agent's
+// log (2 KiB: the SSH host keys' randomart and all), whose end says what
+// failed. Result.FirstBoot keeps the whole message.
+const errorTailLines = 6
+
+// shortened is a message's first line and its last errorTailLines.
+func shortened(msg string) string {
+	lines := strings.Split(msg, "\n")
+	if len(lines) <= 1+errorTailLines {
+		return msg
+	}
+	return lines[0] + "\n…\n" + strings.Join(lines[len(lines)-errorTailLines:], "\n")
 }
 
 // printableLines is printable for each line of a multi-line text (a log

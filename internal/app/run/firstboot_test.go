@@ -89,6 +89,9 @@ func bootedUpTo(t *testing.T, boots *firstboot.Tracker, failing bool) {
 	}
 }
 
+// logTail is 20 lines of a guest's log, the last six saying what failed.
+var logTail = strings.Repeat("randomart\n", 14) + "vminit-boom\n" + strings.Repeat("WARNING: scripts-user failed\n", 4) + "Cloud-init v. 22.4.2 finished"
+
 // TestWaitFirstBootWaitsForTheServersReport: the console said cloud-init
 // finished without an error, but the report that reaches the metadata
 // server afterwards says scripts-user failed: WaitFirstBoot waits for it,
@@ -101,7 +104,8 @@ func TestWaitFirstBootWaitsForTheServersReport(t *testing.T) {
 	go func() {
 		<-waiting.seen
 		boots.Report("dev", "", "cloud-init", firstboot.Report{Failed: true, Message: "1 error",
-			Errors: []firstboot.Failure{{Stage: "modules-final", Module: "config-scripts-user", Message: "vminit-boom\n\x1b]0;title\x07exit 3"}}})
+			Errors: []firstboot.Failure{{Stage: "modules-final", Module: "config-scripts-user", Message: "vminit-boom\n\x1b]0;title\x07exit 3"},
+				{Stage: "modules-final", Module: "config-final-message", Message: "RuntimeError('Runparts')\n" + logTail}}})
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // against a hang, not a measure
 	defer cancel()
@@ -126,6 +130,13 @@ func TestWaitFirstBootWaitsForTheServersReport(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("Errors %q; want %q", res.Errors, want)
+	}
+	// A log's tail is cut to its last lines in Errors, kept whole in FirstBoot.
+	if e := res.Errors[len(res.Errors)-1]; e != "metadata server: modules-final/config-final-message: RuntimeError('Runparts')\n…\n"+strings.Join(strings.Split(logTail, "\n")[14:], "\n") {
+		t.Errorf("the log tail's error is %q", e)
+	}
+	if f := st.Errors[len(st.Errors)-1]; !strings.HasSuffix(f.Message, logTail) {
+		t.Errorf("FirstBoot's error is %q", f.Message)
 	}
 	if len(res.Warnings) > 0 {
 		t.Errorf("Warnings %q; the report came", res.Warnings)
