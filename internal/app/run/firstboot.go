@@ -22,11 +22,8 @@ import (
 // final message inside modules-final and its report unit runs after
 // cloud-final.service; Ignition completes in the initramfs, and its
 // completion unit posts once the system is up. So WaitFirstBoot waits for
-// the report (reportWait at most) before it reads the server's status.
-
-// reportWait bounds the wait for the guest's report after the console said
-// the agent finished (a variable for the tests).
-var reportWait = 3 * time.Minute
+// the report (Options.ReportWait at most) before it reads the server's
+// status.
 
 // tracker is the in-process server's tracker of the guest's first boot.
 func (c *config) tracker() *firstboot.Tracker {
@@ -69,10 +66,10 @@ func (g *Guest) addFirstBoot(ctx context.Context, res *Result) {
 }
 
 // awaitReport waits for the guest's report to reach the tracker, up to
-// reportWait within the run's Timeout, or until QEMU exits or ctx ends. It
+// Options.ReportWait within the run's Timeout, or until QEMU exits or ctx ends. It
 // returns the status, and why the report is missing ("" when it came).
 func (g *Guest) awaitReport(ctx context.Context) (firstboot.Status, string) {
-	wait := min(reportWait, time.Until(g.start.Add(g.c.Timeout)))
+	wait := min(g.c.ReportWait, time.Until(g.start.Add(g.c.Timeout)))
 	g.say("waiting for the guest's first-boot report to reach the metadata server (up to %v)", wait.Round(time.Second))
 	timer := time.NewTimer(wait)
 	defer timer.Stop()

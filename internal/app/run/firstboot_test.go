@@ -144,19 +144,17 @@ func TestWaitFirstBootWaitsForTheServersReport(t *testing.T) {
 }
 
 // TestWaitFirstBootWithoutTheReport: a report that never comes ends the
-// wait at reportWait, or at once when QEMU has exited; the server's
+// wait at ReportWait, or at once when QEMU has exited; the server's
 // status is what it saw (done: the run stays OK) and a warning says the
 // report is missing.
 func TestWaitFirstBootWithoutTheReport(t *testing.T) {
-	old := reportWait
-	defer func() { reportWait = old }()
 	for _, exited := range []bool{false, true} {
-		reportWait = time.Hour
+		wait := time.Hour
 		if !exited {
-			reportWait = 50 * time.Millisecond
+			wait = 50 * time.Millisecond
 		}
 		var progress testtools.SyncBuffer
-		g, boots := servedGuest(t, Result{Agent: "cloud-init", OK: true}, &progress)
+		g, boots := servedGuestWith(t, &Result{Agent: "cloud-init", OK: true}, Options{Progress: &progress, ReportWait: wait})
 		if exited {
 			close(g.exited)
 		}
@@ -181,11 +179,9 @@ func TestWaitFirstBootWithoutTheReport(t *testing.T) {
 // kernel panicked) is pending, and nothing is waited for; without Serve
 // there is no server's view at all.
 func TestWaitFirstBootOfAGuestNeverHeardOf(t *testing.T) {
-	old := reportWait
-	reportWait = time.Hour
-	defer func() { reportWait = old }()
 	waiting := newWaitLine("waiting for")
-	g, _ := servedGuest(t, Result{Agent: "cloud-init", Errors: []string{"kernel panic: VFS"}, Panic: "VFS"}, waiting)
+	g, _ := servedGuestWith(t, &Result{Agent: "cloud-init", Errors: []string{"kernel panic: VFS"}, Panic: "VFS"},
+		Options{Progress: waiting, ReportWait: time.Hour})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // against a hang, not a measure
 	defer cancel()
 	res, _ := g.WaitFirstBoot(ctx)
@@ -229,8 +225,9 @@ func TestServedGuestStalls(t *testing.T) {
 	if res.FirstBoot == nil || res.FirstBoot.State != firstboot.Stalled {
 		t.Errorf("FirstBoot %+v; want stalled", res.FirstBoot)
 	}
-	if _, err := configure(Options{Instance: g.c.Instance, Image: "x", Serve: true, StallAfter: -time.Second}); err == nil || !strings.Contains(err.Error(), "stall after -1s") {
-		t.Errorf("a negative StallAfter: %v", err)
+	_, err = configure(Options{Instance: g.c.Instance, Image: "x", Serve: true, StallAfter: -time.Second, ReportWait: -time.Second})
+	if err == nil || !strings.Contains(err.Error(), "stall after -1s: want a positive duration; report wait -1s: want a positive duration") {
+		t.Errorf("a negative StallAfter and ReportWait: %v", err)
 	}
 }
 

@@ -82,6 +82,10 @@ type Options struct {
 	// silent before Guest.FirstBoot reads it as stalled (Serve only);
 	// default firstboot.DefaultStallAfter.
 	StallAfter time.Duration
+	// ReportWait bounds the wait, after the console said the agent
+	// finished, for the served guest's first-boot report (Serve only);
+	// default DefaultReportWait.
+	ReportWait time.Duration
 	// NICs is the number of extra user-mode NICs beyond the first (for
 	// bonds); their MACs come from the spec when it names them.
 	NICs int

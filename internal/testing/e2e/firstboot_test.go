@@ -31,7 +31,9 @@ const firstBootStallAfter = 30 * time.Second
 func servedGuest(t *testing.T, ctx context.Context, o run.Options) (*run.Guest, *testtools.SyncBuffer) {
 	t.Helper()
 	guestSlots <- struct{}{}
-	o.Serve, o.Memory, o.CPUs, o.Accel, o.Timeout = true, "1G", 1, guestAccel(), guestBootTimeout
+	// The report may come minutes after the console's last word on a
+	// loaded machine: the boot's timeout bounds the wait instead.
+	o.Serve, o.Memory, o.CPUs, o.Accel, o.Timeout, o.ReportWait = true, "1G", 1, guestAccel(), guestBootTimeout, guestBootTimeout
 	progress := &testtools.SyncBuffer{}
 	o.Progress = progress
 	g, err := run.Start(ctx, o)
