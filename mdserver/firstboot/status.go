@@ -68,9 +68,11 @@ type Event struct {
 	Name    string `json:"name,omitempty"`
 	Result  string `json:"result,omitempty"`
 	Message string `json:"message,omitempty"`
-	// Dialect is a fetch's dialect; Count and Until say how many fetches
-	// of that dialect in a row this event stands for, and when the last
-	// one came (a cloud-init crawl is up to a hundred requests).
+	// Dialect is a fetch's dialect; Count says how many fetches of that
+	// dialect in a row this event stands for (a cloud-init crawl is up to
+	// a hundred requests), and Until when the last one came. A finish
+	// event that follows its own start stands for both: Time is the
+	// start, Until the finish.
 	Dialect string    `json:"dialect,omitempty"`
 	Count   int       `json:"count,omitempty"`
 	Until   time.Time `json:"until,omitzero"`

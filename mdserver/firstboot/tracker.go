@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unique"
 )
 
 // Options configure a Tracker. The zero value is usable.
@@ -110,7 +111,7 @@ func (t *Tracker) Fetch(name, uid, agent, dialect, path string) {
 	if st.State == Pending {
 		st.State = Fetched
 	}
-	b.add(Event{Time: now, Kind: KindFetch, Name: clip(path, MaxName), Dialect: dialect, Count: 1})
+	b.add(Event{Time: now, Kind: KindFetch, Name: intern(clip(path, MaxName)), Dialect: dialect, Count: 1})
 	b.mu.Unlock()
 	t.changed(name)
 }
@@ -128,19 +129,44 @@ func (t *Tracker) Record(name, uid, agent string, ev Event) error {
 		return err
 	}
 	ev.Time = t.opts.Now()
-	ev.Name, ev.Message = clip(ev.Name, MaxName), clip(ev.Message, MaxMessage)
+	ev.Name, ev.Message = intern(clip(ev.Name, MaxName)), intern(clip(ev.Message, MaxMessage))
 	b := t.boot(name, uid, agent)
 	b.mu.Lock()
+	if n := len(b.st.Events); ev.Kind == KindFinish && n > 0 && b.st.Events[n-1].Kind == KindStart && b.st.Events[n-1].Name == ev.Name {
+		// A module's start and finish are one entry of the log, from its
+		// start until its end: half the memory, and the timeline's shape.
+		ev.Time, ev.Until = b.st.Events[n-1].Time, ev.Time
+		b.st.Events = b.st.Events[:n-1]
+	}
 	b.add(ev)
-	b.st.LastEvent = ev.Time
+	b.st.LastEvent = arrival(ev)
 	var fin *Status
 	if !b.st.State.Terminal() {
-		fin = b.progress(ev)
+		fin = b.progress(ev, arrival(ev))
 	}
 	b.mu.Unlock()
 	t.finish(fin)
 	t.changed(name)
 	return nil
+}
+
+// arrival is when ev arrived: its Until when it stands for a start and a
+// finish.
+func arrival(ev Event) time.Time {
+	if !ev.Until.IsZero() {
+		return ev.Until
+	}
+	return ev.Time
+}
+
+// intern returns the canonical copy of s: every guest of a fleet posts
+// the same event names and messages, and a boot's log then holds
+// pointers to one copy (unique.Make drops copies nobody holds).
+func intern(s string) string {
+	if len(s) > 256 {
+		return s
+	}
+	return unique.Make(s).Value()
 }
 
 // check refuses what no agent posts.
@@ -168,7 +194,7 @@ func lastStage(agent string) string {
 
 // progress applies ev to a boot still going, and returns the status to
 // hand OnFinish when ev ended it. b.mu is held.
-func (b *boot) progress(ev Event) *Status {
+func (b *boot) progress(ev Event, at time.Time) *Status {
 	st := &b.st
 	stage, module, _ := strings.Cut(ev.Name, "/")
 	st.State, st.Stage, st.Module = Running, stage, module
@@ -183,12 +209,12 @@ func (b *boot) progress(ev Event) *Status {
 		return nil
 	}
 	if sg != nil {
-		sg.End, sg.Result = ev.Time, ev.Result
+		sg.End, sg.Result = at, ev.Result
 	}
 	if stage != lastStage(st.Agent) {
 		return nil
 	}
-	return b.end(len(st.Errors) > 0 || ev.Result == ResultFail, ev.Time)
+	return b.end(len(st.Errors) > 0 || ev.Result == ResultFail, at)
 }
 
 // stage returns the named stage, adding it (started at, for a stage
