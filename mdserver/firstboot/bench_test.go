@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/vminit/vminit/internal/bench/mdbench"
-	. "github.com/vminit/vminit/mdserver/firstboot"
+	"github.com/vminit/vminit/mdserver/firstboot"
 )
 
 // BenchmarkHeapPerBoot is the live heap one tracked first boot holds
@@ -16,7 +16,7 @@ import (
 // events".
 func BenchmarkHeapPerBoot(b *testing.B) {
 	const boots = 1000
-	var events []Event
+	var events []firstboot.Event
 	for _, body := range mdbench.CloudInitEvents() {
 		var ev struct {
 			Name, Description, Result string
@@ -25,13 +25,13 @@ func BenchmarkHeapPerBoot(b *testing.B) {
 		if err := json.Unmarshal(body, &ev); err != nil {
 			b.Fatal(err)
 		}
-		events = append(events, Event{Kind: ev.EventType, Name: ev.Name, Result: ev.Result, Message: ev.Description})
+		events = append(events, firstboot.Event{Kind: ev.EventType, Name: ev.Name, Result: ev.Result, Message: ev.Description})
 	}
 	for b.Loop() {
 		runtime.GC()
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
-		t := New(Options{})
+		t := firstboot.New(firstboot.Options{})
 		for i := range boots {
 			name := fmt.Sprintf("vm-%05d", i)
 			for _, p := range mdbench.CrawlPaths {
@@ -46,7 +46,7 @@ func BenchmarkHeapPerBoot(b *testing.B) {
 		runtime.GC()
 		runtime.ReadMemStats(&after)
 		b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/boots, "B/boot")
-		if st := t.Brief("vm-00000", "uid", "cloud-init"); st.State != Done {
+		if st := t.Brief("vm-00000", "uid", "cloud-init"); st.State != firstboot.Done {
 			b.Fatalf("state %s", st.State)
 		}
 		runtime.KeepAlive(t)
