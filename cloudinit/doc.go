@@ -58,6 +58,15 @@
 // that cloud-init's YAML 1.1 loader would otherwise read as numbers,
 // booleans or dates.
 //
+// # First-boot report
+//
+// WithReport adds to rendered user data what makes cloud-init report the
+// first boot to a vminit server (package mdserver/firstboot's wire
+// contract): its reporting webhook posting every event, and a unit that
+// posts status.json and result.json once the final stage is over. The
+// seed (seed.Options.ReportTo, `--report-to`) and the metadata server use
+// it.
+//
 // # Checking user-data
 //
 // CheckUserData says whether cloud-init would act on a user's user-data,

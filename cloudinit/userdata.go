@@ -231,6 +231,12 @@ func simplePart(ctype string, data []byte) part {
 	if is7bit(data) {
 		return part{header: h + "Content-Transfer-Encoding: 7bit\n", body: string(data)}
 	}
+	return part{header: h + "Content-Transfer-Encoding: base64\n", body: base64Lines(data)}
+}
+
+// base64Lines is data in base64, in lines of 76 characters as MIME has
+// them (the last without its line break).
+func base64Lines(data []byte) string {
 	enc := base64.StdEncoding.EncodeToString(data)
 	var b strings.Builder
 	for len(enc) > 76 {
@@ -239,7 +245,7 @@ func simplePart(ctype string, data []byte) part {
 		enc = enc[76:]
 	}
 	b.WriteString(enc)
-	return part{header: h + "Content-Transfer-Encoding: base64\n", body: b.String()}
+	return b.String()
 }
 
 // nestedPart carries a user's MIME message as a part of ours, headers and

@@ -15,11 +15,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/vminit/vminit/internal/app/controller"
 	"github.com/vminit/vminit/internal/testing/kubetest"
 	"github.com/vminit/vminit/kube/api/v1alpha1"
+	"github.com/vminit/vminit/mdserver/firstboot"
 	"github.com/vminit/vminit/mdserver/kubestore"
 )
 
@@ -131,7 +133,7 @@ func TestKustomization(t *testing.T) {
 	// kubectl get shows the printer columns.
 	out, err = s.Kubectl(t, "get", "instances", "-n", "default")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if err != nil || len(lines) != 2 || strings.Join(strings.Fields(lines[0]), " ") != "NAME HOSTNAME AGENT VALID AGE" ||
+	if err != nil || len(lines) != 2 || strings.Join(strings.Fields(lines[0]), " ") != "NAME HOSTNAME AGENT VALID FIRST-BOOT AGE" ||
 		!strings.HasPrefix(strings.Join(strings.Fields(lines[1]), " "), "web-1 web-1 cloud-init True ") {
 		t.Errorf("kubectl get instances: %v\n%s", err, out)
 	}
@@ -169,10 +171,36 @@ func TestKustomization(t *testing.T) {
 		}
 	}
 	denied(t, ctx, scs, "default", "update", "vminit.dev", "instances")
+	checkFirstBootWrites(t, ctx, st, dyn, admin)
 
 	checkRBAC(t, s)
 	checkDeployments(t, ctx, admin)
 	checkSecretWritesAdmitted(t, ctx, admin, cs)
+}
+
+// checkFirstBootWrites: the server, as its service account, writes a
+// failed first boot to an Instance's status and records its Event.
+func checkFirstBootWrites(t *testing.T, ctx context.Context, st *kubestore.Store, dyn dynamic.Interface, admin kubernetes.Interface) {
+	t.Helper()
+	u, err := dyn.Resource(v1alpha1.GroupVersionResource).Namespace("default").Get(ctx, "web-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := firstboot.Status{Name: "default/web-1", UID: string(u.GetUID()), Agent: "cloud-init", State: firstboot.Failed,
+		FirstFetch: time.Unix(1e9, 0), LastEvent: time.Unix(1e9+60, 0), Finished: time.Unix(1e9+60, 0),
+		Errors: []firstboot.Failure{{Stage: "modules-final", Module: "config-scripts-user", Message: "exit 1"}}}
+	waitFor(t, "the server's first-boot write", func() bool {
+		if err := st.WriteBoot(ctx, []firstboot.Status{failed}); err != nil {
+			t.Fatal(err)
+		}
+		u, err := dyn.Resource(v1alpha1.GroupVersionResource).Namespace("default").Get(ctx, "web-1", metav1.GetOptions{})
+		state, _, _ := unstructured.NestedString(u.Object, "status", "firstBoot", "state")
+		return err == nil && state == "failed"
+	})
+	ev, err := admin.CoreV1().Events("default").Get(ctx, kubestore.FailureEventName(u.GetUID()), metav1.GetOptions{})
+	if err != nil || ev.Reason != v1alpha1.ReasonFirstBootFailed {
+		t.Errorf("the FirstBootFailed Event: %v %v", ev, err)
+	}
 }
 
 // checkRBAC asks the API server, as each service account (kubectl auth
@@ -209,8 +237,16 @@ func checkRBAC(t *testing.T, s *kubetest.Server) {
 		{srv, "watch", "configmaps", "default", "yes"},
 		{srv, "update", "configmaps", "default", "no"},
 		{srv, "watch", "instances.vminit.dev", "default", "yes"},
+		{srv, "patch", "instances.vminit.dev", "default", "no"},
+		{srv, "patch", "instances.vminit.dev/status", "default", "yes"},
+		{srv, "update", "instances.vminit.dev/status", "default", "no"},
+		{srv, "create", "events", "default", "yes"},
+		{srv, "create", "events", "vminit-system", "no"},
 	} {
 		args := []string{"auth", "can-i", c.verb, c.resource, "--as", c.as}
+		if res, sub, ok := strings.Cut(c.resource, "/"); ok {
+			args = []string{"auth", "can-i", c.verb, res, "--subresource", sub, "--as", c.as}
+		}
 		if c.ns == "" {
 			args = append(args, "-A")
 		} else {

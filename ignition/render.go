@@ -98,6 +98,13 @@
 //     rpm-ostree or a systemd-sysext image), or a warning with
 //     Options.AllowPartial.
 //   - cloudInit: ignored with a warning (an error with Options.Strict).
+//   - Options.ReportTo (not the spec: `--report-to URL`, or the metadata
+//     server that serves the config): /etc/vminit/first-boot-report.sh run by
+//     vminit-first-boot-report.service, enabled, once the first boot has
+//     settled (`systemctl is-system-running --wait`); it posts the system's
+//     state and its failed units, each with the tail of its journal, to the
+//     vminit server with curl, once (the marker
+//     /var/lib/vminit/first-boot-reported).
 package ignition
 
 import (
@@ -108,6 +115,7 @@ import (
 	"github.com/coreos/go-semver/semver"
 	types "github.com/coreos/ignition/v2/config/v3_0/types"
 
+	"github.com/vminit/vminit/mdserver/firstboot"
 	"github.com/vminit/vminit/spec"
 )
 
@@ -150,6 +158,10 @@ type Options struct {
 	// (contents.local, ssh_authorized_keys_local…) are relative to; empty
 	// forbids them.
 	FilesDir string
+	// ReportTo, the base URL of a vminit server (firstboot.ParseBaseURL),
+	// adds firstboot.ReportUnit: once the first boot has settled, it posts
+	// the system's state and failed units to the server (report.go).
+	ReportTo string
 }
 
 // Result is a rendered config.
@@ -180,6 +192,13 @@ func Render(inst *spec.Instance, opts Options) (*Result, error) {
 	case FCOS, RHCOS, Flatcar:
 	default:
 		return nil, fmt.Errorf("%w %q (want fcos, rhcos or flatcar)", ErrUnknownVariant, opts.Variant)
+	}
+	if opts.ReportTo != "" {
+		base, err := firstboot.ParseBaseURL(opts.ReportTo)
+		if err != nil {
+			return nil, fmt.Errorf("report URL %q: %w", opts.ReportTo, err)
+		}
+		opts.ReportTo = base
 	}
 	r := &renderer{inst: inst, opts: opts, floor: v300, claims: spec.PathClaims{}}
 	if opts.Version != "" {
@@ -268,6 +287,9 @@ func (r *renderer) build() types.Config {
 		})
 	}
 	r.commandUnits(&cfg)
+	if r.opts.ReportTo != "" {
+		r.bootReport(&cfg, r.opts.ReportTo)
+	}
 	if s.Network != nil {
 		r.network(&cfg)
 	}

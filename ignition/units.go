@@ -75,7 +75,7 @@ Before=network-online.target sshd.service systemd-user-sessions.service
 Type=oneshot
 RemainAfterExit=yes
 # cloud-init's bootcmd has the instance-id in its environment.
-Environment=` + environment("INSTANCE_ID", s.InstanceID) + `
+Environment=` + systemd.Environment("INSTANCE_ID", s.InstanceID) + `
 ExecStart=/bin/sh ` + BootScript + `
 
 [Install]
@@ -126,12 +126,6 @@ func script(field, unit string, cmds []spec.Command) []byte {
 	}
 	b.WriteString("exit $vminit_failed\n")
 	return []byte(b.String())
-}
-
-// environment renders one Environment= assignment, quoted, with the
-// escapes systemd's unquoting and specifier expansion undo.
-func environment(name, value string) string {
-	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`, "%", "%%").Replace(name+"="+value) + `"`
 }
 
 // network writes the spec's network as files: Ignition has no network

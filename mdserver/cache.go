@@ -151,9 +151,9 @@ func treeBytes(trees ...map[string][]byte) int64 {
 
 func bytesLen(b []byte) int64 { return int64(len(b)) }
 
-// sweep drops the state of instances that are gone, the passwords of
-// incarnations that are gone, and the entries of versions that are no
-// longer served.
+// sweep drops the state of instances that are gone, the passwords and
+// first boots of incarnations that are gone, and the entries of versions
+// that are no longer served.
 func (h *Handler) sweep(s *registry.Snapshot) {
 	h.passwords.Range(func(k, v any) bool {
 		if !s.Incarnation(k.(string), v.(*password).uid) {
@@ -161,6 +161,7 @@ func (h *Handler) sweep(s *registry.Snapshot) {
 		}
 		return true
 	})
+	h.boots.Retain(s.Incarnation)
 	h.cache.Range(func(k, v any) bool {
 		if !s.Serves(v.(*entry).key) {
 			if h.cache.CompareAndDelete(k, v) {
@@ -169,10 +170,6 @@ func (h *Handler) sweep(s *registry.Snapshot) {
 		}
 		return true
 	})
-	h.limits.Range(func(k, _ any) bool {
-		if _, ok := s.ByName(k.(string)); !ok {
-			h.limits.Delete(k)
-		}
-		return true
-	})
+	h.limits.forget(s)
+	h.writes.forget(s)
 }

@@ -60,6 +60,9 @@ func (c *crawler) get(path string) (int, []byte) {
 		c.err = err
 		return 0, nil
 	}
+	// No guest: what names this server in the data (the first-boot
+	// report's URL, a pointer config's) names PreviewHost.
+	req.Host = PreviewHost
 	rw := &recorder{header: http.Header{}, rec: c.rec}
 	c.h.mux.ServeHTTP(rw, req)
 	if rw.status == 0 {

@@ -47,6 +47,15 @@ type dialect struct {
 	// crawl fetches what the dialect's guest reads, the way its agent
 	// does (Handler.Crawl); nil: the dialect cannot be previewed.
 	crawl func(c *crawler)
+	// guestWrites marks the paths guests write to rather than read from
+	// (events.go, the first-boot events and reports): served to every
+	// instance whatever spec.metadataServer's dialects say (they hand out
+	// no data), under a rate limit of their own (Options.WriteRate), not
+	// counted as fetches of the first-boot tracker; not a spec dialect.
+	guestWrites bool
+	// maxBody bounds the dialect's PUT and POST bodies; 0:
+	// Options.MaxBodyBytes.
+	maxBody int64
 
 	index int // position in dialects, for the handler's guards and metrics
 }
@@ -64,8 +73,9 @@ const DialectOther = "other"
 // own answers) and is always last in dialects.
 var otherDialect = &dialect{name: DialectOther, owns: func(string) bool { return true }}
 
-// dialects are the registered dialects in spec.Dialects order, then any
-// other (a test's) by name, then otherDialect: the order of the metrics.
+// dialects are the registered dialects in spec.Dialects order, then the
+// guests' write path, then any other (a test's) by name, then
+// otherDialect: the order of the metrics.
 var dialects = []*dialect{otherDialect}
 
 // sealed is set by the first NewHandler: dialects and pieces are declared
@@ -91,14 +101,17 @@ func register(d *dialect) {
 	}
 }
 
-// compareDialects orders dialects as spec.Dialects lists them, then by
-// name.
+// compareDialects orders dialects as spec.Dialects lists them, then the
+// write path, then by name.
 func compareDialects(a, b *dialect) int {
 	rank := func(d *dialect) int {
 		if i := slices.Index(spec.Dialects, d.name); i >= 0 {
 			return i
 		}
-		return len(spec.Dialects)
+		if d.guestWrites {
+			return len(spec.Dialects)
+		}
+		return len(spec.Dialects) + 1
 	}
 	if c := rank(a) - rank(b); c != 0 {
 		return c
@@ -127,6 +140,14 @@ func dialectOf(path string) *dialect {
 		}
 	}
 	return otherDialect
+}
+
+// auditMsg is the message of the dialect's audit lines.
+func (d *dialect) auditMsg() string {
+	if d.guestWrites {
+		return "write"
+	}
+	return "fetch"
 }
 
 // configureDialects adds every dialect's routes to mux and keeps their

@@ -117,15 +117,22 @@ func TestToyDialect(t *testing.T) {
 
 // TestDialectsMatchSpec: every dialect the spec names is registered, and
 // every registered dialect is one users can name in
-// spec.metadataServer.dialects; metrics list them in the spec's order.
+// spec.metadataServer.dialects, but the guests' write path, which every
+// instance is served (events.go); metrics list them in the spec's order.
 func TestDialectsMatchSpec(t *testing.T) {
 	var names []string
 	for _, d := range dialects {
 		names = append(names, d.name)
+		if d.guestWrites != (d.name == DialectFirstBoot) {
+			t.Errorf("%s: guestWrites %v", d.name, d.guestWrites)
+		}
 	}
-	want := append(append(slices.Clone(spec.Dialects), testDialects...), DialectOther)
+	want := append(append(slices.Clone(spec.Dialects), DialectFirstBoot), append(testDialects, DialectOther)...)
 	if !slices.Equal(names, want) {
-		t.Errorf("dialects %v, want %v (spec.Dialects, the tests' own, other)", names, want)
+		t.Errorf("dialects %v, want %v (spec.Dialects, the write path, the tests' own, other)", names, want)
+	}
+	if slices.Contains(spec.Dialects, DialectFirstBoot) {
+		t.Errorf("%s is in spec.Dialects: a spec could stop its instance's first-boot reports", DialectFirstBoot)
 	}
 	for i, d := range dialects {
 		if d.index != i {

@@ -20,6 +20,15 @@
 // Identification, rate limits, spec.metadataServer's dialect choice,
 // metrics and the audit log are the handler's, around every dialect.
 //
+// Guests also write, of one thing only: their own first boot (events.go,
+// registered beside the dialects but served to every instance, under a
+// rate limit of its own). The handler's first-boot tracker
+// (Handler.Boots, package firstboot) holds what they posted and every
+// fetch the handler answered; the admin API and the metrics read it. The
+// user data and Ignition configs served tell the guest to report its
+// first boot back (report.go): to Options.ReportURL, else to the scheme
+// and host the guest reached the server at, unless Options.NoBootReports.
+//
 // To add a dialect: write its file the same way, and add its name to
 // spec.Dialects (so that spec.metadataServer.dialects may list it;
 // TestDialectsMatchSpec fails until both agree). Nothing else changes:

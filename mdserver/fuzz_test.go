@@ -38,6 +38,8 @@ func FuzzGuestRequest(f *testing.F) {
 		{"GET", "//latest/../openstack/", "1.2.3.4, 127.0.0.5", "", "", 5, false},
 		{"GET", "/ignition/pointer?transport=ec2", "", "", "", 2, false},
 		{"DELETE", "/", "::ffff:127.0.0.3", "", "", 5, false},
+		{"POST", "/vminit/v1/events", "127.0.0.3", "", "", 2, false},
+		{"GET", "/vminit/v1/report", "", signed, "", 5, true},
 	} {
 		f.Add(s.method, s.path, s.xff, s.inst, s.token, s.src, s.withKey)
 	}

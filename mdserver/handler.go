@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/vminit/vminit/ignition"
-	"github.com/vminit/vminit/mdserver/firstboot"
 	"github.com/vminit/vminit/internal/lib/httppath"
+	"github.com/vminit/vminit/mdserver/firstboot"
 	"github.com/vminit/vminit/mdserver/registry"
 )
 
@@ -59,6 +59,13 @@ type Options struct {
 	// Burst defaults to max(100, 2*Rate): a cloud-init crawl is 20–100
 	// requests in a fraction of a second.
 	Burst int
+	// WriteRate and WriteBurst are the token bucket of each instance's
+	// writes to the first-boot paths (events.go), apart from Rate's: a
+	// guest flooding events loses neither its metadata nor anyone else's
+	// anything. Defaults: 20 per second, a burst of 200 (cloud-init posts
+	// about 40 events in a boot).
+	WriteRate  float64
+	WriteBurst int
 	// Logger receives one audit line per request (instance, dialect,
 	// path, status, duration; never a payload). Default slog.Default().
 	Logger *slog.Logger
@@ -71,12 +78,20 @@ type Options struct {
 	// variant; empty means each instance's spec.ignition.variant (which
 	// spec.Default sets to fcos).
 	IgnitionVariant ignition.Variant
-	// MaxBodyBytes bounds PUT and POST bodies; default 4096.
+	// MaxBodyBytes bounds PUT and POST bodies; default 4096. The
+	// first-boot paths have bounds of their own (events.go).
 	MaxBodyBytes int64
 	// Boots tracks the fleet's first boots (boots.go); nil: the handler
 	// makes one with the default options. Share one tracker between the
 	// handler and a store that writes statuses back.
 	Boots *firstboot.Tracker
+	// ReportURL is the base URL (firstboot.ParseBaseURL) the served
+	// user data and Ignition configs tell guests to report their first
+	// boot to; empty means the scheme and host each guest reached this
+	// server at (report.go). NoBootReports serves the data without the
+	// report.
+	ReportURL     string
+	NoBootReports bool
 }
 
 // HeaderInstance is the signed instance header a trusted proxy adds
@@ -97,15 +112,17 @@ type Handler struct {
 	// Per-instance state. What belongs to one version of an instance is
 	// in its cache entry, under the record's registry.Key, and is dropped
 	// by sweep as soon as the snapshot no longer serves that key; what
-	// belongs to an incarnation (the password) is under its name and
-	// registry.Record.UID, answered only to that incarnation and dropped
-	// by sweep when the snapshot no longer holds it; the rate limit is by
-	// name and dropped when the instance is gone. IMDSv2 tokens are signed
-	// for the Key (ec2.go) and keep nothing here.
+	// belongs to an incarnation (the password, the first boot in boots)
+	// is under its name and registry.Record.UID, answered only to that
+	// incarnation and dropped by sweep when the snapshot no longer holds
+	// it; the rate limits are by name and dropped when the instance is
+	// gone. IMDSv2 tokens are signed for the Key (ec2.go) and keep nothing
+	// here.
 	lastSnap  atomic.Pointer[registry.Snapshot]
-	cache     sync.Map // name → *entry (rendered payloads, by key)
-	limits    sync.Map // name → *bucket
-	passwords sync.Map // name → *password (OpenStack, write-once per incarnation; kept across revisions)
+	cache     sync.Map  // name → *entry (rendered payloads, by key)
+	limits    rateLimit // the metadata requests (Options.Rate)
+	writes    rateLimit // the first-boot writes (Options.WriteRate)
+	passwords sync.Map  // name → *password (OpenStack, write-once per incarnation; kept across revisions)
 }
 
 type ctxKey int
@@ -134,10 +151,19 @@ func NewHandler(src registry.Source, opts Options) *Handler {
 	if opts.Burst <= 0 {
 		opts.Burst = max(100, int(2*opts.Rate))
 	}
+	if opts.WriteRate <= 0 {
+		opts.WriteRate = 20
+	}
+	if opts.WriteBurst <= 0 {
+		opts.WriteBurst = 200
+	}
 	if opts.Boots == nil {
 		opts.Boots = firstboot.New(firstboot.Options{})
 	}
-	h := &Handler{src: src, opts: opts, log: opts.Logger, metrics: opts.Metrics, boots: opts.Boots}
+	opts.ReportURL, opts.NoBootReports = reportOptions(opts)
+	h := &Handler{src: src, opts: opts, log: opts.Logger, metrics: opts.Metrics, boots: opts.Boots,
+		limits: rateLimit{rate: opts.Rate, burst: float64(opts.Burst)},
+		writes: rateLimit{rate: opts.WriteRate, burst: float64(opts.WriteBurst)}}
 	if h.metrics != nil {
 		h.metrics.attach(h)
 	}
@@ -204,11 +230,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if h.metrics != nil {
 			h.metrics.observe(dialect, status, d)
 		}
+		h.observeBoot(sw.rec, dialect, r, status)
 		if lh := h.log.Handler(); lh.Enabled(r.Context(), slog.LevelInfo) {
 			// The record is built here rather than by Logger.LogAttrs,
 			// which walks the stack for a source position that the audit
 			// line does not carry (docs/design.md).
-			line := slog.NewRecord(end, slog.LevelInfo, "fetch", 0)
+			line := slog.NewRecord(end, slog.LevelInfo, dialect.auditMsg(), 0)
 			line.AddAttrs(slog.String("instance", name), slog.String("dialect", dialect.name),
 				slog.String("method", r.Method), slog.String("path", r.URL.Path),
 				slog.Int("status", status), slog.Duration("duration", d),
@@ -226,8 +253,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name = rec.Name
-	if h.opts.Rate > 0 {
-		if wait := h.limit(rec.Name); wait > 0 {
+	lim := &h.limits
+	if dialect.guestWrites {
+		lim = &h.writes
+	}
+	if lim.rate > 0 {
+		if wait := lim.take(rec.Name, h.opts.Now()); wait > 0 {
 			if h.metrics != nil {
 				h.metrics.rateLimited.Add(1)
 			}
@@ -241,7 +272,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		emptyStatus(w, http.StatusBadRequest)
 		return
 	}
-	if dialect != otherDialect && !rec.Instance().Spec.MetadataServer.ServesDialect(dialect.name) {
+	if dialect != otherDialect && !dialect.guestWrites && !rec.Instance().Spec.MetadataServer.ServesDialect(dialect.name) {
 		dialectRefused(w, rec, dialect.name)
 		return
 	}
@@ -252,7 +283,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if r.Method == http.MethodPut || r.Method == http.MethodPost {
-		r.Body = http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes)
+		limit := h.opts.MaxBodyBytes
+		if dialect.maxBody > 0 {
+			limit = dialect.maxBody
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, limit)
 	}
 	sw.rec = rec
 	h.mux.ServeHTTP(w, r)
@@ -358,6 +393,13 @@ func itoa(n int) string {
 
 const textPlain = "text/plain; charset=utf-8"
 
+// rateLimit is a token bucket per instance: rate tokens a second, up
+// to burst; a rate of 0 takes none.
+type rateLimit struct {
+	rate, burst float64
+	buckets     sync.Map // name → *bucket
+}
+
 // bucket is one instance's token bucket.
 type bucket struct {
 	mu     sync.Mutex
@@ -365,24 +407,33 @@ type bucket struct {
 	last   time.Time
 }
 
-// limit takes a token from the instance's bucket and returns 0, or how
+// take takes a token from the instance's bucket and returns 0, or how
 // long until one is available.
-func (h *Handler) limit(name string) time.Duration {
-	now := h.opts.Now()
-	v, ok := h.limits.Load(name)
+func (l *rateLimit) take(name string, now time.Time) time.Duration {
+	v, ok := l.buckets.Load(name)
 	if !ok {
-		v, _ = h.limits.LoadOrStore(name, &bucket{tokens: float64(h.opts.Burst), last: now})
+		v, _ = l.buckets.LoadOrStore(name, &bucket{tokens: l.burst, last: now})
 	}
 	b := v.(*bucket)
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.tokens = min(float64(h.opts.Burst), b.tokens+now.Sub(b.last).Seconds()*h.opts.Rate)
+	b.tokens = min(l.burst, b.tokens+now.Sub(b.last).Seconds()*l.rate)
 	b.last = now
 	if b.tokens >= 1 {
 		b.tokens--
 		return 0
 	}
-	return time.Duration((1 - b.tokens) / h.opts.Rate * float64(time.Second))
+	return time.Duration((1 - b.tokens) / l.rate * float64(time.Second))
+}
+
+// forget drops the buckets of the instances s no longer serves.
+func (l *rateLimit) forget(s *registry.Snapshot) {
+	l.buckets.Range(func(k, _ any) bool {
+		if _, ok := s.ByName(k.(string)); !ok {
+			l.buckets.Delete(k)
+		}
+		return true
+	})
 }
 
 func retryAfter(d time.Duration) string {

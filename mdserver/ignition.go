@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"github.com/vminit/vminit/delivery"
-	"github.com/vminit/vminit/ignition"
 	"github.com/vminit/vminit/mdserver/registry"
 	"github.com/vminit/vminit/spec"
 )
@@ -35,17 +34,11 @@ func init() {
 const ignitionType = "application/vnd.coreos.ignition+json"
 
 // configURL is this server's /ignition/config as the guest reached it.
-func configURL(r *http.Request) string {
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
-	}
-	return scheme + "://" + r.Host + "/ignition/config"
-}
+func configURL(r *http.Request) string { return requestBase(r) + "/ignition/config" }
 
 func (h *Handler) ignitionConfig(w http.ResponseWriter, r *http.Request) {
 	rec := recordOf(w)
-	cfg, err := ignitionConfig.get(h, rec)
+	cfg, err := h.ignitionConfigFor(r, rec)
 	if h.failed(w, rec, err) {
 		return
 	}
@@ -58,7 +51,7 @@ func (h *Handler) ignitionConfig(w http.ResponseWriter, r *http.Request) {
 // against that transport's budget (413 if even the pointer is too large).
 func (h *Handler) ignitionPointer(w http.ResponseWriter, r *http.Request) {
 	rec := recordOf(w)
-	cfg, err := ignitionConfig.get(h, rec)
+	cfg, err := h.ignitionConfigFor(r, rec)
 	if h.failed(w, rec, err) {
 		return
 	}
@@ -81,14 +74,7 @@ func (h *Handler) ignitionPointer(w http.ResponseWriter, r *http.Request) {
 }
 
 // ignitionConfig is the record's Ignition config, for the handler's
-// variant.
+// variant, without the first-boot report (ignitionConfigFor adds it).
 var ignitionConfig = newPiece(func(h *Handler, rec *registry.Record) ([]byte, error) {
-	res, err := ignition.Render(rec.Instance(), ignition.Options{Variant: h.opts.IgnitionVariant, AllowPartial: true})
-	if err != nil {
-		return nil, err
-	}
-	for _, w := range res.Warnings {
-		h.log.Warn("ignition rendering", "instance", rec.Name, "warning", w)
-	}
-	return res.Config, nil
+	return h.renderIgnition(rec, "")
 }, bytesLen)

@@ -23,6 +23,11 @@ import (
 //	vminit_mdserver_connections (guest connections open, with a Limiter)
 //	vminit_mdserver_connections_refused_total{reason=per_source|unknown_source|total}
 //	vminit_mdserver_connections_evicted_total (idle ones closed under pressure)
+//	vminit_first_boot_writes_total{kind=event|report,result=accepted|refused}
+//	vminit_first_boot_duration_seconds{agent,outcome=done|failed} (histogram:
+//	  from the first fetch to the end of first boot; see ObserveBoot)
+//	vminit_first_boots{state} (the instances served, by first-boot state,
+//	  counted when scraped)
 //
 // Make it with NewMetrics.
 type Metrics struct {
@@ -39,6 +44,12 @@ type Metrics struct {
 	connsRefused [refusedReasons]atomic.Uint64
 	connsEvicted atomic.Uint64
 
+	// By writeKinds, then accepted (0) or refused (1).
+	writes [len(writeKinds)][2]atomic.Uint64
+	// By bootAgents, bootOutcomes and bootBuckets.
+	boots    [len(bootAgents)][len(bootOutcomes)][len(bootBuckets) + 1]atomic.Uint64
+	bootSums [len(bootAgents)][len(bootOutcomes)]atomic.Uint64 // milliseconds
+
 	h atomic.Pointer[Handler]
 }
 
@@ -52,7 +63,7 @@ func NewMetrics() *Metrics {
 	}
 }
 
-var statusCodes = [...]int{200, 400, 401, 403, 404, 405, 409, 413, 429, 500}
+var statusCodes = [...]int{200, 204, 400, 401, 403, 404, 405, 409, 413, 415, 429, 500}
 
 var latencyBuckets = [...]float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1}
 
@@ -132,6 +143,7 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 		p("vminit_mdserver_connections_refused_total{reason=%q} %d\n", r, m.connsRefused[i].Load())
 	}
 	p("# HELP vminit_mdserver_connections_evicted_total Guest connections closed under pressure: idle ones, and for an instance those of unknown sources.\n# TYPE vminit_mdserver_connections_evicted_total counter\nvminit_mdserver_connections_evicted_total %d\n", m.connsEvicted.Load())
+	m.writeFirstBoot(p)
 	return cw.n, cw.err
 }
 

@@ -23,13 +23,14 @@ func isIgnition(inst *spec.Instance) bool {
 // userData returns the user data every dialect serves: cloud-init's, or
 // for an Ignition instance the Ignition config, replaced by a pointer
 // config to this server's /ignition/config when it exceeds the transport's
-// budget (as it would on the real cloud).
+// budget (as it would on the real cloud). Either reports the first boot
+// to this server (report.go).
 func (h *Handler) userData(r *http.Request, rec *registry.Record, transport string) ([]byte, string, error) {
 	if !isIgnition(rec.Instance()) {
-		ud, err := cloudUserData.get(h, rec)
+		ud, err := h.cloudInitUserData(r, rec)
 		return ud, textPlain, err
 	}
-	cfg, err := ignitionConfig.get(h, rec)
+	cfg, err := h.ignitionConfigFor(r, rec)
 	if err != nil {
 		return nil, "", err
 	}
@@ -44,14 +45,19 @@ func (h *Handler) userData(r *http.Request, rec *registry.Record, transport stri
 	return out, ignitionType, err
 }
 
-// cloudUserData is the record's cloud-init user data.
+// cloudUserData is the record's cloud-init user data, without the
+// first-boot report (cloudInitUserData adds it).
 var cloudUserData = newPiece(func(_ *Handler, rec *registry.Record) ([]byte, error) {
+	return renderCloudUserData(rec)
+}, bytesLen)
+
+func renderCloudUserData(rec *registry.Record) ([]byte, error) {
 	ud, err := seed.UserData(rec.Instance())
 	if err != nil {
 		return nil, fmt.Errorf("rendering %s: %w", rec.Name, err)
 	}
 	return ud, nil
-}, bytesLen)
+}
 
 // metadataFiles declares the piece of the files seed.Metadata gives ds,
 // named by their path without dir.

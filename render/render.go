@@ -64,6 +64,10 @@ type Target struct {
 	// itself only warns and a newer guest may accept a newer form;
 	// `vminit validate` does not.
 	LenientSchema bool
+	// ReportTo, the base URL of a vminit server (`--report-to`), makes the
+	// seed or config report the first boot to it (seed.Options.ReportTo,
+	// ignition.Options.ReportTo).
+	ReportTo string
 	// VerdictOnly leaves Result.Seed nil: the cloud-init seed is checked
 	// with seed.BuildError, which finds what seed.Build would without encoding
 	// what cannot fail. The metadata server's checks of every instance it
@@ -121,14 +125,18 @@ func (t Target) DatasourceFor(inst *spec.Instance) seed.Datasource {
 	return seed.NoCloud
 }
 
+func (t Target) seedOptions() seed.Options {
+	return seed.Options{NetworkConfigVersion: t.NetworkConfigVersion, ReportTo: t.ReportTo}
+}
+
 func (r *Result) cloudInit(inst *spec.Instance, t Target) {
 	if t.VerdictOnly {
-		if err := seed.BuildError(inst, t.DatasourceFor(inst), seed.Options{NetworkConfigVersion: t.NetworkConfigVersion}); err != nil {
+		if err := seed.BuildError(inst, t.DatasourceFor(inst), t.seedOptions()); err != nil {
 			r.Errors = append(r.Errors, asErrors(err, "")...)
 		}
 		return
 	}
-	s, err := seed.Build(inst, t.DatasourceFor(inst), seed.Options{NetworkConfigVersion: t.NetworkConfigVersion})
+	s, err := seed.Build(inst, t.DatasourceFor(inst), t.seedOptions())
 	if err != nil {
 		r.Errors = append(r.Errors, asErrors(err, "")...)
 		return
@@ -137,7 +145,7 @@ func (r *Result) cloudInit(inst *spec.Instance, t Target) {
 }
 
 func (r *Result) ignition(inst *spec.Instance, t Target) {
-	res, err := ignition.Render(inst, ignition.Options{Variant: t.Variant, Version: t.IgnitionVersion, AllowPartial: t.AllowPartial, Strict: t.Strict})
+	res, err := ignition.Render(inst, ignition.Options{Variant: t.Variant, Version: t.IgnitionVersion, AllowPartial: t.AllowPartial, Strict: t.Strict, ReportTo: t.ReportTo})
 	if err != nil {
 		errs := asErrors(err, "")
 		r.Errors = append(r.Errors, errs...)

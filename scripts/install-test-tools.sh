@@ -22,6 +22,7 @@ packages=(
   qemu-utils            # qemu-img: the copy-on-write overlays vminit run boots
   debootstrap fdisk e2fsprogs syslinux syslinux-common # the test guests' build
   python3-yaml python3-jsonschema python3-netifaces
+  chromium              # the first-boot web page's tests (headless, driven by chromedp): ~115 MB download, ~350 MB installed
 )
 missing=()
 for p in "${packages[@]}"; do

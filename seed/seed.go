@@ -137,6 +137,9 @@ type Options struct {
 	// (netplan-like; the default when zero) or 1. ConfigDrive always
 	// carries OpenStack's network_data.json and ignores it.
 	NetworkConfigVersion int
+	// ReportTo, the base URL of a vminit server, makes the user data
+	// report the first boot to it (cloudinit.WithReport).
+	ReportTo string
 }
 
 // Build renders inst (defaulted and valid, as spec.Load returns it) into
@@ -147,7 +150,7 @@ func Build(inst *spec.Instance, ds Datasource, opts Options) (*Seed, error) {
 		return nil, errors.New("seed: nil instance")
 	}
 	var b builder
-	userData, err := b.userData(inst)
+	userData, err := b.userData(inst, opts)
 	b.add(ds.UserDataPath(), userData, err)
 	b.metadata(inst, ds, opts)
 	if err := b.err(); err != nil {
@@ -166,7 +169,7 @@ func BuildError(inst *spec.Instance, ds Datasource, opts Options) error {
 		return errors.New("seed: nil instance")
 	}
 	b := builder{check: true}
-	userData, err := b.userData(inst)
+	userData, err := b.userData(inst, opts)
 	b.add(ds.UserDataPath(), userData, err)
 	b.metadata(inst, ds, opts)
 	return b.err()
@@ -177,7 +180,7 @@ func BuildError(inst *spec.Instance, ds Datasource, opts Options) error {
 // a server that answers several datasources render the user data once.
 func UserData(inst *spec.Instance) ([]byte, error) {
 	var b builder
-	data, err := b.userData(inst)
+	data, err := b.userData(inst, Options{})
 	b.add("user-data", nil, err) // the error only
 	return data, b.err()
 }
@@ -221,16 +224,24 @@ func (b *builder) add(p string, data []byte, err error) {
 	}
 }
 
-// userData checks the vendor data and renders the user data, whose error
-// is left to add (under the datasource's path for it).
-func (b *builder) userData(inst *spec.Instance) ([]byte, error) {
+// userData checks the vendor data and renders the user data, with the
+// first-boot report when opts.ReportTo names a server; its error is left
+// to add (under the datasource's path for it).
+func (b *builder) userData(inst *spec.Instance, opts Options) ([]byte, error) {
 	if err := cloudinit.CheckUserData(cloudinit.VendorData(inst)); err != nil {
 		b.problems = append(b.problems, &spec.FieldError{Field: "spec.cloudInit.vendorData", Message: err.Error()})
 	}
-	if b.check {
+	if b.check && opts.ReportTo == "" {
 		return nil, cloudinit.UserDataError(inst)
 	}
-	return cloudinit.UserData(inst)
+	data, err := cloudinit.UserData(inst)
+	if err != nil || opts.ReportTo == "" {
+		return data, err
+	}
+	if data, err = cloudinit.WithReport(data, opts.ReportTo); err != nil {
+		return nil, fmt.Errorf("the first-boot report to %s: %w", opts.ReportTo, err)
+	}
+	return data, nil
 }
 
 func (b *builder) metadata(inst *spec.Instance, ds Datasource, opts Options) {

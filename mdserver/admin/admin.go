@@ -19,6 +19,7 @@ import (
 	"github.com/vminit/vminit/internal/lib/httppath"
 	"github.com/vminit/vminit/internal/lib/httpserver"
 	"github.com/vminit/vminit/mdserver"
+	"github.com/vminit/vminit/mdserver/admin/webui"
 	"github.com/vminit/vminit/mdserver/registry"
 	"github.com/vminit/vminit/seed"
 	"github.com/vminit/vminit/spec"
@@ -53,6 +54,7 @@ var PreviewDialects = []string{"nocloud", "configdrive", "ignition", mdserver.Di
 //	PUT    /v1/instances/{name}            store a spec document (YAML or JSON)
 //	DELETE /v1/instances/{name}            remove an instance
 //	GET    /v1/instances/{name}/preview?dialect=nocloud|configdrive|ignition|ec2|openstack[&variant=fcos|flatcar|rhcos]
+//	GET    /ui/…                           the first-boot web page (package webui), for a browser
 //
 // A preview is what the instance's guest would get, from Options.Metadata:
 // nocloud, the NoCloud-net files (named as in a seed); ec2 and openstack,
@@ -61,10 +63,13 @@ var PreviewDialects = []string{"nocloud", "configdrive", "ignition", mdserver.Di
 // one carrying its Ignition config); ignition, the Ignition config for
 // the variant asked for (by default the spec's spec.ignition.variant).
 //
-// Every request needs the bearer token; errors are JSON ErrorBody.
+// Every request needs the bearer token; errors are JSON ErrorBody. The
+// web page under /ui/ takes the token too, or the session cookie its
+// login form sets (on /ui/ only).
 func NewHandler(store registry.Store, opts Options) http.Handler {
 	ops := NewLocal(store, opts)
 	a := &admin{ops: ops, opts: ops.opts, tokenHash: sha256.Sum256([]byte(opts.Token))}
+	ui := webui.New(ops.opts.Metadata, webui.Options{Token: opts.Token, Bearer: a.authorized, Logger: ops.opts.Logger})
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/instances", a.list)
 	mux.HandleFunc("GET /v1/instances/{name}", a.get)
@@ -77,6 +82,10 @@ func NewHandler(store registry.Store, opts Options) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
+		if webui.Owns(r.URL.Path) { // its login is open; the rest takes the token or a session
+			ui.ServeHTTP(w, r)
+			return
+		}
 		if !a.authorized(r) {
 			// Refused before a byte of the body is read, and the
 			// connection closed: net/http would otherwise wait for an

@@ -219,7 +219,7 @@ func (l *Local) previewFiles(ctx context.Context, p *Preview, rec *registry.Reco
 			p.Files = append(p.Files, previewFile(f.Path, f.Data))
 		}
 	case "ignition":
-		res, err := ignition.Render(rec.Instance(), ignition.Options{Variant: ignition.Variant(variant), AllowPartial: true})
+		res, err := ignition.Render(rec.Instance(), ignition.Options{Variant: ignition.Variant(variant), AllowPartial: true, ReportTo: md.ReportPreviewBase()})
 		if errors.Is(err, ignition.ErrUnknownVariant) {
 			return refuse(http.StatusBadRequest, "variant: %v", err)
 		}

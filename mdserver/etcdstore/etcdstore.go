@@ -15,6 +15,11 @@
 // instance's name or address) is logged with its key and every problem,
 // and the instance keeps its last good version. Put and Delete are etcd
 // transactions; Put refuses a document that would be refused on load.
+//
+// The store also shares the instances' first-boot statuses between
+// replicas (firstboot.Shared, firstboot.go): one key per instance,
+// <BootPrefix><name>, beside the specs' prefix and never read by its
+// list and watch.
 package etcdstore
 
 import (
@@ -52,6 +57,11 @@ type Config struct {
 	// Prefix is the key prefix; default DefaultPrefix. Keys below it are
 	// <prefix><instance name>.
 	Prefix string
+	// BootPrefix is where each instance's first-boot status is kept
+	// (<BootPrefix><instance name>, firstboot.go); default Prefix with
+	// ".boot/" for its final "/": /vminit/instances.boot/. It may be
+	// neither below Prefix nor above it.
+	BootPrefix string
 	// TLS, when set, is used for the client connections (server CA and,
 	// for client-certificate auth, the client certificate).
 	TLS *tls.Config
@@ -86,8 +96,9 @@ type Store struct {
 	revSig  chan struct{}    // closed and replaced when rev moves
 	relists atomic.Int64
 
-	cancel context.CancelFunc
-	done   chan struct{}
+	cancel  context.CancelFunc
+	stopped <-chan struct{} // closed by Close
+	done    chan struct{}
 }
 
 // beforeWatch is a test hook run before each Watch call; afterPage, after
@@ -103,6 +114,12 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	if !strings.HasSuffix(cfg.Prefix, "/") {
 		cfg.Prefix += "/"
+	}
+	if cfg.BootPrefix != "" && !strings.HasSuffix(cfg.BootPrefix, "/") {
+		cfg.BootPrefix += "/"
+	}
+	if cfg.BootPrefix != "" && (strings.HasPrefix(cfg.BootPrefix, cfg.Prefix) || strings.HasPrefix(cfg.Prefix, cfg.BootPrefix)) {
+		return nil, fmt.Errorf("etcdstore: the first-boot prefix %q and the instances' prefix %q overlap", cfg.BootPrefix, cfg.Prefix)
 	}
 	if cfg.DialTimeout <= 0 {
 		cfg.DialTimeout = 5 * time.Second
@@ -149,7 +166,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("etcdstore: listing %s: %w", cfg.Prefix, err)
 	}
 	runCtx, stop := context.WithCancel(context.Background())
-	s.cancel = stop
+	s.cancel, s.stopped = stop, runCtx.Done()
 	go s.run(runCtx, rev)
 	return s, nil
 }
@@ -500,12 +517,13 @@ func (s *Store) Put(ctx context.Context, doc []byte) (*registry.Record, error) {
 	return nil, fmt.Errorf("%w: %s keeps changing concurrently", registry.ErrConflict, key)
 }
 
-// Delete removes the instance's key; ErrNotFound if etcd has no such key.
+// Delete removes the instance's key, and its first-boot status with it;
+// ErrNotFound if etcd has no such key.
 func (s *Store) Delete(ctx context.Context, name string) error {
 	key := s.cfg.Prefix + name
 	tctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
 	resp, err := s.cli.Txn(tctx).If(clientv3.Compare(clientv3.CreateRevision(key), ">", 0)).
-		Then(clientv3.OpDelete(key)).Commit()
+		Then(clientv3.OpDelete(key), clientv3.OpDelete(s.bootPrefix()+name)).Commit()
 	cancel()
 	if err != nil {
 		return fmt.Errorf("%w: %v", registry.ErrUnavailable, err)

@@ -1,54 +1,34 @@
-package firstboot_test
+package firstboot
 
 import (
-	"encoding/json"
-	"fmt"
-	"runtime"
+	"strconv"
 	"testing"
-
-	"github.com/vminit/vminit/internal/bench/mdbench"
-	"github.com/vminit/vminit/mdserver/firstboot"
 )
 
-// BenchmarkHeapPerBoot is the live heap one tracked first boot holds
-// after cloud-init's full event stream (mdbench.CloudInitEvents, ≈40
-// events) and the fetches of its crawl: docs/benchmarks.md, "First-boot
-// events".
-func BenchmarkHeapPerBoot(b *testing.B) {
-	const boots = 1000
-	var events []firstboot.Event
-	for _, body := range mdbench.CloudInitEvents() {
-		var ev struct {
-			Name, Description, Result string
-			EventType                 string `json:"event_type"`
+// BenchmarkFetch is what the metadata handler adds to every request it
+// answers: a fetch of a boot already fetched through the same dialect
+// (a crawl's second request onwards), one instance and across a fleet.
+func BenchmarkFetch(b *testing.B) {
+	b.Run("one", func(b *testing.B) {
+		tr := New(Options{})
+		tr.Fetch("vm", "u", AgentCloudInit, "ec2", "/latest/meta-data/")
+		b.ReportAllocs()
+		for b.Loop() {
+			tr.Fetch("vm", "u", AgentCloudInit, "ec2", "/latest/meta-data/instance-id")
 		}
-		if err := json.Unmarshal(body, &ev); err != nil {
-			b.Fatal(err)
+	})
+	b.Run("fleet", func(b *testing.B) {
+		tr := New(Options{})
+		names := make([]string, 1000)
+		for i := range names {
+			names[i] = "vm-" + strconv.Itoa(i)
+			tr.Fetch(names[i], "u", AgentCloudInit, "ec2", "/latest/meta-data/")
 		}
-		events = append(events, firstboot.Event{Kind: ev.EventType, Name: ev.Name, Result: ev.Result, Message: ev.Description})
-	}
-	for b.Loop() {
-		runtime.GC()
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		t := firstboot.New(firstboot.Options{})
-		for i := range boots {
-			name := fmt.Sprintf("vm-%05d", i)
-			for _, p := range mdbench.CrawlPaths {
-				t.Fetch(name, "uid", "cloud-init", "ec2", p)
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for i := 0; pb.Next(); i++ {
+				tr.Fetch(names[i%len(names)], "u", AgentCloudInit, "ec2", "/latest/meta-data/instance-id")
 			}
-			for _, ev := range events {
-				if err := t.Record(name, "uid", "cloud-init", ev); err != nil {
-					b.Fatal(err)
-				}
-			}
-		}
-		runtime.GC()
-		runtime.ReadMemStats(&after)
-		b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/boots, "B/boot")
-		if st := t.Brief("vm-00000", "uid", "cloud-init"); st.State != firstboot.Done {
-			b.Fatalf("state %s", st.State)
-		}
-		runtime.KeepAlive(t)
-	}
+		})
+	})
 }

@@ -12,8 +12,9 @@
 // names, messages, failures and stages are capped (limits.go).
 //
 // The tracker knows nothing of HTTP or stores. The metadata handler
-// (package mdserver) identifies the guest and calls Fetch, Record and
-// Report; the admin API, the web page and the CLI read Status and watch
+// (package mdserver) identifies the guest, reads what it posted with
+// ParseCloudInitEvent (cloudinit.go) and ParseGuestReport and
+// GuestReport.Report (guest.go), and calls Fetch, Record and Report; the admin API, the web page and the CLI read Status and watch
 // Changes; a store that shares statuses between replicas (etcdstore,
 // kubestore) implements Sink, which Persist feeds, and hands what other
 // replicas wrote to Merge.

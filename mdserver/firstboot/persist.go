@@ -145,6 +145,9 @@ func (t *Tracker) Merge(in Status) bool {
 		in.State.rank() == cur.State.rank() && in.LastEvent.After(cur.LastEvent))
 	if ahead {
 		events := mergeEvents(cur.Events, in.Events)
+		if in.Stages == nil { // a store that keeps none (kubestore): keep ours
+			in.Stages = cur.Stages
+		}
 		b.st = in
 		b.st.Events = events
 		b.finished = b.finished || in.State.Terminal()

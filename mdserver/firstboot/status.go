@@ -104,13 +104,16 @@ type Failure struct {
 	Message string `json:"message,omitempty"`
 }
 
-// Where names what failed: "stage/module", or the unit.
+// Where names what failed: "stage/module", or the unit (or what of them
+// is known).
 func (f Failure) Where() string {
 	switch {
 	case f.Unit != "":
 		return f.Unit
-	case f.Module != "":
+	case f.Module != "" && f.Stage != "":
 		return f.Stage + "/" + f.Module
+	case f.Module != "":
+		return f.Module // from cloud-init's result.json, which names no stage
 	}
 	return f.Stage
 }
@@ -197,7 +200,7 @@ type Summary struct {
 // Summarize filters statuses (already read at now, with Stalled applied)
 // and counts them; the instances come out sorted by name.
 func Summarize(statuses []Status, f Filter, now time.Time) Summary {
-	sum := Summary{Counts: make(map[State]int, len(States)), Instances: []Status{}}
+	sum := Summary{Counts: make(map[State]int, len(States)), Instances: make([]Status, 0, len(statuses))}
 	for _, st := range States {
 		sum.Counts[st] = 0
 	}

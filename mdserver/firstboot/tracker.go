@@ -63,26 +63,29 @@ func New(opts Options) *Tracker {
 	return &Tracker{opts: opts, dirty: map[string]struct{}{}}
 }
 
-// boot returns name's boot for incarnation uid, starting a fresh one when
-// there is none or it belongs to another incarnation (a re-created
-// instance starts again from pending).
-func (t *Tracker) boot(name, uid, agent string) *boot {
-	v, ok := t.boots.Load(name)
-	if !ok {
-		v, _ = t.boots.LoadOrStore(name, newBoot(name, uid, agent))
-	}
-	b := v.(*boot)
-	b.mu.Lock()
-	stale := b.st.UID != uid
-	b.mu.Unlock()
-	if stale {
+// lock returns name's boot for incarnation uid, locked, starting a fresh
+// one when there is none or it belongs to another incarnation (a
+// re-created instance starts again from pending). One lock, taken once:
+// Fetch runs on every metadata request.
+func (t *Tracker) lock(name, uid, agent string) *boot {
+	for {
+		v, ok := t.boots.Load(name)
+		if !ok {
+			v, _ = t.boots.LoadOrStore(name, newBoot(name, uid, agent))
+		}
+		b := v.(*boot)
+		b.mu.Lock()
+		if b.st.UID == uid {
+			return b
+		}
+		b.mu.Unlock()
 		nb := newBoot(name, uid, agent)
+		nb.mu.Lock()
 		if t.boots.CompareAndSwap(name, b, nb) {
 			return nb
 		}
-		return t.boot(name, uid, agent)
+		nb.mu.Unlock()
 	}
-	return b
 }
 
 func newBoot(name, uid, agent string) *boot {
@@ -94,8 +97,7 @@ func newBoot(name, uid, agent string) *boot {
 // dialect in a row are one event with a count.
 func (t *Tracker) Fetch(name, uid, agent, dialect, path string) {
 	now := t.opts.Now()
-	b := t.boot(name, uid, agent)
-	b.mu.Lock()
+	b := t.lock(name, uid, agent)
 	st := &b.st
 	st.LastEvent = now
 	if n := len(st.Events); n > 0 && st.Events[n-1].Kind == KindFetch && st.Events[n-1].Dialect == dialect {
@@ -130,8 +132,7 @@ func (t *Tracker) Record(name, uid, agent string, ev Event) error {
 	}
 	ev.Time = t.opts.Now()
 	ev.Name, ev.Message = intern(clip(ev.Name, MaxName)), intern(clip(ev.Message, MaxMessage))
-	b := t.boot(name, uid, agent)
-	b.mu.Lock()
+	b := t.lock(name, uid, agent)
 	if n := len(b.st.Events); ev.Kind == KindFinish && n > 0 && b.st.Events[n-1].Kind == KindStart && b.st.Events[n-1].Name == ev.Name {
 		// A module's start and finish are one entry of the log, from its
 		// start until its end: half the memory, and the timeline's shape.
@@ -202,7 +203,9 @@ func (b *boot) progress(ev Event, at time.Time) *Status {
 	if ev.Kind != KindFinish {
 		return nil
 	}
-	if ev.Result == ResultFail {
+	if ev.Result == ResultFail && (module != "" || !b.failedIn(stage)) {
+		// A stage fails because a module of it failed: that failure
+		// already names it.
 		b.fail(Failure{Stage: stage, Module: module, Message: ev.Message})
 	}
 	if module != "" {
@@ -233,18 +236,51 @@ func (b *boot) stage(name string, at time.Time) *Stage {
 	return &b.st.Stages[len(b.st.Stages)-1]
 }
 
+// failedIn reports whether a failure names stage.
+func (b *boot) failedIn(stage string) bool {
+	for _, f := range b.st.Errors {
+		if f.Stage == stage {
+			return true
+		}
+	}
+	return false
+}
+
 // fail adds f to the failures, unless it is there already or they are
-// full.
+// full. A failure of what an earlier one names (result.json names no
+// stage; the events do) is that failure: its message, when it has one,
+// replaces the earlier (the report says why; the event only what ran).
 func (b *boot) fail(f Failure) {
 	f.Message = clip(f.Message, MaxMessage)
-	for _, g := range b.st.Errors {
-		if g == f {
+	for i, g := range b.st.Errors {
+		if g.sameAs(f) {
+			if f.Message != "" {
+				b.st.Errors[i].Message = f.Message
+			}
+			if g.Stage == "" {
+				b.st.Errors[i].Stage = f.Stage
+			}
 			return
 		}
 	}
 	if len(b.st.Errors) < MaxFailures {
 		b.st.Errors = append(b.st.Errors, f)
 	}
+}
+
+// sameAs reports whether g and f are one failure: the same unit, or the
+// same module of the same stage where both know it. Failures of a stage
+// alone are the same only when equal: a stage may fail more than once.
+func (g Failure) sameAs(f Failure) bool {
+	switch {
+	case g == f:
+		return true
+	case g.Unit != "" || f.Unit != "":
+		return g.Unit == f.Unit && g.Module == f.Module && g.Stage == f.Stage
+	case g.Module != "":
+		return g.Module == f.Module && (g.Stage == f.Stage || g.Stage == "" || f.Stage == "")
+	}
+	return false
 }
 
 // end ends the boot at when, and returns its status for OnFinish the
@@ -280,8 +316,7 @@ func (b *boot) add(ev Event) {
 // failed.
 func (t *Tracker) Report(name, uid, agent string, r Report) {
 	now := t.opts.Now()
-	b := t.boot(name, uid, agent)
-	b.mu.Lock()
+	b := t.lock(name, uid, agent)
 	result := ResultSuccess
 	if r.Failed {
 		result = ResultFail

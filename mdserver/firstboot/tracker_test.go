@@ -52,6 +52,9 @@ func TestCloudInitBoot(t *testing.T) {
 	if st.State != Failed || st.FirstError() != "modules-final/config-scripts-user: running config-scripts-user failed" {
 		t.Fatalf("failed: %+v", st)
 	}
+	if len(st.Errors) != 1 {
+		t.Errorf("the stage's failure was counted apart from its module's: %+v", st.Errors)
+	}
 	if len(st.Stages) != 2 || st.Stages[1].Duration() != 20*time.Minute {
 		t.Errorf("stages: %+v", st.Stages)
 	}
@@ -177,5 +180,28 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestCounts: the boots tracked, by state as read now, of the
+// incarnations served only.
+func TestCounts(t *testing.T) {
+	c := newClock()
+	tr := New(Options{Now: c.now, StallAfter: time.Minute})
+	tr.Fetch("a", "u1", "cloud-init", "nocloud", "/nocloud/meta-data")
+	tr.Fetch("b", "u1", "cloud-init", "nocloud", "/nocloud/meta-data")
+	tr.Fetch("gone", "u1", "cloud-init", "nocloud", "/nocloud/meta-data")
+	tr.Fetch("old", "u1", "ignition", "ignition", "/ignition/config")
+	c.advance(2 * time.Minute) // a, b, gone and old stall
+	must(t, tr.Record("b", "u1", "cloud-init", finish("modules-final", ResultSuccess)))
+	tr.Fetch("c", "u1", "ignition", "ignition", "/ignition/config")
+	tr.Report("c", "u1", "ignition", Report{Failed: true})
+	served := map[string]string{"a": "u1", "b": "u1", "c": "u1", "old": "u2"}
+	got := tr.Counts(func(name, uid string) bool { return served[name] == uid })
+	want := map[State]int{Pending: 0, Fetched: 0, Running: 0, Stalled: 1, Done: 1, Failed: 1}
+	for _, st := range States {
+		if got[st] != want[st] {
+			t.Errorf("%s: %d, want %d (all %v)", st, got[st], want[st], got)
+		}
 	}
 }

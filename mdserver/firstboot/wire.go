@@ -5,8 +5,8 @@ import "encoding/json"
 // The guests' write path, on the metadata listeners (package mdserver
 // serves it; the renderers point the agents at it):
 //
-//	POST /vminit/v1/events   one cloud-init reporting event, as its webhook handler posts it
-//	POST /vminit/v1/report   a GuestReport: the agent's final word on its first boot
+//	POST /vminit/v1/events   one cloud-init reporting event, as its webhook handler posts it (ParseCloudInitEvent)
+//	POST /vminit/v1/report   a GuestReport: the agent's final word on its first boot (ParseGuestReport)
 const (
 	EventsPath = "/vminit/v1/events"
 	ReportPath = "/vminit/v1/report"
@@ -15,7 +15,11 @@ const (
 // GuestReport is what a guest's completion unit posts to ReportPath once
 // first boot is over: for cloud-init, the content of its status.json and
 // result.json and the tail of its output log; for Ignition, the system's
-// state after boot and its failed units.
+// state after boot and its failed units. It is decoded strictly
+// (ParseGuestReport: an unknown field is refused), and a report carries
+// its agent's fields only (Report: cloud-init's status or result, or
+// Ignition's systemState); its body is at most MaxReportBytes, JSON, with
+// no Content-Type or application/json.
 type GuestReport struct {
 	Agent string `json:"agent"` // cloud-init or ignition
 	// Status and Result are cloud-init's /run/cloud-init/status.json and

@@ -39,10 +39,18 @@
 //
 // Put and Delete write Instance objects (in Config.Namespace) and return
 // once the store's watch has applied the write.
+//
+// The store shares the instances' first-boot statuses between replicas
+// (firstboot.Shared, firstboot.go): WriteBoot applies an Instance's
+// status.firstBoot and its FirstBoot condition (server-side apply of the
+// status subresource, under its own field manager) and records a
+// FirstBootFailed Event; FollowBoots hands a tracker what the watch reads
+// back of them.
 package kubestore
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -68,6 +76,7 @@ import (
 	"github.com/vminit/vminit/internal/lib/parallel"
 	"github.com/vminit/vminit/internal/lib/revindex"
 	"github.com/vminit/vminit/kube/api/v1alpha1"
+	"github.com/vminit/vminit/mdserver/firstboot"
 	"github.com/vminit/vminit/mdserver/registry"
 	"github.com/vminit/vminit/platform"
 	"github.com/vminit/vminit/platform/cluster"
@@ -115,11 +124,13 @@ type Store struct {
 	mu        sync.Mutex
 	ix        *registry.Index // keyed by namespace/name
 	instances map[string]*instance
-	refDeps   revindex.Index // RefKey → the instances referring to it
-	claims    *Claims        // who is served at which address
-	sig       chan struct{}  // closed and replaced at every apply
+	refDeps   revindex.Index       // RefKey → the instances referring to it
+	claims    *Claims              // who is served at which address
+	sig       chan struct{}        // closed and replaced at every apply
+	followers []*firstboot.Tracker // FollowBoots' trackers (firstboot.go)
 
 	cancel  context.CancelFunc
+	stopped <-chan struct{} // closed by Close
 	done    sync.WaitGroup
 	errMu   sync.Mutex
 	lastErr error
@@ -137,6 +148,10 @@ type instance struct {
 	// one of them changes.
 	refs map[string]bool
 	src  *source
+	// seen is what the object's status says of its first boot.
+	seen seenBoot
+	// sum is the SHA-256 of the document the version stands for.
+	sum [sha256.Size]byte
 }
 
 // source is what an Instance object is decoded from.
@@ -200,7 +215,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		namespaces = []string{metav1.NamespaceAll}
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
-	s.cancel = cancel
+	s.cancel, s.stopped = cancel, runCtx.Done()
 	var synced []<-chan struct{}
 	for _, ns := range namespaces {
 		synced = append(synced, s.watch(runCtx, v1alpha1.GroupVersionResource, ns, &sink{ns: ns, put: s.putInstances}),
@@ -314,13 +329,30 @@ func (s *Store) decodeInstance(u *unstructured.Unstructured, prev *instance) *in
 		}
 		return in
 	}
+	sum := sha256.Sum256(doc)
+	if prev != nil && prev.err == nil && prev.base != nil && prev.base.UID == string(u.GetUID()) && prev.sum == sum {
+		// The same document at a new resourceVersion: a status write
+		// (the controller's, or a first boot's). Decoding and checking
+		// it again would render it on every replica at every write.
+		in := *prev
+		in.rv = rv
+		if prev.src != nil {
+			src := *prev.src
+			src.rv = rv
+			in.src = &src
+		}
+		return &in
+	}
 	return s.decodeSource(&source{namespace: u.GetNamespace(), name: u.GetName(), uid: string(u.GetUID()), rv: rv, doc: doc}, prev)
 }
 
 // decodeSource loads an Instance's document, reading the Secrets and
 // ConfigMaps it refers to in its own namespace.
 func (s *Store) decodeSource(src *source, prev *instance) *instance {
-	in := &instance{rv: src.rv}
+	in := &instance{rv: src.rv, sum: sha256.Sum256(src.doc)}
+	if prev != nil {
+		in.seen = prev.seen
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RequestTimeout)
 	defer cancel()
 	refs := NewRefs(ctx, s.resolver, src.namespace)
@@ -473,6 +505,7 @@ func (s *Store) putInstances(b batch) {
 		}
 		s.setRefDeps(key, in)
 		if in != nil {
+			s.followBoot(key, in, u)
 			s.instances[key] = in
 		} else {
 			delete(s.instances, key)

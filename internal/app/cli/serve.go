@@ -25,6 +25,7 @@ import (
 	"github.com/vminit/vminit/internal/lib/secretfile"
 	"github.com/vminit/vminit/mdserver"
 	"github.com/vminit/vminit/mdserver/admin"
+	"github.com/vminit/vminit/mdserver/firstboot"
 	"github.com/vminit/vminit/mdserver/kubestore"
 )
 
@@ -46,7 +47,10 @@ type serveFlags struct {
 	burst           int
 	logFormat       string
 	ignitionVariant string
+	reportURL       string // --report-url
+	bootReports     bool   // --boot-reports
 	shutdownTimeout time.Duration
+	stallAfter      time.Duration
 	maxConns        int
 	maxConnsPerSrc  int
 	allowLoopback   bool
@@ -155,6 +159,17 @@ background (and on an instance's first request, if it comes first), and
 an instance is served only once it passed them; those refused are logged
 before "dirstore: deferred checks done".
 
+Guests report their first boot on the same listeners: cloud-init's
+reporting events (POST /vminit/v1/events) and the agent's final report
+(POST /vminit/v1/report), each written only to the instance the request
+is identified as, at most 20 a second per instance (a burst of 200) apart
+from --rate; every answered fetch counts too. An instance's first boot is
+pending, fetched, running, done or failed, and stalled after
+--stall-after without a word from its guest (docs/metadata-server.md,
+"First-boot events"; docs/security.md, "The guests' write path").
+Stores that share statuses between replicas (etcd, Kubernetes) get each
+replica's written back.
+
 Metrics (Prometheus) are served only on --metrics-listen, the admin API
 only on --admin-listen: over HTTPS with --admin-tls-cert/--admin-tls-key,
 and with client certificates required with --admin-client-ca (the three
@@ -192,7 +207,10 @@ peak heap of three times the live one (GOMEMLIMIT bounds it if needed).`,
 	fl.IntVar(&f.burst, "burst", 0, "rate-limit burst (default max(100, 2*rate))")
 	fl.StringVar(&f.logFormat, "log-format", "json", "log format: json or text")
 	fl.StringVar(&f.ignitionVariant, "ignition-variant", "", "render every Ignition config for this variant: fcos, rhcos or flatcar (default: each instance's spec.ignition.variant)")
+	fl.BoolVar(&f.bootReports, "boot-reports", true, "have the served user data and Ignition configs report each guest's first boot to this server (cloud-init's reporting webhook and a final report; Ignition's completion unit)")
+	fl.StringVar(&f.reportURL, "report-url", "", "base URL the guests report their first boot to (default: the scheme and host each guest reached this server at), e.g. http://192.0.2.1:8080")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long requests in flight may finish on SIGTERM or SIGINT before they are cut")
+	fl.DurationVar(&f.stallAfter, "stall-after", firstboot.DefaultStallAfter, "how long a first boot may go without a fetch or an event from its guest before it reads as stalled")
 	fl.IntVar(&f.maxConns, "max-connections", mdserver.DefaultTotal(), "connections all guests together may hold open (16384 where the descriptor limit allows, fewer where it is low)")
 	fl.IntVar(&f.maxConnsPerSrc, "max-connections-per-source", mdserver.DefaultPerSource, "connections one source address may hold open (trusted proxies: the total only)")
 	// For tests, benchmarks and QEMU user-mode networking, whose guests
@@ -364,6 +382,9 @@ func serveOptions(f serveFlags, logger *slog.Logger) (serve.Options, error) {
 	if f.maxConns < 1 || f.maxConnsPerSrc < 1 {
 		return o, usagef("--max-connections and --max-connections-per-source must be at least 1")
 	}
+	if f.stallAfter <= 0 {
+		return o, usagef("--stall-after %v: give a positive duration, e.g. 15m", f.stallAfter)
+	}
 	if err := secretsOutside(f.instances, withOther(map[string]string{"--admin-token-file": f.adminTokenFile, "--hmac-key-file": f.hmacKeyFile,
 		"--token-key-file": f.tokenKeyFile, "--admin-tls-key": f.adminTLSKey, "--instances-cache": f.instancesCache}, otherSecrets)); err != nil {
 		return o, err
@@ -375,7 +396,7 @@ func serveOptions(f serveFlags, logger *slog.Logger) (serve.Options, error) {
 		return o, err
 	}
 	o = serve.Options{Store: store, Handler: handler, Listen: f.listen, MetricsListen: f.metricsListen,
-		Guests: mdserver.Limits{PerSource: f.maxConnsPerSrc, Total: f.maxConns}, Logger: logger}
+		Guests: mdserver.Limits{PerSource: f.maxConnsPerSrc, Total: f.maxConns}, StallAfter: f.stallAfter, Logger: logger}
 	if err := adminOptions(f, logger, &o); err != nil {
 		return o, err
 	}
@@ -470,6 +491,12 @@ func handlerOptions(f serveFlags, logger *slog.Logger) (mdserver.Options, error)
 	if err != nil {
 		return mdserver.Options{}, err
 	}
+	reportURL := f.reportURL
+	if reportURL != "" {
+		if reportURL, err = firstboot.ParseBaseURL(reportURL); err != nil {
+			return mdserver.Options{}, usagef("--report-url=%q: %v", f.reportURL, err)
+		}
+	}
 	if len(proxies) > 0 && hmacKey == nil {
 		logger.Warn("--trusted-proxy without --hmac-key-file: proxies name instances by an unsigned X-Forwarded-For; with a key, only the signed X-Vminit-Instance header is accepted")
 	}
@@ -477,6 +504,7 @@ func handlerOptions(f serveFlags, logger *slog.Logger) (mdserver.Options, error)
 		TrustedProxies: proxies, HMACKey: hmacKey, ProxiesSetHopLimit: f.proxyHopLimit,
 		Rate: f.rate, Burst: f.burst, Logger: logger,
 		IgnitionVariant: ignition.Variant(f.ignitionVariant), AllowLoopbackInstances: f.allowLoopback,
+		ReportURL: reportURL, NoBootReports: !f.bootReports,
 	}, nil
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/vminit/vminit/delivery"
 	"github.com/vminit/vminit/ignition"
+	"github.com/vminit/vminit/mdserver/firstboot"
 	"github.com/vminit/vminit/render"
 	"github.com/vminit/vminit/seed"
 	"github.com/vminit/vminit/spec"
@@ -24,6 +25,7 @@ type targetFlags struct {
 	allowPartial    bool
 	strict          bool
 	transport       string
+	reportTo        string
 }
 
 // formats maps --format values to the agent they render for.
@@ -39,6 +41,7 @@ func (f *targetFlags) register(cmd *cobra.Command) {
 	fl.BoolVar(&f.allowPartial, "allow-partial", false, "drop spec features Ignition cannot express (packages, groups the image keeps outside /etc/group) with a warning instead of failing")
 	fl.BoolVar(&f.strict, "strict", false, "treat every warning as an error (unused Ignition or Butane keys, spec fields the user-data replaces, cloud-config the schema rejects)")
 	fl.StringVar(&f.transport, "transport", "", "check the Ignition config against a transport's size budget: "+transportNames())
+	fl.StringVar(&f.reportTo, "report-to", "", "have the guest report its first boot to the vminit server at this base URL (cloud-init's reporting webhook and a final report; Ignition's completion unit), e.g. http://192.0.2.1:8080")
 	cmd.RegisterFlagCompletionFunc("format", cobra.FixedCompletions([]string{"seed", "ignition"}, cobra.ShellCompDirectiveNoFileComp))
 	cmd.RegisterFlagCompletionFunc("datasource", cobra.FixedCompletions(datasourceList(), cobra.ShellCompDirectiveNoFileComp))
 	cmd.RegisterFlagCompletionFunc("variant", cobra.FixedCompletions(variantNames, cobra.ShellCompDirectiveNoFileComp))
@@ -78,6 +81,13 @@ func (f *targetFlags) target() (render.Target, error) {
 		if _, err := delivery.LookupTransport(f.transport); err != nil {
 			return t, usageError{err}
 		}
+	}
+	if f.reportTo != "" {
+		base, err := firstboot.ParseBaseURL(f.reportTo)
+		if err != nil {
+			return t, usagef("--report-to=%q: %v", f.reportTo, err)
+		}
+		t.ReportTo = base
 	}
 	t.Datasource, t.NetworkConfigVersion = ds, f.networkVersion
 	t.Variant, t.IgnitionVersion = ignition.Variant(f.variant), f.ignitionVersion

@@ -292,9 +292,12 @@ func statusOf(u *unstructured.Unstructured) (*v1alpha1.InstanceStatus, error) {
 }
 
 // status is the status the object should have; cur keeps the conditions'
-// transition times where their status did not change.
+// transition times where their status did not change. What the metadata
+// server writes (status.firstBoot, the FirstBoot condition) is carried
+// over as it is: the controller's UpdateStatus replaces the whole status.
 func (t *term) status(u *unstructured.Unstructured, l *loaded, cur *v1alpha1.InstanceStatus) *v1alpha1.InstanceStatus {
-	next := &v1alpha1.InstanceStatus{ObservedGeneration: u.GetGeneration(), Conditions: slices.Clone(cur.Conditions)}
+	next := &v1alpha1.InstanceStatus{ObservedGeneration: u.GetGeneration(), Conditions: slices.Clone(cur.Conditions),
+		FirstBoot: cur.FirstBoot}
 	valid := metav1.Condition{Type: v1alpha1.ConditionValid, Status: metav1.ConditionTrue, Reason: "Valid", Message: "every check vminit validate runs passed"}
 	rendered := metav1.Condition{Type: v1alpha1.ConditionRendered, Status: metav1.ConditionFalse, Reason: "Invalid", Message: "nothing is rendered from an invalid spec"}
 	if len(l.warnings) > 0 {
@@ -319,7 +322,9 @@ func (t *term) status(u *unstructured.Unstructured, l *loaded, cur *v1alpha1.Ins
 	meta.SetStatusCondition(&next.Conditions, rendered)
 	meta.SetStatusCondition(&next.Conditions, t.served(u.GetNamespace()+"/"+u.GetName(), l))
 	for i := range next.Conditions {
-		next.Conditions[i].ObservedGeneration = u.GetGeneration()
+		if next.Conditions[i].Type != v1alpha1.ConditionFirstBoot { // the server's: of no generation
+			next.Conditions[i].ObservedGeneration = u.GetGeneration()
+		}
 	}
 	next.VirtualMachines = t.virtualMachines(u.GetNamespace(), u.GetName())
 	return next

@@ -13,6 +13,7 @@ import (
 	"github.com/vminit/vminit/internal/lib/httpserver"
 	"github.com/vminit/vminit/mdserver"
 	"github.com/vminit/vminit/mdserver/admin"
+	"github.com/vminit/vminit/mdserver/firstboot"
 	"github.com/vminit/vminit/mdserver/kubestore"
 	"github.com/vminit/vminit/mdserver/registry"
 )
@@ -79,8 +80,11 @@ func OpenStore(ctx context.Context, cfg StoreConfig, checks registry.Checks, log
 type Options struct {
 	Store StoreConfig
 	// Handler configures the guests' handler; New sets its Logger and
-	// Metrics.
+	// Metrics, and its Boots: the server's first-boot tracker.
 	Handler mdserver.Options
+	// StallAfter is how long a first boot may stay silent before it
+	// reads as stalled (firstboot.Options.StallAfter; 0: its default).
+	StallAfter time.Duration
 	// Listen are the guests' addresses; Guests bounds their connections
 	// together (New adds the handler's Known and the metrics, and exempts
 	// Handler.TrustedProxies from the per-source bound).
@@ -130,6 +134,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	start := time.Now()
 	metrics := mdserver.NewMetrics()
 	o.Handler.Logger, o.Handler.Metrics = o.Logger, metrics
+	o.Handler.Boots = firstboot.New(firstboot.Options{StallAfter: o.StallAfter, OnFinish: metrics.ObserveBoot})
 	store, err := OpenStore(ctx, o.Store, mdserver.StoreChecks(o.Handler), o.Logger)
 	if err != nil {
 		return nil, &StoreError{Err: err}
@@ -198,9 +203,16 @@ func (s *Server) add(name, addr string, srv *http.Server, tlsConfig *tls.Config,
 }
 
 // Run serves until ctx ends (see the package's Run), reloading the store
-// on every value from reload (nil: never).
+// on every value from reload (nil: never). When the store shares
+// first-boot statuses between replicas (firstboot.Shared), the server
+// writes its own to it and follows the others' while it runs (boots.go).
 func (s *Server) Run(ctx context.Context, reload <-chan os.Signal, shutdownTimeout time.Duration) error {
-	return Run(ctx, Config{Listeners: s.Listeners, Store: s.Store, Reload: reload, ShutdownTimeout: shutdownTimeout, Logger: s.log})
+	shared, _ := s.Store.(firstboot.Shared)
+	// Until the listeners are shut down: requests in flight still post.
+	stop := s.shareBoots(context.WithoutCancel(ctx), shared)
+	err := Run(ctx, Config{Listeners: s.Listeners, Store: s.Store, Reload: reload, ShutdownTimeout: shutdownTimeout, Logger: s.log})
+	stop()
+	return err
 }
 
 // Close closes the store (Run closes the listeners).

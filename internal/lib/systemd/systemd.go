@@ -151,3 +151,9 @@ func SwapUnit(device string) string {
 	b.WriteString("\n[Install]\nWantedBy=swap.target\n")
 	return b.String()
 }
+
+// Environment renders one Environment= assignment of a unit, quoted, with
+// the escapes that systemd's unquoting and specifier expansion undo.
+func Environment(name, value string) string {
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`, "%", "%%").Replace(name+"="+value) + `"`
+}

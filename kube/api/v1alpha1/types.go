@@ -78,7 +78,35 @@ const (
 	// ConditionServed is True when the metadata server serves this version
 	// (no other Instance holds its name or an address).
 	ConditionServed = "Served"
+	// ConditionFirstBoot is the metadata server's word on the first boot
+	// of the guest it serves (status.firstBoot): True when it is done,
+	// False when it failed, Unknown while it is pending, fetched, running
+	// or stalled. Its reason is one of the Reason* below; its message the
+	// stage and module the boot is in, or its first error. The server
+	// writes it under its own field manager (FieldManagerServer), the
+	// controller never does.
+	ConditionFirstBoot = "FirstBoot"
 )
+
+// The FirstBoot condition's reasons, one per state of the boot.
+const (
+	ReasonPending = "Pending"
+	ReasonFetched = "Fetched"
+	ReasonRunning = "Running"
+	ReasonStalled = "Stalled"
+	ReasonDone    = "Done"
+	ReasonFailed  = "Failed"
+)
+
+// ReasonFirstBootFailed is the reason of the Warning Event the metadata
+// server records, once per incarnation, when an Instance's first boot
+// fails; its message is the first error.
+const ReasonFirstBootFailed = "FirstBootFailed"
+
+// FieldManagerServer is the field manager the metadata server applies
+// status.firstBoot and the FirstBoot condition with (server-side apply):
+// the controller's fields and these never clobber each other.
+const FieldManagerServer = "vminit-server"
 
 // ReasonMissingReference is the Valid condition's reason when a Secret or
 // ConfigMap the spec refers to (secretKeyRef, configMapKeyRef), or its
@@ -97,6 +125,7 @@ const ReasonMissingReference = "MissingReference"
 // +kubebuilder:printcolumn:name="Agent",type=string,JSONPath=`.status.agent`
 // +kubebuilder:printcolumn:name="Valid",type=string,JSONPath=`.status.conditions[?(@.type=="Valid")].status`
 // +kubebuilder:printcolumn:name="Served",type=string,JSONPath=`.status.conditions[?(@.type=="Served")].status`,priority=1
+// +kubebuilder:printcolumn:name="First-Boot",type=string,JSONPath=`.status.firstBoot.state`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Instance struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -104,7 +133,8 @@ type Instance struct {
 
 	// Spec is the instance spec, as in a spec file (docs/spec.md).
 	Spec spec.Spec `json:"spec"`
-	// Status is written by the controller.
+	// Status is written by the controller, but for firstBoot and the
+	// FirstBoot condition, which the metadata server writes.
 	// +optional
 	Status InstanceStatus `json:"status,omitempty"`
 }
@@ -119,7 +149,8 @@ type InstanceStatus struct {
 	Hostname string `json:"hostname,omitempty"`
 	// +optional
 	Agent string `json:"agent,omitempty"`
-	// Conditions: Valid, Rendered, Served.
+	// Conditions: Valid, Rendered, Served (the controller's) and
+	// FirstBoot (the metadata server's).
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -136,6 +167,53 @@ type InstanceStatus struct {
 	// +listType=map
 	// +listMapKey=name
 	VirtualMachines []VirtualMachine `json:"virtualMachines,omitempty"`
+	// FirstBoot is the first boot of this incarnation's guest, as the
+	// metadata server that fed it saw it (written by the server).
+	// +optional
+	FirstBoot *FirstBoot `json:"firstBoot,omitempty"`
+}
+
+// FirstBoot is an Instance's first boot, as the metadata server tracks
+// it (package mdserver/firstboot): where it is, and what failed. The
+// stages' times and the event log stay in the servers (`vminit instances
+// status NAME`): every change of an Instance goes to every watcher.
+type FirstBoot struct {
+	// State is pending, fetched, running, stalled, done or failed.
+	State string `json:"state"`
+	// Agent is cloud-init or ignition.
+	// +optional
+	Agent string `json:"agent,omitempty"`
+	// Stage and Module are where the boot is, or ended, or failed.
+	// +optional
+	Stage string `json:"stage,omitempty"`
+	// +optional
+	Module string `json:"module,omitempty"`
+	// FirstFetch is when a server first answered the guest; LastEvent
+	// when one last heard of it (written again at most every minute while
+	// nothing else changes); Finished when the boot ended.
+	// +optional
+	FirstFetch *metav1.Time `json:"firstFetch,omitempty"`
+	// +optional
+	LastEvent *metav1.Time `json:"lastEvent,omitempty"`
+	// +optional
+	Finished *metav1.Time `json:"finished,omitempty"`
+	// Errors are what failed, the first ones (at most 16).
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	Errors []FirstBootError `json:"errors,omitempty"`
+}
+
+// FirstBootError is one thing that failed: a cloud-init stage and module,
+// or a systemd unit of an Ignition boot, with what it said.
+type FirstBootError struct {
+	// +optional
+	Stage string `json:"stage,omitempty"`
+	// +optional
+	Module string `json:"module,omitempty"`
+	// +optional
+	Unit string `json:"unit,omitempty"`
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // Output is one rendered file.

@@ -1,0 +1,294 @@
+package cloudinit
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/vminit/vminit/internal/lib/systemd"
+	"github.com/vminit/vminit/internal/testing/cloudinittest"
+	"github.com/vminit/vminit/mdserver/firstboot"
+)
+
+// pyReportConfig gives, for each user data, the final cloud-config first
+// boot makes of it (cloud-init's UserDataProcessor and cloud-config
+// handler) and what its write_files module writes.
+const pyReportConfig = cloudinittest.FinalConfig + `
+import json, sys
+from cloudinit.config import cc_write_files as wf
+out = []
+for blob in json.load(sys.stdin):
+    cfg, types = final_config(base64.b64decode(blob))
+    files = {}
+    for f in cfg.get("write_files") or []:
+        data = wf.extract_contents(f.get("content", ""), wf.canonicalize_extraction(f.get("encoding")))
+        files[f["path"]] = {"content": b64(data), "perms": wf.decode_perms(f.get("permissions"), 0o644)}
+    out.append({"reporting": cfg.get("reporting"), "runcmd": cfg.get("runcmd"), "files": files, "types": types})
+json.dump(out, sys.stdout)
+`
+
+type pyReport struct {
+	Reporting map[string]map[string]any `json:"reporting"`
+	Runcmd    []any                     `json:"runcmd"`
+	Files     map[string]struct {
+		Content []byte `json:"content"`
+		Perms   int    `json:"perms"`
+	} `json:"files"`
+	Types []string `json:"types"`
+}
+
+// TestWithReport checks, with cloud-init's own user-data processing, that
+// every kind of user data keeps what it did and gains the reporting
+// webhook, the report script, its unit and the trigger; and that a single
+// #cloud-config result passes cloud-init 22.4's schema (ours and
+// `cloud-init schema`).
+func TestWithReport(t *testing.T) {
+	gen, err := CloudConfig(loadSpec(t, fullSpec, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const userFile = "/etc/user-file"
+	cases := []struct {
+		name, user string
+		single     bool // one #cloud-config document
+		runcmd     bool // the user's runcmd survives
+		raw        bool // the user data as given (userDataOnly), not combined with the generated
+	}{
+		{name: "generated only", single: true},
+		{name: "cloud-config replacing write_files and runcmd", user: "#cloud-config\nwrite_files: [{path: " + userFile + ", content: x}]\nruncmd: [echo user]\n", single: true, runcmd: true},
+		{name: "cloud-config with its own reporting", user: "#cloud-config\nreporting: {mine: {type: log}}\nwrite_files: [{path: " + userFile + ", content: x}]\n", single: true},
+		{name: "script", user: "#!/bin/sh\necho hi\n"},
+		{name: "gzip script", user: gz("#!/bin/sh\necho hi\n")},
+		{name: "jinja", user: "## template: jinja\n#cloud-config\nruncmd:\n  - echo {{ v1.local_hostname }}\n"},
+		{name: "launch-index", user: "#cloud-config\nlaunch-index: 0\nwrite_files: [{path: " + userFile + ", content: x}]\n"},
+		{name: "MIME replacing write_files", user: "Content-Type: multipart/mixed; boundary=\"XYZ\"\nMIME-Version: 1.0\n\n--XYZ\n" +
+			"Content-Type: text/cloud-config\n\n#cloud-config\nwrite_files: [{path: " + userFile + ", content: x}]\nruncmd: [echo user]\n--XYZ--\n", runcmd: true},
+		{name: "userDataOnly MIME", raw: true, user: "Content-Type: multipart/mixed; boundary=\"XYZ\"\nMIME-Version: 1.0\n\n--XYZ\n" +
+			"Content-Type: text/cloud-config\n\n#cloud-config\nwrite_files: [{path: " + userFile + ", content: x}]\nruncmd: [echo user]\n--XYZ--\n", runcmd: true},
+		{name: "userDataOnly cloud-config", raw: true, single: true, runcmd: true, user: "#cloud-config\nruncmd: [echo user]\n"},
+		{name: "userDataOnly script", raw: true, user: "#!/bin/sh\necho hi\n"},
+		{name: "userDataOnly empty", raw: true, single: true},
+		{name: "userDataOnly that cloud-init ignores", raw: true, user: "just some text\n"},
+	}
+	const base = "http://192.0.2.7:8080/prefix"
+	var blobs [][]byte
+	for _, c := range cases {
+		ud := []byte(c.user)
+		if !c.raw {
+			if ud, err = Combine(gen, ud); err != nil {
+				t.Fatalf("%s: %v", c.name, err)
+			}
+		}
+		out, err := WithReport(ud, base+"/")
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if again, _ := WithReport(ud, base); !bytes.Equal(out, again) {
+			t.Errorf("%s: two renderings differ", c.name)
+		}
+		if isMultipart := strings.HasPrefix(string(out), "Content-Type: multipart/mixed"); isMultipart == c.single {
+			t.Errorf("%s: multipart %v, want %v:\n%s", c.name, isMultipart, !c.single, out)
+		}
+		if !strings.Contains(string(out), base+firstboot.EventsPath) {
+			t.Errorf("%s: the report is not readable as is:\n%s", c.name, out)
+		}
+		if c.single {
+			if findings, err := CheckSchema(out); err != nil || len(findings) > 0 {
+				t.Errorf("%s: schema: %v %v", c.name, findings, err)
+			}
+			if err := cloudinittest.Schema(t, out); err != nil {
+				t.Errorf("%s: cloud-init schema: %v", c.name, err)
+			}
+		}
+		blobs = append(blobs, out)
+	}
+	var res []pyReport
+	cloudinittest.Run(t, pyReportConfig, blobs, &res)
+	for i, c := range cases {
+		r := res[i]
+		hook := r.Reporting["vminit"]
+		if hook["type"] != "webhook" || hook["endpoint"] != base+firstboot.EventsPath {
+			t.Errorf("%s: reporting %v", c.name, r.Reporting)
+		}
+		if c.name == "cloud-config with its own reporting" && r.Reporting["mine"] == nil {
+			t.Errorf("%s: the user's handler is lost: %v", c.name, r.Reporting)
+		}
+		if c.user != "" && strings.Contains(c.user, userFile) && c.name != "launch-index" {
+			if _, ok := r.Files[userFile]; !ok {
+				t.Errorf("%s: the user's file is lost: %v", c.name, slices.Sorted(maps.Keys(r.Files)))
+			}
+		}
+		if c.runcmd && !strings.Contains(fmt.Sprint(r.Runcmd), "echo user") {
+			t.Errorf("%s: runcmd %v", c.name, r.Runcmd)
+		}
+		script, unit, trigger := r.Files[ReportScript], r.Files[path.Join(systemd.UnitDir, firstboot.ReportUnit)], r.Files[ReportTrigger]
+		if !bytes.Equal(script.Content, reportScript) || script.Perms != 0o755 {
+			t.Errorf("%s: %s is %o %.60q", c.name, ReportScript, script.Perms, script.Content)
+		}
+		if !strings.Contains(string(unit.Content), `Environment="VMINIT_REPORT_URL=`+base+firstboot.ReportPath+`"`) {
+			t.Errorf("%s: unit:\n%s", c.name, unit.Content)
+		}
+		if trigger.Perms != 0o755 || !strings.Contains(string(trigger.Content), "systemctl start --no-block "+firstboot.ReportUnit) {
+			t.Errorf("%s: trigger %o:\n%s", c.name, trigger.Perms, trigger.Content)
+		}
+	}
+}
+
+func TestWithReportRefusesBadURLs(t *testing.T) {
+	for _, u := range []string{"", "192.0.2.1:80", "ftp://h/", "http://u:p@h/", "http://h/?a=1", "http://h/#f", "/relative"} {
+		if _, err := WithReport([]byte("#cloud-config\n"), u); err == nil {
+			t.Errorf("%q: accepted", u)
+		}
+	}
+}
+
+// reportServer is a loopback listener standing for the vminit server: it
+// answers each POST with the next status of codes (200 when they run out)
+// and keeps the bodies.
+type reportServer struct {
+	*httptest.Server
+	mu     sync.Mutex
+	codes  []int
+	bodies [][]byte
+}
+
+func newReportServer(t *testing.T, codes ...int) *reportServer {
+	s := &reportServer{codes: codes}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if r.Method != http.MethodPost || r.URL.Path != firstboot.ReportPath || r.Header.Get("Content-Type") != "application/json" {
+			t.Errorf("%s %s (%s)", r.Method, r.URL, r.Header.Get("Content-Type"))
+		}
+		s.bodies = append(s.bodies, body)
+		code := http.StatusOK
+		if len(s.codes) > 0 {
+			code, s.codes = s.codes[0], s.codes[1:]
+		}
+		w.WriteHeader(code)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// runReportScript runs report.py as its unit does, with /usr/bin/python3
+// and its paths under root.
+func runReportScript(t *testing.T, root, url string) string {
+	t.Helper()
+	cloudinittest.Require(t)
+	scriptFile := filepath.Join(t.TempDir(), "report.py")
+	if err := os.WriteFile(scriptFile, reportScript, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(cloudinittest.Python, scriptFile)
+	cmd.Env = []string{firstboot.ReportURLEnv + "=" + url, "VMINIT_REPORT_TEST_ROOT=" + root, "VMINIT_REPORT_TEST_DELAY=0"}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("report.py: %v\n%s", err, out)
+	}
+	return string(out)
+}
+
+func writeTree(t *testing.T, root string, files map[string]string) {
+	t.Helper()
+	for p, data := range files {
+		f := filepath.Join(root, p)
+		if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestReportScriptPosts runs the report script with the guest's Python
+// against a loopback server: what it posts decodes into a GuestReport with
+// cloud-init's files and the log's last 4 KiB; it retries a server error,
+// and once delivered it does not post again.
+func TestReportScriptPosts(t *testing.T) {
+	root := t.TempDir()
+	status := `{"v1": {"datasource": "DataSourceNoCloud", "stage": null, "modules-final": {"errors": ["runcmd failed"]}}}`
+	result := `{"v1": {"datasource": "DataSourceNoCloud", "errors": ["runcmd failed"], "recoverable_errors": {}}}`
+	log := strings.Repeat("x", 5000) + strings.Repeat("\u00fc", 1000) + "J\u00fcrgen \u2603 \"quoted\" \\ the end\n"
+	writeTree(t, root, map[string]string{
+		"run/cloud-init/status.json":           status,
+		"run/cloud-init/result.json":           result,
+		"var/log/cloud-init-output.log":        log,
+		"var/lib/cloud/instance/boot-finished": "",
+	})
+	srv := newReportServer(t, http.StatusServiceUnavailable)
+	url := firstboot.ReportURL(srv.URL)
+	runReportScript(t, root, url)
+	if len(srv.bodies) != 2 {
+		t.Fatalf("%d posts, want 2 (one retry after the 503)", len(srv.bodies))
+	}
+	var rep firstboot.GuestReport
+	dec := json.NewDecoder(bytes.NewReader(srv.bodies[1]))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&rep); err != nil {
+		t.Fatalf("%v: %s", err, srv.bodies[1])
+	}
+	if rep.Agent != "cloud-init" || !jsonEqual(t, rep.Status, status) || !jsonEqual(t, rep.Result, result) {
+		t.Errorf("report %+v", rep)
+	}
+	if rep.Log != log[len(log)-4096:] {
+		t.Errorf("log is %d bytes ending %q, want the last 4096", len(rep.Log), rep.Log[max(0, len(rep.Log)-20):])
+	}
+	if n := len(srv.bodies[1]); n > len(status)+len(result)+4096+100 {
+		t.Errorf("the report is %d bytes: the log is escaped", n)
+	}
+	runReportScript(t, root, url)
+	if len(srv.bodies) != 2 {
+		t.Errorf("posted again after a delivered report")
+	}
+}
+
+// TestReportScriptMissingFilesAndRefusal: without cloud-init's files (or
+// with one too large) the report still goes (agent only); a 4xx is not
+// retried, and the report is not tried again; neither fails the unit.
+func TestReportScriptMissingFilesAndRefusal(t *testing.T) {
+	root := t.TempDir()
+	writeTree(t, root, map[string]string{
+		"var/lib/cloud/instance/boot-finished": "",
+		"run/cloud-init/result.json":           `{"v1": {"errors": ["` + strings.Repeat("e", 20000) + `"]}}`,
+	})
+	srv := newReportServer(t, http.StatusForbidden)
+	url := firstboot.ReportURL(srv.URL)
+	if out := runReportScript(t, root, url); !strings.Contains(out, "HTTP 403") {
+		t.Errorf("output %q does not name the refusal", out)
+	}
+	if len(srv.bodies) != 1 {
+		t.Fatalf("%d posts after a 403, want 1", len(srv.bodies))
+	}
+	runReportScript(t, root, url)
+	if len(srv.bodies) != 1 {
+		t.Fatalf("a refused report was tried again")
+	}
+	var rep firstboot.GuestReport
+	if err := json.Unmarshal(srv.bodies[0], &rep); err != nil || rep.Agent != "cloud-init" || rep.Status != nil || rep.Result != nil {
+		t.Errorf("report %s: %v", srv.bodies[0], err)
+	}
+}
+
+func jsonEqual(t *testing.T, got json.RawMessage, want string) bool {
+	t.Helper()
+	var a, b any
+	if json.Unmarshal(got, &a) != nil || json.Unmarshal([]byte(want), &b) != nil {
+		return false
+	}
+	return fmt.Sprint(a) == fmt.Sprint(b)
+}
