@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"slices"
 	"time"
@@ -18,7 +19,7 @@ import (
 // order alternates between rounds, as the machine's speed drifts. The
 // figures compared are the GETs' latencies; the heap each boot's status
 // adds is the difference of the live heaps after the two storms.
-func eventsStorm(client mdbench.Client, n, vms, conc, rounds int) error {
+func eventsStorm(client mdbench.Client, logger *slog.Logger, n, vms, conc, rounds int) error {
 	ctx := context.Background()
 	events := mdbench.CloudInitEvents()
 	var p50, p99 [2][]time.Duration
@@ -26,7 +27,7 @@ func eventsStorm(client mdbench.Client, n, vms, conc, rounds int) error {
 	for round := range rounds {
 		for k := range 2 {
 			withEvents := (k+round)%2 == 1
-			ld, err := mdbench.Load(n, mdserver.Options{})
+			ld, err := mdbench.Load(n, mdserver.Options{Logger: logger})
 			if err != nil {
 				return err
 			}

@@ -82,7 +82,11 @@ func main() {
 		return
 	}
 	if *mode == "events" {
-		if err := eventsStorm(client, *n, *vms, *conc, *rounds); err != nil {
+		logger, err := mdbench.AuditLogger(*logTo)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := eventsStorm(client, logger, *n, *vms, *conc, *rounds); err != nil {
 			log.Fatal(err)
 		}
 		return
