@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"net/url"
@@ -215,23 +216,25 @@ func pause(ctx context.Context, d time.Duration) error {
 }
 
 // FollowBoots makes l's boots those a store shared between replicas holds
-// (firstboot.Shared: a cluster's Instance statuses, written by the
-// servers), for a Local whose handler serves no guest of its own:
-// `vminit instances status --kubeconfig`. It merges what is stored before
-// it returns when the store is also a firstboot.Loader, then follows the
-// store's changes until ctx ends. On any other store it does nothing, and
-// every instance reads as pending: only the server that fed a guest, or a
-// store it wrote to, knows of its boot.
+// (firstboot.Shared: a cluster's Instance statuses, or etcd's keys,
+// written by the servers), for a Local whose handler serves no guest of
+// its own: `vminit instances status --kubeconfig`. It merges what is
+// stored before it returns, calling the store's FollowBoots with a
+// context already ended (the stores read once, then, and return), and
+// then follows the store's changes until ctx ends. On a store that
+// shares nothing it does nothing, and every instance reads as pending:
+// only the server that fed a guest, or a store it wrote to, knows of its
+// boot.
 func (l *Local) FollowBoots(ctx context.Context) error {
 	sh, ok := l.store.(firstboot.Shared)
 	if !ok {
 		return nil
 	}
 	tr := l.opts.Metadata.Boots()
-	if ld, ok := sh.(firstboot.Loader); ok {
-		if err := ld.LoadBoots(ctx, tr); err != nil {
-			return fmt.Errorf("reading the first-boot statuses: %w", err)
-		}
+	once, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := sh.FollowBoots(once, tr); err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("reading the first-boot statuses: %w", err)
 	}
 	go func() {
 		if err := sh.FollowBoots(ctx, tr); err != nil && ctx.Err() == nil {

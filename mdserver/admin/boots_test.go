@@ -322,9 +322,10 @@ func TestReadEventsBounded(t *testing.T) {
 	}
 }
 
-// sharedStore is a store shared between replicas (firstboot.Shared and
-// firstboot.Loader), as kubestore is: it holds statuses some server
-// wrote, and hands later ones to FollowBoots.
+// sharedStore is a store shared between replicas (firstboot.Shared), as
+// kubestore and etcdstore are: it holds statuses some server wrote, and
+// hands later ones to FollowBoots; with ctx already ended, FollowBoots
+// merges what is stored and returns.
 type sharedStore struct {
 	*memStore
 	stored []firstboot.Status
@@ -333,18 +334,14 @@ type sharedStore struct {
 
 func (s *sharedStore) WriteBoot(context.Context, []firstboot.Status) error { return nil }
 
-func (s *sharedStore) LoadBoots(_ context.Context, t *firstboot.Tracker) error {
+func (s *sharedStore) FollowBoots(ctx context.Context, t *firstboot.Tracker) error {
 	for _, st := range s.stored {
 		t.Merge(st)
 	}
-	return nil
-}
-
-func (s *sharedStore) FollowBoots(ctx context.Context, t *firstboot.Tracker) error {
 	for {
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil
 		case st := <-s.later:
 			t.Merge(st)
 		}
