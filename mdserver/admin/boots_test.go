@@ -104,7 +104,7 @@ func TestBootsAPI(t *testing.T) {
 		t.Fatalf("boot: %d %v %s", code, err, body)
 	}
 	if st.State != firstboot.Running || st.Stage != "modules-final" || st.Module != "config-scripts-user" ||
-		len(st.Stages) != 2 || len(st.Events) != 4 || st.Agent != "cloud-init" {
+		len(st.Stages) != 2 || st.Events[0].Kind != firstboot.KindFetch || st.Events[len(st.Events)-1].Name != "modules-final/config-scripts-user" || st.Agent != "cloud-init" {
 		t.Errorf("web-1: %s", body)
 	}
 	if code, body := call(t, srv, "GET", "/v1/instances/nope/boot", adminToken, ""); code != 404 || !strings.Contains(body, `instance \"nope\" not found`) {

@@ -207,18 +207,28 @@ func writeBootDetail(w io.Writer, st *firstboot.Status) error {
 	if len(st.Events) > 0 {
 		fmt.Fprintf(&buf, "\nEvents (the last %d):\n", len(st.Events))
 		tw := tabwriter.NewWriter(&buf, 0, 8, 2, ' ', 0)
-		fmt.Fprintln(tw, "  TIME\tKIND\tNAME\tRESULT\tMESSAGE")
+		fmt.Fprintln(tw, "  TIME\tKIND\tNAME\tTOOK\tRESULT\tMESSAGE")
 		for _, ev := range st.Events {
 			name := printable(ev.Name)
 			if ev.Kind == firstboot.KindFetch {
 				name += fmt.Sprintf(" (%s, %d requests)", printable(ev.Dialect), ev.Count)
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", offset(ev.Time, base), ev.Kind, name, printable(ev.Result), cut(printable(ev.Message), maxErrorWidth))
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", offset(ev.Time, base), ev.Kind, name, took(ev),
+				printable(ev.Result), cut(printable(ev.Message), maxErrorWidth))
 		}
 		tw.Flush()
 	}
 	writeTrimmed(w, buf.Bytes())
 	return nil
+}
+
+// took is how long a finish event's module or stage ran (an event that
+// stands for its start too), or how long a run of fetches lasted.
+func took(ev firstboot.Event) string {
+	if ev.Until.IsZero() || ev.Time.IsZero() {
+		return ""
+	}
+	return humanDuration(ev.Until.Sub(ev.Time))
 }
 
 // stamp is t in UTC, or "-".

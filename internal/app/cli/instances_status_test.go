@@ -150,7 +150,7 @@ web-3  cloud-init  running  modules-config/config-apt-configure  3m45s
 		"Took:         1m30s\n",
 		"  STAGE          STARTED  DURATION  RESULT\n  init-network   +20s     0s        SUCCESS\n  modules-final  +1m30s   0s        FAIL\n",
 		"Errors:\n  modules-final/config-scripts-user\n    running module scripts-user failed:\n    \uFFFD[2Jbash: /opt/setup.sh: No such file or directory, and a very long tail to cut\n",
-		"Events (the last 6):\n  TIME    KIND    NAME                                      RESULT   MESSAGE\n  +0s     fetch   /nocloud/meta-data (nocloud, 2 requests)\n",
+		"Events (the last 5):\n  TIME    KIND    NAME                                      TOOK  RESULT   MESSAGE\n  +0s     fetch   /nocloud/meta-data (nocloud, 2 requests)  0s\n  +20s    finish  init-network                              0s    SUCCESS\n",
 	} {
 		if code != ExitOK || !strings.Contains(stdout, want) {
 			t.Errorf("detail: want %q:\n%s", want, stdout)
