@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -391,5 +392,41 @@ func TestLocalFollowsSharedStore(t *testing.T) {
 	})
 	if !errors.Is(err, stop) {
 		t.Errorf("watch: %v", err)
+	}
+}
+
+// TestClientWatchReconnects: a stream the server ends is opened again,
+// and fn hears only of changes: the summary a new stream starts with is
+// not handed again when it is the one the last stream ended with.
+func TestClientWatchReconnects(t *testing.T) {
+	streams := []string{"pending", "pending", "done"}
+	var mu sync.Mutex
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		state := streams[0]
+		if len(streams) > 1 {
+			streams = streams[1:]
+		}
+		mu.Unlock()
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, `: keep-alive
+
+event: summary
+data: {"counts":{"`+state+`":1},"instances":[{"name":"web","state":"`+state+`"}]}
+
+`)
+	}))
+	defer srv.Close()
+	stop := errors.New("done")
+	var seen []firstboot.State
+	err := (&Client{URL: srv.URL, Token: adminToken}).WatchBoots(context.Background(), firstboot.Filter{}, func(sum firstboot.Summary) error {
+		seen = append(seen, sum.Instances[0].State)
+		if sum.Instances[0].State == firstboot.Done {
+			return stop
+		}
+		return nil
+	})
+	if !errors.Is(err, stop) || !reflect.DeepEqual(seen, []firstboot.State{firstboot.Pending, firstboot.Done}) {
+		t.Errorf("%v %v", err, seen)
 	}
 }

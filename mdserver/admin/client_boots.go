@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strings"
 
 	"github.com/vminit/vminit/mdserver/firstboot"
@@ -52,8 +53,18 @@ func bootsPath(f firstboot.Filter, watch bool) string {
 // lasts minutes) is opened again. Client.HTTP's Timeout does not apply
 // to the stream; ctx bounds it.
 func (c *Client) WatchBoots(ctx context.Context, f firstboot.Filter, fn func(firstboot.Summary) error) error {
+	// A new stream starts with the summary the last one ended with: fn
+	// hears only of changes.
+	var last *firstboot.Summary
+	changed := func(sum firstboot.Summary) error {
+		if last != nil && reflect.DeepEqual(sum, *last) {
+			return nil
+		}
+		last = &sum
+		return fn(sum)
+	}
 	for {
-		got, err := c.watchOnce(ctx, f, fn)
+		got, err := c.watchOnce(ctx, f, changed)
 		switch {
 		case err != nil:
 			return err
