@@ -164,6 +164,11 @@ spec:
 	if code, out, _ := in("preview", "web-1", "--dialect", "nocloud"); code != 0 || !strings.Contains(out, "==> user-data <==") || !strings.Contains(out, "/etc/motd") {
 		t.Errorf("preview: %d\n%s", code, out)
 	}
+	// First boots: those the servers wrote into the Instances' status;
+	// no server has fed web-1.
+	if code, out, stderr := in("status"); code != 0 || !strings.Contains(out, "default/web-1  cloud-init  pending") || !strings.HasSuffix(out, "\n1 pending\n") {
+		t.Errorf("status: %d\n%s%s", code, out, stderr)
+	}
 	// A spec refused on its content: exit 1, every problem named.
 	bad := filepath.Join(work, "bad.yaml")
 	os.WriteFile(bad, []byte("apiVersion: vminit.dev/v1alpha1\nkind: Instance\nmetadata: {name: bad}\nspec: {metadataServer: {addresses: [10.0.0.1]}}\n"), 0o644)
