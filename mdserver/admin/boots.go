@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/vminit/vminit/mdserver/firstboot"
-	"github.com/vminit/vminit/spec"
 )
 
 // The fleet's first boots, as the guests' handler (Options.Metadata)
@@ -22,112 +21,44 @@ import (
 //	GET /v1/boots?FILTER            a firstboot.Summary: counts per state, rows without events
 //	GET /v1/boots?watch=true&FILTER the same as server-sent events: at once, then at each change
 //
-// FILTER is state=failed,stalled (any of), agent=cloud-init|ignition,
-// name=SUBSTRING, minAge=5m, maxAge=1h (bounds on the elapsed time since
-// the first fetch); FilterQuery and ParseFilter are its two directions.
+// FILTER is firstboot's fleet filter (firstboot.ParseFilter, the web
+// page's too): state=failed,stalled (any of), agent=cloud-init|ignition,
+// name=SUBSTRING, min-age=5m, max-age=1h (bounds on the time since the
+// first fetch).
 
-// The query parameters of GET /v1/boots.
-const (
-	paramState  = "state"
-	paramAgent  = "agent"
-	paramName   = "name"
-	paramMinAge = "minAge"
-	paramMaxAge = "maxAge"
-	paramWatch  = "watch"
-)
+// paramWatch asks GET /v1/boots for a watch stream.
+const paramWatch = "watch"
 
-// FilterQuery is f as the query of GET /v1/boots.
-func FilterQuery(f firstboot.Filter) url.Values {
-	q := url.Values{}
-	if len(f.States) > 0 {
-		names := make([]string, len(f.States))
-		for i, s := range f.States {
-			names[i] = string(s)
-		}
-		q.Set(paramState, strings.Join(names, ","))
-	}
-	set := func(k, v string) {
-		if v != "" {
-			q.Set(k, v)
+// bootsParams are the parameters GET /v1/boots knows.
+var bootsParams = []string{firstboot.QueryState, firstboot.QueryAgent, firstboot.QueryName, firstboot.QueryMinAge, firstboot.QueryMaxAge, paramWatch}
+
+// parseBootsQuery reads the filter of GET /v1/boots and whether it asks
+// for a watch, or every problem, each naming its parameter and value. An
+// unknown parameter is one: a misspelt filter would select everything.
+func parseBootsQuery(q url.Values) (f firstboot.Filter, watch bool, problems []string) {
+	f, err := firstboot.ParseFilter(q)
+	if err != nil {
+		if joined, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range joined.Unwrap() {
+				problems = append(problems, e.Error())
+			}
+		} else {
+			problems = append(problems, err.Error())
 		}
 	}
-	set(paramAgent, f.Agent)
-	set(paramName, f.Name)
-	if f.MinAge > 0 {
-		q.Set(paramMinAge, f.MinAge.String())
-	}
-	if f.MaxAge > 0 {
-		q.Set(paramMaxAge, f.MaxAge.String())
-	}
-	return q
-}
-
-// ParseFilter reads the filter of GET /v1/boots from its query, and
-// whether it asks for a watch. Every problem is listed, each naming its
-// parameter and value; an unknown parameter is one (a misspelt filter
-// would otherwise select everything).
-func ParseFilter(q url.Values) (f firstboot.Filter, watch bool, err error) {
-	var errs spec.Errors
-	bad := func(param, format string, args ...any) {
-		errs = append(errs, &spec.FieldError{Field: param, Message: fmt.Sprintf(format, args...)})
+	switch v := q.Get(paramWatch); v {
+	case "", "false":
+	case "true":
+		watch = true
+	default:
+		problems = append(problems, fmt.Sprintf("%s=%q: want true or false", paramWatch, v))
 	}
 	for _, k := range slices.Sorted(maps.Keys(q)) {
-		v := q.Get(k)
-		if len(q[k]) > 1 {
-			bad(k, "given %d times: give it once (state takes a comma-separated list)", len(q[k]))
-			continue
-		}
-		switch k {
-		case paramState:
-			for s := range strings.SplitSeq(v, ",") {
-				if st := firstboot.State(strings.TrimSpace(s)); slices.Contains(firstboot.States, st) {
-					f.States = append(f.States, st)
-				} else {
-					bad(k, "%q: want one or more of %s, comma-separated", s, stateNames())
-				}
-			}
-		case paramAgent:
-			if v != spec.AgentCloudInit && v != spec.AgentIgnition {
-				bad(k, "%q: want %s or %s", v, spec.AgentCloudInit, spec.AgentIgnition)
-			}
-			f.Agent = v
-		case paramName:
-			f.Name = v
-		case paramMinAge, paramMaxAge:
-			d, err := time.ParseDuration(v)
-			if err != nil || d < 0 {
-				bad(k, "%q: want a duration such as 90s, 5m or 1h", v)
-			}
-			if k == paramMinAge {
-				f.MinAge = d
-			} else {
-				f.MaxAge = d
-			}
-		case paramWatch:
-			if v != "true" && v != "false" {
-				bad(k, "%q: want true or false", v)
-			}
-			watch = v == "true"
-		default:
-			bad(k, "unknown parameter: want %s, %s, %s, %s, %s or %s", paramState, paramAgent, paramName, paramMinAge, paramMaxAge, paramWatch)
+		if !slices.Contains(bootsParams, k) {
+			problems = append(problems, fmt.Sprintf("%s: unknown parameter: want %s", k, strings.Join(bootsParams, ", ")))
 		}
 	}
-	if f.MaxAge > 0 && f.MinAge > f.MaxAge {
-		bad(paramMinAge, "%s is more than maxAge %s: nothing can match", f.MinAge, f.MaxAge)
-	}
-	if len(errs) > 0 {
-		return firstboot.Filter{}, false, errs
-	}
-	return f, watch, nil
-}
-
-// stateNames lists the states a filter may name.
-func stateNames() string {
-	names := make([]string, len(firstboot.States))
-	for i, s := range firstboot.States {
-		names[i] = string(s)
-	}
-	return strings.Join(names, ", ")
+	return f, watch, problems
 }
 
 // Boot returns the first boot of the instance called name, stages and

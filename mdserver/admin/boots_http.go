@@ -31,9 +31,13 @@ func (a *admin) boot(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *admin) boots(w http.ResponseWriter, r *http.Request) {
-	f, watch, err := ParseFilter(r.URL.Query())
-	if err != nil {
-		writeJSON(w, http.StatusBadRequest, ErrorBody{Errors: spec.AsErrors(err)})
+	f, watch, problems := parseBootsQuery(r.URL.Query())
+	if len(problems) > 0 {
+		body := ErrorBody{}
+		for _, p := range problems {
+			body.Errors = append(body.Errors, &spec.FieldError{Message: p})
+		}
+		writeJSON(w, http.StatusBadRequest, body)
 		return
 	}
 	if watch {

@@ -36,7 +36,7 @@ func (c *Client) Boots(ctx context.Context, f firstboot.Filter) (*firstboot.Summ
 }
 
 func bootsPath(f firstboot.Filter, watch bool) string {
-	q := FilterQuery(f)
+	q := f.Values()
 	if watch {
 		q.Set(paramWatch, "true")
 	}

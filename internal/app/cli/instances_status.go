@@ -19,7 +19,6 @@ import (
 
 	"github.com/vminit/vminit/mdserver/admin"
 	"github.com/vminit/vminit/mdserver/firstboot"
-	"github.com/vminit/vminit/spec"
 )
 
 // ExitStillGoing is `instances status --wait`'s exit code when --timeout
@@ -71,7 +70,7 @@ Instances' status.`,
 	fl.BoolVar(&f.wait, "wait", false, "wait for the first boots to finish: exit 0 when all are done, 1 when any failed, 2 on --timeout")
 	fl.DurationVar(&f.timeout, "timeout", 0, "with --wait: give up after this long (exit 2), e.g. 15m (default: no limit)")
 	fl.StringVar(&f.states, "state", "", "only instances in these states, comma-separated: "+strings.Join(stateList(), ", "))
-	fl.StringVar(&f.agent, "agent", "", "only instances of this agent: "+spec.AgentCloudInit+" or "+spec.AgentIgnition)
+	fl.StringVar(&f.agent, "agent", "", "only instances of this agent: "+strings.Join(firstboot.Agents, " or "))
 	f.report.register(cmd)
 	return cmd
 }
@@ -84,25 +83,23 @@ func stateList() []string {
 	return out
 }
 
-// filter is the Filter --state and --agent describe, read by the admin
-// API's own rules so that a flag means what the query parameter does.
+// filter is the Filter --state and --agent describe, read by the rules
+// of the admin API's query (firstboot.ParseFilter), so that a flag means
+// what the query parameter does.
 func (f *statusFlags) filter() (firstboot.Filter, error) {
 	q := url.Values{}
 	if f.states != "" {
-		q.Set("state", f.states)
+		q.Set(firstboot.QueryState, f.states)
 	}
 	if f.agent != "" {
-		q.Set("agent", f.agent)
+		q.Set(firstboot.QueryAgent, f.agent)
 	}
-	filter, _, err := admin.ParseFilter(q)
-	if es := spec.AsErrors(err); es != nil {
-		msgs := make([]string, len(es))
-		for i, e := range es {
-			msgs[i] = "--" + e.Error()
-		}
-		return filter, usagef("%s", strings.Join(msgs, "; "))
+	filter, err := firstboot.ParseFilter(q)
+	if err != nil {
+		// Each problem starts with its parameter, which is the flag's name.
+		return filter, usagef("--%s", strings.ReplaceAll(err.Error(), "\n", "; --"))
 	}
-	return filter, err
+	return filter, nil
 }
 
 func (c *adminClient) status(cmd *cobra.Command, args []string, f *statusFlags) error {
