@@ -129,10 +129,10 @@ func TestBootsAPI(t *testing.T) {
 		"?state=failed,stalled":         "ign",
 		"?agent=cloud-init":             "web-1 web-2",
 		"?name=web&state=pending":       "web-2",
-		"?min-age=25s":                   "ign web-1", // first fetched 45s ago, ign finished in 30s; web-2 is 0
-		"?min-age=40s":                   "web-1",
-		"?max-age=10s&agent=cloud-init":  "web-2",
-		"?state=running&min-age=1h":      "",
+		"?min-age=25s":                  "ign web-1", // first fetched 45s ago, ign finished in 30s; web-2 is 0
+		"?min-age=40s":                  "web-1",
+		"?max-age=10s&agent=cloud-init": "web-2",
+		"?state=running&min-age=1h":     "",
 		"?watch=false&agent=ignition":   "ign",
 		"?state=pending,fetched,done":   "web-2",
 		"?name=&state=failed%2Crunning": "ign web-1",
