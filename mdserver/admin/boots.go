@@ -84,7 +84,7 @@ func (l *Local) Boots(_ context.Context, f firstboot.Filter) (*firstboot.Summary
 // hundreds of events a second), and sends only what differs from what it
 // sent. It also reads every watchRefresh, for what no event announces: a
 // boot turning stalled, an instance added to or removed from the store.
-const (
+var (
 	watchCoalesce = 500 * time.Millisecond
 	watchRefresh  = 15 * time.Second
 )

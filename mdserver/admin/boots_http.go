@@ -13,12 +13,15 @@ import (
 
 // A watch stream's bounds. It ends after watchLifetime (the client
 // reconnects; Client.WatchBoots does), so that no connection is held
-// forever and a server's restart or a token's change reaches every
-// watcher; DefaultMaxWatchers streams at once, each holding a connection
-// and a goroutine, and reading the fleet at each change.
-const (
-	watchLifetime      = 10 * time.Minute
-	DefaultMaxWatchers = 64
+// forever and a token's change reaches every watcher; a client that
+// stops reading is dropped after watchWriteWithin; DefaultMaxWatchers
+// streams at once, each holding a connection and a goroutine, and
+// reading the fleet at each change.
+const DefaultMaxWatchers = 64
+
+var (
+	watchLifetime    = 10 * time.Minute
+	watchWriteWithin = 10 * time.Second
 )
 
 func (a *admin) boot(w http.ResponseWriter, r *http.Request) {
@@ -63,33 +66,31 @@ func (a *admin) watchBoots(w http.ResponseWriter, r *http.Request, f firstboot.F
 	ctx, cancel := context.WithTimeout(r.Context(), watchLifetime)
 	defer cancel()
 	// The server's read and write timeouts bound a request; a watch is
-	// bounded by its lifetime instead. The read deadline matters too:
-	// when it passes, net/http's background read fails and cancels the
-	// request's context.
+	// bounded by its lifetime, and each write by watchWriteWithin,
+	// instead. The read deadline matters too: when it passes, net/http's
+	// background read fails and cancels the request's context.
 	rc := http.NewResponseController(w)
-	end := time.Now().Add(watchLifetime + 10*time.Second)
-	if rc.SetWriteDeadline(end) != nil || rc.SetReadDeadline(end) != nil {
+	if rc.SetReadDeadline(time.Now().Add(watchLifetime+watchWriteWithin)) != nil {
 		writeError(w, http.StatusInternalServerError, "this connection cannot hold a watch")
 		return
+	}
+	write := func(format string, args ...any) error {
+		rc.SetWriteDeadline(time.Now().Add(watchWriteWithin))
+		if _, err := fmt.Fprintf(w, format, args...); err != nil {
+			return err
+		}
+		return rc.Flush()
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("X-Accel-Buffering", "no") // a proxy in front must not hold events back
 	w.WriteHeader(http.StatusOK)
 	send := func(sum firstboot.Summary) error {
-		data, err := json.Marshal(sum)
+		data, err := json.Marshal(sum) // one line: JSON escapes every newline
 		if err != nil {
 			return err
 		}
-		if _, err := fmt.Fprintf(w, "event: summary\ndata: %s\n\n", data); err != nil {
-			return err
-		}
-		return rc.Flush()
+		return write("event: summary\ndata: %s\n\n", data)
 	}
-	keepAlive := func() error {
-		if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
-			return err
-		}
-		return rc.Flush()
-	}
+	keepAlive := func() error { return write(": keep-alive\n\n") }
 	a.ops.watch(ctx, f, send, keepAlive)
 }

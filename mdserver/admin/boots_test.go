@@ -420,3 +420,46 @@ data: {"counts":{"`+state+`":1},"instances":[{"name":"web","state":"`+state+`"}]
 		t.Errorf("%v %v", err, seen)
 	}
 }
+
+// TestWatchLifetimeAndKeepAlive: an idle stream carries keep-alive
+// comments and ends by itself after its lifetime; Client.WatchBoots
+// opens it again and hears of what changed after.
+func TestWatchLifetimeAndKeepAlive(t *testing.T) {
+	oldLife, oldRefresh, oldCoalesce := watchLifetime, watchRefresh, watchCoalesce
+	watchLifetime, watchRefresh, watchCoalesce = 300*time.Millisecond, 50*time.Millisecond, 10*time.Millisecond
+	defer func() { watchLifetime, watchRefresh, watchCoalesce = oldLife, oldRefresh, oldCoalesce }()
+	f := newFleet(t)
+	url := sseServer(t, NewHandler(f.store, Options{Token: adminToken, Logger: slog.New(slog.DiscardHandler), Metadata: f.md}))
+
+	req, _ := http.NewRequest("GET", url+"/v1/boots?watch=true", nil)
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := io.ReadAll(resp.Body) // to its end: the server ends it
+	resp.Body.Close()
+	if err != nil || strings.Count(string(stream), "event: summary\n") != 1 || !strings.Contains(string(stream), "\n: keep-alive\n\n") {
+		t.Errorf("an idle stream (%v):\n%s", err, stream)
+	}
+
+	stop := errors.New("done")
+	var seen []firstboot.State
+	var once sync.Once
+	err = (&Client{URL: url, Token: adminToken}).WatchBoots(context.Background(), firstboot.Filter{Name: "web-2"}, func(sum firstboot.Summary) error {
+		seen = append(seen, sum.Instances[0].State)
+		once.Do(func() {
+			go func() {
+				time.Sleep(2 * watchLifetime) // the first stream has ended
+				f.boots.Fetch("web-2", f.uid(t, "web-2"), "cloud-init", "nocloud", "/nocloud/meta-data")
+			}()
+		})
+		if sum.Instances[0].State == firstboot.Fetched {
+			return stop
+		}
+		return nil
+	})
+	if !errors.Is(err, stop) || !reflect.DeepEqual(seen, []firstboot.State{firstboot.Pending, firstboot.Fetched}) {
+		t.Errorf("across streams: %v %v", err, seen)
+	}
+}
