@@ -46,7 +46,8 @@ state (pending: never fetched; fetched; running, with its stage and module;
 stalled: silent too long; done; failed, with what failed), the time since
 its first fetch, and its first error. Without NAME, a table of every
 instance (--state and --agent select) and the count of each state; with one
-NAME, that instance's stages, errors and last events.
+NAME, that instance's stages, errors and last events (its row with --watch
+or --wait); with several, their rows.
 
 --watch prints the table again at each change (in place on a terminal)
 until Ctrl-C. --wait waits for the selected (or named) instances to finish:
@@ -199,8 +200,8 @@ func (c *adminClient) follow(ctx context.Context, cmd *cobra.Command, names []st
 // errWaitOver ends a watch whose instances have all finished.
 var errWaitOver = errors.New("every first boot finished")
 
-// ended reports whether every instance of sum finished its first boot
-// (a summary of none never ends: those named are not there yet).
+// ended reports whether every instance of sum finished its first boot.
+// An empty selection has not: --wait waits for instances to be added.
 func ended(sum firstboot.Summary) bool {
 	return len(sum.Instances) > 0 && !slices.ContainsFunc(sum.Instances, func(st firstboot.Status) bool { return !st.State.Terminal() })
 }
