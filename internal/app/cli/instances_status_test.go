@@ -194,11 +194,16 @@ func TestInstancesStatusWait(t *testing.T) {
 	if code, stdout, stderr := f.run(t, "web-1", "--wait"); code != ExitOK || !strings.HasSuffix(stdout, "\n1 done\n") {
 		t.Errorf("wait for a done instance: %d %s %s", code, stdout, stderr)
 	}
-	code, _, stderr := f.run(t, "web-1", "web-2", "--wait")
-	if code != ExitInvalid || stderr != "web-2: first boot failed: modules-final/config-scripts-user: running module scripts-user failed: \uFFFD[2Jbash: /opt/setup.sh: No such file or directory, and a very long tail to cut\n" {
-		t.Errorf("wait with a failure: %d %q", code, stderr)
+	code, stdout, stderr := f.run(t, "web-1", "web-2", "--wait")
+	if code != ExitInvalid || !strings.HasSuffix(stdout, "\n1 done, 1 failed\n") || stderr != "web-2: first boot failed: modules-final/config-scripts-user: running module scripts-user failed: \uFFFD[2Jbash: /opt/setup.sh: No such file or directory, and a very long tail to cut\n" {
+		t.Errorf("wait with a failure: %d %s %q", code, stdout, stderr)
 	}
-	code, stdout, stderr := f.run(t, "--wait", "--timeout", "1s", "--agent", "cloud-init")
+	code, stdout, _ = f.run(t, "web-1", "web-2", "--wait", "--watch", "--json")
+	var sum firstboot.Summary
+	if err := json.Unmarshal([]byte(stdout), &sum); code != ExitInvalid || err != nil || strings.Count(stdout, "\n") != 1 || len(sum.Instances) != 2 {
+		t.Errorf("--watch --json: one document a line: %d %v %q", code, err, stdout)
+	}
+	code, stdout, stderr = f.run(t, "--wait", "--timeout", "1s", "--agent", "cloud-init")
 	if code != ExitStillGoing || !strings.Contains(stderr, "timed out after 1s: still going: web-3 (running)") || !strings.Contains(stdout, "web-3") {
 		t.Errorf("wait past --timeout: %d %s %s", code, stdout, stderr)
 	}
