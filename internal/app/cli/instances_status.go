@@ -22,8 +22,10 @@ import (
 )
 
 // ExitStillGoing is `instances status --wait`'s exit code when --timeout
-// passed (or Ctrl-C came) before every instance finished its first boot.
-const ExitStillGoing = 2
+// passed (or Ctrl-C came) before every instance finished its first boot:
+// not 2, a usage error's, so that a script can tell a typo from a slow
+// fleet.
+const ExitStillGoing = 3
 
 // statusClock is the clock elapsed times are read at (tests fix it).
 var statusClock = time.Now
