@@ -5,6 +5,7 @@
 //	go run ./bench/mdserver -mode serve -n 100000      # for wrk (see run.sh)
 //	go run ./bench/mdserver -mode keepalive -n 100000  # the same with Go's client
 //	go run ./bench/mdserver -mode storm -vms 1000      # cloud-init boot storm
+//	go run ./bench/mdserver -mode events -vms 1000     # the storm with and without first-boot events
 //	go run ./bench/mdserver -mode startup -vminit BIN  # vminit serve's start-up on 100,000 spec files
 //	go run ./bench/mdserver -mode onesource -requests 100000 -concurrency 32  # resets under the per-source limit
 //
@@ -39,7 +40,7 @@ import (
 var stop = func() {}
 
 func main() {
-	mode := flag.String("mode", "serve", "serve (for wrk), keepalive, storm, startup or onesource")
+	mode := flag.String("mode", "serve", "serve (for wrk), keepalive, storm, events (the storm with cloud-init reporting events), startup or onesource")
 	n := flag.Int("n", 100000, "instances loaded")
 	vms := flag.Int("vms", 1000, "VMs in the boot storm")
 	conc := flag.Int("concurrency", 32, "VMs crawling at the same time in the storm; connections in keepalive")
@@ -49,7 +50,7 @@ func main() {
 	bareAddr := flag.String("bare", "", "storm: the bare server already serving, with -md (none: only the mdserver is stormed)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	vminit := flag.String("vminit", "", "startup: the vminit binary to start")
-	rounds := flag.Int("rounds", 3, "startup: starts measured with and without the cache")
+	rounds := flag.Int("rounds", 3, "startup: starts measured with and without the cache; events: storms with and without events")
 	decoded := flag.Bool("decoded", false, "hold every instance decoded, as servers did before 2026-11-26 (mdbench.LoadDecoded), for comparisons")
 	clientName := flag.String("client", "raw", "storm client: raw (hand-written HTTP/1.1, the lightest) or nethttp (net/http's Client)")
 	flag.Parse()
@@ -76,6 +77,16 @@ func main() {
 	ctx := context.Background()
 	if *mode == "startup" {
 		if err := startup(*vminit, *n, *rounds); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
+	if *mode == "events" {
+		logger, err := mdbench.AuditLogger(*logTo)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := eventsStorm(client, logger, *n, *vms, *conc, *rounds); err != nil {
 			log.Fatal(err)
 		}
 		return

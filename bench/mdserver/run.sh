@@ -47,6 +47,9 @@ if command -v taskset > /dev/null && [ "$(nproc)" -ge 2 ]; then
 	done
 fi
 uptime
+# The storm with and without cloud-init's first-boot reporting events.
+/tmp/mdbench -mode events -n 100000 -vms 1000 -concurrency 32 -rounds 5 | grep '^events'
+uptime
 # vminit serve's start-up on 100,000 spec files: cold, then with --instances-cache.
 go build -o /tmp/vminit-bench ./cmd/vminit
 /tmp/mdbench -mode startup -vminit /tmp/vminit-bench -n 100000

@@ -39,9 +39,15 @@ type Options struct {
 	Logger *slog.Logger
 	// Metadata is the guest handler serving the same store; the ec2 and
 	// openstack previews ask it what the instance would be served, so they
-	// show that handler's settings (its Ignition variant). Nil: a handler
-	// with the default settings is made for the previews.
+	// show that handler's settings (its Ignition variant), and the first
+	// boots are those its guests reported. Nil: a handler with the default
+	// settings is made, which serves no guest: every first boot reads
+	// pending unless Local.FollowBoots fills them from a shared store.
 	Metadata *mdserver.Handler
+	// MaxWatchers bounds the watch streams of GET /v1/boots?watch=true
+	// open at once (more are refused with 503); default
+	// DefaultMaxWatchers.
+	MaxWatchers int
 }
 
 // PreviewDialects are the dialects the preview endpoint renders.
@@ -54,6 +60,8 @@ var PreviewDialects = []string{"nocloud", "configdrive", "ignition", mdserver.Di
 //	PUT    /v1/instances/{name}            store a spec document (YAML or JSON)
 //	DELETE /v1/instances/{name}            remove an instance
 //	GET    /v1/instances/{name}/preview?dialect=nocloud|configdrive|ignition|ec2|openstack[&variant=fcos|flatcar|rhcos]
+//	GET    /v1/instances/{name}/boot       its first boot (firstboot.Status)
+//	GET    /v1/boots[?watch=true][&FILTER] the fleet's first boots (firstboot.Summary; boots.go)
 //	GET    /ui/…                           the first-boot web page (package webui), for a browser
 //
 // A preview is what the instance's guest would get, from Options.Metadata:
@@ -76,6 +84,9 @@ func NewHandler(store registry.Store, opts Options) http.Handler {
 	mux.HandleFunc("PUT /v1/instances/{name}", a.put)
 	mux.HandleFunc("DELETE /v1/instances/{name}", a.delete)
 	mux.HandleFunc("GET /v1/instances/{name}/preview", a.preview)
+	mux.HandleFunc("GET /v1/instances/{name}/boot", a.boot)
+	mux.HandleFunc("GET /v1/boots", a.boots)
+	a.watchers = make(chan struct{}, a.opts.MaxWatchers)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path)
 	})
@@ -138,6 +149,7 @@ type admin struct {
 	ops       *Local
 	opts      Options
 	tokenHash [32]byte
+	watchers  chan struct{} // a slot per watch stream open
 }
 
 func (a *admin) authorized(r *http.Request) bool {

@@ -128,16 +128,22 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte) ([]by
 	if resp.StatusCode/100 == 2 {
 		return data, nil
 	}
+	return nil, responseError(method, path, resp, data)
+}
+
+// responseError is the error of a non-2xx answer whose body is data:
+// spec.Errors for 422, else an *Error with the ErrorBody's messages.
+func responseError(method, path string, resp *http.Response, data []byte) error {
+	e := &Error{Method: method, Path: path, StatusCode: resp.StatusCode, Status: resp.Status}
 	var eb ErrorBody
 	if json.Unmarshal(data, &eb) != nil || len(eb.Errors) == 0 {
-		return nil, &Error{Method: method, Path: path, StatusCode: resp.StatusCode, Status: resp.Status}
+		return e
 	}
 	if resp.StatusCode == http.StatusUnprocessableEntity {
-		return nil, spec.Errors(eb.Errors)
+		return spec.Errors(eb.Errors)
 	}
-	e := &Error{Method: method, Path: path, StatusCode: resp.StatusCode, Status: resp.Status}
 	for _, fe := range eb.Errors {
 		e.Messages = append(e.Messages, fe.Error())
 	}
-	return nil, e
+	return e
 }

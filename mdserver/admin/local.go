@@ -14,6 +14,7 @@ import (
 
 	"github.com/vminit/vminit/ignition"
 	"github.com/vminit/vminit/mdserver"
+	"github.com/vminit/vminit/mdserver/firstboot"
 	"github.com/vminit/vminit/mdserver/registry"
 	"github.com/vminit/vminit/seed"
 	"github.com/vminit/vminit/spec"
@@ -28,6 +29,10 @@ type API interface {
 	Put(ctx context.Context, name string, doc []byte) (*InstanceSummary, error)
 	Delete(ctx context.Context, name string) error
 	Preview(ctx context.Context, name, dialect string) (*Preview, error)
+	// Boot, Boots and WatchBoots read the first boots (boots.go).
+	Boot(ctx context.Context, name string) (*firstboot.Status, error)
+	Boots(ctx context.Context, f firstboot.Filter) (*firstboot.Summary, error)
+	WatchBoots(ctx context.Context, f firstboot.Filter, fn func(firstboot.Summary) error) error
 }
 
 var (
@@ -57,6 +62,11 @@ func NewLocal(store registry.Store, opts Options) *Local {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.MaxWatchers <= 0 {
+		opts.MaxWatchers = DefaultMaxWatchers
+	}
+	// A handler made here serves no guest: its first boots are all
+	// pending, unless FollowBoots fills them from a shared store.
 	if opts.Metadata == nil {
 		opts.Metadata = mdserver.NewHandler(store, mdserver.Options{Logger: opts.Logger})
 	}

@@ -19,6 +19,8 @@ type Sink interface {
 // them (Sink) and hands the tracker what the other replicas wrote.
 // FollowBoots merges what is stored into t (Tracker.Merge), then what
 // changes, until ctx ends; the server calls it once, beside Persist.
+// Given a context that has already ended, it merges what is stored and
+// returns: a one-shot read (`vminit instances status --kubeconfig`).
 type Shared interface {
 	Sink
 	FollowBoots(ctx context.Context, t *Tracker) error

@@ -162,7 +162,8 @@ func newInstancesCommand() *cobra.Command {
 		Use:   "instances",
 		Short: "Manage the instances a metadata server serves (admin API), or a cluster's Instance objects",
 		Long: `Instances lists, shows, stores, deletes and previews the instances of a
-running 'vminit serve' through its admin API. The server URL comes from
+running 'vminit serve' through its admin API, and shows (or waits for)
+their first boots. The server URL comes from
 --server or $VMINIT_ADMIN_URL, the bearer token from --token-file or
 $VMINIT_ADMIN_TOKEN.
 
@@ -175,6 +176,7 @@ output as against a server.`,
   vminit instances put web-1.yaml web-2.yaml
   vminit instances list
   vminit instances preview web-1 --dialect ignition
+  vminit instances status --wait --timeout 15m
   vminit instances put web-1.yaml --kubeconfig ~/.kube/config -n vms`,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return c.setup(cmd.Context()) },
 		PersistentPostRunE: func(*cobra.Command, []string) error {
@@ -187,7 +189,7 @@ output as against a server.`,
 	c.flags(cmd)
 	putIn.registerCluster(cmd.PersistentFlags(), "a cluster's Instance objects are the instances (without --server); put also resolves platform objects' references there",
 		"with --kubeconfig: the namespace of the Instances, of platform objects and of the Secrets they read (default: the kubeconfig context's, else default); an object in another is an error")
-	cmd.AddCommand(c.listCommand(), c.getCommand(), c.putCommand(&putIn), c.deleteCommand(), c.previewCommand())
+	cmd.AddCommand(c.listCommand(), c.getCommand(), c.putCommand(&putIn), c.deleteCommand(), c.previewCommand(), c.statusCommand())
 	return cmd
 }
 

@@ -164,6 +164,31 @@ spec:
 	if code, out, _ := in("preview", "web-1", "--dialect", "nocloud"); code != 0 || !strings.Contains(out, "==> user-data <==") || !strings.Contains(out, "/etc/motd") {
 		t.Errorf("preview: %d\n%s", code, out)
 	}
+	// First boots: those the servers wrote into the Instances' status;
+	// no server has fed web-1.
+	if code, out, stderr := in("status"); code != 0 || !strings.Contains(out, "default/web-1  cloud-init  pending") || !strings.HasSuffix(out, "\n1 pending\n") {
+		t.Errorf("status: %d\n%s%s", code, out, stderr)
+	}
+	// A server wrote web-1's failure into its status: status reads it
+	// (before it answers), and --wait ends on it.
+	obj, err = res.Get(context.Background(), "web-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unstructured.SetNestedMap(obj.Object, map[string]any{
+		"state": "failed", "agent": "cloud-init", "stage": "modules-final", "module": "config-scripts-user",
+		"firstFetch": "2026-11-26T12:00:00Z", "lastEvent": "2026-11-26T12:01:30Z", "finished": "2026-11-26T12:01:30Z",
+		"errors": []any{map[string]any{"stage": "modules-final", "module": "config-scripts-user", "message": "exit status 2"}},
+	}, "status", "firstBoot")
+	if _, err := res.UpdateStatus(context.Background(), obj, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, stderr := in("status"); code != 0 || !strings.Contains(out, "default/web-1  cloud-init  failed  modules-final/config-scripts-user  1m30s    modules-final/config-scripts-user: exit status 2\n") {
+		t.Errorf("status after a failure: %d\n%s%s", code, out, stderr)
+	}
+	if code, _, stderr := in("status", "web-1", "--wait", "--timeout", "20s"); code != ExitInvalid || stderr != "default/web-1: first boot failed: modules-final/config-scripts-user: exit status 2\n" {
+		t.Errorf("--wait on a failure: %d %s", code, stderr)
+	}
 	// A spec refused on its content: exit 1, every problem named.
 	bad := filepath.Join(work, "bad.yaml")
 	os.WriteFile(bad, []byte("apiVersion: vminit.dev/v1alpha1\nkind: Instance\nmetadata: {name: bad}\nspec: {metadataServer: {addresses: [10.0.0.1]}}\n"), 0o644)

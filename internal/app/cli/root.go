@@ -58,11 +58,23 @@ func executeCommand(root *cobra.Command, args []string, stdin io.Reader, stdout,
 		fmt.Fprintf(stderr, "%s: %v\nRun '%[1]s --help' for usage.\n", root.Name(), err)
 		return ExitUsage
 	}
+	var ee exitError
+	if errors.As(err, &ee) {
+		printError(stderr, root.Name(), ee.error)
+		return ee.code
+	}
 	var reported alreadyReported
 	if !errors.As(err, &reported) {
 		printError(stderr, root.Name(), err)
 	}
 	return ExitInvalid
+}
+
+// exitError is an error with an exit code of its own (`instances status
+// --wait`: ExitStillGoing).
+type exitError struct {
+	code int
+	error
 }
 
 // alreadyReported is returned by commands that printed their problems

@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/vminit/vminit/mdserver"
+	"github.com/vminit/vminit/mdserver/firstboot"
 	"github.com/vminit/vminit/mdserver/registry"
 )
 
@@ -305,10 +306,20 @@ func ParseClient(s string) (Client, error) {
 // conc of them at a time. VM v comes from Addr(first+v) and opens a new
 // TCP connection for every request, as cloud-init does.
 func Storm(ctx context.Context, client Client, addr string, first, vms, conc int) Result {
+	gets, _ := StormEvents(ctx, client, addr, first, vms, conc, nil)
+	return gets
+}
+
+// StormEvents is Storm with each VM also posting events (bodies for
+// firstboot.EventsPath, e.g. CloudInitEvents) spread between its GETs, as
+// a booting guest's reporting webhook does; it returns the GETs' and the
+// posts' measures apart, so that the metadata latency can be set beside a
+// storm without events.
+func StormEvents(ctx context.Context, client Client, addr string, first, vms, conc int, events [][]byte) (gets, posts Result) {
 	if first+vms > MaxInstances {
 		panic("mdbench: more VMs than loopback addresses")
 	}
-	var rec recorder
+	var getRec, postRec recorder
 	start := time.Now()
 	var wg sync.WaitGroup
 	next := atomic.Int64{}
@@ -316,52 +327,84 @@ func Storm(ctx context.Context, client Client, addr string, first, vms, conc int
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			mine := make([]time.Duration, 0, len(CrawlPaths))
-			buf := make([]byte, 64<<10)
+			vm := stormVM{client: client, addr: addr, buf: make([]byte, 64<<10)}
 			for {
 				v := int(next.Add(1)) - 1
 				if v >= vms {
 					return
 				}
-				d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: Addr(first + v).AsSlice()}, Timeout: 5 * time.Second}
-				var c *http.Client
-				if client == NetHTTP {
-					c = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: d.DialContext, DisableKeepAlives: true}}
-				}
-				mine = mine[:0]
-				for _, p := range CrawlPaths {
-					t0 := time.Now()
-					var err error
-					if c != nil {
-						err = get(ctx, c, "http://"+addr+p)
-					} else {
-						err = rawGet(ctx, d, addr, p, buf)
-					}
-					if err != nil {
-						rec.fail(err)
-						continue
-					}
-					mine = append(mine, time.Since(t0))
-				}
-				rec.add(mine)
+				vm.boot(ctx, Addr(first+v), events, &getRec, &postRec)
 			}
 		}()
 	}
 	wg.Wait()
-	return rec.result(vms*len(CrawlPaths), time.Since(start))
+	wall := time.Since(start)
+	return getRec.result(vms*len(CrawlPaths), wall), postRec.result(vms*len(events), wall)
 }
 
-// rawGet sends "GET path" with "Connection: close" on a new connection
-// and reads the response until the server closes; a status other than
-// 200 or a body shorter than its Content-Length is an error.
-func rawGet(ctx context.Context, d *net.Dialer, addr, path string, buf []byte) error {
+// stormVM is one goroutine of a storm, booting one VM after another.
+type stormVM struct {
+	client     Client
+	addr       string
+	buf        []byte
+	gets, post []time.Duration
+}
+
+// boot crawls CrawlPaths from a, posting events between the GETs.
+func (vm *stormVM) boot(ctx context.Context, a netip.Addr, events [][]byte, getRec, postRec *recorder) {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: a.AsSlice()}, Timeout: 5 * time.Second}
+	var c *http.Client
+	if vm.client == NetHTTP {
+		c = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: d.DialContext, DisableKeepAlives: true}}
+	}
+	vm.gets, vm.post = vm.gets[:0], vm.post[:0]
+	sent := 0
+	for i, p := range CrawlPaths {
+		t0 := time.Now()
+		var err error
+		if c != nil {
+			err = get(ctx, c, "http://"+vm.addr+p)
+		} else {
+			err = rawDo(ctx, d, vm.addr, "GET", p, nil, vm.buf)
+		}
+		if err != nil {
+			getRec.fail(err)
+		} else {
+			vm.gets = append(vm.gets, time.Since(t0))
+		}
+		// The events due by this point of the crawl.
+		for due := (i + 1) * len(events) / len(CrawlPaths); sent < due; sent++ {
+			t0 := time.Now()
+			if err := rawDo(ctx, d, vm.addr, "POST", firstboot.EventsPath, events[sent], vm.buf); err != nil {
+				postRec.fail(err)
+				continue
+			}
+			vm.post = append(vm.post, time.Since(t0))
+		}
+	}
+	getRec.add(vm.gets)
+	postRec.add(vm.post)
+}
+
+// rawDo sends "METHOD path" (with body, as JSON, if any) and
+// "Connection: close" on a new connection and reads the response until the
+// server closes; a status other than 200 (204 for a POST) or a body
+// shorter than its Content-Length is an error.
+func rawDo(ctx context.Context, d *net.Dialer, addr, method, path string, body, buf []byte) error {
 	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: "+addr+"\r\nUser-Agent: Cloud-Init/22.4\r\nConnection: close\r\n\r\n"); err != nil {
+	req := method + " " + path + " HTTP/1.1\r\nHost: " + addr + "\r\nUser-Agent: Cloud-Init/22.4\r\nConnection: close\r\n"
+	if body != nil {
+		req += "Content-Type: application/json\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n"
+	}
+	if _, err := io.WriteString(c, req+"\r\n"); err != nil {
+		return err
+	}
+	if _, err := c.Write(body); err != nil {
 		return err
 	}
 	n := 0
@@ -379,9 +422,13 @@ func rawGet(ctx context.Context, d *net.Dialer, addr, path string, buf []byte) e
 		}
 	}
 	res := buf[:n]
-	if !bytes.HasPrefix(res, []byte("HTTP/1.1 200 ")) {
+	want := "HTTP/1.1 200 "
+	if method == "POST" {
+		want = "HTTP/1.1 204 "
+	}
+	if !bytes.HasPrefix(res, []byte(want)) {
 		line, _, _ := bytes.Cut(res, []byte("\r\n"))
-		return fmt.Errorf("GET %s: %q", path, line)
+		return fmt.Errorf("%s %s: %q", method, path, line)
 	}
 	head, body, ok := bytes.Cut(res, []byte("\r\n\r\n"))
 	if !ok {

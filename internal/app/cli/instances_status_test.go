@@ -1,0 +1,264 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vminit/vminit/internal/testing/testtools"
+	"github.com/vminit/vminit/mdserver"
+	"github.com/vminit/vminit/mdserver/admin"
+	"github.com/vminit/vminit/mdserver/dirstore"
+	"github.com/vminit/vminit/mdserver/firstboot"
+)
+
+// statusFleet is a real admin server on loopback over a directory store
+// of four instances (web-1, web-2 and web-3 cloud-init, db Ignition),
+// with the guests' handler and its first-boot tracker on a fixed clock,
+// as `vminit serve` assembles them.
+type statusFleet struct {
+	boots *firstboot.Tracker
+	uids  map[string]string
+	flags []string // --server and --token-file
+	mu    sync.Mutex
+	now   time.Time
+}
+
+func newStatusFleet(t *testing.T) *statusFleet {
+	t.Helper()
+	dir, work := t.TempDir(), t.TempDir()
+	for i, name := range []string{"web-1", "web-2", "web-3", "db"} {
+		agent := "cloud-init"
+		if name == "db" {
+			agent = "ignition"
+		}
+		doc := fmt.Sprintf("apiVersion: vminit.dev/v1alpha1\nkind: Instance\nmetadata: {name: %s}\nspec:\n  agent: %s\n  metadataServer: {addresses: [10.8.0.%d]}\n", name, agent, i+1)
+		if err := os.WriteFile(filepath.Join(dir, name+".yaml"), []byte(doc), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	quiet := slog.New(slog.DiscardHandler)
+	store, err := dirstore.Open(dir, dirstore.Options{NoWatch: true, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	f := &statusFleet{now: time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC), uids: map[string]string{}}
+	f.boots = firstboot.New(firstboot.Options{Now: f.clock})
+	md := mdserver.NewHandler(store, mdserver.Options{Logger: quiet, Boots: f.boots, Now: f.clock})
+	const token = "status-test-token-0123456789"
+	srv := httptest.NewServer(admin.NewHandler(store, admin.Options{Token: token, Logger: quiet, Metadata: md}))
+	t.Cleanup(srv.Close)
+	for _, name := range store.Snapshot().Names() {
+		rec, _ := store.Snapshot().ByName(name)
+		f.uids[name] = rec.UID
+	}
+	tokenFile := filepath.Join(work, "token")
+	os.WriteFile(tokenFile, []byte(token+"\n"), 0o600)
+	f.flags = []string{"--server", srv.URL, "--token-file", tokenFile}
+	old := statusClock
+	statusClock = f.clock
+	t.Cleanup(func() { statusClock = old })
+	t.Setenv("VMINIT_ADMIN_URL", "")
+	t.Setenv("VMINIT_ADMIN_TOKEN", "")
+	return f
+}
+
+func (f *statusFleet) clock() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.now
+}
+
+func (f *statusFleet) advance(d time.Duration) {
+	f.mu.Lock()
+	f.now = f.now.Add(d)
+	f.mu.Unlock()
+}
+
+func (f *statusFleet) record(t *testing.T, name, kind, event, result, msg string) {
+	t.Helper()
+	if err := f.boots.Record(name, f.uids[name], "cloud-init", firstboot.Event{Kind: kind, Name: event, Result: result, Message: msg}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// boot takes web-1 to done in 3m12s, web-2 to failed (its scripts-user
+// module, with an escape sequence in the message that must not reach a
+// terminal), and web-3 to running; db is never fetched.
+func (f *statusFleet) boot(t *testing.T) {
+	for _, n := range []string{"web-1", "web-2", "web-3"} {
+		f.boots.Fetch(n, f.uids[n], "cloud-init", "nocloud", "/nocloud/meta-data")
+		f.boots.Fetch(n, f.uids[n], "cloud-init", "nocloud", "/nocloud/user-data")
+	}
+	f.advance(20 * time.Second)
+	for _, n := range []string{"web-1", "web-2", "web-3"} {
+		f.record(t, n, "start", "init-network", "", "")
+		f.record(t, n, "finish", "init-network", "SUCCESS", "")
+	}
+	f.advance(70 * time.Second)
+	f.record(t, "web-3", "start", "modules-config/config-apt-configure", "", "")
+	f.record(t, "web-2", "start", "modules-final", "", "")
+	f.record(t, "web-2", "finish", "modules-final/config-scripts-user", "FAIL", "running module scripts-user failed:\n\x1b[2Jbash: /opt/setup.sh: No such file or directory, and a very long tail to cut")
+	f.record(t, "web-2", "finish", "modules-final", "FAIL", "")
+	f.advance(102 * time.Second)
+	f.record(t, "web-1", "start", "modules-final", "", "")
+	f.record(t, "web-1", "finish", "modules-final", "SUCCESS", "")
+	f.advance(33 * time.Second)
+}
+
+func (f *statusFleet) run(t *testing.T, args ...string) (int, string, string) {
+	return run(t, append(append([]string{"instances", "status"}, args...), f.flags...)...)
+}
+
+// TestInstancesStatus: the table, one instance's detail and --json, from
+// a real admin server; bad flags are usage errors naming each problem.
+func TestInstancesStatus(t *testing.T) {
+	f := newStatusFleet(t)
+	f.boot(t)
+
+	code, stdout, stderr := f.run(t)
+	const table = `NAME   AGENT       STATE    STAGE                                ELAPSED  ERROR
+db     ignition    pending                                       -
+web-1  cloud-init  done                                          3m12s
+web-2  cloud-init  failed   modules-final/config-scripts-user    1m30s    modules-final/config-scripts-user: running module scripts-u…
+web-3  cloud-init  running  modules-config/config-apt-configure  3m45s
+1 done, 1 failed, 1 running, 1 pending
+`
+	if code != ExitOK || stdout != table {
+		t.Errorf("table: exit %d %s\n%s\nwant\n%s", code, stderr, stdout, table)
+	}
+	if code, stdout, _ := f.run(t, "--state", "failed,pending", "--agent", "cloud-init"); code != ExitOK ||
+		!strings.Contains(stdout, "web-2") || strings.Contains(stdout, "web-1") || !strings.HasSuffix(stdout, "\n1 failed\n") {
+		t.Errorf("filtered: %d\n%s", code, stdout)
+	}
+	if code, stdout, _ := f.run(t, "web-3", "db"); code != ExitOK || !strings.HasSuffix(stdout, "\n1 running, 1 pending\n") || strings.Contains(stdout, "web-1") {
+		t.Errorf("named: %d\n%s", code, stdout)
+	}
+
+	code, stdout, _ = f.run(t, "web-2")
+	for _, want := range []string{
+		"State:        failed (modules-final/config-scripts-user)\n",
+		"First fetch:  2026-11-26T12:00:00Z\n",
+		"Took:         1m30s\n",
+		"  STAGE          STARTED  DURATION  RESULT\n  init-network   +20s     0s        SUCCESS\n  modules-final  +1m30s   0s        FAIL\n",
+		"Errors:\n  modules-final/config-scripts-user\n    running module scripts-user failed:\n    \uFFFD[2Jbash: /opt/setup.sh: No such file or directory, and a very long tail to cut\n",
+		"Events (the last 5):\n  TIME    KIND    NAME                                      TOOK  RESULT   MESSAGE\n  +0s     fetch   /nocloud/meta-data (nocloud, 2 requests)  0s\n  +20s    finish  init-network                              0s    SUCCESS\n",
+	} {
+		if code != ExitOK || !strings.Contains(stdout, want) {
+			t.Errorf("detail: want %q:\n%s", want, stdout)
+		}
+	}
+	if strings.Contains(stdout, "\x1b") {
+		t.Errorf("an escape sequence from the guest reached the output:\n%q", stdout)
+	}
+
+	code, stdout, _ = f.run(t, "--json")
+	var sum firstboot.Summary
+	if err := json.Unmarshal([]byte(stdout), &sum); code != ExitOK || err != nil || len(sum.Instances) != 4 ||
+		sum.Counts[firstboot.Failed] != 1 || sum.Instances[2].Errors[0].Module != "config-scripts-user" {
+		t.Errorf("--json: %d %v\n%s", code, err, stdout)
+	}
+	code, stdout, _ = f.run(t, "web-3", "--json")
+	var st firstboot.Status
+	if err := json.Unmarshal([]byte(stdout), &st); code != ExitOK || err != nil || st.State != firstboot.Running || st.Stage != "modules-config" || len(st.Events) == 0 {
+		t.Errorf("--json NAME: %d %v\n%s", code, err, stdout)
+	}
+
+	if code, _, stderr := f.run(t, "nope"); code != ExitInvalid || !strings.Contains(stderr, `instance "nope" not found`) {
+		t.Errorf("unknown NAME: %d %s", code, stderr)
+	}
+	if code, _, stderr := f.run(t, "--state", "failed,brokn", "--agent", "windows"); code != ExitUsage ||
+		!strings.Contains(stderr, `--state="brokn": want one of`) || !strings.Contains(stderr, `; --agent="windows": want cloud-init or ignition`) {
+		t.Errorf("bad filters: %d %s", code, stderr)
+	}
+	if code, _, stderr := f.run(t, "--timeout", "5m"); code != ExitUsage || !strings.Contains(stderr, "--timeout") {
+		t.Errorf("--timeout without --wait: %d %s", code, stderr)
+	}
+}
+
+// TestInstancesStatusWait: --wait exits 0 when every selected instance
+// is done, 1 as soon as all have finished and one failed (naming it),
+// and ExitStillGoing at --timeout naming those still going.
+func TestInstancesStatusWait(t *testing.T) {
+	f := newStatusFleet(t)
+	f.boot(t)
+
+	if code, stdout, stderr := f.run(t, "web-1", "--wait"); code != ExitOK || !strings.HasSuffix(stdout, "\n1 done\n") {
+		t.Errorf("wait for a done instance: %d %s %s", code, stdout, stderr)
+	}
+	code, stdout, stderr := f.run(t, "web-1", "web-2", "--wait")
+	if code != ExitInvalid || !strings.HasSuffix(stdout, "\n1 done, 1 failed\n") || stderr != "web-2: first boot failed: modules-final/config-scripts-user: running module scripts-user failed: \uFFFD[2Jbash: /opt/setup.sh: No such file or directory, and a very long tail to cut\n" {
+		t.Errorf("wait with a failure: %d %s %q", code, stdout, stderr)
+	}
+	code, stdout, _ = f.run(t, "web-1", "web-2", "--wait", "--watch", "--json")
+	var sum firstboot.Summary
+	if err := json.Unmarshal([]byte(stdout), &sum); code != ExitInvalid || err != nil || strings.Count(stdout, "\n") != 1 || len(sum.Instances) != 2 {
+		t.Errorf("--watch --json: one document a line: %d %v %q", code, err, stdout)
+	}
+	code, stdout, stderr = f.run(t, "--wait", "--timeout", "1s", "--agent", "cloud-init")
+	if code != ExitStillGoing || !strings.Contains(stderr, "timed out after 1s: still going: web-3 (running)") || !strings.Contains(stdout, "web-3") {
+		t.Errorf("wait past --timeout: %d %s %s", code, stdout, stderr)
+	}
+}
+
+// TestInstancesStatusWatch: --watch on a pipe prints the table again at
+// each change, after a blank line; with --wait it ends when the boots do.
+func TestInstancesStatusWatch(t *testing.T) {
+	f := newStatusFleet(t)
+	f.boot(t)
+	var out, errb testtools.SyncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- Main(append([]string{"instances", "status", "web-3", "--watch", "--wait"}, f.flags...), &out, &errb)
+	}()
+	for !strings.Contains(out.String(), "1 running") {
+		time.Sleep(10 * time.Millisecond)
+	}
+	f.record(t, "web-3", "finish", "modules-config/config-apt-configure", "SUCCESS", "")
+	f.advance(5 * time.Second)
+	f.record(t, "web-3", "start", "modules-final", "", "")
+	f.record(t, "web-3", "finish", "modules-final", "SUCCESS", "")
+	if code := <-done; code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	frames := strings.Split(out.String(), "\n\n")
+	first, last := frames[0], frames[len(frames)-1]
+	if !strings.Contains(first, "web-3  cloud-init  running  modules-config/config-apt-configure  3m45s") ||
+		last != "NAME   AGENT       STATE  STAGE  ELAPSED  ERROR\nweb-3  cloud-init  done          3m50s\n1 done\n" || strings.Contains(out.String(), "\x1b") {
+		t.Errorf("frames:\n%s", out.String())
+	}
+}
+
+// TestStatusRedrawsInPlace: on a terminal, a watch's next table goes up
+// over the last one and clears below it, instead of following it.
+func TestStatusRedrawsInPlace(t *testing.T) {
+	var b strings.Builder
+	out := &statusOutput{w: &b, terminal: true}
+	sum := firstboot.Summary{Counts: map[firstboot.State]int{firstboot.Pending: 1}, Instances: []firstboot.Status{{Name: "a", State: firstboot.Pending}}}
+	out.summary(sum, true)
+	first := b.String()
+	out.summary(sum, true)
+	if want := first + "\x1b[3A\x1b[J" + first; b.String() != want {
+		t.Errorf("got %q, want %q", b.String(), want)
+	}
+}
+
+func TestHumanDuration(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		-time.Second: "0s", 45 * time.Second: "45s", 3*time.Minute + 12*time.Second + 900*time.Millisecond: "3m12s",
+		4 * time.Minute: "4m", 42*time.Minute + 30*time.Second: "42m", 2*time.Hour + 5*time.Minute: "2h5m",
+		31 * time.Hour: "31h", 76 * time.Hour: "3d4h", 12 * 24 * time.Hour: "12d",
+	} {
+		if got := humanDuration(d); got != want {
+			t.Errorf("%v: %s, want %s", d, got, want)
+		}
+	}
+}
