@@ -32,8 +32,8 @@ func (c *config) tracker() *firstboot.Tracker {
 
 // FirstBoot returns the guest's first boot as the in-process metadata
 // server tracks it (Stalled read at the run's StallAfter), and false
-// without Serve. Its strings are the guest's: print them with care (the
-// Result's copy is made printable).
+// without Serve. Its strings are the guest's: print them with care
+// (Result.FirstBoot's stage, module and failures are made printable).
 func (g *Guest) FirstBoot() (firstboot.Status, bool) {
 	if g.relay == nil {
 		return firstboot.Status{}, false
@@ -66,8 +66,9 @@ func (g *Guest) addFirstBoot(ctx context.Context, res *Result) {
 }
 
 // awaitReport waits for the guest's report to reach the tracker, up to
-// Options.ReportWait within the run's Timeout, or until QEMU exits or ctx ends. It
-// returns the status, and why the report is missing ("" when it came).
+// Options.ReportWait within the run's Timeout, or until QEMU exits or ctx
+// ends. It returns the status, and why the report is missing ("" when it
+// came).
 func (g *Guest) awaitReport(ctx context.Context) (firstboot.Status, string) {
 	wait := min(g.c.ReportWait, time.Until(g.start.Add(g.c.Timeout)))
 	g.say("waiting for the guest's first-boot report to reach the metadata server (up to %v)", wait.Round(time.Second))
@@ -91,7 +92,7 @@ func (g *Guest) awaitReport(ctx context.Context) (firstboot.Status, string) {
 			return st, ""
 		}
 		return st, fmt.Sprintf("the guest's first-boot report did not reach the metadata server (waited %v; QEMU %s)",
-			wait.Round(time.Second), g.running())
+			wait.Round(time.Second), g.qemuState())
 	}
 }
 
@@ -112,8 +113,8 @@ func (g *Guest) serverSaw() string {
 	return s + fmt.Sprintf(", last heard from it %v ago", time.Since(st.LastEvent).Round(time.Second))
 }
 
-// running says whether QEMU still runs, for a message.
-func (g *Guest) running() string {
+// qemuState says whether QEMU still runs, for a message.
+func (g *Guest) qemuState() string {
 	select {
 	case <-g.exited:
 		return "exited"

@@ -131,8 +131,9 @@ type Result struct {
 	ConsoleTail string
 	// FirstBoot is the first boot as the in-process metadata server saw
 	// it (Serve only; nil otherwise): the guest's fetches, the events its
-	// agent posted and its final report (firstboot.go). A boot the server
-	// saw fail makes OK false and adds its failures to Errors.
+	// agent posted and its final report (firstboot.go), with its stage,
+	// module and failures made printable. A boot the server saw fail makes
+	// OK false and adds its failures to Errors.
 	FirstBoot *firstboot.Status
 	// Err is set when the agent never reported (timeout, QEMU exited).
 	Err error
