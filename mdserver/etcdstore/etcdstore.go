@@ -38,6 +38,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -242,30 +243,15 @@ func (s *Store) list(ctx context.Context) (int64, error) {
 // revision, the changed ones decoded.
 func (s *Store) fetchAll(ctx context.Context) (int64, map[string]*version, error) {
 	var (
-		rev     int64
 		changes = map[string]*version{}
 		wg      sync.WaitGroup
 	)
 	defer wg.Wait()
-	from, end := s.cfg.Prefix, clientv3.GetPrefixRangeEnd(s.cfg.Prefix)
-	for {
-		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(listPage)}
-		if rev != 0 {
-			opts = append(opts, clientv3.WithRev(rev))
-		}
-		pctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
-		resp, err := s.cli.Get(pctx, from, opts...)
-		cancel()
-		if err != nil {
-			return 0, nil, err
-		}
-		if rev == 0 {
-			rev = resp.Header.Revision
-		}
+	rev, err := s.listPages(ctx, s.cfg.Prefix, listPage, func(kvs []*mvccpb.KeyValue) {
 		var keys []string
 		var vers []*version
 		s.mu.Lock()
-		for _, kv := range resp.Kvs {
+		for _, kv := range kvs {
 			k, v := string(kv.Key), &version{value: kv.Value, modRev: kv.ModRevision, createRev: kv.CreateRevision}
 			changes[k] = v
 			if m, ok := s.modRevs[k]; !ok || m != v.modRev {
@@ -274,15 +260,47 @@ func (s *Store) fetchAll(ctx context.Context) (int64, map[string]*version, error
 		}
 		s.mu.Unlock()
 		wg.Go(func() { s.decodeAll(keys, vers) })
-		if !resp.More || len(resp.Kvs) == 0 {
-			return rev, changes, nil
+	}, afterPage)
+	if err != nil {
+		return 0, nil, err
+	}
+	return rev, changes, nil
+}
+
+// listPages reads every key under prefix at one revision, limit keys a
+// page, hands each page to each, and returns the revision; between (a
+// test's hook, or nil) runs between two pages.
+func (s *Store) listPages(ctx context.Context, prefix string, limit int64, each func([]*mvccpb.KeyValue), between func()) (int64, error) {
+	from, end := prefix, clientv3.GetPrefixRangeEnd(prefix)
+	var rev int64
+	for {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(limit)}
+		if rev != 0 {
+			opts = append(opts, clientv3.WithRev(rev))
 		}
-		if afterPage != nil {
-			afterPage()
+		pctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+		resp, err := s.cli.Get(pctx, from, opts...)
+		cancel()
+		if err != nil {
+			return 0, err
+		}
+		if rev == 0 {
+			rev = resp.Header.Revision
+		}
+		each(resp.Kvs)
+		if !resp.More || len(resp.Kvs) == 0 {
+			return rev, nil
+		}
+		if between != nil {
+			between()
 		}
 		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 	}
 }
+
+// jitter is a wait of about d: between d/2 and d, so that replicas that
+// failed together do not retry together.
+func jitter(d time.Duration) time.Duration { return d/2 + rand.N(d/2+1) }
 
 // run watches from rev+1; on a failed or compacted watch it re-lists and
 // re-watches with exponential backoff.
@@ -290,7 +308,7 @@ func (s *Store) run(ctx context.Context, rev int64) {
 	defer close(s.done)
 	backoff := s.cfg.MinBackoff
 	sleep := func() bool {
-		d := backoff/2 + rand.N(backoff/2+1)
+		d := jitter(backoff)
 		backoff = min(backoff*2, s.cfg.MaxBackoff)
 		select {
 		case <-ctx.Done():

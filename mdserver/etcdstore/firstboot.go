@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strconv"
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/vminit/vminit/mdserver/firstboot"
@@ -167,7 +167,7 @@ func (s *Store) FollowBoots(ctx context.Context, t *firstboot.Tracker) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(backoff/2 + rand.N(backoff/2+1)):
+		case <-time.After(jitter(backoff)):
 		}
 		backoff = min(backoff*2, s.cfg.MaxBackoff)
 	}
@@ -176,31 +176,11 @@ func (s *Store) FollowBoots(ctx context.Context, t *firstboot.Tracker) error {
 // listBoots merges every stored status into t, a page at a time at one
 // revision, and returns the revision.
 func (s *Store) listBoots(ctx context.Context, t *firstboot.Tracker) (int64, error) {
-	prefix := s.bootPrefix()
-	from, end := prefix, clientv3.GetPrefixRangeEnd(prefix)
-	var rev int64
-	for {
-		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(bootPage)}
-		if rev != 0 {
-			opts = append(opts, clientv3.WithRev(rev))
-		}
-		pctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
-		resp, err := s.cli.Get(pctx, from, opts...)
-		cancel()
-		if err != nil {
-			return 0, err
-		}
-		if rev == 0 {
-			rev = resp.Header.Revision
-		}
-		for _, kv := range resp.Kvs {
+	return s.listPages(ctx, s.bootPrefix(), bootPage, func(kvs []*mvccpb.KeyValue) {
+		for _, kv := range kvs {
 			s.mergeBoot(t, string(kv.Key), kv.Value)
 		}
-		if !resp.More || len(resp.Kvs) == 0 {
-			return rev, nil
-		}
-		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
-	}
+	}, nil)
 }
 
 // watchBoots merges the statuses written after rev until the watch ends;
