@@ -17,6 +17,7 @@ import (
 	vmrun "github.com/vminit/vminit/internal/app/run"
 	"github.com/vminit/vminit/internal/lib/inputfile"
 	"github.com/vminit/vminit/internal/lib/qemu"
+	"github.com/vminit/vminit/mdserver/firstboot"
 	"github.com/vminit/vminit/render"
 	"github.com/vminit/vminit/spec"
 )
@@ -177,6 +178,18 @@ type runReport struct {
 	Panic       string   `json:"panic,omitempty"`
 	Error       string   `json:"error,omitempty"`
 	ConsoleTail string   `json:"consoleTail,omitempty"`
+	// FirstBoot is the first boot as --serve's metadata server saw it.
+	FirstBoot *runFirstBoot `json:"firstBoot,omitempty"`
+}
+
+// runFirstBoot is the metadata server's view of the boot in run's --json:
+// the state as `vminit instances status --json` names it, where the boot
+// is or failed, and its failures.
+type runFirstBoot struct {
+	State  firstboot.State     `json:"state"`
+	Stage  string              `json:"stage,omitempty"`
+	Module string              `json:"module,omitempty"`
+	Errors []firstboot.Failure `json:"errors"`
 }
 
 func (f *runFlags) run(cmd *cobra.Command, args []string) error {
@@ -336,6 +349,9 @@ func reportRunJSON(cmd *cobra.Command, name string, res *vmrun.Result, waitErr e
 	if waitErr != nil {
 		out.Error, out.ConsoleTail = waitErr.Error(), res.ConsoleTail
 	}
+	if st := res.FirstBoot; st != nil {
+		out.FirstBoot = &runFirstBoot{State: st.State, Stage: st.Stage, Module: st.Module, Errors: append([]firstboot.Failure{}, st.Errors...)}
+	}
 	enc := json.NewEncoder(cmd.OutOrStdout())
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(out); err != nil {
@@ -347,8 +363,32 @@ func reportRunJSON(cmd *cobra.Command, name string, res *vmrun.Result, waitErr e
 	return nil
 }
 
-// printRunResult says how the first boot went.
+// printRunResult says how the first boot went: the console's verdict,
+// then (--serve) the metadata server's.
 func printRunResult(w io.Writer, name string, res *vmrun.Result) {
+	printConsoleResult(w, name, res)
+	if st := res.FirstBoot; st != nil {
+		fmt.Fprintf(w, "%s: first boot as the metadata server saw it: %s\n", name, serverFirstBoot(st))
+	}
+}
+
+// serverFirstBoot is the server's state of a boot, where it is or failed
+// and its first error's first line ("failed at modules-final/config-
+// scripts-user: …"); the run package made its strings printable.
+func serverFirstBoot(st *firstboot.Status) string {
+	s := string(st.State)
+	switch {
+	case len(st.Errors) > 0:
+		first, _, _ := strings.Cut(st.FirstError(), "\n")
+		s += " at " + first
+	case st.Stage != "" && !st.State.Terminal():
+		s += " at " + strings.TrimSuffix(st.Stage+"/"+st.Module, "/")
+	}
+	return s
+}
+
+// printConsoleResult says what the agent reported on the console.
+func printConsoleResult(w io.Writer, name string, res *vmrun.Result) {
 	if res.OK {
 		fmt.Fprintf(w, "%s: %s first boot done in %s", name, res.Agent, res.Elapsed.Round(100*time.Millisecond))
 		if len(res.Warnings) > 0 {
@@ -363,6 +403,8 @@ func printRunResult(w io.Writer, name string, res *vmrun.Result) {
 	}
 	fmt.Fprintf(w, "%s: %s first boot finished in %s with %d error(s):\n", name, res.Agent, res.Elapsed.Round(100*time.Millisecond), len(res.Errors))
 	for _, e := range res.Errors {
-		fmt.Fprintf(w, "  %s\n", e)
+		// An error the server was told can be a log's tail: its lines
+		// are indented under it.
+		fmt.Fprintf(w, "  %s\n", strings.ReplaceAll(e, "\n", "\n    "))
 	}
 }

@@ -52,6 +52,10 @@ const (
 	DefaultMemory  = "2G"
 	DefaultCPUs    = 2
 	DefaultTimeout = 10 * time.Minute
+	// DefaultReportWait is Options.ReportWait's default: the Ignition
+	// test guest's report comes about 100 s after Ignition completes
+	// under TCG (its completion unit posts once the system is up).
+	DefaultReportWait = 3 * time.Minute
 )
 
 // Addresses the guest sees on QEMU's user-mode network.
@@ -131,6 +135,14 @@ func (c *config) configureMachine(bad func(format string, a ...any)) {
 		c.Timeout = DefaultTimeout
 	} else if c.Timeout < 0 {
 		bad("timeout %v: want a positive duration", c.Timeout)
+	}
+	if c.StallAfter < 0 {
+		bad("stall after %v: want a positive duration", c.StallAfter)
+	}
+	if c.ReportWait == 0 {
+		c.ReportWait = DefaultReportWait
+	} else if c.ReportWait < 0 {
+		bad("report wait %v: want a positive duration", c.ReportWait)
 	}
 	if !slices.Contains(qemu.Accelerators, orDefault(c.Accel, "auto")) {
 		bad("accel %q: want %s", c.Accel, strings.Join(qemu.Accelerators, ", "))

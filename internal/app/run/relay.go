@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/vminit/vminit/mdserver"
+	"github.com/vminit/vminit/mdserver/firstboot"
 	"github.com/vminit/vminit/mdserver/registry"
 	"github.com/vminit/vminit/spec"
 )
@@ -37,8 +38,12 @@ import (
 // dropped, so the next connection starts afresh.
 
 // relayMaxRequest bounds one request's header and body: what one guest
-// can make the relay hold.
-const relayMaxRequest = 64 << 10
+// can make the relay hold. The largest body the handler takes is the
+// guest's first-boot report; relayMaxHeader is room for its header.
+const (
+	relayMaxHeader  = 16 << 10
+	relayMaxRequest = firstboot.MaxReportBytes + relayMaxHeader
+)
 
 // relayRequestTimeout bounds the time from a request's first byte to its
 // end, and the time to write its answer (a variable for the tests).
@@ -52,14 +57,18 @@ var relayGuestAddr = netip.MustParseAddr("169.254.169.15")
 // relay serves one guest's metadata requests on a Unix socket.
 type relay struct {
 	l    net.Listener
-	h    http.Handler
+	h    *mdserver.Handler
+	name string // the instance served
 	wg   sync.WaitGroup
 	mu   sync.Mutex
 	conn net.Conn // the stream being served
 }
 
-// startRelay serves inst's metadata on a Unix socket at path.
-func startRelay(inst *spec.Instance, path string) (*relay, error) {
+// startRelay serves inst's metadata on a Unix socket at path. The
+// handler's first-boot tracker is boots (nil: one with the default
+// options): the guest's fetches and the events and report its agent posts
+// through the relay land there (firstboot.go).
+func startRelay(inst *spec.Instance, path string, boots *firstboot.Tracker) (*relay, error) {
 	rec, err := registry.NewRecord(inst, "run")
 	if err != nil {
 		return nil, err
@@ -74,6 +83,10 @@ func startRelay(inst *spec.Instance, path string) (*relay, error) {
 		// network, which sets its own TTL: there is no hop to limit.
 		NoHopLimit: true,
 		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Boots:      boots,
+		// The guest posts its first-boot events and report where it
+		// reads its data: the relay's address, the one it reaches.
+		ReportURL: "http://" + metadataAddr,
 	})
 	l, err := net.Listen("unix", path)
 	if err != nil {
@@ -83,7 +96,7 @@ func startRelay(inst *spec.Instance, path string) (*relay, error) {
 		l.Close()
 		return nil, err
 	}
-	r := &relay{l: l, h: h}
+	r := &relay{l: l, h: h, name: rec.Name}
 	r.wg.Add(1)
 	go r.accept()
 	return r, nil
@@ -146,7 +159,8 @@ func (r *relay) answer(br *bufio.Reader) *http.Response {
 	if err == nil {
 		// The whole body, here and now: the stream holds the next
 		// request after it. It is within relayMaxRequest; the handler
-		// reads one only for a POST (OpenStack's password).
+		// reads one only for a POST (OpenStack's password, and the
+		// first-boot events and report of firstboot.go).
 		body, err = io.ReadAll(req.Body)
 	}
 	if err != nil {

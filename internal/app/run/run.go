@@ -24,6 +24,7 @@ import (
 
 	"github.com/vminit/vminit/internal/lib/inputfile"
 	"github.com/vminit/vminit/internal/lib/qemu"
+	"github.com/vminit/vminit/mdserver/firstboot"
 	"github.com/vminit/vminit/spec"
 )
 
@@ -77,6 +78,14 @@ type Options struct {
 	// "nocloud" for cloud-init (default from the spec, else ec2); "aws" or
 	// "openstack" for Ignition.
 	Dialect string
+	// StallAfter is how long the served guest's first boot may stay
+	// silent before Guest.FirstBoot reads it as stalled (Serve only);
+	// default firstboot.DefaultStallAfter.
+	StallAfter time.Duration
+	// ReportWait bounds the wait, after the console said the agent
+	// finished, for the served guest's first-boot report (Serve only);
+	// default DefaultReportWait.
+	ReportWait time.Duration
 	// NICs is the number of extra user-mode NICs beyond the first (for
 	// bonds); their MACs come from the spec when it names them.
 	NICs int
@@ -120,6 +129,12 @@ type Result struct {
 	Elapsed time.Duration
 	// ConsoleTail holds the last lines of the serial console.
 	ConsoleTail string
+	// FirstBoot is the first boot as the in-process metadata server saw
+	// it (Serve only; nil otherwise): the guest's fetches, the events its
+	// agent posted and its final report (firstboot.go), with its stage,
+	// module and failures made printable. A boot the server saw fail makes
+	// OK false and adds its failures to Errors.
+	FirstBoot *firstboot.Status
 	// Err is set when the agent never reported (timeout, QEMU exited).
 	Err error
 }
@@ -206,7 +221,7 @@ func Start(ctx context.Context, o Options) (*Guest, error) {
 	}
 	if c.Serve {
 		f.relay = relaySocket(g.dir)
-		if g.relay, err = startRelay(c.servedInstance(), f.relay); err != nil {
+		if g.relay, err = startRelay(c.servedInstance(), f.relay, c.tracker()); err != nil {
 			return nil, fmt.Errorf("run: metadata server: %w", err)
 		}
 		f.uuid = ec2UUID(c.Instance.Metadata.Name)
@@ -394,9 +409,11 @@ const consoleTailLines = 20
 // WaitFirstBoot returns when the agent reports its first boot finished
 // (cloud-init's "Cloud-init v. ... finished at"; Ignition's completion),
 // with its result, or on timeout or QEMU exit (Result.Err set and
-// Result.ConsoleTail holding the last console lines). The Result is never
-// nil; the error is Result.Err: an agent that finished with errors is a
-// Result with OK false and a nil error.
+// Result.ConsoleTail holding the last console lines). With Serve it then
+// waits for the guest's first-boot report to reach the metadata server
+// and adds what the server saw (Result.FirstBoot, firstboot.go). The
+// Result is never nil; the error is Result.Err: an agent that finished
+// with errors is a Result with OK false and a nil error.
 func (g *Guest) WaitFirstBoot(ctx context.Context) (*Result, error) {
 	timer := time.NewTimer(time.Until(g.start.Add(g.c.Timeout)))
 	defer timer.Stop()
@@ -412,7 +429,7 @@ func (g *Guest) WaitFirstBoot(ctx context.Context) (*Result, error) {
 			err = fmt.Errorf("%w (%s)%s", ErrExited, g.exitStatus(), g.qemuSaid())
 		}
 	case <-timer.C:
-		err = fmt.Errorf("%w: no report after %v%s", ErrTimeout, g.c.Timeout, g.stage())
+		err = fmt.Errorf("%w: no report after %v%s%s", ErrTimeout, g.c.Timeout, g.stage(), g.serverSaw())
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
@@ -424,6 +441,7 @@ func (g *Guest) WaitFirstBoot(ctx context.Context) (*Result, error) {
 		res = &r
 	}
 	res.Err = err
+	g.addFirstBoot(ctx, res)
 	res.ConsoleTail = tail(g.console.Bytes(), consoleTailLines)
 	return res, err
 }

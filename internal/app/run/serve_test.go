@@ -23,8 +23,15 @@ import (
 // cloud-init's own code sends reaches the relay as it would from a guest.
 func viaRelay(t *testing.T, inst *spec.Instance) string {
 	t.Helper()
+	base, _ := viaNewRelay(t, inst)
+	return base
+}
+
+// viaNewRelay is viaRelay, also returning the relay.
+func viaNewRelay(t *testing.T, inst *spec.Instance) (string, *relay) {
+	t.Helper()
 	sock := relaySocket(t.TempDir())
-	r, err := startRelay(inst, sock)
+	r, err := startRelay(inst, sock, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +80,7 @@ func viaRelay(t *testing.T, inst *spec.Instance) string {
 			}()
 		}
 	}()
-	return "http://" + l.Addr().String()
+	return "http://" + l.Addr().String(), r
 }
 
 func get(t *testing.T, base, path string) (int, string) {
@@ -196,7 +203,7 @@ func TestRelayStreamSurvivesBadRequests(t *testing.T) {
 	relayRequestTimeout = 200 * time.Millisecond
 	defer func() { relayRequestTimeout = old }()
 	sock := relaySocket(t.TempDir())
-	r, err := startRelay(loadSpec(t, "../../../examples/dev-vm.yaml"), sock)
+	r, err := startRelay(loadSpec(t, "../../../examples/dev-vm.yaml"), sock, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +256,7 @@ func TestRelayStreamSurvivesBadRequests(t *testing.T) {
 // then refused as a second post.
 func TestRelayPassesRequestBodies(t *testing.T) {
 	sock := relaySocket(t.TempDir())
-	r, err := startRelay(loadSpec(t, "../../../examples/dev-vm.yaml"), sock)
+	r, err := startRelay(loadSpec(t, "../../../examples/dev-vm.yaml"), sock, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

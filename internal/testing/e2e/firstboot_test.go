@@ -1,0 +1,243 @@
+package e2e
+
+// First-boot status on real guests (issue 22's proof): each guest is
+// served by `vminit run --serve`'s in-process metadata server, whose
+// tracker sees the guest's fetches and the events and report its agent
+// posts through the relay, as `vminit serve` sees a fleet's. No report of
+// the guest's own is needed: once WaitFirstBoot has the server's view the
+// guest is stopped.
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vminit/vminit/internal/app/run"
+	"github.com/vminit/vminit/internal/testing/guesttest"
+	"github.com/vminit/vminit/internal/testing/testtools"
+	"github.com/vminit/vminit/mdserver/firstboot"
+	"github.com/vminit/vminit/spec"
+)
+
+// firstBootStallAfter is the stalled guest's StallAfter: longer than the
+// webhook's posts take between two modules under a loaded TCG, far
+// shorter than the guest's bootCommands sleep.
+const firstBootStallAfter = 30 * time.Second
+
+// servedGuest starts a guest with Serve in a guest slot, and returns it
+// with its progress; the slot is freed and QEMU stopped at the test's end.
+func servedGuest(t *testing.T, ctx context.Context, o run.Options) (*run.Guest, *testtools.SyncBuffer) {
+	t.Helper()
+	guestSlots <- struct{}{}
+	// The report may come minutes after the console's last word on a
+	// loaded machine: the boot's timeout bounds the wait instead.
+	o.Serve, o.Memory, o.CPUs, o.Accel, o.Timeout, o.ReportWait = true, "1G", 1, guestAccel(), guestBootTimeout, guestBootTimeout
+	progress := &testtools.SyncBuffer{}
+	o.Progress = progress
+	g, err := run.Start(ctx, o)
+	if err != nil {
+		<-guestSlots
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		g.Kill()
+		<-guestSlots
+	})
+	return g, progress
+}
+
+// firstBoot boots a served guest to the end of its first boot and returns
+// run's result, which carries the server's view.
+func firstBoot(t *testing.T, o run.Options) *run.Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), guestBootTimeout)
+	defer cancel()
+	g, progress := servedGuest(t, ctx, o)
+	res, err := g.WaitFirstBoot(ctx)
+	if err != nil {
+		t.Fatalf("first boot: %v\n%s", err, tail(g.Console(), 60))
+	}
+	if res.FirstBoot == nil {
+		t.Fatal("a served guest's Result has no FirstBoot")
+	}
+	if !hasEvent(res.FirstBoot, firstboot.KindReport, "") && res.FirstBoot.State != firstboot.Pending {
+		t.Errorf("no report reached the server: %q\n%s", res.Warnings, tail(g.Console(), 60))
+	}
+	t.Logf("%s: the console's verdict after %s; the server's state %s (%s)\n%s", t.Name(), res.Elapsed.Round(100*time.Millisecond),
+		res.FirstBoot.State, res.FirstBoot.Elapsed(time.Now()).Round(100*time.Millisecond), progress.String())
+	return res
+}
+
+// stageNames are the names of a status's stages.
+func stageNames(st *firstboot.Status) []string {
+	var names []string
+	for _, s := range st.Stages {
+		names = append(names, s.Name)
+	}
+	return names
+}
+
+// hasEvent reports whether st logged an event of kind whose name is name
+// (any name when empty).
+func hasEvent(st *firstboot.Status, kind, name string) bool {
+	return slices.ContainsFunc(st.Events, func(ev firstboot.Event) bool {
+		return ev.Kind == kind && (name == "" || ev.Name == name)
+	})
+}
+
+// statusText is a status for a failure message.
+func statusText(st *firstboot.Status) string {
+	var b strings.Builder
+	b.WriteString(string(st.State) + " at " + st.Stage + "/" + st.Module + ", stages " + strings.Join(stageNames(st), ",") + "\n")
+	for _, f := range st.Errors {
+		b.WriteString("  error " + f.Where() + ": " + f.Message + "\n")
+	}
+	for _, ev := range st.Events {
+		b.WriteString("  " + ev.Kind + " " + ev.Name + " " + ev.Result + " " + ev.Dialect + "\n")
+	}
+	return b.String()
+}
+
+// failingSpec is dev-vm with a first-boot command that fails loudly.
+func failingSpec(t *testing.T) *spec.Instance {
+	inst := loadGuestSpec(t, devVM)
+	inst.Spec.Commands = append(inst.Spec.Commands, spec.Command{Shell: "echo vminit-boom >&2; exit 3"})
+	if err := inst.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return inst
+}
+
+// stallingSpec is dev-vm with a boot command that holds cloud-init's
+// init-network stage far longer than the test waits.
+func stallingSpec(t *testing.T) *spec.Instance {
+	inst := loadGuestSpec(t, devVM)
+	inst.Spec.BootCommands = append(inst.Spec.BootCommands, spec.Command{Shell: "sleep 3600"})
+	if err := inst.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return inst
+}
+
+// reachableFCOS is fcos-server with its NIC on DHCP: the example's static
+// 192.0.2.20/24 is not QEMU's user network, and once the system is up the
+// completion unit could not reach the server at 169.254.169.254 (Ignition
+// itself fetched from the initramfs, on DHCP). The guest's own report is
+// turned off: it powers the guest off as soon as no start job is left, and
+// the completion unit (Type=simple, waiting for the same moment) would
+// lose that race.
+func reachableFCOS(t *testing.T) *spec.Instance {
+	inst := loadGuestSpec(t, fcosServer)
+	nic := inst.Spec.Network.Ethernets["nic0"]
+	nic.Addresses, nic.Gateway4, nic.Nameservers, nic.DHCP4 = nil, "", nil, true
+	inst.Spec.Network.Ethernets["nic0"] = nic
+	inst.Spec.Units = append(inst.Spec.Units, spec.Unit{Name: "vminit-guest-report.service",
+		Dropins: []spec.Dropin{{Name: "10-off.conf", Content: "[Service]\nExecStart=\nExecStart=/bin/true\n"}}})
+	if err := inst.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return inst
+}
+
+// TestGuestFirstBoot: the server that fed a guest knows how its first boot
+// went. The cloud-init guest reaches done through its own webhook events
+// (its stages, each module) and its final report; a failing first-boot
+// command makes it failed, naming the module and carrying the command's
+// words; the Ignition guest reaches done through its config fetch and its
+// completion unit's report; a guest silent after its fetch is stalled;
+// one that never boots is pending.
+func TestGuestFirstBoot(t *testing.T) {
+	im := guesttest.Find(t)
+	t.Parallel()
+	cloudInit := func(inst *spec.Instance, dialect string) run.Options {
+		return run.Options{Instance: inst, Dialect: dialect,
+			Image: im.CloudInitDisk, Kernel: im.Kernel, Initrd: im.Initrd, Append: guesttest.CloudInitAppend}
+	}
+	t.Run("CloudInitDone", func(t *testing.T) {
+		t.Parallel()
+		res := firstBoot(t, cloudInit(loadGuestSpec(t, devVM), "ec2"))
+		st := res.FirstBoot
+		if !res.OK || st.State != firstboot.Done || len(st.Errors) > 0 {
+			t.Errorf("OK %v, errors %q; want done:\n%s", res.OK, res.Errors, statusText(st))
+		}
+		for _, stage := range []string{"init-network", "modules-config", "modules-final"} {
+			if !slices.Contains(stageNames(st), stage) {
+				t.Errorf("no stage %s:\n%s", stage, statusText(st))
+			}
+		}
+		if !hasEvent(st, firstboot.KindFinish, "modules-final/config-scripts-user") || !hasEvent(st, firstboot.KindReport, "") ||
+			!hasEvent(st, firstboot.KindFetch, "") {
+			t.Errorf("want the fetch, the module events and the report:\n%s", statusText(st))
+		}
+	})
+	t.Run("CloudInitFails", func(t *testing.T) {
+		t.Parallel()
+		res := firstBoot(t, cloudInit(failingSpec(t), "nocloud"))
+		st := res.FirstBoot
+		if res.OK || st.State != firstboot.Failed {
+			t.Fatalf("OK %v; want failed:\n%s", res.OK, statusText(st))
+		}
+		if !slices.ContainsFunc(st.Errors, func(f firstboot.Failure) bool { return f.Module == "config-scripts-user" }) {
+			t.Errorf("no failure names config-scripts-user:\n%s", statusText(st))
+		}
+		if !slices.ContainsFunc(st.Errors, func(f firstboot.Failure) bool { return strings.Contains(f.Message, "vminit-boom") }) {
+			t.Errorf("no failure carries the command's vminit-boom:\n%s", statusText(st))
+		}
+	})
+	t.Run("IgnitionDone", func(t *testing.T) {
+		t.Parallel()
+		res := firstBoot(t, run.Options{Instance: reachableFCOS(t), Dialect: "aws",
+			Image: im.IgnitionDisk, Kernel: im.Kernel, Initrd: im.IgnitionInitrd, Append: guesttest.IgnitionAppend("aws", true, true)})
+		st := res.FirstBoot
+		if !res.OK || st.State != firstboot.Done || !hasEvent(st, firstboot.KindFetch, "") || !hasEvent(st, firstboot.KindReport, "ignition") {
+			t.Errorf("OK %v, errors %q; want done through the fetch and the report:\n%s", res.OK, res.Errors, statusText(st))
+		}
+	})
+	t.Run("Stalled", func(t *testing.T) {
+		t.Parallel()
+		ctx, cancel := context.WithTimeout(context.Background(), guestBootTimeout)
+		defer cancel()
+		o := cloudInit(stallingSpec(t), "ec2")
+		o.StallAfter = firstBootStallAfter
+		g, _ := servedGuest(t, ctx, o)
+		// Stalled in the boot command: the server saw the fetch and the
+		// module's start, then nothing (a TCG boot can be silent for
+		// StallAfter earlier, between two stages).
+		st := waitFor(t, ctx, g, "stalled in init-network/config-bootcmd", func(st *firstboot.Status) bool {
+			return st.State == firstboot.Stalled && st.Stage == "init-network" && st.Module == "config-bootcmd"
+		})
+		if st.FirstFetch.IsZero() || !hasEvent(&st, firstboot.KindFetch, "") {
+			t.Errorf("stalled without a fetch:\n%s", statusText(&st))
+		}
+	})
+	t.Run("Pending", func(t *testing.T) {
+		t.Parallel()
+		// The kernel alone, without its initramfs: it cannot mount a
+		// root and panics before any fetch.
+		res := firstBoot(t, run.Options{Instance: loadGuestSpec(t, devVM), Kernel: im.Kernel, Append: "console=ttyS0 root=/dev/vda1"})
+		if res.Panic == "" || res.FirstBoot.State != firstboot.Pending {
+			t.Errorf("panic %q, first boot %s; want a panic and pending", res.Panic, statusText(res.FirstBoot))
+		}
+	})
+}
+
+// waitFor polls the guest's first boot until ok (a stall is read, not
+// announced: no change marks it), or fails at ctx's end.
+func waitFor(t *testing.T, ctx context.Context, g *run.Guest, what string, ok func(*firstboot.Status) bool) firstboot.Status {
+	t.Helper()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		st, _ := g.FirstBoot()
+		if ok(&st) {
+			return st
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			t.Fatalf("first boot never %s:\n%s\n%s", what, statusText(&st), tail(g.Console(), 40))
+		}
+	}
+}
