@@ -17,6 +17,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/vminit/vminit/bootreport"
 	"github.com/vminit/vminit/internal/lib/systemd"
 	"github.com/vminit/vminit/internal/testing/cloudinittest"
 	"github.com/vminit/vminit/mdserver/firstboot"
@@ -101,7 +102,7 @@ func TestWithReport(t *testing.T) {
 		if isMultipart := strings.HasPrefix(string(out), "Content-Type: multipart/mixed"); isMultipart == c.single {
 			t.Errorf("%s: multipart %v, want %v:\n%s", c.name, isMultipart, !c.single, out)
 		}
-		if !strings.Contains(string(out), base+firstboot.EventsPath) {
+		if !strings.Contains(string(out), base+bootreport.EventsPath) {
 			t.Errorf("%s: the report is not readable as is:\n%s", c.name, out)
 		}
 		if c.single {
@@ -119,7 +120,7 @@ func TestWithReport(t *testing.T) {
 	for i, c := range cases {
 		r := res[i]
 		hook := r.Reporting["vminit"]
-		if hook["type"] != "webhook" || hook["endpoint"] != base+firstboot.EventsPath {
+		if hook["type"] != "webhook" || hook["endpoint"] != base+bootreport.EventsPath {
 			t.Errorf("%s: reporting %v", c.name, r.Reporting)
 		}
 		if c.name == "cloud-config with its own reporting" && r.Reporting["mine"] == nil {
@@ -133,14 +134,14 @@ func TestWithReport(t *testing.T) {
 		if c.runcmd && !strings.Contains(fmt.Sprint(r.Runcmd), "echo user") {
 			t.Errorf("%s: runcmd %v", c.name, r.Runcmd)
 		}
-		script, unit, trigger := r.Files[ReportScript], r.Files[path.Join(systemd.UnitDir, firstboot.ReportUnit)], r.Files[ReportTrigger]
+		script, unit, trigger := r.Files[ReportScript], r.Files[path.Join(systemd.UnitDir, bootreport.ReportUnit)], r.Files[ReportTrigger]
 		if !bytes.Equal(script.Content, reportScript) || script.Perms != 0o755 {
 			t.Errorf("%s: %s is %o %.60q", c.name, ReportScript, script.Perms, script.Content)
 		}
-		if !strings.Contains(string(unit.Content), `Environment="VMINIT_REPORT_URL=`+base+firstboot.ReportPath+`"`) {
+		if !strings.Contains(string(unit.Content), `Environment="VMINIT_REPORT_URL=`+base+bootreport.ReportPath+`"`) {
 			t.Errorf("%s: unit:\n%s", c.name, unit.Content)
 		}
-		if trigger.Perms != 0o755 || !strings.Contains(string(trigger.Content), "systemctl start --no-block "+firstboot.ReportUnit) {
+		if trigger.Perms != 0o755 || !strings.Contains(string(trigger.Content), "systemctl start --no-block "+bootreport.ReportUnit) {
 			t.Errorf("%s: trigger %o:\n%s", c.name, trigger.Perms, trigger.Content)
 		}
 	}
@@ -170,7 +171,7 @@ func newReportServer(t *testing.T, codes ...int) *reportServer {
 		body, _ := io.ReadAll(r.Body)
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if r.Method != http.MethodPost || r.URL.Path != firstboot.ReportPath || r.Header.Get("Content-Type") != "application/json" {
+		if r.Method != http.MethodPost || r.URL.Path != bootreport.ReportPath || r.Header.Get("Content-Type") != "application/json" {
 			t.Errorf("%s %s (%s)", r.Method, r.URL, r.Header.Get("Content-Type"))
 		}
 		s.bodies = append(s.bodies, body)
@@ -194,7 +195,7 @@ func runReportScript(t *testing.T, root, url string) string {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(cloudinittest.Python, scriptFile)
-	cmd.Env = []string{firstboot.ReportURLEnv + "=" + url, "VMINIT_REPORT_TEST_ROOT=" + root, "VMINIT_REPORT_TEST_DELAY=0"}
+	cmd.Env = []string{bootreport.ReportURLEnv + "=" + url, "VMINIT_REPORT_TEST_ROOT=" + root, "VMINIT_REPORT_TEST_DELAY=0"}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("report.py: %v\n%s", err, out)
@@ -231,7 +232,7 @@ func TestReportScriptPosts(t *testing.T) {
 		"var/lib/cloud/instance/boot-finished": "",
 	})
 	srv := newReportServer(t, http.StatusServiceUnavailable)
-	url := firstboot.ReportURL(srv.URL)
+	url := bootreport.ReportURL(srv.URL)
 	runReportScript(t, root, url)
 	if len(srv.bodies) != 2 {
 		t.Fatalf("%d posts, want 2 (one retry after the 503)", len(srv.bodies))
@@ -267,7 +268,7 @@ func TestReportScriptMissingFilesAndRefusal(t *testing.T) {
 		"run/cloud-init/result.json":           `{"v1": {"errors": ["` + strings.Repeat("e", 20000) + `"]}}`,
 	})
 	srv := newReportServer(t, http.StatusForbidden)
-	url := firstboot.ReportURL(srv.URL)
+	url := bootreport.ReportURL(srv.URL)
 	if out := runReportScript(t, root, url); !strings.Contains(out, "HTTP 403") {
 		t.Errorf("output %q does not name the refusal", out)
 	}

@@ -115,7 +115,7 @@ import (
 	"github.com/coreos/go-semver/semver"
 	types "github.com/coreos/ignition/v2/config/v3_0/types"
 
-	"github.com/vminit/vminit/mdserver/firstboot"
+	"github.com/vminit/vminit/bootreport"
 	"github.com/vminit/vminit/spec"
 )
 
@@ -158,8 +158,8 @@ type Options struct {
 	// (contents.local, ssh_authorized_keys_local…) are relative to; empty
 	// forbids them.
 	FilesDir string
-	// ReportTo, the base URL of a vminit server (firstboot.ParseBaseURL),
-	// adds firstboot.ReportUnit: once the first boot has settled, it posts
+	// ReportTo, the base URL of a vminit server (bootreport.ParseBaseURL),
+	// adds bootreport.ReportUnit: once the first boot has settled, it posts
 	// the system's state and failed units to the server (report.go).
 	ReportTo string
 }
@@ -194,7 +194,7 @@ func Render(inst *spec.Instance, opts Options) (*Result, error) {
 		return nil, fmt.Errorf("%w %q (want fcos, rhcos or flatcar)", ErrUnknownVariant, opts.Variant)
 	}
 	if opts.ReportTo != "" {
-		base, err := firstboot.ParseBaseURL(opts.ReportTo)
+		base, err := bootreport.ParseBaseURL(opts.ReportTo)
 		if err != nil {
 			return nil, fmt.Errorf("report URL %q: %w", opts.ReportTo, err)
 		}

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/vminit/vminit/bootreport"
 	"github.com/vminit/vminit/internal/testing/ignitiontest"
 	"github.com/vminit/vminit/internal/testing/testtools"
 	"github.com/vminit/vminit/mdserver/firstboot"
@@ -39,7 +40,7 @@ func TestBootReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if bytes.Contains(plain.Config, []byte(firstboot.ReportUnit)) {
+	if bytes.Contains(plain.Config, []byte(bootreport.ReportUnit)) {
 		t.Errorf("a config without ReportTo has the report unit")
 	}
 	const base = "https://192.0.2.7:8443/mds"
@@ -68,13 +69,13 @@ func TestBootReport(t *testing.T) {
 	if !bytes.Contains(script, []byte(ReportMarker)) {
 		t.Errorf("the script does not use the marker %s of the unit's condition", ReportMarker)
 	}
-	unit, err := os.ReadFile(filepath.Join(root, "etc/systemd/system", firstboot.ReportUnit))
-	if err != nil || !strings.Contains(string(unit), `Environment="VMINIT_REPORT_URL=`+base+firstboot.ReportPath+`"`) ||
+	unit, err := os.ReadFile(filepath.Join(root, "etc/systemd/system", bootreport.ReportUnit))
+	if err != nil || !strings.Contains(string(unit), `Environment="VMINIT_REPORT_URL=`+base+bootreport.ReportPath+`"`) ||
 		!strings.Contains(string(unit), "ConditionPathExists=!"+ReportMarker) {
 		t.Errorf("unit: %v\n%s", err, unit)
 	}
 	preset, _ := os.ReadFile(filepath.Join(root, "etc/systemd/system-preset/20-ignition.preset"))
-	if !strings.Contains(string(preset), "enable "+firstboot.ReportUnit) {
+	if !strings.Contains(string(preset), "enable "+bootreport.ReportUnit) {
 		t.Errorf("the unit is not enabled; presets:\n%s", preset)
 	}
 }
@@ -138,7 +139,7 @@ func newReportServer(t *testing.T, codes ...int) *reportServer {
 		body, _ := io.ReadAll(r.Body)
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if r.Method != http.MethodPost || r.URL.Path != firstboot.ReportPath || r.Header.Get("Content-Type") != "application/json" {
+		if r.Method != http.MethodPost || r.URL.Path != bootreport.ReportPath || r.Header.Get("Content-Type") != "application/json" {
 			t.Errorf("%s %s (%s)", r.Method, r.URL, r.Header.Get("Content-Type"))
 		}
 		s.bodies = append(s.bodies, body)
@@ -155,7 +156,7 @@ func newReportServer(t *testing.T, codes ...int) *reportServer {
 func runReport(t *testing.T, stubDir, root, url string) {
 	t.Helper()
 	cmd := exec.Command(testtools.Require(t, "bash"), "-c", string(reportScript))
-	cmd.Env = []string{"PATH=" + stubDir + ":/usr/bin:/bin", firstboot.ReportURLEnv + "=" + url,
+	cmd.Env = []string{"PATH=" + stubDir + ":/usr/bin:/bin", bootreport.ReportURLEnv + "=" + url,
 		"VMINIT_REPORT_TEST_ROOT=" + root, "VMINIT_REPORT_TEST_DELAY=0"}
 	testtools.Require(t, "curl")
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -177,7 +178,7 @@ func TestReportScriptPosts(t *testing.T) {
 	journal := strings.Repeat("filler line\n", 300) + "a \"quoted\" \\back\\slash\ttab\x01\x1b[0m ctl J\u00fcrgen \u2603\r\nexit status 1\n"
 	root := t.TempDir()
 	srv := newReportServer(t, http.StatusBadGateway)
-	url := firstboot.ReportURL(srv.URL)
+	url := bootreport.ReportURL(srv.URL)
 	runReport(t, stubs(t, units, journal), root, url)
 	if len(srv.bodies) != 2 {
 		t.Fatalf("%d posts, want 2 (one retry after the 502)", len(srv.bodies))
@@ -213,7 +214,7 @@ func TestReportScriptNoFailures(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "systemctl"), []byte("#!/bin/bash\n[ \"$1\" = is-system-running ] && echo running\nexit 0\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	runReport(t, dir, t.TempDir(), firstboot.ReportURL(srv.URL))
+	runReport(t, dir, t.TempDir(), bootreport.ReportURL(srv.URL))
 	var rep firstboot.GuestReport
 	if len(srv.bodies) != 1 || json.Unmarshal(srv.bodies[0], &rep) != nil || rep.SystemState != "running" || rep.FailedUnits == nil && !bytes.Contains(srv.bodies[0], []byte(`"failedUnits":[]`)) {
 		t.Errorf("posted %q", srv.bodies)

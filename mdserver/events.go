@@ -8,12 +8,13 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/vminit/vminit/bootreport"
 	"github.com/vminit/vminit/mdserver/firstboot"
 	"github.com/vminit/vminit/mdserver/registry"
 )
 
 // The guests' write path: what a guest's agent posts of its first boot
-// (firstboot.EventsPath, firstboot.ReportPath), into the handler's
+// (bootreport.EventsPath, bootreport.ReportPath), into the handler's
 // first-boot tracker (Handler.Boots).
 //
 //	POST /vminit/v1/events   one cloud-init reporting event, as its webhook handler posts it
@@ -41,11 +42,11 @@ func init() {
 		name: DialectFirstBoot,
 		owns: func(path string) bool { return strings.HasPrefix(path, "/vminit/") },
 		configure: func(h *Handler, mux *http.ServeMux) guard {
-			mux.HandleFunc("POST "+firstboot.EventsPath, h.postEvent)
-			mux.HandleFunc("POST "+firstboot.ReportPath, h.postReport)
+			mux.HandleFunc("POST "+bootreport.EventsPath, h.postEvent)
+			mux.HandleFunc("POST "+bootreport.ReportPath, h.postReport)
 			// Else EC2's GET / would answer.
 			mux.HandleFunc("GET /vminit/", func(w http.ResponseWriter, r *http.Request) {
-				if r.URL.Path == firstboot.EventsPath || r.URL.Path == firstboot.ReportPath {
+				if r.URL.Path == bootreport.EventsPath || r.URL.Path == bootreport.ReportPath {
 					w.Header()["Allow"] = hdrPost
 					methodNotAllowed(w, r)
 					return
@@ -69,7 +70,7 @@ func (h *Handler) postEvent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if agent := rec.Instance().Spec.Agent; agent != firstboot.AgentCloudInit {
-		badWrite(w, rec, fmt.Errorf("its spec.agent is %s: events are cloud-init's (%s takes %s's report)", agent, firstboot.ReportPath, agent))
+		badWrite(w, rec, fmt.Errorf("its spec.agent is %s: events are cloud-init's (%s takes %s's report)", agent, bootreport.ReportPath, agent))
 		return
 	}
 	ev, err := firstboot.ParseCloudInitEvent(body)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vminit/vminit/bootreport"
 	"github.com/vminit/vminit/mdserver/firstboot"
 )
 
@@ -37,7 +38,7 @@ func TestGuestWrites(t *testing.T) {
 	h := NewHandler(store, Options{AllowLoopbackInstances: true, Metrics: m, Logger: slog.New(slog.NewTextHandler(&audit, nil))})
 	srv, _ := serve(t, h)
 	a, bb := clientFrom("127.0.0.2"), clientFrom("127.0.0.3")
-	events := srv.URL + firstboot.EventsPath
+	events := srv.URL + bootreport.EventsPath
 
 	for _, ev := range []string{evStartFinal, evFailScripts, evFinishFinal} {
 		if r := do(t, a, "POST", events, nil, ev); r.status != 204 || r.body != "" {
@@ -45,7 +46,7 @@ func TestGuestWrites(t *testing.T) {
 		}
 	}
 	json := map[string]string{"Content-Type": "application/json; charset=utf-8"}
-	if r := do(t, a, "POST", srv.URL+firstboot.ReportPath, json, reportFailed); r.status != 204 {
+	if r := do(t, a, "POST", srv.URL+bootreport.ReportPath, json, reportFailed); r.status != 204 {
 		t.Fatalf("POST the report: %d %q", r.status, r.body)
 	}
 	st, _ := h.Boot("vm-a")
@@ -63,14 +64,14 @@ func TestGuestWrites(t *testing.T) {
 		status             int
 		reply              string // a substring of the body; "" for an empty one
 	}{
-		{"malformed", "POST", firstboot.EventsPath, nil, `{"name": "x"`, 400, "vminit: instance vm-a: bad event: unexpected end of JSON input\n"},
-		{"not an event", "POST", firstboot.EventsPath, nil, `{"name": "x", "event_type": "progress"}`, 400, `event_type "progress"`},
-		{"another agent's report", "POST", firstboot.ReportPath, nil, `{"agent": "ignition", "systemState": "running"}`, 400, "a report of ignition, and its spec.agent is cloud-init"},
-		{"a form", "POST", firstboot.EventsPath, map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, evStartFinal, 415, ""},
-		{"too large, said", "POST", firstboot.EventsPath, nil, `{"name": "` + strings.Repeat("x", firstboot.MaxEventBytes) + `"}`, 413, ""},
-		{"a report too large", "POST", firstboot.ReportPath, nil, strings.Repeat(" ", firstboot.MaxReportBytes+1), 413, ""},
-		{"GET", "GET", firstboot.EventsPath, nil, "", 405, ""},
-		{"PUT", "PUT", firstboot.ReportPath, nil, "{}", 405, ""},
+		{"malformed", "POST", bootreport.EventsPath, nil, `{"name": "x"`, 400, "vminit: instance vm-a: bad event: unexpected end of JSON input\n"},
+		{"not an event", "POST", bootreport.EventsPath, nil, `{"name": "x", "event_type": "progress"}`, 400, `event_type "progress"`},
+		{"another agent's report", "POST", bootreport.ReportPath, nil, `{"agent": "ignition", "systemState": "running"}`, 400, "a report of ignition, and its spec.agent is cloud-init"},
+		{"a form", "POST", bootreport.EventsPath, map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, evStartFinal, 415, ""},
+		{"too large, said", "POST", bootreport.EventsPath, nil, `{"name": "` + strings.Repeat("x", firstboot.MaxEventBytes) + `"}`, 413, ""},
+		{"a report too large", "POST", bootreport.ReportPath, nil, strings.Repeat(" ", firstboot.MaxReportBytes+1), 413, ""},
+		{"GET", "GET", bootreport.EventsPath, nil, "", 405, ""},
+		{"PUT", "PUT", bootreport.ReportPath, nil, "{}", 405, ""},
 		{"another path", "GET", "/vminit/v1/other", nil, "", 404, ""},
 	} {
 		r := do(t, a, tc.method, srv.URL+tc.path, tc.hdr, tc.body)
@@ -178,7 +179,7 @@ func TestBootMetrics(t *testing.T) {
 	h.ServeHTTP(newRecorder(), guestRequest(t, "127.0.0.2", "GET", "/nocloud/meta-data", ""))
 	now = now.Add(42 * time.Second)
 	for _, ev := range []string{evStartFinal, evFailScripts, evFinishFinal} {
-		if w := serveRecorded(h, guestRequest(t, "127.0.0.2", "POST", firstboot.EventsPath, ev)); w.Code != 204 {
+		if w := serveRecorded(h, guestRequest(t, "127.0.0.2", "POST", bootreport.EventsPath, ev)); w.Code != 204 {
 			t.Fatalf("POST an event: %d %s", w.Code, w.Body)
 		}
 	}

@@ -85,7 +85,7 @@ type Options struct {
 	// makes one with the default options. Share one tracker between the
 	// handler and a store that writes statuses back.
 	Boots *firstboot.Tracker
-	// ReportURL is the base URL (firstboot.ParseBaseURL) the served
+	// ReportURL is the base URL (bootreport.ParseBaseURL) the served
 	// user data and Ignition configs tell guests to report their first
 	// boot to; empty means the scheme and host each guest reached this
 	// server at (report.go). NoBootReports serves the data without the

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vminit/vminit/bootreport"
 	"github.com/vminit/vminit/mdserver/firstboot"
 )
 
@@ -30,7 +31,7 @@ func TestWritesOnlyOwnRecord(t *testing.T) {
 		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.5/32")}, Now: func() time.Time { return now }})
 	srv, _ := serve(t, h)
 	a, proxy := clientFrom("127.0.0.2"), clientFrom("127.0.0.5")
-	events := srv.URL + firstboot.EventsPath
+	events := srv.URL + bootreport.EventsPath
 	bbRec, _ := store.Snapshot().ByName("vm-bb")
 	forB := SignInstance(key, "vm-bb", bbRec.UID, now.Add(time.Minute))
 
@@ -46,7 +47,7 @@ func TestWritesOnlyOwnRecord(t *testing.T) {
 	if r := do(t, a, "POST", events, nil, body); r.status != 204 {
 		t.Errorf("an event naming vm-bb: %d %q", r.status, r.body)
 	}
-	if r := do(t, a, "POST", srv.URL+firstboot.ReportPath, nil, `{"agent": "cloud-init", "name": "vm-bb", "result": {"v1": {"errors": []}}}`); r.status != 400 || !strings.Contains(r.body, `unknown field "name"`) {
+	if r := do(t, a, "POST", srv.URL+bootreport.ReportPath, nil, `{"agent": "cloud-init", "name": "vm-bb", "result": {"v1": {"errors": []}}}`); r.status != 400 || !strings.Contains(r.body, `unknown field "name"`) {
 		t.Errorf("a report naming vm-bb: %d %q", r.status, r.body)
 	}
 	if st, _ := h.Boot("vm-a"); len(st.Events) != 3 {
@@ -94,7 +95,7 @@ func TestWriteFlood(t *testing.T) {
 	h := NewHandler(store, Options{AllowLoopbackInstances: true, Logger: quietLogger(), Rate: 1, Burst: 20, Now: func() time.Time { return now }})
 	srv, _ := serve(t, h)
 	a, bb := clientFrom("127.0.0.2"), clientFrom("127.0.0.3")
-	events := srv.URL + firstboot.EventsPath
+	events := srv.URL + bootreport.EventsPath
 	accepted, refused := 0, 0
 	for i := range 250 {
 		r := do(t, a, "POST", events, nil, fmt.Sprintf(`{"name": "init-network/m%d", "event_type": "start"}`, i))
@@ -141,7 +142,7 @@ func TestEventStormBounded(t *testing.T) {
 		if i%100 == 0 {
 			body = fmt.Sprintf(`{"name": "stage-%d", "event_type": "start", "description": %q}`, i, desc)
 		}
-		if w := serveRecorded(h, guestRequest(t, "127.0.0.2", "POST", firstboot.EventsPath, body)); w.Code != 204 {
+		if w := serveRecorded(h, guestRequest(t, "127.0.0.2", "POST", bootreport.EventsPath, body)); w.Code != 204 {
 			t.Fatalf("event %d: %d %s", i, w.Code, w.Body)
 		}
 	}
@@ -176,10 +177,10 @@ func TestWritesOfAnotherAgent(t *testing.T) {
 		status     int
 		reply      string
 	}{
-		{fc, firstboot.EventsPath, evStartFinal, 400, "vminit: instance vm-fc: its spec.agent is ignition: events are cloud-init's"},
-		{fc, firstboot.ReportPath, reportFailed, 400, "a report of cloud-init, and its spec.agent is ignition"},
-		{a, firstboot.ReportPath, ignitionReport, 400, "a report of ignition, and its spec.agent is cloud-init"},
-		{fc, firstboot.ReportPath, ignitionReport, 204, ""},
+		{fc, bootreport.EventsPath, evStartFinal, 400, "vminit: instance vm-fc: its spec.agent is ignition: events are cloud-init's"},
+		{fc, bootreport.ReportPath, reportFailed, 400, "a report of cloud-init, and its spec.agent is ignition"},
+		{a, bootreport.ReportPath, ignitionReport, 400, "a report of ignition, and its spec.agent is cloud-init"},
+		{fc, bootreport.ReportPath, ignitionReport, 204, ""},
 	} {
 		if r := do(t, tc.c, "POST", srv.URL+tc.path, nil, tc.body); r.status != tc.status || !strings.Contains(r.body, tc.reply) {
 			t.Errorf("POST %s %.40s: %d %q, want %d %q", tc.path, tc.body, r.status, r.body, tc.status, tc.reply)

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/vminit/vminit/bootreport"
 	"github.com/vminit/vminit/mdserver/firstboot"
 )
 
@@ -13,8 +14,8 @@ import (
 
 // writeKinds are the guests' writes, by path.
 var writeKinds = [...]struct{ path, kind string }{
-	{firstboot.EventsPath, "event"},
-	{firstboot.ReportPath, "report"},
+	{bootreport.EventsPath, "event"},
+	{bootreport.ReportPath, "report"},
 }
 
 // bootAgents and bootOutcomes label the first-boot histogram.

@@ -5,9 +5,9 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/vminit/vminit/bootreport"
 	"github.com/vminit/vminit/cloudinit"
 	"github.com/vminit/vminit/ignition"
-	"github.com/vminit/vminit/mdserver/firstboot"
 	"github.com/vminit/vminit/mdserver/registry"
 )
 
@@ -37,7 +37,7 @@ func reportOptions(opts Options) (string, bool) {
 	if opts.NoBootReports || opts.ReportURL == "" {
 		return opts.ReportURL, opts.NoBootReports
 	}
-	base, err := firstboot.ParseBaseURL(opts.ReportURL)
+	base, err := bootreport.ParseBaseURL(opts.ReportURL)
 	if err != nil {
 		opts.Logger.Error("first-boot reports off: Options.ReportURL", "url", opts.ReportURL, "error", err)
 		return opts.ReportURL, true
@@ -65,7 +65,7 @@ func (h *Handler) reportBase(r *http.Request) string {
 	case strings.ContainsAny(r.Host, "/?#@\\") || r.Host == "":
 		return ""
 	}
-	base, err := firstboot.ParseBaseURL(requestBase(r))
+	base, err := bootreport.ParseBaseURL(requestBase(r))
 	if err != nil {
 		return ""
 	}

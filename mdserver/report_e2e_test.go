@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vminit/vminit/bootreport"
 	"github.com/vminit/vminit/internal/testing/cloudinittest"
 	"github.com/vminit/vminit/mdserver/firstboot"
 )
@@ -44,7 +45,7 @@ func TestReportScriptToHandler(t *testing.T) {
 			}
 		}
 		cmd := exec.Command(cloudinittest.Python, scriptFile)
-		cmd.Env = []string{firstboot.ReportURLEnv + "=" + firstboot.ReportURL(srv.URL), "VMINIT_REPORT_TEST_ROOT=" + root, "VMINIT_REPORT_TEST_DELAY=0"}
+		cmd.Env = []string{bootreport.ReportURLEnv + "=" + bootreport.ReportURL(srv.URL), "VMINIT_REPORT_TEST_ROOT=" + root, "VMINIT_REPORT_TEST_DELAY=0"}
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("report.py: %v\n%s", err, out)

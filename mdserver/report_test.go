@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vminit/vminit/bootreport"
 	"github.com/vminit/vminit/ignition"
 	"github.com/vminit/vminit/internal/testing/cloudinittest"
-	"github.com/vminit/vminit/mdserver/firstboot"
 	"github.com/vminit/vminit/mdserver/registry"
 	"github.com/vminit/vminit/seed"
 )
@@ -49,11 +49,11 @@ func TestServedCloudInitReports(t *testing.T) {
 	var nc struct{ UD string }
 	cloudinittest.Run(t, pyNoCloud, map[string]any{"base": srv.URL + "/nocloud/", "src": "127.0.0.3"}, &nc)
 	for i, rep := range finalReporting(t, ec2.Userdata, ostk.Userdata, nc.UD) {
-		if hook := rep["vminit"]; hook["endpoint"] != srv.URL+firstboot.EventsPath || hook["type"] != "webhook" {
+		if hook := rep["vminit"]; hook["endpoint"] != srv.URL+bootreport.EventsPath || hook["type"] != "webhook" {
 			t.Errorf("%s: reporting %v", []string{"ec2", "openstack", "nocloud"}[i], rep)
 		}
 	}
-	if !strings.Contains(nc.UD, `Environment="VMINIT_REPORT_URL=`+srv.URL+firstboot.ReportPath+`"`) {
+	if !strings.Contains(nc.UD, `Environment="VMINIT_REPORT_URL=`+srv.URL+bootreport.ReportPath+`"`) {
 		t.Errorf("no report unit pointed at %s:\n%s", srv.URL, nc.UD)
 	}
 }
@@ -79,7 +79,7 @@ func guestGet(t *testing.T, h http.Handler, src, host, path string) string {
 func TestServedReportByHost(t *testing.T) {
 	store := twoInstances(t, "")
 	h := NewHandler(store, Options{AllowLoopbackInstances: true, Logger: quietLogger()})
-	endpoint := func(base string) string { return "endpoint: " + base + firstboot.EventsPath }
+	endpoint := func(base string) string { return "endpoint: " + base + bootreport.EventsPath }
 	a := guestGet(t, h, "127.0.0.2", "mds-a.example:8080", "/nocloud/user-data")
 	b := guestGet(t, h, "127.0.0.3", "192.0.2.9", "/nocloud/user-data")
 	if !strings.Contains(a, endpoint("http://mds-a.example:8080")) || !strings.Contains(b, endpoint("http://192.0.2.9")) {
@@ -122,10 +122,10 @@ func TestServedReportOptions(t *testing.T) {
 		testRecord(t, instanceDoc("vm-ign", []string{"127.0.0.3"}, "  agent: ignition\n"), "1"))
 	const url = "https://mds.example:8443/vminit"
 	h := NewHandler(store, Options{AllowLoopbackInstances: true, Logger: quietLogger(), ReportURL: url + "/"})
-	if ud := guestGet(t, h, "127.0.0.2", "elsewhere", "/latest/user-data"); !strings.Contains(ud, "endpoint: "+url+firstboot.EventsPath) {
+	if ud := guestGet(t, h, "127.0.0.2", "elsewhere", "/latest/user-data"); !strings.Contains(ud, "endpoint: "+url+bootreport.EventsPath) {
 		t.Errorf("user data not pointed at ReportURL:\n%s", ud)
 	}
-	unit := `Environment=\"VMINIT_REPORT_URL=` + url + firstboot.ReportPath + `\"`
+	unit := `Environment=\"VMINIT_REPORT_URL=` + url + bootreport.ReportPath + `\"`
 	if cfg := guestGet(t, h, "127.0.0.3", "elsewhere", "/ignition/config"); !strings.Contains(cfg, unit) {
 		t.Errorf("Ignition config without the unit %s:\n%s", unit, cfg)
 	}
@@ -157,7 +157,7 @@ func TestPreviewShowsReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, f := range files {
-		if strings.HasSuffix(f.Path, "user-data") && !strings.Contains(string(f.Data), "endpoint: "+h.ReportPreviewBase()+firstboot.EventsPath) {
+		if strings.HasSuffix(f.Path, "user-data") && !strings.Contains(string(f.Data), "endpoint: "+h.ReportPreviewBase()+bootreport.EventsPath) {
 			t.Errorf("preview user data without the report to %s", h.ReportPreviewBase())
 		}
 	}

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vminit/vminit/mdserver/firstboot"
+	"github.com/vminit/vminit/bootreport"
 )
 
 // TestReportTo: Options.ReportTo puts the first-boot report in the user
@@ -20,7 +20,7 @@ func TestReportTo(t *testing.T) {
 				t.Fatalf("%s %s: %v", name, ds, err)
 			}
 			for _, f := range s.Files {
-				has := strings.Contains(string(f.Data), base+firstboot.EventsPath)
+				has := strings.Contains(string(f.Data), base+bootreport.EventsPath)
 				if has != (f.Path == ds.UserDataPath()) {
 					t.Errorf("%s %s: %s has the report: %v", name, ds, f.Path, has)
 				}

@@ -6,7 +6,7 @@ import (
 	"fmt"
 )
 
-// MaxEventBytes bounds the body of one event a guest posts to EventsPath.
+// MaxEventBytes bounds the body of one event a guest posts to bootreport.EventsPath.
 // cloud-init's events are a few hundred bytes; a finish event may carry
 // "files" (base64 contents some datasources attach), which are not kept.
 const MaxEventBytes = 16 << 10

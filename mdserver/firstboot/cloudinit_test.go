@@ -2,6 +2,7 @@ package firstboot
 
 import (
 	"errors"
+	"github.com/vminit/vminit/bootreport"
 	"io"
 	"net"
 	"net/http"
@@ -47,7 +48,7 @@ func postedEvents(t *testing.T) (bodies [][]byte, ctypes []string) {
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		mu.Lock()
-		if r.Method == http.MethodPost && r.URL.Path == EventsPath {
+		if r.Method == http.MethodPost && r.URL.Path == bootreport.EventsPath {
 			bodies, ctypes = append(bodies, b), append(ctypes, r.Header.Get("Content-Type"))
 		}
 		mu.Unlock()
@@ -65,7 +66,7 @@ func postedEvents(t *testing.T) (bodies [][]byte, ctypes []string) {
 	if err := os.WriteFile(file, []byte("Cloud-init v. 22.4 finished\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cloudinittest.Run(t, webhookScript, map[string]string{"url": srv.URL + EventsPath, "file": file}, nil)
+	cloudinittest.Run(t, webhookScript, map[string]string{"url": srv.URL + bootreport.EventsPath, "file": file}, nil)
 	mu.Lock()
 	defer mu.Unlock()
 	return bodies, ctypes

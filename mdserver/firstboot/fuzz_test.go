@@ -4,7 +4,7 @@ import (
 	"testing"
 )
 
-// FuzzParseCloudInitEvent: whatever a guest posts to EventsPath, the
+// FuzzParseCloudInitEvent: whatever a guest posts to bootreport.EventsPath, the
 // parser does not panic, and what it accepts the tracker records, within
 // its limits.
 func FuzzParseCloudInitEvent(f *testing.F) {
@@ -33,7 +33,7 @@ func FuzzParseCloudInitEvent(f *testing.F) {
 	})
 }
 
-// FuzzGuestReport: whatever a guest posts to ReportPath, decoding and
+// FuzzGuestReport: whatever a guest posts to bootreport.ReportPath, decoding and
 // reading it do not panic, and an accepted report is within the
 // tracker's limits.
 func FuzzGuestReport(f *testing.F) {

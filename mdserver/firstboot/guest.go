@@ -13,7 +13,7 @@ import (
 )
 
 // MaxReportBytes bounds the body of a GuestReport a guest posts to
-// ReportPath: cloud-init's status.json and result.json are a few hundred
+// bootreport.ReportPath: cloud-init's status.json and result.json are a few hundred
 // bytes, the log tails are what the tracker keeps (MaxMessage each); an
 // Ignition report of 16 failed units with 2 KiB of journal each, escaped
 // as JSON, can pass 64 KiB (ignition/report.sh).
@@ -28,7 +28,7 @@ const (
 	AgentIgnition  = "ignition"
 )
 
-// ParseGuestReport decodes the body a guest posted to ReportPath,
+// ParseGuestReport decodes the body a guest posted to bootreport.ReportPath,
 // strictly: one JSON object of GuestReport's fields and no other.
 func ParseGuestReport(body []byte) (GuestReport, error) {
 	var g GuestReport

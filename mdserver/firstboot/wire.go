@@ -2,17 +2,12 @@ package firstboot
 
 import "encoding/json"
 
-// The guests' write path, on the metadata listeners (package mdserver
-// serves it; the renderers point the agents at it):
-//
-//	POST /vminit/v1/events   one cloud-init reporting event, as its webhook handler posts it (ParseCloudInitEvent)
-//	POST /vminit/v1/report   a GuestReport: the agent's final word on its first boot (ParseGuestReport)
-const (
-	EventsPath = "/vminit/v1/events"
-	ReportPath = "/vminit/v1/report"
-)
+// What guests post (bootreport.EventsPath and bootreport.ReportPath, on
+// the metadata listeners): one cloud-init reporting event, as its webhook
+// handler posts it (ParseCloudInitEvent), or a GuestReport, the agent's
+// final word on its first boot (ParseGuestReport).
 
-// GuestReport is what a guest's completion unit posts to ReportPath once
+// GuestReport is what a guest's completion unit posts to bootreport.ReportPath once
 // first boot is over: for cloud-init, the content of its status.json and
 // result.json and the tail of its output log; for Ignition, the system's
 // state after boot and its failed units. It is decoded strictly

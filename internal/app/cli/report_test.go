@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vminit/vminit/mdserver/firstboot"
+	"github.com/vminit/vminit/bootreport"
 )
 
 // TestReportTo: --report-to puts the first-boot report in what render and
@@ -24,7 +24,7 @@ func TestReportTo(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	ud, err := os.ReadFile(filepath.Join(out, "user-data"))
-	if err != nil || !strings.Contains(string(ud), "endpoint: "+base+firstboot.EventsPath) || !strings.Contains(string(ud), firstboot.ReportUnit) {
+	if err != nil || !strings.Contains(string(ud), "endpoint: "+base+bootreport.EventsPath) || !strings.Contains(string(ud), bootreport.ReportUnit) {
 		t.Errorf("user-data without the report (%v):\n%s", err, ud)
 	}
 	build := func(name string, args ...string) []byte {
@@ -42,8 +42,8 @@ func TestReportTo(t *testing.T) {
 		t.Errorf("two builds with --report-to differ")
 	}
 	ign := build("config.ign", "../../../examples/fcos-server.yaml")
-	if !bytes.Contains(ign, []byte(firstboot.ReportUnit)) {
-		t.Errorf("the Ignition config has no %s", firstboot.ReportUnit)
+	if !bytes.Contains(ign, []byte(bootreport.ReportUnit)) {
+		t.Errorf("the Ignition config has no %s", bootreport.ReportUnit)
 	}
 	for _, bad := range []string{"ftp://192.0.2.1/", "http://user:pw@192.0.2.1/", "http://192.0.2.1/?a=b", "192.0.2.1:8080"} {
 		code, _, stderr := run(t, "build", examples[1], "-o", filepath.Join(dir, "bad.iso"), "--report-to", bad)
@@ -79,7 +79,7 @@ func TestServeReportFlags(t *testing.T) {
 		return ""
 	}
 	const url = "http://192.0.2.1:8080"
-	if ud := userData("--report-url", url+"/"); !strings.Contains(ud, "endpoint: "+url+firstboot.EventsPath) {
+	if ud := userData("--report-url", url+"/"); !strings.Contains(ud, "endpoint: "+url+bootreport.EventsPath) {
 		t.Errorf("--report-url: user data:\n%s", ud)
 	}
 	if ud := userData("--boot-reports=false"); strings.Contains(ud, "reporting:") || !strings.HasPrefix(ud, "#cloud-config") {

@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/vminit/vminit/bootreport"
 	"github.com/vminit/vminit/cloudinit"
 	"github.com/vminit/vminit/ignition"
 	"github.com/vminit/vminit/internal/app/serve"
@@ -493,7 +494,7 @@ func handlerOptions(f serveFlags, logger *slog.Logger) (mdserver.Options, error)
 	}
 	reportURL := f.reportURL
 	if reportURL != "" {
-		if reportURL, err = firstboot.ParseBaseURL(reportURL); err != nil {
+		if reportURL, err = bootreport.ParseBaseURL(reportURL); err != nil {
 			return mdserver.Options{}, usagef("--report-url=%q: %v", f.reportURL, err)
 		}
 	}

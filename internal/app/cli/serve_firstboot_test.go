@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vminit/vminit/bootreport"
 	"github.com/vminit/vminit/internal/testing/testtools"
-	"github.com/vminit/vminit/mdserver/firstboot"
 )
 
 // TestServeFirstBoot: vminit serve takes its guests' first-boot events on
@@ -29,7 +29,7 @@ func TestServeFirstBoot(t *testing.T) {
 	var res *http.Response
 	for range 100 { // until it listens
 		var err error
-		if res, err = http.Post("http://"+addr+firstboot.EventsPath, "", strings.NewReader(`{"name": "init-network/config-ssh", "event_type": "start"}`)); err == nil {
+		if res, err = http.Post("http://"+addr+bootreport.EventsPath, "", strings.NewReader(`{"name": "init-network/config-ssh", "event_type": "start"}`)); err == nil {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)

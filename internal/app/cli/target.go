@@ -6,9 +6,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vminit/vminit/bootreport"
 	"github.com/vminit/vminit/delivery"
 	"github.com/vminit/vminit/ignition"
-	"github.com/vminit/vminit/mdserver/firstboot"
 	"github.com/vminit/vminit/render"
 	"github.com/vminit/vminit/seed"
 	"github.com/vminit/vminit/spec"
@@ -83,7 +83,7 @@ func (f *targetFlags) target() (render.Target, error) {
 		}
 	}
 	if f.reportTo != "" {
-		base, err := firstboot.ParseBaseURL(f.reportTo)
+		base, err := bootreport.ParseBaseURL(f.reportTo)
 		if err != nil {
 			return t, usagef("--report-to=%q: %v", f.reportTo, err)
 		}

@@ -13,7 +13,7 @@ import (
 // With Serve the guest's first boot is also seen from the other side: the
 // in-process metadata server's tracker (package mdserver/firstboot) counts
 // the guest's fetches and takes the events and the final report its agent
-// posts to firstboot.EventsPath and ReportPath through the relay, as
+// posts to bootreport.EventsPath and ReportPath through the relay, as
 // `vminit serve` does for a fleet. The console stays the signal that the
 // agent finished; the server's view is added to the Result, and a boot it
 // saw fail is a failed run.

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vminit/vminit/bootreport"
 	"github.com/vminit/vminit/internal/testing/cloudinittest"
 	"github.com/vminit/vminit/internal/testing/testtools"
 	"github.com/vminit/vminit/mdserver/firstboot"
@@ -259,7 +260,7 @@ json.dump({}, sys.stdout)
 func TestRelayCarriesTheGuestsFirstBoot(t *testing.T) {
 	cloudinittest.Require(t)
 	base, r := viaNewRelay(t, loadSpec(t, "../../../examples/dev-vm.yaml"))
-	cloudinittest.Run(t, webhookBoot, map[string]any{"endpoint": firstboot.EventsURL(base)}, &struct{}{})
+	cloudinittest.Run(t, webhookBoot, map[string]any{"endpoint": bootreport.EventsURL(base)}, &struct{}{})
 	st := r.firstBoot()
 	if st.State != firstboot.Failed || len(st.Stages) != 3 || !strings.HasPrefix(st.FirstError(), "modules-final/config-scripts-user") {
 		t.Fatalf("after the webhook's events: %s %+v %q", st.State, st.Stages, st.FirstError())
@@ -279,7 +280,7 @@ func TestRelayCarriesTheGuestsFirstBoot(t *testing.T) {
 	// The script as the served data carries it (package cloudinit embeds
 	// this file).
 	cmd := exec.Command(cloudinittest.Python, "../../../cloudinit/report.py")
-	cmd.Env = []string{firstboot.ReportURLEnv + "=" + firstboot.ReportURL(base), "VMINIT_REPORT_TEST_ROOT=" + root, "VMINIT_REPORT_TEST_DELAY=0"}
+	cmd.Env = []string{bootreport.ReportURLEnv + "=" + bootreport.ReportURL(base), "VMINIT_REPORT_TEST_ROOT=" + root, "VMINIT_REPORT_TEST_DELAY=0"}
 	if out, err := cmd.CombinedOutput(); err != nil || strings.Contains(string(out), "POST") {
 		t.Fatalf("report.py: %v\n%s", err, out)
 	}
@@ -298,7 +299,7 @@ func TestRelayTakesTheLargestReport(t *testing.T) {
 	report := func(size int) int {
 		head := `{"agent": "cloud-init", "result": {"v1": {"errors": []}}, "log": "`
 		body := head + strings.Repeat("x", size-len(head)-2) + `"}`
-		resp, err := http.Post(firstboot.ReportURL(base), "application/json", strings.NewReader(body))
+		resp, err := http.Post(bootreport.ReportURL(base), "application/json", strings.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
 		}

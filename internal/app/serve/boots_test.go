@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vminit/vminit/bootreport"
 	"github.com/vminit/vminit/mdserver"
 	"github.com/vminit/vminit/mdserver/firstboot"
 	"github.com/vminit/vminit/mdserver/registry"
@@ -105,7 +106,7 @@ func TestSharedBoots(t *testing.T) {
 		`{"name": "modules-final", "event_type": "start", "description": "running modules for final"}`,
 		`{"name": "modules-final", "event_type": "finish", "result": "SUCCESS", "description": "running modules for final"}`,
 	} {
-		resp, err := c.Post(addr["metadata"]+firstboot.EventsPath, "application/json", strings.NewReader(ev))
+		resp, err := c.Post(addr["metadata"]+bootreport.EventsPath, "application/json", strings.NewReader(ev))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -179,7 +180,7 @@ func TestSharedBootsFlushedOnStop(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(ctx, nil, 0) }()
 	waitFor(t, store.followed, "the other replica's status merged")
-	resp, err := client(1, false).Post("http://"+srv.Listeners[0].Listener.Addr().String()+firstboot.EventsPath, "",
+	resp, err := client(1, false).Post("http://"+srv.Listeners[0].Listener.Addr().String()+bootreport.EventsPath, "",
 		strings.NewReader(`{"name": "init-network/config-ssh", "event_type": "start"}`))
 	if err != nil {
 		t.Fatal(err)

@@ -29,8 +29,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/vminit/vminit/bootreport"
 	"github.com/vminit/vminit/mdserver"
-	"github.com/vminit/vminit/mdserver/firstboot"
 	"github.com/vminit/vminit/mdserver/registry"
 )
 
@@ -311,7 +311,7 @@ func Storm(ctx context.Context, client Client, addr string, first, vms, conc int
 }
 
 // StormEvents is Storm with each VM also posting events (bodies for
-// firstboot.EventsPath, e.g. CloudInitEvents) spread between its GETs, as
+// bootreport.EventsPath, e.g. CloudInitEvents) spread between its GETs, as
 // a booting guest's reporting webhook does; it returns the GETs' and the
 // posts' measures apart, so that the metadata latency can be set beside a
 // storm without events.
@@ -375,7 +375,7 @@ func (vm *stormVM) boot(ctx context.Context, a netip.Addr, events [][]byte, getR
 		// The events due by this point of the crawl.
 		for due := (i + 1) * len(events) / len(CrawlPaths); sent < due; sent++ {
 			t0 := time.Now()
-			if err := rawDo(ctx, d, vm.addr, "POST", firstboot.EventsPath, events[sent], vm.buf); err != nil {
+			if err := rawDo(ctx, d, vm.addr, "POST", bootreport.EventsPath, events[sent], vm.buf); err != nil {
 				postRec.fail(err)
 				continue
 			}

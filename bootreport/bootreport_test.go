@@ -1,4 +1,4 @@
-package firstboot
+package bootreport
 
 import (
 	"strings"

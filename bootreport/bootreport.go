@@ -1,4 +1,4 @@
-package firstboot
+package bootreport
 
 import (
 	"errors"
@@ -6,10 +6,15 @@ import (
 	"strings"
 )
 
-// The agents' side of the wire contract: what the renderers (cloudinit,
-// ignition) put in a guest's first-boot data so that it reports to a
-// vminit server at a base URL (`--report-to URL`, or the server that
-// served the data).
+// The guests' write path, on the metadata listeners (package mdserver
+// serves it, package mdserver/firstboot reads what comes):
+//
+//	POST /vminit/v1/events   one cloud-init reporting event, as its webhook handler posts it
+//	POST /vminit/v1/report   a GuestReport (mdserver/firstboot): the agent's final word on its first boot
+const (
+	EventsPath = "/vminit/v1/events"
+	ReportPath = "/vminit/v1/report"
+)
 
 // ReportUnit is the systemd unit the rendered first-boot data adds to post
 // the GuestReport once first boot is over, for both agents.
