@@ -4,22 +4,20 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"maps"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/vminit/vminit/bootreport"
 	"github.com/vminit/vminit/internal/lib/systemd"
 	"github.com/vminit/vminit/internal/testing/cloudinittest"
+	"github.com/vminit/vminit/internal/testing/reporttest"
 	"github.com/vminit/vminit/mdserver/firstboot"
 )
 
@@ -155,36 +153,6 @@ func TestWithReportRefusesBadURLs(t *testing.T) {
 	}
 }
 
-// reportServer is a loopback listener standing for the vminit server: it
-// answers each POST with the next status of codes (200 when they run out)
-// and keeps the bodies.
-type reportServer struct {
-	*httptest.Server
-	mu     sync.Mutex
-	codes  []int
-	bodies [][]byte
-}
-
-func newReportServer(t *testing.T, codes ...int) *reportServer {
-	s := &reportServer{codes: codes}
-	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if r.Method != http.MethodPost || r.URL.Path != bootreport.ReportPath || r.Header.Get("Content-Type") != "application/json" {
-			t.Errorf("%s %s (%s)", r.Method, r.URL, r.Header.Get("Content-Type"))
-		}
-		s.bodies = append(s.bodies, body)
-		code := http.StatusOK
-		if len(s.codes) > 0 {
-			code, s.codes = s.codes[0], s.codes[1:]
-		}
-		w.WriteHeader(code)
-	}))
-	t.Cleanup(s.Close)
-	return s
-}
-
 // runReportScript runs report.py as its unit does, with /usr/bin/python3
 // and its paths under root.
 func runReportScript(t *testing.T, root, url string) string {
@@ -231,17 +199,17 @@ func TestReportScriptPosts(t *testing.T) {
 		"var/log/cloud-init-output.log":        log,
 		"var/lib/cloud/instance/boot-finished": "",
 	})
-	srv := newReportServer(t, http.StatusServiceUnavailable)
+	srv := reporttest.NewServer(t, http.StatusServiceUnavailable)
 	url := bootreport.ReportURL(srv.URL)
 	runReportScript(t, root, url)
-	if len(srv.bodies) != 2 {
-		t.Fatalf("%d posts, want 2 (one retry after the 503)", len(srv.bodies))
+	if len(srv.Bodies()) != 2 {
+		t.Fatalf("%d posts, want 2 (one retry after the 503)", len(srv.Bodies()))
 	}
 	var rep firstboot.GuestReport
-	dec := json.NewDecoder(bytes.NewReader(srv.bodies[1]))
+	dec := json.NewDecoder(bytes.NewReader(srv.Bodies()[1]))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&rep); err != nil {
-		t.Fatalf("%v: %s", err, srv.bodies[1])
+		t.Fatalf("%v: %s", err, srv.Bodies()[1])
 	}
 	if rep.Agent != "cloud-init" || !jsonEqual(t, rep.Status, status) || !jsonEqual(t, rep.Result, result) {
 		t.Errorf("report %+v", rep)
@@ -249,11 +217,11 @@ func TestReportScriptPosts(t *testing.T) {
 	if rep.Log != log[len(log)-4096:] {
 		t.Errorf("log is %d bytes ending %q, want the last 4096", len(rep.Log), rep.Log[max(0, len(rep.Log)-20):])
 	}
-	if n := len(srv.bodies[1]); n > len(status)+len(result)+4096+100 {
+	if n := len(srv.Bodies()[1]); n > len(status)+len(result)+4096+100 {
 		t.Errorf("the report is %d bytes: the log is escaped", n)
 	}
 	runReportScript(t, root, url)
-	if len(srv.bodies) != 2 {
+	if len(srv.Bodies()) != 2 {
 		t.Errorf("posted again after a delivered report")
 	}
 }
@@ -267,21 +235,21 @@ func TestReportScriptMissingFilesAndRefusal(t *testing.T) {
 		"var/lib/cloud/instance/boot-finished": "",
 		"run/cloud-init/result.json":           `{"v1": {"errors": ["` + strings.Repeat("e", 20000) + `"]}}`,
 	})
-	srv := newReportServer(t, http.StatusForbidden)
+	srv := reporttest.NewServer(t, http.StatusForbidden)
 	url := bootreport.ReportURL(srv.URL)
 	if out := runReportScript(t, root, url); !strings.Contains(out, "HTTP 403") {
 		t.Errorf("output %q does not name the refusal", out)
 	}
-	if len(srv.bodies) != 1 {
-		t.Fatalf("%d posts after a 403, want 1", len(srv.bodies))
+	if len(srv.Bodies()) != 1 {
+		t.Fatalf("%d posts after a 403, want 1", len(srv.Bodies()))
 	}
 	runReportScript(t, root, url)
-	if len(srv.bodies) != 1 {
+	if len(srv.Bodies()) != 1 {
 		t.Fatalf("a refused report was tried again")
 	}
 	var rep firstboot.GuestReport
-	if err := json.Unmarshal(srv.bodies[0], &rep); err != nil || rep.Agent != "cloud-init" || rep.Status != nil || rep.Result != nil {
-		t.Errorf("report %s: %v", srv.bodies[0], err)
+	if err := json.Unmarshal(srv.Bodies()[0], &rep); err != nil || rep.Agent != "cloud-init" || rep.Status != nil || rep.Result != nil {
+		t.Errorf("report %s: %v", srv.Bodies()[0], err)
 	}
 }
 

@@ -3,18 +3,16 @@ package ignition
 import (
 	"bytes"
 	"encoding/json"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/vminit/vminit/bootreport"
 	"github.com/vminit/vminit/internal/testing/ignitiontest"
+	"github.com/vminit/vminit/internal/testing/reporttest"
 	"github.com/vminit/vminit/internal/testing/testtools"
 	"github.com/vminit/vminit/mdserver/firstboot"
 	"github.com/vminit/vminit/spec"
@@ -126,33 +124,6 @@ cat "`+dir+`/journal"
 	return dir
 }
 
-type reportServer struct {
-	*httptest.Server
-	mu     sync.Mutex
-	codes  []int
-	bodies [][]byte
-}
-
-func newReportServer(t *testing.T, codes ...int) *reportServer {
-	s := &reportServer{codes: codes}
-	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if r.Method != http.MethodPost || r.URL.Path != bootreport.ReportPath || r.Header.Get("Content-Type") != "application/json" {
-			t.Errorf("%s %s (%s)", r.Method, r.URL, r.Header.Get("Content-Type"))
-		}
-		s.bodies = append(s.bodies, body)
-		code := http.StatusOK
-		if len(s.codes) > 0 {
-			code, s.codes = s.codes[0], s.codes[1:]
-		}
-		w.WriteHeader(code)
-	}))
-	t.Cleanup(s.Close)
-	return s
-}
-
 func runReport(t *testing.T, stubDir, root, url string) {
 	t.Helper()
 	cmd := exec.Command(testtools.Require(t, "bash"), "-c", string(reportScript))
@@ -177,17 +148,17 @@ func TestReportScriptPosts(t *testing.T) {
 	}
 	journal := strings.Repeat("filler line\n", 300) + "a \"quoted\" \\back\\slash\ttab\x01\x1b[0m ctl J\u00fcrgen \u2603\r\nexit status 1\n"
 	root := t.TempDir()
-	srv := newReportServer(t, http.StatusBadGateway)
+	srv := reporttest.NewServer(t, http.StatusBadGateway)
 	url := bootreport.ReportURL(srv.URL)
 	runReport(t, stubs(t, units, journal), root, url)
-	if len(srv.bodies) != 2 {
-		t.Fatalf("%d posts, want 2 (one retry after the 502)", len(srv.bodies))
+	if len(srv.Bodies()) != 2 {
+		t.Fatalf("%d posts, want 2 (one retry after the 502)", len(srv.Bodies()))
 	}
 	var rep firstboot.GuestReport
-	dec := json.NewDecoder(bytes.NewReader(srv.bodies[1]))
+	dec := json.NewDecoder(bytes.NewReader(srv.Bodies()[1]))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&rep); err != nil {
-		t.Fatalf("%v: %s", err, srv.bodies[1])
+		t.Fatalf("%v: %s", err, srv.Bodies()[1])
 	}
 	if rep.Agent != "ignition" || rep.SystemState != "degraded" || len(rep.FailedUnits) != 16 {
 		t.Fatalf("report: agent %q, state %q, %d failed units", rep.Agent, rep.SystemState, len(rep.FailedUnits))
@@ -202,21 +173,21 @@ func TestReportScriptPosts(t *testing.T) {
 		t.Errorf("no marker: %v", err)
 	}
 	runReport(t, stubs(t, units, journal), root, url)
-	if len(srv.bodies) != 2 {
+	if len(srv.Bodies()) != 2 {
 		t.Errorf("posted again after a delivered report")
 	}
 }
 
 // TestReportScriptNoFailures: a running system posts an empty list.
 func TestReportScriptNoFailures(t *testing.T) {
-	srv := newReportServer(t)
+	srv := reporttest.NewServer(t)
 	dir := stubs(t, nil, "")
 	if err := os.WriteFile(filepath.Join(dir, "systemctl"), []byte("#!/bin/bash\n[ \"$1\" = is-system-running ] && echo running\nexit 0\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	runReport(t, dir, t.TempDir(), bootreport.ReportURL(srv.URL))
 	var rep firstboot.GuestReport
-	if len(srv.bodies) != 1 || json.Unmarshal(srv.bodies[0], &rep) != nil || rep.SystemState != "running" || rep.FailedUnits == nil && !bytes.Contains(srv.bodies[0], []byte(`"failedUnits":[]`)) {
-		t.Errorf("posted %q", srv.bodies)
+	if len(srv.Bodies()) != 1 || json.Unmarshal(srv.Bodies()[0], &rep) != nil || rep.SystemState != "running" || rep.FailedUnits == nil && !bytes.Contains(srv.Bodies()[0], []byte(`"failedUnits":[]`)) {
+		t.Errorf("posted %q", srv.Bodies())
 	}
 }
