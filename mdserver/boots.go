@@ -2,7 +2,6 @@ package mdserver
 
 import (
 	"github.com/vminit/vminit/mdserver/firstboot"
-	"github.com/vminit/vminit/mdserver/registry"
 )
 
 // The fleet's first boots as this handler knows them: every instance the
@@ -20,7 +19,7 @@ func (h *Handler) Boot(name string) (firstboot.Status, bool) {
 	if !ok {
 		return firstboot.Status{}, false
 	}
-	return h.boots.Status(rec.Name, rec.UID, agentOf(rec)), true
+	return h.boots.Status(rec.Name, rec.UID, rec.Agent()), true
 }
 
 // Fleet returns the first boots of every instance the store serves that
@@ -36,13 +35,7 @@ func (h *Handler) Fleet(f firstboot.Filter) firstboot.Summary {
 		if !ok {
 			continue
 		}
-		rows = append(rows, h.boots.Brief(rec.Name, rec.UID, agentOf(rec)))
+		rows = append(rows, h.boots.Brief(rec.Name, rec.UID, rec.Agent()))
 	}
 	return firstboot.Summarize(rows, f, now)
-}
-
-// agentOf is the record's spec.agent, without keeping a decoded spec for
-// an idle record (a fleet summary passes over every one).
-func agentOf(rec *registry.Record) string {
-	return rec.InstanceUnkept().Spec.Agent
 }

@@ -162,7 +162,6 @@ func (h *Handler) observeBoot(rec *registry.Record, d *dialect, r *http.Request,
 		return
 	}
 	if rec != nil && status < http.StatusBadRequest {
-		// Instance, not agentOf: the guest is booting, and asks again.
 		h.boots.Fetch(rec.Name, rec.UID, rec.Instance().Spec.Agent, d.name, r.URL.Path)
 	}
 }

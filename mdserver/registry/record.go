@@ -56,6 +56,8 @@ type Record struct {
 	// indexed or since (a passed check is dropped: an idle fleet holds
 	// none).
 	deferred atomic.Pointer[deferredCheck]
+	// agent is spec.agent as an agentCode, once Agent has read it.
+	agent atomic.Uint32
 }
 
 // Instance returns the record's spec. A record that holds its document
@@ -70,6 +72,34 @@ func (r *Record) Instance() *spec.Instance {
 	inst := r.decodeChecked()
 	r.inst.Store(inst)
 	return inst
+}
+
+// Agent codes, for Record.agent.
+const (
+	agentUnread uint32 = iota
+	agentCloudInit
+	agentIgnition
+)
+
+// Agent is the instance's spec.agent. A pass over the fleet (its first
+// boots' summary, every few seconds while someone watches) asks it of
+// every record: it is read once, without keeping the decoded spec of an
+// idle record, and kept in four bytes.
+func (r *Record) Agent() string {
+	switch r.agent.Load() {
+	case agentCloudInit:
+		return spec.AgentCloudInit
+	case agentIgnition:
+		return spec.AgentIgnition
+	}
+	a := r.InstanceUnkept().Spec.Agent
+	switch a {
+	case spec.AgentCloudInit:
+		r.agent.Store(agentCloudInit)
+	case spec.AgentIgnition:
+		r.agent.Store(agentIgnition)
+	}
+	return a
 }
 
 // InstanceUnkept is Instance without keeping what it decodes: for a pass
