@@ -107,6 +107,9 @@ func login(t *testing.T, ctx context.Context, base string) {
 	t.Helper()
 	run(t, ctx, chromedp.Navigate(base+"/ui/login"), chromedp.SendKeys(chromedp.ID("token"), token),
 		clickLoad(chromedp.ID("submit")), chromedp.WaitVisible(chromedp.ID("fleet")))
+	// The stream's first render replaces the fleet's part of the page: a
+	// click before it may land on a link it then removes.
+	waitFor(t, ctx, `Number(document.body.dataset.renders) >= 1`)
 }
 
 const (

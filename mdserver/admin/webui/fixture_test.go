@@ -83,6 +83,11 @@ func newFleet(t testing.TB, instances []instance) *fleet {
 // ui is the UI over the fleet, on its clock, taking the test token.
 func (f *fleet) ui(opts webui.Options) *webui.UI {
 	opts.Token, opts.Now, opts.Logger = token, f.clock.Now, slog.New(slog.DiscardHandler)
+	if opts.Refresh == 0 {
+		// No re-render while a browser test clicks: only the tracker's
+		// changes a test makes.
+		opts.Refresh = time.Hour
+	}
 	if opts.Bearer == nil {
 		opts.Bearer = func(r *http.Request) bool { return r.Header.Get("Authorization") == "Bearer "+token }
 	}

@@ -56,6 +56,8 @@ func (u *UI) stream(w http.ResponseWriter, r *http.Request) {
 	tick := time.NewTicker(u.opts.Refresh)
 	defer tick.Stop()
 	fmt.Fprint(w, "retry: 2000\n\n")
+	var last []byte
+	ticked := false
 	for {
 		changes := u.src.Boots().Changes()
 		var b bytes.Buffer
@@ -64,13 +66,22 @@ func (u *UI) stream(w http.ResponseWriter, r *http.Request) {
 			u.opts.Logger.Error("webui: rendering the stream", "err", err)
 			return
 		}
+		// A refresh that changed nothing is not sent: replacing the
+		// page's part would lose what the reader selected, or a click on
+		// its way (a comment keeps the connection known to be alive).
+		msg := []byte(": unchanged\n\n")
+		if !ticked || !bytes.Equal(b.Bytes(), last) {
+			msg, last = event("render", b.String()), b.Bytes()
+		}
 		rc.SetWriteDeadline(time.Now().Add(writeWithin))
-		if _, err := w.Write(event("render", b.String())); err != nil || rc.Flush() != nil {
+		if _, err := w.Write(msg); err != nil || rc.Flush() != nil {
 			return
 		}
+		ticked = false
 		select {
 		case <-changes:
 		case <-tick.C:
+			ticked = true
 		case <-end.C:
 			return
 		case <-ctx.Done():

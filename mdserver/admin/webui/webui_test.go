@@ -449,3 +449,35 @@ func TestStreamsBounded(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestStreamRefreshSendsOnlyChanges: a refresh with nothing changed sends
+// a comment, not the page's part again (which would replace it under the
+// reader's selection or a click on its way).
+func TestStreamRefreshSendsOnlyChanges(t *testing.T) {
+	f := showcase(t)
+	srv := httptest.NewServer(f.ui(webui.Options{Refresh: 10 * time.Millisecond}))
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/ui/stream", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 16<<20)
+	renders, unchanged := 0, 0
+	for unchanged < 3 && sc.Scan() {
+		switch sc.Text() {
+		case "event: render":
+			renders++
+		case ": unchanged":
+			unchanged++
+		}
+	}
+	if unchanged < 3 || renders != 1 {
+		t.Fatalf("%d renders and %d unchanged refreshes (%v): want the first render only", renders, unchanged, sc.Err())
+	}
+}
