@@ -460,6 +460,9 @@ func TestGuestCloudInitPaths(t *testing.T) {
 			tc.o.Instance = loadGuestSpec(t, devVM)
 			res, rep := bootGuest(t, direct(tc.o), true)
 			checkDelivered(t, res, rep, "cloud-init", "dev", "/home/debian", aliceKey)
+			if tc.o.Serve {
+				checkServedDone(t, res)
+			}
 		})
 	}
 	// The full example on the two drive paths; the NoCloud one boots twice.
