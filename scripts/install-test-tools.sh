@@ -23,6 +23,7 @@ packages=(
   debootstrap fdisk e2fsprogs syslinux syslinux-common # the test guests' build
   python3-yaml python3-jsonschema python3-netifaces
   chromium              # the first-boot web page's tests (headless, driven by chromedp): ~115 MB download, ~350 MB installed
+  fonts-liberation      # chromium's recommended fonts, taken without recommends: the screenshots' text as they were made
 )
 missing=()
 for p in "${packages[@]}"; do
