@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/vminit/vminit/internal/lib/httpserver"
+	"github.com/vminit/vminit/internal/testing/testtools"
 	"github.com/vminit/vminit/mdserver"
 	"github.com/vminit/vminit/mdserver/firstboot"
 )
@@ -27,13 +28,12 @@ type fleet struct {
 	store *memStore
 	md    *mdserver.Handler
 	boots *firstboot.Tracker
-	mu    sync.Mutex
-	now   time.Time
+	clock *testtools.Clock
 }
 
 func newFleet(t *testing.T) *fleet {
 	t.Helper()
-	f := &fleet{store: newMemStore(), now: time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)}
+	f := &fleet{store: newMemStore(), clock: testtools.NewClock(time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC))}
 	ctx := context.Background()
 	for _, doc := range []string{
 		strings.NewReplacer("name: web", "name: web-1", "10.9.0.1", "10.9.0.11").Replace(webSpec),
@@ -44,21 +44,9 @@ func newFleet(t *testing.T) *fleet {
 			t.Fatal(err)
 		}
 	}
-	f.boots = firstboot.New(firstboot.Options{Now: f.clock})
-	f.md = mdserver.NewHandler(f.store, mdserver.Options{Logger: slog.New(slog.DiscardHandler), Boots: f.boots, Now: f.clock})
+	f.boots = firstboot.New(firstboot.Options{Now: f.clock.Now})
+	f.md = mdserver.NewHandler(f.store, mdserver.Options{Logger: slog.New(slog.DiscardHandler), Boots: f.boots, Now: f.clock.Now})
 	return f
-}
-
-func (f *fleet) clock() time.Time {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.now
-}
-
-func (f *fleet) advance(d time.Duration) {
-	f.mu.Lock()
-	f.now = f.now.Add(d)
-	f.mu.Unlock()
 }
 
 func (f *fleet) uid(t *testing.T, name string) string {
@@ -74,7 +62,7 @@ func (f *fleet) boot(t *testing.T) {
 	web, db := f.uid(t, "web-1"), f.uid(t, "ign")
 	f.boots.Fetch("web-1", web, "cloud-init", "nocloud", "/nocloud/meta-data")
 	f.boots.Fetch("ign", db, "ignition", "ignition", "/config.ign")
-	f.advance(30 * time.Second)
+	f.clock.Advance(30 * time.Second)
 	for _, ev := range []firstboot.Event{
 		{Kind: firstboot.KindStart, Name: "init-network"},
 		{Kind: firstboot.KindFinish, Name: "init-network", Result: firstboot.ResultSuccess},
@@ -86,7 +74,7 @@ func (f *fleet) boot(t *testing.T) {
 	}
 	f.boots.Report("ign", db, "ignition", firstboot.Report{Failed: true, Message: "degraded: 1 failed unit",
 		Errors: []firstboot.Failure{{Unit: "app.service", Message: "exit status 3"}}})
-	f.advance(15 * time.Second)
+	f.clock.Advance(15 * time.Second)
 }
 
 // TestBootsAPI: one instance's boot and the fleet's summary, filtered,

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,8 +26,7 @@ type statusFleet struct {
 	boots *firstboot.Tracker
 	uids  map[string]string
 	flags []string // --server and --token-file
-	mu    sync.Mutex
-	now   time.Time
+	clock *testtools.Clock
 }
 
 func newStatusFleet(t *testing.T) *statusFleet {
@@ -50,9 +48,9 @@ func newStatusFleet(t *testing.T) *statusFleet {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	f := &statusFleet{now: time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC), uids: map[string]string{}}
-	f.boots = firstboot.New(firstboot.Options{Now: f.clock})
-	md := mdserver.NewHandler(store, mdserver.Options{Logger: quiet, Boots: f.boots, Now: f.clock})
+	f := &statusFleet{clock: testtools.NewClock(time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)), uids: map[string]string{}}
+	f.boots = firstboot.New(firstboot.Options{Now: f.clock.Now})
+	md := mdserver.NewHandler(store, mdserver.Options{Logger: quiet, Boots: f.boots, Now: f.clock.Now})
 	const token = "status-test-token-0123456789"
 	srv := httptest.NewServer(admin.NewHandler(store, admin.Options{Token: token, Logger: quiet, Metadata: md}))
 	t.Cleanup(srv.Close)
@@ -64,23 +62,11 @@ func newStatusFleet(t *testing.T) *statusFleet {
 	os.WriteFile(tokenFile, []byte(token+"\n"), 0o600)
 	f.flags = []string{"--server", srv.URL, "--token-file", tokenFile}
 	old := statusClock
-	statusClock = f.clock
+	statusClock = f.clock.Now
 	t.Cleanup(func() { statusClock = old })
 	t.Setenv("VMINIT_ADMIN_URL", "")
 	t.Setenv("VMINIT_ADMIN_TOKEN", "")
 	return f
-}
-
-func (f *statusFleet) clock() time.Time {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.now
-}
-
-func (f *statusFleet) advance(d time.Duration) {
-	f.mu.Lock()
-	f.now = f.now.Add(d)
-	f.mu.Unlock()
 }
 
 func (f *statusFleet) record(t *testing.T, name, kind, event, result, msg string) {
@@ -98,20 +84,20 @@ func (f *statusFleet) boot(t *testing.T) {
 		f.boots.Fetch(n, f.uids[n], "cloud-init", "nocloud", "/nocloud/meta-data")
 		f.boots.Fetch(n, f.uids[n], "cloud-init", "nocloud", "/nocloud/user-data")
 	}
-	f.advance(20 * time.Second)
+	f.clock.Advance(20 * time.Second)
 	for _, n := range []string{"web-1", "web-2", "web-3"} {
 		f.record(t, n, "start", "init-network", "", "")
 		f.record(t, n, "finish", "init-network", "SUCCESS", "")
 	}
-	f.advance(70 * time.Second)
+	f.clock.Advance(70 * time.Second)
 	f.record(t, "web-3", "start", "modules-config/config-apt-configure", "", "")
 	f.record(t, "web-2", "start", "modules-final", "", "")
 	f.record(t, "web-2", "finish", "modules-final/config-scripts-user", "FAIL", "running module scripts-user failed:\n\x1b[2Jbash: /opt/setup.sh: No such file or directory, and a very long tail to cut")
 	f.record(t, "web-2", "finish", "modules-final", "FAIL", "")
-	f.advance(102 * time.Second)
+	f.clock.Advance(102 * time.Second)
 	f.record(t, "web-1", "start", "modules-final", "", "")
 	f.record(t, "web-1", "finish", "modules-final", "SUCCESS", "")
-	f.advance(33 * time.Second)
+	f.clock.Advance(33 * time.Second)
 }
 
 func (f *statusFleet) run(t *testing.T, args ...string) (int, string, string) {
@@ -223,7 +209,7 @@ func TestInstancesStatusWatch(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	f.record(t, "web-3", "finish", "modules-config/config-apt-configure", "SUCCESS", "")
-	f.advance(5 * time.Second)
+	f.clock.Advance(5 * time.Second)
 	f.record(t, "web-3", "start", "modules-final", "", "")
 	f.record(t, "web-3", "finish", "modules-final", "SUCCESS", "")
 	if code := <-done; code != ExitOK {

@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/vminit/vminit/internal/testing/testtools"
 	"github.com/vminit/vminit/mdserver"
 	"github.com/vminit/vminit/mdserver/admin/webui"
 	"github.com/vminit/vminit/mdserver/firstboot"
@@ -28,25 +28,8 @@ var epoch = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 // stallAfter is the fixtures' firstboot.Options.StallAfter.
 const stallAfter = 2 * time.Hour
 
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
 type fleet struct {
-	clock *clock
+	clock *testtools.Clock
 	boots *firstboot.Tracker
 	store *registry.StaticStore
 	md    *mdserver.Handler
@@ -57,7 +40,7 @@ type instance struct{ name, agent string }
 
 func newFleet(t testing.TB, instances []instance) *fleet {
 	t.Helper()
-	f := &fleet{clock: &clock{now: epoch}}
+	f := &fleet{clock: testtools.NewClock(epoch)}
 	// A fleet of hundreds takes the clock an hour on: longer than
 	// firstboot's default StallAfter.
 	f.boots = firstboot.New(firstboot.Options{Now: f.clock.Now, StallAfter: stallAfter})
@@ -125,7 +108,7 @@ func (f *fleet) cloudInit(t testing.TB, name, upTo, failModule, msg string) {
 		{"modules-config", []string{"config-apt-configure", "config-locale"}},
 		{"modules-final", []string{"config-scripts-user", "config-final-message"}},
 	} {
-		f.clock.advance(2 * time.Second)
+		f.clock.Advance(2 * time.Second)
 		f.event(t, name, firstboot.KindStart, sg.stage, "", "")
 		if sg.stage == upTo {
 			f.event(t, name, firstboot.KindStart, sg.stage+"/"+sg.modules[0], "", "")
@@ -133,9 +116,9 @@ func (f *fleet) cloudInit(t testing.TB, name, upTo, failModule, msg string) {
 		}
 		result := firstboot.ResultSuccess
 		for _, m := range sg.modules {
-			f.clock.advance(500 * time.Millisecond)
+			f.clock.Advance(500 * time.Millisecond)
 			f.event(t, name, firstboot.KindStart, sg.stage+"/"+m, "", "")
-			f.clock.advance(time.Second)
+			f.clock.Advance(time.Second)
 			if m == failModule {
 				f.event(t, name, firstboot.KindFinish, sg.stage+"/"+m, firstboot.ResultFail, msg)
 				result = firstboot.ResultFail
@@ -185,22 +168,22 @@ func showcase(t testing.TB) *fleet {
 		{"web-04", "cloud-init"}, {"web-05", "cloud-init"}, {"worker-01", "cloud-init"},
 	})
 	f.fetch("cache-01", "cloud-init", 4) // then silence: stalled
-	f.clock.advance(stallAfter + 10*time.Minute)
+	f.clock.Advance(stallAfter + 10*time.Minute)
 	for _, n := range []string{"web-01", "web-02", "web-03"} {
 		f.cloudInit(t, n, "", "", "")
 	}
 	f.cloudInit(t, "db-01", "", "config-scripts-user",
 		"Failed to run module scripts-user: runcmd: /var/lib/cloud/instance/scripts/runcmd: line 3: pg_ctlcluster: command not found")
 	f.boots.Fetch("fcos-edge-01", uid("fcos-edge-01"), "ignition", "ignition", "/ignition/config")
-	f.clock.advance(38 * time.Second)
+	f.clock.Advance(38 * time.Second)
 	f.boots.Report("fcos-edge-01", uid("fcos-edge-01"), "ignition", firstboot.Report{Message: "running"})
 	f.boots.Fetch("fcos-edge-02", uid("fcos-edge-02"), "ignition", "ignition", "/ignition/config")
-	f.clock.advance(41 * time.Second)
+	f.clock.Advance(41 * time.Second)
 	f.boots.Report("fcos-edge-02", uid("fcos-edge-02"), "ignition", firstboot.Report{Failed: true, Message: "degraded: 1 failed unit",
 		Errors: []firstboot.Failure{{Unit: "app-setup.service", Message: "curl: (6) Could not resolve host: registry.internal"}}})
 	f.cloudInit(t, "web-04", "modules-final", "", "")
 	f.cloudInit(t, "web-05", "modules-config", "", "")
 	f.boots.Fetch("fcos-edge-03", uid("fcos-edge-03"), "ignition", "ignition", "/ignition/config")
-	f.clock.advance(25 * time.Second)
+	f.clock.Advance(25 * time.Second)
 	return f
 }

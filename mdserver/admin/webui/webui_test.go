@@ -167,7 +167,7 @@ func TestLoginRefusals(t *testing.T) {
 	if a := get(t, c, srv.URL+"/ui/", "Cookie", cookie); a.status != http.StatusOK {
 		t.Fatalf("the session: %d", a.status)
 	}
-	f.clock.advance(time.Hour + time.Second)
+	f.clock.Advance(time.Hour + time.Second)
 	if a := get(t, c, srv.URL+"/ui/", "Cookie", cookie); a.status != http.StatusSeeOther {
 		t.Errorf("an expired session: %d", a.status)
 	}
