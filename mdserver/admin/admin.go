@@ -31,6 +31,11 @@ type Options struct {
 	// (Authorization: Bearer <token>). An empty token refuses every
 	// request: the admin API is never open.
 	Token string
+	// TokenFunc, if set, returns the token in force instead of Token,
+	// asked at each request: WatchToken's re-reads the token file, so
+	// that a rotated token is taken (and every web session of the old
+	// one ended) without a restart.
+	TokenFunc func() string
 	// MaxBodyBytes bounds a PUT body; default 1 MiB, at most
 	// spec.MaxSpecSize.
 	MaxBodyBytes int64
@@ -76,8 +81,11 @@ var PreviewDialects = []string{"nocloud", "configdrive", "ignition", mdserver.Di
 // login form sets (on /ui/ only).
 func NewHandler(store registry.Store, opts Options) http.Handler {
 	ops := NewLocal(store, opts)
-	a := &admin{ops: ops, opts: ops.opts, tokenHash: sha256.Sum256([]byte(opts.Token))}
-	ui := webui.New(ops.opts.Metadata, webui.Options{Token: opts.Token, Bearer: a.authorized, Logger: ops.opts.Logger})
+	a := &admin{ops: ops, opts: ops.opts, token: opts.TokenFunc}
+	if a.token == nil {
+		a.token = func() string { return opts.Token }
+	}
+	ui := webui.New(ops.opts.Metadata, webui.Options{Token: a.token, Bearer: a.authorized, Logger: ops.opts.Logger})
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/instances", a.list)
 	mux.HandleFunc("GET /v1/instances/{name}", a.get)
@@ -146,14 +154,15 @@ func NewServer(h http.Handler) *http.Server {
 }
 
 type admin struct {
-	ops       *Local
-	opts      Options
-	tokenHash [32]byte
-	watchers  chan struct{} // a slot per watch stream open
+	ops      *Local
+	opts     Options
+	token    func() string // the token in force
+	watchers chan struct{} // a slot per watch stream open
 }
 
 func (a *admin) authorized(r *http.Request) bool {
-	if a.opts.Token == "" {
+	want := a.token()
+	if want == "" {
 		return false
 	}
 	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
@@ -162,8 +171,8 @@ func (a *admin) authorized(r *http.Request) bool {
 	}
 	// Comparing hashes keeps the comparison constant-time in the length
 	// of the token too.
-	h := sha256.Sum256([]byte(strings.TrimSpace(tok)))
-	return subtle.ConstantTimeCompare(h[:], a.tokenHash[:]) == 1
+	h, wantSum := sha256.Sum256([]byte(strings.TrimSpace(tok))), sha256.Sum256([]byte(want))
+	return subtle.ConstantTimeCompare(h[:], wantSum[:]) == 1
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"log/slog"
 
+	"github.com/vminit/vminit/internal/lib/secretfile"
 	"github.com/vminit/vminit/internal/lib/tlsfiles"
 )
 
@@ -47,4 +48,24 @@ func loadTLS(certFile, keyFile, clientCAFile string) (*tls.Config, error) {
 		cfg.ClientAuth = tls.RequireAndVerifyClientCert
 	}
 	return cfg, nil
+}
+
+// MinTokenBytes is the shortest admin token WatchToken takes.
+const MinTokenBytes = 16
+
+// WatchToken reads the admin token from path (at least MinTokenBytes,
+// without the white space around it) and returns Options.TokenFunc: the
+// token in force, read again when the file changes, as TLSConfig's files
+// are (stat'ed at most once a second; a file that no longer loads keeps
+// the previous token, logged once). A rotated token then refuses the old
+// one at the next request and ends every web session of it, without a
+// restart.
+func WatchToken(path string, log *slog.Logger) (func() string, error) {
+	w, err := tlsfiles.Watch("admin token", log, func() (string, error) {
+		return secretfile.Key(path, "admin token", MinTokenBytes)
+	}, path)
+	if err != nil {
+		return nil, err
+	}
+	return w.Get, nil
 }

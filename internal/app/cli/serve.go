@@ -200,7 +200,7 @@ peak heap of three times the live one (GOMEMLIMIT bounds it if needed).`,
 	fl.StringVar(&f.tokenKeyFile, "token-key-file", "", "file holding the IMDSv2 token key (share it between replicas; default: random per process)")
 	fl.StringVar(&f.metricsListen, "metrics-listen", "", "address to serve Prometheus /metrics on (never on --listen)")
 	fl.StringVar(&f.adminListen, "admin-listen", "", "address to serve the admin API on")
-	fl.StringVar(&f.adminTokenFile, "admin-token-file", "", "file holding the admin API bearer token (required with --admin-listen)")
+	fl.StringVar(&f.adminTokenFile, "admin-token-file", "", "file holding the admin API bearer token (required with --admin-listen); re-read when it changes, ending the web sessions of the old token")
 	fl.StringVar(&f.adminTLSCert, "admin-tls-cert", "", "PEM certificate (chain) for HTTPS on --admin-listen (with --admin-tls-key)")
 	fl.StringVar(&f.adminTLSKey, "admin-tls-key", "", "PEM private key of --admin-tls-cert")
 	fl.StringVar(&f.adminClientCA, "admin-client-ca", "", "PEM CA bundle: admin clients must also present a certificate it signed (mutual TLS)")
@@ -527,7 +527,7 @@ func adminOptions(f serveFlags, logger *slog.Logger, o *serve.Options) error {
 		return usagef("--admin-listen needs --admin-token-file")
 	}
 	var err error
-	if o.AdminToken, err = secretfile.Key(f.adminTokenFile, "admin token", 16); err != nil {
+	if o.AdminToken, err = admin.WatchToken(f.adminTokenFile, logger); err != nil {
 		return err
 	}
 	o.AdminListen = f.adminListen

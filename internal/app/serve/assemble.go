@@ -92,10 +92,11 @@ type Options struct {
 	Guests mdserver.Limits
 	// MetricsListen, if set, serves Prometheus /metrics there.
 	MetricsListen string
-	// AdminListen, if set, serves the admin API there with AdminToken,
-	// over TLS when AdminTLS is set.
+	// AdminListen, if set, serves the admin API there with the token
+	// AdminToken returns at each request (admin.WatchToken's re-reads
+	// the token file), over TLS when AdminTLS is set.
 	AdminListen string
-	AdminToken  string
+	AdminToken  func() string
 	AdminTLS    *tls.Config
 	// GCPercent is logged with "instances loaded" (what SetGC returned).
 	GCPercent int
@@ -175,7 +176,7 @@ func (s *Server) listen(o Options, metrics *mdserver.Metrics) error {
 		}
 	}
 	if o.AdminListen != "" {
-		ah := admin.NewHandler(s.Store, admin.Options{Token: o.AdminToken, Logger: o.Logger, Metadata: s.Handler})
+		ah := admin.NewHandler(s.Store, admin.Options{TokenFunc: o.AdminToken, Logger: o.Logger, Metadata: s.Handler})
 		if err := s.add("admin", o.AdminListen, admin.NewServer(ah), o.AdminTLS, mdserver.NewLimiter(adminLimits)); err != nil {
 			return err
 		}

@@ -26,7 +26,7 @@ func TestNew(t *testing.T) {
 		Store:   StoreConfig{Dir: dir},
 		Handler: mdserver.Options{AllowLoopbackInstances: true},
 		Listen:  []string{"127.0.0.1:0"}, MetricsListen: "127.0.0.1:0",
-		AdminListen: "127.0.0.1:0", AdminToken: "0123456789abcdef",
+		AdminListen: "127.0.0.1:0", AdminToken: func() string { return "0123456789abcdef" },
 		Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {

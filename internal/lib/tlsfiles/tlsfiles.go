@@ -1,7 +1,9 @@
 // Package tlsfiles keeps TLS material read from files current, so that a
 // renewed certificate (cert-manager rewriting a Secret volume, certbot's
-// deploy hook) is used without restarting vminit serve. The material is
-// asked for at each handshake; the files are stat'ed then, at most once
+// deploy hook) is used without restarting vminit serve; the admin token
+// file is kept current the same way (Watched is generic), so that a
+// rotated token is taken too. The material is asked for at each
+// handshake (each request, for the token); the files are stat'ed then, at most once
 // per Recheck, and read again when they changed. A set that does not load
 // (a key not yet written beside its new certificate) keeps the previous
 // material in use until it does, and is logged once.

@@ -65,7 +65,10 @@ func newFleet(t testing.TB, instances []instance) *fleet {
 
 // ui is the UI over the fleet, on its clock, taking the test token.
 func (f *fleet) ui(opts webui.Options) *webui.UI {
-	opts.Token, opts.Now, opts.Logger = token, f.clock.Now, slog.New(slog.DiscardHandler)
+	opts.Token, opts.Now = func() string { return token }, f.clock.Now
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
 	if opts.Refresh == 0 {
 		// No re-render while a browser test clicks: only the tracker's
 		// changes a test makes.

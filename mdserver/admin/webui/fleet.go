@@ -2,6 +2,8 @@ package webui
 
 import (
 	"cmp"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -46,19 +48,32 @@ type fleetQuery struct {
 	page   int    // from 1
 }
 
-// parseFleetQuery reads q; a sort or page it does not know is the
-// default (a hand-edited URL still shows the fleet), a bad filter is an
-// error naming the parameter.
+// parseFleetQuery reads q; what does not parse (a filter, a sort by a
+// column there is not, a page that is no positive number) is an error
+// naming each parameter, and the page shows the rest as read.
 func parseFleetQuery(q url.Values) (fleetQuery, error) {
 	f, err := firstboot.ParseFilter(q)
+	errs := []error{err}
 	fq := fleetQuery{filter: f, sort: "name", page: 1}
-	if s := q.Get(querySort); slices.ContainsFunc(columns, func(c column) bool { return c.key == strings.TrimPrefix(s, "-") }) {
-		fq.sort = s
+	if s := q.Get(querySort); s != "" {
+		if slices.ContainsFunc(columns, func(c column) bool { return c.key == strings.TrimPrefix(s, "-") }) {
+			fq.sort = s
+		} else {
+			keys := make([]string, len(columns))
+			for i, c := range columns {
+				keys[i] = c.key
+			}
+			errs = append(errs, fmt.Errorf("%s=%q: want a column (%s), - before it for descending", querySort, s, strings.Join(keys, ", ")))
+		}
 	}
-	if p, perr := strconv.Atoi(q.Get(queryPage)); perr == nil && p > 0 {
-		fq.page = p
+	if v := q.Get(queryPage); v != "" {
+		if p, perr := strconv.Atoi(v); perr == nil && p > 0 {
+			fq.page = p
+		} else {
+			errs = append(errs, fmt.Errorf("%s=%q: want a page number from 1", queryPage, v))
+		}
 	}
-	return fq, err
+	return fq, errors.Join(errs...)
 }
 
 // href is the fleet page for fq.

@@ -22,10 +22,12 @@ type Source interface {
 
 // Options configure the UI.
 type Options struct {
-	// Token is the admin token: the login form takes it, and the session
-	// cookies are signed with a key derived from it (a new token ends
-	// every session). Empty: nobody can log in.
-	Token string
+	// Token returns the admin token in force, asked at each login and
+	// session check (the admin API re-reads its token file): the login
+	// form takes it, and the session cookies are signed with a key
+	// derived from it, so a new token ends every session at once. Nil or
+	// "": nobody can log in.
+	Token func() string
 	// Bearer reports whether a request carries the admin API's bearer
 	// token (the admin handler's own check); nil: the header is not
 	// accepted.
@@ -41,7 +43,8 @@ type Options struct {
 	MaxStreams int
 	// Now is the clock; default time.Now.
 	Now func() time.Time
-	// Logger receives a line per login and per refused login; default
+	// Logger receives a line per login and logout, and of wrong tokens a
+	// source's first, its throttling and a count (throttle.go); default
 	// slog.Default().
 	Logger *slog.Logger
 }
@@ -61,12 +64,13 @@ var staticFS embed.FS
 
 // UI is the web page's handler.
 type UI struct {
-	src     Source
-	opts    Options
-	key     []byte // the sessions' HMAC key, derived from the token
-	pages   *template.Template
-	mux     *http.ServeMux
-	streams chan struct{} // a slot per live page followed
+	src      Source
+	opts     Options
+	sessions *sessions
+	throttle *loginThrottle
+	pages    *template.Template
+	mux      *http.ServeMux
+	streams  chan struct{} // a slot per live page followed
 }
 
 // New returns the UI over src.
@@ -89,7 +93,12 @@ func New(src Source, opts Options) *UI {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	u := &UI{src: src, opts: opts, key: sessionKey(opts.Token), streams: make(chan struct{}, opts.MaxStreams)}
+	if opts.Token == nil {
+		opts.Token = func() string { return "" }
+	}
+	u := &UI{src: src, opts: opts, streams: make(chan struct{}, opts.MaxStreams),
+		sessions: &sessions{token: opts.Token, now: opts.Now},
+		throttle: newLoginThrottle(opts.Now, opts.Logger)}
 	u.pages = template.Must(template.New("").ParseFS(templateFS, "templates/*.tmpl"))
 	static, _ := fs.Sub(staticFS, "static")
 	mux := http.NewServeMux()

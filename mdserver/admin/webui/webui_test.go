@@ -31,6 +31,7 @@ type answer struct {
 	status int
 	header http.Header
 	body   string
+	closed bool // the server closes the connection after it (Connection: close)
 }
 
 func do(t *testing.T, c *http.Client, req *http.Request) answer {
@@ -41,7 +42,7 @@ func do(t *testing.T, c *http.Client, req *http.Request) answer {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return answer{resp.StatusCode, resp.Header, string(b)}
+	return answer{resp.StatusCode, resp.Header, string(b), resp.Close}
 }
 
 func get(t *testing.T, c *http.Client, u string, hdr ...string) answer {
@@ -157,7 +158,8 @@ func TestLoginRefusals(t *testing.T) {
 	}
 	for name, bad := range map[string]string{
 		"altered expiry": regexp.MustCompile(`\.(\d)`).ReplaceAllString(cookie, ".9"),
-		"forged":         "vminit_ui_session=v1.99999999999.AAAA",
+		"forged":         "vminit_ui_session=v2.99999999999.AAAA.AAAA",
+		"old version":    strings.Replace(cookie, "=v2.", "=v1.", 1),
 		"empty":          "vminit_ui_session=",
 	} {
 		if a := get(t, c, srv.URL+"/ui/", "Cookie", bad); a.status != http.StatusSeeOther {
@@ -346,6 +348,16 @@ func TestFleetQuery(t *testing.T) {
 	if a, _ := page("state=bogus&agent=windows"); a.status != http.StatusBadRequest ||
 		!strings.Contains(a.body, `state=&#34;bogus&#34;`) || !strings.Contains(a.body, `agent=&#34;windows&#34;`) {
 		t.Errorf("a bad filter: %d\n%s", a.status, a.body)
+	}
+	// As the docs say: a sort or a page that does not parse is a 400
+	// naming it, not the default in silence.
+	for q, want := range map[string]string{
+		"sort=bogus": `sort=&#34;bogus&#34;`, "sort=-": `sort=&#34;-&#34;`,
+		"page=-1": `page=&#34;-1&#34;`, "page=0": `page=&#34;0&#34;`, "page=two": `page=&#34;two&#34;`,
+	} {
+		if a, _ := page(q); a.status != http.StatusBadRequest || !strings.Contains(a.body, want) {
+			t.Errorf("%s: %d, want a 400 naming %s", q, a.status, want)
+		}
 	}
 }
 
