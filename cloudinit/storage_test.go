@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"flag"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -169,5 +170,38 @@ spec:
 	errs, err := Overrides(loadSpec(t, doc, nil))
 	if err != nil || len(errs) != 1 || !strings.Contains(errs[0].Message, "fs_setup (user-data line 2) replaces the fs_setup that spec.storage.filesystems generates") {
 		t.Errorf("overrides: %v %v", errs, err)
+	}
+}
+
+// TestSwapFileOverwritesWhatIsThere is why spec.storage.swap.path refuses
+// system and device paths (spec's checkSwapPath): cloud-init's own
+// cc_mounts, given a swap file at a path where a file already is (and is
+// not active swap), formats it with mkswap over its content. Run on a
+// file of the test's own.
+func TestSwapFileOverwritesWhatIsThere(t *testing.T) {
+	cloudinittest.Require(t)
+	for _, tool := range []string{"fallocate", "mkswap"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s: %v", tool, err)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "passwd")
+	content := strings.Repeat("root:x:0:0:root:/root:/bin/bash\n", 200)
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cloudinittest.Run(t, `
+import json, sys
+from cloudinit.config import cc_mounts
+cc_mounts.setup_swapfile(fname=json.load(sys.stdin), size=1 << 20)
+`, path, nil)
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("the file is gone: %v", err)
+	}
+	// mkswap writes its header over the first page (4 KiB): what was
+	// there is gone, and the file is swap.
+	if page := string(got[:4096]); strings.Contains(page, "root:x:0:0") || !strings.Contains(page, "SWAPSPACE2") {
+		t.Errorf("cc_mounts left the file's first page as it was (%d bytes): the spec's refusal would guard nothing", len(got))
 	}
 }

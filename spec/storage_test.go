@@ -179,3 +179,21 @@ func FuzzParseSize(f *testing.F) {
 		}
 	})
 }
+
+// TestSwapPathRefused: a swap file where the agent's mkswap would destroy
+// what is there (a device, a system file) or where a directory is, is an
+// error naming the field; ordinary swap file paths pass.
+func TestSwapPathRefused(t *testing.T) {
+	for _, p := range []string{"/etc/passwd", "/dev/vda", "/dev/vdb", "/dev/disk/by-id/virtio-root", "/usr/bin/bash",
+		"/boot/vmlinuz", "/var/lib/dpkg/status", "/proc/kcore", "/tmp/swap", "/home", "/root", "/var"} {
+		_, err := Parse([]byte(specHeader+"spec:\n  storage:\n    swap: {path: "+p+", size: 1GiB}\n"), "")
+		if err == nil || !strings.Contains(err.Error(), "spec.storage.swap.path: \""+p+"\"") {
+			t.Errorf("swap.path %s: %v", p, err)
+		}
+	}
+	for _, p := range []string{"/swapfile", "/swap.img", "/var/swapfile", "/swap/swapfile", "/mnt/swapfile", "/home/swapfile"} {
+		if _, err := Parse([]byte(specHeader+"spec:\n  storage:\n    swap: {path: "+p+", size: 1GiB}\n"), ""); err != nil {
+			t.Errorf("swap.path %s: %v", p, err)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package spec
 import (
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/vminit/vminit/internal/lib/lazyre"
@@ -38,6 +39,7 @@ func validateStorage(c *ErrorList, s *Spec) {
 	validateFilesystems(c, st.Filesystems)
 	if sw := st.Swap; sw != nil {
 		checkPath(c, "spec.storage.swap.path", sw.Path)
+		checkSwapPath(c, "spec.storage.swap.path", sw.Path)
 		if sz, err := ParseSize(sw.Size); err != nil || sz.MiB == 0 {
 			c.Add("spec.storage.swap.size", "%q: want the file's size in MiB or GiB, such as \"2GiB\"", sw.Size)
 		}
@@ -173,5 +175,39 @@ func validateMountedFilesystems(c *ErrorList, mounts []Mount, fss []Filesystem) 
 		case m.Type != "" && m.Type != "auto" && m.Type != fs.Format:
 			c.Add(f+".type", "%q, but spec.storage makes %s a %s filesystem", m.Type, m.Device, fs.Format)
 		}
+	}
+}
+
+// swapRefused are the trees no swap file may be in, and swapRefusedDirs
+// the directories it may not be: cloud-init's cc_mounts takes a file at
+// the path that is not already active swap, extends it (fallocate, or dd
+// over it on btrfs) and runs mkswap on it, which overwrites its first page
+// — and deletes the file when mkswap fails. A device there is a disk
+// overwritten, a system file one destroyed; a directory cannot be swap.
+var (
+	swapRefused = []string{"/dev", "/proc", "/sys", "/run", "/etc", "/usr", "/bin", "/sbin",
+		"/lib", "/lib32", "/lib64", "/libx32", "/boot", "/efi", "/var/lib", "/var/log", "/var/cache",
+		"/var/spool", "/var/run", "/var/lock", "/tmp"}
+	swapRefusedDirs = []string{"/home", "/root", "/srv", "/opt", "/mnt", "/media", "/var", "/snap", "/lost+found"}
+)
+
+// checkSwapPath refuses a swap file where the agent would destroy what is
+// there: a device, a system path, or a directory every system has.
+func checkSwapPath(c *ErrorList, field, p string) {
+	if !strings.HasPrefix(p, "/") || path.Clean(p) != p { // checkPath said so
+		return
+	}
+	for _, tree := range swapRefused {
+		if p == tree || strings.HasPrefix(p, tree+"/") {
+			what := "a system path"
+			if tree == "/dev" {
+				what = "a device: a swap partition is a spec.storage.filesystems entry of format swap"
+			}
+			c.Add(field, "%q is under %s, %s; the agent runs mkswap over whatever is at the path, so a swap file goes where nothing is, such as /swapfile or /var/swapfile", p, tree, what)
+			return
+		}
+	}
+	if slices.Contains(swapRefusedDirs, p) {
+		c.Add(field, "%q is a directory on every system, not a file; write a file's path such as %s/swapfile", p, p)
 	}
 }
