@@ -206,3 +206,68 @@ func TestWatchSendsChanges(t *testing.T) {
 		t.Errorf("applied: %d rows, %v", len(sum.Instances), sum.Instances[3].LastEvent)
 	}
 }
+
+// TestBootsPaged: GET /v1/boots answers pages of limit rows (by default
+// DefaultBootsPage), each with the whole selection's counts and a
+// continue while rows follow; Client.Boots reads every page; a bad limit
+// or continue, or either with a watch, is a 400 naming it.
+func TestBootsPaged(t *testing.T) {
+	const guests = 25
+	g := newGuestFleet(t, guests)
+	for i := range guests {
+		if i%2 == 0 {
+			g.honest(t, i)
+		}
+	}
+	srv := httptest.NewServer(NewHandler(g.store, Options{Token: adminToken, Logger: slog.New(slog.DiscardHandler), Metadata: g.md}))
+	defer srv.Close()
+	remote := &Client{URL: srv.URL, Token: adminToken, HTTP: srv.Client()}
+	ctx := context.Background()
+
+	var names []string
+	cont, pages := "", 0
+	for {
+		page, err := remote.BootsPage(ctx, firstboot.Filter{}, 10, cont)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		if page.Counts[firstboot.Done] != 13 || page.Counts[firstboot.Pending] != 12 || len(page.Instances) > 10 {
+			t.Errorf("page %d: %d rows, counts %v", pages, len(page.Instances), page.Counts)
+		}
+		for _, row := range page.Instances {
+			names = append(names, row.Name)
+		}
+		if page.Continue == "" {
+			break
+		}
+		cont = page.Continue
+	}
+	if pages != 3 || len(names) != guests || names[0] != guestName(0) || names[guests-1] != guestName(guests-1) {
+		t.Errorf("%d pages, %d rows: %v", pages, len(names), names)
+	}
+	if page, err := remote.BootsPage(ctx, firstboot.Filter{}, 0, ""); err != nil || len(page.Instances) != guests || page.Continue != "" {
+		t.Errorf("the default page: %d rows, continue %q, %v", len(page.Instances), page.Continue, err)
+	}
+
+	old := clientBootsPage
+	clientBootsPage = 4
+	defer func() { clientBootsPage = old }()
+	sum, err := remote.Boots(ctx, firstboot.Filter{States: []firstboot.State{firstboot.Done}})
+	if err != nil || len(sum.Instances) != 13 || sum.Counts[firstboot.Done] != 13 || sum.Continue != "" {
+		t.Errorf("Client.Boots over pages of 4: %+v %v", sum.Counts, err)
+	}
+
+	code, body := call(t, srv, "GET", "/v1/boots?limit=0&continue=!!", adminToken, "")
+	for _, w := range []string{`limit=\"0\": want a number of rows from 1 to 1000`, `continue=\"!!\"`} {
+		if code != 400 || !strings.Contains(body, w) {
+			t.Errorf("bad page: want %s: %d %s", w, code, body)
+		}
+	}
+	if code, body := call(t, srv, "GET", "/v1/boots?limit=1001", adminToken, ""); code != 400 || !strings.Contains(body, "limit") {
+		t.Errorf("limit past the maximum: %d %s", code, body)
+	}
+	if code, body := call(t, srv, "GET", "/v1/boots?watch=true&limit=10", adminToken, ""); code != 400 || !strings.Contains(body, "a watch sends the whole selection") {
+		t.Errorf("a paged watch: %d %s", code, body)
+	}
+}
