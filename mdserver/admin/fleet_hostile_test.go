@@ -127,7 +127,7 @@ const maxRowBytes = 2 << 10
 // TestHostileFleetBounded: 500 hostile guests leave at most
 // maxHeapPerGuest each in the server, and one read of the fleet is at
 // most maxRowBytes a row, carrying each row's first error clipped, not
-// every error (18.9 MB before; 2.3 MB here at most).
+// every error (19.4 MB before; 1 MB here at most).
 func TestHostileFleetBounded(t *testing.T) {
 	const guests = 500
 	g := newGuestFleet(t, guests)

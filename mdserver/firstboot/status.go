@@ -205,12 +205,15 @@ type Summary struct {
 	Removed []string `json:"removed,omitempty"`
 }
 
-// Page is the page of s of at most limit rows (limit > 0) after the row
+// Page is the page of s of at most limit rows (all for 0) after the row
 // named after ("": from the first), with the counts of the whole of s.
 // Rows are by name, so that a fleet read page by page sees each instance
 // once, whatever is added or removed between pages; Continue is the name
 // of the page's last row when rows follow it.
 func (s Summary) Page(after string, limit int) Summary {
+	if limit <= 0 {
+		limit = len(s.Instances) + 1
+	}
 	rows := s.Instances
 	if after != "" {
 		i, found := slices.BinarySearchFunc(rows, after, func(st Status, name string) int { return strings.Compare(st.Name, name) })
@@ -231,7 +234,7 @@ func (s Summary) Page(after string, limit int) Summary {
 // names of since's rows s no longer has, and s's counts. Its Instances
 // and Removed are empty when nothing changed but the counts.
 func (s Summary) Changes(since Summary) Summary {
-	ch := Summary{Counts: s.Counts}
+	ch := Summary{Counts: s.Counts, Instances: []Status{}} // [] on the wire, not null
 	old := since.Instances
 	for i := range s.Instances {
 		row := &s.Instances[i]
