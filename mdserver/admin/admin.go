@@ -66,7 +66,7 @@ var PreviewDialects = []string{"nocloud", "configdrive", "ignition", mdserver.Di
 //	DELETE /v1/instances/{name}            remove an instance
 //	GET    /v1/instances/{name}/preview?dialect=nocloud|configdrive|ignition|ec2|openstack[&variant=fcos|flatcar|rhcos]
 //	GET    /v1/instances/{name}/boot       its first boot (firstboot.Status)
-//	GET    /v1/boots[?watch=true][&FILTER] the fleet's first boots (firstboot.Summary; boots.go)
+//	GET    /v1/boots[?watch=true][&FILTER][&limit=N&continue=T] the fleet's first boots, paged (firstboot.Summary; boots.go)
 //	GET    /ui/…                           the first-boot web page (package webui), for a browser
 //
 // A preview is what the instance's guest would get, from Options.Metadata:

@@ -2,12 +2,13 @@ package admin
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"maps"
 	"net/url"
-	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,25 +18,53 @@ import (
 // The fleet's first boots, as the guests' handler (Options.Metadata)
 // tracks them:
 //
-//	GET /v1/instances/{name}/boot   one instance's firstboot.Status, stages and events included
-//	GET /v1/boots?FILTER            a firstboot.Summary: counts per state, rows without events
-//	GET /v1/boots?watch=true&FILTER the same as server-sent events: at once, then at each change
+//	GET /v1/instances/{name}/boot   one instance's firstboot.Status, stages, events and errors included
+//	GET /v1/boots?FILTER&PAGE       a page of firstboot.Summary: counts per state, a row per instance
+//	GET /v1/boots?watch=true&FILTER server-sent events: the summary at once, then its changes
 //
 // FILTER is firstboot's fleet filter (firstboot.ParseFilter, the web
 // page's too): state=failed,stalled (any of), agent=cloud-init|ignition,
 // name=SUBSTRING, min-age=5m, max-age=1h (bounds on the time since the
-// first fetch).
+// first fetch). A row is firstboot.Tracker.Brief's: no stages or events,
+// the first error only, its message one line of at most 256 bytes.
+//
+// PAGE is limit=N (DefaultBootsPage rows when absent, at most
+// MaxBootsPage) and continue=TOKEN, the "continue" of the page before:
+// rows come by name, and a fleet read page by page sees each instance
+// once. The counts are those of the whole selection, on every page.
 
-// paramWatch asks GET /v1/boots for a watch stream.
-const paramWatch = "watch"
+// Pages of GET /v1/boots. A row is at most about 1.5 KiB (a name, its
+// stage and module, the first error's names and 256 bytes of its
+// message) and 200 bytes for most: a page is at most 1.5 MiB, whatever
+// the guests post.
+const (
+	DefaultBootsPage = 500
+	MaxBootsPage     = 1000
+)
+
+// The parameters of GET /v1/boots besides the filter's.
+const (
+	paramWatch    = "watch"
+	paramLimit    = "limit"
+	paramContinue = "continue"
+)
 
 // bootsParams are the parameters GET /v1/boots knows.
-var bootsParams = []string{firstboot.QueryState, firstboot.QueryAgent, firstboot.QueryName, firstboot.QueryMinAge, firstboot.QueryMaxAge, paramWatch}
+var bootsParams = []string{firstboot.QueryState, firstboot.QueryAgent, firstboot.QueryName, firstboot.QueryMinAge, firstboot.QueryMaxAge,
+	paramLimit, paramContinue, paramWatch}
 
-// parseBootsQuery reads the filter of GET /v1/boots and whether it asks
-// for a watch, or every problem, each naming its parameter and value. An
-// unknown parameter is one: a misspelt filter would select everything.
-func parseBootsQuery(q url.Values) (f firstboot.Filter, watch bool, problems []string) {
+// bootsQuery is a parsed GET /v1/boots.
+type bootsQuery struct {
+	filter firstboot.Filter
+	watch  bool
+	limit  int    // rows of the page
+	after  string // the name the page starts after
+}
+
+// parseBootsQuery reads GET /v1/boots's query, or every problem, each
+// naming its parameter and value. An unknown parameter is one: a
+// misspelt filter would select everything.
+func parseBootsQuery(q url.Values) (bq bootsQuery, problems []string) {
 	f, err := firstboot.ParseFilter(q)
 	if err != nil {
 		if joined, ok := err.(interface{ Unwrap() []error }); ok {
@@ -46,19 +75,46 @@ func parseBootsQuery(q url.Values) (f firstboot.Filter, watch bool, problems []s
 			problems = append(problems, err.Error())
 		}
 	}
+	bq.filter, bq.limit = f, DefaultBootsPage
 	switch v := q.Get(paramWatch); v {
 	case "", "false":
 	case "true":
-		watch = true
+		bq.watch = true
 	default:
 		problems = append(problems, fmt.Sprintf("%s=%q: want true or false", paramWatch, v))
+	}
+	if v := q.Get(paramLimit); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxBootsPage {
+			problems = append(problems, fmt.Sprintf("%s=%q: want a number of rows from 1 to %d", paramLimit, v, MaxBootsPage))
+		}
+		bq.limit = n
+	}
+	if v := q.Get(paramContinue); v != "" {
+		name, err := base64.RawURLEncoding.DecodeString(v)
+		if err != nil || len(name) == 0 {
+			problems = append(problems, fmt.Sprintf("%s=%q: want the continue of the page before", paramContinue, v))
+		}
+		bq.after = string(name)
+	}
+	if bq.watch && (q.Has(paramLimit) || q.Has(paramContinue)) {
+		problems = append(problems, fmt.Sprintf("%s=true: a watch sends the whole selection, then its changes: %s and %s page a read", paramWatch, paramLimit, paramContinue))
 	}
 	for _, k := range slices.Sorted(maps.Keys(q)) {
 		if !slices.Contains(bootsParams, k) {
 			problems = append(problems, fmt.Sprintf("%s: unknown parameter: want %s", k, strings.Join(bootsParams, ", ")))
 		}
 	}
-	return f, watch, problems
+	return bq, problems
+}
+
+// continueToken is the continue of a page whose last row is name: opaque
+// to clients, which hand it back.
+func continueToken(name string) string {
+	if name == "" {
+		return ""
+	}
+	return base64.RawURLEncoding.EncodeToString([]byte(name))
 }
 
 // Boot returns the first boot of the instance called name, stages and
@@ -80,10 +136,11 @@ func (l *Local) Boots(_ context.Context, f firstboot.Filter) (*firstboot.Summary
 }
 
 // How a watch paces itself. A change of any boot wakes it, but it reads
-// the fleet at most once per watchCoalesce (a fleet booting posts
-// hundreds of events a second), and sends only what differs from what it
-// sent. It also reads every watchRefresh, for what no event announces: a
-// boot turning stalled, an instance added to or removed from the store.
+// the fleet at most once per watchCoalesce, and less often as its reads
+// and sends cost more (firstboot.WatchPause), and sends only what differs
+// from what it sent. It also reads every watchRefresh, for what no event
+// announces: a boot turning stalled, an instance added to or removed from
+// the store.
 var (
 	watchCoalesce = 500 * time.Millisecond
 	watchRefresh  = 15 * time.Second
@@ -93,12 +150,16 @@ var (
 // then with each new summary as boots change, until ctx ends (it returns
 // ctx's error) or fn returns an error (it returns that error).
 func (l *Local) WatchBoots(ctx context.Context, f firstboot.Filter, fn func(firstboot.Summary) error) error {
-	return l.watch(ctx, f, fn, nil)
+	return l.watch(ctx, f, func(sum, _ firstboot.Summary, _ bool) (int, error) { return 0, fn(sum) }, nil)
 }
 
-// watch is WatchBoots, calling idle (when set) at each refresh that found
-// nothing new: the handler's keep-alive.
-func (l *Local) watch(ctx context.Context, f firstboot.Filter, fn func(firstboot.Summary) error, idle func() error) error {
+// watch reads the fleet at once and at each change, and calls send with
+// the summary read and its changes since the last one sent (first is
+// set for the first, which has no changes), until ctx ends or send
+// fails. send returns the bytes it sent, which pace the next read; idle,
+// when set, is called at each refresh that found nothing new: the
+// handler's keep-alive.
+func (l *Local) watch(ctx context.Context, f firstboot.Filter, send func(sum, changes firstboot.Summary, first bool) (int, error), idle func() error) error {
 	md := l.opts.Metadata
 	refresh := time.NewTicker(watchRefresh)
 	defer refresh.Stop()
@@ -108,14 +169,21 @@ func (l *Local) watch(ctx context.Context, f firstboot.Filter, fn func(firstboot
 		// Taken before reading, so that a change while reading wakes the
 		// next wait.
 		changes := md.Boots().Changes()
+		began := time.Now()
 		sum := md.Fleet(f)
+		read := time.Since(began)
+		var ch firstboot.Summary
+		if last != nil {
+			ch = sum.Changes(*last)
+		}
 		switch {
-		case last == nil || !reflect.DeepEqual(sum, *last):
-			if err := fn(sum); err != nil {
+		case last == nil || !ch.Unchanged(last.Counts):
+			n, err := send(sum, ch, last == nil)
+			if err != nil {
 				return err
 			}
 			last = &sum
-			if err := pause(ctx, watchCoalesce); err != nil {
+			if err := pause(ctx, firstboot.WatchPause(watchCoalesce, n, read)); err != nil {
 				return err
 			}
 		case refreshed && idle != nil:

@@ -24,6 +24,12 @@ var (
 	watchWriteWithin = 10 * time.Second
 )
 
+// The events of a watch stream.
+const (
+	eventSummary = "summary"
+	eventChanges = "changes"
+)
+
 func (a *admin) boot(w http.ResponseWriter, r *http.Request) {
 	st, err := a.ops.Boot(r.Context(), r.PathValue("name"))
 	if err != nil {
@@ -34,7 +40,7 @@ func (a *admin) boot(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *admin) boots(w http.ResponseWriter, r *http.Request) {
-	f, watch, problems := parseBootsQuery(r.URL.Query())
+	bq, problems := parseBootsQuery(r.URL.Query())
 	if len(problems) > 0 {
 		body := ErrorBody{}
 		for _, p := range problems {
@@ -43,17 +49,25 @@ func (a *admin) boots(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, body)
 		return
 	}
-	if watch {
-		a.watchBoots(w, r, f)
+	if bq.watch {
+		a.watchBoots(w, r, bq.filter)
 		return
 	}
-	sum, _ := a.ops.Boots(r.Context(), f)
-	writeJSON(w, http.StatusOK, sum)
+	sum, _ := a.ops.Boots(r.Context(), bq.filter)
+	page := sum.Page(bq.after, bq.limit)
+	page.Continue = continueToken(page.Continue)
+	writeJSON(w, http.StatusOK, page)
 }
 
-// watchBoots answers a watch as server-sent events: an "summary" event
-// (one line of JSON) at once and at each change, a keep-alive comment
-// when nothing changed for a while, for at most watchLifetime.
+// watchBoots answers a watch as server-sent events, each one line of
+// JSON: a "summary" event (firstboot.Summary, the whole selection) at
+// once, then a "changes" event (firstboot.Summary.Changes: the rows that
+// changed, the names of those that left, the counts) at each change, a
+// keep-alive comment when nothing changed for a while, for at most
+// watchLifetime. What a change costs the server is the rows that changed,
+// paced by bytes (firstboot.WatchPause), and one event is written at a
+// time, each within watchWriteWithin: a reader that does not keep up
+// holds at most one event, and is dropped.
 func (a *admin) watchBoots(w http.ResponseWriter, r *http.Request, f firstboot.Filter) {
 	select {
 	case a.watchers <- struct{}{}:
@@ -84,12 +98,16 @@ func (a *admin) watchBoots(w http.ResponseWriter, r *http.Request, f firstboot.F
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("X-Accel-Buffering", "no") // a proxy in front must not hold events back
 	w.WriteHeader(http.StatusOK)
-	send := func(sum firstboot.Summary) error {
-		data, err := json.Marshal(sum) // one line: JSON escapes every newline
-		if err != nil {
-			return err
+	send := func(sum, changes firstboot.Summary, first bool) (int, error) {
+		event, v := eventChanges, changes
+		if first {
+			event, v = eventSummary, sum
 		}
-		return write("event: summary\ndata: %s\n\n", data)
+		data, err := json.Marshal(v) // one line: JSON escapes every newline
+		if err != nil {
+			return 0, err
+		}
+		return len(data), write("event: %s\ndata: %s\n\n", event, data)
 	}
 	keepAlive := func() error { return write(": keep-alive\n\n") }
 	a.ops.watch(ctx, f, send, keepAlive)

@@ -182,8 +182,8 @@ func sseServer(t *testing.T, h http.Handler) string {
 	return "http://" + ln.Addr().String()
 }
 
-// TestWatchBoots: the watch stream answers a summary at once and one at
-// each change, on one connection that outlives the server's read and
+// TestWatchBoots: the watch stream answers a summary at once and its
+// changes at each change, on one connection that outlives the server's read and
 // write timeouts; watchers beyond MaxWatchers are refused with 503; the
 // Client hands each summary to its callback and stops on its error.
 func TestWatchBoots(t *testing.T) {
@@ -203,11 +203,13 @@ func TestWatchBoots(t *testing.T) {
 	summaries := make(chan firstboot.Summary, 8)
 	go func() {
 		defer close(summaries) // the stream ended
+		want := "summary"
 		readEvents(resp.Body, 1<<20, func(event string, data []byte) error {
 			var sum firstboot.Summary
-			if event != "summary" || json.Unmarshal(data, &sum) != nil {
+			if event != want || json.Unmarshal(data, &sum) != nil {
 				t.Errorf("event %q: %s", event, data)
 			}
+			want = "changes"
 			summaries <- sum
 			return nil
 		})

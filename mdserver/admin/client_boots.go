@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"reflect"
+	"strconv"
 	"strings"
 
 	"github.com/vminit/vminit/mdserver/firstboot"
@@ -26,10 +27,52 @@ func (c *Client) Boot(ctx context.Context, name string) (*firstboot.Status, erro
 }
 
 // Boots returns the first boots that pass f, without their stages and
-// events, and the count of each state among them.
+// events, and the count of each state among them: every page of GET
+// /v1/boots, read in turn (clientBootsPage rows each), the counts those
+// of the rows read.
 func (c *Client) Boots(ctx context.Context, f firstboot.Filter) (*firstboot.Summary, error) {
+	var rows []firstboot.Status
+	after := ""
+	for {
+		page, err := c.BootsPage(ctx, f, clientBootsPage, after)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, page.Instances...)
+		if page.Continue == "" {
+			break
+		}
+		if page.Continue == after || len(page.Instances) == 0 {
+			return nil, fmt.Errorf("GET %s: the server answered the same page again", bootsPath(f, false))
+		}
+		after = page.Continue
+	}
+	// Counted again: the fleet may have changed between pages.
+	sum := firstboot.Counted(rows)
+	return &sum, nil
+}
+
+// clientBootsPage is the rows Client.Boots asks for per page.
+var clientBootsPage = MaxBootsPage
+
+// BootsPage returns one page of the first boots that pass f: at most
+// limit rows (0: the server's default, DefaultBootsPage), after the page
+// whose Continue is cont ("": the first page). Its Continue asks for the
+// next page, and is "" on the last.
+func (c *Client) BootsPage(ctx context.Context, f firstboot.Filter, limit int, cont string) (*firstboot.Summary, error) {
+	q := f.Values()
+	if limit > 0 {
+		q.Set(paramLimit, strconv.Itoa(limit))
+	}
+	if cont != "" {
+		q.Set(paramContinue, cont)
+	}
+	path := "/v1/boots"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
 	var sum firstboot.Summary
-	if err := c.call(ctx, http.MethodGet, bootsPath(f, false), nil, &sum); err != nil {
+	if err := c.call(ctx, http.MethodGet, path, nil, &sum); err != nil {
 		return nil, err
 	}
 	return &sum, nil
@@ -47,7 +90,8 @@ func bootsPath(f firstboot.Filter, watch bool) string {
 }
 
 // WatchBoots calls fn with the summary of the boots that pass f at once,
-// then with each new one the server sends, until ctx ends (it returns
+// then with each new one, the last with the changes the server sends
+// applied (firstboot.Summary.Apply), until ctx ends (it returns
 // ctx's error), fn returns an error (it returns that error), or the
 // server cannot be reached or refuses. A stream the server ends (each
 // lasts minutes) is opened again. Client.HTTP's Timeout does not apply
@@ -106,16 +150,25 @@ func (c *Client) watchOnce(ctx context.Context, f firstboot.Filter, fn func(firs
 		return 0, responseError(http.MethodGet, path, resp, data)
 	}
 	n := 0
+	var cur firstboot.Summary // the summary, as changed since
 	err = readEvents(resp.Body, maxResponse, func(event string, data []byte) error {
-		if event != "summary" {
+		if event != eventSummary && event != eventChanges {
 			return nil // an event a newer server sends; this client does not know it
 		}
 		var sum firstboot.Summary
 		if err := json.Unmarshal(data, &sum); err != nil {
-			return fmt.Errorf("%w: GET %s: a summary: %v", errStream, path, err)
+			return fmt.Errorf("%w: GET %s: %s: %v", errStream, path, event, err)
+		}
+		switch {
+		case event == eventSummary:
+			cur = sum
+		case n == 0:
+			return fmt.Errorf("%w: GET %s: changes before a summary", errStream, path)
+		default:
+			cur.Apply(sum)
 		}
 		n++
-		return fn(sum)
+		return fn(cur)
 	})
 	var fe fnError
 	switch {

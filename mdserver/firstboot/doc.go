@@ -8,8 +8,12 @@
 // State (pending → fetched → running → done | failed, and stalled when no
 // event came for Options.StallAfter), the stage and module it is in, the
 // stages' times, the failures with their messages, and the last events.
-// Everything a guest can make it hold is bounded: events are a ring, and
-// names, messages, failures and stages are capped (limits.go).
+// Everything a guest can make it hold is bounded: events are a ring,
+// names, messages, failures and stages are capped, and all its text
+// together is MaxText (limits.go). A fleet's readers get rows (Brief: the
+// first error only, clipped), a page at a time (Summary.Page), and a
+// watcher the changes since its last read (Summary.Changes), paced by
+// what reads and sends cost (WatchPause).
 //
 // The tracker knows nothing of HTTP or stores. The metadata handler
 // (package mdserver) identifies the guest, reads what it posted with

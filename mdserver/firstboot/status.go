@@ -1,6 +1,7 @@
 package firstboot
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -191,25 +192,153 @@ func (f *Filter) Match(s *Status, now time.Time) bool {
 }
 
 // Summary is a fleet's statuses that passed a filter, by name, and the
-// count of each state among them.
+// count of each state among them. Its rows are Tracker.Brief's: no stages
+// or events, the first error only.
 type Summary struct {
 	Counts    map[State]int `json:"counts"`
 	Instances []Status      `json:"instances"`
+	// Continue is set on a page (Page) that rows follow: what asks for
+	// the next one.
+	Continue string `json:"continue,omitempty"`
+	// Removed is set on changes (Changes): the instances that left the
+	// selection.
+	Removed []string `json:"removed,omitempty"`
+}
+
+// Page is the page of s of at most limit rows (all for 0) after the row
+// named after ("": from the first), with the counts of the whole of s.
+// Rows are by name, so that a fleet read page by page sees each instance
+// once, whatever is added or removed between pages; Continue is the name
+// of the page's last row when rows follow it.
+func (s Summary) Page(after string, limit int) Summary {
+	if limit <= 0 {
+		limit = len(s.Instances) + 1
+	}
+	rows := s.Instances
+	if after != "" {
+		i, found := slices.BinarySearchFunc(rows, after, func(st Status, name string) int { return strings.Compare(st.Name, name) })
+		if found {
+			i++
+		}
+		rows = rows[i:]
+	}
+	page := Summary{Counts: s.Counts, Instances: rows[:min(limit, len(rows))]}
+	if len(rows) > limit {
+		page.Continue = rows[limit-1].Name
+	}
+	return page
+}
+
+// Changes is what a reader holding since needs to hold s (both by
+// name, as Summarize returns them): the rows of s new or different, the
+// names of since's rows s no longer has, and s's counts. Its Instances
+// and Removed are empty when nothing changed but the counts.
+func (s Summary) Changes(since Summary) Summary {
+	ch := Summary{Counts: s.Counts, Instances: []Status{}} // [] on the wire, not null
+	old := since.Instances
+	for i := range s.Instances {
+		row := &s.Instances[i]
+		for len(old) > 0 && old[0].Name < row.Name {
+			ch.Removed = append(ch.Removed, old[0].Name)
+			old = old[1:]
+		}
+		if len(old) > 0 && old[0].Name == row.Name {
+			same := sameRow(&old[0], row)
+			old = old[1:]
+			if same {
+				continue
+			}
+		}
+		ch.Instances = append(ch.Instances, *row)
+	}
+	for _, r := range old {
+		ch.Removed = append(ch.Removed, r.Name)
+	}
+	return ch
+}
+
+// Apply makes s what it was sent changes of (Changes): s's rows stay by
+// name.
+func (s *Summary) Apply(ch Summary) {
+	gone := make(map[string]bool, len(ch.Removed))
+	for _, n := range ch.Removed {
+		gone[n] = true
+	}
+	rows := make([]Status, 0, len(s.Instances)+len(ch.Instances))
+	old, add := s.Instances, ch.Instances
+	for len(old) > 0 || len(add) > 0 {
+		switch {
+		case len(add) == 0 || len(old) > 0 && old[0].Name < add[0].Name:
+			if !gone[old[0].Name] {
+				rows = append(rows, old[0])
+			}
+			old = old[1:]
+		default:
+			if len(old) > 0 && old[0].Name == add[0].Name {
+				old = old[1:]
+			}
+			rows = append(rows, add[0])
+			add = add[1:]
+		}
+	}
+	s.Instances, s.Counts, s.Continue = rows, ch.Counts, ""
+}
+
+// Unchanged reports whether changes ch carry nothing new for a reader
+// holding counts.
+func (ch Summary) Unchanged(counts map[State]int) bool {
+	return len(ch.Instances) == 0 && len(ch.Removed) == 0 && maps.Equal(ch.Counts, counts)
+}
+
+// sameRow reports whether two statuses are the same.
+func sameRow(a, b *Status) bool {
+	return a.Name == b.Name && a.UID == b.UID && a.Agent == b.Agent && a.State == b.State &&
+		a.Stage == b.Stage && a.Module == b.Module && a.FirstFetch.Equal(b.FirstFetch) &&
+		a.LastEvent.Equal(b.LastEvent) && a.Finished.Equal(b.Finished) &&
+		slices.Equal(a.Errors, b.Errors) && slices.Equal(a.Stages, b.Stages) && slices.Equal(a.Events, b.Events)
 }
 
 // Summarize filters statuses (already read at now, with Stalled applied)
 // and counts them; the instances come out sorted by name.
 func Summarize(statuses []Status, f Filter, now time.Time) Summary {
-	sum := Summary{Counts: make(map[State]int, len(States)), Instances: make([]Status, 0, len(statuses))}
+	rows := make([]Status, 0, len(statuses))
+	for i := range statuses {
+		if f.Match(&statuses[i], now) {
+			rows = append(rows, statuses[i])
+		}
+	}
+	slices.SortFunc(rows, func(a, b Status) int { return strings.Compare(a.Name, b.Name) })
+	return Counted(rows)
+}
+
+// Counted is the summary of rows: each state counted (every state
+// listed, 0 when none is in it).
+func Counted(rows []Status) Summary {
+	sum := Summary{Counts: make(map[State]int, len(States)), Instances: rows}
 	for _, st := range States {
 		sum.Counts[st] = 0
 	}
-	for i := range statuses {
-		if f.Match(&statuses[i], now) {
-			sum.Counts[statuses[i].State]++
-			sum.Instances = append(sum.Instances, statuses[i])
-		}
+	for i := range rows {
+		sum.Counts[rows[i].State]++
 	}
-	slices.SortFunc(sum.Instances, func(a, b Status) int { return strings.Compare(a.Name, b.Name) })
 	return sum
+}
+
+// How a reader of a fleet's changes (Tracker.Changes) paces itself: by
+// what each read costs, not by how many changes come (a fleet booting
+// posts hundreds of events a second, and a hostile guest as many as its
+// rate allows). After a read that took read and a send of sent bytes, the
+// next read waits the longest of its minimum, WatchReadCost times the
+// read (a fleet of 100,000 takes most of a second to read: a watcher must
+// not keep a core busy), and sent at WatchBytesPerSecond (64 watchers
+// then send at most 16 MiB a second together, whatever the guests do).
+const (
+	WatchReadCost       = 4
+	WatchBytesPerSecond = 256 << 10
+)
+
+// WatchPause is how long a watcher waits after a read that took read and
+// a send of sent bytes, at least least.
+func WatchPause(least time.Duration, sent int, read time.Duration) time.Duration {
+	return max(least, WatchReadCost*read, time.Duration(sent)*time.Second/WatchBytesPerSecond)
 }

@@ -114,6 +114,7 @@ func (t *Tracker) Fetch(name, uid, agent, dialect, path string) {
 		st.State = Fetched
 	}
 	b.add(Event{Time: now, Kind: KindFetch, Name: intern(clip(path, MaxName)), Dialect: dialect, Count: 1})
+	b.fit()
 	b.mu.Unlock()
 	t.changed(name)
 }
@@ -145,6 +146,7 @@ func (t *Tracker) Record(name, uid, agent string, ev Event) error {
 	if !b.st.State.Terminal() {
 		fin = b.progress(ev, arrival(ev))
 	}
+	b.fit()
 	b.mu.Unlock()
 	t.finish(fin)
 	t.changed(name)
@@ -334,6 +336,7 @@ func (t *Tracker) Report(name, uid, agent string, r Report) {
 	if !b.st.State.Terminal() || (r.Failed && b.st.State == Done) {
 		fin = b.end(r.Failed || b.st.State == Failed, now)
 	}
+	b.fit()
 	b.mu.Unlock()
 	t.finish(fin)
 	t.changed(name)
@@ -352,7 +355,9 @@ func (t *Tracker) Status(name, uid, agent string) Status {
 	return t.read(name, uid, agent, true)
 }
 
-// Brief is Status without the stages and events: a row of a fleet table.
+// Brief is Status without the stages and events, and with only its
+// first error, its message on one line of at most MaxBriefError bytes: a
+// row of a fleet table (the rest is the instance's Status).
 func (t *Tracker) Brief(name, uid, agent string) Status {
 	return t.read(name, uid, agent, false)
 }
@@ -374,12 +379,15 @@ func (t *Tracker) read(name, uid, agent string, full bool) Status {
 // snapshot copies the status (b.mu held).
 func (b *boot) snapshot(full bool) Status {
 	st := b.st
-	st.Errors = append([]Failure(nil), st.Errors...)
 	if full {
+		st.Errors = append([]Failure(nil), st.Errors...)
 		st.Stages = append([]Stage(nil), st.Stages...)
 		st.Events = append([]Event(nil), st.Events...)
-	} else {
-		st.Stages, st.Events = nil, nil
+		return st
+	}
+	st.Stages, st.Events, st.Errors = nil, nil, nil
+	if len(b.st.Errors) > 0 {
+		st.Errors = []Failure{b.st.Errors[0].brief()}
 	}
 	return st
 }

@@ -31,13 +31,20 @@ type statusFleet struct {
 
 func newStatusFleet(t *testing.T) *statusFleet {
 	t.Helper()
+	return newStatusFleetOf(t, []string{"web-1", "web-2", "web-3", "db"})
+}
+
+// newStatusFleetOf is a statusFleet of the instances names (db, if one
+// of them, Ignition).
+func newStatusFleetOf(t *testing.T, names []string) *statusFleet {
+	t.Helper()
 	dir, work := t.TempDir(), t.TempDir()
-	for i, name := range []string{"web-1", "web-2", "web-3", "db"} {
+	for i, name := range names {
 		agent := "cloud-init"
 		if name == "db" {
 			agent = "ignition"
 		}
-		doc := fmt.Sprintf("apiVersion: vminit.dev/v1alpha1\nkind: Instance\nmetadata: {name: %s}\nspec:\n  agent: %s\n  metadataServer: {addresses: [10.8.0.%d]}\n", name, agent, i+1)
+		doc := fmt.Sprintf("apiVersion: vminit.dev/v1alpha1\nkind: Instance\nmetadata: {name: %s}\nspec:\n  agent: %s\n  metadataServer: {addresses: [10.8.%d.%d]}\n", name, agent, i/250, i%250+1)
 		if err := os.WriteFile(filepath.Join(dir, name+".yaml"), []byte(doc), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -102,6 +109,24 @@ func (f *statusFleet) boot(t *testing.T) {
 
 func (f *statusFleet) run(t *testing.T, args ...string) (int, string, string) {
 	return run(t, append(append([]string{"instances", "status"}, args...), f.flags...)...)
+}
+
+// TestInstancesStatusAllPages: a fleet larger than the admin API's
+// largest page is shown whole: the client follows GET /v1/boots's pages.
+func TestInstancesStatusAllPages(t *testing.T) {
+	names := make([]string, admin.MaxBootsPage+1)
+	for i := range names {
+		names[i] = fmt.Sprintf("vm-%04d", i)
+	}
+	f := newStatusFleetOf(t, names)
+	code, stdout, stderr := f.run(t, "--json")
+	var sum firstboot.Summary
+	if err := json.Unmarshal([]byte(stdout), &sum); code != ExitOK || err != nil {
+		t.Fatalf("exit %d %v %s", code, err, stderr)
+	}
+	if len(sum.Instances) != len(names) || sum.Counts[firstboot.Pending] != len(names) || sum.Instances[len(names)-1].Name != names[len(names)-1] || sum.Continue != "" {
+		t.Errorf("%d rows, counts %v, continue %q; want %d", len(sum.Instances), sum.Counts, sum.Continue, len(names))
+	}
 }
 
 // TestInstancesStatus: the table, one instance's detail and --json, from

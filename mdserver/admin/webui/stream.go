@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/vminit/vminit/mdserver/firstboot"
 )
 
 // The live pages follow /ui/stream with an EventSource: the fleet page
@@ -13,15 +15,14 @@ import (
 // ?instance=NAME. The stream sends the part of the page that changes,
 // re-rendered, as one "render" event: at once (what changed between the
 // page and the stream is not lost), then on every change of the tracker,
-// at most every minInterval (a booting fleet changes hundreds of times a
-// second) or costFactor times what the last render took, whichever is
-// longer (a page of a fleet of 100,000 takes most of a second to read:
-// a live page must not keep a core busy), and every Options.Refresh
-// without a change. A stream ends after streamFor; the browser
+// paced by what each costs, as every watcher of the tracker is
+// (firstboot.WatchPause: at most every minInterval, and less often as a
+// render takes longer or sends more bytes), and every Options.Refresh
+// without a change. It sends a page, never the fleet: Options.PageSize
+// rows, each with its first error clipped (firstboot.Tracker.Brief). A stream ends after streamFor; the browser
 // reconnects by itself.
 const (
 	minInterval = 500 * time.Millisecond
-	costFactor  = 4
 	streamFor   = 10 * time.Minute
 	writeWithin = 10 * time.Second
 	// busyRetry is when a page turned away (Options.MaxStreams followed
@@ -88,7 +89,7 @@ func (u *UI) stream(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		select { // coalesce what comes until the next render is due
-		case <-time.After(max(minInterval, costFactor*time.Since(began))):
+		case <-time.After(firstboot.WatchPause(minInterval, len(msg), time.Since(began))):
 		case <-ctx.Done():
 			return
 		}
