@@ -61,7 +61,9 @@ func stored(st Status) State {
 
 // further reports whether a is further on than b: a later state (a
 // failed boot past a done one: a failed report turns it failed), or the
-// same state heard of later.
+// same state heard of later; of two heard of at once, the later stage
+// and module by name (cloud-init's stages sort in the order they run),
+// so that the union does not depend on which replica merges.
 func further(a, b Status) bool {
 	if a.State.rank() != b.State.rank() {
 		return a.State.rank() > b.State.rank()
@@ -69,7 +71,13 @@ func further(a, b Status) bool {
 	if a.State != b.State {
 		return a.State == Failed
 	}
-	return a.LastEvent.After(b.LastEvent)
+	if c := a.LastEvent.Compare(b.LastEvent); c != 0 {
+		return c > 0
+	}
+	if a.Stage != b.Stage {
+		return a.Stage > b.Stage
+	}
+	return a.Module > b.Module
 }
 
 func earliest(a, b time.Time) time.Time {

@@ -52,36 +52,44 @@ func (t *Tracker) Persist(ctx context.Context, sink Sink, every time.Duration, o
 	t.persisting.Store(true)
 	tick := time.NewTicker(every)
 	defer tick.Stop()
-	// When each instance was last written: those written within the
-	// pace only (the map is bounded by what changed lately).
-	last := map[string]time.Time{}
-	pace := PaceTicks * every
+	p := &pacer{pace: PaceTicks * every, last: map[string]time.Time{}}
 	for {
+		var now time.Time
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case now = <-tick.C:
 		}
-		now := time.Now()
-		for n, at := range last {
-			if now.Sub(at) >= pace {
-				delete(last, n)
-			}
-		}
-		batch := t.takeDirty(func(name string) bool { _, held := last[name]; return !held })
-		if err := t.write(ctx, sink, batch); err != nil {
-			if ctx.Err() == nil {
-				t.markDirty(batch)
-				if onError != nil {
-					onError(err)
-				}
-			}
-			continue
-		}
-		for _, w := range batch {
-			last[w.name] = now
+		if err := t.persistDue(ctx, sink, p, now); err != nil && ctx.Err() == nil && onError != nil {
+			onError(err)
 		}
 	}
+}
+
+// pacer is when Persist last wrote each instance: those written within
+// the pace only (the map is bounded by what changed lately).
+type pacer struct {
+	pace time.Duration
+	last map[string]time.Time
+}
+
+// persistDue is one interval of Persist, at now: it writes what is due,
+// and marks again what it failed to write.
+func (t *Tracker) persistDue(ctx context.Context, sink Sink, p *pacer, now time.Time) error {
+	for n, at := range p.last {
+		if now.Sub(at) >= p.pace {
+			delete(p.last, n)
+		}
+	}
+	batch := t.takeDirty(func(name string) bool { _, held := p.last[name]; return !held })
+	if err := t.write(ctx, sink, batch); err != nil {
+		t.markDirty(batch)
+		return err
+	}
+	for _, w := range batch {
+		p.last[w.name] = now
+	}
+	return nil
 }
 
 // pending is a boot to write, and how many changes of it that write
