@@ -10,6 +10,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -239,13 +240,19 @@ func bootValue(st *firstboot.Status) ([]byte, error) {
 		return nil, err
 	}
 	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
+	zw := gzipWriters.Get().(*gzip.Writer)
+	defer gzipWriters.Put(zw)
+	zw.Reset(&buf)
 	zw.Write(value)
 	if err := zw.Close(); err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), nil
 }
+
+// gzipWriters are reused: a new writer allocates its tables, most of a
+// millisecond a status.
+var gzipWriters = sync.Pool{New: func() any { return gzip.NewWriter(nil) }}
 
 // decodeBoot reads a stored status: gzipped JSON, or JSON (as written
 // before the values were compressed, or by hand), of at most
