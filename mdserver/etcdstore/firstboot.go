@@ -291,8 +291,8 @@ func createRevOf(uid string) (int64, bool) {
 }
 
 // FollowBoots merges into t the statuses stored, then every one written
-// after (another replica's, or this one's read back: Merge keeps only
-// what is further on), of the incarnations the store serves, until ctx
+// after (another replica's, or this one's read back: Merge takes the
+// union), of the incarnations the store serves, until ctx
 // ends or the store is closed; a failed watch lists again, with backoff.
 // With ctx already ended it reads once and returns: a one-shot reader
 // (the CLI) opens the store and calls it so.
