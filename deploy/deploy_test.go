@@ -196,8 +196,10 @@ func TestManifests(t *testing.T) {
 					if g := ps.TerminationGracePeriodSeconds; g != nil {
 						grace = time.Duration(*g) * time.Second
 					}
-					if pre := c.Lifecycle.PreStop.Sleep.Seconds; grace <= time.Duration(pre)*time.Second+shutdown {
-						t.Errorf("%s: %s: terminationGracePeriodSeconds %v is not longer than the preStop sleep (%ds) and --shutdown-timeout (%v)", f, c.Name, grace, pre, shutdown)
+					// --shutdown-timeout twice: the requests in flight, then
+					// the last first-boot statuses while the store refuses them.
+					if pre := c.Lifecycle.PreStop.Sleep.Seconds; grace <= time.Duration(pre)*time.Second+2*shutdown {
+						t.Errorf("%s: %s: terminationGracePeriodSeconds %v is not longer than the preStop sleep (%ds) and twice --shutdown-timeout (%v)", f, c.Name, grace, pre, shutdown)
 					}
 					// Every file a flag names must be mounted.
 					flags := map[string]string{}
@@ -311,8 +313,8 @@ func TestSystemdUnit(t *testing.T) {
 	}
 	shutdown := commandFlags(t, "ExecStart", strings.Fields(e[0])[1:])
 	stop, err := time.ParseDuration(strings.Join(keys["Service.TimeoutStopSec"], ""))
-	if err != nil || stop <= shutdown {
-		t.Errorf("TimeoutStopSec = %v (%v): systemd must wait longer than --shutdown-timeout %v before SIGKILL", keys["Service.TimeoutStopSec"], err, shutdown)
+	if err != nil || stop <= 2*shutdown {
+		t.Errorf("TimeoutStopSec = %v (%v): systemd must wait longer than twice --shutdown-timeout %v before SIGKILL (requests, then the last first-boot statuses)", keys["Service.TimeoutStopSec"], err, shutdown)
 	}
 }
 

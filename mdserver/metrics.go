@@ -28,6 +28,9 @@ import (
 //	  from the first fetch to the end of first boot; see ObserveBoot)
 //	vminit_first_boots{state} (the instances served, by first-boot state,
 //	  counted when scraped)
+//	vminit_store_healthy, vminit_store_write_errors_total,
+//	vminit_store_last_sync_timestamp_seconds (a store that reports its
+//	  backend's health, StoreHealth: etcd's)
 //
 // Make it with NewMetrics.
 type Metrics struct {
@@ -144,7 +147,40 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 	}
 	p("# HELP vminit_mdserver_connections_evicted_total Guest connections closed under pressure: idle ones, and for an instance those of unknown sources.\n# TYPE vminit_mdserver_connections_evicted_total counter\nvminit_mdserver_connections_evicted_total %d\n", m.connsEvicted.Load())
 	m.writeFirstBoot(p)
+	if h := m.h.Load(); h != nil {
+		if sh, ok := h.src.(StoreHealth); ok {
+			writeStoreHealth(p, sh)
+		}
+	}
 	return cw.n, cw.err
+}
+
+// StoreHealth is a store that reports the health of its backend
+// (etcdstore.Store): the server serves from memory whatever the backend
+// does, and these say whether what it serves is current and whether
+// what it writes is kept.
+type StoreHealth interface {
+	// Healthy: the backend is reachable, followed, and takes writes.
+	Healthy() bool
+	// WriteErrors counts the writes the backend refused or never got.
+	WriteErrors() uint64
+	// LastSync is when the store last heard from the backend (zero:
+	// never).
+	LastSync() time.Time
+}
+
+func writeStoreHealth(p func(format string, args ...any), sh StoreHealth) {
+	healthy := 0
+	if sh.Healthy() {
+		healthy = 1
+	}
+	p("# HELP vminit_store_healthy Whether the store's backend is reachable, followed and takes writes (1) or not (0).\n# TYPE vminit_store_healthy gauge\nvminit_store_healthy %d\n", healthy)
+	p("# HELP vminit_store_write_errors_total Writes to the store's backend that failed (first-boot statuses, instance changes).\n# TYPE vminit_store_write_errors_total counter\nvminit_store_write_errors_total %d\n", sh.WriteErrors())
+	sync := 0.0
+	if t := sh.LastSync(); !t.IsZero() {
+		sync = float64(t.UnixMilli()) / 1e3
+	}
+	p("# HELP vminit_store_last_sync_timestamp_seconds When the store last heard from its backend (a list or a watch response).\n# TYPE vminit_store_last_sync_timestamp_seconds gauge\nvminit_store_last_sync_timestamp_seconds %g\n", sync)
 }
 
 type countWriter struct {

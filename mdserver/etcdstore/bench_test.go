@@ -2,6 +2,7 @@ package etcdstore
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/vminit/vminit/internal/bench/mdbench"
 	"github.com/vminit/vminit/internal/testing/etcdtest"
+	"github.com/vminit/vminit/mdserver/firstboot"
 )
 
 // BenchmarkOpen100k measures Open on a prefix of 100,000 instances
@@ -50,4 +52,24 @@ func put(tb testing.TB, cli *clientv3.Client, n int) {
 			tb.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkBootValue measures what one write of a first-boot status puts
+// in etcd: a status with a full log (64 events of cloud-init's shape),
+// as JSON and as stored (gzipped JSON), and the time to make it.
+func BenchmarkBootValue(b *testing.B) {
+	tr := firstboot.New(firstboot.Options{})
+	tr.Fetch("vm", "c1", "cloud-init", "nocloud", "/meta-data")
+	for j := range firstboot.MaxEvents - 1 {
+		tr.Record("vm", "c1", "cloud-init", firstboot.Event{Kind: firstboot.KindStart,
+			Name: fmt.Sprintf("modules-config/config-module-%d", j), Message: "running config-module with frequency once-per-instance"})
+	}
+	st := tr.Status("vm", "c1", "")
+	plain, _ := json.Marshal(&st)
+	var stored []byte
+	for b.Loop() {
+		stored, _ = bootValue(&st)
+	}
+	b.ReportMetric(float64(len(plain)), "json-B")
+	b.ReportMetric(float64(len(stored)), "stored-B")
 }

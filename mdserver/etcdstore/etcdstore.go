@@ -96,6 +96,7 @@ type Store struct {
 	rev     int64            // the etcd revision the index reflects
 	revSig  chan struct{}    // closed and replaced when rev moves
 	relists atomic.Int64
+	health  health
 
 	cancel  context.CancelFunc
 	stopped <-chan struct{} // closed by Close
@@ -150,12 +151,15 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		// Notice a dead server within seconds, not minutes.
 		DialKeepAliveTime:    5 * time.Second,
 		DialKeepAliveTimeout: 3 * time.Second,
+		// Reach it again within seconds once it is back (health.go).
+		DialOptions: dialOptions(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("etcdstore: %w", err)
 	}
 	s := &Store{cfg: cfg, cli: cli, log: cfg.Logger.With("store", "etcd", "prefix", cfg.Prefix),
 		modRevs: map[string]int64{}, revSig: make(chan struct{}), done: make(chan struct{})}
+	s.health.log = s.log
 	s.ix = registry.NewIndex(registry.IndexOptions{Logger: s.log, KeyAttr: "key",
 		Invalid: "etcdstore: invalid document skipped", Refused: "etcdstore: document refused", Checks: cfg.Checks})
 	rev, err := s.list(ctx)
@@ -168,7 +172,11 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	runCtx, stop := context.WithCancel(context.Background())
 	s.cancel, s.stopped = stop, runCtx.Done()
-	go s.run(runCtx, rev)
+	s.health.synced(rev)
+	var wg sync.WaitGroup
+	wg.Go(func() { s.run(runCtx, rev) })
+	wg.Go(func() { s.monitor(runCtx) })
+	go func() { wg.Wait(); close(s.done) }()
 	return s, nil
 }
 
@@ -305,7 +313,6 @@ func jitter(d time.Duration) time.Duration { return d/2 + rand.N(d/2+1) }
 // run watches from rev+1; on a failed or compacted watch it re-lists and
 // re-watches with exponential backoff.
 func (s *Store) run(ctx context.Context, rev int64) {
-	defer close(s.done)
 	backoff := s.cfg.MinBackoff
 	sleep := func() bool {
 		d := jitter(backoff)
@@ -331,6 +338,7 @@ func (s *Store) run(ctx context.Context, rev int64) {
 			}
 			s.relists.Add(1)
 			s.log.Info("etcdstore: re-listed", "revision", r, "instances", s.Snapshot().Len())
+			s.health.synced(r)
 			rev = r
 		}
 		if beforeWatch != nil {
@@ -369,6 +377,7 @@ func (s *Store) watch(ctx context.Context, rev int64, answered func()) (failed b
 		answered()
 		s.applyEvents(resp.Events, resp.Header.Revision)
 		rev = resp.Header.Revision
+		s.health.synced(rev)
 	}
 	return false
 }
@@ -513,8 +522,9 @@ func (s *Store) Put(ctx context.Context, doc []byte) (*registry.Record, error) {
 		resp, err := s.cli.Txn(tctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", modRev)).
 			Then(clientv3.OpPut(key, string(doc))).Commit()
 		cancel()
+		s.health.wrote(err)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", registry.ErrUnavailable, err)
+			return nil, fmt.Errorf("%w: %v", registry.ErrUnavailable, storeError(err))
 		}
 		if err := s.waitRev(ctx, resp.Header.Revision); err != nil {
 			return nil, err
@@ -543,8 +553,9 @@ func (s *Store) Delete(ctx context.Context, name string) error {
 	resp, err := s.cli.Txn(tctx).If(clientv3.Compare(clientv3.CreateRevision(key), ">", 0)).
 		Then(clientv3.OpDelete(key), clientv3.OpDelete(s.bootPrefix()+name)).Commit()
 	cancel()
+	s.health.wrote(err)
 	if err != nil {
-		return fmt.Errorf("%w: %v", registry.ErrUnavailable, err)
+		return fmt.Errorf("%w: %v", registry.ErrUnavailable, storeError(err))
 	}
 	if !resp.Succeeded {
 		return fmt.Errorf("%w: %q", registry.ErrNotFound, name)

@@ -2,7 +2,6 @@ package etcdstore
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -67,8 +66,8 @@ func TestFirstBootShared(t *testing.T) {
 	if err != nil || len(got.Kvs) != 1 {
 		t.Fatalf("the status key: %v %v", got, err)
 	}
-	var stored firstboot.Status
-	if err := json.Unmarshal(got.Kvs[0].Value, &stored); err != nil || stored.State != firstboot.Done || len(stored.Events) != 3 {
+	stored, err := decodeBoot(got.Kvs[0].Value)
+	if err != nil || stored.State != firstboot.Done || len(stored.Events) != 3 {
 		t.Errorf("stored: %+v %v", stored, err)
 	}
 	// A one-shot reader (FollowBoots with an ended context) reads it.

@@ -20,6 +20,7 @@
 // ParseCloudInitEvent (cloudinit.go) and ParseGuestReport and
 // GuestReport.Report (guest.go), and calls Fetch, Record and Report; the admin API, the web page and the CLI read Status and watch
 // Changes; a store that shares statuses between replicas (etcdstore,
-// kubestore) implements Sink, which Persist feeds, and hands what other
-// replicas wrote to Merge.
+// kubestore) implements Sink, which Persist feeds (paced per instance),
+// and hands what other replicas wrote to Merge: each replica holds, and
+// the store keeps, the union of what the replicas heard (merge.go).
 package firstboot

@@ -7,7 +7,7 @@ import "context"
 // calls it after Persist returned (never beside it), so that what its
 // guests posted last is not lost with its memory.
 func (t *Tracker) Flush(ctx context.Context, sink Sink) error {
-	batch := t.takeDirty()
+	batch := t.takeDirty(func(string) bool { return true })
 	if err := t.write(ctx, sink, batch); err != nil {
 		t.markDirty(batch)
 		return err

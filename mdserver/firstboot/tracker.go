@@ -40,7 +40,7 @@ type Tracker struct {
 
 	persisting atomic.Bool
 	dirtyMu    sync.Mutex
-	dirty      map[string]struct{}
+	dirty      map[string]int // changes since written (persist.go)
 }
 
 // boot is one incarnation's status, under its lock. st.State is never
@@ -60,7 +60,7 @@ func New(opts Options) *Tracker {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Tracker{opts: opts, dirty: map[string]struct{}{}}
+	return &Tracker{opts: opts, dirty: map[string]int{}}
 }
 
 // lock returns name's boot for incarnation uid, locked, starting a fresh
@@ -441,7 +441,7 @@ func (t *Tracker) changed(name string) {
 	t.notify()
 	if t.persisting.Load() {
 		t.dirtyMu.Lock()
-		t.dirty[name] = struct{}{}
+		t.dirty[name]++
 		t.dirtyMu.Unlock()
 	}
 }

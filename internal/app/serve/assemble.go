@@ -212,7 +212,12 @@ func (s *Server) Run(ctx context.Context, reload <-chan os.Signal, shutdownTimeo
 	// Until the listeners are shut down: requests in flight still post.
 	stop := s.shareBoots(context.WithoutCancel(ctx), shared)
 	err := Run(ctx, Config{Listeners: s.Listeners, Store: s.Store, Reload: reload, ShutdownTimeout: shutdownTimeout, Logger: s.log})
-	stop()
+	// The last first-boot statuses: as long again, while the store
+	// refuses them (an outage as the server stops).
+	if shutdownTimeout <= 0 {
+		shutdownTimeout = defaultShutdownTimeout
+	}
+	stop(shutdownTimeout)
 	return err
 }
 

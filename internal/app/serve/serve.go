@@ -57,6 +57,9 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// defaultShutdownTimeout is Config.ShutdownTimeout's default.
+const defaultShutdownTimeout = 10 * time.Second
+
 // Run serves every listener until ctx ends or one of them fails, then
 // shuts them all down: the listeners close at once (new connections are
 // refused), idle keep-alive connections are closed, and requests already
@@ -75,7 +78,7 @@ func Run(ctx context.Context, cfg Config) error {
 		log = slog.Default()
 	}
 	if cfg.ShutdownTimeout <= 0 {
-		cfg.ShutdownTimeout = 10 * time.Second
+		cfg.ShutdownTimeout = defaultShutdownTimeout
 	}
 	// Counted in the handler rather than by connection state so that the
 	// log after a cut names requests, which is what clients saw fail.

@@ -33,6 +33,7 @@ type Server struct {
 	bin, dir string
 	peerURL  string
 	pki      *testpki.PKI
+	args     []string // more flags (StartArgs)
 	cmd      *exec.Cmd
 	exited   chan struct{}
 	log      *bytes.Buffer
@@ -41,7 +42,11 @@ type Server struct {
 // Start starts etcd (skipping the test when it is not installed, unless
 // VMINIT_REQUIRE_TOOLS=1). With a PKI, clients must connect over TLS and
 // present a certificate the PKI's CA signed.
-func Start(t testing.TB, pki *testpki.PKI) *Server {
+func Start(t testing.TB, pki *testpki.PKI) *Server { return StartArgs(t, pki) }
+
+// StartArgs is Start with more flags of etcd's (e.g.
+// --quota-backend-bytes), kept across Restart.
+func StartArgs(t testing.TB, pki *testpki.PKI, args ...string) *Server {
 	bin := testtools.Require(t, "etcd")
 	scheme := "http"
 	if pki != nil {
@@ -49,7 +54,7 @@ func Start(t testing.TB, pki *testpki.PKI) *Server {
 	}
 	e := &Server{t: t, bin: bin, dir: filepath.Join(t.TempDir(), "etcd"), pki: pki,
 		ClientURL: fmt.Sprintf("%s://127.0.0.1:%d", scheme, testtools.FreePort(t)),
-		peerURL:   fmt.Sprintf("http://127.0.0.1:%d", testtools.FreePort(t))}
+		peerURL:   fmt.Sprintf("http://127.0.0.1:%d", testtools.FreePort(t)), args: args}
 	if pki != nil {
 		cfg, err := pki.ClientTLS()
 		if err != nil {
@@ -75,6 +80,7 @@ func (e *Server) Restart() {
 		args = append(args, "--cert-file", e.pki.ServerCert, "--key-file", e.pki.ServerKey,
 			"--trusted-ca-file", e.pki.CA, "--client-cert-auth")
 	}
+	args = append(args, e.args...)
 	e.cmd = exec.Command(e.bin, args...)
 	// Its own process group, killed with the test binary: a test that
 	// dies never leaves an etcd behind.
