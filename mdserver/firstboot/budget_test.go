@@ -96,3 +96,20 @@ func TestBriefCarriesFirstError(t *testing.T) {
 		t.Errorf("the instance's status lost its errors: %d", len(st.Errors))
 	}
 }
+
+// TestMergedWithinBudget: two replicas' statuses of one hostile boot, each
+// within MaxText, are within it together (MergeStatus and Tracker.Merge
+// hold the union to the budget as the tracker holds its own).
+func TestMergedWithinBudget(t *testing.T) {
+	a, b := firstboot.New(firstboot.Options{}), firstboot.New(firstboot.Options{})
+	hostileBoot(t, a, "vm")
+	hostileBoot(t, b, "vm")
+	sa, sb := a.Status("vm", "uid", firstboot.AgentCloudInit), b.Status("vm", "uid", firstboot.AgentCloudInit)
+	if m := firstboot.MergeStatus(sa, sb); firstboot.TextOf(&m) > firstboot.MaxText {
+		t.Errorf("MergeStatus: %d bytes of guest text, want at most %d", firstboot.TextOf(&m), firstboot.MaxText)
+	}
+	a.Merge(sb)
+	if st := a.Status("vm", "uid", firstboot.AgentCloudInit); firstboot.TextOf(&st) > firstboot.MaxText {
+		t.Errorf("Tracker.Merge: %d bytes of guest text, want at most %d", firstboot.TextOf(&st), firstboot.MaxText)
+	}
+}

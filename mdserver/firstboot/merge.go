@@ -16,7 +16,8 @@ import (
 // failures (a's first). A store that shares statuses writes the union of
 // what it holds and what it writes (etcdstore), and Tracker.Merge takes
 // the union of what it holds and what it reads: no replica's event is
-// lost to another's write.
+// lost to another's write. The union is held to MaxText as the
+// tracker's own statuses are.
 func MergeStatus(a, b Status) Status {
 	a.State, b.State = stored(a), stored(b)
 	lead, other := a, b
@@ -44,7 +45,10 @@ func MergeStatus(a, b Status) Status {
 	if len(out.Errors) == 0 {
 		out.Errors = nil
 	}
-	return out
+	// Two statuses each within MaxText may hold more together.
+	fitted := boot{st: out}
+	fitted.fit()
+	return fitted.st
 }
 
 // stored is st's state as a tracker holds it: a status written as read

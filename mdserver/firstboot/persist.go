@@ -193,6 +193,7 @@ func (t *Tracker) Merge(in Status) bool {
 	v, ok := t.boots.Load(in.Name)
 	if !ok {
 		nb := &boot{st: in, wroteAs: in.State, finished: in.State.Terminal()}
+		nb.fit() // what a store holds is bounded as what a guest posts
 		if _, loaded := t.boots.LoadOrStore(in.Name, nb); loaded {
 			return t.Merge(in)
 		}
