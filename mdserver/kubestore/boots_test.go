@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -204,4 +205,40 @@ func TestFirstBootReplicasMerge(t *testing.T) {
 	eventually(t, "both replicas to hold the failure", func() bool {
 		return a.boots.Status(name, id, "").State == firstboot.Failed && b.boots.Status(name, id, "").State == firstboot.Failed
 	})
+}
+
+// TestFirstBootOfBounded: what status.firstBoot shows of a hostile
+// record, without an API server: 4 errors at most, one line each, no
+// control character, 256-byte fields.
+func TestFirstBootOfBounded(t *testing.T) {
+	st := firstboot.Status{Name: "default/bad", State: firstboot.Failed, Stage: hostile, Module: hostile}
+	for range firstboot.MaxFailures {
+		st.Errors = append(st.Errors, firstboot.Failure{Stage: hostile, Module: hostile, Unit: hostile,
+			Message: hostile + strings.Repeat("é", firstboot.MaxMessage)})
+	}
+	fb := kubestore.FirstBootOf(&st)
+	if len(fb.Errors) > 4 {
+		t.Errorf("%d errors", len(fb.Errors))
+	}
+	total := 0
+	for _, f := range []string{fb.Stage, fb.Module} {
+		if !controlFree(f) || len(f) > 256 {
+			t.Errorf("a field of %d bytes: %q", len(f), f)
+		}
+	}
+	for _, e := range fb.Errors {
+		total += len(e.Message)
+		for _, f := range []string{e.Stage, e.Module, e.Unit, e.Message} {
+			if !controlFree(f) || len(f) > 256 || !utf8.ValidString(f) {
+				t.Errorf("a field of %d bytes: %q", len(f), f)
+			}
+		}
+	}
+	if total > 1024 {
+		t.Errorf("messages of %d bytes", total)
+	}
+	c := kubestore.FirstBootCondition(&st, nil)
+	if !controlFree(c.Message) {
+		t.Errorf("condition message %q", c.Message)
+	}
 }

@@ -115,6 +115,16 @@ func (w *bootWrites) deferWrite(st *firstboot.Status) {
 	}
 }
 
+// retry keeps st to write again once due, unless a newer status of the
+// same Instance waits already.
+func (w *bootWrites) retry(st *firstboot.Status) {
+	w.mu.Lock()
+	if _, ok := w.pending[st.Name]; !ok {
+		w.pending[st.Name] = *st
+	}
+	w.mu.Unlock()
+}
+
 // due is how long until the Instance name may be written again (≤ 0:
 // now).
 func (w *bootWrites) due(name string, every time.Duration, now time.Time) time.Duration {
@@ -136,20 +146,15 @@ func (w *bootWrites) wrote(name string, at time.Time) {
 }
 
 // take removes and returns, by name, the pending statuses due at now
-// (all of them with every 0), and how long until the next is due (0:
-// none waits).
-func (w *bootWrites) take(every time.Duration, now time.Time) ([]firstboot.Status, time.Duration) {
+// (all of them with every 0).
+func (w *bootWrites) take(every time.Duration, now time.Time) []firstboot.Status {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var out []firstboot.Status
-	next := time.Duration(0)
 	for name, st := range w.pending {
-		last, ok := w.last[name]
-		if wait := every - now.Sub(last); !ok || every == 0 || wait <= 0 {
+		if last, ok := w.last[name]; !ok || every == 0 || now.Sub(last) >= every {
 			out = append(out, st)
 			delete(w.pending, name)
-		} else if next == 0 || wait < next {
-			next = wait
 		}
 	}
 	for name, at := range w.last {
@@ -158,7 +163,19 @@ func (w *bootWrites) take(every time.Duration, now time.Time) ([]firstboot.Statu
 		}
 	}
 	slices.SortFunc(out, func(a, b firstboot.Status) int { return strings.Compare(a.Name, b.Name) })
-	return out, next
+	return out
+}
+
+// next is how long from now until the first pending status is due
+// (an hour when none waits).
+func (w *bootWrites) next(every time.Duration, now time.Time) time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	next := time.Hour
+	for name := range w.pending {
+		next = min(next, max(every-now.Sub(w.last[name]), 0))
+	}
+	return next
 }
 
 // flushBoots writes the deferred statuses as they fall due, until ctx
@@ -167,18 +184,17 @@ func (s *Store) flushBoots(ctx context.Context) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
-		due, next := s.boots.take(s.cfg.BootWriteEvery, time.Now())
+		due := s.boots.take(s.cfg.BootWriteEvery, time.Now())
 		for i := range due {
-			if err := s.writeBoot(ctx, &due[i], true); err != nil && ctx.Err() == nil {
-				s.log.Warn("kubestore: a first-boot status not written; retrying", "instance", due[i].Name, "err", err)
-				s.boots.wrote(due[i].Name, time.Now()) // tried again when due again
-				s.boots.deferWrite(&due[i])
+			if err := s.writeBoot(ctx, &due[i], true); err != nil {
+				if ctx.Err() == nil { // else cut by Close, which writes it
+					s.log.Warn("kubestore: a first-boot status not written; retrying", "instance", due[i].Name, "err", err)
+					s.boots.wrote(due[i].Name, time.Now()) // tried again when due again
+				}
+				s.boots.retry(&due[i])
 			}
 		}
-		if next == 0 {
-			next = time.Hour
-		}
-		timer.Reset(next)
+		timer.Reset(s.boots.next(s.cfg.BootWriteEvery, time.Now()))
 		select {
 		case <-ctx.Done():
 			return
@@ -190,7 +206,7 @@ func (s *Store) flushBoots(ctx context.Context) {
 
 // flushPending writes every status that still waits (Close).
 func (s *Store) flushPending(ctx context.Context) {
-	due, _ := s.boots.take(0, time.Now())
+	due := s.boots.take(0, time.Now())
 	for i := range due {
 		if err := s.writeBoot(ctx, &due[i], true); err != nil {
 			s.log.Warn("kubestore: a first-boot status not written as the store closed", "instance", due[i].Name, "err", err)
