@@ -192,9 +192,9 @@ func TestFirstBootReplicasMerge(t *testing.T) {
 	_, st := instanceStatus(t, dyn, "web")
 	var got []string
 	for _, e := range st.FirstBoot.Errors {
-		got = append(got, e.Module+": "+e.Message)
+		got = append(got, e.Stage+"/"+e.Module+": "+e.Message)
 	}
-	if want := "m0: error 0|m1: error 1|m2: error 2"; strings.Join(got, "|") != want {
+	if want := "modules-config/m0: error 0|modules-config/m1: error 1|modules-config/m2: error 2|modules-final/: "; strings.Join(got, "|") != want {
 		t.Errorf("errors %q, want %q", strings.Join(got, "|"), want)
 	}
 	c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionFirstBoot)
@@ -223,14 +223,14 @@ func TestFirstBootOfBounded(t *testing.T) {
 	total := 0
 	for _, f := range []string{fb.Stage, fb.Module} {
 		if !controlFree(f) || len(f) > 256 {
-			t.Errorf("a field of %d bytes: %q", len(f), f)
+			t.Errorf("a field of %d bytes: %.80q", len(f), f)
 		}
 	}
 	for _, e := range fb.Errors {
 		total += len(e.Message)
 		for _, f := range []string{e.Stage, e.Module, e.Unit, e.Message} {
 			if !controlFree(f) || len(f) > 256 || !utf8.ValidString(f) {
-				t.Errorf("a field of %d bytes: %q", len(f), f)
+				t.Errorf("a field of %d bytes: %.80q", len(f), f)
 			}
 		}
 	}
