@@ -33,9 +33,13 @@
 //
 // An Instance's Secret and ConfigMap references (secretKeyRef,
 // configMapKeyRef) are read in its own namespace, never another (Refs,
-// refs.go); the store watches Secrets and ConfigMaps as metadata and
-// decodes again the Instances that refer to one that changes, so a
-// rotated Secret is served without a change of the object.
+// refs.go); the store watches ConfigMaps as metadata and decodes again
+// the Instances that refer to one that changes. It never lists or watches
+// Secrets (that right would hand it every Secret of a namespace, data and
+// all): it reads the ones an Instance names by name, and decodes the
+// Instance again when its status.secrets, the resourceVersions the
+// controller saw, changes, so a rotated Secret is served without a
+// change of the spec.
 //
 // Put and Delete write Instance objects (in Config.Namespace) and return
 // once the store's watch has applied the write.
@@ -43,9 +47,9 @@
 // The store shares the instances' first-boot statuses between replicas
 // (firstboot.Shared, firstboot.go): WriteBoot applies an Instance's
 // status.firstBoot and its FirstBoot condition (server-side apply of the
-// status subresource, under its own field manager) and records a
-// FirstBootFailed Event; FollowBoots hands a tracker what the watch reads
-// back of them.
+// status subresource, under its own field manager, merged with what the
+// object shows and paced per Instance) and records a FirstBootFailed
+// Event; FollowBoots hands a tracker what the watch reads back of them.
 package kubestore
 
 import (
