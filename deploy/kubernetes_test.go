@@ -23,6 +23,7 @@ import (
 	"github.com/vminit/vminit/kube/api/v1alpha1"
 	"github.com/vminit/vminit/mdserver/firstboot"
 	"github.com/vminit/vminit/mdserver/kubestore"
+	"github.com/vminit/vminit/seed"
 )
 
 // TestKustomization applies deploy/kubernetes as an operator does
@@ -78,7 +79,17 @@ func TestKustomization(t *testing.T) {
 		StringData: map[string]string{"userdata": "#cloud-config\nruncmd: [echo hi]\n"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := admin.CoreV1().Secrets("default").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "db-ops"},
+		StringData: map[string]string{"user-data": "#cloud-config\nruncmd: [[echo, first]]\n"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	dyn := s.Dynamic(t)
+	db := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "vminit.dev/v1alpha1", "kind": "Instance",
+		"metadata": map[string]any{"name": "db"}, "spec": map[string]any{"hostname": "db",
+			"cloudInit": map[string]any{"userDataFrom": map[string]any{"secretKeyRef": map[string]any{"name": "db-ops", "key": "user-data"}}}}}}
+	if _, err := dyn.Resource(v1alpha1.GroupVersionResource).Namespace("default").Create(ctx, db, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	inst := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "vminit.dev/v1alpha1", "kind": "Instance",
 		"metadata": map[string]any{"name": "web-1"}, "spec": map[string]any{"hostname": "web-1",
 			"metadataServer": map[string]any{"addresses": []any{"10.0.0.1"}}}}}
@@ -133,8 +144,8 @@ func TestKustomization(t *testing.T) {
 	// kubectl get shows the printer columns.
 	out, err = s.Kubectl(t, "get", "instances", "-n", "default")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if err != nil || len(lines) != 2 || strings.Join(strings.Fields(lines[0]), " ") != "NAME HOSTNAME AGENT VALID FIRST-BOOT AGE" ||
-		!strings.HasPrefix(strings.Join(strings.Fields(lines[1]), " "), "web-1 web-1 cloud-init True ") {
+	if err != nil || len(lines) != 3 || strings.Join(strings.Fields(lines[0]), " ") != "NAME HOSTNAME AGENT VALID FIRST-BOOT AGE" ||
+		!strings.HasPrefix(strings.Join(strings.Fields(lines[2]), " "), "web-1 web-1 cloud-init True ") {
 		t.Errorf("kubectl get instances: %v\n%s", err, out)
 	}
 
@@ -171,11 +182,45 @@ func TestKustomization(t *testing.T) {
 		}
 	}
 	denied(t, ctx, scs, "default", "update", "vminit.dev", "instances")
+	denied(t, ctx, scs, "default", "list", "", "secrets")
+	if _, err := scs.CoreV1().Secrets("default").List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("the server lists the Secrets of a managed namespace: %v", err)
+	}
+	checkSecretServed(t, ctx, st, admin)
 	checkFirstBootWrites(t, ctx, st, dyn, admin)
 
 	checkRBAC(t, s)
 	checkDeployments(t, ctx, admin)
 	checkSecretWritesAdmitted(t, ctx, admin, cs)
+}
+
+// checkSecretServed: the server, which may get a Secret by name but not
+// list or watch them, serves an Instance whose spec refers to one, and
+// serves a change of the Secret: the controller, which watches Secrets,
+// records its new resourceVersion in the Instance's status.secrets.
+func checkSecretServed(t *testing.T, ctx context.Context, st *kubestore.Store, admin kubernetes.Interface) {
+	t.Helper()
+	userData := func() string {
+		rec, ok := st.Snapshot().ByName("default/db")
+		if !ok {
+			return ""
+		}
+		ud, err := seed.UserData(rec.Instance())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(ud)
+	}
+	waitFor(t, "db served with its Secret", func() bool { return strings.Contains(userData(), "first") })
+	sec, err := admin.CoreV1().Secrets("default").Get(ctx, "db-ops", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec.Data["user-data"] = []byte("#cloud-config\nruncmd: [[echo, rotated]]\n")
+	if _, err := admin.CoreV1().Secrets("default").Update(ctx, sec, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "db served with its rotated Secret", func() bool { return strings.Contains(userData(), "rotated") })
 }
 
 // checkFirstBootWrites: the server, as its service account, writes a
@@ -227,7 +272,8 @@ func checkRBAC(t *testing.T, s *kubetest.Server) {
 		{ctl, "list", "secrets", "", "no"}, // every namespace
 		{srv, "get", "secrets", "vminit-system", "no"},
 		{srv, "get", "secrets", "default", "yes"},
-		{srv, "watch", "secrets", "default", "yes"},
+		{srv, "list", "secrets", "default", "no"}, // every Secret's data: only those Instances name, by get
+		{srv, "watch", "secrets", "default", "no"},
 		{srv, "create", "secrets", "default", "no"},
 		{srv, "get", "secrets", "elsewhere", "no"},
 		{srv, "list", "secrets", "", "no"}, // every namespace

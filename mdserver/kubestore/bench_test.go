@@ -2,11 +2,13 @@ package kubestore_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/netip"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 	"github.com/vminit/vminit/deploy/kubernetes/crd"
 	"github.com/vminit/vminit/internal/bench/kubebench"
 	"github.com/vminit/vminit/internal/testing/kubetest"
+	"github.com/vminit/vminit/mdserver/firstboot"
 	"github.com/vminit/vminit/mdserver/kubestore"
 )
 
@@ -94,4 +97,28 @@ func BenchmarkServeKubernetes(b *testing.B) {
 	}
 	cur, _ := kubebench.RSS(b, s.PID())
 	b.ReportMetric(cur, "MiB-apiserver")
+}
+
+// BenchmarkFirstBootOfHostile measures what status.firstBoot takes of a
+// hostile guest's record (16 failures of 2 KiB with 256-byte names, the
+// tracker's caps): the bytes of its JSON in every Instance, which every
+// watcher receives and every informer caches:
+//
+//	go test -run '^$' -bench FirstBootOfHostile ./mdserver/kubestore
+func BenchmarkFirstBootOfHostile(b *testing.B) {
+	name := strings.Repeat("n", firstboot.MaxName)
+	st := firstboot.Status{Name: "default/bad", State: firstboot.Failed, Agent: "cloud-init", Stage: name, Module: name,
+		FirstFetch: time.Unix(1e9, 0), LastEvent: time.Unix(1e9+60, 0), Finished: time.Unix(1e9+60, 0)}
+	for range firstboot.MaxFailures {
+		st.Errors = append(st.Errors, firstboot.Failure{Stage: name, Module: name, Unit: name, Message: strings.Repeat("m", firstboot.MaxMessage)})
+	}
+	var size int
+	for range b.N {
+		raw, err := json.Marshal(kubestore.FirstBootOf(&st))
+		if err != nil {
+			b.Fatal(err)
+		}
+		size = len(raw)
+	}
+	b.ReportMetric(float64(size), "status-bytes")
 }

@@ -6,7 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/vminit/vminit/internal/lib/termtext"
 	"github.com/vminit/vminit/kube/api/v1alpha1"
 	"github.com/vminit/vminit/mdserver/firstboot"
 )
@@ -67,79 +71,283 @@ func seenBootOf(u *unstructured.Unstructured) seenBoot {
 // FirstBoot condition, when what they show differs from what the object
 // says (a status as another replica wrote it is not written again), and
 // a FirstBootFailed Event when the boot turned failed. A status whose
-// Instance is gone, or is another incarnation, is dropped. The errors of
-// the writes that failed are returned together (Persist retries).
+// Instance is gone, or is another incarnation, is dropped.
+//
+// What is written is what the object shows merged with st (mergeBoot):
+// the errors of both, and the state furthest on, applied with the
+// object's resourceVersion as a precondition, so that replicas taking
+// one guest's events in turn never write over each other's. A write that
+// changes the state is applied at once; one that changes only the stage,
+// module or errors waits until Config.BootWriteEvery has passed since
+// the Instance's last (the store writes it then, or at Close): a guest
+// cannot make its Instance, which every watcher of Instances receives,
+// change more often. The errors of the writes that failed are returned
+// together (Persist retries).
 func (s *Store) WriteBoot(ctx context.Context, statuses []firstboot.Status) error {
 	var errs []error
 	for i := range statuses {
-		if err := s.writeBoot(ctx, &statuses[i]); err != nil {
+		if err := s.writeBoot(ctx, &statuses[i], false); err != nil {
 			errs = append(errs, fmt.Errorf("kubestore: first boot of %s: %w", statuses[i].Name, err))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-func (s *Store) writeBoot(ctx context.Context, st *firstboot.Status) error {
+// bootWrites paces the first-boot writes of each Instance.
+type bootWrites struct {
+	mu sync.Mutex
+	// last is when each Instance's status was last applied (entries
+	// older than BootWriteEvery are dropped: they pace nothing).
+	last map[string]time.Time
+	// pending are the statuses whose write waits, the latest of each.
+	pending map[string]firstboot.Status
+	wake    chan struct{} // a write was deferred
+}
+
+// deferWrite keeps st to write once due.
+func (w *bootWrites) deferWrite(st *firstboot.Status) {
+	w.mu.Lock()
+	w.pending[st.Name] = *st
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// retry keeps st to write again once due, unless a newer status of the
+// same Instance waits already.
+func (w *bootWrites) retry(st *firstboot.Status) {
+	w.mu.Lock()
+	if _, ok := w.pending[st.Name]; !ok {
+		w.pending[st.Name] = *st
+	}
+	w.mu.Unlock()
+}
+
+// due is how long until the Instance name may be written again (≤ 0:
+// now).
+func (w *bootWrites) due(name string, every time.Duration, now time.Time) time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	last, ok := w.last[name]
+	if !ok {
+		return 0
+	}
+	return every - now.Sub(last)
+}
+
+// wrote notes an apply of name's status, which supersedes what waited.
+func (w *bootWrites) wrote(name string, at time.Time) {
+	w.mu.Lock()
+	w.last[name] = at
+	delete(w.pending, name)
+	w.mu.Unlock()
+}
+
+// take removes and returns, by name, the pending statuses due at now
+// (all of them with every 0).
+func (w *bootWrites) take(every time.Duration, now time.Time) []firstboot.Status {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []firstboot.Status
+	for name, st := range w.pending {
+		if last, ok := w.last[name]; !ok || every == 0 || now.Sub(last) >= every {
+			out = append(out, st)
+			delete(w.pending, name)
+		}
+	}
+	for name, at := range w.last {
+		if _, waiting := w.pending[name]; !waiting && now.Sub(at) >= every {
+			delete(w.last, name)
+		}
+	}
+	slices.SortFunc(out, func(a, b firstboot.Status) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// next is how long from now until the first pending status is due
+// (an hour when none waits).
+func (w *bootWrites) next(every time.Duration, now time.Time) time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	next := time.Hour
+	for name := range w.pending {
+		next = min(next, max(every-now.Sub(w.last[name]), 0))
+	}
+	return next
+}
+
+// flushBoots writes the deferred statuses as they fall due, until ctx
+// ends (Close writes what still waits).
+func (s *Store) flushBoots(ctx context.Context) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		due := s.boots.take(s.cfg.BootWriteEvery, time.Now())
+		for i := range due {
+			if err := s.writeBoot(ctx, &due[i], true); err != nil {
+				if ctx.Err() == nil { // else cut by Close, which writes it
+					s.log.Warn("kubestore: a first-boot status not written; retrying", "instance", due[i].Name, "err", err)
+					s.boots.wrote(due[i].Name, time.Now()) // tried again when due again
+				}
+				s.boots.retry(&due[i])
+			}
+		}
+		timer.Reset(s.boots.next(s.cfg.BootWriteEvery, time.Now()))
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.boots.wake:
+		case <-timer.C:
+		}
+	}
+}
+
+// flushPending writes every status that still waits (Close).
+func (s *Store) flushPending(ctx context.Context) {
+	due := s.boots.take(0, time.Now())
+	for i := range due {
+		if err := s.writeBoot(ctx, &due[i], true); err != nil {
+			s.log.Warn("kubestore: a first-boot status not written as the store closed", "instance", due[i].Name, "err", err)
+		}
+	}
+}
+
+// maxApplyTries bounds the applies of one status that another writer's
+// change of the object (a conflict) makes read and merge again.
+const maxApplyTries = 4
+
+// writeBoot writes st (see WriteBoot); due says that its time has come
+// (a deferred write), so it is not deferred again.
+func (s *Store) writeBoot(ctx context.Context, st *firstboot.Status, due bool) error {
 	ns, name, ok := strings.Cut(st.Name, "/")
 	s.mu.Lock()
 	in := s.instances[st.Name]
 	var seen seenBoot
+	var rv int64
 	if in != nil {
-		seen = in.seen
+		seen, rv = in.seen, in.rv
 	}
 	s.mu.Unlock()
 	if !ok || in == nil || string(seen.uid) != st.UID {
 		return nil // gone, or re-created: this boot is nobody's now
 	}
-	boot := FirstBootOf(st)
-	cond := FirstBootCondition(st, seen.cond)
-	if !bootChanged(seen.boot, boot) && sameCondition(seen.cond, &cond) {
+	res := s.dyn.Resource(v1alpha1.GroupVersionResource).Namespace(ns)
+	for try := 1; ; try++ {
+		boot := mergeBoot(seen.boot, FirstBootOf(st))
+		shown := StatusOf(st.Name, seen.uid, boot)
+		cond := FirstBootCondition(&shown, seen.cond)
+		if !bootChanged(seen.boot, boot) && sameCondition(seen.cond, &cond) {
+			return nil
+		}
+		if !due && seen.boot != nil && seen.boot.State == boot.State && s.boots.due(st.Name, s.cfg.BootWriteEvery, time.Now()) > 0 {
+			s.boots.deferWrite(st)
+			return nil
+		}
+		obj := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": v1alpha1.SchemeGroupVersion.String(), "kind": v1alpha1.Kind,
+			// The resourceVersion merged with is a precondition: a
+			// change meanwhile (another replica's write) is read and
+			// merged, not written over.
+			"metadata": map[string]any{"name": name, "namespace": ns, "resourceVersion": strconv.FormatInt(rv, 10)},
+		}}
+		status, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&v1alpha1.InstanceStatus{
+			FirstBoot: boot, Conditions: []metav1.Condition{cond}})
+		if err != nil {
+			return err
+		}
+		obj.Object["status"] = status
+		tctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+		written, err := res.ApplyStatus(tctx, name, obj, metav1.ApplyOptions{FieldManager: v1alpha1.FieldManagerServer, Force: true})
+		if apierrors.IsConflict(err) && try < maxApplyTries {
+			var cur *unstructured.Unstructured
+			cur, err = res.Get(tctx, name, metav1.GetOptions{})
+			cancel()
+			switch {
+			case apierrors.IsNotFound(err):
+				return nil
+			case err != nil:
+				return unavailable(err)
+			case string(cur.GetUID()) != st.UID:
+				return nil // re-created: this boot is nobody's now
+			}
+			seen = seenBootOf(cur)
+			rv, _ = strconv.ParseInt(cur.GetResourceVersion(), 10, 64)
+			continue
+		}
+		defer cancel()
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil // deleted meanwhile
+		case err != nil:
+			return unavailable(err)
+		}
+		s.boots.wrote(st.Name, time.Now())
+		if boot.State == string(firstboot.Failed) && (seen.boot == nil || seen.boot.State != string(firstboot.Failed)) {
+			return s.recordFailure(tctx, written, &shown)
+		}
 		return nil
 	}
-	obj := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": v1alpha1.SchemeGroupVersion.String(), "kind": v1alpha1.Kind,
-		"metadata": map[string]any{"name": name, "namespace": ns},
-	}}
-	status, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&v1alpha1.InstanceStatus{
-		FirstBoot: boot, Conditions: []metav1.Condition{cond}})
-	if err != nil {
-		return err
-	}
-	obj.Object["status"] = status
-	tctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
-	defer cancel()
-	written, err := s.dyn.Resource(v1alpha1.GroupVersionResource).Namespace(ns).ApplyStatus(tctx, name, obj,
-		metav1.ApplyOptions{FieldManager: v1alpha1.FieldManagerServer, Force: true})
-	switch {
-	case apierrors.IsNotFound(err):
-		return nil // deleted meanwhile
-	case err != nil:
-		return unavailable(err)
-	case string(written.GetUID()) != st.UID:
-		// Re-created between the check above and the write: the new
-		// object got a status of the old one's boot. Nothing better than
-		// clearing it can be done (an apply carries no UID precondition).
-		return s.clearBoot(tctx, ns, name)
-	}
-	if st.State == firstboot.Failed && (seen.boot == nil || seen.boot.State != string(firstboot.Failed)) {
-		return s.recordFailure(tctx, written, st)
-	}
-	return nil
 }
 
-// clearBoot removes what this field manager applied to an Instance's
-// status (an empty apply gives up the fields it owned).
-func (s *Store) clearBoot(ctx context.Context, ns, name string) error {
-	obj := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": v1alpha1.SchemeGroupVersion.String(), "kind": v1alpha1.Kind,
-		"metadata": map[string]any{"name": name, "namespace": ns},
-	}}
-	_, err := s.dyn.Resource(v1alpha1.GroupVersionResource).Namespace(ns).ApplyStatus(ctx, name, obj,
-		metav1.ApplyOptions{FieldManager: v1alpha1.FieldManagerServer, Force: true})
-	if apierrors.IsNotFound(err) {
-		return nil
+// mergeBoot is what an Instance's status.firstBoot should show once next
+// (this replica's, FirstBootOf) is written over seen (what the object
+// shows, another replica's write among it; nil: nothing): the state,
+// stage and module of whichever is further on (a later state, or the
+// same one heard of later; next on a tie), the earliest first fetch and
+// the latest event, and the errors of both, seen's first, within the
+// bounds FirstBootOf keeps.
+func mergeBoot(seen, next *v1alpha1.FirstBoot) *v1alpha1.FirstBoot {
+	if seen == nil {
+		return next
 	}
-	return err
+	out := *next
+	if bootRank(seen) > bootRank(next) || bootRank(seen) == bootRank(next) && later(seen.LastEvent, next.LastEvent) {
+		out.State, out.Stage, out.Module, out.Finished = seen.State, seen.Stage, seen.Module, seen.Finished
+	}
+	if out.Agent == "" {
+		out.Agent = seen.Agent
+	}
+	if seen.FirstFetch != nil && (out.FirstFetch == nil || seen.FirstFetch.Before(out.FirstFetch)) {
+		out.FirstFetch = seen.FirstFetch
+	}
+	if later(seen.LastEvent, out.LastEvent) {
+		out.LastEvent = seen.LastEvent
+	}
+	var errs []v1alpha1.FirstBootError
+	for _, e := range append(slices.Clone(seen.Errors), next.Errors...) {
+		if e = clipError(e); !slices.Contains(errs, e) {
+			errs = append(errs, e)
+		}
+	}
+	out.Errors = boundErrors(errs)
+	return &out
+}
+
+// bootRank orders what a status.firstBoot shows as Tracker.Merge orders
+// states: pending, fetched, running, then done or failed; a stalled boot
+// ranks where it stalled.
+func bootRank(b *v1alpha1.FirstBoot) int {
+	switch firstboot.State(b.State) {
+	case firstboot.Fetched:
+		return 1
+	case firstboot.Running:
+		return 2
+	case firstboot.Stalled:
+		if b.Stage != "" {
+			return 2
+		}
+		return 1
+	case firstboot.Done, firstboot.Failed:
+		return 3
+	}
+	return 0
+}
+
+// later reports whether a is after b (a nil time is before any).
+func later(a, b *metav1.Time) bool {
+	return a != nil && (b == nil || a.After(b.Time))
 }
 
 // bootChanged reports whether next shows something seen does not: any
@@ -192,7 +400,7 @@ func (s *Store) recordFailure(ctx context.Context, obj *unstructured.Unstructure
 		ObjectMeta: metav1.ObjectMeta{Name: FailureEventName(obj.GetUID()), Namespace: obj.GetNamespace()},
 		InvolvedObject: corev1.ObjectReference{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: v1alpha1.Kind,
 			Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: obj.GetUID()},
-		Reason: v1alpha1.ReasonFirstBootFailed, Message: clipMessage(msg, maxEventMessage), Type: corev1.EventTypeWarning,
+		Reason: v1alpha1.ReasonFirstBootFailed, Message: clipMessage(termtext.Line(msg), maxEventMessage), Type: corev1.EventTypeWarning,
 		Source:         corev1.EventSource{Component: v1alpha1.FieldManagerServer},
 		FirstTimestamp: at, LastTimestamp: at, Count: 1,
 		ReportingController: "vminit.dev/" + v1alpha1.FieldManagerServer, ReportingInstance: v1alpha1.FieldManagerServer,
@@ -221,15 +429,55 @@ func clipMessage(s string, n int) string {
 	return strings.ToValidUTF8(s[:n-len("…")], "") + "…"
 }
 
+// What status.firstBoot keeps of a boot's errors: every Instance goes to
+// every watcher of Instances and sits in every informer's cache, so it
+// carries the first few, each field one line (termtext.Line) and
+// clipped, their messages within a total; the servers keep the rest
+// (GET /v1/instances/{name}/boot, `vminit instances status NAME`). The
+// errors of a status take at most maxBootErrors × 3 × maxBootName +
+// maxBootErrorBytes bytes (4 KiB).
+const (
+	maxBootErrors     = 4
+	maxBootName       = 256 // bytes of a stage, module or unit (firstboot.MaxName)
+	maxBootMessage    = 256 // bytes of an error's message
+	maxBootErrorBytes = 1024
+)
+
 // FirstBootOf is what status.firstBoot shows of st: neither its stages
-// nor its events.
+// nor its events, and its first errors within the bounds above; every
+// text the guest gave on one line without control characters.
 func FirstBootOf(st *firstboot.Status) *v1alpha1.FirstBoot {
-	b := &v1alpha1.FirstBoot{State: string(st.State), Agent: st.Agent, Stage: st.Stage, Module: st.Module,
+	b := &v1alpha1.FirstBoot{State: string(st.State), Agent: termtext.Line(st.Agent),
+		Stage: clipMessage(termtext.Line(st.Stage), maxBootName), Module: clipMessage(termtext.Line(st.Module), maxBootName),
 		FirstFetch: timeOrNil(st.FirstFetch), LastEvent: timeOrNil(st.LastEvent), Finished: timeOrNil(st.Finished)}
-	for _, f := range st.Errors[:min(len(st.Errors), firstboot.MaxFailures)] {
-		b.Errors = append(b.Errors, v1alpha1.FirstBootError{Stage: f.Stage, Module: f.Module, Unit: f.Unit, Message: f.Message})
+	var errs []v1alpha1.FirstBootError
+	for _, f := range st.Errors[:min(len(st.Errors), maxBootErrors)] {
+		errs = append(errs, clipError(v1alpha1.FirstBootError{Stage: f.Stage, Module: f.Module, Unit: f.Unit, Message: f.Message}))
 	}
+	b.Errors = boundErrors(errs)
 	return b
+}
+
+// clipError makes each field of e one clipped line.
+func clipError(e v1alpha1.FirstBootError) v1alpha1.FirstBootError {
+	return v1alpha1.FirstBootError{Stage: clipMessage(termtext.Line(e.Stage), maxBootName),
+		Module: clipMessage(termtext.Line(e.Module), maxBootName), Unit: clipMessage(termtext.Line(e.Unit), maxBootName),
+		Message: clipMessage(termtext.Line(e.Message), maxBootMessage)}
+}
+
+// boundErrors keeps the first of errs within maxBootErrors and
+// maxBootErrorBytes.
+func boundErrors(errs []v1alpha1.FirstBootError) []v1alpha1.FirstBootError {
+	var out []v1alpha1.FirstBootError
+	total := 0
+	for _, e := range errs {
+		if len(out) == maxBootErrors || total+len(e.Message) > maxBootErrorBytes {
+			break
+		}
+		total += len(e.Message)
+		out = append(out, e)
+	}
+	return out
 }
 
 // StatusOf is the tracker's status of an Instance incarnation whose
@@ -267,7 +515,7 @@ func FirstBootCondition(st *firstboot.Status, seen *metav1.Condition) metav1.Con
 	if c.Message == "" {
 		c.Message = strings.ToLower(c.Reason)
 	}
-	c.Message = clipMessage(c.Message, maxMessage)
+	c.Message = clipMessage(termtext.Line(c.Message), maxMessage) // guest text, which kubectl describe prints
 	switch {
 	case seen != nil && seen.Status == c.Status:
 		c.LastTransitionTime = seen.LastTransitionTime

@@ -34,15 +34,25 @@ type replica struct {
 
 func newReplica(t *testing.T, s *kubetest.Server) *replica {
 	t.Helper()
+	return newReplicaWith(t, s, time.Nanosecond, 20*time.Millisecond)
+}
+
+// newReplicaWith is a replica whose store writes an Instance's first boot
+// at most every writeEvery, and whose tracker persists every
+// persistEvery (0: not at all; the test calls WriteBoot).
+func newReplicaWith(t *testing.T, s *kubetest.Server, writeEvery, persistEvery time.Duration) *replica {
+	t.Helper()
 	st, err := kubestore.Open(ctxFor(t), kubestore.Config{REST: s.Config(), Namespaces: []string{"default"},
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), BootWriteEvery: writeEvery})
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := &replica{store: st, boots: firstboot.New(firstboot.Options{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Go(func() { r.boots.Persist(ctx, st, 20*time.Millisecond, r.onError) })
+	if persistEvery > 0 {
+		wg.Go(func() { r.boots.Persist(ctx, st, persistEvery, r.onError) })
+	}
 	wg.Go(func() {
 		if err := st.FollowBoots(ctx, r.boots); err != nil {
 			r.onError(err)

@@ -33,9 +33,13 @@
 //
 // An Instance's Secret and ConfigMap references (secretKeyRef,
 // configMapKeyRef) are read in its own namespace, never another (Refs,
-// refs.go); the store watches Secrets and ConfigMaps as metadata and
-// decodes again the Instances that refer to one that changes, so a
-// rotated Secret is served without a change of the object.
+// refs.go); the store watches ConfigMaps as metadata and decodes again
+// the Instances that refer to one that changes. It never lists or watches
+// Secrets (that right would hand it every Secret of a namespace, data and
+// all): it reads the ones an Instance names by name, and decodes the
+// Instance again when its status.secrets, the resourceVersions the
+// controller saw, changes, so a rotated Secret is served without a
+// change of the spec.
 //
 // Put and Delete write Instance objects (in Config.Namespace) and return
 // once the store's watch has applied the write.
@@ -43,9 +47,9 @@
 // The store shares the instances' first-boot statuses between replicas
 // (firstboot.Shared, firstboot.go): WriteBoot applies an Instance's
 // status.firstBoot and its FirstBoot condition (server-side apply of the
-// status subresource, under its own field manager) and records a
-// FirstBootFailed Event; FollowBoots hands a tracker what the watch reads
-// back of them.
+// status subresource, under its own field manager, merged with what the
+// object shows and paced per Instance) and records a FirstBootFailed
+// Event; FollowBoots hands a tracker what the watch reads back of them.
 package kubestore
 
 import (
@@ -108,6 +112,11 @@ type Config struct {
 	// Addresses are the addresses Instances' specs may claim, by
 	// namespace; default none (see Claims).
 	Addresses AddressPolicy
+	// BootWriteEvery is the least time between two first-boot writes of
+	// one Instance that leave its state as it was (a new stage, module
+	// or error: WriteBoot); default 10 s. A change of state is written
+	// at once.
+	BootWriteEvery time.Duration
 }
 
 // Store is a registry.Store backed by Instance objects.
@@ -128,6 +137,7 @@ type Store struct {
 	claims    *Claims              // who is served at which address
 	sig       chan struct{}        // closed and replaced at every apply
 	followers []*firstboot.Tracker // FollowBoots' trackers (firstboot.go)
+	boots     bootWrites           // WriteBoot's pacing (firstboot.go)
 
 	cancel  context.CancelFunc
 	stopped <-chan struct{} // closed by Close
@@ -150,8 +160,11 @@ type instance struct {
 	src  *source
 	// seen is what the object's status says of its first boot.
 	seen seenBoot
-	// sum is the SHA-256 of the document the version stands for.
-	sum [sha256.Size]byte
+	// sum is the SHA-256 of the document the version stands for, and
+	// secrets what its status.secrets says (secretsOf): a change of
+	// either decodes it again.
+	sum     [sha256.Size]byte
+	secrets string
 }
 
 // source is what an Instance object is decoded from.
@@ -189,12 +202,16 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.BootWriteEvery <= 0 {
+		cfg.BootWriteEvery = 10 * time.Second
+	}
 	dyn, err := dynamic.NewForConfig(cfg.REST)
 	if err != nil {
 		return nil, fmt.Errorf("kubestore: %w", err)
 	}
 	s := &Store{cfg: cfg, log: cfg.Logger.With("store", "kubernetes"), dyn: dyn,
-		instances: map[string]*instance{}, sig: make(chan struct{})}
+		instances: map[string]*instance{}, sig: make(chan struct{}),
+		boots: bootWrites{last: map[string]time.Time{}, pending: map[string]firstboot.Status{}, wake: make(chan struct{}, 1)}}
 	if s.meta, err = metadata.NewForConfig(cfg.REST); err != nil {
 		return nil, fmt.Errorf("kubestore: %w", err)
 	}
@@ -216,10 +233,13 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel, s.stopped = cancel, runCtx.Done()
+	s.done.Go(func() { s.flushBoots(runCtx) })
 	var synced []<-chan struct{}
 	for _, ns := range namespaces {
+		// Secrets are not watched (the server may not list them: refs.go);
+		// the controller's status.secrets says when one changed.
 		synced = append(synced, s.watch(runCtx, v1alpha1.GroupVersionResource, ns, &sink{ns: ns, put: s.putInstances}),
-			s.watchRefs(runCtx, spec.RefSecret, ns), s.watchRefs(runCtx, spec.RefConfigMap, ns))
+			s.watchRefs(runCtx, spec.RefConfigMap, ns))
 		if cfg.KubeVirt {
 			synced = append(synced, s.watch(runCtx, v1alpha1.KubeVirtVirtualMachineInstances, ns, &sink{ns: ns, put: s.putVMIs}))
 			synced = append(synced, s.watch(runCtx, v1alpha1.KubeVirtVirtualMachines, ns, &sink{ns: ns, put: s.putVMs}))
@@ -304,10 +324,14 @@ func (s *Store) lastError() error {
 // the API server).
 func (s *Store) Snapshot() *registry.Snapshot { return s.ix.Snapshot() }
 
-// Close stops watching.
+// Close stops watching, and writes the first-boot statuses whose write
+// waits (WriteBoot), for at most Config.RequestTimeout.
 func (s *Store) Close() error {
 	s.cancel()
 	s.done.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RequestTimeout)
+	defer cancel()
+	s.flushPending(ctx)
 	return nil
 }
 
@@ -329,11 +353,12 @@ func (s *Store) decodeInstance(u *unstructured.Unstructured, prev *instance) *in
 		}
 		return in
 	}
-	sum := sha256.Sum256(doc)
-	if prev != nil && prev.err == nil && prev.base != nil && prev.base.UID == string(u.GetUID()) && prev.sum == sum {
-		// The same document at a new resourceVersion: a status write
-		// (the controller's, or a first boot's). Decoding and checking
-		// it again would render it on every replica at every write.
+	sum, secrets := sha256.Sum256(doc), secretsOf(u)
+	if prev != nil && prev.err == nil && prev.base != nil && prev.base.UID == string(u.GetUID()) && prev.sum == sum && prev.secrets == secrets {
+		// The same document at a new resourceVersion, its Secrets as
+		// they were: a status write (the controller's, or a first
+		// boot's). Decoding and checking it again would render it on
+		// every replica at every write.
 		in := *prev
 		in.rv = rv
 		if prev.src != nil {
@@ -343,7 +368,23 @@ func (s *Store) decodeInstance(u *unstructured.Unstructured, prev *instance) *in
 		}
 		return &in
 	}
-	return s.decodeSource(&source{namespace: u.GetNamespace(), name: u.GetName(), uid: string(u.GetUID()), rv: rv, doc: doc}, prev)
+	in := s.decodeSource(&source{namespace: u.GetNamespace(), name: u.GetName(), uid: string(u.GetUID()), rv: rv, doc: doc}, prev)
+	in.secrets = secrets
+	return in
+}
+
+// secretsOf is what an Instance's status.secrets says: the Secrets its
+// spec refers to and the resourceVersion of each, as the controller last
+// saw them ("name=version" lines).
+func secretsOf(u *unstructured.Unstructured) string {
+	list, _, _ := unstructured.NestedSlice(u.Object, "status", "secrets")
+	var b strings.Builder
+	for _, e := range list {
+		if m, ok := e.(map[string]any); ok {
+			fmt.Fprintf(&b, "%v=%v\n", m["name"], m["resourceVersion"])
+		}
+	}
+	return b.String()
 }
 
 // decodeSource loads an Instance's document, reading the Secrets and
@@ -351,7 +392,7 @@ func (s *Store) decodeInstance(u *unstructured.Unstructured, prev *instance) *in
 func (s *Store) decodeSource(src *source, prev *instance) *instance {
 	in := &instance{rv: src.rv, sum: sha256.Sum256(src.doc)}
 	if prev != nil {
-		in.seen = prev.seen
+		in.seen, in.secrets = prev.seen, prev.secrets
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RequestTimeout)
 	defer cancel()

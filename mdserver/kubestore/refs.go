@@ -139,8 +139,17 @@ func (s *Store) refsChanged(refs []string) {
 	affected := map[string]bool{}
 	for _, k := range slices.Sorted(maps.Keys(decoded)) {
 		in := decoded[k]
-		if cur := s.instances[k]; cur == nil || cur.rv != in.rv {
+		cur := s.instances[k]
+		if cur == nil || cur.rv != in.rv && (cur.sum != in.sum || in.src == nil) {
 			continue // deleted or changed meanwhile: its own event decoded it
+		}
+		if cur.rv != in.rv {
+			// A status write meanwhile (the controller's, for this very
+			// change): the same document, which its event did not decode
+			// again; this decode, with the changed reference, is its.
+			src := *in.src
+			src.rv = cur.rv
+			in.rv, in.src, in.seen, in.secrets = cur.rv, &src, cur.seen, cur.secrets
 		}
 		if in.err != nil {
 			failed = append(failed, registry.Change{Key: k, Err: in.err, Seq: in.rv, Attrs: []any{"resource_version", in.rv}})

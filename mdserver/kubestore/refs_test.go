@@ -1,6 +1,7 @@
 package kubestore_test
 
 import (
+	"context"
 	"log/slog"
 	"strings"
 	"testing"
@@ -8,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/vminit/vminit/internal/app/controller"
 	"github.com/vminit/vminit/internal/testing/testtools"
 	"github.com/vminit/vminit/kube/api/v1alpha1"
 	"github.com/vminit/vminit/mdserver/kubestore"
@@ -17,7 +19,9 @@ import (
 // serve --kubernetes reads an Instance's secretKeyRef and configMapKeyRef
 // in its own namespace only: a Secret of the same name in another is never
 // used; the Instance is served once its Secret exists, and a change of the
-// Secret or ConfigMap is served without a change of the object.
+// Secret or ConfigMap is served without a change of the object. The store
+// watches no Secret: the controller, which does, tells it through the
+// Instance's status.secrets.
 func TestStoreResolvesRefs(t *testing.T) {
 	s, dyn := start(t, false)
 	createNS(t, s, "a", "b")
@@ -38,6 +42,14 @@ func TestStoreResolvesRefs(t *testing.T) {
 		Data: map[string]string{"conf": "x=1\n"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	c, err := controller.New(controller.Config{REST: s.Config(), Namespaces: []string{"a", "b"}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- c.Run(cctx) }()
+	defer func() { stop(); <-done }()
 	var logs testtools.SyncBuffer
 	st, err := kubestore.Open(ctx, kubestore.Config{REST: s.Config(), Namespaces: []string{"a", "b"}, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
+	"github.com/vminit/vminit/internal/lib/termtext"
 	"github.com/vminit/vminit/mdserver/firstboot"
 )
 
@@ -129,28 +129,10 @@ func cut(s string, n int) string {
 	return string([]rune(s)[:n-1]) + "…"
 }
 
-// printable is s on one line: runs of white space (new lines too) are
-// one space, and other characters a terminal would act on (escape
-// sequences, control characters) are U+FFFD.
-func printable(s string) string {
-	var b strings.Builder
-	space := false
-	for _, r := range strings.TrimSpace(s) {
-		switch {
-		case unicode.IsSpace(r):
-			space = true
-			continue
-		case !unicode.IsPrint(r):
-			r = utf8.RuneError
-		}
-		if space {
-			b.WriteByte(' ')
-			space = false
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
+// printable is a guest's text on one line, with no escape sequence or
+// control character a terminal would act on: the rule every place guest
+// text leaves vminit for a reader shares (termtext.Line).
+var printable = termtext.Line
 
 // writeBootDetail writes one instance's first boot: its state and times,
 // its stages with their durations, its errors and its last events (times

@@ -160,7 +160,7 @@ web-3  cloud-init  running  modules-config/config-apt-configure  3m45s
 		"First fetch:  2026-11-26T12:00:00Z\n",
 		"Took:         1m30s\n",
 		"  STAGE          STARTED  DURATION  RESULT\n  init-network   +20s     0s        SUCCESS\n  modules-final  +1m30s   0s        FAIL\n",
-		"Errors:\n  modules-final/config-scripts-user\n    running module scripts-user failed:\n    \uFFFD[2Jbash: /opt/setup.sh: No such file or directory, and a very long tail to cut\n",
+		"Errors:\n  modules-final/config-scripts-user\n    running module scripts-user failed:\n    bash: /opt/setup.sh: No such file or directory, and a very long tail to cut\n",
 		"Events (the last 5):\n  TIME    KIND    NAME                                      TOOK  RESULT   MESSAGE\n  +0s     fetch   /nocloud/meta-data (nocloud, 2 requests)  0s\n  +20s    finish  init-network                              0s    SUCCESS\n",
 	} {
 		if code != ExitOK || !strings.Contains(stdout, want) {
@@ -206,7 +206,7 @@ func TestInstancesStatusWait(t *testing.T) {
 		t.Errorf("wait for a done instance: %d %s %s", code, stdout, stderr)
 	}
 	code, stdout, stderr := f.run(t, "web-1", "web-2", "--wait")
-	if code != ExitInvalid || !strings.HasSuffix(stdout, "\n1 done, 1 failed\n") || stderr != "web-2: first boot failed: modules-final/config-scripts-user: running module scripts-user failed: \uFFFD[2Jbash: /opt/setup.sh: No such file or directory, and a very long tail to cut\n" {
+	if code != ExitInvalid || !strings.HasSuffix(stdout, "\n1 done, 1 failed\n") || stderr != "web-2: first boot failed: modules-final/config-scripts-user: running module scripts-user failed: bash: /opt/setup.sh: No such file or directory, and a very long tail to cut\n" {
 		t.Errorf("wait with a failure: %d %s %q", code, stdout, stderr)
 	}
 	code, stdout, _ = f.run(t, "web-1", "web-2", "--wait", "--watch", "--json")

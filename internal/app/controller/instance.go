@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -327,7 +328,30 @@ func (t *term) status(u *unstructured.Unstructured, l *loaded, cur *v1alpha1.Ins
 		}
 	}
 	next.VirtualMachines = t.virtualMachines(u.GetNamespace(), u.GetName())
+	next.Secrets = t.secretVersions(l)
 	return next
+}
+
+// secretVersions are the Secrets l refers to, sorted, with the
+// resourceVersion the informer holds of each: written to the status,
+// they are how the metadata servers, which may not watch Secrets, learn
+// that one changed (a change re-loads l first: refs.go).
+func (t *term) secretVersions(l *loaded) []v1alpha1.SecretVersion {
+	var out []v1alpha1.SecretVersion
+	for _, ref := range slices.Sorted(maps.Keys(l.refs)) {
+		parts := strings.SplitN(ref, "/", 3) // kubestore.RefKey: KIND/NAMESPACE/NAME
+		if len(parts) != 3 || parts[0] != spec.RefSecret {
+			continue
+		}
+		sv := v1alpha1.SecretVersion{Name: parts[2]}
+		if obj, ok := get(t.secrets, parts[1], parts[2]); ok {
+			if m, ok := metaOf(obj); ok {
+				sv.ResourceVersion = m.GetResourceVersion()
+			}
+		}
+		out = append(out, sv)
+	}
+	return out
 }
 
 // listed is where an instance is served, for a condition's message: at

@@ -98,8 +98,22 @@ func TestSecretRefs(t *testing.T) {
 		t.Errorf("Valid %+v", v)
 	}
 
-	// A rotated hash: the same object, rendered again.
+	// status.secrets names the Secret with the version read: what tells
+	// the metadata servers, which may not watch Secrets, of a change.
+	sec, err := e.kube.CoreV1().Secrets("a").Get(e.ctx, "ops", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.status(t, "a", "db", func(st *v1alpha1.InstanceStatus) bool {
+		return len(st.Secrets) == 1 && st.Secrets[0] == v1alpha1.SecretVersion{Name: "ops", ResourceVersion: sec.ResourceVersion}
+	})
+
+	// A rotated hash: the same object, rendered again, its new version
+	// in status.secrets.
 	put("a", map[string]string{"hash": hashB})
 	want = userDataOf(t, hashB)
-	e.status(t, "a", "db", func(st *v1alpha1.InstanceStatus) bool { return outputSHA(st, "user-data") == want })
+	st = e.status(t, "a", "db", func(st *v1alpha1.InstanceStatus) bool { return outputSHA(st, "user-data") == want })
+	if sec2, _ := e.kube.CoreV1().Secrets("a").Get(e.ctx, "ops", metav1.GetOptions{}); len(st.Secrets) != 1 || st.Secrets[0].ResourceVersion == sec.ResourceVersion {
+		t.Errorf("status.secrets %+v after the Secret changed to version %s", st.Secrets, sec2.ResourceVersion)
+	}
 }

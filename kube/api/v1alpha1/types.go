@@ -167,6 +167,14 @@ type InstanceStatus struct {
 	// +listType=map
 	// +listMapKey=name
 	VirtualMachines []VirtualMachine `json:"virtualMachines,omitempty"`
+	// Secrets are the Secrets the spec refers to (secretKeyRef), each with
+	// the resourceVersion the controller last saw of it: the metadata
+	// servers, which may read a Secret by name but not list or watch
+	// Secrets, read the Instance's again when this changes.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Secrets []SecretVersion `json:"secrets,omitempty"`
 	// FirstBoot is the first boot of this incarnation's guest, as the
 	// metadata server that fed it saw it (written by the server).
 	// +optional
@@ -185,8 +193,10 @@ type FirstBoot struct {
 	Agent string `json:"agent,omitempty"`
 	// Stage and Module are where the boot is, or ended, or failed.
 	// +optional
+	// +kubebuilder:validation:MaxLength=256
 	Stage string `json:"stage,omitempty"`
 	// +optional
+	// +kubebuilder:validation:MaxLength=256
 	Module string `json:"module,omitempty"`
 	// FirstFetch is when a server first answered the guest; LastEvent
 	// when one last heard of it (written again at most every minute while
@@ -197,9 +207,11 @@ type FirstBoot struct {
 	LastEvent *metav1.Time `json:"lastEvent,omitempty"`
 	// +optional
 	Finished *metav1.Time `json:"finished,omitempty"`
-	// Errors are what failed, the first ones (at most 16).
+	// Errors are what failed: the first ones (at most 4), each field one
+	// line, a message at most 256 bytes and 1 KiB in all. The servers
+	// keep the rest (vminit instances status NAME).
 	// +optional
-	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:MaxItems=4
 	Errors []FirstBootError `json:"errors,omitempty"`
 }
 
@@ -207,12 +219,16 @@ type FirstBoot struct {
 // or a systemd unit of an Ignition boot, with what it said.
 type FirstBootError struct {
 	// +optional
+	// +kubebuilder:validation:MaxLength=256
 	Stage string `json:"stage,omitempty"`
 	// +optional
+	// +kubebuilder:validation:MaxLength=256
 	Module string `json:"module,omitempty"`
 	// +optional
+	// +kubebuilder:validation:MaxLength=256
 	Unit string `json:"unit,omitempty"`
 	// +optional
+	// +kubebuilder:validation:MaxLength=256
 	Message string `json:"message,omitempty"`
 }
 
@@ -225,6 +241,17 @@ type Output struct {
 	SHA256 string `json:"sha256"`
 	// Size is its length in bytes.
 	Size int64 `json:"size"`
+}
+
+// SecretVersion is a Secret of the Instance's namespace and the version
+// of it the controller last saw.
+type SecretVersion struct {
+	// Name is the Secret's name.
+	Name string `json:"name"`
+	// ResourceVersion is its metadata.resourceVersion; empty when there
+	// is no such Secret.
+	// +optional
+	ResourceVersion string `json:"resourceVersion,omitempty"`
 }
 
 // VirtualMachine is a KubeVirt VirtualMachine that names the Instance.
