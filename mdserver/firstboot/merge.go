@@ -11,7 +11,8 @@ import (
 // the events of both, by time and without duplicates (the last
 // MaxEvents); the stages of both, by name, each as far as either saw it;
 // the failures of both, one failure once (as the tracker's own are
-// kept); and the state, stage and module of the one further on. The
+// kept, with the longer message of its two copies: a store may keep them
+// clipped); and the state, stage and module of the one further on. The
 // result does not depend on which is a and which b, but for the order of
 // failures (a's first). A store that shares statuses writes the union of
 // what it holds and what it writes (etcdstore), and Tracker.Merge takes
@@ -39,7 +40,7 @@ func MergeStatus(a, b Status) Status {
 	out.Stages = mergeStages(a.Stages, b.Stages)
 	m := boot{st: Status{Errors: slices.Clone(a.Errors)}}
 	for _, f := range b.Errors {
-		m.fail(f)
+		m.addFailure(f, false)
 	}
 	out.Errors = m.st.Errors
 	if len(out.Errors) == 0 {

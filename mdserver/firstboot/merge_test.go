@@ -149,3 +149,25 @@ func TestPersistPaces(t *testing.T) {
 		t.Errorf("unwritten after the writes: %d changes of %d instances", n, i)
 	}
 }
+
+// TestMergeKeepsTheLongerMessage: a replica that reads back a failure a
+// store keeps clipped (kubestore's status.firstBoot) keeps the whole
+// message it heard itself, whichever copy comes first.
+func TestMergeKeepsTheLongerMessage(t *testing.T) {
+	whole := Failure{Stage: "modules-final", Module: "config-scripts-user", Message: strings.Repeat("why ", 400)}
+	clipped := whole
+	clipped.Message = clip(whole.Message, 256)
+	for _, order := range [][2]Failure{{whole, clipped}, {clipped, whole}} {
+		a := Status{Name: "vm", UID: "u", State: Failed, Errors: []Failure{order[0]}}
+		b := Status{Name: "vm", UID: "u", State: Failed, Errors: []Failure{order[1]}}
+		if m := MergeStatus(a, b); len(m.Errors) != 1 || m.Errors[0].Message != whole.Message {
+			t.Errorf("merged %d then %d bytes: %d errors, the message %d bytes", len(order[0].Message), len(order[1].Message), len(m.Errors), len(m.Errors[0].Message))
+		}
+	}
+	tr := New(Options{})
+	tr.Report("vm", "u", AgentCloudInit, Report{Failed: true, Errors: []Failure{whole}})
+	tr.Merge(Status{Name: "vm", UID: "u", State: Failed, Agent: AgentCloudInit, Errors: []Failure{clipped}})
+	if st := tr.Status("vm", "u", AgentCloudInit); st.Errors[0].Message != whole.Message {
+		t.Errorf("Tracker.Merge of a clipped copy: the message is %d bytes, want %d", len(st.Errors[0].Message), len(whole.Message))
+	}
+}

@@ -252,11 +252,16 @@ func (b *boot) failedIn(stage string) bool {
 // full. A failure of what an earlier one names (result.json names no
 // stage; the events do) is that failure: its message, when it has one,
 // replaces the earlier (the report says why; the event only what ran).
-func (b *boot) fail(f Failure) {
+func (b *boot) fail(f Failure) { b.addFailure(f, true) }
+
+// addFailure is fail; with replace false, a failure already there keeps
+// the longer of the two messages (MergeStatus: of two replicas' copies
+// neither is known to be the later, and a store may keep them clipped).
+func (b *boot) addFailure(f Failure, replace bool) {
 	f.Message = clip(f.Message, MaxMessage)
 	for i, g := range b.st.Errors {
 		if g.sameAs(f) {
-			if f.Message != "" {
+			if f.Message != "" && (replace || len(f.Message) > len(g.Message)) {
 				b.st.Errors[i].Message = f.Message
 			}
 			if g.Stage == "" {
