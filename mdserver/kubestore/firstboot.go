@@ -562,7 +562,7 @@ func timeOf(t *metav1.Time) time.Time {
 
 // FollowBoots merges into t the first boots the Instances' status holds,
 // and then every one the Reflector delivers (another replica's write, or
-// this one's read back: Merge keeps only what is further on), until ctx
+// this one's read back: Merge takes the union with what it holds), until ctx
 // ends or the store is closed. With ctx already ended it merges what the store holds and
 // returns: a one-shot reader (`vminit instances status --kubeconfig`)
 // opens the store, which lists, and calls it so.
