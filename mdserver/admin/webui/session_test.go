@@ -1,7 +1,6 @@
 package webui_test
 
 import (
-	"bytes"
 	"log/slog"
 	"net"
 	"net/http"
@@ -9,11 +8,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/vminit/vminit/internal/lib/tlsfiles"
+	"github.com/vminit/vminit/internal/testing/testtools"
 	"github.com/vminit/vminit/mdserver/admin"
 	"github.com/vminit/vminit/mdserver/admin/webui"
 )
@@ -134,22 +133,9 @@ func TestTokenFileRotated(t *testing.T) {
 	}
 }
 
-// logLines is a slog handler's output, safe for the server's goroutines.
-type logLines struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logLines) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logLines) count(substr string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Count(l.buf.String(), substr)
+// count is how many times substr is in what logs holds.
+func count(logs *testtools.SyncBuffer, substr string) int {
+	return strings.Count(logs.String(), substr)
 }
 
 // TestLoginThrottled: a source's wrong tokens are answered at once five
@@ -159,7 +145,7 @@ func (l *logLines) count(substr string) int {
 // guesses, not a hundred. Another source is not held up.
 func TestLoginThrottled(t *testing.T) {
 	f := showcase(t)
-	logs := &logLines{}
+	logs := &testtools.SyncBuffer{}
 	srv := httptest.NewServer(f.ui(webui.Options{Logger: slog.New(slog.NewTextHandler(logs, nil))}))
 	t.Cleanup(srv.Close)
 	c := noRedirect(srv)
@@ -184,8 +170,8 @@ func TestLoginThrottled(t *testing.T) {
 	for range 100 {
 		postLogin(t, c, srv, "guess", srv.URL)
 	}
-	if n := logs.count("level=WARN"); n != 2 {
-		t.Errorf("%d warnings for 107 wrong tries, want 2 (the first miss, the throttling):\n%s", n, logs.buf.String())
+	if n := count(logs, "level=WARN"); n != 2 {
+		t.Errorf("%d warnings for 107 wrong tries, want 2 (the first miss, the throttling):\n%s", n, logs.String())
 	}
 
 	// Another source (a client bound to another loopback address) is not
@@ -201,7 +187,7 @@ func TestLoginThrottled(t *testing.T) {
 	if a := postLogin(t, c, srv, token, srv.URL); sessionCookie(a) == "" {
 		t.Errorf("a login after an hour's quiet: %d", a.status)
 	}
-	if n := logs.count("refusedWhileThrottled=102"); n != 1 {
-		t.Errorf("no count of the refused tries when the source was forgotten:\n%s", logs.buf.String())
+	if n := count(logs, "refusedWhileThrottled=102"); n != 1 {
+		t.Errorf("no count of the refused tries when the source was forgotten:\n%s", logs.String())
 	}
 }
