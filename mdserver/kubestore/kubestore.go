@@ -513,7 +513,7 @@ func (k *sink) init() chan struct{} {
 	return k.ch
 }
 
-func (k *sink) Add(obj any) error    { return k.Update(obj) }
+func (k *sink) Add(obj any) error { return k.Update(obj) }
 func (k *sink) Update(obj any) error {
 	k.put(batch{objs: []any{obj}, covers: k.covers, live: k.live})
 	return nil

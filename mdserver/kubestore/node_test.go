@@ -76,7 +76,9 @@ func TestNodeMode(t *testing.T) {
 	s, dyn := start(t, true)
 	ctx := ctxFor(t)
 	createNS(t, s, "a", "b")
-	res := func(r dynamic.NamespaceableResourceInterface, ns string) dynamic.ResourceInterface { return r.Namespace(ns) }
+	res := func(r dynamic.NamespaceableResourceInterface, ns string) dynamic.ResourceInterface {
+		return r.Namespace(ns)
+	}
 	inst := dyn.Resource(v1alpha1.GroupVersionResource)
 	vmis := dyn.Resource(v1alpha1.KubeVirtVirtualMachineInstances)
 	vms := dyn.Resource(v1alpha1.KubeVirtVirtualMachines)
