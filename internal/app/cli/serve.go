@@ -111,6 +111,7 @@ func NewServeCommand(use string, other StoreFlags) *cobra.Command {
   vminit serve --instances specs/ --listen 127.0.0.1:8080 --metrics-listen 127.0.0.1:9100 \
     --admin-listen 127.0.0.1:8443 --admin-token-file admin-token
   vminit serve --kubernetes --namespace vms --listen 0.0.0.0:8080
+  vminit serve --kubernetes --node "$NODE_NAME" --listen 0.0.0.0:8080
   vminit-server --etcd-endpoints https://etcd-0:2379 --etcd-ca ca.pem --etcd-cert client.crt \
     --etcd-key client.key --listen 169.254.169.254:80`,
 		Long: `serve answers each VM's metadata requests with the data of the instance
@@ -136,7 +137,10 @@ and a VMI's addresses identify the Instance it or its VM names
 (vminit.dev/instance), ahead of any address a spec lists; a spec's own
 addresses count only inside the networks --spec-addresses gives its
 namespace (none by default), and an address claimed twice serves nobody
-(docs/kubernetes.md, "Who is served where"). A reload
+(docs/kubernetes.md, "Who is served where"). --node NAME serves one
+node's VMs alone (a DaemonSet's agent): only the VMIs labelled
+kubevirt.io/nodeName=NAME are watched, and the Instances they name, each
+by name (docs/kubernetes.md, "Node mode"). A reload
 swaps the instances in at once: no request fails or sees a partial state;
 while etcd or the API server is unreachable the server answers from memory.
 
