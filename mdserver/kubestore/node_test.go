@@ -135,6 +135,24 @@ func TestNodeMode(t *testing.T) {
 		t.Errorf("following %d Instances, %d VMs, %d ConfigMaps; want 2, 1, 1", i, v, c)
 	}
 	eventually(t, "5 watches open (the VMIs, 2 Instances, a VM, a ConfigMap)", func() bool { return counter.open.Load() == 5 })
+	// The API server's own count: its watches of one object by name are
+	// scope="resource" (docs/kubernetes.md, "Node mode").
+	m, err := s.Clientset(t).CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var watches []string
+	for _, l := range strings.Split(string(m), "\n") {
+		if strings.HasPrefix(l, "apiserver_longrunning_requests{") && strings.Contains(l, `verb="WATCH"`) &&
+			(strings.Contains(l, `group="vminit.dev"`) || strings.Contains(l, `group="kubevirt.io"`)) && !strings.HasSuffix(l, " 0") {
+			watches = append(watches, l)
+		}
+	}
+	t.Logf("the API server's watches of vminit.dev and kubevirt.io:\n%s", strings.Join(watches, "\n"))
+	if got := strings.Join(watches, "\n"); !strings.Contains(got, `resource="instances",scope="resource",subresource="",verb="WATCH",version="v1alpha1"} 2`) ||
+		!strings.Contains(got, `resource="virtualmachineinstances",scope="cluster",subresource="",verb="WATCH",version="v1"} 1`) {
+		t.Errorf("the API server does not count 2 single-Instance watches and 1 cluster-wide VMI watch")
+	}
 
 	// IMDSv2 required, without addresses: served at the VMI's address,
 	// token-less refused.
