@@ -493,8 +493,10 @@ func storeConfig(f serveFlags, logger *slog.Logger) (serve.StoreConfig, error) {
 			return sc, err
 		}
 		sc.Kubernetes = &kcfg
-	case f.cluster.kubeconfig != "" || len(f.cluster.namespaces) > 0 || len(f.cluster.specAddresses) > 0 || f.node != "":
-		return sc, usagef("--kubeconfig, --namespace, --spec-addresses and --node are for --kubernetes")
+	case f.cluster.kubeconfig != "" || len(f.cluster.namespaces) > 0 || len(f.cluster.specAddresses) > 0:
+		return sc, usagef("--kubeconfig, --namespace and --spec-addresses are for --kubernetes")
+	case f.node != "":
+		return sc, usagef("--node is for --kubernetes (node mode serves a node's KubeVirt VMs)")
 	case f.instances != "":
 		sc.Dir, sc.DirCache = f.instances, f.instancesCache
 	default:

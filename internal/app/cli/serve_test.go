@@ -128,7 +128,7 @@ func TestServeEtcdNamesServer(t *testing.T) {
 // one router in node mode (the virt-launcher pod's), none elsewhere, and
 // is bounded.
 func TestServeNodeFlags(t *testing.T) {
-	if code, _, stderr := run(t, "serve", "--instances", t.TempDir(), "--node", "n1"); code != 2 || !strings.Contains(stderr, "--node are for --kubernetes") {
+	if code, _, stderr := run(t, "serve", "--instances", t.TempDir(), "--node", "n1"); code != 2 || !strings.Contains(stderr, "--node is for --kubernetes") {
 		t.Errorf("--node without --kubernetes: %d %s", code, stderr)
 	}
 	for _, tc := range []struct {
