@@ -30,11 +30,11 @@ import (
 
 // container is a container or init container of a workload's pod.
 type container struct {
-	Name      string   `yaml:"name"`
-	Image     string   `yaml:"image"`
-	Command   []string `yaml:"command"`
-	Args      []string `yaml:"args"`
-	Env       []struct {
+	Name    string   `yaml:"name"`
+	Image   string   `yaml:"image"`
+	Command []string `yaml:"command"`
+	Args    []string `yaml:"args"`
+	Env     []struct {
 		Name      string `yaml:"name"`
 		ValueFrom struct {
 			FieldRef struct {
