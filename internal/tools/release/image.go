@@ -18,9 +18,13 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
-// imageRepo is the name the release's image is published under
-// (deploy/kubernetes references it).
-const imageRepo = "ghcr.io/vminit/vminit"
+// imageRepo is the name the archive gives its image when loaded (podman
+// load; ctr images import, which with --digests --base-name imageRepo also
+// names it imageRepo@DIGEST, the reference a manifest pins). localhost: it
+// is a build of this checkout, published nowhere; an operator who pushes it
+// names it after their registry (deploy/README.md), and the manifests run
+// whatever their kustomization's images: entry says.
+const imageRepo = "localhost/vminit"
 
 // imageBin is where the image holds the programs (and its PATH).
 const imageBin = "usr/bin/"
