@@ -127,7 +127,6 @@ func IsVirtLauncher(cniArgs string) (bool, error) {
 	return false, nil
 }
 
-
 // parse is ParseConfig for the protocol: its errors are CNI errors.
 func parse(stdin []byte) (*Config, error) {
 	c, err := ParseConfig(stdin)

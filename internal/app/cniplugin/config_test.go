@@ -60,7 +60,7 @@ func TestParseConfigRefuses(t *testing.T) {
 func TestIsVirtLauncher(t *testing.T) {
 	for args, want := range map[string]bool{
 		"IgnoreUnknown=1;K8S_POD_NAMESPACE=vms;K8S_POD_NAME=virt-launcher-fedora-x8k2p;K8S_POD_INFRA_CONTAINER_ID=abc": true,
-		"K8S_POD_NAMESPACE=kube-system;K8S_POD_NAME=coredns-5d78c9869d-abcde":                                         false,
+		"K8S_POD_NAMESPACE=kube-system;K8S_POD_NAME=coredns-5d78c9869d-abcde":                                          false,
 		"K8S_POD_NAME=virt-handler-x": false,
 		"":                            false, // not Kubernetes: nothing names the pod
 	} {

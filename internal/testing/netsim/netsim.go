@@ -180,6 +180,8 @@ type Node struct {
 	NS    *NS
 	Cloud *NS
 	Pods  []*Pod
+
+	bridge bool // cni0 is made
 }
 
 // Pod is a simulated virt-launcher pod with its guest.
@@ -227,9 +229,10 @@ func (node *Node) AddPod(t testing.TB, name string, bridged bool) *Pod {
 	p.HostEnd = fmt.Sprintf("veth%d", i)
 	node.NS.IP(t, "link", "add", p.HostEnd, "type", "veth", "peer", "name", "eth0", "netns", p.NS.Name)
 	if bridged {
-		if i > 1 {
+		if node.bridge {
 			t.Fatal("netsim: one bridged pod a node (cni0 holds one pod subnet here)")
 		}
+		node.bridge = true
 		node.NS.IP(t, "link", "add", "cni0", "type", "bridge")
 		node.NS.IP(t, "addr", "add", gw+"/24", "dev", "cni0")
 		node.NS.IP(t, "link", "set", "cni0", "up")
