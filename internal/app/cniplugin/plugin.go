@@ -11,9 +11,9 @@
 // types (no protocol of its own): ADD installs the table (again: an
 // install replaces) and passes the previous plugin's result through byte
 // for byte; DEL removes it, and succeeds where there is nothing to remove
-// (no namespace, a namespace gone, a table never added) or where the
-// configuration is broken, so that a conflist mistake cannot wedge a
-// pod's teardown; CHECK verifies the table is the one ADD writes; GC and
+// (no namespace, a namespace gone, a table never added) and reads none
+// of its configuration, so that a mistake in the plugin's entry cannot
+// wedge a pod's teardown; CHECK verifies the table is the one ADD writes; GC and
 // STATUS have nothing to do (the table dies with the pod's namespace).
 //
 // A virt-launcher pod is known by its name alone: the K8S_POD_NAME that
