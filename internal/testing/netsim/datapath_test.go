@@ -38,8 +38,9 @@ var agentAddr = netip.AddrPortFrom(netsim.NodeAddr, 8775)
 // conflist as a runtime runs it ("cni"), each guest's GET reaches the
 // node agent, which sees that guest's pod IP (so the two are told
 // apart), and the cloud's service gets nothing from a pod, not even on
-// another port (the node's own requests still reach it). Removing the table (Remove, or CNI DEL) leaves every namespace's
-// ruleset as it was, and the guests' requests go where they went before.
+// another port (the node's own requests still reach it). Removing the
+// table (Remove, or CNI DEL) leaves every namespace's ruleset as it was,
+// and the guests' requests go where they went before.
 func TestGuestReachesAgent(t *testing.T) {
 	netsim.Require(t)
 	var plugin string // vminit-cni, built once for the "cni" path
