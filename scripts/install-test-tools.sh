@@ -24,6 +24,8 @@ packages=(
   python3-yaml python3-jsonschema python3-netifaces
   chromium              # the first-boot web page's tests (headless, driven by chromedp): ~115 MB download, ~350 MB installed
   fonts-liberation      # chromium's recommended fonts, taken without recommends: the screenshots' text as they were made
+  skopeo                # pushes make image's archive to a registry, as deploy/README.md says (internal/tools/release)
+  containerd            # ctr images import of that archive, on a containerd the test runs itself (internal/tools/release)
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -23,10 +23,16 @@ var heavy = []string{
 	"go.etcd.io/etcd/client/v3",
 	"go.etcd.io/etcd/api/v3/etcdserverpb", // protobuf registrations at init
 	"google.golang.org/grpc",
+	// nftables and CNI are the node agent's and vminit-cni's
+	// (mdserver/intercept, internal/app/cniplugin).
+	"github.com/google/nftables",
+	"github.com/containernetworking/cni/pkg/skel",
+	"github.com/containernetworking/plugins/pkg/ns",
 }
 
 // TestLeanGraph: vminit's import graph holds none of heavy, and
-// vminit-controller's and vminit-server's do (so the lists are read right).
+// vminit-controller's, vminit-server's and vminit-cni's do (so the lists
+// are read right).
 func TestLeanGraph(t *testing.T) {
 	vminit := deps(t, "github.com/vminit/vminit/cmd/vminit")
 	for _, p := range heavy {
@@ -39,6 +45,9 @@ func TestLeanGraph(t *testing.T) {
 	}
 	if srv := deps(t, "github.com/vminit/vminit/cmd/vminit-server"); !srv["go.etcd.io/etcd/client/v3"] {
 		t.Errorf("cmd/vminit-server does not link etcd's client: is `go list -deps` read right?")
+	}
+	if cni := deps(t, "github.com/vminit/vminit/cmd/vminit-cni"); !cni["github.com/google/nftables"] {
+		t.Errorf("cmd/vminit-cni does not link nftables: is `go list -deps` read right?")
 	}
 }
 

@@ -131,7 +131,7 @@ func newControllerCommand() *cobra.Command {
 		DisableFlagParsing: true,
 		RunE: func(*cobra.Command, []string) error {
 			return usagef("the controller is a binary of its own now: run vminit-controller with the same flags " +
-				"(go install ./cmd/vminit-controller; deploy/kubernetes/controller.yaml runs it)")
+				"(go install ./cmd/vminit-controller; deploy/kubernetes/components/controller runs it)")
 		},
 	}
 }

@@ -92,7 +92,7 @@ func newServeCommand() *cobra.Command {
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		if strings.HasPrefix(err.Error(), otherStoreFlag) {
 			return usagef("%v: the etcd store is served by vminit-server, which takes serve's flags and the --etcd-* flags "+
-				"(go install ./cmd/vminit-server; deploy/kubernetes/fleet.yaml runs it)", err)
+				"(go install ./cmd/vminit-server; deploy/kubernetes/fleet runs it)", err)
 		}
 		return usageError{err}
 	})

@@ -17,7 +17,9 @@
 //     the guest's user data and network data are written to a Secret of
 //     its own (keys userdata and networkdata, what KubeVirt's secretRef and
 //     networkDataSecretRef read), owned by the VM and rewritten only when
-//     its bytes change. With PatchVMs the VM's cloud-init volume is pointed
+//     its bytes change. The data of a VM naming an Instance reports the
+//     guest's first boot (Config.ReportURL), so that the Instance's
+//     status.firstBoot follows it. With PatchVMs the VM's cloud-init volume is pointed
 //     at the Secret (what it replaced is kept in an annotation, and put
 //     back when the VM no longer names an Instance); otherwise an Event on
 //     the VM and the Instance's status name the Secret to reference.
@@ -58,6 +60,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/vminit/vminit/bootreport"
 	"github.com/vminit/vminit/internal/lib/revindex"
 	"github.com/vminit/vminit/kube/api/v1alpha1"
 	"github.com/vminit/vminit/mdserver/kubestore"
@@ -110,7 +113,24 @@ type Config struct {
 	// servers' (kubestore.Config.Addresses), so that Served says what
 	// they do.
 	Addresses kubestore.AddressPolicy
+	// ReportURL is the base URL (bootreport.ParseBaseURL) the guests of
+	// the VMs naming an Instance report their first boot to: their
+	// Secret's user data carries cloud-init's reporting webhook and
+	// report unit, an Ignition config its completion unit (render.Target's
+	// ReportTo, as `vminit build --report-to` renders them). Default
+	// DefaultReportURL. NoBootReports leaves the report out.
+	ReportURL     string
+	NoBootReports bool
 }
+
+// DefaultReportURL is where a KubeVirt guest reports its first boot when
+// Config.ReportURL is unset: the link-local address of its node's agent
+// (`vminit serve --kubernetes --node`), which the node's data path takes
+// the guest's packets to, leaving the pod as the VMI's pod address, by
+// which the agent knows the Instance (docs/kubernetes.md, "How a guest
+// reaches vminit"). No host of the controller's own goes into a Secret:
+// the same Instance renders the same bytes wherever the controller runs.
+const DefaultReportURL = "http://169.254.169.254"
 
 // LeaderElection configures the Lease replicas elect a leader on.
 type LeaderElection struct {
@@ -132,6 +152,9 @@ type Controller struct {
 	metrics *Metrics
 	// resolver reads the Secrets a VM's cloud-init volume refers to.
 	resolver platform.Resolver
+	// reportTo is the base URL the Secrets of VMs naming an Instance
+	// report the first boot to, "" for none (Config.NoBootReports).
+	reportTo string
 
 	leader atomic.Bool
 	synced atomic.Bool
@@ -164,6 +187,15 @@ func New(cfg Config) (*Controller, error) {
 	le.RetryPeriod = orDefault(le.RetryPeriod, 2*time.Second)
 	c := &Controller{cfg: cfg, log: cfg.Logger.With("component", "controller"), metrics: newMetrics()}
 	var err error
+	if !cfg.NoBootReports {
+		url := cfg.ReportURL
+		if url == "" {
+			url = DefaultReportURL
+		}
+		if c.reportTo, err = bootreport.ParseBaseURL(url); err != nil {
+			return nil, fmt.Errorf("controller: ReportURL %q: %w", url, err)
+		}
+	}
 	if c.dyn, err = dynamic.NewForConfig(cfg.REST); err != nil {
 		return nil, err
 	}
@@ -339,7 +371,7 @@ func (c *Controller) lead(ctx context.Context) error {
 	}
 	t.loadAll(ctx)
 	c.synced.Store(true)
-	c.log.Info("caches synced; reconciling", "namespaces", c.cfg.Namespaces, "kubevirt", c.cfg.KubeVirt, "patch_vms", c.cfg.PatchVMs)
+	c.log.Info("caches synced; reconciling", "namespaces", c.cfg.Namespaces, "kubevirt", c.cfg.KubeVirt, "patch_vms", c.cfg.PatchVMs, "boot_reports_to", c.reportTo)
 	for range c.cfg.Workers {
 		wg.Go(func() {
 			for t.work(ctx) {

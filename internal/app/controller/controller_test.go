@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -66,6 +67,15 @@ var tenants = kubestore.AddressPolicy{SpecAddresses: map[string][]netip.Prefix{
 // it stops at the test's end.
 func (e *env) run(t *testing.T, cfg controller.Config) *controller.Controller {
 	t.Helper()
+	c, stop := e.start(t, cfg)
+	t.Cleanup(stop)
+	return c
+}
+
+// start starts a controller as run does; stop stops it and waits for
+// Run to return.
+func (e *env) start(t *testing.T, cfg controller.Config) (c *controller.Controller, stop func()) {
+	t.Helper()
 	if cfg.REST == nil {
 		cfg.REST = e.s.Config()
 	}
@@ -82,13 +92,12 @@ func (e *env) run(t *testing.T, cfg controller.Config) *controller.Controller {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
-	t.Cleanup(func() {
+	return c, sync.OnceFunc(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("Run: %v", err)
 		}
 	})
-	return c
 }
 
 func (e *env) instances(ns string) dynamic.ResourceInterface {
@@ -505,7 +514,8 @@ func TestVirtualMachines(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sd, _ := seed.Build(inst, seed.NoCloud, seed.Options{})
+	// The guest reports its first boot to its node's agent (report_test.go).
+	sd, _ := seed.Build(inst, seed.NoCloud, seed.Options{ReportTo: controller.DefaultReportURL})
 	ud, _ := sd.Lookup("user-data")
 	nc, _ := sd.Lookup("network-config")
 	if string(s1.Data["userdata"]) != string(ud) || string(s1.Data["networkdata"]) != string(nc) {

@@ -217,7 +217,7 @@ func (t *term) firstBoot(ctx context.Context, vm *unstructured.Unstructured) (*f
 		if ds == "" {
 			ds = render.Target{}.DatasourceFor(l.rec.Instance())
 		}
-		return renderFirstBoot(l.rec.Instance(), ds, "Instance "+name)
+		return renderFirstBoot(l.rec.Instance(), ds, "Instance "+name, t.c.reportTo)
 	}
 	if !hasFirstBootData(orig) {
 		t.forgetDeps(vmKey)
@@ -236,7 +236,10 @@ func (t *term) firstBoot(ctx context.Context, vm *unstructured.Unstructured) (*f
 	if r.Instance == nil {
 		return nil, nil // a sysprep disc only: nothing for cloud-init
 	}
-	return renderFirstBoot(r.Instance, render.Target{}.DatasourceFor(r.Instance), "the VM's own cloud-init data")
+	// No report: the server answers a guest by the Instance its VMI
+	// names, and this VM names none, so a report would be refused
+	// (after costing each of cloud-init's stages the webhook's retries).
+	return renderFirstBoot(r.Instance, render.Target{}.DatasourceFor(r.Instance), "the VM's own cloud-init data", "")
 }
 
 func rvOf(o any) int64 {
@@ -249,9 +252,10 @@ func rvOf(o any) int64 {
 // renderFirstBoot renders the user data and network data the guest reads through
 // KubeVirt's cloud-init volume of datasource ds: for Ignition, the config
 // (Fedora CoreOS and RHCOS kubevirt images read it as the config drive's
-// user data).
-func renderFirstBoot(inst *spec.Instance, ds seed.Datasource, from string) (*firstBoot, error) {
-	rep := render.Instance(inst, render.Target{Datasource: ds})
+// user data). With reportTo (a base URL; "" for none) the guest reports
+// its first boot there, rendered as `vminit build --report-to` renders it.
+func renderFirstBoot(inst *spec.Instance, ds seed.Datasource, from, reportTo string) (*firstBoot, error) {
+	rep := render.Instance(inst, render.Target{Datasource: ds, ReportTo: reportTo})
 	if !rep.OK() {
 		return nil, rep.Errors
 	}

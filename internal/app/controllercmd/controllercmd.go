@@ -21,6 +21,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vminit/vminit/bootreport"
 	"github.com/vminit/vminit/internal/app/cli"
 	"github.com/vminit/vminit/internal/app/controller"
 )
@@ -56,6 +57,8 @@ type controllerFlags struct {
 	listen        string
 	healthListen  string
 	logFormat     string
+	bootReports   bool   // --boot-reports, as vminit serve names it
+	reportURL     string // --report-url, likewise
 }
 
 // New returns the vminit-controller command.
@@ -80,12 +83,21 @@ true:
   VM's data reads. With --patch-vms the VM's cloud-init volume is pointed at
   it; otherwise an Event on the VM says how to reference it.
 
+  The data of a VM naming an Instance reports the guest's first boot
+  (cloud-init's reporting webhook and a final report; Ignition's
+  completion unit) to --report-url: by default http://169.254.169.254, the
+  node agent (vminit serve --kubernetes --node) that knows the guest by
+  its VMI's pod address, so the Instance's status.firstBoot becomes done
+  or failed. --boot-reports=false leaves the report out. A change of
+  either rewrites every Secret when the controller restarts.
+
 Replicas elect a leader on a Lease (--leader-elect); only the leader
 reconciles. /metrics, /healthz and /readyz are served on --metrics-listen,
 loopback by default: the metrics have no authentication. --health-listen
 serves /healthz and /readyz alone, for the kubelet's probes.`,
 		Example: `  vminit-controller --kubeconfig ~/.kube/config
   vminit-controller --namespace vms --patch-vms
+  vminit-controller --namespace vms --report-url http://10.96.100.10:8080
   vminit-controller --kubeconfig ~/.kube/config --namespace default --leader-elect=false`,
 		Version: cli.Version(),
 		Args:    cobra.NoArgs,
@@ -108,6 +120,8 @@ serves /healthz and /readyz alone, for the kubelet's probes.`,
 	fl.StringVar(&f.listen, "metrics-listen", "127.0.0.1:8080", "address of /metrics, /healthz and /readyz, without authentication (empty: none)")
 	fl.StringVar(&f.healthListen, "health-listen", "", "address of /healthz and /readyz alone, for probes from beyond the pod (empty: none)")
 	fl.StringVar(&f.logFormat, "log-format", "json", "log format: json or text")
+	fl.BoolVar(&f.bootReports, "boot-reports", true, "have the Secrets of VMs naming an Instance report the guest's first boot to --report-url (cloud-init's reporting webhook and a final report; Ignition's completion unit)")
+	fl.StringVar(&f.reportURL, "report-url", controller.DefaultReportURL, "base URL the guests report their first boot to: the node agent's link-local address, or a vminit server's, e.g. http://192.0.2.1:8080")
 	return cmd
 }
 
@@ -157,6 +171,10 @@ func runController(ctx context.Context, f controllerFlags, stderr io.Writer) err
 	if f.workers < 1 {
 		return usagef("--workers %d: want at least 1", f.workers)
 	}
+	reportURL, err := bootreport.ParseBaseURL(f.reportURL)
+	if err != nil {
+		return usagef("--report-url=%q: %v", f.reportURL, err)
+	}
 	policy, err := f.cluster.AddressPolicy()
 	if err != nil {
 		return err
@@ -171,7 +189,7 @@ func runController(ctx context.Context, f controllerFlags, stderr io.Writer) err
 		return err
 	}
 	cfg := controller.Config{REST: rest, Namespaces: f.cluster.Namespaces(), KubeVirt: kubevirt, PatchVMs: f.patchVMs,
-		Workers: f.workers, Logger: logger, Addresses: policy}
+		Workers: f.workers, Logger: logger, Addresses: policy, ReportURL: reportURL, NoBootReports: !f.bootReports}
 	if err := kubeVirtAbsent(f, kubevirt, logger); err != nil {
 		return err
 	}

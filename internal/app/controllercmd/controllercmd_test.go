@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -49,6 +50,28 @@ func TestSpecAddressesFlag(t *testing.T) {
 	if code, stderr := run("--spec-addresses", "=10.0.0.0/8"); code != cli.ExitUsage || !strings.Contains(stderr, want) ||
 		!strings.HasPrefix(stderr, "vminit-controller: ") {
 		t.Errorf("exit %d, want %q in\n%s", code, want, stderr)
+	}
+}
+
+// TestReportFlags: --boot-reports and --report-url are vminit serve's
+// flags of the same meaning, by name and type; a --report-url the guests
+// could not use is a usage error naming the flag, before any cluster is
+// contacted.
+func TestReportFlags(t *testing.T) {
+	serve, _, err := cli.NewRootCommand().Find([]string{"serve"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"boot-reports", "report-url"} {
+		mine, theirs := New().Flags().Lookup(name), serve.Flags().Lookup(name)
+		if mine == nil || theirs == nil || mine.Value.Type() != theirs.Value.Type() {
+			t.Errorf("--%s: vminit-controller's %v, vminit serve's %v", name, mine, theirs)
+		}
+	}
+	for _, u := range []string{"169.254.169.254", "http://u:p@h/", "http://h/?q"} {
+		if code, stderr := run("--report-url", u); code != cli.ExitUsage || !strings.Contains(stderr, "--report-url="+strconv.Quote(u)) {
+			t.Errorf("--report-url %s: exit %d\n%s", u, code, stderr)
+		}
 	}
 }
 

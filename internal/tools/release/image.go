@@ -18,9 +18,13 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
-// imageRepo is the name the release's image is published under
-// (deploy/kubernetes references it).
-const imageRepo = "ghcr.io/vminit/vminit"
+// imageRepo is the name the archive gives its image when loaded (podman
+// load; ctr images import, which with --digests --base-name imageRepo also
+// names it imageRepo@DIGEST, the reference a manifest pins). localhost: it
+// is a build of this checkout, published nowhere; an operator who pushes it
+// names it after their registry (deploy/README.md), and the manifests run
+// whatever their kustomization's images: entry says.
+const imageRepo = "localhost/vminit"
 
 // imageBin is where the image holds the programs (and its PATH).
 const imageBin = "usr/bin/"
@@ -29,7 +33,7 @@ const imageBin = "usr/bin/"
 const imageUser = "65532:65532"
 
 // writeImage writes out/vminit-image.tar, an OCI image archive (podman
-// load, kind load image-archive; untarred, an OCI layout for crane push):
+// load; ctr images import; skopeo copy oci-archive: to a registry):
 // an index of one image per Linux architecture in bins, each a single
 // layer holding that architecture's programs in /usr/bin and nothing else
 // (no shell, no libc: they are static), run as imageUser with
@@ -68,7 +72,7 @@ func writeImage(out string, st stamp, bins []artefact) (string, error) {
 	ref := imageRepo + ":" + st.Version
 	if err := p.AppendIndex(idx, layout.WithAnnotations(map[string]string{
 		"org.opencontainers.image.ref.name": ref, // podman load names the image by it
-		"io.containerd.image.name":          ref, // kind load image-archive (containerd) likewise
+		"io.containerd.image.name":          ref, // ctr images import (containerd) likewise
 	})); err != nil {
 		return "", err
 	}

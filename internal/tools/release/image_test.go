@@ -133,33 +133,6 @@ func extract(t *testing.T, r io.Reader, dir string) []string {
 	}
 }
 
-// TestManifestsNameTheImage: every container of deploy/kubernetes runs
-// the image this tool builds, so that the digest deploy/README.md pins is
-// the one they run.
-func TestManifestsNameTheImage(t *testing.T) {
-	files, _ := filepath.Glob(filepath.Join(repo, "deploy/kubernetes/*.yaml"))
-	n := 0
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, l := range strings.Split(string(data), "\n") {
-			l = strings.TrimSpace(l)
-			if !strings.HasPrefix(l, "image: ") {
-				continue
-			}
-			n++
-			if ref := strings.TrimPrefix(l, "image: "); !strings.HasPrefix(ref, imageRepo+":") && !strings.HasPrefix(ref, imageRepo+"@") {
-				t.Errorf("%s:%d: image %s, want %s", filepath.Base(f), i+1, ref, imageRepo)
-			}
-		}
-	}
-	if n == 0 {
-		t.Fatal("no image: line in deploy/kubernetes")
-	}
-}
-
 // programs are the names of the repository's main packages.
 func programs(t *testing.T) []string {
 	pkgs, err := mainPackages(context.Background(), repo)

@@ -1,0 +1,357 @@
+package netsim_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/types"
+	current "github.com/containernetworking/cni/pkg/types/100"
+
+	"github.com/vminit/vminit/internal/testing/netsim"
+	"github.com/vminit/vminit/mdserver/intercept"
+)
+
+// agentAddr is where the simulated node agent listens: the node's
+// address, as a DaemonSet on the host network would.
+var agentAddr = netip.AddrPortFrom(netsim.NodeAddr, 8775)
+
+// TestGuestReachesAgent proves both data paths of mdserver/intercept on
+// the simulated KubeVirt node (package doc): two virt-launcher pods, one
+// routed and one bridged, each with a guest behind KubeVirt's
+// masquerade. Before vminit, a guest's GET of http://169.254.169.254/
+// reaches the stub cloud metadata service beyond the node's default
+// route (what the interception is for). With the host table in the
+// node's namespace ("host"), or with vminit-cni run by libcni from a
+// conflist as a runtime runs it ("cni"), each guest's GET reaches the
+// node agent, which sees that guest's pod IP (so the two are told
+// apart), and the cloud's service gets nothing from a pod, not even on
+// another port (the node's own requests still reach it). Removing the
+// table (Remove, or CNI DEL) leaves every namespace's ruleset as it was,
+// and the guests' requests go where they went before.
+func TestGuestReachesAgent(t *testing.T) {
+	netsim.Require(t)
+	var plugin string // vminit-cni, built once for the "cni" path
+	for _, path := range []string{"host", "cni"} {
+		t.Run(path, func(t *testing.T) {
+			node := netsim.NewNode(t)
+			pods := []*netsim.Pod{
+				node.AddPod(t, "virt-launcher-vm-a-x8k2p", false),
+				node.AddPod(t, "virt-launcher-vm-b-q7w4m", true),
+			}
+			node.NS.Serve(t, agentAddr.String(), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				host, _, _ := net.SplitHostPort(r.RemoteAddr)
+				io.WriteString(w, host)
+			}))
+			var cloudHits atomic.Int64
+			cloud := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				cloudHits.Add(1)
+				io.WriteString(w, "cloud")
+			})
+			node.Cloud.Serve(t, "169.254.169.254:80", cloud)
+			node.Cloud.Serve(t, "169.254.169.254:8080", cloud)
+
+			// Before: the guests' requests go to the cloud.
+			for _, p := range pods {
+				for _, url := range []string{"http://169.254.169.254/", "http://169.254.169.254:8080/"} {
+					if body, err := get(p.Guest, url); err != nil || body != "cloud" {
+						t.Fatalf("%s before vminit: GET %s: %q, %v; want the cloud's answer (is the simulation routed?)", p.Name, url, body, err)
+					}
+				}
+			}
+			before := rulesets(t, node)
+
+			var remove func()
+			switch path {
+			case "host":
+				tb, err := intercept.Host(agentAddr, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := tb.Install(node.NS.Fd()); err != nil {
+					t.Fatal(err)
+				}
+				remove = func() {
+					if err := intercept.Remove(node.NS.Fd()); err != nil {
+						t.Fatal(err)
+					}
+				}
+			case "cni":
+				if plugin == "" {
+					plugin = buildPlugin(t)
+				}
+				remove = runCNI(t, plugin, pods)
+			}
+
+			hits := cloudHits.Load()
+			seen := map[string]string{}
+			for _, p := range pods {
+				body, err := get(p.Guest, "http://169.254.169.254/")
+				if err != nil || body != p.IP.String() {
+					t.Errorf("%s: the guest's GET of 169.254.169.254: %q, %v; want the agent to see the pod IP %s", p.Name, body, err, p.IP)
+				}
+				if other, ok := seen[body]; ok {
+					t.Errorf("%s and %s reach the agent as the same source %s", other, p.Name, body)
+				}
+				seen[body] = p.Name
+				if body, err := get(p.Guest, "http://169.254.169.254:8080/"); err == nil {
+					t.Errorf("%s: the guest's GET of 169.254.169.254:8080 was answered: %q", p.Name, body)
+				}
+				if path == "cni" {
+					// The pod's own processes (KubeVirt's passt binding
+					// proxies the guest from the pod) are redirected too.
+					if body, err := get(p.NS, "http://169.254.169.254/"); err != nil || body != p.IP.String() {
+						t.Errorf("%s: the pod's own GET of 169.254.169.254: %q, %v; want %s", p.Name, body, err, p.IP)
+					}
+				}
+			}
+			if n := cloudHits.Load() - hits; n != 0 {
+				t.Errorf("the cloud's metadata service was reached %d times with vminit's table installed", n)
+			}
+			// The node's own processes are not pods: they keep their cloud.
+			if body, err := get(node.NS, "http://169.254.169.254/"); err != nil || body != "cloud" {
+				t.Errorf("the node's own GET of 169.254.169.254: %q, %v; want the cloud's answer", body, err)
+			}
+			counted := map[string]uint64{}
+			for _, n := range tableNamespaces(node, path) {
+				for chain, packets := range netsim.Counters(t, n, intercept.TableName) {
+					counted[chain] += packets
+				}
+			}
+			if counted["redirect"] == 0 || counted["drop"] == 0 {
+				t.Errorf("vminit's counters: %v; want packets redirected and dropped", counted)
+			}
+
+			remove()
+			if after := rulesets(t, node); after != before {
+				t.Errorf("the rulesets after removal differ from before:\n%s\nthen\n%s", before, after)
+			}
+			for _, p := range pods {
+				if body, err := get(p.Guest, "http://169.254.169.254/"); err != nil || body != "cloud" {
+					t.Errorf("%s after removal: %q, %v; want the cloud's answer again", p.Name, body, err)
+				}
+			}
+		})
+	}
+}
+
+// get is one GET from the namespace, the body if it is a 200.
+func get(n *netsim.NS, url string) (string, error) {
+	resp, err := n.Client().Get(url)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	return string(b), err
+}
+
+// rulesets is every namespace's ruleset, named.
+func rulesets(t *testing.T, node *netsim.Node) string {
+	var b strings.Builder
+	for _, n := range append([]*netsim.NS{node.NS, node.Cloud}, podNamespaces(node)...) {
+		fmt.Fprintf(&b, "== %s\n%s", n.Name, netsim.Ruleset(t, n))
+	}
+	return b.String()
+}
+
+func podNamespaces(node *netsim.Node) []*netsim.NS {
+	var out []*netsim.NS
+	for _, p := range node.Pods {
+		out = append(out, p.NS, p.Guest)
+	}
+	return out
+}
+
+// tableNamespaces are where the path puts vminit's table.
+func tableNamespaces(node *netsim.Node, path string) []*netsim.NS {
+	if path == "host" {
+		return []*netsim.NS{node.NS}
+	}
+	var out []*netsim.NS
+	for _, p := range node.Pods {
+		out = append(out, p.NS)
+	}
+	return out
+}
+
+// buildPlugin builds cmd/vminit-cni into a CNI bin directory, beside the
+// simulation's pod network plugin.
+func buildPlugin(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "vminit-cni")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/vminit/vminit/cmd/vminit-cni").CombinedOutput(); err != nil {
+		t.Fatalf("go build vminit-cni: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// podNetwork stands for the node's pod network plugin, first in the
+// chain: netsim made the pod's veth, so its ADD only reports it, from
+// results/CONTAINER_ID.json beside it.
+const podNetwork = `#!/bin/sh
+cat >/dev/null
+case "$CNI_COMMAND" in
+ADD) cat "$(dirname "$0")/results/$CNI_CONTAINERID.json" ;;
+VERSION) echo '{"cniVersion":"1.0.0","supportedVersions":["1.0.0","1.1.0"]}' ;;
+esac
+`
+
+// runCNI runs the conflist [pod network, vminit-cni] for each pod through
+// libcni, as a runtime runs it (ADD, then CHECK; GC and STATUS too), and
+// returns the DEL of each. A pod that is not a virt-launcher's is left
+// alone, and DEL of what was never added (twice, and in a namespace gone)
+// succeeds.
+func runCNI(t *testing.T, plugin string, pods []*netsim.Pod) (del func()) {
+	t.Helper()
+	dir := t.TempDir()
+	binDir := filepath.Join(dir, "bin")
+	for _, d := range []string{filepath.Join(binDir, "results"), filepath.Join(dir, "cache")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(plugin, filepath.Join(binDir, "vminit-cni")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(binDir, "sim-pod-network"), []byte(podNetwork), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	conflist := filepath.Join(dir, "10-pod-network.conflist")
+	if err := os.WriteFile(conflist, fmt.Appendf(nil, `{
+  "cniVersion": "1.0.0",
+  "name": "k8s-pod-network",
+  "plugins": [
+    {"type": "sim-pod-network"},
+    {"type": "vminit-cni", "agent": %q}
+  ]
+}`, agentAddr), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	list, err := libcni.NetworkConfFromFile(conflist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cni := libcni.NewCNIConfigWithCacheDir([]string{binDir}, filepath.Join(dir, "cache"), nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	if _, err := cni.ValidateNetworkList(ctx, list); err != nil {
+		t.Fatalf("ValidateNetworkList: %v", err)
+	}
+	runtime := func(id, podName, netns string) *libcni.RuntimeConf {
+		return &libcni.RuntimeConf{ContainerID: id, NetNS: netns, IfName: "eth0", Args: [][2]string{
+			{"IgnoreUnknown", "1"}, {"K8S_POD_NAMESPACE", "vms"}, {"K8S_POD_NAME", podName}, {"K8S_POD_INFRA_CONTAINER_ID", id},
+		}}
+	}
+	var rts []*libcni.RuntimeConf
+	for i, p := range pods {
+		rt := runtime(fmt.Sprintf("sandbox%d", i), p.Name, p.NS.Path())
+		prev := current.Result{CNIVersion: "1.0.0",
+			Interfaces: []*current.Interface{{Name: "eth0", Sandbox: p.NS.Path()}},
+			IPs:        []*current.IPConfig{{Address: net.IPNet{IP: p.IP.AsSlice(), Mask: net.CIDRMask(24, 32)}, Interface: current.Int(0)}}}
+		prevJSON, err := json.Marshal(&prev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(binDir, "results", rt.ContainerID+".json"), prevJSON, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		// Twice: ADD is idempotent (the rulesets after removal show one
+		// table was there).
+		for range 2 {
+			res, err := cni.AddNetworkList(ctx, list, rt)
+			if err != nil {
+				t.Fatalf("%s: ADD: %v", p.Name, err)
+			}
+			if got := resultJSON(t, res, list.CNIVersion); got != string(prevJSON) {
+				t.Errorf("%s: ADD's result\n%s\nwant the pod network's, unchanged\n%s", p.Name, got, prevJSON)
+			}
+		}
+		if err := cni.CheckNetworkList(ctx, list, rt); err != nil {
+			t.Errorf("%s: CHECK: %v", p.Name, err)
+		}
+		// CHECK sees the table gone, and ADD puts it back.
+		if err := intercept.Remove(p.NS.Fd()); err != nil {
+			t.Fatal(err)
+		}
+		if err := cni.CheckNetworkList(ctx, list, rt); err == nil || !strings.Contains(err.Error(), "not installed") {
+			t.Errorf("%s: CHECK without the table: %v, want it missing", p.Name, err)
+		}
+		if _, err := cni.AddNetworkList(ctx, list, rt); err != nil {
+			t.Fatalf("%s: ADD: %v", p.Name, err)
+		}
+		if err := cni.CheckNetworkList(ctx, list, rt); err != nil {
+			t.Errorf("%s: CHECK after ADD again: %v", p.Name, err)
+		}
+		rts = append(rts, rt)
+	}
+
+	// Not a virt-launcher pod: ADD passes it through and writes nothing.
+	other := netsim.NewNS(t, "coredns")
+	before := netsim.Ruleset(t, other)
+	rt := runtime("sandbox-coredns", "coredns-5d78c9869d-abcde", other.Path())
+	if err := os.WriteFile(filepath.Join(binDir, "results", rt.ContainerID+".json"), []byte(`{"cniVersion":"1.0.0"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cni.AddNetworkList(ctx, list, rt); err != nil {
+		t.Errorf("a pod that is not a virt-launcher's: ADD: %v", err)
+	}
+	if after := netsim.Ruleset(t, other); after != before {
+		t.Errorf("ADD of a pod that is not a virt-launcher's wrote\n%s", after)
+	}
+	// GC keeps the attachments it is told are valid (and DELs the rest).
+	valid := []types.GCAttachment{{ContainerID: rt.ContainerID, IfName: rt.IfName}}
+	for _, rt := range rts {
+		valid = append(valid, types.GCAttachment{ContainerID: rt.ContainerID, IfName: rt.IfName})
+	}
+	if err := cni.GCNetworkList(ctx, list, &libcni.GCArgs{ValidAttachments: valid}); err != nil {
+		t.Errorf("GC: %v", err)
+	}
+	if err := cni.GetStatusNetworkList(ctx, list); err != nil {
+		t.Errorf("STATUS: %v", err)
+	}
+	gone := runtime("sandbox-gone", "virt-launcher-gone-abcde", "/run/netns/vminit-no-such-namespace")
+	if err := cni.DelNetworkList(ctx, list, gone); err != nil {
+		t.Errorf("DEL in a namespace that is gone: %v", err)
+	}
+	return func() {
+		for i, rt := range rts {
+			for range 2 {
+				if err := cni.DelNetworkList(ctx, list, rt); err != nil {
+					t.Fatalf("%s: DEL: %v", pods[i].Name, err)
+				}
+			}
+		}
+	}
+}
+
+// resultJSON is a result libcni read, as JSON of version v.
+func resultJSON(t *testing.T, r types.Result, v string) string {
+	t.Helper()
+	res, err := r.GetAsVersion(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
