@@ -90,6 +90,7 @@ func checkNodeAgentRBAC(t *testing.T, s *kubetest.Server) {
 		{"watch", "virtualmachineinstances.kubevirt.io", "", "default", "yes"},
 		{"list", "virtualmachineinstances.kubevirt.io", "", "default", "yes"},
 		{"update", "virtualmachineinstances.kubevirt.io", "", "default", "no"},
+		{"watch", "virtualmachines.kubevirt.io", "", "default", "yes"},
 		{"watch", "instances.vminit.dev", "", "default", "yes"},
 		{"patch", "instances.vminit.dev", "", "default", "no"},
 		{"patch", "instances.vminit.dev", "status", "default", "yes"},
