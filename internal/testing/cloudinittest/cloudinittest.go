@@ -63,12 +63,21 @@ func Run(t testing.TB, script string, in, out any) {
 // test, for checks that expect cloud-init to reject something.
 func RunErr(t testing.TB, script string, in, out any) error {
 	t.Helper()
+	return RunIn(t, nil, script, in, out)
+}
+
+// RunIn is RunErr with the interpreter run by the command wrap (its
+// program and arguments, before the interpreter's), e.g. {"ip", "netns",
+// "exec", NAME} to run cloud-init's code in a guest's network namespace.
+func RunIn(t testing.TB, wrap []string, script string, in, out any) error {
+	t.Helper()
 	Require(t)
 	stdin, err := json.Marshal(in)
 	if err != nil {
 		t.Fatalf("encoding the oracle's input: %v", err)
 	}
-	cmd := exec.Command(Python, "-c", script)
+	args := append(append([]string(nil), wrap...), Python, "-c", script)
+	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Stdin = bytes.NewReader(stdin)
 	// Keep cloud-init's logging and Python's bytecode out of the tree.
 	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1", "PYTHONHASHSEED=0")
