@@ -323,9 +323,9 @@ func TestFlags(t *testing.T) {
 		"--intercept none --agent-address 10.0.0.1:80": "--agent-address: with --intercept none there is nothing to install",
 		"--intercept none --uninstall":                 "--uninstall: with --intercept none there is nothing to install",
 		// serve's default --listen is 169.254.169.254:80.
-		"--intercept host":                            "the metadata address itself",
-		"--intercept host --listen localhost:8775":    `--agent-address (default: the first --listen) "localhost:8775"`,
-		"--intercept host --pod-interfaces eth0,*":    `interfaces[1]: "*" matches every interface`,
+		"--intercept host":                           "the metadata address itself",
+		"--intercept host --listen localhost:8775":   `--agent-address (default: the first --listen) "localhost:8775"`,
+		"--intercept host --pod-interfaces eth0,*":   `interfaces[1]: "*" matches every interface`,
 		"--intercept cni --agent-address [::1]:8775": "not an IPv4 address",
 	} {
 		var stderr bytes.Buffer
