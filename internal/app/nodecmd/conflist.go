@@ -79,7 +79,7 @@ func parseConflist(name string, data []byte) (*conflist, error) {
 			// network set-up on the node.
 			errs = append(errs, fmt.Errorf("%s: cniVersion %q: vminit-cni speaks CNI %s, and a runtime calls every plugin of a list with the list's version, so every pod of the node would fail: "+
 				"have the CNI write a list of one of those versions, or use --intercept host if its pod traffic crosses the node's netfilter",
-				name, v, strings.Join(cniplugin.Versions.SupportedVersions(), " and ")))
+				name, v, strings.Join(cniplugin.Versions.SupportedVersions(), ", ")))
 		}
 	}
 	if top.Plugins == nil {
