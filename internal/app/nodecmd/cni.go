@@ -219,14 +219,7 @@ func replace(path string, data []byte) error {
 // file (at its agent's start, on an upgrade) drops our entry, and a new
 // file may become the primary.
 func (c *cniPath) watch(ctx context.Context) {
-	t := time.NewTicker(c.interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, c.interval, func() {
 		err := c.sync()
 		switch {
 		case err != nil && err.Error() != c.problem:
@@ -235,6 +228,21 @@ func (c *cniPath) watch(ctx context.Context) {
 		case err == nil && c.problem != "":
 			c.log.Info("vminit-node: vminit-cni is chained again", "file", c.edited)
 			c.problem = ""
+		}
+	})
+}
+
+// every calls f at every interval until ctx ends: both paths check that
+// what they installed is still there.
+func every(ctx context.Context, interval time.Duration, f func()) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			f()
 		}
 	}
 }

@@ -37,18 +37,11 @@ func (h *hostPath) install(context.Context) error {
 // watch puts the table back when something else deleted it (an `nft
 // flush ruleset`, a firewall's reload), checking at every interval.
 func (h *hostPath) watch(ctx context.Context) {
-	t := time.NewTicker(h.interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, h.interval, func() {
 		err := h.table.Check(ownNetNS)
 		if err == nil {
 			h.missing = false
-			continue
+			return
 		}
 		if !h.missing {
 			h.log.Warn("vminit-node: the interception table changed under it; installing it again", "err", err)
@@ -57,7 +50,7 @@ func (h *hostPath) watch(ctx context.Context) {
 		if err := h.table.Install(ownNetNS); err != nil {
 			h.log.Error("vminit-node: cannot install the interception table again", "err", err)
 		}
-	}
+	})
 }
 
 func (h *hostPath) remove() error {
