@@ -25,6 +25,7 @@ var shapes = []struct {
 	{"controller", ".", nil},
 	{"controller with the TLS admin Service", ".", []string{"components/server-admin-tls"}},
 	{"node", "node", nil},
+	{"node with the CNI data path", "node", []string{"components/node-agent-cni"}},
 	{"fleet", "fleet", nil},
 }
 
