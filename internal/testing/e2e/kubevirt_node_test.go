@@ -34,6 +34,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/containernetworking/cni/libcni"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -53,7 +54,6 @@ import (
 	"github.com/vminit/vminit/internal/testing/testtools"
 	"github.com/vminit/vminit/kube/api/v1alpha1"
 	"github.com/vminit/vminit/mdserver/firstboot"
-	"github.com/vminit/vminit/mdserver/intercept"
 	"github.com/vminit/vminit/mdserver/kubestore"
 )
 
@@ -109,8 +109,9 @@ func TestKubeVirtGuestsReachVminit(t *testing.T) {
 	netsim.Require(t)
 	cloudinittest.Require(t)
 	testtools.RequireFile(t, ignitiontest.Binary)
+	kubetest.Binary(t, "kube-apiserver")
 	kubetest.Binary(t, "kubectl")
-	bins := buildPrograms(t, "vminit", "vminit-cni")
+	bins := buildPrograms(t, "vminit", "vminit-node", "vminit-cni")
 
 	s := kubetest.Start(t)
 	s.CreateCRDs(t, crd.Instances)
@@ -133,11 +134,20 @@ func TestKubeVirtGuestsReachVminit(t *testing.T) {
 		{vm: "vm-c", instance: "coreos-c", agent: "ignition", spec: "agent: ignition\nhostname: coreos-c\n"},
 		{vm: "vm-d", instance: "coreos-d", agent: "ignition", spec: "agent: ignition\nhostname: coreos-d\n"},
 	}
+	cloudInitGuests := guests[:2]
 	for _, g := range guests {
 		g.spec += fmt.Sprintf("files: [{path: %s, content: \"%s\\n\"}]\n", g.marker(), g.instance)
 		g.pod = node.AddPod(t, "virt-launcher-"+g.vm+"-x8k2p", g.bridged)
 		noDNS(t, g.pod.Guest)
 		createObjects(t, ctx, dyn, g)
+	}
+
+	// Without vminit, a guest's request goes to the cloud's service (the
+	// simulation routes it there): what the interception is for.
+	if resp, err := guests[0].pod.Guest.Client().Get("http://169.254.169.254/latest/meta-data/"); err != nil || cloudHits.Load() != 1 {
+		t.Fatalf("before vminit, a guest's GET of 169.254.169.254: %v; want the cloud's answer", err)
+	} else {
+		resp.Body.Close()
 	}
 
 	// The controller, as vminit-controller runs it: each VM's Secret,
@@ -157,42 +167,35 @@ func TestKubeVirtGuestsReachVminit(t *testing.T) {
 		}
 	})
 
-	// The node agent in the node's namespace, as the DaemonSet runs it
-	// on the host network; the API server reached at its address there.
+	// The node agent (vminit-node) in the node's namespace, as the
+	// DaemonSet runs it on the host network, once for each data path;
+	// the API server reached at its address there.
 	forwardInto(t, node.NS, strings.TrimPrefix(s.URL, "https://"))
 	token := filepath.Join(t.TempDir(), "admin-token")
 	if err := os.WriteFile(token, []byte("e2e-admin-token-0123456789abcdef\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	agent := startAgent(t, node.NS, bins["vminit"], "serve", "--kubernetes", "--kubeconfig", s.Kubeconfig,
-		"--node", nodeName, "--listen", agentAddr.String(), "--admin-listen", adminAddr, "--admin-token-file", token,
-		"--log-format", "text")
-
-	cloudInitGuests := guests[:2]
+	serve := []string{"--kubernetes", "--kubeconfig", s.Kubeconfig, "--node", nodeName, "--listen", agentAddr.String(),
+		"--admin-listen", adminAddr, "--admin-token-file", token, "--log-format", "text"}
+	var agent *agentProcess
 	for _, path := range []string{"host", "cni"} {
-		t.Run(path, func(t *testing.T) {
-			var remove func()
+		t.Logf("data path %s", path)
+		func() {
+			if agent != nil {
+				agent.stop(t) // the DaemonSet changed: the old agent removes its interception
+			}
+			hits := cloudHits.Load()
 			switch path {
 			case "host":
-				tb, err := intercept.Host(agentAddr, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := tb.Install(node.NS.Fd()); err != nil {
-					t.Fatal(err)
-				}
-				remove = func() {
-					if err := intercept.Remove(node.NS.Fd()); err != nil {
-						t.Error(err)
-					}
-				}
+				agent = startAgent(t, node.NS, bins["vminit-node"], append(serve, "--intercept", "host")...)
 			case "cni":
-				remove = chainCNI(t, ctx, bins["vminit-cni"], guests)
+				cni := newCNINode(t)
+				agent = startAgent(t, node.NS, bins["vminit-node"], append(serve, "--intercept", "cni",
+					"--cni-conf-dir", cni.confDir, "--cni-bin-dir", cni.binDir)...)
+				defer cni.add(t, ctx, guests)()
 			}
-			defer remove()
-			hits := cloudHits.Load()
 			for _, g := range guests {
-				readOwn(t, g, guests)
+				readOwn(t, path, g, guests)
 			}
 			if path == "host" {
 				// The first boots report through the path most CNIs take.
@@ -201,9 +204,9 @@ func TestKubeVirtGuestsReachVminit(t *testing.T) {
 				}
 			}
 			if n := cloudHits.Load() - hits; n != 0 {
-				t.Errorf("the cloud's metadata service was reached %d times from the guests", n)
+				t.Errorf("%s path: the cloud's metadata service was reached %d times from the guests", path, n)
 			}
-		})
+		}()
 	}
 	if t.Failed() {
 		t.Logf("the agent's log:\n%s", agent.log)
@@ -222,13 +225,21 @@ func TestKubeVirtGuestsReachVminit(t *testing.T) {
 			t.Errorf("kubectl get instances: no row %s with First-Boot %s:\n%s", name, state, out)
 		}
 	}
-	status := runIn(t, node.NS, bins["vminit"], "instances", "status", "--server", "http://"+adminAddr, "--token-file", token)
-	t.Logf("vminit instances status (the node agent's admin API):\n%s", status)
-	for name, state := range want {
-		if !regexp.MustCompile(`(?m)^default/` + name + `\s+\S+\s+` + state + `\b`).MatchString(status) {
-			t.Errorf("vminit instances status: no row default/%s %s", name, state)
+	// The agent of the cni path started after the reports: it reads
+	// them back from the Instances' status.
+	var status string
+	if err := eventually(func() error {
+		status = runIn(t, node.NS, bins["vminit"], "instances", "status", "--server", "http://"+adminAddr, "--token-file", token)
+		for name, state := range want {
+			if !regexp.MustCompile(`(?m)^default/` + name + `\s+\S+\s+` + state + `\b`).MatchString(status) {
+				return fmt.Errorf("no row default/%s %s", name, state)
+			}
 		}
+		return nil
+	}); err != nil {
+		t.Errorf("vminit instances status (the node agent's admin API): %v", err)
 	}
+	t.Logf("vminit instances status (the node agent's admin API):\n%s", status)
 	if detail := runIn(t, node.NS, bins["vminit"], "instances", "status", "default/web-b", "--server", "http://"+adminAddr, "--token-file", token); !strings.Contains(detail, "/opt/missing") {
 		t.Errorf("vminit instances status web-b does not show its command's error:\n%s", detail)
 	}
@@ -296,9 +307,10 @@ func createObjects(t *testing.T, ctx context.Context, dyn dynamic.Interface, g *
 // readOwn has g's real clients read 169.254.169.254 from its guest
 // namespace, and checks each reads g's Instance and nothing of the
 // others'.
-func readOwn(t *testing.T, g *kvGuest, all []*kvGuest) {
+func readOwn(t *testing.T, path string, g *kvGuest, all []*kvGuest) {
 	t.Helper()
-	var seen []string // what the clients read, checked for the others' markers
+	who := path + " path, " + g.vm // in messages
+	var seen []string              // what the clients read, checked for the others' markers
 	switch g.agent {
 	case "cloud-init":
 		var ec2 struct {
@@ -318,13 +330,13 @@ func readOwn(t *testing.T, g *kvGuest, all []*kvGuest) {
 			}
 			return nil
 		}); err != nil {
-			t.Errorf("%s: cloud-init's DataSourceEc2 at 169.254.169.254: %v; want its own Instance %s", g.vm, err, g.instance)
+			t.Errorf("%s: cloud-init's DataSourceEc2 at 169.254.169.254: %v; want its own Instance %s", who, err, g.instance)
 		}
 		if !ec2.Token {
-			t.Errorf("%s: cloud-init's DataSourceEc2 read without an IMDSv2 token", g.vm)
+			t.Errorf("%s: cloud-init's DataSourceEc2 read without an IMDSv2 token", who)
 		}
 		if !strings.Contains(ec2.Userdata, g.marker()) {
-			t.Errorf("%s: Ec2 user data lacks %s:\n%s", g.vm, g.marker(), ec2.Userdata)
+			t.Errorf("%s: Ec2 user data lacks %s:\n%s", who, g.marker(), ec2.Userdata)
 		}
 		var ost struct {
 			Metadata map[string]any `json:"metadata"`
@@ -335,12 +347,12 @@ func readOwn(t *testing.T, g *kvGuest, all []*kvGuest) {
 		case g.imdsv2Required():
 			// Required: the dialects without a token are refused.
 			if err == nil || !strings.Contains(err.Error(), "NonReadable") {
-				t.Errorf("%s: cloud-init's OpenStack reader, IMDSv2 required: %v, %+v; want it refused", g.vm, err, ost)
+				t.Errorf("%s: cloud-init's OpenStack reader, IMDSv2 required: %v, %+v; want it refused", who, err, ost)
 			}
 		case err != nil:
-			t.Errorf("%s: cloud-init's OpenStack reader at 169.254.169.254: %v", g.vm, err)
+			t.Errorf("%s: cloud-init's OpenStack reader at 169.254.169.254: %v", who, err)
 		case ost.Metadata["hostname"] != g.instance || !strings.Contains(ost.Userdata, g.marker()):
-			t.Errorf("%s: cloud-init's OpenStack reader read hostname %v and user data\n%s\nwant %s's", g.vm, ost.Metadata["hostname"], ost.Userdata, g.instance)
+			t.Errorf("%s: cloud-init's OpenStack reader read hostname %v and user data\n%s\nwant %s's", who, ost.Metadata["hostname"], ost.Userdata, g.instance)
 		}
 		seen = append(seen, ec2.Userdata, ec2.Hostname, ost.Userdata, fmt.Sprint(ost.Metadata))
 	case "ignition":
@@ -352,10 +364,10 @@ func readOwn(t *testing.T, g *kvGuest, all []*kvGuest) {
 			}
 			return err
 		}); err != nil {
-			t.Errorf("%s: ignition -platform aws: %v", g.vm, err)
+			t.Errorf("%s: ignition -platform aws: %v", who, err)
 		}
 		if !strings.Contains(cache, g.marker()) {
-			t.Errorf("%s: the config ignition fetched lacks %s:\n%s", g.vm, g.marker(), cache)
+			t.Errorf("%s: the config ignition fetched lacks %s:\n%s", who, g.marker(), cache)
 		}
 		seen = append(seen, cache)
 	}
@@ -365,7 +377,7 @@ func readOwn(t *testing.T, g *kvGuest, all []*kvGuest) {
 		}
 		for _, s := range seen {
 			if strings.Contains(s, other.instance) {
-				t.Errorf("%s read %s's data:\n%s", g.vm, other.instance, s)
+				t.Errorf("%s read %s's data:\n%s", who, other.instance, s)
 			}
 		}
 	}
@@ -590,9 +602,10 @@ func buildPrograms(t *testing.T, names ...string) map[string]string {
 
 // agentProcess is the node agent, run in the node's namespace.
 type agentProcess struct {
-	cmd  *exec.Cmd
-	log  *testtools.SyncBuffer
-	done chan error
+	cmd     *exec.Cmd
+	log     *testtools.SyncBuffer
+	done    chan error
+	stopped bool
 }
 
 // startAgent runs bin with args in n (ip netns exec, as a DaemonSet's pod
@@ -607,16 +620,7 @@ func startAgent(t *testing.T, n *netsim.NS, bin string, args ...string) *agentPr
 		t.Fatal(err)
 	}
 	go func() { p.done <- p.cmd.Wait() }()
-	t.Cleanup(func() {
-		p.cmd.Process.Signal(syscall.SIGTERM) // ip netns exec execs: the process is the agent
-		select {
-		case <-p.done:
-		case <-time.After(30 * time.Second):
-			p.cmd.Process.Kill()
-			<-p.done
-			t.Errorf("the agent did not stop on SIGTERM:\n%s", p.log)
-		}
-	})
+	t.Cleanup(func() { p.stop(t) })
 	for deadline := time.Now().Add(time.Minute); strings.Count(p.log.String(), "msg=listening") < 2; time.Sleep(20 * time.Millisecond) {
 		select {
 		case err := <-p.done:
@@ -629,6 +633,27 @@ func startAgent(t *testing.T, n *netsim.NS, bin string, args ...string) *agentPr
 		}
 	}
 	return p
+}
+
+// stop stops the agent as kubelet stops a pod (SIGTERM), once, and
+// fails the test unless it exits 0.
+func (p *agentProcess) stop(t *testing.T) {
+	t.Helper()
+	if p.stopped {
+		return
+	}
+	p.stopped = true
+	p.cmd.Process.Signal(syscall.SIGTERM) // ip netns exec execs: the process is the agent
+	select {
+	case err := <-p.done:
+		if err != nil {
+			t.Errorf("the agent after SIGTERM: %v\n%s", err, p.log)
+		}
+	case <-time.After(30 * time.Second):
+		p.cmd.Process.Kill()
+		<-p.done
+		t.Errorf("the agent did not stop on SIGTERM:\n%s", p.log)
+	}
 }
 
 // runIn runs bin with args (in n's namespace, unless n is nil) and
@@ -690,14 +715,70 @@ func forwardInto(t *testing.T, n *netsim.NS, addr string) {
 	}()
 }
 
-// chainCNI runs, for each guest's pod, the node's conflist with
-// vminit-cni chained after the pod network (netsim's stand-in), through
-// libcni as a runtime runs it, and returns the pods' DEL.
-func chainCNI(t *testing.T, ctx context.Context, plugin string, guests []*kvGuest) (del func()) {
+// cniNode is the node's CNI directories: the pod network's conflist
+// (netsim's stand-in plugin) that vminit-node chains vminit-cni into.
+type cniNode struct{ dir, confDir, binDir string }
+
+func newCNINode(t *testing.T) *cniNode {
 	t.Helper()
-	_ = slices.Clone(guests)
-	t.Skip("TODO")
-	return nil
+	dir := t.TempDir()
+	n := &cniNode{dir: dir, confDir: filepath.Join(dir, "net.d"), binDir: filepath.Join(dir, "bin")}
+	netsim.InstallPodNetwork(t, n.binDir)
+	if err := os.MkdirAll(n.confDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(n.confDir, "10-pod-network.conflist"), fmt.Appendf(nil,
+		`{"cniVersion": "1.0.0", "name": "k8s-pod-network", "plugins": [{"type": %q}]}`, netsim.PodNetworkType), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// add runs the ADD of each guest's pod with the node's conflist (the
+// first in the directory, as runtimes pick it; vminit-node has chained
+// vminit-cni in it), through libcni as containerd and CRI-O do, and
+// returns the pods' DEL.
+func (n *cniNode) add(t *testing.T, ctx context.Context, guests []*kvGuest) (del func()) {
+	t.Helper()
+	files, err := libcni.ConfFiles(n.confDir, []string{".conf", ".conflist", ".json"})
+	if err != nil || len(files) == 0 {
+		t.Fatalf("%s: %v %v", n.confDir, files, err)
+	}
+	slices.Sort(files)
+	list, err := libcni.NetworkConfFromFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if types := listTypes(list); !slices.Equal(types, []string{netsim.PodNetworkType, "vminit-cni"}) {
+		t.Fatalf("the node's conflist runs %v; want vminit-cni chained after the pod network", types)
+	}
+	cni := libcni.NewCNIConfigWithCacheDir([]string{n.binDir}, filepath.Join(n.dir, "cache"), nil)
+	var rts []*libcni.RuntimeConf
+	for i, g := range guests {
+		rt := &libcni.RuntimeConf{ContainerID: fmt.Sprintf("sandbox%d", i), NetNS: g.pod.NS.Path(), IfName: "eth0", Args: [][2]string{
+			{"IgnoreUnknown", "1"}, {"K8S_POD_NAMESPACE", "default"}, {"K8S_POD_NAME", g.pod.Name}}}
+		g.pod.Result(t, n.binDir, rt.ContainerID)
+		if _, err := cni.AddNetworkList(ctx, list, rt); err != nil {
+			t.Fatalf("%s: ADD: %v", g.pod.Name, err)
+		}
+		rts = append(rts, rt)
+	}
+	return func() {
+		for i, rt := range rts {
+			if err := cni.DelNetworkList(ctx, list, rt); err != nil {
+				t.Errorf("%s: DEL: %v", guests[i].pod.Name, err)
+			}
+		}
+	}
+}
+
+// listTypes are the plugin types of a conflist, in order.
+func listTypes(list *libcni.NetworkConfigList) []string {
+	var out []string
+	for _, p := range list.Plugins {
+		out = append(out, p.Network.Type)
+	}
+	return out
 }
 
 // noDNS makes this machine's name servers unreachable from n at once:
