@@ -90,7 +90,7 @@ func (g *kvGuest) wrap() []string { return []string{"ip", "netns", "exec", g.pod
 // TestKubeVirtGuestsReachVminit is issue 32's proof, without KubeVirt:
 // four VMs on one simulated node, each VMI (labelled with the node,
 // naming its Instance, reporting its pod's IP as KubeVirt's
-// virt-handler does) on a real API server, the node agent (vminit serve
+// virt-handler does) on a real API server, the node agent (vminit-node
 // --kubernetes --node) in the node's namespace, and the controller
 // writing each VM's Secret. Through each data path in turn (vminit's
 // nftables table in the node's namespace; vminit-cni run by libcni from
@@ -201,6 +201,13 @@ func TestKubeVirtGuestsReachVminit(t *testing.T) {
 				// The first boots report through the path most CNIs take.
 				for _, g := range cloudInitGuests {
 					reportFirstBoot(t, ctx, dyn, g)
+					// Both reached the agent as this guest: the webhook's
+					// events and the report.
+					for _, p := range []string{bootreport.EventsPath, bootreport.ReportPath} {
+						if !regexp.MustCompile(`msg=write instance=default/` + g.instance + ` .* path=` + p + ` status=20\d .* remote=` + g.pod.IP.String() + `:`).MatchString(agent.log.String()) {
+							t.Errorf("%s: the agent logs no POST %s from %s", g.vm, p, g.pod.IP)
+						}
+					}
 				}
 			}
 			if n := cloudHits.Load() - hits; n != 0 {
