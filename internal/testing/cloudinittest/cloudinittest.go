@@ -10,6 +10,7 @@ package cloudinittest
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -17,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/vminit/vminit/internal/testing/testtools"
 )
@@ -63,12 +65,25 @@ func Run(t testing.TB, script string, in, out any) {
 // test, for checks that expect cloud-init to reject something.
 func RunErr(t testing.TB, script string, in, out any) error {
 	t.Helper()
+	return RunIn(t, nil, script, in, out)
+}
+
+// RunIn is RunErr with the interpreter run by the command wrap (its
+// program and arguments, before the interpreter's), e.g. {"ip", "netns",
+// "exec", NAME} to run cloud-init's code in a guest's network namespace.
+func RunIn(t testing.TB, wrap []string, script string, in, out any) error {
+	t.Helper()
 	Require(t)
 	stdin, err := json.Marshal(in)
 	if err != nil {
 		t.Fatalf("encoding the oracle's input: %v", err)
 	}
-	cmd := exec.Command(Python, "-c", script)
+	// Bounded: cloud-init's readers have timeouts of their own, but a
+	// script must not outlive a test by much if they fail to apply.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	args := append(append([]string(nil), wrap...), Python, "-c", script)
+	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
 	cmd.Stdin = bytes.NewReader(stdin)
 	// Keep cloud-init's logging and Python's bytecode out of the tree.
 	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1", "PYTHONHASHSEED=0")

@@ -4,5 +4,9 @@
 // kernel under QEMU mounts the images with its own isofs and vfat drivers,
 // and the consumers read what was built: cloud-init 22.4's own datasource
 // code and modules, ignition-validate and the ignition binary, a POSIX
-// shell running the first-boot commands.
+// shell running the first-boot commands. A KubeVirt guest's way to the
+// metadata server is proven the same way without a kernel of its own
+// (kubevirt_node_test.go): the node agent on a simulated KubeVirt node
+// (internal/testing/netsim) and a real API server, the guests' clients
+// run in their network namespaces.
 package e2e

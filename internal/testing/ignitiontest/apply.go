@@ -99,12 +99,20 @@ func lastLines(b []byte, n int) string {
 // platform) and returns the config it cached: what a guest would apply.
 // A failed run's error is an *exec.ExitError whose Stderr holds the log.
 func Fetch(t testing.TB, platform string, env ...string) (string, error) {
+	return FetchIn(t, nil, platform, env...)
+}
+
+// FetchIn is Fetch with the binary run by the command wrap (its program
+// and arguments, before the binary's), e.g. {"ip", "netns", "exec", NAME}
+// to fetch from a guest's network namespace.
+func FetchIn(t testing.TB, wrap []string, platform string, env ...string) (string, error) {
 	tmp := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, Binary, "-platform", platform, "-stage", "fetch", "-log-to-stdout",
+	args := append(append([]string(nil), wrap...), Binary, "-platform", platform, "-stage", "fetch", "-log-to-stdout",
 		"-fetch-timeout", "20s", "-config-cache", filepath.Join(tmp, "cache.json"),
 		"-state-file", filepath.Join(tmp, "state"), "-root", filepath.Join(tmp, "root"))
+	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
 	cmd.Env = append(os.Environ(), env...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
