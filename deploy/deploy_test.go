@@ -25,6 +25,7 @@ import (
 
 	"github.com/vminit/vminit/internal/app/cli"
 	"github.com/vminit/vminit/internal/app/controllercmd"
+	"github.com/vminit/vminit/internal/app/nodecmd"
 	"github.com/vminit/vminit/internal/app/servercmd"
 )
 
@@ -102,6 +103,9 @@ type object struct {
 					ConfigMap *struct {
 						Name string `yaml:"name"`
 					} `yaml:"configMap"`
+					HostPath *struct {
+						Path string `yaml:"path"`
+					} `yaml:"hostPath"`
 				} `yaml:"volumes"`
 			} `yaml:"spec"`
 		} `yaml:"template"`
@@ -420,6 +424,40 @@ func checkNodeAgent(t *testing.T, where string, ds object, ns object) {
 	}) {
 		t.Errorf("%s: want --node=$(NODE_NAME), NODE_NAME from spec.nodeName: args %v, env %+v", where, c.Args, c.Env)
 	}
+	if !slices.Equal(c.Command, []string{"vminit-node"}) {
+		t.Errorf("%s: runs %v, want vminit-node (serve and the interception)", where, c.Command)
+	}
+	env := map[string]string{}
+	for _, e := range c.Env {
+		env[e.Name] = e.ValueFrom.FieldRef.FieldPath
+	}
+	flags := commandFlags(t, where, append(c.Command, c.Args...))
+	if flags == nil {
+		return
+	}
+	// The agent listens on the node's address, the redirect's target.
+	listen, _ := flags.GetStringArray("listen")
+	agent, _ := flags.GetString("agent-address")
+	if len(listen) == 0 || !strings.HasPrefix(listen[0], "$(NODE_IP):") || env["NODE_IP"] != "status.hostIP" || agent != "" {
+		t.Errorf("%s: want --listen=$(NODE_IP):PORT first, NODE_IP from status.hostIP, the agent address its default: --listen %v, --agent-address %q, env %v", where, listen, agent, env)
+	}
+	if mode, _ := flags.GetString("intercept"); mode == "cni" {
+		// Each CNI directory flag names a mount of the node's directory.
+		for flag, host := range map[string]string{"cni-conf-dir": "/etc/cni/net.d", "cni-bin-dir": "/opt/cni/bin"} {
+			dir, _ := flags.GetString(flag)
+			ok := false
+			for _, m := range c.VolumeMounts {
+				for _, v := range ps.Volumes {
+					ok = ok || m.MountPath == dir && v.Name == m.Name && v.HostPath != nil && v.HostPath.Path == host
+				}
+			}
+			if !ok {
+				t.Errorf("%s: --%s=%s is not a mount of the node's %s", where, flag, dir, host)
+			}
+		}
+	} else if mode != "host" {
+		t.Errorf("%s: --intercept=%s, want host or cni", where, mode)
+	}
 	if !slices.Contains(c.SecurityContext.Capabilities.Add, "NET_ADMIN") {
 		t.Errorf("%s: no NET_ADMIN: %v", where, c.SecurityContext.Capabilities)
 	}
@@ -499,7 +537,7 @@ var pendingFlags = map[string]string{"node": "vminit serve --kubernetes --node (
 // they parsed (the last of a flag given twice counts), or nil.
 func commandFlags(t *testing.T, where string, line []string) *pflag.FlagSet {
 	t.Helper()
-	programs := map[string]func() *cobra.Command{"vminit-controller": controllercmd.New, "vminit-server": servercmd.New}
+	programs := map[string]func() *cobra.Command{"vminit-controller": controllercmd.New, "vminit-server": servercmd.New, "vminit-node": nodecmd.New}
 	var cmd *cobra.Command
 	rest := line[min(1, len(line)):]
 	if len(line) > 0 && programs[path.Base(line[0])] != nil {
@@ -508,7 +546,7 @@ func commandFlags(t *testing.T, where string, line []string) *pflag.FlagSet {
 		var err error
 		cmd, rest, err = cli.NewRootCommand().Find(line)
 		if err != nil || cmd.Name() != "serve" {
-			t.Errorf("%s: %v is not a serve, vminit-server or vminit-controller command line (%v)", where, line, err)
+			t.Errorf("%s: %v is not a serve, vminit-server, vminit-node or vminit-controller command line (%v)", where, line, err)
 			return nil
 		}
 	}

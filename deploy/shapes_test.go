@@ -25,6 +25,7 @@ var shapes = []struct {
 	{"controller", ".", nil},
 	{"controller with the TLS admin Service", ".", []string{"components/server-admin-tls"}},
 	{"node", "node", nil},
+	{"node with the CNI data path", "node", []string{"components/node-agent-cni"}},
 	{"fleet", "fleet", nil},
 }
 
@@ -90,6 +91,7 @@ func checkNodeAgentRBAC(t *testing.T, s *kubetest.Server) {
 		{"watch", "virtualmachineinstances.kubevirt.io", "", "default", "yes"},
 		{"list", "virtualmachineinstances.kubevirt.io", "", "default", "yes"},
 		{"update", "virtualmachineinstances.kubevirt.io", "", "default", "no"},
+		{"watch", "virtualmachines.kubevirt.io", "", "default", "yes"},
 		{"watch", "instances.vminit.dev", "", "default", "yes"},
 		{"patch", "instances.vminit.dev", "", "default", "no"},
 		{"patch", "instances.vminit.dev", "status", "default", "yes"},

@@ -306,7 +306,7 @@ func (e *ec2Server) token(w http.ResponseWriter, r *http.Request) {
 	case h.fromTrustedProxy(r):
 		w.Header().Set(HeaderTokenHopLimit, strconv.Itoa(ms.TokenHopLimit))
 	default:
-		if err := setHopLimit(r, ms.TokenHopLimit); err != nil && !h.opts.NoHopLimit {
+		if err := setHopLimit(r, TokenTTL(ms.TokenHopLimit, h.opts.GuestHops)); err != nil && !h.opts.NoHopLimit {
 			// Fail closed: a token whose packets could travel further
 			// than configured is not issued.
 			h.log.Error("IMDSv2: cannot set the hop limit on the connection; serve with mdserver.NewServer or ConnContext", "instance", rec.Name, "error", err)

@@ -44,6 +44,16 @@ type Options struct {
 	// QEMU user-mode networking (whose guests reach the host from
 	// 127.0.0.1) turn it on.
 	AllowLoopbackInstances bool
+	// GuestHops are the routers between the server's socket and its
+	// guests (0–MaxGuestHops), added to each instance's
+	// metadataServer.tokenHopLimit, which counts from the guest as on
+	// EC2: the IMDSv2 token answer's IP TTL is their sum. 0 for a server
+	// on its guests' own link; 1 for a node agent behind KubeVirt's
+	// masquerade, where the virt-launcher pod routes the answer to its
+	// guest (docs/kubernetes.md, "IMDSv2 behind KubeVirt's masquerade").
+	// A trusted proxy's HeaderTokenHopLimit is the instance's own: the
+	// proxy is on the guest's link.
+	GuestHops int
 	// NoHopLimit issues IMDSv2 tokens without setting the IP TTL of the
 	// connection (metadataServer.tokenHopLimit), for a handler that does
 	// not answer over a TCP connection to the guest: vminit run's relay,

@@ -10,6 +10,23 @@ import (
 // errNoConn is returned when the handler runs without ConnContext.
 var errNoConn = errors.New("the connection is not in the request context")
 
+// MaxGuestHops bounds Options.GuestHops: a data path of more routers
+// than this between a metadata server and its guests is not one a token
+// should cross.
+const MaxGuestHops = 8
+
+// TokenTTL is the IP TTL of an IMDSv2 token answer: the instance's
+// tokenHopLimit, counted from the guest (1: the guest itself, not a
+// container behind a bridge in it), plus the routers between the server
+// and the guest (Options.GuestHops), each of which decrements it once.
+// A router forwards a packet only while its TTL stays above 0, and the
+// guest accepts one arriving with TTL 1: so tokenHopLimit+guestHops lets
+// the answer reach the guest's own processes, and no further than
+// tokenHopLimit-1 routers inside the guest.
+func TokenTTL(tokenHopLimit, guestHops int) int {
+	return tokenHopLimit + min(max(guestHops, 0), MaxGuestHops)
+}
+
 // setHopLimit sets the IP TTL (IPv4) or unicast hop limit (IPv6) of the
 // request's connection, so the IMDSv2 token response cannot travel more
 // than hops routers. The setting stays for the rest of the connection:

@@ -216,6 +216,12 @@ type Loader struct {
 	// (secretKeyRef, configMapKeyRef), in the Instance's namespace; nil
 	// makes each such reference a problem saying what to pass.
 	Refs Refs
+	// IdentifiedByPlatform says the reader identifies an instance without
+	// its spec.metadataServer.addresses (a cluster: by the addresses of
+	// the VirtualMachineInstances naming it, kubestore.Claims), so that a
+	// metadataServer block may leave them out to set its options alone
+	// (imdsv2, tokenHopLimit, …). Elsewhere they are required.
+	IdentifiedByPlatform bool
 }
 
 // Load reads a spec file and parses it as Parse does, with
@@ -278,7 +284,7 @@ func (l Loader) Parse(data []byte, dir string) (*Instance, error) {
 	}
 	all = append(all, AsErrors(inst.resolveWith(dir, root, l.Refs))...)
 	inst.Default()
-	all = append(all, dropShadowed(AsErrors(inst.Validate()), all)...)
+	all = append(all, dropShadowed(AsErrors(inst.validate(l.IdentifiedByPlatform)), all)...)
 	if len(all) == 0 {
 		return inst, nil
 	}

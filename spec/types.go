@@ -300,7 +300,10 @@ type Ignition struct {
 type MetadataServer struct {
 	// Addresses are the source IP addresses the instance's requests come
 	// from. The server answers a request only with the data of the
-	// instance that owns its source address.
+	// instance that owns its source address. Required, except in a
+	// cluster, where the addresses of the VMIs naming the Instance
+	// identify it.
+	// +optional
 	Addresses []string `yaml:"addresses" json:"addresses"`
 	// IMDSv2 is "optional" (default: tokens accepted, not required, as on
 	// EC2 by default) or "required" (token-less EC2 requests get 401, and

@@ -42,7 +42,11 @@ var (
 
 // Validate checks every field and returns all problems as Errors, each
 // naming its field. Call Default first (Load does both).
-func (in *Instance) Validate() error {
+func (in *Instance) Validate() error { return in.validate(false) }
+
+// validate is Validate; identified says the reader identifies the
+// instance without spec.metadataServer.addresses (Loader.IdentifiedByPlatform).
+func (in *Instance) validate(identified bool) error {
 	var c ErrorList
 	validateObject(&c, in)
 	s := &in.Spec
@@ -86,7 +90,7 @@ func (in *Instance) Validate() error {
 		c.Add("spec.cloudInit.networkConfig", "set either spec.network or spec.cloudInit.networkConfig, not both")
 	}
 	if ms := s.MetadataServer; ms != nil {
-		validateMetadataServer(&c, ms)
+		validateMetadataServer(&c, ms, identified)
 	}
 	validateAgent(&c, in)
 	return c.Err()
@@ -803,9 +807,15 @@ func notASource(ip netip.Addr) string {
 	return ""
 }
 
-func validateMetadataServer(c *ErrorList, ms *MetadataServer) {
+// validateMetadataServer checks spec.metadataServer. Its addresses are
+// required unless identified: where they are the only way a request
+// finds its instance (a directory, etcd, the admin API), a block
+// without them is a forgotten address, and would serve the instance to
+// nobody, silently. Where the platform identifies the instance (a
+// cluster: the VMIs naming it), the block may set its options alone.
+func validateMetadataServer(c *ErrorList, ms *MetadataServer, identified bool) {
 	const f = "spec.metadataServer"
-	if len(ms.Addresses) == 0 {
+	if len(ms.Addresses) == 0 && !identified {
 		c.Add(f+".addresses", "required: the source addresses the instance's requests come from")
 	}
 	seen := map[netip.Addr]int{}

@@ -39,3 +39,26 @@ func TestUnitSyntax(t *testing.T) {
 		}
 	}
 }
+
+// TestMetadataServerWithoutAddresses: a metadataServer block without
+// addresses is refused where addresses are the only identity (a forgotten
+// one would serve the instance to nobody), and accepted, its options
+// kept, where the platform identifies the instance (a cluster's VMIs).
+func TestMetadataServerWithoutAddresses(t *testing.T) {
+	doc := []byte("apiVersion: vminit.dev/v1alpha1\nkind: Instance\nmetadata: {name: vm}\nspec:\n  metadataServer: {imdsv2: required, tokenHopLimit: 2}\n")
+	if _, err := Parse(doc, ""); err == nil || !strings.Contains(err.Error(), "spec.metadataServer.addresses") {
+		t.Errorf("Parse: %v, want spec.metadataServer.addresses required", err)
+	}
+	inst, err := Loader{IdentifiedByPlatform: true}.Parse(doc, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ms := inst.Spec.MetadataServer; ms.IMDSv2 != "required" || ms.TokenHopLimit != 2 || len(ms.Addresses) != 0 {
+		t.Errorf("metadataServer %+v", ms)
+	}
+	bad := []byte("apiVersion: vminit.dev/v1alpha1\nkind: Instance\nmetadata: {name: vm}\nspec:\n  metadataServer: {imdsv2: maybe, tokenHopLimit: 99}\n")
+	_, err = Loader{IdentifiedByPlatform: true}.Parse(bad, "")
+	if err == nil || !strings.Contains(err.Error(), "imdsv2") || !strings.Contains(err.Error(), "tokenHopLimit") || strings.Contains(err.Error(), "addresses") {
+		t.Errorf("options still checked, addresses not required: %v", err)
+	}
+}

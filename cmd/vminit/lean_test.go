@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,21 +24,38 @@ var heavy = []string{
 	"go.etcd.io/etcd/client/v3",
 	"go.etcd.io/etcd/api/v3/etcdserverpb", // protobuf registrations at init
 	"google.golang.org/grpc",
-	// nftables and CNI are the node agent's and vminit-cni's
-	// (mdserver/intercept, internal/app/cniplugin).
+}
+
+// dataPath are packages only the node agent (cmd/vminit-node) and
+// vminit-cni link: nftables' netlink and the CNI types (mdserver/intercept,
+// internal/app/cniplugin).
+var dataPath = []string{
 	"github.com/google/nftables",
 	"github.com/containernetworking/cni/pkg/skel",
 	"github.com/containernetworking/plugins/pkg/ns",
+	"github.com/vminit/vminit/mdserver/intercept",
 }
 
-// TestLeanGraph: vminit's import graph holds none of heavy, and
-// vminit-controller's, vminit-server's and vminit-cni's do (so the lists
-// are read right).
+// TestLeanGraph: vminit's import graph holds none of heavy and none of
+// dataPath; vminit-node's (serve and the interception) holds dataPath and
+// none of heavy; vminit-controller's, vminit-server's and vminit-cni's
+// hold theirs (so the lists are read right).
 func TestLeanGraph(t *testing.T) {
 	vminit := deps(t, "github.com/vminit/vminit/cmd/vminit")
-	for _, p := range heavy {
+	for _, p := range append(slices.Clone(heavy), dataPath...) {
 		if vminit[p] {
 			t.Errorf("cmd/vminit links %s", p)
+		}
+	}
+	node := deps(t, "github.com/vminit/vminit/cmd/vminit-node")
+	for _, p := range heavy {
+		if node[p] {
+			t.Errorf("cmd/vminit-node links %s", p)
+		}
+	}
+	for _, p := range dataPath {
+		if !node[p] {
+			t.Errorf("cmd/vminit-node does not link %s: is `go list -deps` read right?", p)
 		}
 	}
 	if ctl := deps(t, "github.com/vminit/vminit/cmd/vminit-controller"); !ctl["k8s.io/client-go/kubernetes"] {

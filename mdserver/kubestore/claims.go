@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/vminit/vminit/kube/api/v1alpha1"
@@ -138,6 +139,9 @@ type claim struct {
 type vmi struct {
 	instance string // the Instance key its annotation names, "" when none
 	addrs    []netip.Addr
+	// vm says a VirtualMachine (of the same name) controls it: the one
+	// whose annotation counts when the VMI's own names none.
+	vm bool
 }
 
 // NewClaims returns empty Claims under policy. unservable, when not nil,
@@ -460,6 +464,9 @@ func vmiOf(u *unstructured.Unstructured) vmi {
 	if name := v1alpha1.InstanceNamedBy(u); name != "" {
 		out.instance = keyOf(u.GetNamespace(), name)
 	}
+	if c := metav1.GetControllerOfNoCopy(u); c != nil && c.Kind == "VirtualMachine" && c.Name == u.GetName() {
+		out.vm = true
+	}
 	pod, ok := podNetwork(u)
 	if !ok {
 		return out
@@ -525,3 +532,19 @@ func (c *Claims) VMIs() []string { return slices.Collect(maps.Keys(c.vmis)) }
 
 // VMs lists the VirtualMachines held that name an Instance.
 func (c *Claims) VMs() []string { return slices.Collect(maps.Keys(c.vms)) }
+
+// Named returns what the VMIs held lead to, as namespace/name: the
+// Instances their addresses count for, and the VirtualMachines whose
+// annotation would name one (those controlling a VMI that names none
+// itself). Node mode follows these alone (node.go).
+func (c *Claims) Named() (instances, vms []string) {
+	for vk, v := range c.vmis {
+		if inst := c.effective(vk, v); inst != "" {
+			instances = append(instances, inst)
+		}
+		if v.instance == "" && v.vm {
+			vms = append(vms, vk)
+		}
+	}
+	return instances, vms
+}

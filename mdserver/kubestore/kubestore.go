@@ -3,7 +3,8 @@
 // that a cluster operator manages them with kubectl and `vminit serve
 // --kubernetes` replicas need no directory or etcd of their own.
 //
-// Each Store holds every Instance of its namespaces in memory: a list,
+// Each Store holds every Instance of its namespaces in memory (in node
+// mode, Config.Node, only those its node's VMIs name: node.go): a list,
 // then a watch, through client-go's Reflector (which resumes, re-lists
 // after a watch expires and backs off while the API server is away).
 // Requests are answered from that memory (Snapshot is an atomic load), so
@@ -117,6 +118,12 @@ type Config struct {
 	// or error: WriteBoot); default 10 s. A change of state is written
 	// at once.
 	BootWriteEvery time.Duration
+	// Node, when set, is node mode (node.go): the store serves the VMs
+	// of that Kubernetes node alone, watching only the
+	// VirtualMachineInstances KubeVirt labels kubevirt.io/nodeName=Node
+	// and, by name, the Instances, VirtualMachines and ConfigMaps they
+	// lead to. It needs KubeVirt, and writes no Instance (Put, Delete).
+	Node string
 }
 
 // Store is a registry.Store backed by Instance objects.
@@ -138,6 +145,7 @@ type Store struct {
 	sig       chan struct{}        // closed and replaced at every apply
 	followers []*firstboot.Tracker // FollowBoots' trackers (firstboot.go)
 	boots     bootWrites           // WriteBoot's pacing (firstboot.go)
+	node      *nodeFollow          // node mode's followers (node.go); nil otherwise
 
 	cancel  context.CancelFunc
 	stopped <-chan struct{} // closed by Close
@@ -190,6 +198,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.REST == nil {
 		return nil, errors.New("kubestore: no client configuration")
 	}
+	if cfg.Node != "" && !cfg.KubeVirt {
+		return nil, errors.New("kubestore: node mode serves the VirtualMachineInstances of a node, and the cluster does not serve KubeVirt's (kubevirt.io/v1)")
+	}
 	if cfg.Namespace == "" {
 		cfg.Namespace = "default"
 		if len(cfg.Namespaces) > 0 {
@@ -234,41 +245,65 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel, s.stopped = cancel, runCtx.Done()
 	s.done.Go(func() { s.flushBoots(runCtx) })
+	if cfg.Node != "" {
+		s.node = newNodeFollow(s, runCtx)
+	}
 	var synced []<-chan struct{}
 	for _, ns := range namespaces {
+		if cfg.Node != "" {
+			// Node mode: the node's VMIs, and what they lead to by name
+			// (node.go).
+			synced = append(synced, s.watch(runCtx, v1alpha1.KubeVirtVirtualMachineInstances, ns, nodeSelector(cfg.Node), &sink{ns: ns, put: s.putVMIs}))
+			continue
+		}
 		// Secrets are not watched (the server may not list them: refs.go);
 		// the controller's status.secrets says when one changed.
-		synced = append(synced, s.watch(runCtx, v1alpha1.GroupVersionResource, ns, &sink{ns: ns, put: s.putInstances}),
-			s.watchRefs(runCtx, spec.RefConfigMap, ns))
+		synced = append(synced, s.watch(runCtx, v1alpha1.GroupVersionResource, ns, nil, &sink{ns: ns, put: s.putInstances}),
+			s.watchRefs(runCtx, spec.RefConfigMap, ns, ""))
 		if cfg.KubeVirt {
-			synced = append(synced, s.watch(runCtx, v1alpha1.KubeVirtVirtualMachineInstances, ns, &sink{ns: ns, put: s.putVMIs}))
-			synced = append(synced, s.watch(runCtx, v1alpha1.KubeVirtVirtualMachines, ns, &sink{ns: ns, put: s.putVMs}))
+			synced = append(synced, s.watch(runCtx, v1alpha1.KubeVirtVirtualMachineInstances, ns, nil, &sink{ns: ns, put: s.putVMIs}))
+			synced = append(synced, s.watch(runCtx, v1alpha1.KubeVirtVirtualMachines, ns, nil, &sink{ns: ns, put: s.putVMs}))
 		}
+	}
+	fail := func() (*Store, error) {
+		s.Close()
+		err := ctx.Err()
+		if last := s.lastError(); last != nil {
+			err = fmt.Errorf("%w (%w)", last, err)
+		}
+		return nil, fmt.Errorf("kubestore: listing the Instances: %w", err)
 	}
 	for _, c := range synced {
 		select {
 		case <-c:
 		case <-ctx.Done():
-			s.Close()
-			err := ctx.Err()
-			if last := s.lastError(); last != nil {
-				err = fmt.Errorf("%w (%w)", last, err)
-			}
-			return nil, fmt.Errorf("kubestore: listing the Instances: %w", err)
+			return fail()
 		}
+	}
+	if err := s.node.settle(ctx, s); err != nil {
+		return fail()
 	}
 	return s, nil
 }
 
-// watch runs a Reflector of gvr in namespace ns feeding sink, and returns
-// a channel closed once the first list has been applied.
-func (s *Store) watch(ctx context.Context, gvr schema.GroupVersionResource, ns string, sink *sink) <-chan struct{} {
+// watch runs a Reflector of gvr in namespace ns feeding sink, its list
+// options narrowed by sel (nil: none), and returns a channel closed once
+// the first list has been applied.
+func (s *Store) watch(ctx context.Context, gvr schema.GroupVersionResource, ns string, sel func(*metav1.ListOptions), sink *sink) <-chan struct{} {
 	client := s.dyn.Resource(gvr).Namespace(ns)
 	s.reflect(ctx, gvr, &unstructured.Unstructured{}, sink,
 		func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			if sel != nil {
+				sel(&opts)
+			}
 			return client.List(ctx, opts)
 		},
-		client.Watch)
+		func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			if sel != nil {
+				sel(&opts)
+			}
+			return client.Watch(ctx, opts)
+		})
 	return sink.synced()
 }
 
@@ -398,7 +433,7 @@ func (s *Store) decodeSource(src *source, prev *instance) *instance {
 	defer cancel()
 	refs := NewRefs(ctx, s.resolver, src.namespace)
 	var err error
-	in.base, err = s.ix.DecodeWith(spec.Loader{Refs: refs}, src.doc, "")
+	in.base, err = s.ix.DecodeWith(spec.Loader{Refs: refs, IdentifiedByPlatform: true}, src.doc, "")
 	if in.refs = refs.Deps(); len(in.refs) > 0 {
 		in.src = src
 	}
@@ -418,6 +453,8 @@ func (s *Store) decodeSource(src *source, prev *instance) *instance {
 // s.mu held.
 func (s *Store) apply(failed []registry.Change, keys []string) {
 	cs := failed
+	slices.Sort(keys)
+	keys = slices.Compact(keys)
 	for _, k := range keys {
 		in := s.instances[k]
 		switch {
@@ -437,22 +474,38 @@ func (s *Store) apply(failed []registry.Change, keys []string) {
 // (objects missing from it are gone). It closes synced at the first list.
 type sink struct {
 	// ns is the namespace the Reflector lists ("": every namespace): a
-	// list replaces that namespace's objects only.
-	ns   string
-	put  func(b batch)
+	// list replaces that namespace's objects only; key, when set, is the
+	// one object it lists (node mode's followers, node.go).
+	ns, key string
+	put     func(b batch)
+	// live, when set, says (called with the Store's mu held) whether the
+	// Reflector still counts: a follower stopped while one of its
+	// events waited for the lock must not bring its object back.
+	live func() bool
 	once sync.Once
 	ch   chan struct{}
 }
 
 // batch is what changed: objs, deleted (gone), or the complete list of
-// the namespaces that covers says (replace).
+// the namespaces that covers says (replace); nothing when live says the
+// Reflector no longer counts.
 type batch struct {
 	objs          []any
 	gone, replace bool
 	covers        func(key string) bool
+	live          func() bool
 }
 
-func (k *sink) covers(key string) bool { return k.ns == "" || strings.HasPrefix(key, k.ns+"/") }
+// stale reports whether b comes from a Reflector that no longer counts.
+// Called with the Store's mu held.
+func (b batch) stale() bool { return b.live != nil && !b.live() }
+
+func (k *sink) covers(key string) bool {
+	if k.key != "" {
+		return key == k.key
+	}
+	return k.ns == "" || strings.HasPrefix(key, k.ns+"/")
+}
 
 func (k *sink) synced() <-chan struct{} { return k.init() }
 
@@ -461,23 +514,26 @@ func (k *sink) init() chan struct{} {
 	return k.ch
 }
 
-func (k *sink) Add(obj any) error    { return k.Update(obj) }
-func (k *sink) Update(obj any) error { k.put(batch{objs: []any{obj}, covers: k.covers}); return nil }
+func (k *sink) Add(obj any) error { return k.Update(obj) }
+func (k *sink) Update(obj any) error {
+	k.put(batch{objs: []any{obj}, covers: k.covers, live: k.live})
+	return nil
+}
 func (k *sink) Delete(obj any) error {
-	k.put(batch{objs: []any{obj}, gone: true, covers: k.covers})
+	k.put(batch{objs: []any{obj}, gone: true, covers: k.covers, live: k.live})
 	return nil
 }
 func (k *sink) Resync() error { return nil }
 
 func (k *sink) Replace(list []any, _ string) error {
-	k.put(batch{objs: list, replace: true, covers: k.covers})
+	k.put(batch{objs: list, replace: true, covers: k.covers, live: k.live})
 	if ch := k.init(); !isClosed(ch) {
 		close(ch)
 	}
 	return nil
 }
 
-func isClosed(ch chan struct{}) bool {
+func isClosed(ch <-chan struct{}) bool {
 	select {
 	case <-ch:
 		return true
@@ -532,6 +588,9 @@ func (s *Store) putInstances(b batch) {
 	decoded := s.decodeChanged(b)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if b.stale() {
+		return
+	}
 	var failed []registry.Change
 	affected := b.walk(slices.Collect(maps.Keys(s.instances)), func(key string, u *unstructured.Unstructured) []string {
 		var in *instance
@@ -544,16 +603,23 @@ func (s *Store) putInstances(b batch) {
 				failed = append(failed, registry.Change{Key: key, Err: in.err, Seq: in.rv, Attrs: []any{"resource_version", in.rv}})
 			}
 		}
-		s.setRefDeps(key, in)
-		if in != nil {
-			s.followBoot(key, in, u)
-			s.instances[key] = in
-		} else {
-			delete(s.instances, key)
+		if in == nil {
+			return s.forget(key)
 		}
+		s.setRefDeps(key, in)
+		s.followBoot(key, in, u)
+		s.instances[key] = in
 		return s.claims.SetSpec(key, in.addresses())
 	})
-	s.apply(failed, affected)
+	s.apply(failed, append(affected, s.follow()...))
+}
+
+// forget drops instance key, and returns the instances whose resolution
+// may have changed. Called with s.mu held.
+func (s *Store) forget(key string) []string {
+	s.setRefDeps(key, nil)
+	delete(s.instances, key)
+	return s.claims.SetSpec(key, nil)
 }
 
 // decodeChanged decodes, on every core, the Instance objects of b not
@@ -590,14 +656,22 @@ func (s *Store) decodeChanged(b batch) map[string]*instance {
 func (s *Store) putVMIs(b batch) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.apply(nil, b.walk(s.claims.VMIs(), s.claims.SetVMI))
+	if b.stale() {
+		return
+	}
+	keys := b.walk(s.claims.VMIs(), s.claims.SetVMI)
+	s.apply(nil, append(keys, s.follow()...))
 }
 
 // putVMs applies VirtualMachines: the instance each names.
 func (s *Store) putVMs(b batch) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.apply(nil, b.walk(s.claims.VMs(), s.claims.SetVM))
+	if b.stale() {
+		return
+	}
+	keys := b.walk(s.claims.VMs(), s.claims.SetVM)
+	s.apply(nil, append(keys, s.follow()...))
 }
 
 // Put validates doc and creates or updates its Instance object in
@@ -605,7 +679,10 @@ func (s *Store) putVMs(b batch) {
 // document refused on load (invalid, or taking another instance's name or
 // address) is refused without writing.
 func (s *Store) Put(ctx context.Context, doc []byte) (*registry.Record, error) {
-	rec, err := s.ix.DecodeWith(spec.Loader{Refs: NewRefs(ctx, s.resolver, s.cfg.Namespace)}, doc, "")
+	if s.node != nil {
+		return nil, errNodeWrites
+	}
+	rec, err := s.ix.DecodeWith(spec.Loader{Refs: NewRefs(ctx, s.resolver, s.cfg.Namespace), IdentifiedByPlatform: true}, doc, "")
 	if err != nil {
 		return nil, err
 	}
@@ -674,6 +751,9 @@ func (s *Store) Put(ctx context.Context, doc []byte) (*registry.Record, error) {
 // store names its records, or a bare name in Config.Namespace (where Put
 // writes); ErrNotFound when the store holds no such object.
 func (s *Store) Delete(ctx context.Context, name string) error {
+	if s.node != nil {
+		return errNodeWrites
+	}
 	key := name
 	if !strings.Contains(name, "/") {
 		key = keyOf(s.cfg.Namespace, name)

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/vminit/vminit/mdserver/registry"
@@ -51,16 +52,26 @@ var RefResources = map[string]string{spec.RefSecret: "secrets", spec.RefConfigMa
 
 // watchRefs follows the metadata of kind's objects in ns (their values
 // are read only when an Instance asks, through Refs), and decodes again
-// the Instances that refer to one that changes.
-func (s *Store) watchRefs(ctx context.Context, kind, ns string) <-chan struct{} {
+// the Instances that refer to one that changes; name, when set, is the
+// one object followed (node mode, node.go).
+func (s *Store) watchRefs(ctx context.Context, kind, ns, name string) <-chan struct{} {
 	gvr := corev1.SchemeGroupVersion.WithResource(RefResources[kind])
 	client := s.meta.Resource(gvr).Namespace(ns)
 	sink := &refSink{s: s, kind: kind}
+	sel := func(*metav1.ListOptions) {}
+	if name != "" {
+		sink.only = RefKey(kind, ns, name)
+		sel = byName(name)
+	}
 	s.reflect(ctx, gvr, &metav1.PartialObjectMetadata{}, sink,
 		func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			sel(&opts)
 			return client.List(ctx, opts)
 		},
-		client.Watch)
+		func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			sel(&opts)
+			return client.Watch(ctx, opts)
+		})
 	return sink.synced()
 }
 
@@ -69,6 +80,8 @@ func (s *Store) watchRefs(ctx context.Context, kind, ns string) <-chan struct{} 
 type refSink struct {
 	s    *Store
 	kind string
+	// only, when set, is the one object (RefKey) the Reflector lists.
+	only string
 	once sync.Once
 	ch   chan struct{}
 }
@@ -86,9 +99,12 @@ func (k *refSink) Resync() error        { return nil }
 // Replace is a list: anything may have changed while no watch ran, so
 // every Instance with references of this kind is decoded again.
 func (k *refSink) Replace(_ []any, _ string) error {
-	k.s.mu.Lock()
-	all := k.s.refDeps.Objects()
-	k.s.mu.Unlock()
+	all := []string{k.only}
+	if k.only == "" {
+		k.s.mu.Lock()
+		all = k.s.refDeps.Objects()
+		k.s.mu.Unlock()
+	}
 	k.s.refsChanged(all)
 	if k.synced(); !isClosed(k.ch) {
 		close(k.ch)
@@ -161,7 +177,7 @@ func (s *Store) refsChanged(refs []string) {
 			affected[a] = true
 		}
 	}
-	s.apply(failed, slices.Sorted(maps.Keys(affected)))
+	s.apply(failed, append(slices.Collect(maps.Keys(affected)), s.follow()...))
 }
 
 // setRefDeps records the objects key's version in refers to (nil in:

@@ -56,6 +56,8 @@ type serveFlags struct {
 	maxConnsPerSrc  int
 	allowLoopback   bool
 	kubernetes      bool
+	node            string // --node: node mode (with --kubernetes)
+	guestHops       int    // --guest-hops; -1: by --node
 	cluster         clusterFlags
 	// other is a store the program adds (vminit-server's etcd), or nil.
 	other StoreFlags
@@ -109,6 +111,7 @@ func NewServeCommand(use string, other StoreFlags) *cobra.Command {
   vminit serve --instances specs/ --listen 127.0.0.1:8080 --metrics-listen 127.0.0.1:9100 \
     --admin-listen 127.0.0.1:8443 --admin-token-file admin-token
   vminit serve --kubernetes --namespace vms --listen 0.0.0.0:8080
+  vminit serve --kubernetes --node "$NODE_NAME" --listen 0.0.0.0:8080
   vminit-server --etcd-endpoints https://etcd-0:2379 --etcd-ca ca.pem --etcd-cert client.crt \
     --etcd-key client.key --listen 169.254.169.254:80`,
 		Long: `serve answers each VM's metadata requests with the data of the instance
@@ -134,7 +137,10 @@ and a VMI's addresses identify the Instance it or its VM names
 (vminit.dev/instance), ahead of any address a spec lists; a spec's own
 addresses count only inside the networks --spec-addresses gives its
 namespace (none by default), and an address claimed twice serves nobody
-(docs/kubernetes.md, "Who is served where"). A reload
+(docs/kubernetes.md, "Who is served where"). --node NAME serves one
+node's VMs alone (a DaemonSet's agent): only the VMIs labelled
+kubevirt.io/nodeName=NAME are watched, and the Instances they name, each
+by name (docs/kubernetes.md, "Node mode"). A reload
 swaps the instances in at once: no request fails or sees a partial state;
 while etcd or the API server is unreachable the server answers from memory.
 
@@ -220,7 +226,25 @@ peak heap of three times the live one (GOMEMLIMIT bounds it if needed).`,
 	fl.BoolVar(&f.allowLoopback, "allow-loopback-instances", false, "let loopback addresses identify instances, e.g. to try serve with --listen 127.0.0.1:8080 (tests and QEMU user networking only: every process of this host could read their data)")
 	fl.BoolVar(&f.kubernetes, "kubernetes", false, "serve the Instance objects of a Kubernetes cluster (instead of --instances)")
 	f.cluster.register(fl, "with --kubernetes: namespace whose Instances are served (repeatable; default every namespace)")
+	fl.StringVar(&f.node, "node", "", "with --kubernetes: serve the VMs of this node alone (node mode: a DaemonSet's agent, its spec.nodeName from the downward API): watch only the VMIs labelled kubevirt.io/nodeName=NODE and, by name, the Instances they name")
+	fl.IntVar(&f.guestHops, "guest-hops", -1, "routers between this server and its guests, added to each Instance's tokenHopLimit to make the IP TTL of IMDSv2 token answers (0–8; default 1 with --node, where the virt-launcher pod routes the answer to its guest, else 0)")
 	return cmd
+}
+
+// guestHops is --guest-hops, or its default: one router (the
+// virt-launcher pod's, which routes between its eth0 and its guest's
+// bridge) in node mode, none elsewhere (docs/kubernetes.md, "IMDSv2
+// behind KubeVirt's masquerade").
+func guestHops(f serveFlags) (int, error) {
+	switch {
+	case f.guestHops < -1 || f.guestHops > mdserver.MaxGuestHops:
+		return 0, usagef("--guest-hops=%d: want 0–%d", f.guestHops, mdserver.MaxGuestHops)
+	case f.guestHops >= 0:
+		return f.guestHops, nil
+	case f.node != "":
+		return 1, nil
+	}
+	return 0, nil
 }
 
 // secretsOutside refuses key files inside the spec directory: any spec
@@ -318,7 +342,10 @@ func kubeStoreConfig(f serveFlags, logger *slog.Logger) (kubestore.Config, error
 	if err != nil {
 		return kubestore.Config{}, err
 	}
-	return kubestore.Config{REST: rest, Namespaces: f.cluster.namespaces, KubeVirt: kv, Logger: logger, Addresses: policy}, nil
+	if f.node != "" && !kv {
+		return kubestore.Config{}, usagef("--node serves the KubeVirt VMs of a node, and --kubevirt=%s found no KubeVirt (kubevirt.io/v1) in the cluster", f.cluster.kubevirt)
+	}
+	return kubestore.Config{REST: rest, Namespaces: f.cluster.namespaces, KubeVirt: kv, Logger: logger, Addresses: policy, Node: f.node}, nil
 }
 
 // runServe checks the flags, turns them into serve.Options and runs the
@@ -468,6 +495,8 @@ func storeConfig(f serveFlags, logger *slog.Logger) (serve.StoreConfig, error) {
 		sc.Kubernetes = &kcfg
 	case f.cluster.kubeconfig != "" || len(f.cluster.namespaces) > 0 || len(f.cluster.specAddresses) > 0:
 		return sc, usagef("--kubeconfig, --namespace and --spec-addresses are for --kubernetes")
+	case f.node != "":
+		return sc, usagef("--node is for --kubernetes (node mode serves a node's KubeVirt VMs)")
 	case f.instances != "":
 		sc.Dir, sc.DirCache = f.instances, f.instancesCache
 	default:
@@ -498,6 +527,10 @@ func handlerOptions(f serveFlags, logger *slog.Logger) (mdserver.Options, error)
 			return mdserver.Options{}, usagef("--report-url=%q: %v", f.reportURL, err)
 		}
 	}
+	hops, err := guestHops(f)
+	if err != nil {
+		return mdserver.Options{}, err
+	}
 	if len(proxies) > 0 && hmacKey == nil {
 		logger.Warn("--trusted-proxy without --hmac-key-file: proxies name instances by an unsigned X-Forwarded-For; with a key, only the signed X-Vminit-Instance header is accepted")
 	}
@@ -505,7 +538,7 @@ func handlerOptions(f serveFlags, logger *slog.Logger) (mdserver.Options, error)
 		TrustedProxies: proxies, HMACKey: hmacKey, ProxiesSetHopLimit: f.proxyHopLimit,
 		Rate: f.rate, Burst: f.burst, Logger: logger,
 		IgnitionVariant: ignition.Variant(f.ignitionVariant), AllowLoopbackInstances: f.allowLoopback,
-		ReportURL: reportURL, NoBootReports: !f.bootReports,
+		ReportURL: reportURL, NoBootReports: !f.bootReports, GuestHops: hops,
 	}, nil
 }
 

@@ -2,6 +2,7 @@ package cniplugin
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 
@@ -14,14 +15,31 @@ const launcher = "K8S_POD_NAMESPACE=vms;K8S_POD_NAME=virt-launcher-vm-a-x8k2p"
 // opens no namespace (this one does not exist) and prints the previous
 // result as it came.
 func TestAddPassesOthersThrough(t *testing.T) {
-	prev := `{"cniVersion":"1.0.0",  "ips":[{"address":"10.244.1.9/24"}]}`
-	var out bytes.Buffer
-	err := plugin{stdout: &out}.add(&skel.CmdArgs{
-		Netns: "/run/netns/vminit-no-such-namespace", Args: "K8S_POD_NAME=coredns-5d78c9869d-abcde",
-		StdinData: []byte(`{"cniVersion":"1.0.0","type":"vminit-cni","agent":"10.0.0.5:8775","prevResult":` + prev + `}`),
-	})
-	if err != nil || out.String() != prev {
-		t.Errorf("add: %v, printed %s; want %s", err, out.String(), prev)
+	// Each version's result as its pod network plugin prints it: 1.0.0,
+	// OVN-Kubernetes' 0.4.0 and Flannel's and Cilium's 0.3.1.
+	for v, prev := range map[string]string{
+		"1.0.0": `{"cniVersion":"1.0.0",  "ips":[{"address":"10.244.1.9/24"}]}`,
+		"0.4.0": `{"cniVersion":"0.4.0","interfaces":[{"name":"eth0"}],"ips":[{"version":"4","address":"10.244.1.9/24","interface":0}]}`,
+		"0.3.1": `{"cniVersion":"0.3.1","ips":[{"version":"4","address":"10.244.1.9/24"}],"dns":{}}`,
+	} {
+		var out bytes.Buffer
+		err := plugin{stdout: &out}.add(&skel.CmdArgs{
+			Netns: "/run/netns/vminit-no-such-namespace", Args: "K8S_POD_NAME=coredns-5d78c9869d-abcde",
+			StdinData: []byte(`{"cniVersion":"` + v + `","type":"vminit-cni","agent":"10.0.0.5:8775","prevResult":` + prev + `}`),
+		})
+		if err != nil || out.String() != prev {
+			t.Errorf("add %s: %v, printed %s; want %s", v, err, out.String(), prev)
+		}
+	}
+}
+
+// TestVersions: the plugin answers VERSION with the versions the CNIs
+// that need it write their lists in.
+func TestVersions(t *testing.T) {
+	for _, v := range []string{"0.3.1", "0.4.0", "1.0.0", "1.1.0"} {
+		if !slices.Contains(Versions.SupportedVersions(), v) {
+			t.Errorf("CNI %s not spoken", v)
+		}
 	}
 }
 

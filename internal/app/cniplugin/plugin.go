@@ -7,8 +7,13 @@
 // Istio's CNI plugin is), writes it into each KubeVirt virt-launcher
 // pod's namespace: mdserver/intercept's Pod table.
 //
-// It speaks CNI 1.0.0 and 1.1.0 through containernetworking's skel and
-// types (no protocol of its own): ADD installs the table (again: an
+// It speaks CNI 0.3.0 through 1.1.0 through containernetworking's skel
+// and types (no protocol of its own): the CNIs that need this path still
+// write lists of older versions (Flannel's and Cilium's 0.3.1,
+// OVN-Kubernetes' 0.4.0), a runtime calls every plugin of a list with the
+// list's version, and a chained plugin that passes the previous result
+// through needs nothing of a version but to read it. CHECK exists from
+// 0.4.0, GC and STATUS from 1.1.0, as skel enforces. ADD installs the table (again: an
 // install replaces) and passes the previous plugin's result through byte
 // for byte; DEL removes it, and succeeds where there is nothing to remove
 // (no namespace, a namespace gone, a table never added) and reads none
@@ -37,7 +42,7 @@ import (
 )
 
 // Versions are the CNI specification versions the plugin speaks.
-var Versions = version.PluginSupports("1.0.0", "1.1.0")
+var Versions = version.PluginSupports("0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0")
 
 const about = "vminit-cni: redirects a KubeVirt guest's 169.254.169.254:80 to vminit's node agent from inside its virt-launcher pod (a chained CNI plugin)"
 

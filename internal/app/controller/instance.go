@@ -74,7 +74,7 @@ func (t *term) load(ctx context.Context, u *unstructured.Unstructured, prev *loa
 		return &l
 	}
 	refs := kubestore.NewRefs(ctx, t.c.resolver, u.GetNamespace())
-	rec, err := registry.DecodeDocumentWith(spec.Loader{Refs: refs}, doc, "")
+	rec, err := registry.DecodeDocumentWith(spec.Loader{Refs: refs, IdentifiedByPlatform: true}, doc, "")
 	l.refs = refs.Deps()
 	if err != nil {
 		l.problems = bare(spec.AsErrors(err), err)

@@ -18,7 +18,6 @@ import (
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/types"
-	current "github.com/containernetworking/cni/pkg/types/100"
 
 	"github.com/vminit/vminit/internal/testing/netsim"
 	"github.com/vminit/vminit/mdserver/intercept"
@@ -203,17 +202,6 @@ func buildPlugin(t *testing.T) string {
 	return bin
 }
 
-// podNetwork stands for the node's pod network plugin, first in the
-// chain: netsim made the pod's veth, so its ADD only reports it, from
-// results/CONTAINER_ID.json beside it.
-const podNetwork = `#!/bin/sh
-cat >/dev/null
-case "$CNI_COMMAND" in
-ADD) cat "$(dirname "$0")/results/$CNI_CONTAINERID.json" ;;
-VERSION) echo '{"cniVersion":"1.0.0","supportedVersions":["1.0.0","1.1.0"]}' ;;
-esac
-`
-
 // runCNI runs the conflist [pod network, vminit-cni] for each pod through
 // libcni, as a runtime runs it (ADD, then CHECK; GC and STATUS too), and
 // returns the DEL of each. A pod that is not a virt-launcher's is left
@@ -223,15 +211,8 @@ func runCNI(t *testing.T, plugin string, pods []*netsim.Pod) (del func()) {
 	t.Helper()
 	dir := t.TempDir()
 	binDir := filepath.Join(dir, "bin")
-	for _, d := range []string{filepath.Join(binDir, "results"), filepath.Join(dir, "cache")} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	netsim.InstallPodNetwork(t, binDir)
 	if err := os.Symlink(plugin, filepath.Join(binDir, "vminit-cni")); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(binDir, "sim-pod-network"), []byte(podNetwork), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	conflist := filepath.Join(dir, "10-pod-network.conflist")
@@ -239,10 +220,10 @@ func runCNI(t *testing.T, plugin string, pods []*netsim.Pod) (del func()) {
   "cniVersion": "1.0.0",
   "name": "k8s-pod-network",
   "plugins": [
-    {"type": "sim-pod-network"},
+    {"type": %q},
     {"type": "vminit-cni", "agent": %q}
   ]
-}`, agentAddr), 0o644); err != nil {
+}`, netsim.PodNetworkType, agentAddr), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	list, err := libcni.NetworkConfFromFile(conflist)
@@ -263,16 +244,7 @@ func runCNI(t *testing.T, plugin string, pods []*netsim.Pod) (del func()) {
 	var rts []*libcni.RuntimeConf
 	for i, p := range pods {
 		rt := runtime(fmt.Sprintf("sandbox%d", i), p.Name, p.NS.Path())
-		prev := current.Result{CNIVersion: "1.0.0",
-			Interfaces: []*current.Interface{{Name: "eth0", Sandbox: p.NS.Path()}},
-			IPs:        []*current.IPConfig{{Address: net.IPNet{IP: p.IP.AsSlice(), Mask: net.CIDRMask(24, 32)}, Interface: current.Int(0)}}}
-		prevJSON, err := json.Marshal(&prev)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(binDir, "results", rt.ContainerID+".json"), prevJSON, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		prevJSON := p.Result(t, binDir, rt.ContainerID)
 		// Twice: ADD is idempotent (the rulesets after removal show one
 		// table was there).
 		for range 2 {

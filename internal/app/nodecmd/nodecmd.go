@@ -1,0 +1,266 @@
+// Package nodecmd is the vminit-node command (cmd/vminit-node), the node
+// agent a DaemonSet runs on every node of a KubeVirt cluster: `vminit
+// serve` (cli.NewServeCommand, every flag of it; `--kubernetes --node
+// NAME` on a node) that also installs the data path bringing the node's
+// guests' requests for 169.254.169.254:80 to it, and removes exactly what
+// it added when it stops (docs/kubernetes.md, "How a guest reaches
+// vminit"):
+//
+//   - --intercept host: mdserver/intercept's table in the node's network
+//     namespace, put back if something deletes it;
+//   - --intercept cni: the chained CNI plugin vminit-cni copied into the
+//     node's CNI bin directory and its entry added to the pod network's
+//     configuration list, put back when the CNI rewrites its file (as
+//     Istio's CNI agent does);
+//   - --intercept none: serve alone, for a node where something else
+//     brings the requests.
+//
+// The data path is installed before serving and removed after serve
+// returns, on SIGTERM too (which is how a DaemonSet's pod is stopped):
+// the wrapper catches SIGTERM and SIGINT itself from the start, so a
+// signal during the installation still removes it. A node it cannot work
+// on (no nftables, no conflist, a conflist of a CNI version vminit-cni
+// does not speak, a directory it may not write) is refused with the
+// reason before anything is served or changed. --uninstall removes what
+// an agent killed before its clean-up (SIGKILL, a node crash) left.
+//
+// It is a binary of its own, as vminit-server and vminit-controller are,
+// because it links nftables' netlink and the CNI types (through
+// mdserver/intercept and internal/app/cniplugin), which every vminit run
+// would otherwise carry (cmd/vminit's TestLeanGraph holds vminit to none
+// of them, and vminit-node to none of the controller's and etcd's).
+package nodecmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/vminit/vminit/internal/app/cli"
+	"github.com/vminit/vminit/mdserver/intercept"
+)
+
+// Main runs vminit-node with args (without the program name) and returns
+// the process exit code.
+func Main(args []string, stdout, stderr io.Writer) int {
+	return cli.RunCommand(New(), args, stdout, stderr)
+}
+
+// New returns the vminit-node command.
+func New() *cobra.Command {
+	return newCommand(pollInterval)
+}
+
+// newCommand is New with the interval at which the data path is checked
+// (tests shorten it).
+func newCommand(interval time.Duration) *cobra.Command {
+	cmd := cli.NewServeCommand("vminit-node", nil)
+	f := &flags{interval: interval}
+	f.register(cmd.Flags())
+	serve := cmd.RunE
+	cmd.RunE = func(cmd *cobra.Command, args []string) error { return f.run(cmd, args, serve) }
+	cmd.Short = "vminit's node agent: `vminit serve` and the interception of 169.254.169.254 on its node"
+	cmd.Long = `vminit-node is the node agent of a KubeVirt cluster: 'vminit serve'
+(--kubernetes --node NAME on a node) that also brings the node's guests'
+requests for 169.254.169.254:80 to itself, and removes what it added when
+it stops (SIGTERM, SIGINT) or fails:
+
+  --intercept host  vminit's nftables table (ip vminit) in the node's
+                    network namespace, redirecting TCP to 169.254.169.254:80
+                    arriving on --pod-interfaces to --agent-address, source
+                    kept, and dropping the rest to 169.254.169.254; put back
+                    if deleted. For CNIs whose pod traffic crosses the
+                    node's netfilter (bridge, kindnet, Flannel, Calico, ...).
+  --intercept cni   vminit-cni (--cni-plugin) copied into --cni-bin-dir and
+                    {"type": "vminit-cni", "agent": AGENT} added at the end
+                    of the plugins of the first configuration list of
+                    --cni-conf-dir (lexical order, as runtimes pick it),
+                    put back when the CNI rewrites its file. For CNIs that
+                    bypass the node's netfilter (OVN-Kubernetes, Cilium
+                    with eBPF host routing). The list must be a .conflist
+                    of a CNI version vminit-cni speaks (1.0.0, 1.1.0).
+  --intercept none  serve alone.
+
+--agent-address is where the redirect sends requests: an address of this
+node the agent listens on (default: the first --listen), e.g. --listen
+$(NODE_IP):8775 with NODE_IP from the pod's status.hostIP. A node the data
+path cannot work on is refused with the reason, before anything is
+changed or served. --uninstall removes what an agent killed without its
+clean-up left (the table, or every vminit-cni entry and the binary) and
+exits. docs/kubernetes.md, "How a guest reaches vminit".
+
+Every other flag is serve's, and works as there:
+
+` + cmd.Long
+	cmd.Example = `  vminit-node --kubernetes --node "$NODE_NAME" --listen "$NODE_IP:8775" --intercept host
+  vminit-node --kubernetes --node "$NODE_NAME" --listen "$NODE_IP:8775" --intercept cni \
+    --cni-conf-dir /host/etc/cni/net.d --cni-bin-dir /host/opt/cni/bin
+  vminit-node --intercept cni --uninstall`
+	cmd.Version = cli.Version()
+	cmd.SetVersionTemplate("{{.Version}}\n") // as `vminit --version` prints it
+	return cmd
+}
+
+// flags are the interception's flags.
+type flags struct {
+	intercept     string
+	agent         string
+	podInterfaces []string
+	confDir       string
+	binDir        string
+	plugin        string
+	uninstall     bool
+	interval      time.Duration
+}
+
+// hostFlags and cniFlags belong to one data path each.
+var (
+	hostFlags = []string{"pod-interfaces"}
+	cniFlags  = []string{"cni-conf-dir", "cni-bin-dir", "cni-plugin"}
+)
+
+func (f *flags) register(fl *pflag.FlagSet) {
+	fl.StringVar(&f.intercept, "intercept", "host", "how guests' requests for 169.254.169.254:80 reach this agent: host (an nftables table in the node's namespace), cni (the chained CNI plugin vminit-cni) or none")
+	fl.StringVar(&f.agent, "agent-address", "", "IP:PORT the interception redirects to: this node's address the agent listens on (default: the first --listen)")
+	fl.StringSliceVar(&f.podInterfaces, "pod-interfaces", intercept.DefaultPodInterfaces, "--intercept host: the node-side interfaces pod traffic arrives on (names; a trailing * makes a prefix)")
+	fl.StringVar(&f.confDir, "cni-conf-dir", "/etc/cni/net.d", "--intercept cni: the node's CNI configuration directory")
+	fl.StringVar(&f.binDir, "cni-bin-dir", "/opt/cni/bin", "--intercept cni: the node's CNI plugin directory")
+	fl.StringVar(&f.plugin, "cni-plugin", "", "--intercept cni: the vminit-cni binary to install (default: vminit-cni beside this program)")
+	fl.BoolVar(&f.uninstall, "uninstall", false, "remove what --intercept installs (after an agent was killed before its clean-up) and exit without serving")
+}
+
+// dataPath is one interception's installation on the node.
+type dataPath interface {
+	describe() string
+	// install puts it in place, or fails having changed nothing.
+	install(ctx context.Context) error
+	// watch puts it back when something else undoes it, until ctx ends.
+	watch(ctx context.Context)
+	// remove takes out what install added, and succeeds where there is
+	// nothing to remove.
+	remove() error
+}
+
+// dataPath checks the flags together and returns the data path they
+// describe (nil for --intercept none).
+func (f *flags) dataPath(fl *pflag.FlagSet, logger *slog.Logger) (dataPath, error) {
+	changed := func(names []string) string {
+		for _, n := range names {
+			if fl.Changed(n) {
+				return "--" + n
+			}
+		}
+		return ""
+	}
+	switch f.intercept {
+	case "none":
+		if n := changed(append(append([]string{"agent-address", "uninstall"}, hostFlags...), cniFlags...)); n != "" {
+			return nil, cli.Usagef("%s: with --intercept none there is nothing to install", n)
+		}
+		return nil, nil
+	case "host":
+		if n := changed(cniFlags); n != "" {
+			return nil, cli.Usagef("%s is for --intercept cni", n)
+		}
+	case "cni":
+		if n := changed(hostFlags); n != "" {
+			return nil, cli.Usagef("%s is for --intercept host", n)
+		}
+	default:
+		return nil, cli.Usagef("--intercept %q: want host, cni or none", f.intercept)
+	}
+	agent, err := f.agentAddress(fl)
+	if err != nil {
+		return nil, err
+	}
+	if f.intercept == "host" {
+		table, err := intercept.Host(agent, f.podInterfaces)
+		if err != nil {
+			return nil, cli.Usagef("--intercept host (--agent-address, default the first --listen; --pod-interfaces): %v", err)
+		}
+		return &hostPath{table: table, interval: f.interval, log: logger}, nil
+	}
+	if _, err := intercept.Pod(agent); err != nil { // what vminit-cni will build from the entry
+		return nil, cli.Usagef("--intercept cni (--agent-address, default the first --listen): %v", err)
+	}
+	plugin := f.plugin
+	if plugin == "" {
+		self, err := os.Executable()
+		if err != nil {
+			return nil, cli.Usagef("--cni-plugin: not given, and this program's own path is unknown: %v", err)
+		}
+		plugin = filepath.Join(filepath.Dir(self), pluginType)
+	}
+	return &cniPath{confDir: f.confDir, binDir: f.binDir, plugin: plugin, agent: agent.String(), interval: f.interval, log: logger}, nil
+}
+
+// agentAddress is --agent-address, or the first --listen.
+func (f *flags) agentAddress(fl *pflag.FlagSet) (netip.AddrPort, error) {
+	s, flag := f.agent, "--agent-address"
+	if s == "" {
+		listen, _ := fl.GetStringArray("listen")
+		if len(listen) == 0 {
+			return netip.AddrPort{}, cli.Usagef("--agent-address: not given, and no --listen to default to")
+		}
+		s, flag = listen[0], "--agent-address (default: the first --listen)"
+	}
+	ap, err := netip.ParseAddrPort(s)
+	if err != nil {
+		return ap, cli.Usagef("%s %q: want this node's IP:PORT the agent listens on, e.g. --listen $(NODE_IP):8775", flag, s)
+	}
+	return ap, nil
+}
+
+// run is the command: install, serve, remove.
+func (f *flags) run(cmd *cobra.Command, args []string, serve func(*cobra.Command, []string) error) error {
+	format, _ := cmd.Flags().GetString("log-format")
+	logger, err := cli.NewLogger(format, cmd.ErrOrStderr())
+	if err != nil {
+		return err
+	}
+	dp, err := f.dataPath(cmd.Flags(), logger)
+	if err != nil {
+		return err
+	}
+	if dp == nil {
+		return serve(cmd, args)
+	}
+	if f.uninstall {
+		return dp.remove()
+	}
+	// Caught before the installation: a SIGTERM from here on ends in
+	// the removal, not in the default action, which would leave it.
+	// serve catches the signals too (each caller is notified).
+	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := dp.install(ctx); err != nil {
+		return err
+	}
+	logger.Info("vminit-node: interception installed", "intercept", f.intercept, "what", dp.describe())
+	var serveErr error
+	if ctx.Err() == nil {
+		watchCtx, cancel := context.WithCancel(ctx)
+		watched := make(chan struct{})
+		go func() { defer close(watched); dp.watch(watchCtx) }()
+		cmd.SetContext(ctx)
+		serveErr = serve(cmd, args)
+		cancel()
+		<-watched
+	}
+	if err := dp.remove(); err != nil {
+		return errors.Join(serveErr, fmt.Errorf("removing the interception: %w", err))
+	}
+	logger.Info("vminit-node: interception removed", "intercept", f.intercept)
+	return serveErr
+}

@@ -1,0 +1,224 @@
+package kubestore_test
+
+import (
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/vminit/vminit/kube/api/v1alpha1"
+	"github.com/vminit/vminit/mdserver"
+	"github.com/vminit/vminit/mdserver/kubestore"
+)
+
+// watchCounter counts the watches a client has open (requests with
+// watch=true whose answer's body is not closed yet), and the most it
+// ever had.
+type watchCounter struct {
+	next      http.RoundTripper
+	open, max atomic.Int64
+}
+
+func (w *watchCounter) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := w.next.RoundTrip(r)
+	if err != nil || r.URL.Query().Get("watch") != "true" {
+		return resp, err
+	}
+	n := w.open.Add(1)
+	for m := w.max.Load(); n > m && !w.max.CompareAndSwap(m, n); m = w.max.Load() {
+	}
+	resp.Body = &countedBody{ReadCloser: resp.Body, w: w}
+	return resp, nil
+}
+
+type countedBody struct {
+	io.ReadCloser
+	w    *watchCounter
+	once sync.Once
+}
+
+func (b *countedBody) Close() error {
+	b.once.Do(func() { b.w.open.Add(-1) })
+	return b.ReadCloser.Close()
+}
+
+// nodeVMI is VMI ns/name on node, reporting ip on its pod network, naming
+// instance ("" for none), controlled by its VirtualMachine when vm.
+func nodeVMI(ns, name, node, instance, ip string, vm bool) *unstructured.Unstructured {
+	u := kubevirtObject("VirtualMachineInstance", ns, name, instance, ip)
+	u.SetLabels(map[string]string{kubestore.LabelNodeName: node})
+	if vm {
+		yes := true
+		u.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "kubevirt.io/v1", Kind: "VirtualMachine", Name: name, UID: "0", Controller: &yes}})
+	}
+	return u
+}
+
+// TestNodeMode: a store in node mode for node-a serves the Instances its
+// VMIs name (by annotation, or through their VirtualMachine), at their
+// addresses, and holds nothing of node-b's; an Instance setting
+// metadataServer options without addresses is served at its VMI's
+// address with IMDSv2 required; a VMI that moves to node-b (a migration)
+// stops being served, and one arriving from node-b is served. It counts
+// the watches the store has open: one for the VMIs, and one per object
+// it follows by name.
+func TestNodeMode(t *testing.T) {
+	s, dyn := start(t, true)
+	ctx := ctxFor(t)
+	createNS(t, s, "a", "b")
+	res := func(r dynamic.NamespaceableResourceInterface, ns string) dynamic.ResourceInterface {
+		return r.Namespace(ns)
+	}
+	inst := dyn.Resource(v1alpha1.GroupVersionResource)
+	vmis := dyn.Resource(v1alpha1.KubeVirtVirtualMachineInstances)
+	vms := dyn.Resource(v1alpha1.KubeVirtVirtualMachines)
+	create := func(r dynamic.ResourceInterface, u *unstructured.Unstructured) *unstructured.Unstructured {
+		t.Helper()
+		out, err := r.Create(ctx, u, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st, ok := u.Object["status"]; ok {
+			// The status subresource: what virt-handler writes.
+			out.Object["status"] = st
+			if out, err = r.UpdateStatus(ctx, out, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return out
+	}
+	if _, err := s.Clientset(t).CoreV1().ConfigMaps("a").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "motd"},
+		Data: map[string]string{"text": "hello"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Node A: a/web-1, named by its VMI and setting IMDSv2 without
+	// addresses, reading a ConfigMap; b/web-2, named by its VM.
+	create(res(inst, "a"), object(t, "a", "web-1", "hostname: one\nmetadataServer: {imdsv2: required}\nfiles:\n- path: /etc/motd\n  source: {configMapKeyRef: {name: motd, key: text}}"))
+	create(res(vmis, "a"), nodeVMI("a", "vm-1", "node-a", "web-1", "127.0.0.21", false))
+	create(res(inst, "b"), object(t, "b", "web-2", "hostname: two"))
+	vm := kubevirtObject("VirtualMachine", "b", "vm-2", "web-2")
+	create(res(vms, "b"), vm)
+	create(res(vmis, "b"), nodeVMI("b", "vm-2", "node-a", "", "127.0.0.22", true))
+	// Node B: a/web-3, and an Instance nobody names.
+	create(res(inst, "a"), object(t, "a", "web-3", "hostname: three"))
+	create(res(vmis, "a"), nodeVMI("a", "vm-3", "node-b", "web-3", "127.0.0.23", false))
+	create(res(inst, "a"), object(t, "a", "loose", "hostname: loose"))
+
+	cfg := s.Config()
+	counter := &watchCounter{}
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { counter.next = rt; return counter })
+	st, err := kubestore.Open(ctx, kubestore.Config{REST: cfg, KubeVirt: true, Node: "node-a", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	held := func() []string {
+		return st.Snapshot().Names()
+	}
+	if got := strings.Join(held(), " "); got != "a/web-1 b/web-2" {
+		t.Fatalf("node-a's store holds %q, want a/web-1 b/web-2 (never node-b's a/web-3, nor a/loose)", got)
+	}
+	if addrOf(st.Snapshot(), "127.0.0.21") != "a/web-1" || addrOf(st.Snapshot(), "127.0.0.22") != "b/web-2" || addrOf(st.Snapshot(), "127.0.0.23") != "" {
+		t.Errorf("served: .21 %q, .22 %q, .23 %q", addrOf(st.Snapshot(), "127.0.0.21"), addrOf(st.Snapshot(), "127.0.0.22"), addrOf(st.Snapshot(), "127.0.0.23"))
+	}
+	if i, v, c := st.Following(); i != 2 || v != 1 || c != 1 {
+		t.Errorf("following %d Instances, %d VMs, %d ConfigMaps; want 2, 1, 1", i, v, c)
+	}
+	eventually(t, "5 watches open (the VMIs, 2 Instances, a VM, a ConfigMap)", func() bool { return counter.open.Load() == 5 })
+	// The API server's own count: its watches of one object by name are
+	// scope="resource" (docs/kubernetes.md, "Node mode").
+	m, err := s.Clientset(t).CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var watches []string
+	for _, l := range strings.Split(string(m), "\n") {
+		if strings.HasPrefix(l, "apiserver_longrunning_requests{") && strings.Contains(l, `verb="WATCH"`) &&
+			(strings.Contains(l, `group="vminit.dev"`) || strings.Contains(l, `group="kubevirt.io"`)) && !strings.HasSuffix(l, " 0") {
+			watches = append(watches, l)
+		}
+	}
+	t.Logf("the API server's watches of vminit.dev and kubevirt.io:\n%s", strings.Join(watches, "\n"))
+	if got := strings.Join(watches, "\n"); !strings.Contains(got, `resource="instances",scope="resource",subresource="",verb="WATCH",version="v1alpha1"} 2`) ||
+		!strings.Contains(got, `resource="virtualmachineinstances",scope="cluster",subresource="",verb="WATCH",version="v1"} 1`) {
+		t.Errorf("the API server does not count 2 single-Instance watches and 1 cluster-wide VMI watch")
+	}
+
+	// IMDSv2 required, without addresses: served at the VMI's address,
+	// token-less refused.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := mdserver.NewServer(mdserver.NewHandler(st, mdserver.Options{AllowLoopbackInstances: true}))
+	go srv.Serve(ln)
+	defer srv.Close()
+	client := &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.21")}}).DialContext}, Timeout: 10 * time.Second}
+	do := func(method, path, token string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, "http://"+ln.Addr().String()+path, nil)
+		if method == http.MethodPut {
+			req.Header.Set(mdserver.HeaderTokenTTL, "60")
+		}
+		if token != "" {
+			req.Header.Set(mdserver.HeaderToken, token)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, _ := do(http.MethodGet, "/latest/meta-data/hostname", ""); code != http.StatusUnauthorized {
+		t.Errorf("IMDSv1 GET of an instance with imdsv2: required: %d, want 401", code)
+	}
+	code, tok := do(http.MethodPut, "/latest/api/token", "")
+	if code != http.StatusOK {
+		t.Fatalf("token PUT: %d", code)
+	}
+	if code, body := do(http.MethodGet, "/latest/meta-data/hostname", tok); code != http.StatusOK || body != "one" {
+		t.Errorf("IMDSv2 GET: %d %q", code, body)
+	}
+
+	// Migrations: vm-1 moves to node-b, vm-3 arrives from it.
+	relabel := func(ns, name, node string) {
+		t.Helper()
+		u, err := vmis.Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.SetLabels(map[string]string{kubestore.LabelNodeName: node})
+		if _, err := vmis.Namespace(ns).Update(ctx, u, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	relabel("a", "vm-1", "node-b")
+	relabel("a", "vm-3", "node-a")
+	eventually(t, "vm-1 gone, vm-3 served", func() bool {
+		return strings.Join(held(), " ") == "a/web-3 b/web-2" && addrOf(st.Snapshot(), "127.0.0.23") == "a/web-3"
+	})
+	if addrOf(st.Snapshot(), "127.0.0.21") != "" {
+		t.Error("127.0.0.21 still served after its VMI left the node")
+	}
+	if i, v, c := st.Following(); i != 2 || v != 1 || c != 0 {
+		t.Errorf("after the migrations, following %d Instances, %d VMs, %d ConfigMaps; want 2, 1, 0", i, v, c)
+	}
+	eventually(t, "4 watches open", func() bool { return counter.open.Load() == 4 })
+
+	// Writes are refused: a node agent follows what its VMIs name.
+	if _, err := st.Put(ctx, []byte("apiVersion: vminit.dev/v1alpha1\nkind: Instance\nmetadata: {name: x}\nspec: {}\n")); err == nil {
+		t.Error("Put in node mode succeeded")
+	}
+}
