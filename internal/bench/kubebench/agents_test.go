@@ -48,15 +48,23 @@ import (
 //   - the API server's and etcd's CPU during the start-up (all the node
 //     agents starting at once, as after a cluster's restart), the watches
 //     the API server holds (apiserver_longrunning_requests, verb WATCH)
-//     and etcd's watchers, then their CPU over 10 idle seconds and over
-//     $VMINIT_BENCH_UPDATES (500) Instance updates, one after another.
+//     and etcd's watchers, then their CPU (and the API requests made)
+//     over 10 idle seconds, and their CPU over $VMINIT_BENCH_UPDATES
+//     (500) Instance updates, one after another;
+//   - last, the first process stopped and started again while the others
+//     run (a DaemonSet's rolling update): its start-up alone.
+//
+// $VMINIT_BENCH_SERVE_ARGS adds flags to every vminit serve (say
+// "--kube-api-qps 500 --kube-api-burst 1000").
 //
 // The node agents need node mode (--node); with a binary without it,
-// only the central server is measured. Run with -benchtime 3x for three
-// alternated rounds; the per-round figures are logged (-v), the medians
-// reported:
+// only the central server is measured. Each op is $VMINIT_BENCH_ROUNDS
+// (3) rounds, the central server and the node agents in turn; the
+// per-round figures are logged (-v), their medians reported. Run it once
+// (the fleet takes a minute to create, and a benchmark runs once before
+// it runs b.N times):
 //
-//	go test -run '^$' -bench NodeAgents -benchtime 3x -timeout 60m -v ./internal/bench/kubebench
+//	go test -run '^$' -bench NodeAgents -benchtime 1x -timeout 60m -v ./internal/bench/kubebench
 func BenchmarkNodeAgents(b *testing.B) {
 	bin, nodeMode := vminitBinary(b)
 	s := kubetest.Start(b)
@@ -79,7 +87,7 @@ func BenchmarkNodeAgents(b *testing.B) {
 		b.Logf("%s has no --node: the node agents are not measured", bin)
 	}
 	results := map[string][]round{}
-	for r := range b.N {
+	for r := range envInt("VMINIT_BENCH_ROUNDS", 3) * b.N {
 		for _, mode := range modes {
 			res := f.run(b, mode, r)
 			b.Logf("round %d %s: %s", r+1, mode, res)
@@ -105,6 +113,7 @@ func BenchmarkNodeAgents(b *testing.B) {
 		b.ReportMetric(med(func(r round) float64 { return r.watches }), mode+"-watches")
 		b.ReportMetric(med(func(r round) float64 { return r.apiIdle }), mode+"-s-apiserver-CPU-idle-10s")
 		b.ReportMetric(med(func(r round) float64 { return r.apiPerUpdate }), mode+"-ms-apiserver-CPU/update")
+		b.ReportMetric(med(func(r round) float64 { return r.restart }), mode+"-s-restart-one")
 	}
 }
 
@@ -145,20 +154,26 @@ type round struct {
 	apiStart, etcdStart float64 // s of CPU, the start of the first to the last serving
 	watches, etcdWatch  float64 // held once all serve, beyond the API server's own
 	apiIdle, etcdIdle   float64 // s of CPU over 10 idle seconds
+	idleRequests        float64 // API requests (WATCH included) meanwhile
 	apiPerUpdate        float64 // ms of the API server's CPU per Instance update
 	etcdPerUpdate       float64
+	restart             float64 // s, one process's start-up, restarted while the others run
+	apiRestart          float64 // s of the API server's CPU meanwhile
 }
 
 func (r round) String() string {
 	return fmt.Sprintf("%d processes; start-up p50 %.2f s, max %.2f s; RSS p50 %.1f MiB, max %.1f MiB, sum %.1f MiB (peak max %.1f MiB); "+
 		"process CPU to serving, sum %.2f s; kube-apiserver CPU %.2f s, etcd %.2f s meanwhile; watches %.0f (etcd watchers %.0f); "+
-		"idle 10 s: kube-apiserver %.3f s, etcd %.3f s of CPU; per Instance update: kube-apiserver %.2f ms, etcd %.2f ms of CPU",
+		"idle 10 s: kube-apiserver %.3f s, etcd %.3f s of CPU, %.0f API requests; per Instance update: kube-apiserver %.2f ms, etcd %.2f ms of CPU; "+
+		"one restarted: %.2f s to serve, kube-apiserver CPU %.2f s",
 		r.procs, r.startup.median(), r.startup.max(), r.rss.median(), r.rss.max(), r.rss.sum(), r.peak.max(),
-		r.cpu.sum(), r.apiStart, r.etcdStart, r.watches, r.etcdWatch, r.apiIdle, r.etcdIdle, r.apiPerUpdate, r.etcdPerUpdate)
+		r.cpu.sum(), r.apiStart, r.etcdStart, r.watches, r.etcdWatch, r.apiIdle, r.etcdIdle, r.idleRequests, r.apiPerUpdate, r.etcdPerUpdate,
+		r.restart, r.apiRestart)
 }
 
 // proc is one vminit serve process of a round.
 type proc struct {
+	args   []string
 	cmd    *exec.Cmd
 	addr   string
 	log    *testtools.SyncBuffer
@@ -166,6 +181,29 @@ type proc struct {
 	exited chan struct{} // closed when the process has ended
 	ready  time.Duration
 	failed error
+}
+
+// start starts p's process.
+func (p *proc) start(b *testing.B, bin, dir string) {
+	p.cmd = exec.Command(bin, p.args...)
+	p.cmd.Dir = dir
+	p.log = &testtools.SyncBuffer{}
+	p.cmd.Stdout, p.cmd.Stderr = io.Discard, p.log // the audit log goes to stderr with the rest
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := p.cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	p.exited = make(chan struct{})
+	go func() { p.cmd.Wait(); close(p.exited) }()
+}
+
+// stop ends p's process, if it runs, and waits for it.
+func (p *proc) stop() {
+	if p.exited != nil {
+		p.cmd.Process.Signal(syscall.SIGTERM)
+		<-p.exited
+		p.exited = nil
+	}
 }
 
 // run starts the central server (mode "central") or one agent per node
@@ -191,38 +229,22 @@ func (f *fleet) run(b *testing.B, mode string, r int) round {
 	for k, p := range procs {
 		p.addr = "127.0.0.1:" + strconv.Itoa(testtools.FreePort(b))
 		args := []string{"serve", "--kubernetes", "--kubeconfig", f.s.Kubeconfig, "--namespace", "default", "--kubevirt", "true",
-			"--listen", p.addr, "--allow-loopback-instances", "--log-format", "text"}
+			"--listen", p.addr, "--allow-loopback-instances"}
 		if mode == "node" {
 			args = append(args, "--node", kubebench.NodeName(k))
 		}
-		p.cmd = exec.Command(f.bin, args...)
-		p.cmd.Dir = dir
-		p.log = &testtools.SyncBuffer{}
-		p.cmd.Stdout, p.cmd.Stderr = io.Discard, p.log // stdout: the audit log
-		p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		p.args = append(append(args, strings.Fields(os.Getenv("VMINIT_BENCH_SERVE_ARGS"))...), "--log-format", "text")
 	}
-	stop := func() {
+	defer func() {
 		for _, p := range procs {
-			if p.exited != nil {
-				p.cmd.Process.Signal(syscall.SIGTERM)
-			}
+			p.stop()
 		}
-		for _, p := range procs {
-			if p.exited != nil {
-				<-p.exited
-			}
-		}
-	}
-	defer stop()
+	}()
 
 	api0, etcd0 := kubebench.CPU(b, f.s.PID()), kubebench.CPU(b, f.s.Etcd.PID())
 	start := time.Now()
 	for _, p := range procs {
-		if err := p.cmd.Start(); err != nil {
-			b.Fatal(err)
-		}
-		p.exited = make(chan struct{})
-		go func() { p.cmd.Wait(); close(p.exited) }()
+		p.start(b, f.bin, dir)
 	}
 	var wg sync.WaitGroup
 	for _, p := range procs {
@@ -250,10 +272,13 @@ func (f *fleet) run(b *testing.B, mode string, r int) round {
 	res.watches = w - f.baseWatches
 	res.etcdWatch = kubebench.EtcdWatchers(b, f.s.Etcd.ClientURL) - f.baseEtcd
 
+	core := f.s.Clientset(b).CoreV1().RESTClient()
+	req0 := kubebench.Requests(b, core)
 	api0, etcd0 = kubebench.CPU(b, f.s.PID()), kubebench.CPU(b, f.s.Etcd.PID())
 	time.Sleep(10 * time.Second)
 	res.apiIdle = (kubebench.CPU(b, f.s.PID()) - api0).Seconds()
 	res.etcdIdle = (kubebench.CPU(b, f.s.Etcd.PID()) - etcd0).Seconds()
+	res.idleRequests = kubebench.Requests(b, core) - req0 - 1 // less the first read of /metrics
 
 	// Instance updates, spread over the fleet: what each costs the API
 	// server, with its watches as they are.
@@ -276,6 +301,20 @@ func (f *fleet) run(b *testing.B, mode string, r int) round {
 		res.apiPerUpdate = float64((kubebench.CPU(b, f.s.PID()) - api0).Milliseconds()) / float64(f.updates)
 		res.etcdPerUpdate = float64((kubebench.CPU(b, f.s.Etcd.PID()) - etcd0).Milliseconds()) / float64(f.updates)
 	}
+
+	// One process restarted, the others running (a node agent's rolling
+	// update): its start-up alone.
+	p := procs[0]
+	p.stop()
+	api0 = kubebench.CPU(b, f.s.PID())
+	start = time.Now()
+	p.start(b, f.bin, dir)
+	ready, err := firstAnswer(p, start)
+	if err != nil {
+		b.Fatalf("round %d %s, restarted: %v\n%s", r+1, mode, err, p.log)
+	}
+	res.restart = ready.Seconds()
+	res.apiRestart = (kubebench.CPU(b, f.s.PID()) - api0).Seconds()
 	return res
 }
 

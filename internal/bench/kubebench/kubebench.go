@@ -212,12 +212,7 @@ func CreateVMIs(tb testing.TB, dyn dynamic.Interface, ns string, n, nodes, worke
 // without the cache, so that one is 0 there).
 func Watches(tb testing.TB, client rest.Interface) (longrunning, registered float64) {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	b, err := client.Get().AbsPath("/metrics").DoRaw(ctx)
-	if err != nil {
-		tb.Fatalf("the API server's /metrics: %v", err)
-	}
+	b := metrics(tb, client)
 	longrunning = SumMetric(b, "apiserver_longrunning_requests", `verb="WATCH"`)
 	registered = SumMetric(b, "apiserver_registered_watchers", "")
 	return longrunning, registered
@@ -267,4 +262,24 @@ func SumMetric(text []byte, metric, label string) float64 {
 		}
 	}
 	return sum
+}
+
+// Requests reads how many requests the API server of client has served
+// (the sum of apiserver_request_total), this read of /metrics excluded
+// (it is counted once answered).
+func Requests(tb testing.TB, client rest.Interface) float64 {
+	tb.Helper()
+	return SumMetric(metrics(tb, client), "apiserver_request_total", "")
+}
+
+// metrics is the API server's /metrics.
+func metrics(tb testing.TB, client rest.Interface) []byte {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b, err := client.Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		tb.Fatalf("the API server's /metrics: %v", err)
+	}
+	return b
 }
