@@ -114,6 +114,7 @@ func BenchmarkNodeAgents(b *testing.B) {
 		b.ReportMetric(med(func(r round) float64 { return r.apiIdle }), mode+"-s-apiserver-CPU-idle-10s")
 		b.ReportMetric(med(func(r round) float64 { return r.apiPerUpdate }), mode+"-ms-apiserver-CPU/update")
 		b.ReportMetric(med(func(r round) float64 { return r.restart }), mode+"-s-restart-one")
+		b.ReportMetric(med(func(r round) float64 { return float64(r.exits) }), mode+"-starts-gave-up")
 	}
 }
 
@@ -147,6 +148,7 @@ func (s samples) sum() (t float64) {
 // round is what one start of the central server, or of every node agent,
 // measured.
 type round struct {
+	exits               int // starts that gave up before serving (each started again)
 	procs               int
 	startup             samples // s, each process's start to its first answer
 	rss, peak           samples // MiB, once all serve
@@ -162,39 +164,43 @@ type round struct {
 }
 
 func (r round) String() string {
-	return fmt.Sprintf("%d processes; start-up p50 %.2f s, max %.2f s; RSS p50 %.1f MiB, max %.1f MiB, sum %.1f MiB (peak max %.1f MiB); "+
+	return fmt.Sprintf("%d processes (%d starts gave up); start-up p50 %.2f s, max %.2f s; RSS p50 %.1f MiB, max %.1f MiB, sum %.1f MiB (peak max %.1f MiB); "+
 		"process CPU to serving, sum %.2f s; kube-apiserver CPU %.2f s, etcd %.2f s meanwhile; watches %.0f (etcd watchers %.0f); "+
 		"idle 10 s: kube-apiserver %.3f s, etcd %.3f s of CPU, %.0f API requests; per Instance update: kube-apiserver %.2f ms, etcd %.2f ms of CPU; "+
 		"one restarted: %.2f s to serve, kube-apiserver CPU %.2f s",
-		r.procs, r.startup.median(), r.startup.max(), r.rss.median(), r.rss.max(), r.rss.sum(), r.peak.max(),
+		r.procs, r.exits, r.startup.median(), r.startup.max(), r.rss.median(), r.rss.max(), r.rss.sum(), r.peak.max(),
 		r.cpu.sum(), r.apiStart, r.etcdStart, r.watches, r.etcdWatch, r.apiIdle, r.etcdIdle, r.idleRequests, r.apiPerUpdate, r.etcdPerUpdate,
 		r.restart, r.apiRestart)
 }
 
 // proc is one vminit serve process of a round.
 type proc struct {
-	args   []string
-	cmd    *exec.Cmd
-	addr   string
-	log    *testtools.SyncBuffer
-	vms    []int         // the VMIs it serves
-	exited chan struct{} // closed when the process has ended
-	ready  time.Duration
-	failed error
+	args    []string
+	cmd     *exec.Cmd
+	addr    string
+	log     *testtools.SyncBuffer
+	vms     []int         // the VMIs it serves
+	exited  chan struct{} // closed when the process has ended
+	exits   int           // how often it ended before it served, and was started again
+	exitLog []string      // the last line of each of those
+	ready   time.Duration
+	failed  error
 }
 
 // start starts p's process.
-func (p *proc) start(b *testing.B, bin, dir string) {
+func (p *proc) start(bin, dir string) error {
 	p.cmd = exec.Command(bin, p.args...)
 	p.cmd.Dir = dir
 	p.log = &testtools.SyncBuffer{}
 	p.cmd.Stdout, p.cmd.Stderr = io.Discard, p.log // the audit log goes to stderr with the rest
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := p.cmd.Start(); err != nil {
-		b.Fatal(err)
+		return err
 	}
-	p.exited = make(chan struct{})
-	go func() { p.cmd.Wait(); close(p.exited) }()
+	exited := make(chan struct{})
+	p.exited = exited
+	go func() { p.cmd.Wait(); close(exited) }()
+	return nil
 }
 
 // stop ends p's process, if it runs, and waits for it.
@@ -244,11 +250,13 @@ func (f *fleet) run(b *testing.B, mode string, r int) round {
 	api0, etcd0 := kubebench.CPU(b, f.s.PID()), kubebench.CPU(b, f.s.Etcd.PID())
 	start := time.Now()
 	for _, p := range procs {
-		p.start(b, f.bin, dir)
+		if err := p.start(f.bin, dir); err != nil {
+			b.Fatal(err)
+		}
 	}
 	var wg sync.WaitGroup
 	for _, p := range procs {
-		wg.Go(func() { p.ready, p.failed = firstAnswer(p, start) })
+		wg.Go(func() { p.ready, p.failed = firstAnswer(p, start, f.bin, dir) })
 	}
 	wg.Wait()
 	api1, etcd1 := kubebench.CPU(b, f.s.PID()), kubebench.CPU(b, f.s.Etcd.PID())
@@ -259,6 +267,10 @@ func (f *fleet) run(b *testing.B, mode string, r int) round {
 		}
 		cur, peak := kubebench.RSS(b, p.cmd.Process.Pid)
 		res.startup = append(res.startup, p.ready.Seconds())
+		res.exits += p.exits
+		for _, l := range p.exitLog {
+			b.Logf("round %d %s: %s ended before it served, started again: %s", r+1, mode, p.addr, l)
+		}
 		res.rss, res.peak = append(res.rss, cur), append(res.peak, peak)
 		res.cpu = append(res.cpu, kubebench.CPU(b, p.cmd.Process.Pid).Seconds())
 	}
@@ -308,8 +320,11 @@ func (f *fleet) run(b *testing.B, mode string, r int) round {
 	p.stop()
 	api0 = kubebench.CPU(b, f.s.PID())
 	start = time.Now()
-	p.start(b, f.bin, dir)
-	ready, err := firstAnswer(p, start)
+	p.exits, p.exitLog = 0, nil
+	if err := p.start(f.bin, dir); err != nil {
+		b.Fatal(err)
+	}
+	ready, err := firstAnswer(p, start, f.bin, dir)
 	if err != nil {
 		b.Fatalf("round %d %s, restarted: %v\n%s", r+1, mode, err, p.log)
 	}
@@ -319,8 +334,11 @@ func (f *fleet) run(b *testing.B, mode string, r int) round {
 }
 
 // firstAnswer asks p, as its first VM, until it answers 200, and returns
-// the time from start.
-func firstAnswer(p *proc, start time.Time) (time.Duration, error) {
+// the time from start. A process that ends first (serve gives up when its
+// store has not listed everything within a minute) is started again, as
+// the kubelet restarts a DaemonSet's pod, up to three times; p.exits
+// counts those, p.exitLog keeps the last line each wrote.
+func firstAnswer(p *proc, start time.Time, bin, dir string) (time.Duration, error) {
 	for {
 		err := ask(p.addr, p.vms[0])
 		if err == nil {
@@ -328,10 +346,19 @@ func firstAnswer(p *proc, start time.Time) (time.Duration, error) {
 		}
 		select {
 		case <-p.exited:
-			return 0, fmt.Errorf("%s ended (%v) before it answered VM %d: %v", p.addr, p.cmd.ProcessState, p.vms[0], err)
+			p.exits++
+			lines := strings.Split(strings.TrimSpace(p.log.String()), "\n")
+			p.exitLog = append(p.exitLog, fmt.Sprintf("%v: %s", p.cmd.ProcessState, lines[len(lines)-1]))
+			if p.exits > 3 {
+				return 0, fmt.Errorf("%s ended %d times before it answered VM %d: %v", p.addr, p.exits, p.vms[0], p.exitLog)
+			}
+			p.exited = nil
+			if err := p.start(bin, dir); err != nil {
+				return 0, err
+			}
 		case <-time.After(10 * time.Millisecond):
 		}
-		if time.Since(start) > time.Duration(envInt("VMINIT_BENCH_STARTUP_TIMEOUT", 300))*time.Second {
+		if time.Since(start) > time.Duration(envInt("VMINIT_BENCH_STARTUP_TIMEOUT", 600))*time.Second {
 			return 0, fmt.Errorf("%s never answered VM %d: %v", p.addr, p.vms[0], err)
 		}
 	}

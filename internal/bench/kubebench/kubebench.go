@@ -1,6 +1,10 @@
 // Package kubebench holds the fixtures of the Kubernetes benchmarks: many
-// Instance objects created through a real API server, and the numbers a
-// benchmark reports about processes (resident memory).
+// Instance objects, and KubeVirt VMIs spread over simulated nodes, created
+// through a real API server, and the numbers a benchmark reports about
+// processes (resident memory, CPU) and about the API server (its
+// watches and requests, from its /metrics). BenchmarkNodeAgents, in this
+// package's tests, sets a central `vminit serve --kubernetes` against a
+// node agent per node.
 package kubebench
 
 import (
