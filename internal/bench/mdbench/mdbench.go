@@ -115,24 +115,33 @@ type Loaded struct {
 // spec file it has just read: SpecFile(i, Addr(i)), to be decoded on the
 // guest's first request (registry.Index.DecodeDeferred).
 func Load(n int, opts mdserver.Options) (*Loaded, error) {
-	return load(n, opts, registry.NewIndex(registry.IndexOptions{}).DecodeDeferred)
+	opts.AllowLoopbackInstances = true
+	return load(n, opts, registry.NewIndex(registry.IndexOptions{}).DecodeDeferred, Addr)
 }
 
 // LoadDecoded is Load with every instance decoded at once, as servers held
 // them before 2026-11-26 (bench/mdserver -decoded), for comparisons.
 func LoadDecoded(n int, opts mdserver.Options) (*Loaded, error) {
-	return load(n, opts, registry.DecodeDocument)
+	opts.AllowLoopbackInstances = true
+	return load(n, opts, registry.DecodeDocument, Addr)
 }
 
-func load(n int, opts mdserver.Options, decode func(doc []byte, dir string) (*registry.Record, error)) (*Loaded, error) {
-	opts.AllowLoopbackInstances = true
+// LoadAt is Load with instance i at addrs[i], which need not be loopback
+// addresses (AllowLoopbackInstances is left as opts has it): a handler for
+// clients that come from other network namespaces.
+func LoadAt(addrs []netip.Addr, opts mdserver.Options) (*Loaded, error) {
+	return load(len(addrs), opts, registry.NewIndex(registry.IndexOptions{}).DecodeDeferred, func(i int) netip.Addr { return addrs[i] })
+}
+
+// load builds n instances, instance i at(i), each decoded by decode.
+func load(n int, opts mdserver.Options, decode func(doc []byte, dir string) (*registry.Record, error), at func(int) netip.Addr) (*Loaded, error) {
 	runtime.GC()
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
 	start := time.Now()
 	recs := make([]*registry.Record, n)
 	for i := range recs {
-		r, err := decode(SpecFile(i, Addr(i)), "")
+		r, err := decode(SpecFile(i, at(i)), "")
 		if err != nil {
 			return nil, err
 		}
@@ -449,7 +458,13 @@ func rawDo(ctx context.Context, d *net.Dialer, addr, method, path string, body, 
 func KeepAlive(ctx context.Context, url string, conns, n int) Result {
 	tr := &http.Transport{MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns}
 	defer tr.CloseIdleConnections()
-	c := &http.Client{Timeout: 10 * time.Second, Transport: tr}
+	return KeepAliveWith(ctx, &http.Client{Timeout: 10 * time.Second, Transport: tr}, url, conns, n)
+}
+
+// KeepAliveWith is KeepAlive with the client c, whose transport keeps
+// conns connections (MaxIdleConnsPerHost, MaxConnsPerHost): one that
+// dials from another network namespace, say.
+func KeepAliveWith(ctx context.Context, c *http.Client, url string, conns, n int) Result {
 	var rec recorder
 	start := time.Now()
 	var wg sync.WaitGroup
