@@ -524,12 +524,6 @@ func TestSystemdUnit(t *testing.T) {
 	}
 }
 
-// pendingFlags are flags the manifests pass that the program gains on a
-// branch not merged yet (issue 32's node mode, built beside these
-// manifests): while the program lacks one, it is left out of the parse and
-// logged; once the program has it, it is parsed like any other.
-var pendingFlags = map[string]string{"node": "vminit serve --kubernetes --node (issue 32 item 1)"}
-
 // commandFlags parses a command line (a container's command and args:
 // vminit's arguments when it names no command) as `vminit serve`,
 // vminit-server or vminit-controller does, so that a misspelt or removed
@@ -550,14 +544,6 @@ func commandFlags(t *testing.T, where string, line []string) *pflag.FlagSet {
 			return nil
 		}
 	}
-	rest = slices.DeleteFunc(slices.Clone(rest), func(a string) bool {
-		name, _, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
-		if why, ok := pendingFlags[name]; ok && cmd.Flags().Lookup(name) == nil {
-			t.Logf("%s: %s not parsed: the program has no --%s yet (%s)", where, a, name, why)
-			return true
-		}
-		return false
-	})
 	if err := cmd.ParseFlags(rest); err != nil {
 		t.Errorf("%s: %v", where, err)
 	}
