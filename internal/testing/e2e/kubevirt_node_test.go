@@ -687,13 +687,7 @@ func runIn(t *testing.T, n *netsim.NS, bin string, args ...string) string {
 // agent on the host network reaches at its own address.
 func forwardInto(t *testing.T, n *netsim.NS, addr string) {
 	t.Helper()
-	var l net.Listener
-	if err := n.Do(func() (err error) {
-		l, err = net.Listen("tcp", addr)
-		return err
-	}); err != nil {
-		t.Fatalf("%s: listen %s: %v", n.Name, addr, err)
-	}
+	l := n.Listen(t, addr)
 	var wg sync.WaitGroup
 	t.Cleanup(func() { l.Close(); wg.Wait() })
 	wg.Add(1)

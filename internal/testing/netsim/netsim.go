@@ -114,8 +114,9 @@ func (n *NS) Sysctl(t testing.TB, key, value string) {
 	}
 }
 
-// Serve answers HTTP with h on addr in the namespace until the test ends.
-func (n *NS) Serve(t testing.TB, addr string, h http.Handler) {
+// Listen listens on the TCP address addr inside the namespace (the
+// socket belongs to it; accepting from any goroutine is then fine).
+func (n *NS) Listen(t testing.TB, addr string) net.Listener {
 	t.Helper()
 	var l net.Listener
 	if err := n.Do(func() (err error) {
@@ -124,6 +125,13 @@ func (n *NS) Serve(t testing.TB, addr string, h http.Handler) {
 	}); err != nil {
 		t.Fatalf("%s: listen %s: %v", n.Name, addr, err)
 	}
+	return l
+}
+
+// Serve answers HTTP with h on addr in the namespace until the test ends.
+func (n *NS) Serve(t testing.TB, addr string, h http.Handler) {
+	t.Helper()
+	l := n.Listen(t, addr)
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(l)
 	t.Cleanup(func() { srv.Close() })
