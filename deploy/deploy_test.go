@@ -30,19 +30,22 @@ import (
 )
 
 // container is a container or init container of a workload's pod.
+// envVar is a container's environment variable from the downward API.
+type envVar struct {
+	Name      string `yaml:"name"`
+	ValueFrom struct {
+		FieldRef struct {
+			FieldPath string `yaml:"fieldPath"`
+		} `yaml:"fieldRef"`
+	} `yaml:"valueFrom"`
+}
+
 type container struct {
-	Name    string   `yaml:"name"`
-	Image   string   `yaml:"image"`
-	Command []string `yaml:"command"`
-	Args    []string `yaml:"args"`
-	Env     []struct {
-		Name      string `yaml:"name"`
-		ValueFrom struct {
-			FieldRef struct {
-				FieldPath string `yaml:"fieldPath"`
-			} `yaml:"fieldRef"`
-		} `yaml:"valueFrom"`
-	} `yaml:"env"`
+	Name      string   `yaml:"name"`
+	Image     string   `yaml:"image"`
+	Command   []string `yaml:"command"`
+	Args      []string `yaml:"args"`
+	Env       []envVar `yaml:"env"`
 	Lifecycle struct {
 		PreStop struct {
 			Sleep struct {
@@ -412,14 +415,7 @@ func checkNodeAgent(t *testing.T, where string, ds object, ns object) {
 	if !ps.HostNetwork {
 		t.Errorf("%s: not on the host network", where)
 	}
-	if !slices.Contains(c.Args, "--node=$(NODE_NAME)") || !slices.ContainsFunc(c.Env, func(e struct {
-		Name      string `yaml:"name"`
-		ValueFrom struct {
-			FieldRef struct {
-				FieldPath string `yaml:"fieldPath"`
-			} `yaml:"fieldRef"`
-		} `yaml:"valueFrom"`
-	}) bool {
+	if !slices.Contains(c.Args, "--node=$(NODE_NAME)") || !slices.ContainsFunc(c.Env, func(e envVar) bool {
 		return e.Name == "NODE_NAME" && e.ValueFrom.FieldRef.FieldPath == "spec.nodeName"
 	}) {
 		t.Errorf("%s: want --node=$(NODE_NAME), NODE_NAME from spec.nodeName: args %v, env %+v", where, c.Args, c.Env)
