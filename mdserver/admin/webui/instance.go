@@ -49,7 +49,7 @@ func (u *UI) instanceView(name string) instanceView {
 		return v
 	}
 	now := u.opts.Now()
-	v.Found, v.S, v.Where = true, st, where(&st)
+	v.Found, v.S, v.Where = true, st, st.Where()
 	if !st.FirstFetch.IsZero() {
 		v.Elapsed = duration(st.Elapsed(now))
 	}
