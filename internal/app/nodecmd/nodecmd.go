@@ -10,8 +10,9 @@
 //     namespace, put back if something deletes it;
 //   - --intercept cni: the chained CNI plugin vminit-cni copied into the
 //     node's CNI bin directory and its entry added to the pod network's
-//     configuration list, put back when the CNI rewrites its file (as
-//     Istio's CNI agent does);
+//     configuration list, put back as soon as the CNI rewrites its file
+//     (followed by inotify, with a slow poll behind it; as Istio's CNI
+//     agent does);
 //   - --intercept none: serve alone, for a node where something else
 //     brings the requests.
 //
@@ -59,14 +60,14 @@ func Main(args []string, stdout, stderr io.Writer) int {
 
 // New returns the vminit-node command.
 func New() *cobra.Command {
-	return newCommand(pollInterval)
+	return newCommand(pollInterval, backstopInterval)
 }
 
-// newCommand is New with the interval at which the data path is checked
-// (tests shorten it).
-func newCommand(interval time.Duration) *cobra.Command {
+// newCommand is New with the intervals at which the host path's table and
+// the cni path's conf dir are checked (tests change them).
+func newCommand(interval, backstop time.Duration) *cobra.Command {
 	cmd := cli.NewServeCommand("vminit-node", nil)
-	f := &flags{interval: interval}
+	f := &flags{interval: interval, backstop: backstop}
 	f.register(cmd.Flags())
 	serve := cmd.RunE
 	cmd.RunE = func(cmd *cobra.Command, args []string) error { return f.run(cmd, args, serve) }
@@ -121,7 +122,8 @@ type flags struct {
 	binDir        string
 	plugin        string
 	uninstall     bool
-	interval      time.Duration
+	interval      time.Duration // the host path's check
+	backstop      time.Duration // the cni path's poll, beside inotify
 }
 
 // hostFlags and cniFlags belong to one data path each.
@@ -202,7 +204,7 @@ func (f *flags) dataPath(fl *pflag.FlagSet, logger *slog.Logger) (dataPath, erro
 		}
 		plugin = filepath.Join(filepath.Dir(self), pluginType)
 	}
-	return &cniPath{confDir: f.confDir, binDir: f.binDir, plugin: plugin, agent: agent.String(), interval: f.interval, log: logger}, nil
+	return &cniPath{confDir: f.confDir, binDir: f.binDir, plugin: plugin, agent: agent.String(), interval: f.backstop, log: logger}, nil
 }
 
 // agentAddress is --agent-address, or the first --listen.

@@ -92,6 +92,12 @@ type agentRun struct {
 // ends), and waits until it serves.
 func start(t *testing.T, args ...string) *agentRun {
 	t.Helper()
+	return startPolling(t, 20*time.Millisecond, args...)
+}
+
+// startPolling is start with the cni path's poll at backstop.
+func startPolling(t *testing.T, backstop time.Duration, args ...string) *agentRun {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -100,7 +106,7 @@ func start(t *testing.T, args ...string) *agentRun {
 	l.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &agentRun{log: &testtools.SyncBuffer{}, stop: cancel, done: make(chan error, 1)}
-	cmd := newCommand(20 * time.Millisecond)
+	cmd := newCommand(20*time.Millisecond, backstop)
 	cmd.SetOut(io.Discard)
 	cmd.SetErr(r.log)
 	cmd.SetArgs(append([]string{"--instances", t.TempDir(), "--listen", addr, "--allow-loopback-instances", "--log-format", "text"}, args...))
@@ -329,5 +335,59 @@ func TestFlags(t *testing.T) {
 		if code != 2 || !strings.Contains(stderr.String(), want) {
 			t.Errorf("%s: exit %d:\n%s\nwant 2 and %q", args, code, stderr.String(), want)
 		}
+	}
+}
+
+// TestCNIRechainFollowsRewrite: with the poll an hour away, the agent
+// re-chains vminit-cni as soon as the CNI rewrites its conflist
+// (inotify), and a runtime's ADD right after that signal (libcni reading
+// the conf dir, as containerd and CRI-O do) runs vminit-cni after the
+// pod network's plugins. Stub plugins record what the runtime runs.
+func TestCNIRechainFollowsRewrite(t *testing.T) {
+	n := newNode(t)
+	calls := filepath.Join(t.TempDir(), "calls")
+	stub := func(name string) []byte {
+		return fmt.Appendf(nil, "#!/bin/sh\necho \"%s $CNI_COMMAND\" >>%s\necho '{\"cniVersion\": \"1.0.0\"}'\n", name, calls)
+	}
+	for path, name := range map[string]string{filepath.Join(n.bin, "bridge"): "bridge", filepath.Join(n.bin, "portmap"): "portmap", n.plugin: pluginType} {
+		if err := os.WriteFile(path, stub(name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(path, 0o755) // newNode wrote it 0644
+	}
+	primary := filepath.Join(n.conf, "10-containerd-net.conflist")
+	published, _ := os.ReadFile(primary)
+	const signal = "msg=\"vminit-node: chained vminit-cni"
+	r := startPolling(t, time.Hour, n.args()...)
+	if got := strings.Count(r.log.String(), signal); got != 1 || !chained(primary) {
+		t.Fatalf("installed: %d chain messages, chained %v:\n%s", got, chained(primary), r.log)
+	}
+
+	// The CNI rewrites its file, as its agent does at start: a new file
+	// renamed over the old one.
+	if err := os.WriteFile(primary+".new", published, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(primary+".new", primary); err != nil {
+		t.Fatal(err)
+	}
+	r.waitFor(t, "re-chained after the rewrite (its log says so)", func() bool { return strings.Count(r.log.String(), signal) == 2 })
+
+	files, err := libcni.ConfFiles(n.conf, confExts)
+	if err != nil || len(files) == 0 {
+		t.Fatalf("conf dir: %v %v", files, err)
+	}
+	list, err := libcni.ConfListFromFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	cni := libcni.NewCNIConfigWithCacheDir([]string{n.bin}, t.TempDir(), nil)
+	rt := &libcni.RuntimeConf{ContainerID: "sandbox0", NetNS: "/var/run/netns/cni-0", IfName: "eth0",
+		Args: [][2]string{{"K8S_POD_NAMESPACE", "vms"}, {"K8S_POD_NAME", "virt-launcher-vm-a-x8k2p"}}}
+	if _, err := cni.AddNetworkList(context.Background(), list, rt); err != nil {
+		t.Fatalf("ADD right after the agent's signal: %v", err)
+	}
+	if got, _ := os.ReadFile(calls); string(got) != "bridge ADD\nportmap ADD\nvminit-cni ADD\n" {
+		t.Errorf("the runtime's ADD ran:\n%s\nwant bridge, portmap, then vminit-cni", got)
 	}
 }
