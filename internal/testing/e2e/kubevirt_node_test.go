@@ -99,12 +99,15 @@ func (g *kvGuest) wrap() []string { return []string{"ip", "netns", "exec", g.pod
 // cloud-init's DataSourceEc2 with an IMDSv2 token (required by one
 // Instance), cloud-init's OpenStack metadata-service reader, the
 // ignition binary's aws platform; the stub cloud metadata service gets
-// no request. Then two controller-seeded guests report their first
-// boot as cloud-init does, with the reporting the controller put in
-// their Secrets (cloud-init's own webhook handler, runcmd run by
-// cloud-init's runparts, the Secret's report script): one done, the
-// other failed with its command's error, as `kubectl get instances`,
-// `vminit instances status` and the web page's fleet table show.
+// no request. Then the controller-seeded guests report their first
+// boots with the reporting the controller put in their Secrets: two as
+// cloud-init does (cloud-init's own webhook handler, runcmd run by
+// cloud-init's runparts, the Secret's report script) through the host
+// path, two as Ignition's completion unit does (the config applied by
+// the real ignition, the script it wrote run with curl) through the pod
+// path: one of each done, the other failed with its command's error, as
+// `kubectl get instances`, `vminit instances status` and the web page's
+// fleet table show.
 func TestKubeVirtGuestsReachVminit(t *testing.T) {
 	netsim.Require(t)
 	cloudinittest.Require(t)
@@ -132,9 +135,9 @@ func TestKubeVirtGuestsReachVminit(t *testing.T) {
 		{vm: "vm-b", instance: "web-b", agent: "cloud-init", bridged: true,
 			spec: "hostname: web-b\ncommands: [/opt/missing]\n"},
 		{vm: "vm-c", instance: "coreos-c", agent: "ignition", spec: "agent: ignition\nhostname: coreos-c\n"},
-		{vm: "vm-d", instance: "coreos-d", agent: "ignition", spec: "agent: ignition\nhostname: coreos-d\n"},
+		{vm: "vm-d", instance: "coreos-d", agent: "ignition", spec: "agent: ignition\nhostname: coreos-d\ncommands: [/opt/missing]\n"},
 	}
-	cloudInitGuests := guests[:2]
+	cloudInitGuests, ignitionGuests := guests[:2], guests[2:]
 	for _, g := range guests {
 		g.spec += fmt.Sprintf("files: [{path: %s, content: \"%s\\n\"}]\n", g.marker(), g.instance)
 		g.pod = node.AddPod(t, "virt-launcher-"+g.vm+"-x8k2p", g.bridged)
@@ -197,8 +200,18 @@ func TestKubeVirtGuestsReachVminit(t *testing.T) {
 			for _, g := range guests {
 				readOwn(t, path, g, guests)
 			}
+			// The first boots report through both paths: cloud-init's
+			// through the one most CNIs take, Ignition's through the
+			// pod's own redirect.
+			if path == "cni" {
+				for _, g := range ignitionGuests {
+					reportIgnitionBoot(t, ctx, dyn, g)
+					if !regexp.MustCompile(`msg=write instance=default/` + g.instance + ` .* path=` + bootreport.ReportPath + ` status=20\d .* remote=` + g.pod.IP.String() + `:`).MatchString(agent.log.String()) {
+						t.Errorf("%s: the agent logs no POST %s from %s", g.vm, bootreport.ReportPath, g.pod.IP)
+					}
+				}
+			}
 			if path == "host" {
-				// The first boots report through the path most CNIs take.
 				for _, g := range cloudInitGuests {
 					reportFirstBoot(t, ctx, dyn, g)
 					// Both reached the agent as this guest: the webhook's
@@ -219,9 +232,9 @@ func TestKubeVirtGuestsReachVminit(t *testing.T) {
 		t.Logf("the agent's log:\n%s", agent.log)
 	}
 
-	// What the operator sees: done for web-a, failed for web-b with its
-	// command's error; the Ignition guests fetched and never reported.
-	want := map[string]string{"web-a": "done", "web-b": "failed", "coreos-c": "fetched", "coreos-d": "fetched"}
+	// What the operator sees: done for web-a and coreos-c, failed for
+	// web-b and coreos-d with their commands' errors.
+	want := map[string]string{"web-a": "done", "web-b": "failed", "coreos-c": "done", "coreos-d": "failed"}
 	out, err := s.Kubectl(t, "get", "instances", "-n", "default")
 	if err != nil {
 		t.Fatal(err)
@@ -514,6 +527,43 @@ func reportFirstBoot(t *testing.T, ctx context.Context, dyn dynamic.Interface, g
 	case failing && (fb.State != string(firstboot.Failed) || len(fb.Errors) == 0 ||
 		!strings.Contains(fb.Errors[0].Message, "Runparts: 1 failures (runcmd)") || !strings.Contains(fb.Errors[0].Message, "/opt/missing")):
 		t.Errorf("%s: status.firstBoot %+v, want failed with runcmd's error", g.instance, fb)
+	}
+}
+
+// reportIgnitionBoot applies g's VM's Secret (its Ignition config) with
+// the real ignition, then runs the completion unit's script it wrote,
+// with that unit's URL, in g's guest namespace, and waits for g's
+// Instance's status.firstBoot: done, or failed naming the unit that
+// failed and its journal. No systemd runs here: systemctl and journalctl
+// are stubs that say how the boot ended, as systemd would (the failing
+// guest's vminit-first-boot.service failed on its command /opt/missing).
+// The request goes out as the script sends it, with curl, through the
+// masquerade and the interception; the agent must know the guest by its
+// pod's IP.
+func reportIgnitionBoot(t *testing.T, ctx context.Context, dyn dynamic.Interface, g *kvGuest) {
+	t.Helper()
+	cfg := corev1Secrets(t, ctx, dyn, g.vm+"-vminit")
+	root := ignitiontest.Apply(t, cfg)
+	if unit, _ := os.ReadFile(filepath.Join(root, "etc/systemd/system", bootreport.ReportUnit)); ignitiontest.ReportURL(unit) != bootreport.ReportURL(controller.DefaultReportURL) {
+		t.Errorf("%s: the completion unit reports to %q, want the node agent's 169.254.169.254", g.vm, ignitiontest.ReportURL(unit))
+	}
+	failing := strings.Contains(g.spec, "/opt/missing")
+	boot := ignitiontest.Boot{State: "running", Wrap: g.wrap()}
+	if failing {
+		boot.State = "degraded"
+		boot.Failed = []ignitiontest.FailedUnit{{Unit: "vminit-first-boot.service",
+			Journal: "vminit-first-boot.sh[812]: vminit: command 1 failed (exit 127): /opt/missing: No such file or directory\nsystemd[1]: vminit-first-boot.service: Failed with result 'exit-code'."}}
+	}
+	ignitiontest.RunReport(t, root, boot)
+	fb := waitFirstBoot(t, ctx, dyn, g.instance)
+	switch {
+	case fb.Agent != "ignition":
+		t.Errorf("%s: status.firstBoot %+v, want an Ignition report", g.instance, fb)
+	case !failing && fb.State != string(firstboot.Done):
+		t.Errorf("%s: status.firstBoot %+v, want done", g.instance, fb)
+	case failing && (fb.State != string(firstboot.Failed) || len(fb.Errors) == 0 ||
+		!strings.Contains(fmt.Sprint(fb.Errors), "vminit-first-boot.service") || !strings.Contains(fmt.Sprint(fb.Errors), "/opt/missing")):
+		t.Errorf("%s: status.firstBoot %+v, want failed naming vminit-first-boot.service and /opt/missing", g.instance, fb)
 	}
 }
 
