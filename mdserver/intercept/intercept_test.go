@@ -6,7 +6,10 @@ import (
 	"testing"
 )
 
-var agent = netip.MustParseAddrPort("172.31.0.10:8775")
+var (
+	agent  = netip.MustParseAddrPort("172.31.0.10:8775")
+	agent6 = netip.MustParseAddrPort("[fd00:31::10]:8775")
+)
 
 // TestHostTable: with no interfaces named, the host table matches the
 // common CNIs' (DefaultPodInterfaces), one redirect and one drop each.
@@ -78,7 +81,12 @@ func TestRefused(t *testing.T) {
 		want   []string
 	}{
 		{"", nil, []string{"agent: no address"}},
-		{"[fd00::1]:80", nil, []string{"agent: [fd00::1]:80 is not an IPv4 address"}},
+		{"[fe80::1]:80", nil, []string{"agent: [fe80::1]:80 is a link-local IPv6 address"}},
+		{"[fe80::1%eth0]:80", nil, []string{"agent: [fe80::1%eth0]:80 is a link-local IPv6 address"}},
+		{"[::ffff:10.0.0.1]:80", nil, []string{"agent: [::ffff:10.0.0.1]:80 is an IPv4-mapped IPv6 address"}},
+		{"[::1]:8775", nil, []string{"agent: [::1]:8775 is a loopback address"}},
+		{"[ff02::1]:8775", nil, []string{"agent: [ff02::1]:8775 is not a unicast address"}},
+		{"[fd00:ec2::254]:80", nil, []string{"agent: [fd00:ec2::254]:80 is the metadata address itself"}},
 		{"10.0.0.1:0", nil, []string{"agent: 10.0.0.1:0 has no port"}},
 		{"127.0.0.1:8775", nil, []string{"agent: 127.0.0.1:8775 is a loopback address"}},
 		{"0.0.0.0:8775", nil, []string{"agent: 0.0.0.0:8775 is not a unicast address"}},
@@ -116,5 +124,46 @@ func TestRefused(t *testing.T) {
 	}
 	if _, err := Host(agent, []string{"cni0", "veth*", "eth1"}); err != nil {
 		t.Errorf("names and prefixes refused: %v", err)
+	}
+}
+
+// TestTables6: an IPv6 agent makes the ip6 family's table, matching EC2's
+// IPv6 metadata address, its rules otherwise the IPv4 table's.
+func TestTables6(t *testing.T) {
+	pod, err := Pod(agent6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `table ip6 vminit {
+	chain redirect {
+		type nat hook prerouting priority -110; policy accept;
+		ip6 daddr fd00:ec2::254 tcp dport 80 counter dnat to [fd00:31::10]:8775
+	}
+
+	chain redirect-local {
+		type nat hook output priority -110; policy accept;
+		ip6 daddr fd00:ec2::254 tcp dport 80 counter dnat to [fd00:31::10]:8775
+	}
+
+	chain drop {
+		type filter hook forward priority 0; policy accept;
+		ip6 daddr fd00:ec2::254 counter drop
+	}
+
+	chain drop-local {
+		type filter hook output priority 0; policy accept;
+		ip6 daddr fd00:ec2::254 counter drop
+	}
+}
+`
+	if got := pod.String(); got != want || !pod.IPv6() || pod.Name() != "ip6 vminit" {
+		t.Errorf("got %s (IPv6 %v)\n%s\nwant\n%s", pod.Name(), pod.IPv6(), got, want)
+	}
+	host, err := Host(agent6, []string{"veth*"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := host.String(); !strings.Contains(s, `iifname "veth*" ip6 daddr fd00:ec2::254 tcp dport 80 counter dnat to [fd00:31::10]:8775`) {
+		t.Errorf("host table:\n%s", s)
 	}
 }
