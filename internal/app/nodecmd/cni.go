@@ -24,6 +24,7 @@ type cniPath struct {
 	confDir, binDir string
 	plugin          string // the vminit-cni binary to copy
 	agent           string // the entry's agent, IP:PORT
+	agent6          string // the entry's agent6, [IP]:PORT, or "" on a node without IPv6
 	interval        time.Duration
 	log             *slog.Logger
 
@@ -48,7 +49,11 @@ const (
 )
 
 func (c *cniPath) describe() string {
-	return fmt.Sprintf("vminit-cni in %s, chained in the first network configuration of %s, redirecting to %s", c.binDir, c.confDir, c.agent)
+	to := c.agent
+	if c.agent6 != "" {
+		to += " and " + c.agent6
+	}
+	return fmt.Sprintf("vminit-cni in %s, chained in the first network configuration of %s, redirecting to %s", c.binDir, c.confDir, to)
 }
 
 // install copies the plugin, then adds its entry (in that order: a
@@ -173,7 +178,7 @@ func (c *cniPath) sync() error {
 			return err
 		}
 	}
-	want, err := list.with(c.agent)
+	want, err := list.with(c.agent, c.agent6)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}

@@ -80,11 +80,13 @@ it stops (SIGTERM, SIGINT) or fails:
   --intercept host  vminit's nftables table (ip vminit) in the node's
                     network namespace, redirecting TCP to 169.254.169.254:80
                     arriving on --pod-interfaces to --agent-address, source
-                    kept, and dropping the rest to 169.254.169.254; put back
-                    if deleted. For CNIs whose pod traffic crosses the
+                    kept, and dropping the rest to 169.254.169.254; with an
+                    IPv6 agent address, ip6 vminit the same for
+                    [fd00:ec2::254]:80; put back if deleted. For CNIs whose pod traffic crosses the
                     node's netfilter (bridge, kindnet, Flannel, Calico, ...).
   --intercept cni   vminit-cni (--cni-plugin) copied into --cni-bin-dir and
-                    {"type": "vminit-cni", "agent": AGENT} added at the end
+                    {"type": "vminit-cni", "agent": AGENT} (and "agent6")
+                    added at the end
                     of the plugins of the first configuration list of
                     --cni-conf-dir (lexical order, as runtimes pick it),
                     put back when the CNI rewrites its file. For CNIs that
@@ -95,7 +97,11 @@ it stops (SIGTERM, SIGINT) or fails:
 
 --agent-address is where the redirect sends requests: an address of this
 node the agent listens on (default: the first --listen), e.g. --listen
-$(NODE_IP):8775 with NODE_IP from the pod's status.hostIP. A node the data
+$(NODE_IP):8775 with NODE_IP from the pod's status.hostIP. On a
+dual-stack node, a second --listen (or --agent-address) on the node's IPv6
+address, [IPv6]:8775, intercepts EC2's IPv6 metadata address
+fd00:ec2::254 too; without one the agent says so and intercepts IPv4
+alone. A node the data
 path cannot work on is refused with the reason, before anything is
 changed or served. --uninstall removes what an agent killed without its
 clean-up left (the table, or every vminit-cni entry and the binary) and
@@ -116,7 +122,7 @@ Every other flag is serve's, and works as there:
 // flags are the interception's flags.
 type flags struct {
 	intercept     string
-	agent         string
+	agents        []string
 	podInterfaces []string
 	confDir       string
 	binDir        string
@@ -134,7 +140,7 @@ var (
 
 func (f *flags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.intercept, "intercept", "host", "how guests' requests for 169.254.169.254:80 reach this agent: host (an nftables table in the node's namespace), cni (the chained CNI plugin vminit-cni) or none")
-	fl.StringVar(&f.agent, "agent-address", "", "IP:PORT the interception redirects to: this node's address the agent listens on (default: the first --listen)")
+	fl.StringArrayVar(&f.agents, "agent-address", nil, "IP:PORT the interception redirects to: this node's address the agent listens on; repeat with [IPv6]:PORT on a dual-stack node (default: the first IPv4 and the first IPv6 --listen)")
 	fl.StringSliceVar(&f.podInterfaces, "pod-interfaces", intercept.DefaultPodInterfaces, "--intercept host: the node-side interfaces pod traffic arrives on (names; a trailing * makes a prefix)")
 	fl.StringVar(&f.confDir, "cni-conf-dir", "/etc/cni/net.d", "--intercept cni: the node's CNI configuration directory")
 	fl.StringVar(&f.binDir, "cni-bin-dir", "/opt/cni/bin", "--intercept cni: the node's CNI plugin directory")
@@ -182,19 +188,33 @@ func (f *flags) dataPath(fl *pflag.FlagSet, logger *slog.Logger) (dataPath, erro
 	default:
 		return nil, cli.Usagef("--intercept %q: want host, cni or none", f.intercept)
 	}
-	agent, err := f.agentAddress(fl)
+	agent, agent6, err := f.agentAddresses(fl)
 	if err != nil {
 		return nil, err
 	}
-	if f.intercept == "host" {
-		table, err := intercept.Host(agent, f.podInterfaces)
-		if err != nil {
-			return nil, cli.Usagef("--intercept host (--agent-address, default the first --listen; --pod-interfaces): %v", err)
-		}
-		return &hostPath{table: table, interval: f.interval, log: logger}, nil
+	if !agent6.IsValid() && !f.uninstall {
+		logger.Info("vminit-node: no IPv6 agent address (no --agent-address or --listen on one of the node's IPv6 addresses): " +
+			"guests' requests for [fd00:ec2::254]:80 are not intercepted, IPv4 only")
 	}
-	if _, err := intercept.Pod(agent); err != nil { // what vminit-cni will build from the entry
-		return nil, cli.Usagef("--intercept cni (--agent-address, default the first --listen): %v", err)
+	agents := []netip.AddrPort{agent}
+	if agent6.IsValid() {
+		agents = append(agents, agent6)
+	}
+	if f.intercept == "host" {
+		h := &hostPath{interval: f.interval, log: logger}
+		for _, a := range agents {
+			table, err := intercept.Host(a, f.podInterfaces)
+			if err != nil {
+				return nil, cli.Usagef("--intercept host (--agent-address, default the first --listen of each family; --pod-interfaces): %v", err)
+			}
+			h.tables = append(h.tables, table)
+		}
+		return h, nil
+	}
+	for _, a := range agents {
+		if _, err := intercept.Pod(a); err != nil { // what vminit-cni will build from the entry
+			return nil, cli.Usagef("--intercept cni (--agent-address, default the first --listen of each family): %v", err)
+		}
 	}
 	plugin := f.plugin
 	if plugin == "" {
@@ -204,24 +224,45 @@ func (f *flags) dataPath(fl *pflag.FlagSet, logger *slog.Logger) (dataPath, erro
 		}
 		plugin = filepath.Join(filepath.Dir(self), pluginType)
 	}
-	return &cniPath{confDir: f.confDir, binDir: f.binDir, plugin: plugin, agent: agent.String(), interval: f.backstop, log: logger}, nil
+	c := &cniPath{confDir: f.confDir, binDir: f.binDir, plugin: plugin, agent: agent.String(), interval: f.backstop, log: logger}
+	if agent6.IsValid() {
+		c.agent6 = agent6.String()
+	}
+	return c, nil
 }
 
-// agentAddress is --agent-address, or the first --listen.
-func (f *flags) agentAddress(fl *pflag.FlagSet) (netip.AddrPort, error) {
-	s, flag := f.agent, "--agent-address"
-	if s == "" {
-		listen, _ := fl.GetStringArray("listen")
-		if len(listen) == 0 {
-			return netip.AddrPort{}, cli.Usagef("--agent-address: not given, and no --listen to default to")
+// agentAddresses are the IPv4 and IPv6 (invalid if none) addresses the
+// interception redirects to: --agent-address, else the first --listen of
+// each family. An IPv4 one is required: 169.254.169.254 is what every
+// guest asks; fd00:ec2::254 is asked beside it.
+func (f *flags) agentAddresses(fl *pflag.FlagSet) (v4, v6 netip.AddrPort, err error) {
+	given, flag := f.agents, "--agent-address"
+	if len(given) == 0 {
+		given, _ = fl.GetStringArray("listen")
+		flag = "--agent-address (default: the first --listen of each family)"
+		if len(given) == 0 {
+			return v4, v6, cli.Usagef("--agent-address: not given, and no --listen to default to")
 		}
-		s, flag = listen[0], "--agent-address (default: the first --listen)"
 	}
-	ap, err := netip.ParseAddrPort(s)
-	if err != nil {
-		return ap, cli.Usagef("%s %q: want this node's IP:PORT the agent listens on, e.g. --listen $(NODE_IP):8775", flag, s)
+	for _, s := range given {
+		ap, err := netip.ParseAddrPort(s)
+		switch {
+		case err != nil && flag == "--agent-address":
+			return v4, v6, cli.Usagef("%s %q: want this node's IP:PORT the agent listens on, e.g. --listen $(NODE_IP):8775", flag, s)
+		case err != nil:
+			continue // a --listen of a name: not an address to redirect to
+		case ap.Addr().Is4() && !v4.IsValid():
+			v4 = ap
+		case !ap.Addr().Is4() && !v6.IsValid():
+			v6 = ap
+		case flag == "--agent-address":
+			return v4, v6, cli.Usagef("--agent-address %s: one address of each family at most", s)
+		}
 	}
-	return ap, nil
+	if !v4.IsValid() {
+		return v4, v6, cli.Usagef("%s: no IPv4 address: give this node's IPv4 IP:PORT the agent listens on (guests ask 169.254.169.254), e.g. --listen $(NODE_IP):8775", flag)
+	}
+	return v4, v6, nil
 }
 
 // run is the command: install, serve, remove.

@@ -175,6 +175,11 @@ func TestCNILifecycle(t *testing.T) {
 	published, _ := os.ReadFile(primary)
 
 	r := start(t, n.args()...)
+	// An IPv4 agent address alone: the agent says IPv6 is not
+	// intercepted, and goes on.
+	if !strings.Contains(r.log.String(), "no IPv6 agent address") || strings.Contains(r.log.String(), "agent6") {
+		t.Errorf("an agent without an IPv6 address does not say so, or chains an agent6:\n%s", r.log)
+	}
 	if !chained(primary) {
 		data, _ := os.ReadFile(primary)
 		t.Fatalf("serving, and %s holds no vminit-cni entry at its end:\n%s", primary, data)
@@ -242,7 +247,7 @@ func TestCNIRefused(t *testing.T) {
 		{"unparsable", map[string]string{"10-x.conflist": "{"}, nil, "10-x.conflist: not a network configuration list"},
 		{"no plugin binary", nil, []string{"--cni-plugin", "/nonexistent/vminit-cni"}, "--cni-plugin: open /nonexistent/vminit-cni"},
 		{"a host flag", nil, []string{"--pod-interfaces", "veth*"}, "--pod-interfaces is for --intercept host"},
-		{"loopback agent", nil, []string{"--agent-address", "127.0.0.1:8775"}, "is a loopback address"},
+		{"loopback agent", nil, []string{"--agent-address", "[::1]:8775"}, "agent: [::1]:8775 is a loopback address"},
 		{"no agent port", nil, []string{"--agent-address", "10.0.0.1"}, `--agent-address "10.0.0.1": want this node's IP:PORT`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -291,7 +296,7 @@ func TestUninstall(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		with, _ := list.with(agent)
+		with, _ := list.with(agent, "")
 		os.WriteFile(path, with, 0o644)
 	}
 	os.WriteFile(filepath.Join(n.bin, pluginType), []byte("old"), 0o755)
@@ -325,10 +330,12 @@ func TestFlags(t *testing.T) {
 		"--intercept none --agent-address 10.0.0.1:80": "--agent-address: with --intercept none there is nothing to install",
 		"--intercept none --uninstall":                 "--uninstall: with --intercept none there is nothing to install",
 		// serve's default --listen is 169.254.169.254:80.
-		"--intercept host":                           "the metadata address itself",
-		"--intercept host --listen localhost:8775":   `--agent-address (default: the first --listen) "localhost:8775"`,
-		"--intercept host --pod-interfaces eth0,*":   `interfaces[1]: "*" matches every interface`,
-		"--intercept cni --agent-address [::1]:8775": "not an IPv4 address",
+		"--intercept host":                                                         "the metadata address itself",
+		"--intercept host --listen localhost:8775":                                 "--agent-address (default: the first --listen of each family): no IPv4 address",
+		"--intercept host --pod-interfaces eth0,*":                                 `interfaces[1]: "*" matches every interface`,
+		"--intercept cni --agent-address [fd00::1]:8775":                           "--agent-address: no IPv4 address",
+		"--intercept cni --agent-address 10.0.0.1:1 --agent-address 10.0.0.2:1":    "--agent-address 10.0.0.2:1: one address of each family at most",
+		"--intercept host --agent-address 10.0.0.1:1 --agent-address [fe80::1]:80": "[fe80::1]:80 is a link-local IPv6 address",
 	} {
 		var stderr bytes.Buffer
 		code := Main(append(strings.Fields(args), "--instances", t.TempDir()), io.Discard, &stderr)

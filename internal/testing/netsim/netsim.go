@@ -27,6 +27,7 @@
 package netsim
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -167,6 +168,30 @@ func (n *NS) Client() *http.Client {
 	}
 }
 
+// settle waits until no IPv6 address of the namespaces is tentative.
+// Without DAD an address still starts tentative, for as long as the
+// kernel's work queue takes to pass it (no time at all, mostly): a bind
+// to it or a connection from it meanwhile fails.
+func settle(t testing.TB, namespaces ...*NS) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for _, n := range namespaces {
+		for {
+			out, err := exec.Command("ip", "-n", n.Name, "-6", "addr", "show", "tentative").CombinedOutput()
+			if err != nil {
+				t.Fatalf("%s: ip -6 addr show tentative: %v\n%s", n.Name, err, out)
+			}
+			if len(bytes.TrimSpace(out)) == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: IPv6 addresses still tentative:\n%s", n.Name, out)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
 func run(t testing.TB, name string, args ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -243,6 +268,7 @@ func NewNode(t testing.TB) *Node {
 	// are behind the node.
 	node.Cloud.IP(t, "route", "add", "10.244.0.0/16", "via", NodeAddr.String())
 	node.Cloud.IP(t, "-6", "route", "add", "fd00:244::/32", "via", NodeAddr6.String())
+	settle(t, node.NS, node.Cloud)
 	return node
 }
 
@@ -304,6 +330,7 @@ func (node *Node) AddPod(t testing.TB, name string, bridged bool) *Pod {
 			t.Fatalf("%s: KubeVirt's masquerade rules (IPv6 %v): %v", p.NS.Name, v6, err)
 		}
 	}
+	settle(t, node.NS, p.NS, p.Guest)
 	node.Pods = append(node.Pods, p)
 	return p
 }
