@@ -60,12 +60,14 @@ import (
 // nodeName is the simulated node's Kubernetes name.
 const nodeName = "node-1"
 
-// agentAddr is where the node agent listens, as the DaemonSet's
-// --listen $(NODE_IP):8775; adminAddr its admin API, on the node's
+// agentAddr and agentAddr6 are where the node agent listens, as the
+// DaemonSet's --listen $(NODE_IP):8775, and on a dual-stack node a second
+// --listen on its IPv6 address; adminAddr its admin API, on the node's
 // loopback (reached as `kubectl port-forward` would: from the node).
 var (
-	agentAddr = netip.AddrPortFrom(netsim.NodeAddr, 8775)
-	adminAddr = "127.0.0.1:8443"
+	agentAddr  = netip.AddrPortFrom(netsim.NodeAddr, 8775)
+	agentAddr6 = netip.AddrPortFrom(netsim.NodeAddr6, 8775)
+	adminAddr  = "127.0.0.1:8443"
 )
 
 // kvGuest is one simulated KubeVirt VM: its VM, VMI and pod, and the
@@ -125,10 +127,12 @@ func TestKubeVirtGuestsReachVminit(t *testing.T) {
 
 	node := netsim.NewNode(t)
 	var cloudHits atomic.Int64
-	node.Cloud.Serve(t, "169.254.169.254:80", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		cloudHits.Add(1)
-		io.WriteString(w, "the node's own cloud credentials")
-	}))
+	for _, addr := range []string{"169.254.169.254:80", "[fd00:ec2::254]:80"} {
+		node.Cloud.Serve(t, addr, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			cloudHits.Add(1)
+			io.WriteString(w, "the node's own cloud credentials")
+		}))
+	}
 	guests := []*kvGuest{
 		{vm: "vm-a", instance: "web-a", agent: "cloud-init",
 			spec: "hostname: web-a\ncommands: [\"echo web-a booted\"]\nmetadataServer: {imdsv2: required}\n"},
@@ -146,11 +150,14 @@ func TestKubeVirtGuestsReachVminit(t *testing.T) {
 	}
 
 	// Without vminit, a guest's request goes to the cloud's service (the
-	// simulation routes it there): what the interception is for.
-	if resp, err := guests[0].pod.Guest.Client().Get("http://169.254.169.254/latest/meta-data/"); err != nil || cloudHits.Load() != 1 {
-		t.Fatalf("before vminit, a guest's GET of 169.254.169.254: %v; want the cloud's answer", err)
-	} else {
-		resp.Body.Close()
+	// simulation routes it there), over IPv4 and IPv6: what the
+	// interception is for.
+	for i, host := range []string{"169.254.169.254", "[fd00:ec2::254]"} {
+		if resp, err := guests[0].pod.Guest.Client().Get("http://" + host + "/latest/meta-data/"); err != nil || cloudHits.Load() != int64(i+1) {
+			t.Fatalf("before vminit, a guest's GET of %s: %v; want the cloud's answer", host, err)
+		} else {
+			resp.Body.Close()
+		}
 	}
 
 	// The controller, as vminit-controller runs it: each VM's Secret,
@@ -178,7 +185,7 @@ func TestKubeVirtGuestsReachVminit(t *testing.T) {
 	if err := os.WriteFile(token, []byte("e2e-admin-token-0123456789abcdef\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	serve := []string{"--kubernetes", "--kubeconfig", s.Kubeconfig, "--node", nodeName, "--listen", agentAddr.String(),
+	serve := []string{"--kubernetes", "--kubeconfig", s.Kubeconfig, "--node", nodeName, "--listen", agentAddr.String(), "--listen", agentAddr6.String(),
 		"--admin-listen", adminAddr, "--admin-token-file", token, "--log-format", "text"}
 	var agent *agentProcess
 	for _, path := range []string{"host", "cni"} {
@@ -318,7 +325,9 @@ func createObjects(t *testing.T, ctx context.Context, dyn dynamic.Interface, g *
 	}
 	unstructured.SetNestedField(vmi.Object, nodeName, "status", "nodeName")
 	unstructured.SetNestedField(vmi.Object, "Running", "status", "phase")
-	unstructured.SetNestedSlice(vmi.Object, []any{kubetest.VMIInterface("default", kubetest.InfoSourceAll, g.pod.IP.String())}, "status", "interfaces")
+	// A dual-stack pod, its guest running no guest agent: both of the
+	// pod's addresses, as virt-handler reports them.
+	unstructured.SetNestedSlice(vmi.Object, []any{kubetest.VMIInterface("default", kubetest.InfoSourceDomain, g.pod.IP.String(), g.pod.IP6.String())}, "status", "interfaces")
 	if _, err := vmis.UpdateStatus(ctx, vmi, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -358,6 +367,21 @@ func readOwn(t *testing.T, path string, g *kvGuest, all []*kvGuest) {
 		if !strings.Contains(ec2.Userdata, g.marker()) {
 			t.Errorf("%s: Ec2 user data lacks %s:\n%s", who, g.marker(), ec2.Userdata)
 		}
+		// Over IPv6: EC2's fd00:ec2::254, one of cloud-init's own
+		// metadata_urls, through KubeVirt's IPv6 masquerade; the agent
+		// knows the guest by its pod's IPv6 address (the VMI's second), so
+		// its own hostname proves it.
+		var ec26 struct {
+			OK       bool   `json:"ok"`
+			Hostname string `json:"hostname"`
+			Userdata string `json:"userdata"`
+			Token    bool   `json:"token"`
+		}
+		in6 := map[string]any{"base": "http://[fd00:ec2::254]", "src": "::", "aws": true}
+		if err := cloudinittest.RunIn(t, g.wrap(), cloudinittest.Ec2Client, in6, &ec26); err != nil || !ec26.OK || !ec26.Token || ec26.Hostname != g.instance {
+			t.Errorf("%s: cloud-init's DataSourceEc2 at [fd00:ec2::254]: %v, %+v; want its own Instance %s with an IMDSv2 token", who, err, ec26, g.instance)
+		}
+		seen = append(seen, ec26.Userdata, ec26.Hostname)
 		var ost struct {
 			Metadata map[string]any `json:"metadata"`
 			Userdata string         `json:"userdata"`
