@@ -145,9 +145,7 @@ func (t *Table) IPv6() bool { return !t.agent.Addr().Is4() }
 // Name is the table as nft names it: "ip vminit" or "ip6 vminit".
 func (t *Table) Name() string { return familyName(t.IPv6()) + " " + TableName }
 
-// metadata is the metadata address of the table's family.
-func (t *Table) metadata() netip.Addr { return metadataAddr(t.IPv6()) }
-
+// metadataAddr is the metadata address of a family.
 func metadataAddr(v6 bool) netip.Addr {
 	if v6 {
 		return MetadataAddr6

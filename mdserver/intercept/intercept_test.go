@@ -39,36 +39,53 @@ func TestHostTable(t *testing.T) {
 }
 
 // TestPodTable: the pod table redirects what comes from the VM and what
-// the pod sends itself, on any interface, and drops the rest.
+// the pod sends itself, on any interface, and drops the rest; an IPv6
+// agent makes the same table in the ip6 family, for EC2's IPv6 metadata
+// address.
 func TestPodTable(t *testing.T) {
-	tb, err := Pod(agent)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := `table ip vminit {
+	for _, tc := range []struct {
+		agent                  netip.AddrPort
+		family, meta, name, to string
+	}{
+		{agent, "ip", "169.254.169.254", "ip vminit", "172.31.0.10:8775"},
+		{agent6, "ip6", "fd00:ec2::254", "ip6 vminit", "[fd00:31::10]:8775"},
+	} {
+		tb, err := Pod(tc.agent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := strings.NewReplacer("FAM", tc.family, "META", tc.meta, "AGENT", tc.to).Replace(`table FAM vminit {
 	chain redirect {
 		type nat hook prerouting priority -110; policy accept;
-		ip daddr 169.254.169.254 tcp dport 80 counter dnat to 172.31.0.10:8775
+		FAM daddr META tcp dport 80 counter dnat to AGENT
 	}
 
 	chain redirect-local {
 		type nat hook output priority -110; policy accept;
-		ip daddr 169.254.169.254 tcp dport 80 counter dnat to 172.31.0.10:8775
+		FAM daddr META tcp dport 80 counter dnat to AGENT
 	}
 
 	chain drop {
 		type filter hook forward priority 0; policy accept;
-		ip daddr 169.254.169.254 counter drop
+		FAM daddr META counter drop
 	}
 
 	chain drop-local {
 		type filter hook output priority 0; policy accept;
-		ip daddr 169.254.169.254 counter drop
+		FAM daddr META counter drop
 	}
 }
-`
-	if got := tb.String(); got != want {
-		t.Errorf("got\n%s\nwant\n%s", got, want)
+`)
+		if got := tb.String(); got != want || tb.Name() != tc.name || tb.IPv6() != (tc.family == "ip6") {
+			t.Errorf("%s (IPv6 %v): got\n%s\nwant\n%s", tb.Name(), tb.IPv6(), got, want)
+		}
+	}
+	host, err := Host(agent6, []string{"veth*"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := host.String(); !strings.Contains(s, `iifname "veth*" ip6 daddr fd00:ec2::254 tcp dport 80 counter dnat to [fd00:31::10]:8775`) {
+		t.Errorf("IPv6 host table:\n%s", s)
 	}
 }
 
@@ -124,46 +141,5 @@ func TestRefused(t *testing.T) {
 	}
 	if _, err := Host(agent, []string{"cni0", "veth*", "eth1"}); err != nil {
 		t.Errorf("names and prefixes refused: %v", err)
-	}
-}
-
-// TestTables6: an IPv6 agent makes the ip6 family's table, matching EC2's
-// IPv6 metadata address, its rules otherwise the IPv4 table's.
-func TestTables6(t *testing.T) {
-	pod, err := Pod(agent6)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := `table ip6 vminit {
-	chain redirect {
-		type nat hook prerouting priority -110; policy accept;
-		ip6 daddr fd00:ec2::254 tcp dport 80 counter dnat to [fd00:31::10]:8775
-	}
-
-	chain redirect-local {
-		type nat hook output priority -110; policy accept;
-		ip6 daddr fd00:ec2::254 tcp dport 80 counter dnat to [fd00:31::10]:8775
-	}
-
-	chain drop {
-		type filter hook forward priority 0; policy accept;
-		ip6 daddr fd00:ec2::254 counter drop
-	}
-
-	chain drop-local {
-		type filter hook output priority 0; policy accept;
-		ip6 daddr fd00:ec2::254 counter drop
-	}
-}
-`
-	if got := pod.String(); got != want || !pod.IPv6() || pod.Name() != "ip6 vminit" {
-		t.Errorf("got %s (IPv6 %v)\n%s\nwant\n%s", pod.Name(), pod.IPv6(), got, want)
-	}
-	host, err := Host(agent6, []string{"veth*"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s := host.String(); !strings.Contains(s, `iifname "veth*" ip6 daddr fd00:ec2::254 tcp dport 80 counter dnat to [fd00:31::10]:8775`) {
-		t.Errorf("host table:\n%s", s)
 	}
 }

@@ -313,15 +313,7 @@ func TestCNIDataPath(t *testing.T) {
 
 	p := runAgent(t, sim, instances(t, pods), "--intercept", "cni", "--cni-conf-dir", n.conf, "--cni-bin-dir", n.bin, "--cni-plugin", plugin)
 
-	// The runtime's reading of the conf dir: the first file, as a list.
-	files, err := libcni.ConfFiles(n.conf, confExts)
-	if err != nil || len(files) == 0 {
-		t.Fatalf("conf dir: %v %v", files, err)
-	}
-	list, err := libcni.NetworkConfFromFile(files[0])
-	if err != nil {
-		t.Fatal(err)
-	}
+	list := n.runtimeList(t)
 	cni := libcni.NewCNIConfigWithCacheDir([]string{n.bin}, filepath.Join(root, "cache"), nil)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -76,6 +76,21 @@ func (n node) snapshot(t *testing.T) map[string]string {
 	return out
 }
 
+// runtimeList is the pod network's configuration as a runtime reads it
+// from the conf dir: the first file, as a list.
+func (n node) runtimeList(t *testing.T) *libcni.NetworkConfigList {
+	t.Helper()
+	files, err := libcni.ConfFiles(n.conf, confExts)
+	if err != nil || len(files) == 0 {
+		t.Fatalf("conf dir: %v %v", files, err)
+	}
+	list, err := libcni.NetworkConfFromFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return list
+}
+
 func (n node) args(extra ...string) []string {
 	return append([]string{"--intercept", "cni", "--agent-address", agent, "--cni-conf-dir", n.conf, "--cni-bin-dir", n.bin, "--cni-plugin", n.plugin}, extra...)
 }
@@ -380,14 +395,7 @@ func TestCNIRechainFollowsRewrite(t *testing.T) {
 	}
 	r.waitFor(t, "re-chained after the rewrite (its log says so)", func() bool { return strings.Count(r.log.String(), signal) == 2 })
 
-	files, err := libcni.ConfFiles(n.conf, confExts)
-	if err != nil || len(files) == 0 {
-		t.Fatalf("conf dir: %v %v", files, err)
-	}
-	list, err := libcni.ConfListFromFile(files[0])
-	if err != nil {
-		t.Fatal(err)
-	}
+	list := n.runtimeList(t)
 	cni := libcni.NewCNIConfigWithCacheDir([]string{n.bin}, t.TempDir(), nil)
 	rt := &libcni.RuntimeConf{ContainerID: "sandbox0", NetNS: "/var/run/netns/cni-0", IfName: "eth0",
 		Args: [][2]string{{"K8S_POD_NAMESPACE", "vms"}, {"K8S_POD_NAME", "virt-launcher-vm-a-x8k2p"}}}

@@ -333,6 +333,14 @@ func createObjects(t *testing.T, ctx context.Context, dyn dynamic.Interface, g *
 	}
 }
 
+// ec2Read is what cloudinittest.Ec2Client tells of its read.
+type ec2Read struct {
+	OK       bool   `json:"ok"`
+	Hostname string `json:"hostname"`
+	Userdata string `json:"userdata"`
+	Token    bool   `json:"token"`
+}
+
 // readOwn has g's real clients read 169.254.169.254 from its guest
 // namespace, and checks each reads g's Instance and nothing of the
 // others'.
@@ -342,12 +350,7 @@ func readOwn(t *testing.T, path string, g *kvGuest, all []*kvGuest) {
 	var seen []string              // what the clients read, checked for the others' markers
 	switch g.agent {
 	case "cloud-init":
-		var ec2 struct {
-			OK       bool   `json:"ok"`
-			Hostname string `json:"hostname"`
-			Userdata string `json:"userdata"`
-			Token    bool   `json:"token"`
-		}
+		var ec2 ec2Read
 		in := map[string]any{"base": "http://169.254.169.254", "src": "0.0.0.0", "aws": true}
 		// Eventually: the agent follows the VMIs and their Instances.
 		if err := eventually(func() error {
@@ -371,12 +374,7 @@ func readOwn(t *testing.T, path string, g *kvGuest, all []*kvGuest) {
 		// metadata_urls, through KubeVirt's IPv6 masquerade; the agent
 		// knows the guest by its pod's IPv6 address (the VMI's second), so
 		// its own hostname proves it.
-		var ec26 struct {
-			OK       bool   `json:"ok"`
-			Hostname string `json:"hostname"`
-			Userdata string `json:"userdata"`
-			Token    bool   `json:"token"`
-		}
+		var ec26 ec2Read
 		in6 := map[string]any{"base": "http://[fd00:ec2::254]", "src": "::", "aws": true}
 		if err := cloudinittest.RunIn(t, g.wrap(), cloudinittest.Ec2Client, in6, &ec26); err != nil || !ec26.OK || !ec26.Token || ec26.Hostname != g.instance {
 			t.Errorf("%s: cloud-init's DataSourceEc2 at [fd00:ec2::254]: %v, %+v; want its own Instance %s with an IMDSv2 token", who, err, ec26, g.instance)
