@@ -26,7 +26,8 @@ import (
 // The agent's address in the simulation: the node's, as the DaemonSet's
 // --listen $(NODE_IP):8775.
 // simAgent and simAgent6 are the agent's addresses on the simulated
-// node: a dual-stack node, so the agent listens on both.
+// node: a dual-stack node, so the agent listens on both (the second from
+// --node-ips, as the DaemonSet gives it status.hostIPs).
 var (
 	simAgent  = netsim.NodeAddr.String() + ":8775"
 	simAgent6 = netip.AddrPortFrom(netsim.NodeAddr6, 8775).String()
@@ -85,7 +86,8 @@ func runAgent(t *testing.T, node *netsim.Node, instances string, args ...string)
 	t.Helper()
 	bin, _ := programs(t)
 	p := &process{log: &testtools.SyncBuffer{}, done: make(chan error, 1)}
-	p.cmd = exec.Command("ip", append([]string{"netns", "exec", node.NS.Name, bin, "--instances", instances, "--listen", simAgent, "--listen", simAgent6, "--log-format", "text"}, args...)...)
+	p.cmd = exec.Command("ip", append([]string{"netns", "exec", node.NS.Name, bin, "--instances", instances, "--listen", simAgent,
+		"--node-ips", netsim.NodeAddr.String() + "," + netsim.NodeAddr6.String(), "--log-format", "text"}, args...)...)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)

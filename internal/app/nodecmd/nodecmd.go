@@ -42,6 +42,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -101,7 +102,9 @@ $(NODE_IP):8775 with NODE_IP from the pod's status.hostIP. On a
 dual-stack node, a second --listen (or --agent-address) on the node's IPv6
 address, [IPv6]:8775, intercepts EC2's IPv6 metadata address
 fd00:ec2::254 too; without one the agent says so and intercepts IPv4
-alone. A node the data
+alone. --node-ips $(NODE_IPS), with NODE_IPS from status.hostIPs (the
+node's addresses), adds that --listen itself when the node has an IPv6
+address, at the first --listen's port. A node the data
 path cannot work on is refused with the reason, before anything is
 changed or served. --uninstall removes what an agent killed without its
 clean-up left (the table, or every vminit-cni entry and the binary) and
@@ -123,6 +126,7 @@ Every other flag is serve's, and works as there:
 type flags struct {
 	intercept     string
 	agents        []string
+	nodeIPs       string
 	podInterfaces []string
 	confDir       string
 	binDir        string
@@ -142,6 +146,7 @@ func (f *flags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.intercept, "intercept", "host", "how guests' requests for 169.254.169.254:80 reach this agent: host (an nftables table in the node's namespace), cni (the chained CNI plugin vminit-cni) or none")
 	fl.StringArrayVar(&f.agents, "agent-address", nil, "IP:PORT the interception redirects to: this node's address the agent listens on; repeat with [IPv6]:PORT on a dual-stack node (default: the first IPv4 and the first IPv6 --listen)")
 	fl.StringSliceVar(&f.podInterfaces, "pod-interfaces", intercept.DefaultPodInterfaces, "--intercept host: the node-side interfaces pod traffic arrives on (names; a trailing * makes a prefix)")
+	fl.StringVar(&f.nodeIPs, "node-ips", "", "the node's addresses, comma-separated (the downward API's status.hostIPs): an IPv6 one is listened on too, at the first --listen's port, and fd00:ec2::254 redirected there; none, and the agent says the node has no IPv6")
 	fl.StringVar(&f.confDir, "cni-conf-dir", "/etc/cni/net.d", "--intercept cni: the node's CNI configuration directory")
 	fl.StringVar(&f.binDir, "cni-bin-dir", "/opt/cni/bin", "--intercept cni: the node's CNI plugin directory")
 	fl.StringVar(&f.plugin, "cni-plugin", "", "--intercept cni: the vminit-cni binary to install (default: vminit-cni beside this program)")
@@ -192,7 +197,7 @@ func (f *flags) dataPath(fl *pflag.FlagSet, logger *slog.Logger) (dataPath, erro
 	if err != nil {
 		return nil, err
 	}
-	if !agent6.IsValid() && !f.uninstall {
+	if !agent6.IsValid() && !f.uninstall && f.nodeIPs == "" { // with --node-ips, listenNodeIPv6 said so
 		logger.Info("vminit-node: no IPv6 agent address (no --agent-address or --listen on one of the node's IPv6 addresses): " +
 			"guests' requests for [fd00:ec2::254]:80 are not intercepted, IPv4 only")
 	}
@@ -265,11 +270,49 @@ func (f *flags) agentAddresses(fl *pflag.FlagSet) (v4, v6 netip.AddrPort, err er
 	return v4, v6, nil
 }
 
+// listenNodeIPv6 adds a --listen on the node's IPv6 address from
+// --node-ips, at the first --listen's port: the DaemonSet's way to a
+// second family, since the downward API gives the node's IPv6 address
+// only inside status.hostIPs, a list no flag value can pick from.
+func (f *flags) listenNodeIPv6(fl *pflag.FlagSet, logger *slog.Logger) error {
+	if f.nodeIPs == "" {
+		return nil
+	}
+	var v6 netip.Addr
+	for _, s := range strings.Split(f.nodeIPs, ",") {
+		ip, err := netip.ParseAddr(strings.TrimSpace(s))
+		if err != nil || ip.Zone() != "" {
+			return cli.Usagef("--node-ips %q: %q is not an IP address (want the node's addresses, comma-separated: status.hostIPs)", f.nodeIPs, s)
+		}
+		if !ip.Is4() && !v6.IsValid() {
+			v6 = ip
+		}
+	}
+	listen, _ := fl.GetStringArray("listen")
+	if !v6.IsValid() {
+		logger.Info("vminit-node: the node has no IPv6 address (--node-ips): guests' requests for [fd00:ec2::254]:80 are not intercepted, IPv4 only", "node-ips", f.nodeIPs)
+		return nil
+	}
+	first, err := netip.ParseAddrPort(listen[0])
+	if !fl.Changed("listen") || err != nil {
+		return cli.Usagef("--node-ips: the port comes from the first --listen, IP:PORT (e.g. --listen $(NODE_IP):8775), which is not given as one")
+	}
+	for _, l := range listen {
+		if ap, err := netip.ParseAddrPort(l); err == nil && ap.Addr() == v6 {
+			return nil // listened on already
+		}
+	}
+	return fl.Set("listen", netip.AddrPortFrom(v6, first.Port()).String())
+}
+
 // run is the command: install, serve, remove.
 func (f *flags) run(cmd *cobra.Command, args []string, serve func(*cobra.Command, []string) error) error {
 	format, _ := cmd.Flags().GetString("log-format")
 	logger, err := cli.NewLogger(format, cmd.ErrOrStderr())
 	if err != nil {
+		return err
+	}
+	if err := f.listenNodeIPv6(cmd.Flags(), logger); err != nil {
 		return err
 	}
 	dp, err := f.dataPath(cmd.Flags(), logger)

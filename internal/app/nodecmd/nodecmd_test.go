@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"maps"
 	"net"
 	"os"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/containernetworking/cni/libcni"
 
+	"github.com/vminit/vminit/internal/app/cli"
 	"github.com/vminit/vminit/internal/testing/testtools"
 )
 
@@ -404,5 +406,43 @@ func TestCNIRechainFollowsRewrite(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(calls); string(got) != "bridge ADD\nportmap ADD\nvminit-cni ADD\n" {
 		t.Errorf("the runtime's ADD ran:\n%s\nwant bridge, portmap, then vminit-cni", got)
+	}
+}
+
+// TestNodeIPs: --node-ips (the DaemonSet's status.hostIPs) adds a
+// --listen on the node's IPv6 address at the first --listen's port; a
+// node without one is said to have no IPv6, and nothing is added; a bad
+// list, or no IP:PORT --listen to take the port from, is a usage error.
+func TestNodeIPs(t *testing.T) {
+	for _, tc := range []struct {
+		nodeIPs string
+		listen  []string
+		want    []string
+		err     string
+		log     string
+	}{
+		{"10.0.0.5,fd00::5", []string{"10.0.0.5:8775"}, []string{"10.0.0.5:8775", "[fd00::5]:8775"}, "", ""},
+		{"fd00::5,10.0.0.5", []string{"10.0.0.5:8775", "[fd00::5]:8775"}, []string{"10.0.0.5:8775", "[fd00::5]:8775"}, "", ""},
+		{"10.0.0.5", []string{"10.0.0.5:8775"}, []string{"10.0.0.5:8775"}, "", "the node has no IPv6 address"},
+		{"10.0.0.5,node-1", []string{"10.0.0.5:8775"}, nil, `"node-1" is not an IP address`, ""},
+		{"10.0.0.5,fd00::5", nil, nil, "the port comes from the first --listen", ""},
+	} {
+		cmd := cli.NewServeCommand("vminit-node", nil)
+		var args []string
+		for _, l := range tc.listen {
+			args = append(args, "--listen", l)
+		}
+		if err := cmd.ParseFlags(args); err != nil {
+			t.Fatal(err)
+		}
+		var log bytes.Buffer
+		err := (&flags{nodeIPs: tc.nodeIPs}).listenNodeIPv6(cmd.Flags(), slog.New(slog.NewTextHandler(&log, nil)))
+		got, _ := cmd.Flags().GetStringArray("listen")
+		switch {
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("--node-ips %s: %v, want %q", tc.nodeIPs, err, tc.err)
+		case tc.err == "" && (err != nil || !slices.Equal(got, tc.want) || !strings.Contains(log.String(), tc.log)):
+			t.Errorf("--node-ips %s --listen %v: %v, listen %v, log %q; want %v and %q", tc.nodeIPs, tc.listen, err, got, log.String(), tc.want, tc.log)
+		}
 	}
 }
