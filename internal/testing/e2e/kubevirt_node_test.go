@@ -60,14 +60,13 @@ import (
 // nodeName is the simulated node's Kubernetes name.
 const nodeName = "node-1"
 
-// agentAddr and agentAddr6 are where the node agent listens, as the
-// DaemonSet's --listen $(NODE_IP):8775, and on a dual-stack node a second
-// --listen on its IPv6 address; adminAddr its admin API, on the node's
+// agentAddr is where the node agent listens, as the DaemonSet's --listen
+// $(NODE_IP):8775, and on this dual-stack node the IPv6 address its
+// --node-ips $(NODE_IPS) (status.hostIPs) adds; adminAddr its admin API, on the node's
 // loopback (reached as `kubectl port-forward` would: from the node).
 var (
-	agentAddr  = netip.AddrPortFrom(netsim.NodeAddr, 8775)
-	agentAddr6 = netip.AddrPortFrom(netsim.NodeAddr6, 8775)
-	adminAddr  = "127.0.0.1:8443"
+	agentAddr = netip.AddrPortFrom(netsim.NodeAddr, 8775)
+	adminAddr = "127.0.0.1:8443"
 )
 
 // kvGuest is one simulated KubeVirt VM: its VM, VMI and pod, and the
@@ -185,7 +184,8 @@ func TestKubeVirtGuestsReachVminit(t *testing.T) {
 	if err := os.WriteFile(token, []byte("e2e-admin-token-0123456789abcdef\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	serve := []string{"--kubernetes", "--kubeconfig", s.Kubeconfig, "--node", nodeName, "--listen", agentAddr.String(), "--listen", agentAddr6.String(),
+	serve := []string{"--kubernetes", "--kubeconfig", s.Kubeconfig, "--node", nodeName, "--listen", agentAddr.String(),
+		"--node-ips", netsim.NodeAddr.String() + "," + netsim.NodeAddr6.String(),
 		"--admin-listen", adminAddr, "--admin-token-file", token, "--log-format", "text"}
 	var agent *agentProcess
 	for _, path := range []string{"host", "cni"} {
