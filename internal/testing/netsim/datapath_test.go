@@ -133,7 +133,7 @@ func TestGuestReachesAgent(t *testing.T) {
 						t.Errorf("%s and %s reach the agent as the same source %s", other, p.Name, body)
 					}
 					seen[body] = p.Name
-					if body, err := get(p.Guest, "http://"+f.metadata+":8080/"); err == nil {
+					if body, err := getDropped(p.Guest, "http://"+f.metadata+":8080/"); err == nil {
 						t.Errorf("%s: the guest's GET of %s:8080 was answered: %q", p.Name, f.metadata, body)
 					}
 					if path == "cni" {
@@ -180,8 +180,19 @@ func TestGuestReachesAgent(t *testing.T) {
 }
 
 // get is one GET from the namespace, the body if it is a 200.
+// get is the answer to a GET from n that must get through (ten seconds
+// to connect), getDropped one that must not (a second: a dropped SYN is a
+// timeout).
 func get(n *netsim.NS, url string) (string, error) {
-	resp, err := n.Client().Get(url)
+	return getWith(n.ClientConnecting(10*time.Second), url)
+}
+
+func getDropped(n *netsim.NS, url string) (string, error) {
+	return getWith(n.Client(), url)
+}
+
+func getWith(c *http.Client, url string) (string, error) {
+	resp, err := c.Get(url)
 	if err != nil {
 		return "", err
 	}

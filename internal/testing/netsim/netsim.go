@@ -150,8 +150,14 @@ func (n *NS) Serve(t testing.TB, addr string, h http.Handler) {
 // Client is an HTTP client whose connections are opened from the
 // namespace: a second to connect (a dropped SYN is a timeout), five for
 // the answer, no connection kept.
-func (n *NS) Client() *http.Client {
-	d := &net.Dialer{Timeout: time.Second}
+func (n *NS) Client() *http.Client { return n.ClientConnecting(time.Second) }
+
+// ClientConnecting is Client with connect as the time to connect. A
+// request that must get through takes more than Client's second: on a
+// loaded machine the first packet of a fresh veth or bridge can wait that
+// long for its neighbour to be resolved.
+func (n *NS) ClientConnecting(connect time.Duration) *http.Client {
+	d := &net.Dialer{Timeout: connect}
 	return &http.Client{
 		Timeout: 5 * time.Second,
 		Transport: &http.Transport{
