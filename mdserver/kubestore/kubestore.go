@@ -4,7 +4,8 @@
 // --kubernetes` replicas need no directory or etcd of their own.
 //
 // Each Store holds every Instance of its namespaces in memory (in node
-// mode, Config.Node, only those its node's VMIs name: node.go): a list,
+// mode, Config.Node, only those its node's VMIs lead to, selected by the
+// controller's node label: node.go): a list,
 // then a watch, through client-go's Reflector (which resumes, re-lists
 // after a watch expires and backs off while the API server is away).
 // Requests are answered from that memory (Snapshot is an atomic load), so

@@ -140,8 +140,10 @@ addresses count only inside the networks --spec-addresses gives its
 namespace (none by default), and an address claimed twice serves nobody
 (docs/kubernetes.md, "Who is served where"). --node NAME serves one
 node's VMs alone (a DaemonSet's agent): only the VMIs labelled
-kubevirt.io/nodeName=NAME are watched, and the Instances they name, each
-by name (docs/kubernetes.md, "Node mode"). A reload
+kubevirt.io/nodeName=NAME are watched, and the Instances vminit-controller
+labels node.vminit.dev/NAME; what the labels do not cover yet is followed
+by name, at most --node-max-follow objects (docs/kubernetes.md, "Node
+mode"). A reload
 swaps the instances in at once: no request fails or sees a partial state;
 while etcd or the API server is unreachable the server answers from memory.
 
