@@ -118,6 +118,10 @@ type nodeFollow struct {
 	refused   atomic.Uint64
 	log       *slog.Logger
 	node      string
+	// ready is set once the labelled watch and the VMIs' have listed
+	// (Open): before, every Instance would look unlabelled, and an agent
+	// would start a follower for each only to stop it a moment later.
+	ready bool
 }
 
 // followers follow objects of one resource by name, one Reflector each,
@@ -245,7 +249,7 @@ func (f *followers) grow(want map[string]bool, room *int, n *nodeFollow) {
 // Called with s.mu held, after every change; a no-op outside node mode.
 func (s *Store) follow() []string {
 	n := s.node
-	if n == nil {
+	if n == nil || !n.ready {
 		return nil
 	}
 	out := affected{}
@@ -312,13 +316,18 @@ func (s *Store) follow() []string {
 	return out.keys()
 }
 
-// settle waits until every follower has listed its object, those their
-// objects lead to included, or ctx ends: Open returns a store with its
-// node's VMs served.
+// settle starts following what the labelled watch and the VMIs' first
+// lists (applied) leave uncovered, and waits until every follower has
+// listed its object, those their objects lead to included, or ctx ends:
+// Open returns a store with its node's VMs served.
 func (n *nodeFollow) settle(ctx context.Context, s *Store) error {
 	if n == nil {
 		return nil
 	}
+	s.mu.Lock()
+	n.ready = true
+	s.apply(nil, s.follow())
+	s.mu.Unlock()
 	for {
 		var pending []<-chan struct{}
 		s.mu.Lock()

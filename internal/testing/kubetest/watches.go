@@ -9,12 +9,12 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// WatchCounter counts the watches a client has open: requests with
-// watch=true whose answer's body is not closed yet. Count wraps a client
-// configuration's transport with it.
+// WatchCounter counts the watches a client has open (requests with
+// watch=true whose answer's body is not closed yet), and the most it ever
+// had. Count wraps a client configuration's transport with it.
 type WatchCounter struct {
-	next http.RoundTripper
-	open atomic.Int64
+	next      http.RoundTripper
+	open, max atomic.Int64
 }
 
 // Count makes cfg's client count its watches in a new WatchCounter.
@@ -27,12 +27,17 @@ func Count(cfg *rest.Config) *WatchCounter {
 // Open is how many watches are open.
 func (w *WatchCounter) Open() int64 { return w.open.Load() }
 
+// Max is the most watches that were open at once.
+func (w *WatchCounter) Max() int64 { return w.max.Load() }
+
 func (w *WatchCounter) RoundTrip(r *http.Request) (*http.Response, error) {
 	resp, err := w.next.RoundTrip(r)
 	if err != nil || r.URL.Query().Get("watch") != "true" {
 		return resp, err
 	}
-	w.open.Add(1)
+	n := w.open.Add(1)
+	for m := w.max.Load(); n > m && !w.max.CompareAndSwap(m, n); m = w.max.Load() {
+	}
 	resp.Body = &countedBody{ReadCloser: resp.Body, w: w}
 	return resp, nil
 }
