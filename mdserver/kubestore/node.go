@@ -69,17 +69,30 @@ const LabelNodeName = v1alpha1.KubeVirtLabelNodeName
 const DefaultMaxFollow = 512
 
 // ListTimeout is how long Open may take to list what cfg serves, given
-// least: in node mode, at least twice the time the client's rate limit
-// (cfg.REST.QPS) takes for a list and a watch of every object it may
-// follow by name (Config.MaxFollow), so that an agent whose node's
-// labels are missing still starts. Outside node mode, least.
+// least. In node mode it is at least NodeListTimeout, and at least twice
+// the time the client's rate limit (cfg.REST.QPS) takes for a list and a
+// watch of every object it may follow by name (Config.MaxFollow), so
+// that an agent whose node's labels are missing still starts. Outside
+// node mode, least.
 func ListTimeout(cfg Config, least time.Duration) time.Duration {
-	if cfg.Node == "" || cfg.REST == nil || cfg.REST.QPS <= 0 {
+	if cfg.Node == "" {
+		return least
+	}
+	least = max(least, NodeListTimeout)
+	if cfg.REST == nil || cfg.REST.QPS <= 0 {
 		return least
 	}
 	requests := 2 * (cmp.Or(cfg.MaxFollow, DefaultMaxFollow) + 2) // + the VMIs and the labelled Instances
 	return max(least, 2*time.Duration(float64(requests)/float64(cfg.REST.QPS)*float64(time.Second)))
 }
+
+// NodeListTimeout is the least time a node agent waits for its first
+// lists. Every agent of a cluster starts at once after an upgrade or an
+// outage, and an API server without a watch cache reads the whole
+// collection from etcd for each agent's label-selected list: an agent
+// that gave up would be restarted and list again, adding to the load
+// that made it give up (docs/benchmarks.md, "Kubernetes: node agents").
+const NodeListTimeout = 5 * time.Minute
 
 // nodeSelector narrows a list or watch to the VMIs of node.
 func nodeSelector(node string) func(*metav1.ListOptions) {

@@ -148,12 +148,20 @@ type fleet struct {
 type samples []float64
 
 func (s samples) median() float64 {
+	if len(s) == 0 {
+		return 0 // no process served
+	}
 	c := slices.Clone(s)
 	slices.Sort(c)
 	return c[len(c)/2]
 }
 
-func (s samples) max() float64 { return slices.Max(s) }
+func (s samples) max() float64 {
+	if len(s) == 0 {
+		return 0
+	}
+	return slices.Max(s)
+}
 
 func (s samples) sum() (t float64) {
 	for _, v := range s {
