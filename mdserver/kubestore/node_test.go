@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 
 	"github.com/vminit/vminit/internal/testing/kubetest"
 	"github.com/vminit/vminit/internal/testing/testtools"
@@ -257,5 +258,25 @@ func TestNodeModeFollowBound(t *testing.T) {
 	}
 	if strings.Count(logs.String(), "refuses to follow") != 1 {
 		t.Errorf("a refusal logged again:\n%s", logs.String())
+	}
+}
+
+// TestListTimeout: serve's first-list limit fits node mode: at least
+// NodeListTimeout, and more when the client's rate limit is too slow
+// for the followers --node-max-follow allows; a server without --node
+// keeps its own.
+func TestListTimeout(t *testing.T) {
+	slow := &rest.Config{QPS: 1}
+	for _, c := range []struct {
+		cfg  kubestore.Config
+		want time.Duration
+	}{
+		{kubestore.Config{REST: slow}, time.Minute},
+		{kubestore.Config{REST: &rest.Config{QPS: 50}, Node: "n"}, kubestore.NodeListTimeout},
+		{kubestore.Config{REST: slow, Node: "n", MaxFollow: 1000}, 2 * 2 * 1002 * time.Second},
+	} {
+		if got := kubestore.ListTimeout(c.cfg, time.Minute); got != c.want {
+			t.Errorf("ListTimeout(node %q, QPS %g, MaxFollow %d) = %v, want %v", c.cfg.Node, c.cfg.REST.QPS, c.cfg.MaxFollow, got, c.want)
+		}
 	}
 }
