@@ -242,6 +242,13 @@ func TestNodeModeFollowBound(t *testing.T) {
 		t.Errorf("logged %d refusals, want one naming default/web-2, the label and the flag:\n%s", n, logs.String())
 	}
 	eventually(t, "4 watches open (the VMIs, the labelled Instances, 2 Instances)", func() bool { return counter.Open() == 4 })
+	metrics := mdserver.NewMetrics()
+	mdserver.NewHandler(st, mdserver.Options{Metrics: metrics})
+	var m strings.Builder
+	metrics.WriteTo(&m)
+	if !strings.Contains(m.String(), "\nvminit_node_follow_refused_total 1\n") || !strings.Contains(m.String(), `vminit_node_followed{kind="instance"} 2`) {
+		t.Errorf("the server's metrics do not count 2 Instances followed and 1 refused:\n%s", m.String())
+	}
 
 	// The controller's label: web-2 is held through the labelled watch.
 	u, err := inst.Get(ctx, "web-2", metav1.GetOptions{})
