@@ -271,19 +271,27 @@ func (c *Claims) SetVMI(key string, u *unstructured.Unstructured) []string {
 // which its VMI (of the same name) counts for when it names none itself,
 // and returns the instances whose resolution may have changed.
 func (c *Claims) SetVM(key string, u *unstructured.Unstructured) []string {
+	name := ""
+	if u != nil {
+		name = v1alpha1.InstanceNamedBy(u)
+	}
+	return c.NameVM(key, name)
+}
+
+// NameVM records that VirtualMachine key names the Instance called
+// instance in its namespace ("": none), as SetVM does from the object: a
+// node agent learns it from the controller's word (an Instance's
+// status.virtualMachines, node.go) rather than a watch of every VM.
+func (c *Claims) NameVM(key, instance string) []string {
 	out := affected{}
 	v, hasVMI := c.vmis[key]
 	if hasVMI {
 		c.uncount(out, key, v, c.effective(key, v))
 	}
-	name := ""
-	if u != nil {
-		name = v1alpha1.InstanceNamedBy(u)
-	}
-	if ns, _, _ := strings.Cut(key, "/"); name == "" {
+	if ns, _, _ := strings.Cut(key, "/"); instance == "" {
 		delete(c.vms, key)
 	} else {
-		c.vms[key] = keyOf(ns, name)
+		c.vms[key] = keyOf(ns, instance)
 	}
 	if hasVMI {
 		c.count(key, v, c.effective(key, v))
@@ -293,6 +301,17 @@ func (c *Claims) SetVM(key string, u *unstructured.Unstructured) []string {
 		}
 	}
 	return out.keys()
+}
+
+// VMNames returns the Instance key VirtualMachine key names, as recorded
+// ("" for none).
+func (c *Claims) VMNames(key string) string { return c.vms[key] }
+
+// Counting returns the VMIs (namespace/name) whose addresses count for
+// instance key: those naming it, and those whose VM names it. The
+// controller labels the Instance with their nodes.
+func (c *Claims) Counting(key string) []string {
+	return slices.Sorted(maps.Keys(c.counting[key]))
 }
 
 // effective is the instance a VMI's addresses count for: the one it
