@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"maps"
 	"path"
 	"slices"
 	"strings"
@@ -173,39 +172,6 @@ func checkNoCloud(s *Seed, add, warn addFunc) {
 	}
 }
 
-func checkNetworkConfig(data []byte, add addFunc) {
-	var v any
-	if err := yamlbound.Unmarshal(data, &v, yamlbound.Limits{Bytes: spec.MaxSpecSize}); err != nil {
-		add("network-config", "%s", yamlbound.Describe(err, "not YAML"))
-		return
-	}
-	m, ok := v.(map[string]any)
-	if !ok {
-		add("network-config", "must be a mapping with version: 1 or version: 2")
-		return
-	}
-	if inner, ok := m["network"].(map[string]any); ok {
-		add("network-config", "wrapped in a top-level network: key; cloud-init 22.2 and later unwrap it (stages.py _remove_top_level_network_key), older releases find no configuration: put version: at the top level")
-		m = inner
-	}
-	switch m["version"] {
-	case 1:
-		if _, ok := m["config"].([]any); !ok {
-			add("network-config", "version 1 needs a config: list")
-		}
-	case 2:
-		for _, k := range slices.Sorted(maps.Keys(m)) {
-			switch k {
-			case "version", "renderer", "ethernets", "bonds", "bridges", "vlans", "wifis":
-			default:
-				add("network-config", "version 2 has no %q section (cloud-init fails on it)", k)
-			}
-		}
-	default:
-		add("network-config", "version must be 1 or 2, not %v", m["version"])
-	}
-}
-
 func checkConfigDrive(s *Seed, add, warn addFunc) {
 	var dir string
 	for _, f := range s.Files {
@@ -275,9 +241,16 @@ func checkNetworkData(data []byte, p string, add addFunc) {
 		add(p, "not the network_data.json format: %v", err)
 		return
 	}
+	if len(nd.Links) == 0 {
+		add(p, "links: configures no interface: cloud-init 22.4 makes interfaces of links only (networks name the link they configure), and the guest comes up without a network")
+	}
 	ids := map[any]bool{}
 	for i, l := range nd.Links {
 		ids[l["id"]] = true
+		if l["id"] == nil || l["type"] == nil {
+			add(p, "links[%d]: needs an id and a type (cloud-init fails without them and applies no network configuration)", i)
+			continue
+		}
 		switch l["type"] {
 		case "bond":
 			if _, ok := l["bond_links"].([]any); !ok {

@@ -390,7 +390,7 @@ func (m *vmi) cloudInit(ctx context.Context, b *platform.Builder, c *cloudInit, 
 	}
 	if ndOK {
 		s.CloudInit.NetworkConfig = string(nd)
-		b.From("spec.cloudInit.networkConfig", path)
+		b.From("spec.cloudInit.networkConfig", ndFrom.path)
 	}
 	m.metaData(b, c)
 }
