@@ -203,10 +203,8 @@ func keyLines(c *ErrorList, field string, v []byte) []string {
 			c.Add(field, "more than %d keys (line %d); the limit of a list", MaxListEntries, n+1)
 			return nil
 		}
-		var one ErrorList
-		checkSSHKey(&one, field, line)
-		if one.Err() != nil {
-			c.Add(field, "line %d: not an SSH public key (want one authorized_keys line a key, such as \"ssh-ed25519 AAAA… user@host\")", n+1)
+		if msg, drop := AuthorizedKeyProblem(line); drop {
+			c.Add(field, "line %d: %s", n+1, msg)
 			continue
 		}
 		keys = append(keys, line)

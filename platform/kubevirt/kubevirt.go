@@ -379,7 +379,7 @@ func (m *vmi) cloudInit(ctx context.Context, b *platform.Builder, c *cloudInit, 
 	s.CloudInit.UserDataOnly = true
 	if udOK {
 		s.CloudInit.UserData = string(ud)
-		b.From("spec.cloudInit.userData", path)
+		b.From("spec.cloudInit.userData", udFrom.path)
 		m.warnIgnored(b, udFrom, s.CloudInit.UserData)
 	}
 	if ndOK && !c.configDrive {
