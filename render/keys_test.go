@@ -1,10 +1,13 @@
 package render_test
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/vminit/vminit/render"
+	"github.com/vminit/vminit/spec"
 )
 
 // TestKeysInRawConfigs: the SSH keys inside a raw cloud-config, Ignition
@@ -39,5 +42,41 @@ func TestKeysInRawConfigs(t *testing.T) {
 	}
 	if r := render.Instance(parse(t, "  sshAuthorizedKeys: [\""+dsa+"\"]\n"), render.Target{Strict: true}); r.OK() {
 		t.Error("--strict: a DSA key's warning is no error")
+	}
+}
+
+// TestDefaultUserKeysFromBothAgents: the default user's keys from a file
+// reach the default user on both agents: cloud-init's meta-data
+// public-keys, Ignition's core user (issue 33 item 5).
+func TestDefaultUserKeysFromBothAgents(t *testing.T) {
+	const key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPL3axFGHI3db9iJWkPXVbYzD7OaWTtHuqmxLvj+DztB user@example"
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "keys"), []byte("# the team\n"+key+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, agent := range []string{spec.AgentCloudInit, spec.AgentIgnition} {
+		p := filepath.Join(dir, agent+".yaml")
+		doc := "apiVersion: vminit.dev/v1alpha1\nkind: Instance\nmetadata: {name: vm}\nspec:\n  agent: " + agent + "\n  sshAuthorizedKeysFrom: {file: keys}\n"
+		if err := os.WriteFile(p, []byte(doc), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		inst, err := spec.Load(p)
+		if err != nil {
+			t.Fatalf("%s: %v", agent, err)
+		}
+		r := render.Instance(inst, render.Target{})
+		if !r.OK() {
+			t.Fatalf("%s: %v", agent, r.Errors)
+		}
+		var out string
+		if agent == spec.AgentIgnition {
+			out = string(r.Ignition.Config)
+		} else {
+			md, _ := r.Seed.Lookup("meta-data")
+			out = string(md)
+		}
+		if !strings.Contains(out, key) {
+			t.Errorf("%s: the key is not delivered:\n%s", agent, out)
+		}
 	}
 }

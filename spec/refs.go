@@ -120,18 +120,12 @@ func (in *Instance) refFields() []refField {
 				u.PasswordHash = strings.TrimSpace(string(v))
 			}, func() { forAPI(&u.PasswordHashFrom, &u.PasswordHash) }})
 		}
-		if r := u.SSHAuthorizedKeysFrom; r != nil {
-			out = append(out, refField{f + ".sshAuthorizedKeysFrom", r, false, false, func(c *ErrorList, field string, v []byte) {
-				keys := keyLines(c, field, v)
-				u.SSHAuthorizedKeys, r.added = append(u.SSHAuthorizedKeys, keys...), len(keys)
-			}, func() {
-				if r.File != "" {
-					u.SSHAuthorizedKeysFrom = nil
-				} else if r.resolved {
-					u.SSHAuthorizedKeys = u.SSHAuthorizedKeys[:len(u.SSHAuthorizedKeys)-r.added]
-				}
-			}})
+		if u.SSHAuthorizedKeysFrom != nil {
+			out = append(out, keysRef(f+".sshAuthorizedKeysFrom", &u.SSHAuthorizedKeys, &u.SSHAuthorizedKeysFrom))
 		}
+	}
+	if s.SSHAuthorizedKeysFrom != nil {
+		out = append(out, keysRef("spec.sshAuthorizedKeysFrom", &s.SSHAuthorizedKeys, &s.SSHAuthorizedKeysFrom))
 	}
 	for i := range s.Files {
 		fl := &s.Files[i]
@@ -151,6 +145,23 @@ func (in *Instance) refFields() []refField {
 		}, func() { forAPI(&ci.UserDataFrom, &ci.UserData) }})
 	}
 	return append(out, s.SSHHostKeys.refFields()...)
+}
+
+// keysRef is the reference *ref (sshAuthorizedKeysFrom, the default
+// user's or a user's) that adds its keys, one authorized_keys line each,
+// to *keys.
+func keysRef(field string, keys *[]string, ref **ValueFrom) refField {
+	r := *ref
+	return refField{field, r, false, false, func(c *ErrorList, field string, v []byte) {
+		added := keyLines(c, field, v)
+		*keys, r.added = append(*keys, added...), len(added)
+	}, func() {
+		if r.File != "" {
+			*ref = nil
+		} else if r.resolved {
+			*keys = (*keys)[:len(*keys)-r.added]
+		}
+	}}
 }
 
 // forAPI fits a string field *value and the reference *ref that fills it

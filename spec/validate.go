@@ -486,8 +486,8 @@ func validateNoDefaultUser(c *ErrorList, s *Spec) {
 		c.Add(f, "is for cloud-init guests; an Ignition guest always has its core user")
 	case len(s.Users) == 0:
 		c.Add(f, "needs spec.users: without them cloud-init's own configuration creates the default user")
-	case len(s.SSHAuthorizedKeys) > 0:
-		c.Add("spec.sshAuthorizedKeys", "go to the image's default user, which spec.cloudInit.noDefaultUser leaves out: give them to a user of spec.users")
+	case len(s.SSHAuthorizedKeys) > 0 || s.SSHAuthorizedKeysFrom != nil:
+		c.Add(fromField("spec.sshAuthorizedKeys", s.SSHAuthorizedKeysFrom), "go to the image's default user, which spec.cloudInit.noDefaultUser leaves out: give them to a user of spec.users")
 	}
 }
 
