@@ -478,7 +478,16 @@ func (b *Builder) translate(e *spec.FieldError) *spec.FieldError {
 		return b.Doc.Error("", fmt.Sprintf("as the vminit spec, %s: %s", e.Field, e.Message))
 	}
 	o := b.origins[best]
-	return b.Doc.Error(o[1], fmt.Sprintf("%s (vminit %s)", e.Message, e.Field))
+	at := o[1]
+	// The spec's field below the one filled (spec.users[0] ->
+	// sshAuthorizedKeys[1]) is, where the object spells it the same, the
+	// object's own: its line is the problem's, not its parent's.
+	if rest := e.Field[len(o[0]):]; rest != "" {
+		if _, n := b.Doc.find(o[1] + rest); n != nil {
+			at = o[1] + rest
+		}
+	}
+	return b.Doc.Error(at, fmt.Sprintf("%s (vminit %s)", e.Message, e.Field))
 }
 
 // MarshalSpec writes inst as a spec document: YAML, fields in the spec's
