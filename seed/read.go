@@ -288,7 +288,9 @@ func checkUserData(field string, data []byte, add, warn addFunc) {
 				msg = strings.TrimSpace(err.Error() + "; " + msg)
 			}
 			add(field, "Ignition config does not validate: %s", strings.TrimSuffix(msg, ";"))
+			return
 		}
+		checkKeys(field, spec.RawIgnition, data, add, warn)
 		return
 	}
 	switch err := cloudinit.CheckUserData(data); {
@@ -296,5 +298,20 @@ func checkUserData(field string, data []byte, add, warn addFunc) {
 		warn(field, "%v", err)
 	case err != nil:
 		add(field, "%v", err)
+	case cloudinit.PartType(data) == cloudinit.TypeCloudConfig:
+		checkKeys(field, spec.RawCloudConfig, data, add, warn)
+	}
+}
+
+// checkKeys judges the SSH keys inside user data as build does
+// (spec.RawKeyProblems): a key sshd skips is a problem, one that looks
+// odd a warning.
+func checkKeys(field, format string, data []byte, add, warn addFunc) {
+	for _, p := range spec.RawKeyProblems(format, string(data)) {
+		if p.Drop {
+			add(field, "%s", p)
+		} else {
+			warn(field, "%s", p)
+		}
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/vminit/vminit/internal/lib/yamlbound"
 )
 
 // AuthorizedKeyProblem reads key, one authorized_keys line, as sshd reads
@@ -107,3 +109,64 @@ var (
 )
 
 const maxValidKeys = 4096
+
+// The raw configs whose SSH keys RawKeyProblems reads.
+const (
+	RawCloudConfig = "cloud-config" // ssh_authorized_keys, users[].ssh_authorized_keys
+	RawIgnition    = "ignition"     // passwd.users[].sshAuthorizedKeys
+	RawButane      = "butane"       // passwd.users[].ssh_authorized_keys
+)
+
+// RawKeyProblem is the problem of one SSH key inside a raw config.
+type RawKeyProblem struct {
+	// Path is the key's place in the config: users[1].ssh_authorized_keys[0].
+	Path    string
+	Message string
+	// Drop: sshd skips the line (an error); else it only looks odd.
+	Drop bool
+}
+
+func (p RawKeyProblem) String() string { return p.Path + ": " + p.Message }
+
+// RawKeyProblems judges the SSH keys inside a raw config of format (a
+// #cloud-config document, an Ignition config, a Butane document) with
+// AuthorizedKeyProblem: the keys the agent writes to authorized_keys as
+// given, which nobody else looks into. A config that does not parse has
+// none (its own check says why).
+func RawKeyProblems(format, data string) []RawKeyProblem {
+	var doc map[string]any
+	if data == "" || yamlbound.Unmarshal([]byte(data), &doc, FieldYAML) != nil {
+		return nil
+	}
+	var out []RawKeyProblem
+	check := func(path string, keys any) {
+		list, _ := keys.([]any)
+		for i, k := range list {
+			key, ok := k.(string)
+			if !ok {
+				continue // the agent's own schema says what is wrong
+			}
+			if msg, drop := AuthorizedKeyProblem(key); msg != "" {
+				out = append(out, RawKeyProblem{Path: fmt.Sprintf("%s[%d]", path, i), Message: msg, Drop: drop})
+			}
+		}
+	}
+	users := func(doc map[string]any, prefix, key string) {
+		list, _ := doc["users"].([]any)
+		for i, u := range list {
+			if m, ok := u.(map[string]any); ok {
+				check(fmt.Sprintf("%susers[%d].%s", prefix, i, key), m[key])
+			}
+		}
+	}
+	switch format {
+	case RawCloudConfig:
+		check("ssh_authorized_keys", doc["ssh_authorized_keys"])
+		users(doc, "", "ssh_authorized_keys")
+	case RawIgnition, RawButane:
+		key := map[string]string{RawIgnition: "sshAuthorizedKeys", RawButane: "ssh_authorized_keys"}[format]
+		passwd, _ := doc["passwd"].(map[string]any)
+		users(passwd, "passwd.", key)
+	}
+	return out
+}

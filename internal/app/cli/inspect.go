@@ -52,7 +52,9 @@ func newInspectCommand() *cobra.Command {
 		Long: `Inspect reads a seed, an ISO9660 or VFAT image (ours or anyone's) or a tar
 archive that build wrote, prints its label, filesystem and files, and checks
 its contents the way cloud-init will read them: the label, the required
-files, meta-data, user-data and network configuration. A KubeVirt sysprep
+files, meta-data, user-data (and the SSH keys inside it, as build judges
+them) and network configuration (as cloud-init 22.4 reads it: an entry it
+drops, or none of its interfaces, is a problem). A KubeVirt sysprep
 disc (label unattendCD, as build writes it) is checked for a well-formed
 autounattend.xml or unattend.xml instead. It notes what a
 hypervisor may refuse (an image whose size is not a multiple of 4 KiB) and
