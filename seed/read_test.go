@@ -54,15 +54,7 @@ func TestCheckFindsProblems(t *testing.T) {
 		{"cidata", map[string]string{"user-data": "#cloud-config\nssh_authorized_keys: [ssh-ed25519AAAAC3NzaC1lZDI1NTE5AAAAIPL3axFGHI3db9iJWkPXVbYzD7OaWTtHuqmxLvj+DztB]\n", "meta-data": "instance-id: a\n"}, "user-data: ssh_authorized_keys[0]: not an SSH public key"},
 		{"config-2", map[string]string{"openstack/latest/meta_data.json": `{"uuid": "u"}`, "openstack/latest/user_data": `{"ignition": {"version": "3.2.0"}, "passwd": {"users": [{"name": "core", "sshAuthorizedKeys": ["ssh-ed25519AAAA"]}]}}`}, "user_data: passwd.users[0].sshAuthorizedKeys[0]: not an SSH public key"},
 	} {
-		fsys := fstest.MapFS{}
-		for p, data := range c.files {
-			fsys[p] = &fstest.MapFile{Data: []byte(data)}
-		}
-		s, err := Read(fsys, c.label)
-		if err != nil {
-			t.Fatalf("%v: %v", c.files, err)
-		}
-		_, err = Check(s)
+		_, err := Check(readMap(t, c.label, c.files))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: got %v, want %q", c.files, err, c.want)
 		}
@@ -80,15 +72,7 @@ func TestCheckFindsProblems(t *testing.T) {
 		{"cidata", map[string]string{"user-data": "hello\n", "meta-data": "instance-id: a\n"}, "user-data: cloud-init does not recognise this data"},
 		{"config-2", map[string]string{"openstack/2018-08-27/meta_data.json": `{"uuid": "u"}`, "openstack/2018-08-27/user_data": "oops"}, "openstack/2018-08-27/user_data: cloud-init does not recognise"},
 	} {
-		fsys := fstest.MapFS{}
-		for p, data := range c.files {
-			fsys[p] = &fstest.MapFile{Data: []byte(data)}
-		}
-		s, err := Read(fsys, c.label)
-		if err != nil {
-			t.Fatalf("%v: %v", c.files, err)
-		}
-		ws, err := Check(s)
+		ws, err := Check(readMap(t, c.label, c.files))
 		if err != nil || ws.Error() == "" || !strings.Contains(ws.Error(), c.want) {
 			t.Errorf("%v: got warnings %v, error %v; want the warning %q and no error", c.files, ws, err, c.want)
 		}
@@ -96,4 +80,18 @@ func TestCheckFindsProblems(t *testing.T) {
 	if _, err := Read(fstest.MapFS{"README": {}}, "data"); err == nil {
 		t.Error("no seed recognised in a disk without one")
 	}
+}
+
+// readMap reads the seed of files (path: content) labelled label.
+func readMap(t *testing.T, label string, files map[string]string) *Seed {
+	t.Helper()
+	fsys := fstest.MapFS{}
+	for p, data := range files {
+		fsys[p] = &fstest.MapFile{Data: []byte(data)}
+	}
+	s, err := Read(fsys, label)
+	if err != nil {
+		t.Fatalf("%v: %v", files, err)
+	}
+	return s
 }

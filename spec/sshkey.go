@@ -42,7 +42,7 @@ func AuthorizedKeyProblem(key string) (problem string, drop bool) {
 		}
 	}
 	switch pub.Type() {
-	case ssh.KeyAlgoDSA:
+	case keyAlgoDSA:
 		return "a DSA (ssh-dss) key: OpenSSH 7.0 and later refuse DSA keys unless PubkeyAcceptedAlgorithms allows them, and 9.8 and later have no DSA at all; use an ed25519 or RSA key", false
 	case ssh.KeyAlgoRSA:
 		if ck, ok := pub.(ssh.CryptoPublicKey); ok {
@@ -57,12 +57,16 @@ func AuthorizedKeyProblem(key string) (problem string, drop bool) {
 	return "", false
 }
 
+// keyAlgoDSA is the DSA key type, which x/crypto/ssh still parses but has
+// deprecated: the keys vminit is given may still be DSA ones.
+const keyAlgoDSA = "ssh-dss"
+
 // joinedType names the commonest way to break a key: its type and its
 // base64 run together (KubeVirt's user guide's Ignition example,
 // "ssh-ed25519AAAA…").
 func joinedType(key string) string {
 	k := strings.TrimSpace(key)
-	for _, t := range []string{ssh.KeyAlgoED25519, ssh.KeyAlgoRSA, ssh.KeyAlgoECDSA256, ssh.KeyAlgoECDSA384, ssh.KeyAlgoECDSA521, ssh.KeyAlgoDSA, ssh.KeyAlgoSKED25519, ssh.KeyAlgoSKECDSA256} {
+	for _, t := range []string{ssh.KeyAlgoED25519, ssh.KeyAlgoRSA, ssh.KeyAlgoECDSA256, ssh.KeyAlgoECDSA384, ssh.KeyAlgoECDSA521, keyAlgoDSA, ssh.KeyAlgoSKED25519, ssh.KeyAlgoSKECDSA256} {
 		if strings.HasPrefix(k, t+"AAAA") {
 			return ": no space between the key type " + t + " and the key"
 		}
