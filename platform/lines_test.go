@@ -6,7 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vminit/vminit/platform"
 	"github.com/vminit/vminit/platform/convert"
+	"github.com/vminit/vminit/render"
 	"github.com/vminit/vminit/spec"
 )
 
@@ -51,5 +53,26 @@ func TestTypeErrorLineInList(t *testing.T) {
 	es := spec.AsErrors(err)
 	if len(es) != 1 || es[0].Line != 12 || es[0].Field != "spec.files[1].permissions" {
 		t.Errorf("%v; want spec.files[1].permissions on line 12", err)
+	}
+}
+
+// A problem inside the text a field holds names the file's line of it
+// when the field keeps the text's lines (a literal block): the user
+// guide's elided key on line 57 of its instancetypes example, inside the
+// userData block of line 53 (issue 33 items 2 and 6).
+func TestErrorLineInsideAText(t *testing.T) {
+	const file = "ug-instancetypes-L634.yaml"
+	data, err := os.ReadFile(filepath.Join("testdata", "corpus", "kubevirt", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := convert.Read(t.Context(), file, data, platform.Options{})
+	if err != nil || len(rs) != 1 {
+		t.Fatalf("%d results, %v", len(rs), err)
+	}
+	r := render.Instance(rs[0].Instance, render.Target{})
+	es := rs[0].Locate(r.Errors)
+	if len(es) != 1 || es[0].Line != 57 || !strings.Contains(es[0].Message, "ssh_authorized_keys[0]: not an SSH public key") {
+		t.Errorf("%v; want the key's line, 57", es)
 	}
 }

@@ -341,7 +341,15 @@ type Builder struct {
 	origins  [][2]string // spec path prefix, object path
 	// causes are the problems warned of by WarnCause: spec field, cause.
 	causes []fieldCause
+	// rewritten are the spec fields whose text is not the object's as
+	// written (TextRewritten): its lines are not the file's.
+	rewritten []string
 }
+
+// TextRewritten says that the spec field's text is not the object's field
+// as written (KubeVirt's network data unwrapped from its network: key),
+// so that a problem on a line of it is not placed on the file's line.
+func (b *Builder) TextRewritten(specPath string) { b.rewritten = append(b.rewritten, specPath) }
 
 type fieldCause struct {
 	field string
@@ -487,7 +495,16 @@ func (b *Builder) translate(e *spec.FieldError) *spec.FieldError {
 			at = o[1] + rest
 		}
 	}
-	return b.Doc.Error(at, fmt.Sprintf("%s (vminit %s)", e.Message, e.Field))
+	t := b.Doc.Error(at, fmt.Sprintf("%s (vminit %s)", e.Message, e.Field))
+	// A problem inside the text the field holds (its network data's
+	// config[0]) is on that line of the file, when the field keeps the
+	// text's lines.
+	if e.TextLine > 0 && at == o[1] && !slices.Contains(b.rewritten, o[0]) {
+		if fl, _, ok := b.Doc.TextPosition(at, e.TextLine, 1); ok {
+			t.Line = fl
+		}
+	}
+	return t
 }
 
 // MarshalSpec writes inst as a spec document: YAML, fields in the spec's

@@ -15,9 +15,9 @@ import (
 // error, one that looks odd a warning (issue 33 item 2).
 func (r *Result) keys(inst *spec.Instance, agent string) {
 	r.Warnings = append(r.Warnings, inst.AuthorizedKeyWarnings()...)
-	add := func(field string, ps []spec.RawKeyProblem) {
+	add := func(field, text string, ps []spec.RawKeyProblem) {
 		for _, p := range ps {
-			e := &spec.FieldError{Field: field, Message: p.String()}
+			e := &spec.FieldError{Field: field, Message: p.String(), TextLine: spec.TextLine(text, p.Path)}
 			if p.Drop {
 				r.Errors = append(r.Errors, e)
 			} else {
@@ -26,8 +26,8 @@ func (r *Result) keys(inst *spec.Instance, agent string) {
 		}
 	}
 	if agent == spec.AgentIgnition {
-		add("spec.ignition.config", spec.RawKeyProblems(spec.RawIgnition, inst.Spec.Ignition.Config))
-		add("spec.ignition.butane", spec.RawKeyProblems(spec.RawButane, inst.Spec.Ignition.Butane))
+		add("spec.ignition.config", inst.Spec.Ignition.Config, spec.RawKeyProblems(spec.RawIgnition, inst.Spec.Ignition.Config))
+		add("spec.ignition.butane", inst.Spec.Ignition.Butane, spec.RawKeyProblems(spec.RawButane, inst.Spec.Ignition.Butane))
 		return
 	}
 	ci := &inst.Spec.CloudInit
@@ -36,7 +36,7 @@ func (r *Result) keys(inst *spec.Instance, agent string) {
 		{"spec.cloudInit.vendorData", ci.VendorData},
 	} {
 		if cloudinit.PartType([]byte(c.data)) == cloudinit.TypeCloudConfig {
-			add(c.field, spec.RawKeyProblems(spec.RawCloudConfig, c.data))
+			add(c.field, c.data, spec.RawKeyProblems(spec.RawCloudConfig, c.data))
 		}
 	}
 }

@@ -385,6 +385,7 @@ func (m *vmi) cloudInit(ctx context.Context, b *platform.Builder, c *cloudInit, 
 	if ndOK && !c.configDrive {
 		var wrapped bool
 		if nd, wrapped = unwrapNetwork(nd); wrapped {
+			b.TextRewritten("spec.cloudInit.networkConfig")
 			b.Warnf(ndFrom.path, "unwrapped from its top-level network: key%s: KubeVirt writes it as given, which cloud-init before 22.2 cannot read (it finds no version and configures no network); vminit writes what is inside", ndFrom.what)
 		}
 	}
