@@ -785,7 +785,8 @@ func notASource(ip netip.Addr) string {
 func validateMetadataServer(c *ErrorList, ms *MetadataServer, identified bool) {
 	const f = "spec.metadataServer"
 	if len(ms.Addresses) == 0 && !identified {
-		c.Add(f+".addresses", "required: the source addresses the instance's requests come from")
+		c.Add(f+".addresses", "required: the source addresses the instance's requests come from "+
+			"(a Kubernetes Instance, which its KubeVirt VMI identifies, needs none: `vminit validate --kubernetes`)")
 	}
 	seen := map[netip.Addr]int{}
 	for i, a := range ms.Addresses {

@@ -480,19 +480,24 @@ func vmiOf(u *unstructured.Unstructured) vmi {
 		// ipAddress is the pod's own first address: virt-handler keeps the
 		// pod's addresses over the guest agent's, but fills a family the
 		// pod lacks (IPv6 on a single-stack IPv4 pod) from the guest agent.
-		// Only the first address's family counts, so that a guest cannot
-		// claim an address in the family the pod has none of.
+		// So where the guest agent reported on the interface (its
+		// infoSource names it), only the first address's family counts,
+		// and a guest cannot claim an address in the family the pod has
+		// none of. Where it did not, every address is the pod's: a
+		// dual-stack pod's IPv6 address counts too, which its guest's
+		// requests for fd00:ec2::254 come from.
 		first, err := netip.ParseAddr(stringOf(m["ipAddress"]))
 		if err != nil {
 			continue
 		}
+		onePodFamily := strings.Contains(stringOf(m["infoSource"]), "guest-agent")
 		ips := []any{m["ipAddress"]}
 		if l, ok := m["ipAddresses"].([]any); ok {
 			ips = append(ips, l...)
 		}
 		for _, ip := range ips {
 			a, err := netip.ParseAddr(stringOf(ip))
-			if err == nil && a.Zone() == "" && a.Unmap().Is4() == first.Unmap().Is4() && len(out.addrs) < maxReported {
+			if err == nil && a.Zone() == "" && (!onePodFamily || a.Unmap().Is4() == first.Unmap().Is4()) && len(out.addrs) < maxReported {
 				out.addrs = append(out.addrs, a.Unmap())
 			}
 		}

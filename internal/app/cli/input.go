@@ -47,7 +47,12 @@ type inputFlags struct {
 	bootstrapToken       string
 	controlPlaneEndpoint string
 	caCertHashes         []string
-	controlPlane         bool
+	// controlPlane is --control-plane: an empty KubeadmConfig's role.
+	controlPlane bool
+	// identifiedByPlatform is validate's --kubernetes: the spec is read
+	// as an Instance object a cluster serves (spec.Loader's
+	// IdentifiedByPlatform).
+	identifiedByPlatform bool
 }
 
 func (f *inputFlags) register(cmd *cobra.Command) {
@@ -392,7 +397,7 @@ func (l *lazyRefs) Key(kind, name, key string) ([]byte, error) {
 // --objects its Secret and ConfigMap references are refused, the loader
 // saying what to pass.
 func (f *inputFlags) loadSpec(cmd *cobra.Command, path, name string, data []byte) (*specInput, error) {
-	l := spec.Loader{SourceRoot: f.sourceRoot}
+	l := spec.Loader{SourceRoot: f.sourceRoot, IdentifiedByPlatform: f.identifiedByPlatform}
 	if f.kubeconfig != "" || len(f.objects) > 0 {
 		l.Refs = &lazyRefs{build: func() (spec.Refs, error) { return f.specRefs(cmd) }}
 	}
