@@ -55,7 +55,7 @@ func (in *Instance) validate(identified bool) error {
 		checkSSHKey(&c, fmt.Sprintf("spec.sshAuthorizedKeys[%d]", i), k)
 	}
 	validateListLengths(&c, s)
-	validateUsers(&c, s.Users)
+	validateUsers(&c, s.Users, s.Agent)
 	validateFiles(&c, s.Files)
 	validateRefs(&c, in)
 	validateUnits(&c, s.Units)
@@ -155,9 +155,9 @@ func validateListLengths(c *ErrorList, s *Spec) {
 func validateAgent(c *ErrorList, in *Instance) {
 	s := &in.Spec
 	switch s.Agent {
-	case AgentCloudInit, AgentIgnition:
+	case AgentCloudInit, AgentIgnition, AgentCloudbaseInit:
 	default:
-		c.Add("spec.agent", "%q is not a guest agent: want %q (Ubuntu, Debian, RHEL, most cloud images) or %q (Fedora CoreOS, RHCOS, Flatcar)", s.Agent, AgentCloudInit, AgentIgnition)
+		c.Add("spec.agent", "%q is not a guest agent: want %q (Ubuntu, Debian, RHEL, most cloud images), %q (Fedora CoreOS, RHCOS, Flatcar) or %q (Windows)", s.Agent, AgentCloudInit, AgentIgnition, AgentCloudbaseInit)
 	}
 	if l, ok := in.Metadata.Labels[LabelUserData]; ok {
 		field := fmt.Sprintf("metadata.labels[%q]", LabelUserData)
@@ -180,7 +180,7 @@ func validateAgent(c *ErrorList, in *Instance) {
 	if t := strings.TrimSpace(ig.Config); t != "" && !strings.HasPrefix(t, "{") {
 		c.Add("spec.ignition.config", "an Ignition config is a JSON object; for Butane YAML use spec.ignition.butane")
 	}
-	if s.Agent == AgentCloudInit && *ig != (Ignition{}) {
+	if s.Agent != AgentIgnition && *ig != (Ignition{}) {
 		c.Add("spec.ignition", "is set but spec.agent is %q, so nothing would use it: set spec.agent: %s, or remove spec.ignition", s.Agent, AgentIgnition)
 	}
 }
@@ -299,7 +299,7 @@ func checkPath(c *ErrorList, field, p string) {
 	}
 }
 
-func validateUsers(c *ErrorList, users []User) {
+func validateUsers(c *ErrorList, users []User, agent string) {
 	seen := map[string]int{}
 	for i, u := range users {
 		f := fmt.Sprintf("spec.users[%d]", i)
@@ -334,7 +334,7 @@ func validateUsers(c *ErrorList, users []User) {
 		if strings.ContainsAny(u.Gecos, ":\n") {
 			c.Add(f+".gecos", "may not contain ':' or a newline (it is a passwd field)")
 		}
-		if u.Password != "" {
+		if u.Password != "" && agent != AgentCloudbaseInit {
 			c.Add(f+".password", "plain-text passwords are refused (they would sit readable on the seed): put a crypt hash in passwordHash, e.g. from `mkpasswd -m sha-512`")
 		}
 		if u.PasswordHash != "" && !cryptRE.MatchString(u.PasswordHash) {
