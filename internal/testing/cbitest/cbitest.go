@@ -1,0 +1,176 @@
+// Package cbitest runs cloudbase-init 1.1.9, the first-boot agent of
+// Windows cloud images, on Linux as the oracle of vminit's Windows output:
+// its own ConfigDrive (ISO and VFAT), NoCloud, OpenStack HTTP and EC2
+// metadata services read a seed image or a metadata server, and its own
+// user-data plugin dispatches the user data to its executors. Only what
+// touches Windows is stubbed (oracle.py says what and how).
+//
+// No package registry here serves cloudbase-init, so its upstream source
+// is kept beside the checkout in shared/oracles/cloudbase-init-1.1.9 (with
+// the Debian packages it needs: python3-oslo.config, python3-oslo.log,
+// python3-netaddr, python3-requests, python3-yaml, python3-jinja2; mtools
+// and bsdtar for the drives). Without it a test skips, or fails under
+// VMINIT_REQUIRE_TOOLS=1 (testtools.Missing).
+package cbitest
+
+import (
+	_ "embed"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/vminit/vminit/internal/testing/testtools"
+)
+
+//go:embed oracle.py
+var oracle []byte
+
+// OracleDir is the oracle's directory below the directory that holds the
+// checkout (shared/ beside it, as in CI); VMINIT_CLOUDBASE_INIT overrides
+// the whole path.
+const OracleDir = "shared/oracles/cloudbase-init-1.1.9"
+
+// Modes: the metadata service cloudbase-init reads with.
+const (
+	ConfigDriveISO  = "configdrive-iso"
+	ConfigDriveVFAT = "configdrive-vfat"
+	NoCloudISO      = "nocloud-iso"
+	NoCloudVFAT     = "nocloud-vfat"
+	OpenStack       = "openstack"
+	EC2             = "ec2"
+)
+
+// Execution is one script cloudbase-init handed to an executor.
+type Execution struct {
+	// Executor is the execcmd class: Shell (cmd.exe), PowershellSysnative,
+	// Powershell, Bash, Python.
+	Executor string
+	Script   string
+}
+
+// Link, Network and Service are cloudbase-init's network model
+// (models/network.py) as get_network_details_v2 returns it.
+type Link struct {
+	ID, Name, Type string
+	MACAddress     string `json:"mac_address"`
+	MTU            *int
+	Bond           *struct {
+		Members     []string
+		Type        string
+		LBAlgorithm *string `json:"lb_algorithm"`
+	}
+	VLANID   *int    `json:"vlan_id"`
+	VLANLink *string `json:"vlan_link"`
+}
+
+type Network struct {
+	Link           string
+	AddressCIDR    string   `json:"address_cidr"`
+	DNSNameservers []string `json:"dns_nameservers"`
+	Routes         []struct {
+		NetworkCIDR string `json:"network_cidr"`
+		Gateway     string
+	}
+}
+
+type Service struct {
+	Addresses []string
+	Search    []string
+}
+
+// Result is what cloudbase-init's service returned and its user-data
+// plugin did.
+type Result struct {
+	Loaded        bool
+	InstanceID    string   `json:"instance_id"`
+	HostName      string   `json:"host_name"`
+	PublicKeys    []string `json:"public_keys"`
+	AdminUsername *string  `json:"admin_username"`
+	AdminPassword *string  `json:"admin_password"`
+	// UserData is get_decoded_user_data's bytes.
+	UserData []byte `json:"user_data"`
+	Network  *struct {
+		Links    []Link
+		Networks []Network
+		Services []Service
+	}
+	CanPostPassword   bool `json:"can_post_password"`
+	PostPassword      bool `json:"post_password"`
+	PostPasswordAgain bool `json:"post_password_again"`
+	IsPasswordSet     bool `json:"is_password_set"`
+	// Executed are the scripts run, in order; Calls the OS utilities'
+	// account, group, time zone and NTP calls, each [name, args…].
+	Executed []Execution
+	Calls    [][]any
+	// Files are what write_files wrote, by the guest's path.
+	Files map[string][]byte
+}
+
+// Require returns the oracle's directory, or stops the test.
+func Require(t testing.TB) string {
+	t.Helper()
+	testtools.RequireFile(t, "/usr/bin/python3")
+	dir := os.Getenv("VMINIT_CLOUDBASE_INIT")
+	if dir == "" {
+		dir = find()
+	}
+	if dir == "" {
+		testtools.Missing(t, "cloudbase-init's source ("+OracleDir+" beside the checkout, or VMINIT_CLOUDBASE_INIT) not found")
+	}
+	out, err := exec.Command("/usr/bin/python3", "-c", "import oslo_config, oslo_log, netaddr, requests, yaml, jinja2").CombinedOutput()
+	if err != nil {
+		testtools.Missing(t, "cloudbase-init's Python dependencies (python3-oslo.config, python3-oslo.log, python3-netaddr, python3-requests, python3-yaml, python3-jinja2): "+string(out))
+	}
+	testtools.Require(t, "bsdtar")
+	testtools.Require(t, "mcopy")
+	return dir
+}
+
+// find looks for OracleDir beside each parent of the working directory.
+func find() string {
+	wd, err := os.Getwd()
+	if err != nil {
+		return ""
+	}
+	for d := wd; ; d = filepath.Dir(d) {
+		p := filepath.Join(filepath.Dir(d), OracleDir)
+		if st, err := os.Stat(filepath.Join(p, "cloudbaseinit")); err == nil && st.IsDir() {
+			return p
+		}
+		if filepath.Dir(d) == d {
+			return ""
+		}
+	}
+}
+
+// Read runs cloudbase-init's metadata service of mode on arg (an image
+// for the drive modes, a base URL for OpenStack and EC2), then its
+// user-data plugin, and returns what they gave.
+func Read(t testing.TB, mode, arg string) *Result {
+	t.Helper()
+	dir := Require(t)
+	script := filepath.Join(t.TempDir(), "oracle.py")
+	if err := os.WriteFile(script, oracle, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("/usr/bin/python3", script, dir, mode, arg)
+	cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
+	out, err := cmd.Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("cloudbase-init (%s %s): %v\n%s", mode, arg, err, stderr)
+	}
+	var r Result
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatalf("cloudbase-init's output: %v\n%s", err, out)
+	}
+	if !r.Loaded {
+		t.Fatalf("cloudbase-init's %s service found nothing at %s", mode, arg)
+	}
+	return &r
+}
