@@ -14,14 +14,20 @@
 package cbitest
 
 import (
+	"bytes"
 	_ "embed"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
+	"github.com/vminit/vminit/cloudbaseinit"
 	"github.com/vminit/vminit/internal/testing/testtools"
+	"github.com/vminit/vminit/spec"
 )
 
 //go:embed oracle.py
@@ -96,9 +102,10 @@ type Result struct {
 		Networks []Network
 		Services []Service
 	}
-	CanPostPassword   bool `json:"can_post_password"`
-	PostPassword      bool `json:"post_password"`
-	PostPasswordAgain bool `json:"post_password_again"`
+	CanPostPassword bool `json:"can_post_password"`
+	PostPassword    bool `json:"post_password"`
+	// PostPasswordAgain is the HTTP status of a second POST.
+	PostPasswordAgain int  `json:"post_password_again"`
 	IsPasswordSet     bool `json:"is_password_set"`
 	// Executed are the scripts run, in order; Calls the OS utilities'
 	// account, group, time zone and NTP calls, each [name, args…].
@@ -173,4 +180,129 @@ func Read(t testing.TB, mode, arg string) *Result {
 		t.Fatalf("cloudbase-init's %s service found nothing at %s", mode, arg)
 	}
 	return &r
+}
+
+// TestKey is WinSpec's SSH key.
+const TestKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKTghUogTUKzPuyIe/d62yvx2/oDHdnzPu/VN5IdP12e ops@example.com"
+
+// WinSpec is a Windows instance using every field cloudbase-init takes,
+// with extra appended to its spec (indented by two spaces); CheckWin
+// holds what cloudbase-init got from it to what it says.
+func WinSpec(extra string) string {
+	return winSpec + extra
+}
+
+const winSpec = `apiVersion: vminit.dev/v1alpha1
+kind: Instance
+metadata: {name: win-1}
+spec:
+  agent: cloudbase-init
+  sshAuthorizedKeys: ["` + TestKey + `"]
+  timezone: Europe/Berlin
+  users:
+    - {name: ops, gecos: Operator, groups: [administrators], password: "S3cret-Pass!"}
+    - {name: app, primaryGroup: appusers, sshAuthorizedKeys: ["` + TestKey + `"]}
+  files:
+    - {path: /ProgramData/app/config.json, content: '{"a": 1}'}
+    - {path: /ProgramData/app/blob.bin, contentBase64: AAEC/w==}
+  commands:
+    - "echo hello > C:\\first-boot.txt"
+    - [net, start, sshd]
+  network:
+    ethernets:
+      nic0:
+        match: {macAddress: "52:54:00:12:34:01"}
+        setName: nic0
+        addresses: [192.0.2.10/24]
+        gateway4: 192.0.2.1
+        nameservers: {addresses: [192.0.2.53]}
+  storage: {growRoot: true}
+  cloudInit:
+    userData: |
+      #ps1_sysnative
+      Write-Output "hello from PowerShell"
+`
+
+// Want says what a metadata service carries beside identity, keys and
+// user data.
+type Want struct {
+	// Admin: the admin user and password (OpenStack's meta_data.json;
+	// NoCloud's meta-data and EC2 have none).
+	Admin bool
+	// Network: the network details (ConfigDrive, NoCloud, OpenStack; EC2
+	// has none).
+	Network bool
+}
+
+// CheckWin compares what cloudbase-init got with what inst (WinSpec)
+// says, where want says what the metadata service carries.
+func CheckWin(t testing.TB, inst *spec.Instance, got *Result, userData []byte, want Want) {
+	admin := want.Admin
+	t.Helper()
+	s := &inst.Spec
+	if got.InstanceID != s.InstanceID || got.HostName != "win-1" {
+		t.Errorf("instance id %q, host name %q; want %q, win-1", got.InstanceID, got.HostName, s.InstanceID)
+	}
+	if !slices.Equal(got.PublicKeys, []string{TestKey}) {
+		t.Errorf("public keys %q", got.PublicKeys)
+	}
+	switch {
+	case admin && (got.AdminUsername == nil || *got.AdminUsername != "ops" || got.AdminPassword == nil || *got.AdminPassword != "S3cret-Pass!"):
+		t.Errorf("admin %v %v; want ops and its password", deref(got.AdminUsername), deref(got.AdminPassword))
+	case !admin && (got.AdminUsername != nil || got.AdminPassword != nil):
+		t.Errorf("admin %v %v; want none", deref(got.AdminUsername), deref(got.AdminPassword))
+	}
+	if !bytes.Equal(got.UserData, userData) {
+		t.Errorf("user data:\n%s\nwant:\n%s", got.UserData, userData)
+	}
+	if n := got.Network; !want.Network {
+		if n != nil {
+			t.Errorf("network %+v; want none", n)
+		}
+	} else if n == nil || len(n.Links) != 1 || len(n.Networks) != 1 {
+		t.Errorf("network %+v", n)
+	} else {
+		l, nw := n.Links[0], n.Networks[0]
+		if l.MACAddress != "52:54:00:12:34:01" || nw.AddressCIDR != "192.0.2.10/24" || nw.Link != l.Name ||
+			len(nw.Routes) != 1 || nw.Routes[0].NetworkCIDR != "0.0.0.0/0" || nw.Routes[0].Gateway != "192.0.2.1" {
+			t.Errorf("network %+v %+v", l, nw)
+		}
+		dns := slices.Concat(nw.DNSNameservers)
+		for _, sv := range n.Services {
+			dns = append(dns, sv.Addresses...)
+		}
+		if !slices.Contains(dns, "192.0.2.53") {
+			t.Errorf("name servers %q", dns)
+		}
+	}
+	wantRun := []Execution{
+		{Executor: cloudbaseinit.ExecCmd, Script: "rem cmd\necho hello > C:\\first-boot.txt\nnet start sshd\n"},
+		{Executor: cloudbaseinit.ExecPowerShell, Script: s.CloudInit.UserData},
+	}
+	if !slices.Equal(got.Executed, wantRun) {
+		t.Errorf("executed %q\nwant %q", got.Executed, wantRun)
+	}
+	calls := fmt.Sprint(got.Calls)
+	for _, c := range []string{
+		"[set_timezone Europe/Berlin]", "[create_group administrators]", "[create_group appusers]",
+		"[create_user ops S3cret-Pass!]", "[add_user_to_local_group ops administrators]",
+		"[add_user_to_local_group app appusers]", "[create_user app random-password]",
+	} {
+		if !strings.Contains(calls, c) {
+			t.Errorf("no call %s in %s", c, calls)
+		}
+	}
+	if f := got.Files["/ProgramData/app/config.json"]; string(f) != `{"a": 1}` {
+		t.Errorf("config.json %q (files %q)", f, got.Files)
+	}
+	if f := got.Files["/ProgramData/app/blob.bin"]; !bytes.Equal(f, []byte{0, 1, 2, 0xff}) {
+		t.Errorf("blob.bin %q", f)
+	}
+}
+
+func deref(p *string) any {
+	if p == nil {
+		return nil
+	}
+	return *p
 }

@@ -28,6 +28,7 @@
 import base64
 import json
 import os
+import requests
 import shutil
 import subprocess
 import sys
@@ -220,7 +221,15 @@ if out["loaded"]:
         out["can_post_password"] = service.can_post_password
         if out["can_post_password"]:
             out["post_password"] = service.post_password(b"ZW5jcnlwdGVk")
-            out["post_password_again"] = service.post_password(b"ZW5jcnlwdGVk")
+            # cloudbase-init 1.1.9 means a 409 to be False ("already
+            # set"), but catches urllib's HTTPError where requests raises
+            # its own: it checks is_password_set before posting instead
+            # (SetUserPasswordPlugin). The status is what the server said.
+            try:
+                service.post_password(b"ZW5jcnlwdGVk")
+                out["post_password_again"] = 200
+            except requests.HTTPError as e:
+                out["post_password_again"] = e.response.status_code
             out["is_password_set"] = service.is_password_set
     status, reboot = userdata.UserDataPlugin().execute(service, {})
     out["executed"] = executed
