@@ -18,10 +18,10 @@
 #
 # Package cbitest runs it (cbitest.go).
 #
-# Usage: oracle.py ORACLE_DIR MODE ARG
+# Usage: oracle.py ORACLE_DIR JOBS, JOBS a JSON file of [[MODE, ARG]…]:
 #   MODE configdrive-iso | configdrive-vfat | nocloud-iso | nocloud-vfat: ARG
 #        the image; openstack | ec2: ARG the base URL.
-# Output: {"instance_id", "host_name", "public_keys", "admin_username",
+# Output: a JSON list, a result for each job: {"instance_id", "host_name", "public_keys", "admin_username",
 #          "admin_password", "user_data", "network", "can_post_password",
 #          "post_password", "executed", "calls", "files"}
 
@@ -35,7 +35,10 @@ import sys
 import tempfile
 import types
 
-ORACLE, MODE, ARG = sys.argv[1], sys.argv[2], sys.argv[3]
+ORACLE = sys.argv[1]
+with open(sys.argv[2]) as f:
+    JOBS = json.load(f)
+MODE = ARG = None  # the job being run
 sys.path.insert(0, ORACLE)
 
 work = tempfile.mkdtemp(prefix="cbi-oracle-")
@@ -152,15 +155,20 @@ CONF.set_override("mtools_path", "/usr/bin")
 CONF.set_override("retry_count", 1)
 CONF.set_override("retry_count_interval", 0)
 CONF.set_override("userdata_save_path", None)
-CONF.set_override("metadata_base_url", ARG if MODE == "openstack" else "http://127.0.0.1:9/", group="openstack")
-CONF.set_override("add_metadata_private_ip_route", False, group="openstack")
-CONF.set_override("metadata_base_url", ARG if MODE == "ec2" else "http://127.0.0.1:9/", group="ec2")
-CONF.set_override("add_metadata_private_ip_route", False, group="ec2")
-if MODE.endswith("-iso") or MODE.endswith("-vfat"):
-    CONF.set_override("types", [MODE.rsplit("-", 1)[1]], group="config_drive")
-    CONF.set_override("locations", ["hdd"], group="config_drive")
-    for deprecated in ("raw_hdd", "cdrom", "vfat"):
-        CONF.set_override(deprecated, False, group="config_drive")
+
+
+def configure(mode, arg):
+    """The options the job's service reads."""
+    CONF.set_override("metadata_base_url", arg if mode == "openstack" else "http://127.0.0.1:9/", group="openstack")
+    CONF.set_override("add_metadata_private_ip_route", False, group="openstack")
+    CONF.set_override("metadata_base_url", arg if mode == "ec2" else "http://127.0.0.1:9/", group="ec2")
+    CONF.set_override("add_metadata_private_ip_route", False, group="ec2")
+    if mode.endswith("-iso") or mode.endswith("-vfat"):
+        CONF.set_override("types", [mode.rsplit("-", 1)[1]], group="config_drive")
+        CONF.set_override("locations", ["hdd"], group="config_drive")
+        for deprecated in ("raw_hdd", "cdrom", "vfat"):
+            CONF.set_override(deprecated, False, group="config_drive")
+
 
 from cloudbaseinit.osutils import factory as osutils_factory  # noqa: E402
 fake = FakeOSUtils()
@@ -171,20 +179,12 @@ from cloudbaseinit.metadata.services.osconfigdrive import windows as cd_windows 
 cd_factory.get_config_drive_manager = cd_windows.WindowsConfigDriveManager
 
 from cloudbaseinit.plugins.common.userdataplugins.cloudconfigplugins import write_files  # noqa: E402
-root = os.path.join(work, "root")
 _write_file = write_files._write_file
-write_files._write_file = lambda path, *a: _write_file(os.path.join(root, os.path.relpath(path, "/")), *a)
+write_files._write_file = lambda path, *a: _write_file(os.path.join(work, "root", os.path.relpath(path, "/")), *a)
 
 from cloudbaseinit.metadata.services import base  # noqa: E402
 from cloudbaseinit.metadata.services import configdrive, ec2service, httpservice, nocloudservice  # noqa: E402
 from cloudbaseinit.plugins.common import userdata  # noqa: E402
-
-service = {
-    "configdrive": configdrive.ConfigDriveService,
-    "nocloud": nocloudservice.NoCloudConfigDriveService,
-    "openstack": httpservice.HttpService,
-    "ec2": ec2service.EC2Service,
-}[MODE.split("-")[0]]()
 
 
 def plain(v):
@@ -205,42 +205,59 @@ def ask(f, *args):
         return None
 
 
-out = {"loaded": service.load()}
-if out["loaded"]:
-    ud = ask(service.get_decoded_user_data)
-    out.update({
-        "instance_id": ask(service.get_instance_id),
-        "host_name": ask(service.get_host_name),
-        "public_keys": sorted(ask(service.get_public_keys) or []),
-        "admin_username": ask(service.get_admin_username),
-        "admin_password": ask(service.get_admin_password),
-        "user_data": base64.b64encode(ud).decode() if ud is not None else None,
-        "network": plain(ask(service.get_network_details_v2)),
-    })
-    if MODE == "openstack":
-        out["can_post_password"] = service.can_post_password
-        if out["can_post_password"]:
-            out["post_password"] = service.post_password(b"ZW5jcnlwdGVk")
-            # cloudbase-init 1.1.9 means a 409 to be False ("already
-            # set"), but catches urllib's HTTPError where requests raises
-            # its own: it checks is_password_set before posting instead
-            # (SetUserPasswordPlugin). The status is what the server said.
-            try:
-                service.post_password(b"ZW5jcnlwdGVk")
-                out["post_password_again"] = 200
-            except requests.HTTPError as e:
-                out["post_password_again"] = e.response.status_code
-            out["is_password_set"] = service.is_password_set
-    status, reboot = userdata.UserDataPlugin().execute(service, {})
-    out["executed"] = executed
-    out["calls"] = calls
-    files = {}
-    for d, _, names in os.walk(root):
-        for n in names:
-            p = os.path.join(d, n)
-            with open(p, "rb") as f:
-                files["/" + os.path.relpath(p, root)] = base64.b64encode(f.read()).decode()
-    out["files"] = files
-    service.cleanup()
+def run(mode, arg):
+    global MODE, ARG
+    MODE, ARG = mode, arg
+    del executed[:], calls[:]
+    root = os.path.join(work, "root")
+    shutil.rmtree(root, ignore_errors=True)
+    configure(mode, arg)
+    service = {
+        "configdrive": configdrive.ConfigDriveService,
+        "nocloud": nocloudservice.NoCloudConfigDriveService,
+        "openstack": httpservice.HttpService,
+        "ec2": ec2service.EC2Service,
+    }[mode.split("-")[0]]()
+    out = {"loaded": service.load()}
+    if out["loaded"]:
+        ud = ask(service.get_decoded_user_data)
+        out.update({
+            "instance_id": ask(service.get_instance_id),
+            "host_name": ask(service.get_host_name),
+            "public_keys": sorted(ask(service.get_public_keys) or []),
+            "admin_username": ask(service.get_admin_username),
+            "admin_password": ask(service.get_admin_password),
+            "user_data": base64.b64encode(ud).decode() if ud is not None else None,
+            "network": plain(ask(service.get_network_details_v2)),
+        })
+        if MODE == "openstack":
+            out["can_post_password"] = service.can_post_password
+            if out["can_post_password"]:
+                out["post_password"] = service.post_password(b"ZW5jcnlwdGVk")
+                # cloudbase-init 1.1.9 means a 409 to be False ("already
+                # set"), but catches urllib's HTTPError where requests raises
+                # its own: it checks is_password_set before posting instead
+                # (SetUserPasswordPlugin). The status is what the server said.
+                try:
+                    service.post_password(b"ZW5jcnlwdGVk")
+                    out["post_password_again"] = 200
+                except requests.HTTPError as e:
+                    out["post_password_again"] = e.response.status_code
+                out["is_password_set"] = service.is_password_set
+        status, reboot = userdata.UserDataPlugin().execute(service, {})
+        out["executed"] = list(executed)
+        out["calls"] = list(calls)
+        files = {}
+        for d, _, names in os.walk(root):
+            for n in names:
+                p = os.path.join(d, n)
+                with open(p, "rb") as f:
+                    files["/" + os.path.relpath(p, root)] = base64.b64encode(f.read()).decode()
+        out["files"] = files
+        service.cleanup()
+    return out
+
+
+results = [run(m, a) for m, a in JOBS]
 shutil.rmtree(work, ignore_errors=True)
-json.dump(out, sys.stdout, indent=1, sort_keys=True)
+json.dump(results, sys.stdout, indent=1, sort_keys=True)
