@@ -45,15 +45,16 @@ const scriptName = "user-data"
 func UserData(inst *spec.Instance) ([]byte, error) {
 	ci := &inst.Spec.CloudInit
 	user := []byte(ci.UserData)
-	if probs := checkUser(user); len(probs) > 0 {
+	gen, err := CloudConfig(inst)
+	// Every problem at once: the spec's fields, then the user's data.
+	if probs := append(spec.AsErrors(err), checkUser(user)...); len(probs) > 0 {
 		return nil, probs
+	}
+	if err != nil {
+		return nil, err
 	}
 	if ci.UserDataOnly {
 		return user, nil
-	}
-	gen, err := CloudConfig(inst)
-	if err != nil {
-		return nil, err
 	}
 	if len(strings.TrimSpace(ci.UserData)) == 0 {
 		if gen == nil {
