@@ -165,9 +165,6 @@ func Unsupported(inst *spec.Instance, errs *spec.ErrorList) {
 			errs.Add("spec.storage.growRoot", "false is not for a cloudbase-init guest: its ExtendVolumesPlugin, enabled in the image's configuration, grows the volumes and the data cannot stop it")
 		}
 	}
-	if len(s.Hostname) > NetBIOSNameLength {
-		errs.Add("spec.hostname", "%q is longer than %d characters, the Windows computer (NetBIOS) name's limit: cloudbase-init would truncate it to %q", s.Hostname, NetBIOSNameLength, s.Hostname[:NetBIOSNameLength])
-	}
 	for i, u := range s.Users {
 		f := fmt.Sprintf("spec.users[%d]", i)
 		for _, uf := range []struct {
@@ -197,6 +194,18 @@ func Unsupported(inst *spec.Instance, errs *spec.ErrorList) {
 			errs.Add(fmt.Sprintf("spec.files[%d].owner", i), "not for a cloudbase-init guest: its write_files sets no owner (files are the Administrators')")
 		}
 	}
+}
+
+// Warnings are what cloudbase-init does with inst other than the spec
+// says, where the guest still comes up: a host name past Windows'
+// NetBIOS limit, which it truncates (platforms deliver such names, and
+// their Windows guests boot with the truncated one).
+func Warnings(inst *spec.Instance) spec.Errors {
+	var ws spec.Errors
+	if h := inst.Spec.Hostname; len(h) > NetBIOSNameLength {
+		ws = append(ws, &spec.FieldError{Field: "spec.hostname", Message: fmt.Sprintf("%q is longer than %d characters, the Windows computer (NetBIOS) name's limit: cloudbase-init truncates it to %q", h, NetBIOSNameLength, h[:NetBIOSNameLength])})
+	}
+	return ws
 }
 
 // groupsOf is every group the users are put in, sorted and unique:

@@ -28,6 +28,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/vminit/vminit/cloudbaseinit"
 	"github.com/vminit/vminit/cloudinit"
 	"github.com/vminit/vminit/delivery"
 	"github.com/vminit/vminit/ignition"
@@ -115,6 +116,7 @@ func Instance(inst *spec.Instance, t Target) *Result {
 		// cloudbaseinit), which checks the user's own as cloudbase-init
 		// reads it; cloud-init's schema and merge warnings do not apply.
 		r.cloudInit(inst, t)
+		r.Warnings = append(r.Warnings, cloudbaseinit.Warnings(inst)...)
 	default:
 		r.cloudInit(inst, t)
 		r.userData(inst, t.LenientSchema)
