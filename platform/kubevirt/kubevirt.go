@@ -64,6 +64,7 @@ import (
 	v1 "kubevirt.io/api/core/v1"
 	poolv1 "kubevirt.io/api/pool/v1beta1"
 
+	"github.com/vminit/vminit/cloudbaseinit"
 	"github.com/vminit/vminit/cloudinit"
 	"github.com/vminit/vminit/ignition"
 	"github.com/vminit/vminit/internal/lib/gzipbound"
@@ -470,12 +471,16 @@ func (m *vmi) metaData(b *platform.Builder, c *cloudInit) {
 // userDataOnly builds it as given). from names its field and, for a
 // Secret, the Secret and key.
 func (m *vmi) warnIgnored(b *platform.Builder, from dataFrom, ud string) {
-	if !errors.Is(cloudinit.CheckUserData([]byte(ud)), cloudinit.ErrIgnored) {
-		return
+	if m.windows != "" || !errors.Is(cloudinit.CheckUserData([]byte(ud)), cloudinit.ErrIgnored) {
+		return // a Windows guest's is checked as cloudbase-init reads it
 	}
 	first, _, _ := strings.Cut(strings.TrimSpace(ud), "\n")
-	b.WarnCause("spec.cloudInit.userData", cloudinit.ErrIgnored, from.path, "%s: KubeVirt delivers this as the user-data file, and so does vminit, but cloud-init ignores it%s: its first line %q is no #cloud-config, #! or other part header cloud-init knows (cloud-init 22.4 logs it as unhandled text/x-not-multipart); start it with #cloud-config or #! to have it run",
-		object(b.Doc, m), from.what, first)
+	hint := "start it with #cloud-config or #! to have it run"
+	if f, err := cloudbaseinit.Classify([]byte(ud)); err == nil && f.Kind == cloudbaseinit.KindScript {
+		hint = fmt.Sprintf("it is Windows user data (%s, which cloudbase-init runs with its %s executor): a Windows VM says so with a windows* preference or a common template's os.template.kubevirt.io/win* label, and its volume is then read as cloudbase-init's", f.Header, f.Executor)
+	}
+	b.WarnCause("spec.cloudInit.userData", cloudinit.ErrIgnored, from.path, "%s: KubeVirt delivers this as the user-data file, and so does vminit, but cloud-init ignores it%s: its first line %q is no #cloud-config, #! or other part header cloud-init knows (cloud-init 22.4 logs it as unhandled text/x-not-multipart); %s",
+		object(b.Doc, m), from.what, first, hint)
 }
 
 // ignitionUserData takes user data that is an Ignition config (KubeVirt's
