@@ -3,8 +3,6 @@ package cloudbaseinit_test
 import (
 	"bytes"
 	"compress/gzip"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -35,15 +33,7 @@ func image(t testing.TB, inst *spec.Instance, ds seed.Datasource, f media.Format
 	if err != nil {
 		t.Fatal(err)
 	}
-	var b bytes.Buffer
-	if err := media.Write(&b, s, f, media.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(t.TempDir(), "seed."+string(f))
-	if err := os.WriteFile(p, b.Bytes(), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p, s
+	return cbitest.SeedImage(t, s, f), s
 }
 
 // TestOracleSeeds: every seed image cloudbase-init reads (ConfigDrive and

@@ -1,7 +1,6 @@
 package platform_test
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,7 +10,6 @@ import (
 	"github.com/vminit/vminit/media"
 	"github.com/vminit/vminit/platform"
 	"github.com/vminit/vminit/platform/convert"
-	"github.com/vminit/vminit/render"
 	"github.com/vminit/vminit/spec"
 )
 
@@ -57,20 +55,7 @@ func TestCorpusWindows(t *testing.T) {
 		if r.Instance == nil || r.Instance.Spec.Agent != spec.AgentCloudbaseInit {
 			t.Fatalf("instance %+v", r.Instance)
 		}
-		cbitest.Require(t)
-		res := render.Instance(r.Instance, render.Target{})
-		if !res.OK() {
-			t.Fatal(res.Errors)
-		}
-		var b bytes.Buffer
-		if err := media.Write(&b, res.Seed, media.ISO9660, media.Options{}); err != nil {
-			t.Fatal(err)
-		}
-		img := filepath.Join(t.TempDir(), "seed.iso")
-		if err := os.WriteFile(img, b.Bytes(), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		got := cbitest.Read(t, cbitest.NoCloudISO, img)
+		got := cbitest.ReadInstance(t, r.Instance, media.ISO9660, cbitest.NoCloudISO)
 		if got.InstanceID != r.Instance.Spec.InstanceID || got.HostName != r.Instance.Spec.Hostname {
 			t.Errorf("instance id %q, host name %q", got.InstanceID, got.HostName)
 		}

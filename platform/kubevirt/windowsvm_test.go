@@ -1,16 +1,12 @@
 package kubevirt_test
 
 import (
-	"bytes"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/vminit/vminit/internal/testing/cbitest"
 	"github.com/vminit/vminit/internal/testing/platformtest"
 	"github.com/vminit/vminit/media"
 	"github.com/vminit/vminit/platform"
-	"github.com/vminit/vminit/render"
 	"github.com/vminit/vminit/spec"
 )
 
@@ -37,24 +33,11 @@ func TestWindowsCloudInitVolume(t *testing.T) {
 			Warns: []string{"cloud-init ignores it", "it is Windows user data (#ps1, which cloudbase-init runs with its PowershellSysnative executor): a Windows VM says so with a windows* preference"}},
 	})
 
-	cbitest.Require(t)
 	r, err := platformtest.Convert(t, win("spec:\n  preference: {name: windows.2k22}\n"), platform.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := render.Instance(r.Instance, render.Target{})
-	if !res.OK() {
-		t.Fatal(res.Errors)
-	}
-	var b bytes.Buffer
-	if err := media.Write(&b, res.Seed, media.VFAT, media.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	img := filepath.Join(t.TempDir(), "seed.img")
-	if err := os.WriteFile(img, b.Bytes(), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	got := cbitest.Read(t, cbitest.NoCloudVFAT, img)
+	got := cbitest.ReadInstance(t, r.Instance, media.VFAT, cbitest.NoCloudVFAT)
 	if got.HostName != "win-1" || got.InstanceID != r.Instance.Spec.InstanceID {
 		t.Errorf("host name %q, instance id %q", got.HostName, got.InstanceID)
 	}

@@ -152,14 +152,21 @@ func (f *convertFlags) convertIgnition(name string, data []byte, instName string
 	if f.to == "ignition" {
 		return up, nil
 	}
+	inst := carrier(instName, spec.AgentIgnition)
+	inst.Spec.Ignition.Config = string(data)
+	return yaml.Marshal(inst)
+}
+
+// carrier is the spec for an agent that --to spec writes around data it
+// carries whole, named instName (else "instance").
+func carrier(instName, agent string) *spec.Instance {
 	if instName == "" {
 		instName = "instance"
 	}
-	inst := spec.Instance{APIVersion: spec.APIVersion, Kind: spec.Kind}
+	inst := &spec.Instance{APIVersion: spec.APIVersion, Kind: spec.Kind}
 	inst.Metadata.Name = instName
-	inst.Spec.Agent = spec.AgentIgnition
-	inst.Spec.Ignition.Config = string(data)
-	return yaml.Marshal(&inst)
+	inst.Spec.Agent = agent
+	return inst
 }
 
 // convertWindows converts user data only cloudbase-init runs (#ps1,
@@ -171,14 +178,9 @@ func (f *convertFlags) convertWindows(name string, data []byte, instName string)
 	if f.to == "ignition" {
 		return nil, fmt.Errorf("%s: a %s script is Windows user data, which cloudbase-init runs (%s); an Ignition guest cannot: convert it --to spec (spec.agent: cloudbase-init)", name, fm.Header, fm.Executor)
 	}
-	if instName == "" {
-		instName = "instance"
-	}
-	inst := spec.Instance{APIVersion: spec.APIVersion, Kind: spec.Kind}
-	inst.Metadata.Name = instName
-	inst.Spec.Agent = spec.AgentCloudbaseInit
+	inst := carrier(instName, spec.AgentCloudbaseInit)
 	inst.Spec.CloudInit.UserData = string(data)
-	return yaml.Marshal(&inst)
+	return yaml.Marshal(inst)
 }
 
 func (f *convertFlags) ignitionOptions() ignition.Options {

@@ -27,6 +27,9 @@ import (
 
 	"github.com/vminit/vminit/cloudbaseinit"
 	"github.com/vminit/vminit/internal/testing/testtools"
+	"github.com/vminit/vminit/media"
+	"github.com/vminit/vminit/render"
+	"github.com/vminit/vminit/seed"
 	"github.com/vminit/vminit/spec"
 )
 
@@ -203,6 +206,33 @@ func ReadAll(t testing.TB, jobs ...Job) []*Result {
 		}
 	}
 	return rs
+}
+
+// SeedImage writes s as an image of format f in a temporary directory,
+// as `vminit build` writes it, and returns its path.
+func SeedImage(t testing.TB, s *seed.Seed, f media.Format) string {
+	t.Helper()
+	var b bytes.Buffer
+	if err := media.Write(&b, s, f, media.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "seed."+string(f))
+	if err := os.WriteFile(p, b.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// ReadInstance renders inst as `vminit build` does, writes its seed as
+// an image of format f and reads it with cloudbase-init's service of
+// mode.
+func ReadInstance(t testing.TB, inst *spec.Instance, f media.Format, mode string) *Result {
+	t.Helper()
+	res := render.Instance(inst, render.Target{})
+	if !res.OK() {
+		t.Fatal(res.Errors)
+	}
+	return Read(t, mode, SeedImage(t, res.Seed, f))
 }
 
 // TestKey is WinSpec's SSH key.
