@@ -199,11 +199,19 @@ func Unsupported(inst *spec.Instance, errs *spec.ErrorList) {
 // Warnings are what cloudbase-init does with inst other than the spec
 // says, where the guest still comes up: a host name past Windows'
 // NetBIOS limit, which it truncates (platforms deliver such names, and
-// their Windows guests boot with the truncated one).
+// their Windows guests boot with the truncated one); a key it cannot
+// encrypt the password it posts to the OpenStack dialect with.
 func Warnings(inst *spec.Instance) spec.Errors {
 	var ws spec.Errors
 	if h := inst.Spec.Hostname; len(h) > NetBIOSNameLength {
 		ws = append(ws, &spec.FieldError{Field: "spec.hostname", Message: fmt.Sprintf("%q is longer than %d characters, the Windows computer (NetBIOS) name's limit: cloudbase-init truncates it to %q", h, NetBIOSNameLength, h[:NetBIOSNameLength])})
+	}
+	if ms := inst.Spec.MetadataServer; ms != nil && ms.ServesDialect(spec.DialectOpenStack) {
+		for i, k := range inst.Spec.SSHAuthorizedKeys {
+			if !strings.HasPrefix(k, "ssh-rsa ") {
+				ws = append(ws, &spec.FieldError{Field: fmt.Sprintf("spec.sshAuthorizedKeys[%d]", i), Message: "not ssh-rsa: over the OpenStack dialect cloudbase-init posts the admin's password encrypted with one of the keys (the first of an unordered set), and encrypts with ssh-rsa only; with this one its SetUserPassword plugin sets the password but fails to post it, and the password cannot be retrieved: give an RSA key alone where it must be"})
+			}
+		}
 	}
 	return ws
 }

@@ -106,10 +106,19 @@ type Result struct {
 		Services []Service
 	}
 	CanPostPassword bool `json:"can_post_password"`
-	PostPassword    bool `json:"post_password"`
+	IsPasswordSet   bool `json:"is_password_set"`
+	// PasswordPosted is what SetUserPasswordPlugin posted to the
+	// OpenStack password endpoint (base64 of the password encrypted with
+	// the first SSH key, RSA PKCS#1 v1.5), as the server gives it back.
+	PasswordPosted string `json:"password_posted"`
 	// PostPasswordAgain is the HTTP status of a second POST.
-	PostPasswordAgain int  `json:"post_password_again"`
-	IsPasswordSet     bool `json:"is_password_set"`
+	PostPasswordAgain int `json:"post_password_again"`
+	// PluginErrors are the plugins that failed (cloudbase-init logs the
+	// error and runs the next), by class name.
+	PluginErrors map[string]string `json:"plugin_errors"`
+	// AuthorizedKeys are the authorized_keys files cloudbase-init wrote,
+	// by user.
+	AuthorizedKeys map[string]string `json:"authorized_keys"`
 	// Executed are the scripts run, in order; Calls the OS utilities'
 	// account, group, time zone and NTP calls, each [name, args…].
 	Executed []Execution
@@ -296,8 +305,18 @@ func CheckWin(t testing.TB, inst *spec.Instance, got *Result, userData []byte, w
 	if got.InstanceID != s.InstanceID || got.HostName != "win-1" {
 		t.Errorf("instance id %q, host name %q; want %q, win-1", got.InstanceID, got.HostName, s.InstanceID)
 	}
-	if !slices.Equal(got.PublicKeys, []string{TestKey}) {
-		t.Errorf("public keys %q", got.PublicKeys)
+	keys := slices.Sorted(slices.Values(s.SSHAuthorizedKeys))
+	if !slices.Equal(got.PublicKeys, keys) {
+		t.Errorf("public keys %q; want %q", got.PublicKeys, keys)
+	}
+	// The spec's keys go to the admin user: the metadata's, else
+	// cloudbase-init's own (its configuration's username, Admin).
+	adminUser := "Admin"
+	if admin {
+		adminUser = "ops"
+	}
+	if ak := got.AuthorizedKeys[adminUser]; ak != strings.Join(keys, "\n")+"\n" {
+		t.Errorf("%s's authorized_keys %q; want the spec's keys (all written: %q)", adminUser, ak, got.AuthorizedKeys)
 	}
 	switch {
 	case admin && (got.AdminUsername == nil || *got.AdminUsername != "ops" || got.AdminPassword == nil || *got.AdminPassword != "S3cret-Pass!"):
@@ -336,9 +355,14 @@ func CheckWin(t testing.TB, inst *spec.Instance, got *Result, userData []byte, w
 		t.Errorf("executed %q\nwant %q", got.Executed, wantRun)
 	}
 	calls := fmt.Sprint(got.Calls)
+	// ops gets its password: created with it by the users module, or,
+	// made by CreateUser as the metadata's admin, set to admin_pass.
+	if !strings.Contains(calls, "[create_user ops S3cret-Pass!]") && !strings.Contains(calls, "[set_user_password ops S3cret-Pass!]") {
+		t.Errorf("ops never got its password: %s", calls)
+	}
 	for _, c := range []string{
-		"[set_timezone Europe/Berlin]", "[create_group administrators]", "[create_group appusers]",
-		"[create_user ops S3cret-Pass!]", "[add_user_to_local_group ops administrators]",
+		"[set_host_name win-1]", "[set_timezone Europe/Berlin]", "[create_group administrators]", "[create_group appusers]",
+		"[add_user_to_local_group ops administrators]",
 		"[add_user_to_local_group app appusers]", "[create_user app random-password]",
 	} {
 		if !strings.Contains(calls, c) {

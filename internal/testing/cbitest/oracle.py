@@ -21,6 +21,9 @@
 # Usage: oracle.py ORACLE_DIR JOBS, JOBS a JSON file of [[MODE, ARG]…]:
 #   MODE configdrive-iso | configdrive-vfat | nocloud-iso | nocloud-vfat: ARG
 #        the image; openstack | ec2: ARG the base URL.
+# Each job runs the service, then cloudbase-init's plugins that take the
+# metadata (SetHostName, CreateUser, SetUserPassword, SetUserSSHPublicKeys)
+# and its UserDataPlugin.
 # Output: a JSON list, a result for each job: {"instance_id", "host_name", "public_keys", "admin_username",
 #          "admin_password", "user_data", "network", "can_post_password",
 #          "post_password", "executed", "calls", "files"}
@@ -45,6 +48,7 @@ work = tempfile.mkdtemp(prefix="cbi-oracle-")
 tempfile.tempdir = work  # the scripts, the copied drive, the ISO copy
 calls = []
 executed = []
+existing = set()  # ("user"|"group", name) made by the job
 
 
 class Disk(object):
@@ -134,8 +138,10 @@ class FakeOSUtils(object):
         # Accounts, groups, time zone, NTP, ACLs: recorded.
         def record(*args, **kwargs):
             calls.append([name] + [a for a in args if isinstance(a, (str, int, list))])
+            if name in ("create_user", "create_group"):
+                existing.add((name[7:], args[0]))
             if name in ("user_exists", "group_exists"):
-                return False
+                return (name[:-7], args[0]) in existing
             if name == "get_user_home":
                 return os.path.join(work, "home", args[0])
             return None
@@ -184,7 +190,8 @@ write_files._write_file = lambda path, *a: _write_file(os.path.join(work, "root"
 
 from cloudbaseinit.metadata.services import base  # noqa: E402
 from cloudbaseinit.metadata.services import configdrive, ec2service, httpservice, nocloudservice  # noqa: E402
-from cloudbaseinit.plugins.common import userdata  # noqa: E402
+from cloudbaseinit.plugins.common import sethostname, setuserpassword, sshpublickeys, userdata  # noqa: E402
+from cloudbaseinit.plugins.windows import createuser  # noqa: E402
 
 
 def plain(v):
@@ -209,8 +216,10 @@ def run(mode, arg):
     global MODE, ARG
     MODE, ARG = mode, arg
     del executed[:], calls[:]
+    existing.clear()
     root = os.path.join(work, "root")
     shutil.rmtree(root, ignore_errors=True)
+    shutil.rmtree(os.path.join(work, "home"), ignore_errors=True)
     configure(mode, arg)
     service = {
         "configdrive": configdrive.ConfigDriveService,
@@ -230,21 +239,35 @@ def run(mode, arg):
             "user_data": base64.b64encode(ud).decode() if ud is not None else None,
             "network": plain(ask(service.get_network_details_v2)),
         })
+        # cloudbase-init's plugins that take the metadata, in its order,
+        # then its user-data plugin; shared_data carries the admin user
+        # and password between them as in init.py.
+        shared = {}
+        for plugin in (sethostname.SetHostNamePlugin(), createuser.CreateUserPlugin(),
+                       setuserpassword.SetUserPasswordPlugin(), sshpublickeys.SetUserSSHPublicKeysPlugin(),
+                       userdata.UserDataPlugin()):
+            # init.py's exec_plugin: a plugin's failure is logged, and the
+            # next plugin runs.
+            try:
+                plugin.execute(service, shared)
+            except Exception as e:
+                out.setdefault("plugin_errors", {})[type(plugin).__name__] = "%s: %s" % (type(e).__name__, e)
         if MODE == "openstack":
             out["can_post_password"] = service.can_post_password
-            if out["can_post_password"]:
-                out["post_password"] = service.post_password(b"ZW5jcnlwdGVk")
-                # cloudbase-init 1.1.9 means a 409 to be False ("already
-                # set"), but catches urllib's HTTPError where requests raises
-                # its own: it checks is_password_set before posting instead
-                # (SetUserPasswordPlugin). The status is what the server said.
-                try:
-                    service.post_password(b"ZW5jcnlwdGVk")
-                    out["post_password_again"] = 200
-                except requests.HTTPError as e:
-                    out["post_password_again"] = e.response.status_code
-                out["is_password_set"] = service.is_password_set
-        status, reboot = userdata.UserDataPlugin().execute(service, {})
+            out["is_password_set"] = service.is_password_set
+            # What SetUserPasswordPlugin posted, as the server gives it
+            # back (nova's GET of the same path).
+            out["password_posted"] = service._get_data(service._get_password_path()).decode()
+            # cloudbase-init 1.1.9 means a 409 to be False ("already
+            # set"), but catches urllib's HTTPError where requests raises
+            # its own: it checks is_password_set before posting instead
+            # (as SetUserPasswordPlugin did). The status is what the
+            # server said.
+            try:
+                service.post_password(b"ZW5jcnlwdGVk")
+                out["post_password_again"] = 200
+            except requests.HTTPError as e:
+                out["post_password_again"] = e.response.status_code
         out["executed"] = list(executed)
         out["calls"] = list(calls)
         files = {}
@@ -254,6 +277,13 @@ def run(mode, arg):
                 with open(p, "rb") as f:
                     files["/" + os.path.relpath(p, root)] = base64.b64encode(f.read()).decode()
         out["files"] = files
+        keys = {}
+        home = os.path.join(work, "home")
+        for user in sorted(os.listdir(home)) if os.path.isdir(home) else []:
+            p = os.path.join(home, user, ".ssh", "authorized_keys")
+            if os.path.exists(p):
+                keys[user] = _read(p)
+        out["authorized_keys"] = keys
         service.cleanup()
     return out
 
