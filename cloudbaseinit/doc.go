@@ -7,7 +7,7 @@
 // name, public keys, the admin user and password, network_data.json or
 // network-config), which package seed writes as for cloud-init, and the
 // rest from the user data, which this package renders: a #cloud-config of
-// the modules cloudbase-init implements (write_files, timezone, groups,
+// the modules cloudbase-init implements (write_files, timezone, ntp, groups,
 // users, runcmd), combined with the user's own user data (#ps1, rem cmd,
 // EC2's <powershell> tags, a MIME message…) as a MIME multipart message
 // cloudbase-init's user-data plugin walks.

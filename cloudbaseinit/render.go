@@ -93,7 +93,7 @@ func checkUser(data []byte) spec.Errors {
 
 // CloudConfig renders the #cloud-config of the spec's fields that
 // cloudbase-init takes from user data, in the order it runs its modules
-// (write_files, timezone, groups, users, runcmd), or nil when there are
+// (write_files, timezone, ntp, groups, users, runcmd), or nil when there are
 // none. The fields it cannot express are errors naming them (Unsupported).
 func CloudConfig(inst *spec.Instance) ([]byte, error) {
 	s := &inst.Spec
@@ -106,6 +106,9 @@ func CloudConfig(inst *spec.Instance) ([]byte, error) {
 	}
 	if s.Timezone != "" {
 		add("timezone", yaml11.String(s.Timezone))
+	}
+	if s.NTP != nil {
+		add("ntp", cloudinit.NTP(s.NTP, false))
 	}
 	if groups := groupsOf(s.Users); len(groups) > 0 {
 		add("groups", yaml11.Flow(yaml11.Strings(groups)))

@@ -121,6 +121,8 @@ type Spec struct {
 	Storage *Storage `yaml:"storage,omitempty" json:"storage,omitempty"`
 	// Timezone is an IANA zone name such as "Europe/Berlin" or "UTC".
 	Timezone string `yaml:"timezone,omitempty" json:"timezone,omitempty"`
+	// NTP names the time servers the guest synchronises with.
+	NTP *NTP `yaml:"ntp,omitempty" json:"ntp,omitempty"`
 	// Packages are installed by cloud-init's package module on first boot.
 	// +kubebuilder:validation:MaxItems=10000
 	Packages []string `yaml:"packages,omitempty" json:"packages,omitempty"`
@@ -137,6 +139,18 @@ type Spec struct {
 	// MetadataServer tells `vminit serve` how to recognise and serve this
 	// instance over HTTP. Seeds ignore it.
 	MetadataServer *MetadataServer `yaml:"metadataServer,omitempty" json:"metadataServer,omitempty"`
+}
+
+// NTP is the guest's time servers: cloud-init's ntp module and
+// cloudbase-init's ntp plugin take both lists (Ignition configures no time
+// service).
+type NTP struct {
+	// Servers are host names or IP addresses of single servers.
+	// +kubebuilder:validation:MaxItems=10000
+	Servers []string `yaml:"servers,omitempty" json:"servers,omitempty"`
+	// Pools are host names of server pools, e.g. "pool.ntp.org".
+	// +kubebuilder:validation:MaxItems=10000
+	Pools []string `yaml:"pools,omitempty" json:"pools,omitempty"`
 }
 
 // User is a local account.

@@ -66,6 +66,7 @@ func (in *Instance) validate(identified bool) error {
 	if s.Timezone != "" && (!tzRE.MatchString(s.Timezone) || strings.Contains(s.Timezone, "..")) {
 		c.Add("spec.timezone", "%q is not an IANA time zone name such as \"UTC\" or \"Europe/Berlin\"", s.Timezone)
 	}
+	validateNTP(&c, s.NTP)
 	for i, p := range s.Packages {
 		if !packageRE.MatchString(p) {
 			c.Add(fmt.Sprintf("spec.packages[%d]", i), "%q is not a package name (optionally name=version)", p)
@@ -299,6 +300,26 @@ func checkPath(c *ErrorList, field, p string) {
 	}
 }
 
+// validateNTP checks each time server: a host name or an IP address.
+func validateNTP(c *ErrorList, n *NTP) {
+	if n == nil {
+		return
+	}
+	if len(n.Servers)+len(n.Pools) == 0 {
+		c.Add("spec.ntp", "names no servers or pools")
+	}
+	for _, l := range []struct {
+		field string
+		hosts []string
+	}{{"spec.ntp.servers", n.Servers}, {"spec.ntp.pools", n.Pools}} {
+		for i, h := range l.hosts {
+			if _, err := netip.ParseAddr(h); err != nil && !validDNSName(h) {
+				c.Add(fmt.Sprintf("%s[%d]", l.field, i), "%q is neither a host name nor an IP address", h)
+			}
+		}
+	}
+}
+
 func validateUsers(c *ErrorList, users []User, agent string) {
 	seen := map[string]int{}
 	for i, u := range users {
@@ -497,7 +518,7 @@ func validateUserDataOnly(c *ErrorList, in *Instance) {
 	}{
 		{"spec.fqdn", s.FQDN != ""}, {"spec.users", len(s.Users) > 0}, {"spec.files", len(s.Files) > 0},
 		{"spec.units", len(s.Units) > 0}, {"spec.mounts", len(s.Mounts) > 0}, {"spec.timezone", s.Timezone != ""},
-		{"spec.packages", len(s.Packages) > 0}, {"spec.commands", len(s.Commands) > 0}, {"spec.bootCommands", len(s.BootCommands) > 0},
+		{"spec.packages", len(s.Packages) > 0}, {"spec.commands", len(s.Commands) > 0}, {"spec.bootCommands", len(s.BootCommands) > 0}, {"spec.ntp", s.NTP != nil},
 		{"spec.storage", s.Storage != nil}, {"spec.sshHostKeys", s.SSHHostKeys != nil},
 	} {
 		if f.set {

@@ -261,6 +261,7 @@ spec:
   agent: cloudbase-init
   sshAuthorizedKeys: ["` + TestKey + `"]
   timezone: Europe/Berlin
+  ntp: {servers: [192.0.2.123], pools: [pool.ntp.org]}
   users:
     - {name: ops, gecos: Operator, groups: [administrators], password: "S3cret-Pass!"}
     - {name: app, primaryGroup: appusers, sshAuthorizedKeys: ["` + TestKey + `"]}
@@ -361,7 +362,7 @@ func CheckWin(t testing.TB, inst *spec.Instance, got *Result, userData []byte, w
 		t.Errorf("ops never got its password: %s", calls)
 	}
 	for _, c := range []string{
-		"[set_host_name win-1]", "[set_timezone Europe/Berlin]", "[create_group administrators]", "[create_group appusers]",
+		"[set_host_name win-1]", "[set_timezone Europe/Berlin]", "[set_ntp_client_config [192.0.2.123 pool.ntp.org]]", "[create_group administrators]", "[create_group appusers]",
 		"[add_user_to_local_group ops administrators]",
 		"[add_user_to_local_group app appusers]", "[create_user app random-password]",
 	} {
