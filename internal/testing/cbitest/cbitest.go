@@ -332,6 +332,8 @@ func CheckWin(t testing.TB, inst *spec.Instance, got *Result, userData []byte, w
 		if n != nil {
 			t.Errorf("network %+v; want none", n)
 		}
+	} else if !strings.Contains(fmt.Sprint(got.Calls), "[set_static_network_config nic0 192.0.2.10 24 192.0.2.1 [192.0.2.53]]") {
+		t.Errorf("NetworkConfigPlugin set no static address on nic0: %v", got.Calls)
 	} else if n == nil || len(n.Links) != 1 || len(n.Networks) != 1 {
 		t.Errorf("network %+v", n)
 	} else {

@@ -22,7 +22,8 @@
 #   MODE configdrive-iso | configdrive-vfat | nocloud-iso | nocloud-vfat: ARG
 #        the image; openstack | ec2: ARG the base URL.
 # Each job runs the service, then cloudbase-init's plugins that take the
-# metadata (SetHostName, CreateUser, SetUserPassword, SetUserSSHPublicKeys)
+# metadata (SetHostName, NetworkConfig, CreateUser, SetUserPassword,
+# SetUserSSHPublicKeys)
 # and its UserDataPlugin.
 # Output: a JSON list, a result for each job: {"instance_id", "host_name", "public_keys", "admin_username",
 #          "admin_password", "user_data", "network", "can_post_password",
@@ -190,7 +191,7 @@ write_files._write_file = lambda path, *a: _write_file(os.path.join(work, "root"
 
 from cloudbaseinit.metadata.services import base  # noqa: E402
 from cloudbaseinit.metadata.services import configdrive, ec2service, httpservice, nocloudservice  # noqa: E402
-from cloudbaseinit.plugins.common import sethostname, setuserpassword, sshpublickeys, userdata  # noqa: E402
+from cloudbaseinit.plugins.common import networkconfig, sethostname, setuserpassword, sshpublickeys, userdata  # noqa: E402
 from cloudbaseinit.plugins.windows import createuser  # noqa: E402
 
 
@@ -243,7 +244,7 @@ def run(mode, arg):
         # then its user-data plugin; shared_data carries the admin user
         # and password between them as in init.py.
         shared = {}
-        for plugin in (sethostname.SetHostNamePlugin(), createuser.CreateUserPlugin(),
+        for plugin in (sethostname.SetHostNamePlugin(), networkconfig.NetworkConfigPlugin(), createuser.CreateUserPlugin(),
                        setuserpassword.SetUserPasswordPlugin(), sshpublickeys.SetUserSSHPublicKeysPlugin(),
                        userdata.UserDataPlugin()):
             # init.py's exec_plugin: a plugin's failure is logged, and the
