@@ -3,6 +3,7 @@ package cloudbaseinit_test
 import (
 	"bytes"
 	"compress/gzip"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -149,6 +150,48 @@ func TestUserDataRefused(t *testing.T) {
 		_, err := seed.Build(inst, seed.NoCloud, seed.Options{})
 		if err == nil || !strings.Contains(err.Error(), "spec.cloudInit.userData") || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: %v; want spec.cloudInit.userData: …%s", tc.data, err, tc.want)
+		}
+	}
+}
+
+// TestOracleBondVLAN: a bond and a VLAN on it reach cloudbase-init's
+// NetworkConfig plugin as a NIC team of the two NICs and a team NIC with
+// the VLAN id, each with its static address: from a config drive's
+// network_data.json and from NoCloud's network-config.
+func TestOracleBondVLAN(t *testing.T) {
+	inst := load(t, head+`  network:
+    ethernets:
+      nic0: {match: {macAddress: "52:54:00:12:34:01"}, setName: nic0}
+      nic1: {match: {macAddress: "52:54:00:12:34:02"}, setName: nic1}
+    bonds:
+      bond0: {interfaces: [nic0, nic1], parameters: {mode: active-backup}, addresses: [192.0.2.10/24], gateway4: 192.0.2.1}
+    vlans:
+      bond0.20: {id: 20, link: bond0, addresses: [198.51.100.10/24]}
+`)
+	var jobs []cbitest.Job
+	for _, c := range []struct {
+		ds   seed.Datasource
+		mode string
+	}{{seed.ConfigDrive, cbitest.ConfigDriveISO}, {seed.NoCloud, cbitest.NoCloudVFAT}} {
+		img, _ := image(t, inst, c.ds, media.VFAT)
+		if c.mode == cbitest.ConfigDriveISO {
+			img, _ = image(t, inst, c.ds, media.ISO9660)
+		}
+		jobs = append(jobs, cbitest.Job{Mode: c.mode, Arg: img})
+	}
+	for i, got := range cbitest.ReadAll(t, jobs...) {
+		calls := fmt.Sprint(got.Calls)
+		for _, want := range []string{
+			"[get_network_adapter_name_by_mac_address 52:54:00:12:34:01] [rename_network_adapter nic0]",
+			"[get_network_adapter_name_by_mac_address 52:54:00:12:34:02] [rename_network_adapter nic1]",
+			"[create_network_team bond_bond0 active-backup [nic0 nic1] bond0]",
+			"[add_network_team_nic bond_bond0 bond0.20 20]",
+			"[set_static_network_config bond0 192.0.2.10 24 192.0.2.1 []]",
+			"[set_static_network_config bond0.20 198.51.100.10 24 []]",
+		} {
+			if !strings.Contains(calls, want) {
+				t.Errorf("%s: no %q in cloudbase-init's calls %s\n(links %+v)", jobs[i].Mode, want, calls, got.Network)
+			}
 		}
 	}
 }
