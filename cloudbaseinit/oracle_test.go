@@ -171,12 +171,10 @@ func TestOracleBondVLAN(t *testing.T) {
 	var jobs []cbitest.Job
 	for _, c := range []struct {
 		ds   seed.Datasource
+		f    media.Format
 		mode string
-	}{{seed.ConfigDrive, cbitest.ConfigDriveISO}, {seed.NoCloud, cbitest.NoCloudVFAT}} {
-		img, _ := image(t, inst, c.ds, media.VFAT)
-		if c.mode == cbitest.ConfigDriveISO {
-			img, _ = image(t, inst, c.ds, media.ISO9660)
-		}
+	}{{seed.ConfigDrive, media.ISO9660, cbitest.ConfigDriveISO}, {seed.NoCloud, media.VFAT, cbitest.NoCloudVFAT}} {
+		img, _ := image(t, inst, c.ds, c.f)
 		jobs = append(jobs, cbitest.Job{Mode: c.mode, Arg: img})
 	}
 	for i, got := range cbitest.ReadAll(t, jobs...) {
