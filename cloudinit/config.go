@@ -21,7 +21,7 @@ import (
 //
 // Keys come in a fixed order that follows first boot rather than the
 // alphabet: identity (hostname, fqdn), accounts (groups, users), files
-// (write_files), system settings (timezone, packages), storage
+// (write_files), system settings (timezone, ntp, packages), storage
 // (disk_setup, fs_setup, growpart, resize_rootfs, swap), then commands
 // (bootcmd, runcmd).
 func CloudConfig(inst *spec.Instance) ([]byte, error) {
@@ -73,6 +73,9 @@ func cloudConfig(inst *spec.Instance) (*yaml.Node, error) {
 	if s.Timezone != "" {
 		add("timezone", yaml11.String(s.Timezone))
 	}
+	if s.NTP != nil {
+		add("ntp", NTP(s.NTP, true))
+	}
 	if len(s.Packages) > 0 {
 		add("packages", yaml11.Flow(yaml11.Strings(s.Packages)))
 	}
@@ -88,6 +91,23 @@ func cloudConfig(inst *spec.Instance) (*yaml.Node, error) {
 		return nil, err
 	}
 	return doc, nil
+}
+
+// NTP is the ntp key of cloud-init's cc_ntp, which cloudbase-init's ntp
+// plugin reads too (servers and pools, concatenated); enabled is cc_ntp's
+// switch, which cloudbase-init defaults to true.
+func NTP(n *spec.NTP, enabled bool) *yaml.Node {
+	m := yaml11.Mapping()
+	if enabled {
+		yaml11.AddPair(m, "enabled", yaml11.BoolNode(true))
+	}
+	if len(n.Servers) > 0 {
+		yaml11.AddPair(m, "servers", yaml11.Flow(yaml11.Strings(n.Servers)))
+	}
+	if len(n.Pools) > 0 {
+		yaml11.AddPair(m, "pools", yaml11.Flow(yaml11.Strings(n.Pools)))
+	}
+	return m
 }
 
 // primaryGroups returns the users' primary groups, sorted and unique.

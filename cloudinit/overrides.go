@@ -19,6 +19,7 @@ var generatedFrom = map[string]string{
 	"users":                     "spec.users",
 	"write_files":               "spec.files",
 	"timezone":                  "spec.timezone",
+	"ntp":                       "spec.ntp",
 	"packages":                  "spec.packages",
 	"disk_setup":                "spec.storage.disks",
 	"fs_setup":                  "spec.storage.filesystems",

@@ -248,6 +248,44 @@ func base64Lines(data []byte) string {
 	return b.String()
 }
 
+// Part is one part of the message Multipart assembles, for another
+// agent's user data (package cloudbaseinit) in the same deterministic
+// MIME form as cloud-init's.
+type Part struct {
+	// Type is the part's content type, e.g. TypeCloudConfig.
+	Type string
+	// Filename, if set, is the part's Content-Disposition file name
+	// (cloudbase-init's shell-script handler writes the part to a file of
+	// that name and needs one).
+	Filename string
+	// Data is the part's content; with Nested, a whole MIME message
+	// carried headers and all (Type and Filename are then unused).
+	Data   []byte
+	Nested bool
+}
+
+// Multipart assembles parts as a multipart/mixed message, as Combine
+// does: the same parts give the same bytes.
+func Multipart(parts ...Part) []byte {
+	ps := make([]part, len(parts))
+	for i, p := range parts {
+		switch {
+		case p.Nested:
+			ps[i] = nestedPart(p.Data)
+		default:
+			ps[i] = simplePart(p.Type, p.Data)
+			if p.Filename != "" {
+				ps[i].header += fmt.Sprintf("Content-Disposition: attachment; filename=%q\n", p.Filename)
+			}
+		}
+	}
+	return multipart(ps...)
+}
+
+// Decompress is user data as its agent reads it: gzip decompressed,
+// bounded by MaxUserDataSize; anything else unchanged.
+func Decompress(data []byte) ([]byte, error) { return gunzip(data) }
+
 // nestedPart carries a user's MIME message as a part of ours, headers and
 // all, so every part of it reaches cloud-init unchanged.
 func nestedPart(msg []byte) part { return part{body: string(msg)} }

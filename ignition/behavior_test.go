@@ -85,6 +85,18 @@ func TestPackages(t *testing.T) {
 	}
 }
 
+// TestNTP: Ignition configures no time service, so spec.ntp is an
+// error naming the field (a warning with AllowPartial).
+func TestNTP(t *testing.T) {
+	inst := specFrom(t, "spec:\n  ntp: {pools: [pool.ntp.org]}\n")
+	if _, err := Render(inst, Options{}); err == nil || !strings.Contains(err.Error(), "spec.ntp: Ignition configures no time service") {
+		t.Errorf("ntp: %v", err)
+	}
+	if res, err := Render(inst, Options{AllowPartial: true}); err != nil || len(res.Warnings) != 1 {
+		t.Errorf("ntp with AllowPartial: %v %v", res, err)
+	}
+}
+
 // TestMetaDataNotIgnored: meta-data is no part of a config, and the
 // drives that carry one carry it (delivery.Seed: KubeVirt's Ignition
 // config drive, whose instance_id and instance_type Afterburn reads), so

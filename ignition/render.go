@@ -301,6 +301,9 @@ func (r *renderer) build() types.Config {
 		r.addFile(&cfg, hostsFile, []byte(r.hostsLine()), 0o644, "", true)
 	}
 
+	if s.NTP != nil {
+		r.unsupported("spec.ntp", "Ignition configures no time service: write chrony's configuration (/etc/chrony.conf on Fedora CoreOS and RHCOS) or systemd-timesyncd's (a drop-in in /etc/systemd/timesyncd.conf.d/ on Flatcar) with spec.files")
+	}
 	if len(s.Packages) > 0 {
 		r.unsupported("spec.packages", "Ignition cannot install packages; layer them with rpm-ostree (Fedora CoreOS, RHCOS) or a systemd-sysext image (Flatcar)")
 	}

@@ -251,8 +251,8 @@ func TestOpenStack(t *testing.T) {
 	if r := get(t, c, pw); r.status != 200 || r.body != "" {
 		t.Errorf("password before POST: %d %q", r.status, r.body)
 	}
-	if r := do(t, c, "POST", pw, nil, strings.Repeat("x", 257)); r.status != 413 {
-		t.Errorf("257-byte password: %d", r.status)
+	if r := do(t, c, "POST", pw, nil, strings.Repeat("x", MaxPasswordBytes+1)); r.status != 413 {
+		t.Errorf("%d-byte password: %d", MaxPasswordBytes+1, r.status)
 	}
 	if r := do(t, c, "POST", pw, nil, "secret"); r.status != 200 {
 		t.Errorf("first POST: %d", r.status)

@@ -56,8 +56,11 @@ var openstackFiles = []struct{ name, since string }{
 	{"vendor_data2.json", "2016-10-06"},
 }
 
-// MaxPasswordBytes bounds the OpenStack password a guest may store.
-const MaxPasswordBytes = 256
+// MaxPasswordBytes bounds the OpenStack password a guest may store:
+// nova's (four system-metadata chunks of 255 bytes). What cloudbase-init
+// posts is the password encrypted with the first SSH key, in base64: 344
+// bytes for an RSA-2048 key, 684 for RSA-4096.
+const MaxPasswordBytes = 4 * 255
 
 func openstackHas(ver, file string) bool {
 	for _, f := range openstackFiles {

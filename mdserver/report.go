@@ -9,6 +9,7 @@ import (
 	"github.com/vminit/vminit/cloudinit"
 	"github.com/vminit/vminit/ignition"
 	"github.com/vminit/vminit/mdserver/registry"
+	"github.com/vminit/vminit/spec"
 )
 
 // A served guest reports its first boot to the server that served it: its
@@ -135,7 +136,9 @@ var (
 // it: with the report to reportBase(r), if any.
 func (h *Handler) cloudInitUserData(r *http.Request, rec *registry.Record) ([]byte, error) {
 	base := h.reportBase(r)
-	if base == "" {
+	if base == "" || rec.Instance().Spec.Agent == spec.AgentCloudbaseInit {
+		// cloudbase-init has no reporting: its user data is served as
+		// rendered.
 		return cloudUserData.get(h, rec)
 	}
 	v, _ := cloudUserDataReported.get(h, rec)

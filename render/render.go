@@ -28,6 +28,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/vminit/vminit/cloudbaseinit"
 	"github.com/vminit/vminit/cloudinit"
 	"github.com/vminit/vminit/delivery"
 	"github.com/vminit/vminit/ignition"
@@ -40,8 +41,8 @@ import (
 // for the spec's agent, a NoCloud seed with network-config version 2 or
 // an Ignition config for the spec's variant.
 type Target struct {
-	// Agent overrides spec.agent: spec.AgentCloudInit or
-	// spec.AgentIgnition.
+	// Agent overrides spec.agent: spec.AgentCloudInit,
+	// spec.AgentIgnition or spec.AgentCloudbaseInit.
 	Agent string
 	// Datasource and NetworkConfigVersion choose the cloud-init seed
 	// (seed.Options). An empty Datasource is the spec's datasource, else
@@ -101,9 +102,22 @@ func Instance(inst *spec.Instance, t Target) *Result {
 	if agent == "" {
 		agent = inst.Spec.Agent
 	}
-	if agent == spec.AgentIgnition {
+	if agent != inst.Spec.Agent && (agent == spec.AgentCloudbaseInit || inst.Spec.Agent == spec.AgentCloudbaseInit) {
+		// The seed renders the user data of the spec's agent.
+		cp := *inst
+		cp.Spec.Agent = agent
+		inst = &cp
+	}
+	switch agent {
+	case spec.AgentIgnition:
 		r.ignition(inst, t)
-	} else {
+	case spec.AgentCloudbaseInit:
+		// The seed's user data is cloudbase-init's (package
+		// cloudbaseinit), which checks the user's own as cloudbase-init
+		// reads it; cloud-init's schema and merge warnings do not apply.
+		r.cloudInit(inst, t)
+		r.Warnings = append(r.Warnings, cloudbaseinit.Warnings(inst)...)
+	default:
 		r.cloudInit(inst, t)
 		r.userData(inst, t.LenientSchema)
 	}

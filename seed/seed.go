@@ -14,6 +14,11 @@
 //     written: cloud-init falls back to it, and cloudbase-init and Ignition
 //     read nothing else.
 //
+// For a cloudbase-init guest (spec.agent) the layout and the metadata are
+// the same (cloudbase-init reads both datasources), the user data is
+// package cloudbaseinit's, and ConfigDrive's meta_data.json names the
+// Windows admin user and password.
+//
 // The same spec always gives the same bytes. Problems are returned as
 // spec.Errors naming the spec field, so a CLI can list them all at once.
 package seed
@@ -25,6 +30,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/vminit/vminit/cloudbaseinit"
 	"github.com/vminit/vminit/cloudinit"
 	"github.com/vminit/vminit/network"
 	"github.com/vminit/vminit/spec"
@@ -228,6 +234,14 @@ func (b *builder) add(p string, data []byte, err error) {
 // first-boot report when opts.ReportTo names a server; its error is left
 // to add (under the datasource's path for it).
 func (b *builder) userData(inst *spec.Instance, opts Options) ([]byte, error) {
+	if inst.Spec.Agent == spec.AgentCloudbaseInit {
+		// cloudbase-init's own user data (its errors name the fields;
+		// vendor data is one of them: it reads none).
+		if opts.ReportTo != "" {
+			return nil, errors.New("the first-boot report is for cloud-init and Ignition guests; cloudbase-init has no way to send it")
+		}
+		return cloudbaseinit.UserData(inst)
+	}
 	if err := cloudinit.CheckUserData(cloudinit.VendorData(inst)); err != nil {
 		b.problems = append(b.problems, &spec.FieldError{Field: "spec.cloudInit.vendorData", Message: err.Error()})
 	}
@@ -272,7 +286,11 @@ func (b *builder) metadata(inst *spec.Instance, ds Datasource, opts Options) {
 		}
 		b.add("vendor-data", cloudinit.VendorData(inst), nil)
 	case ConfigDrive:
-		md, err := cloudinit.ConfigDriveMetaData(inst)
+		metaData := cloudinit.ConfigDriveMetaData
+		if inst.Spec.Agent == spec.AgentCloudbaseInit {
+			metaData = cloudbaseinit.ConfigDriveMetaData // with the admin user
+		}
+		md, err := metaData(inst)
 		b.add(ds.MetaDataPath(), md, err)
 		if net != nil {
 			nd, err := network.NetworkDataJSON(net)

@@ -66,7 +66,7 @@ func (in *Instance) Default() {
 	for i := range s.Users {
 		if u := &s.Users[i]; u.LockPassword == nil {
 			// A user given a password hash means to log in with it.
-			lock := u.PasswordHash == ""
+			lock := u.PasswordHash == "" && u.Password == ""
 			u.LockPassword = &lock
 		}
 	}

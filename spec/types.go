@@ -27,6 +27,10 @@ type Metadata struct {
 const (
 	AgentCloudInit = "cloud-init"
 	AgentIgnition  = "ignition"
+	// AgentCloudbaseInit is cloudbase-init, the first-boot agent of
+	// Windows cloud images: it reads the same seeds and metadata dialects
+	// as cloud-init, but its own user data (package cloudbaseinit).
+	AgentCloudbaseInit = "cloudbase-init"
 )
 
 // The Ignition guest families (Ignition.Variant). They decide conventions
@@ -62,12 +66,12 @@ const LabelUserData = "vminit.dev/user-data"
 // +kubebuilder:validation:XValidation:rule="!has(self.network) || !has(self.cloudInit) || !has(self.cloudInit.networkConfig)",message="set either spec.network or spec.cloudInit.networkConfig, not both",fieldPath=".cloudInit.networkConfig"
 type Spec struct {
 	// Agent is the program in the guest that applies the first-boot data:
-	// "cloud-init" (Ubuntu, Debian, RHEL and most cloud images) or
-	// "ignition" (Fedora CoreOS, RHCOS, Flatcar). It decides what every
+	// "cloud-init" (most Linux cloud images), "ignition" (Fedora CoreOS,
+	// RHCOS, Flatcar) or "cloudbase-init" (Windows). It decides what every
 	// output carries: a seed's user-data, the metadata server's user data
 	// in every dialect, and what validate checks. Defaults to "ignition"
 	// when spec.ignition is set, else "cloud-init".
-	// +kubebuilder:validation:Enum=cloud-init;ignition
+	// +kubebuilder:validation:Enum=cloud-init;ignition;cloudbase-init
 	Agent string `yaml:"agent,omitempty" json:"agent,omitempty"`
 	// Hostname is the short host name (one RFC 1123 label). Defaults to
 	// the first label of metadata.name.
@@ -122,6 +126,8 @@ type Spec struct {
 	Storage *Storage `yaml:"storage,omitempty" json:"storage,omitempty"`
 	// Timezone is an IANA zone name such as "Europe/Berlin" or "UTC".
 	Timezone string `yaml:"timezone,omitempty" json:"timezone,omitempty"`
+	// NTP names the time servers the guest synchronises with.
+	NTP *NTP `yaml:"ntp,omitempty" json:"ntp,omitempty"`
 	// Packages are installed by cloud-init's package module on first boot.
 	// +kubebuilder:validation:MaxItems=10000
 	Packages []string `yaml:"packages,omitempty" json:"packages,omitempty"`
@@ -138,6 +144,18 @@ type Spec struct {
 	// MetadataServer tells `vminit serve` how to recognise and serve this
 	// instance over HTTP. Seeds ignore it.
 	MetadataServer *MetadataServer `yaml:"metadataServer,omitempty" json:"metadataServer,omitempty"`
+}
+
+// NTP is the guest's time servers: cloud-init's ntp module and
+// cloudbase-init's ntp plugin take both lists (Ignition configures no time
+// service).
+type NTP struct {
+	// Servers are host names or IP addresses of single servers.
+	// +kubebuilder:validation:MaxItems=10000
+	Servers []string `yaml:"servers,omitempty" json:"servers,omitempty"`
+	// Pools are host names of server pools, e.g. "pool.ntp.org".
+	// +kubebuilder:validation:MaxItems=10000
+	Pools []string `yaml:"pools,omitempty" json:"pools,omitempty"`
 }
 
 // User is a local account.
@@ -158,8 +176,9 @@ type User struct {
 	// a Secret key in the Instance's namespace, so that the hash need not
 	// sit in the spec.
 	PasswordHashFrom *ValueFrom `yaml:"passwordHashFrom,omitempty" json:"passwordHashFrom,omitempty"`
-	// Password exists only to refuse it with a helpful error: plain text
-	// would sit readable in the seed image.
+	// Password is for Windows, which takes no crypt hash: a cloudbase-init
+	// guest's user password, in plain text as cloudbase-init reads it.
+	// Refused for cloud-init and Ignition, where a hash does the job.
 	Password string `yaml:"password,omitempty" json:"password,omitempty"`
 	// LockPassword disables password login. Defaults to true, as in
 	// cloud-init, unless PasswordHash is set.

@@ -52,7 +52,7 @@ func (in *Instance) validate(identified bool) error {
 		checkSSHKey(&c, fmt.Sprintf("spec.sshAuthorizedKeys[%d]", i), k)
 	}
 	validateListLengths(&c, s)
-	validateUsers(&c, s.Users)
+	validateUsers(&c, s.Users, s.Agent)
 	validateFiles(&c, s.Files)
 	validateRefs(&c, in)
 	validateUnits(&c, s.Units)
@@ -63,6 +63,7 @@ func (in *Instance) validate(identified bool) error {
 	if s.Timezone != "" && (!tzRE.MatchString(s.Timezone) || strings.Contains(s.Timezone, "..")) {
 		c.Add("spec.timezone", "%q is not an IANA time zone name such as \"UTC\" or \"Europe/Berlin\"", s.Timezone)
 	}
+	validateNTP(&c, s.NTP)
 	for i, p := range s.Packages {
 		if !packageRE.MatchString(p) {
 			c.Add(fmt.Sprintf("spec.packages[%d]", i), "%q is not a package name (optionally name=version)", p)
@@ -152,9 +153,9 @@ func validateListLengths(c *ErrorList, s *Spec) {
 func validateAgent(c *ErrorList, in *Instance) {
 	s := &in.Spec
 	switch s.Agent {
-	case AgentCloudInit, AgentIgnition:
+	case AgentCloudInit, AgentIgnition, AgentCloudbaseInit:
 	default:
-		c.Add("spec.agent", "%q is not a guest agent: want %q (Ubuntu, Debian, RHEL, most cloud images) or %q (Fedora CoreOS, RHCOS, Flatcar)", s.Agent, AgentCloudInit, AgentIgnition)
+		c.Add("spec.agent", "%q is not a guest agent: want %q (Ubuntu, Debian, RHEL, most cloud images), %q (Fedora CoreOS, RHCOS, Flatcar) or %q (Windows)", s.Agent, AgentCloudInit, AgentIgnition, AgentCloudbaseInit)
 	}
 	if l, ok := in.Metadata.Labels[LabelUserData]; ok {
 		field := fmt.Sprintf("metadata.labels[%q]", LabelUserData)
@@ -177,7 +178,7 @@ func validateAgent(c *ErrorList, in *Instance) {
 	if t := strings.TrimSpace(ig.Config); t != "" && !strings.HasPrefix(t, "{") {
 		c.Add("spec.ignition.config", "an Ignition config is a JSON object; for Butane YAML use spec.ignition.butane")
 	}
-	if s.Agent == AgentCloudInit && *ig != (Ignition{}) {
+	if s.Agent != AgentIgnition && *ig != (Ignition{}) {
 		c.Add("spec.ignition", "is set but spec.agent is %q, so nothing would use it: set spec.agent: %s, or remove spec.ignition", s.Agent, AgentIgnition)
 	}
 }
@@ -268,7 +269,27 @@ func checkPath(c *ErrorList, field, p string) {
 	}
 }
 
-func validateUsers(c *ErrorList, users []User) {
+// validateNTP checks each time server: a host name or an IP address.
+func validateNTP(c *ErrorList, n *NTP) {
+	if n == nil {
+		return
+	}
+	if len(n.Servers)+len(n.Pools) == 0 {
+		c.Add("spec.ntp", "names no servers or pools")
+	}
+	for _, l := range []struct {
+		field string
+		hosts []string
+	}{{"spec.ntp.servers", n.Servers}, {"spec.ntp.pools", n.Pools}} {
+		for i, h := range l.hosts {
+			if _, err := netip.ParseAddr(h); err != nil && !validDNSName(h) {
+				c.Add(fmt.Sprintf("%s[%d]", l.field, i), "%q is neither a host name nor an IP address", h)
+			}
+		}
+	}
+}
+
+func validateUsers(c *ErrorList, users []User, agent string) {
 	seen := map[string]int{}
 	for i, u := range users {
 		f := fmt.Sprintf("spec.users[%d]", i)
@@ -303,7 +324,7 @@ func validateUsers(c *ErrorList, users []User) {
 		if strings.ContainsAny(u.Gecos, ":\n") {
 			c.Add(f+".gecos", "may not contain ':' or a newline (it is a passwd field)")
 		}
-		if u.Password != "" {
+		if u.Password != "" && agent != AgentCloudbaseInit {
 			c.Add(f+".password", "plain-text passwords are refused (they would sit readable on the seed): put a crypt hash in passwordHash, e.g. from `mkpasswd -m sha-512`")
 		}
 		if u.PasswordHash != "" && !cryptRE.MatchString(u.PasswordHash) {
@@ -466,7 +487,7 @@ func validateUserDataOnly(c *ErrorList, in *Instance) {
 	}{
 		{"spec.fqdn", s.FQDN != ""}, {"spec.users", len(s.Users) > 0}, {"spec.files", len(s.Files) > 0},
 		{"spec.units", len(s.Units) > 0}, {"spec.mounts", len(s.Mounts) > 0}, {"spec.timezone", s.Timezone != ""},
-		{"spec.packages", len(s.Packages) > 0}, {"spec.commands", len(s.Commands) > 0}, {"spec.bootCommands", len(s.BootCommands) > 0},
+		{"spec.packages", len(s.Packages) > 0}, {"spec.commands", len(s.Commands) > 0}, {"spec.bootCommands", len(s.BootCommands) > 0}, {"spec.ntp", s.NTP != nil},
 		{"spec.storage", s.Storage != nil}, {"spec.sshHostKeys", s.SSHHostKeys != nil},
 	} {
 		if f.set {

@@ -79,6 +79,7 @@ const (
 	agentUnread uint32 = iota
 	agentCloudInit
 	agentIgnition
+	agentCloudbaseInit
 )
 
 // Agent is the instance's spec.agent. A pass over the fleet (its first
@@ -91,6 +92,8 @@ func (r *Record) Agent() string {
 		return spec.AgentCloudInit
 	case agentIgnition:
 		return spec.AgentIgnition
+	case agentCloudbaseInit:
+		return spec.AgentCloudbaseInit
 	}
 	a := r.InstanceUnkept().Spec.Agent
 	switch a {
@@ -98,6 +101,8 @@ func (r *Record) Agent() string {
 		r.agent.Store(agentCloudInit)
 	case spec.AgentIgnition:
 		r.agent.Store(agentIgnition)
+	case spec.AgentCloudbaseInit:
+		r.agent.Store(agentCloudbaseInit)
 	}
 	return a
 }

@@ -139,22 +139,24 @@ func mustSnapshot(t *testing.T, recs ...*Record) *Snapshot {
 // idle record answers it without keeping its decoded spec, and the second
 // time without decoding.
 func TestAgentKeepsNoSpec(t *testing.T) {
-	doc := []byte("apiVersion: vminit.dev/v1alpha1\nkind: Instance\nmetadata:\n  name: fc\nspec:\n  agent: ignition\n  metadataServer:\n    addresses: [192.0.2.7]\n")
-	r, err := NewIndex(IndexOptions{}).DecodeDeferred(doc, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Verify(); err != nil {
-		t.Fatal(err)
-	}
-	if a := r.Agent(); a != spec.AgentIgnition {
-		t.Fatalf("agent %q", a)
-	}
-	if r.inst.Load() != nil {
-		t.Error("Agent kept the decoded spec")
-	}
-	r.doc = nil // a second decode would now panic
-	if a := r.Agent(); a != spec.AgentIgnition {
-		t.Fatalf("agent %q the second time", a)
+	for _, agent := range []string{spec.AgentIgnition, spec.AgentCloudbaseInit} {
+		doc := []byte("apiVersion: vminit.dev/v1alpha1\nkind: Instance\nmetadata:\n  name: fc\nspec:\n  agent: " + agent + "\n  metadataServer:\n    addresses: [192.0.2.7]\n")
+		r, err := NewIndex(IndexOptions{}).DecodeDeferred(doc, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Verify(); err != nil {
+			t.Fatal(err)
+		}
+		if a := r.Agent(); a != agent {
+			t.Fatalf("agent %q", a)
+		}
+		if r.inst.Load() != nil {
+			t.Error("Agent kept the decoded spec")
+		}
+		r.doc = nil // a second decode would now panic
+		if a := r.Agent(); a != agent {
+			t.Fatalf("agent %q the second time", a)
+		}
 	}
 }

@@ -51,7 +51,7 @@ func TestRefusalsNameObjectFieldLine(t *testing.T) {
 		{name: "oVirt: the API documentation's body, not well-formed", file: "ovirt/api-model-start-cloud-init.xml",
 			want: []string{`api-model-start-cloud-init.xml:13: not well-formed XML: element <gateway> closed by </netmask>; the engine answers 400 Bad Request (in action)`}},
 		{name: "oVirt: sysprep", file: "ovirt/ansible-ovirt-vm-sysprep.xml",
-			want: []string{`ansible-ovirt-vm-sysprep.xml:2: action.use_sysprep: true: the engine writes a Windows sysprep answer file, which vminit does not build (in action)`}},
+			want: []string{`ansible-ovirt-vm-sysprep.xml:2: action.use_sysprep: true: the engine writes a Windows sysprep answer file: without a custom_script the engine fills its own answer-file template (osinfo sysprepPath), which vminit does not have; give the answer file as initialization.custom_script to have it read and passed through (in action)`}},
 		{name: "oVirt: a plain-text root password", file: "ovirt/go-start-vm-with-cloudinit.xml",
 			want: []string{`go-start-vm-with-cloudinit.xml:27: action.vm.initialization.root_password: a plain-text password: vminit never writes one to the seed (oVirt does)`, "pass --password-salt SALT", "(in action)"}},
 		{name: "oVirt: a custom script that is no YAML", file: "ovirt/py-start-vm-with-cloud-init.xml", opts: platform.Options{PasswordSalt: "salt"},

@@ -49,25 +49,27 @@
 package kubevirt
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
-	"encoding/xml"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/google/uuid"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	v1 "kubevirt.io/api/core/v1"
 	poolv1 "kubevirt.io/api/pool/v1beta1"
 
+	"github.com/vminit/vminit/cloudbaseinit"
 	"github.com/vminit/vminit/cloudinit"
 	"github.com/vminit/vminit/ignition"
 	"github.com/vminit/vminit/internal/lib/gzipbound"
 	"github.com/vminit/vminit/platform"
+	"github.com/vminit/vminit/platform/sysprep"
 	"github.com/vminit/vminit/seed"
 	"github.com/vminit/vminit/spec"
 )
@@ -81,6 +83,11 @@ const (
 	AnnotationIgnition            = "kubevirt.io/ignitiondata"
 	AnnotationInstancetype        = "kubevirt.io/instancetype-name"
 	AnnotationClusterInstancetype = "kubevirt.io/cluster-instancetype-name"
+	AnnotationPreference          = "kubevirt.io/preference-name"
+	AnnotationClusterPreference   = "kubevirt.io/cluster-preference-name"
+	// AnnotationOS is the OS the common templates name on a VM
+	// ("windows2k22"…).
+	AnnotationOS = "vm.kubevirt.io/os"
 )
 
 const (
@@ -130,6 +137,10 @@ type vmi struct {
 	spec            *v1.VirtualMachineInstanceSpec
 	path            string // the VMI spec's object path
 	instancetype    string
+	// windows is the object path that says the guest is Windows (a
+	// windows* preference, a common template's OS label or annotation),
+	// or "": its cloud-init volume is read by cloudbase-init.
+	windows string
 	// secretSuffix is appended to Secret names (VM pools'
 	// appendIndexToSecretRefs); configMapSuffix to ConfigMap names.
 	secretSuffix, configMapSuffix string
@@ -162,6 +173,7 @@ func Convert(ctx context.Context, doc *platform.Document, opts platform.Options)
 		m = vmi{name: vm.Name, namespace: vm.Namespace, annotations: vm.Spec.Template.ObjectMeta.Annotations,
 			annPath: "spec.template.metadata.annotations", spec: &vm.Spec.Template.Spec, path: "spec.template.spec"}
 		m.instancetype = instancetypeOf(vm.Spec.Instancetype)
+		m.windows = windowsHint(vm.Spec.Preference, "spec.preference.name", &vm.ObjectMeta, "metadata", &vm.Spec.Template.ObjectMeta, "spec.template.metadata")
 	case "VirtualMachineInstance":
 		var v v1.VirtualMachineInstance
 		if err := decode(doc, &v); err != nil {
@@ -172,6 +184,7 @@ func Convert(ctx context.Context, doc *platform.Document, opts platform.Options)
 		if m.instancetype == "" {
 			m.instancetype = v.Annotations[AnnotationInstancetype]
 		}
+		m.windows = windowsHint(nil, "", &v.ObjectMeta, "metadata", nil, "")
 	case "VirtualMachinePool":
 		var p poolv1.VirtualMachinePool
 		if err := decode(doc, &p); err != nil {
@@ -189,6 +202,7 @@ func Convert(ctx context.Context, doc *platform.Document, opts platform.Options)
 			annPath: "spec.virtualMachineTemplate.spec.template.metadata.annotations", spec: &t.Spec.Template.Spec,
 			path: "spec.virtualMachineTemplate.spec.template.spec"}
 		m.instancetype = instancetypeOf(t.Spec.Instancetype)
+		m.windows = windowsHint(t.Spec.Preference, "spec.virtualMachineTemplate.spec.preference.name", &t.ObjectMeta, "spec.virtualMachineTemplate.metadata", &t.Spec.Template.ObjectMeta, "spec.virtualMachineTemplate.spec.template.metadata")
 		if ng := p.Spec.NameGeneration; ng != nil {
 			if ng.AppendIndexToSecretRefs != nil && *ng.AppendIndexToSecretRefs {
 				m.secretSuffix = idx
@@ -282,6 +296,12 @@ func (m *vmi) convert(ctx context.Context, doc *platform.Document, opts platform
 		m.ignition(b, ign, ignPath, "KubeVirt passes it to QEMU's fw_cfg unchecked")
 	case ci != nil:
 		m.cloudInit(ctx, b, ci, ciPath, opts)
+		if m.windows != "" && s.Agent == "" {
+			// The same disk, read by Windows' agent: its user data is
+			// checked as cloudbase-init reads it.
+			s.Agent = spec.AgentCloudbaseInit
+			b.From("spec.agent", m.windows)
+		}
 	}
 	m.accessCredentials(ctx, b, ci, opts)
 	sysprep := m.sysprep(ctx, b, opts)
@@ -303,6 +323,38 @@ func (m *vmi) convert(ctx context.Context, doc *platform.Document, opts platform
 	}
 	r.Sysprep = sysprep
 	return r, nil
+}
+
+// windowsHint is the path of the first thing in a VM's object that says
+// its guest is Windows: a preference whose name starts with "windows"
+// (KubeVirt's common preferences: windows.11, windows.2k22…), a common
+// template's os.template.kubevirt.io/win* label or vm.kubevirt.io/os
+// annotation, or the preference annotation virt-controller puts on a
+// VMI. Either ObjectMeta may be nil.
+func windowsHint(pref *v1.PreferenceMatcher, prefPath string, meta *metav1.ObjectMeta, metaPath string, tmpl *metav1.ObjectMeta, tmplPath string) string {
+	isWin := func(v string) bool { return strings.HasPrefix(strings.ToLower(v), "win") }
+	if pref != nil && isWin(pref.Name) {
+		return prefPath
+	}
+	for _, o := range []struct {
+		m    *metav1.ObjectMeta
+		path string
+	}{{meta, metaPath}, {tmpl, tmplPath}} {
+		if o.m == nil {
+			continue
+		}
+		for _, k := range slices.Sorted(maps.Keys(o.m.Labels)) {
+			if name, ok := strings.CutPrefix(k, "os.template.kubevirt.io/"); ok && isWin(name) && o.m.Labels[k] == "true" {
+				return fmt.Sprintf("%s.labels[%q]", o.path, k)
+			}
+		}
+		for _, k := range []string{AnnotationOS, AnnotationClusterPreference, AnnotationPreference} {
+			if isWin(o.m.Annotations[k]) {
+				return fmt.Sprintf("%s.annotations[%q]", o.path, k)
+			}
+		}
+	}
+	return ""
 }
 
 func object(doc *platform.Document, m *vmi) string {
@@ -420,12 +472,16 @@ func (m *vmi) metaData(b *platform.Builder, c *cloudInit) {
 // userDataOnly builds it as given). from names its field and, for a
 // Secret, the Secret and key.
 func (m *vmi) warnIgnored(b *platform.Builder, from dataFrom, ud string) {
-	if !errors.Is(cloudinit.CheckUserData([]byte(ud)), cloudinit.ErrIgnored) {
-		return
+	if m.windows != "" || !errors.Is(cloudinit.CheckUserData([]byte(ud)), cloudinit.ErrIgnored) {
+		return // a Windows guest's is checked as cloudbase-init reads it
 	}
 	first, _, _ := strings.Cut(strings.TrimSpace(ud), "\n")
-	b.WarnCause("spec.cloudInit.userData", cloudinit.ErrIgnored, from.path, "%s: KubeVirt delivers this as the user-data file, and so does vminit, but cloud-init ignores it%s: its first line %q is no #cloud-config, #! or other part header cloud-init knows (cloud-init 22.4 logs it as unhandled text/x-not-multipart); start it with #cloud-config or #! to have it run",
-		object(b.Doc, m), from.what, first)
+	hint := "start it with #cloud-config or #! to have it run"
+	if f, err := cloudbaseinit.Classify([]byte(ud)); err == nil && f.Kind == cloudbaseinit.KindScript {
+		hint = fmt.Sprintf("it is Windows user data (%s, which cloudbase-init runs with its %s executor): a Windows VM says so with a windows* preference or a common template's os.template.kubevirt.io/win* label, and its volume is then read as cloudbase-init's", f.Header, f.Executor)
+	}
+	b.WarnCause("spec.cloudInit.userData", cloudinit.ErrIgnored, from.path, "%s: KubeVirt delivers this as the user-data file, and so does vminit, but cloud-init ignores it%s: its first line %q is no #cloud-config, #! or other part header cloud-init knows (cloud-init 22.4 logs it as unhandled text/x-not-multipart); %s",
+		object(b.Doc, m), from.what, first, hint)
 }
 
 // ignitionUserData takes user data that is an Ignition config (KubeVirt's
@@ -681,8 +737,10 @@ func (m *vmi) sysprep(ctx context.Context, b *platform.Builder, opts platform.Op
 			disc.Files = append(disc.Files, seed.File{Path: k, Data: src.Data[k]})
 			if isAnswerFile(k) {
 				answer = k
-				if err := wellFormed(src.Data[k]); err != nil {
+				if a, err := sysprep.Read(src.Data[k]); err != nil {
 					b.Errorf(p, "%s %q: %s is not well-formed XML: KubeVirt delivers it unchecked, and Windows setup would stop on it: %v", src.Kind, src.Name, k, err)
+				} else {
+					b.Warnf(p, "%s %q: %s", src.Kind, src.Name, sysprep.Report(k, a, "as KubeVirt delivers it, on the disc labelled "+SysprepLabel))
 				}
 			}
 		}
@@ -724,43 +782,12 @@ func CheckSysprepDisc(fsys fs.FS) error {
 		if err != nil {
 			return err
 		}
-		if err := wellFormed(data); err != nil {
+		if _, err := sysprep.Read(data); err != nil {
 			return fmt.Errorf("%s is not well-formed XML: Windows setup would stop on it: %v", e.Name(), err)
 		}
 	}
 	if answers == 0 {
 		return fmt.Errorf("no autounattend.xml or unattend.xml (the disc has %s): Windows setup would find no answer file", strings.Join(names, ", "))
-	}
-	return nil
-}
-
-// wellFormed checks that data is one well-formed XML document.
-func wellFormed(data []byte) error {
-	d := xml.NewDecoder(bytes.NewReader(data))
-	d.Strict = true
-	root := 0
-	depth := 0
-	for {
-		tok, err := d.Token()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			line, _ := d.InputPos()
-			return fmt.Errorf("line %d: %v", line, err)
-		}
-		switch tok.(type) {
-		case xml.StartElement:
-			if depth == 0 {
-				root++
-			}
-			depth++
-		case xml.EndElement:
-			depth--
-		}
-	}
-	if root != 1 {
-		return fmt.Errorf("%d root elements; an answer file has one (<unattend>)", root)
 	}
 	return nil
 }

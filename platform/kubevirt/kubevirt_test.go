@@ -297,6 +297,13 @@ func TestIgnitionAnnotation(t *testing.T) {
 
 func TestSysprep(t *testing.T) {
 	const answer = "<?xml version=\"1.0\"?>\n<unattend xmlns=\"urn:schemas-microsoft-com:unattend\"/>\n"
+	const components = `<unattend xmlns="urn:schemas-microsoft-com:unattend">
+  <settings pass="windowsPE">
+    <component name="Microsoft-Windows-International-Core-WinPE"><UILanguage>en-US</UILanguage></component>
+    <component name="Microsoft-Windows-Setup"/>
+  </settings>
+  <settings pass="oobeSystem"><component name="Microsoft-Windows-Shell-Setup"/></settings>
+</unattend>`
 	cm := func(kv ...string) string {
 		s := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: answers\n  namespace: ns\ndata:\n"
 		for i := 0; i+1 < len(kv); i += 2 {
@@ -307,6 +314,7 @@ func TestSysprep(t *testing.T) {
 	sp := "volumes:\n- name: sp\n  sysprep: {configMap: {name: answers}}\n"
 	platformtest.Run(t, []platformtest.Case{
 		{Name: "Windows: the disc alone", Doc: vm(sp, cm("unattend.xml", answer, "setup.ps1", "echo")),
+			Warns: []string{`configmap "answers": unattend.xml passed through as KubeVirt delivers it, on the disc labelled unattendCD: well-formed XML configuring no configuration passes; not checked: each component's settings`},
 			Check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
 				if r.Instance != nil || r.Spec != nil {
 					t.Errorf("a Windows VM has no spec: %s", r.Spec)
@@ -317,10 +325,15 @@ func TestSysprep(t *testing.T) {
 				platformtest.Eq(t, "content", string(r.Sysprep.Files[1].Data), answer)
 			}},
 		{Name: "secret, beside cloud-init", Doc: vm("volumes:\n- name: sp\n  sysprep: {secret: {name: answers}}\n- name: ci\n  cloudInitNoCloud: {userData: \"#!/bin/sh\\n\"}\n", secret("answers", "Autounattend.XML", answer)),
+			Warns: []string{"Autounattend.XML passed through"},
 			Check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
 				platformtest.Eq(t, "sysprep file", r.Sysprep.Files[0].Path, "Autounattend.XML")
 				platformtest.Eq(t, "userData", s.CloudInit.UserData, "#!/bin/sh\n")
 			}},
+		{Name: "components named", Doc: vm(sp, cm("autounattend.xml", components)),
+			Warns: []string{"configuring windowsPE (Microsoft-Windows-International-Core-WinPE, Microsoft-Windows-Setup); oobeSystem (Microsoft-Windows-Shell-Setup); not checked"}},
+		{Name: "root Windows setup does not read", Doc: vm(sp, cm("autounattend.xml", "<unattend/>")),
+			Warns: []string{`but its root is <unattend> in namespace "", where Windows setup reads an <unattend xmlns="urn:schemas-microsoft-com:unattend">`}},
 		{Name: "no answer file", Doc: vm(sp, cm("setup.ps1", "echo")),
 			Errs: []string{`spec.template.spec.volumes[0].sysprep.configMap.name: configmap "answers" has no autounattend.xml or unattend.xml key (it has setup.ps1)`}},
 		{Name: "keys that are no file name on the disc", Doc: vm(sp, cm("autounattend.xml", answer, "../../escape.txt", "x", "/abs.txt", "y")),
@@ -390,6 +403,7 @@ kind: ConfigMap
 metadata: {name: answers-0, namespace: ns}
 data: {unattend.xml: "<unattend/>"}
 `,
+			Warns: []string{`configmap "answers-0": unattend.xml passed through`},
 			Check: func(t *testing.T, s *spec.Spec, r *platform.Result) {
 				platformtest.Eq(t, "object", r.Object, "KubeVirt VirtualMachinePool ns/win-0")
 				platformtest.Eq(t, "answer file", string(r.Sysprep.Files[0].Data), "<unattend/>")

@@ -206,6 +206,29 @@ func compareNetworkData(t *testing.T, s *spec.Spec, want []engineNIC) {
 	}
 }
 
+// TestCorpusSysprep: the Python SDK's start with use_sysprep and an answer
+// file in custom_script is read as the engine delivers it: the answer
+// file passed through on the payload disc, what was checked and what not
+// said.
+func TestCorpusSysprep(t *testing.T) {
+	r, err := platformtest.Convert(t, corpusBody(t, "py-start-vm-with-sysprep.xml"), platform.Options{Name: "win"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Instance != nil || r.Sysprep == nil || len(r.Sysprep.Files) != 1 || r.Sysprep.Files[0].Path != "Unattend.xml" {
+		t.Fatalf("result %+v", r)
+	}
+	if got := string(r.Sysprep.Files[0].Data); !strings.HasPrefix(got, `<?xml version="1.0" encoding="UTF-8"?>`+"\n<unattend") {
+		t.Errorf("answer file %q", got)
+	}
+	ws := strings.Join(r.Warnings, "\n")
+	for _, w := range []string{"Unattend.xml passed through as the engine delivers it", "well-formed XML configuring no configuration passes", "not checked: each component's settings"} {
+		if !strings.Contains(ws, w) {
+			t.Errorf("warnings lack %q:\n%s", w, ws)
+		}
+	}
+}
+
 // TestCorpusRefusals checks what the corpus bodies the engine gives no
 // cloud-init (sysprep) or that name no VM are refused with.
 func TestCorpusRefusals(t *testing.T) {
@@ -214,11 +237,9 @@ func TestCorpusRefusals(t *testing.T) {
 		unsupported     bool
 	}{
 		{file: "ansible-ovirt-vm-sysprep.xml", unsupported: true,
-			want: "vm.yaml:2: action.use_sysprep: true: the engine writes a Windows sysprep answer file, which vminit does not build"},
+			want: "vm.yaml:2: action.use_sysprep: true: the engine writes a Windows sysprep answer file: without a custom_script the engine fills its own answer-file template (osinfo sysprepPath), which vminit does not have"},
 		{file: "ansible-ovirt-template-sysprep.xml", unsupported: true,
 			want: `vm.yaml:8: template.initialization.user_name: "Administrator": Windows' built-in account, which no Linux guest has; the engine writes a sysprep answer file`},
-		{file: "py-start-vm-with-sysprep.xml", unsupported: true,
-			want: "vm.yaml:2: action.use_sysprep: true: the engine writes a Windows sysprep answer file"},
 		// The Go SDK's body without its host_name: a start action's VM
 		// is named in the URL.
 		{file: "go-start-vm-with-cloudinit.xml", doc: "<host_name>myvm.example.com</host_name>",

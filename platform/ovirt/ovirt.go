@@ -94,10 +94,10 @@ func Convert(_ context.Context, doc *platform.Document, opts platform.Options) (
 	if !ok {
 		return nil, spec.Errors{doc.Error(root, "no initialization: oVirt gives this VM no first-boot data")}
 	}
-	if body.Sysprep {
-		return nil, unsupportedWindows(doc, strings.TrimSuffix(root, ".vm")+".use_sysprep", "true: the engine writes a Windows sysprep answer file, which vminit does not build")
-	}
 	ip := root + ".initialization"
+	if body.Sysprep {
+		return windowsGuest(doc, vm, in, ip, strings.TrimSuffix(root, ".vm")+".use_sysprep", "true: the engine writes a Windows sysprep answer file")
+	}
 	if err := windowsAccount(doc, vm, in, ip); err != nil {
 		return nil, err
 	}
@@ -148,7 +148,7 @@ func Convert(_ context.Context, doc *platform.Document, opts platform.Options) (
 	script, _ := in.CustomScript()
 	switch {
 	case strings.HasPrefix(strings.ToLower(osType), "windows"):
-		return nil, unsupportedWindows(doc, root+".os.type", fmt.Sprintf("%q: Windows guests get a sysprep answer file, which vminit does not build", osType))
+		return windowsGuest(doc, vm, in, ip, root+".os.type", fmt.Sprintf("%q: Windows guests get a sysprep answer file", osType))
 	case strings.HasPrefix(strings.ToLower(osType), "rhcos"):
 		ignitionGuest(b, in, ip, script, opts)
 	case osType == "" && looksLikeIgnition(script):

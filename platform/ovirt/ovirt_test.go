@@ -134,7 +134,7 @@ func TestCloudInitGuest(t *testing.T) {
 		{Name: "Windows-only fields", Doc: vm("    <domain>corp.example.com</domain>\n    <org_name>Corp</org_name>\n    <windows_license_key>X</windows_license_key>\n", ""),
 			Warns: []string{"vm.initialization.domain: ignored: oVirt uses it only in Windows sysprep answer files", "org_name: ignored", "windows_license_key: ignored"}},
 		{Name: "Windows guests", Doc: vm("", "  <os><type>windows_2022</type></os>\n"),
-			Errs: []string{`vm.yaml:3: vm.os.type: "windows_2022": Windows guests get a sysprep answer file, which vminit does not build`}},
+			Errs: []string{`vm.yaml:3: vm.os.type: "windows_2022": Windows guests get a sysprep answer file: without a custom_script the engine fills its own answer-file template`}},
 		{Name: "no initialization", Doc: "<vm><name>a</name></vm>",
 			Errs: []string{"vm: no initialization: oVirt gives this VM no first-boot data"}},
 	})

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"gopkg.in/yaml.v3"
 
+	"github.com/vminit/vminit/cloudbaseinit"
 	"github.com/vminit/vminit/cloudconfig"
 	"github.com/vminit/vminit/ignition"
 	"github.com/vminit/vminit/internal/lib/inputfile"
@@ -53,8 +54,13 @@ KubeadmConfigTemplate or KubeadmControlPlane(Template) (--machine NAME; with
 the Secrets and ConfigMaps it refers to, in the same files, --objects files or
 the cluster of --kubeconfig), --to spec prints the vminit spec the object
 means: building that spec gives the same bytes as building the object.
-A file that does not start as cloud-init user data does (#cloud-config, #!,
-#include..., MIME) is read as such objects: another kind, or broken YAML, is
+Windows user data that only cloudbase-init runs (#ps1, #ps1_sysnative,
+#ps1_x86, rem cmd, EC2's <powershell> or <script> tags) becomes, --to spec,
+a spec for cloudbase-init guests (spec.agent: cloudbase-init) carrying it
+as its user data.
+
+A file that does not start as user data does (#cloud-config, #!,
+#include..., MIME, the Windows formats above) is read as such objects: another kind, or broken YAML, is
 an error naming it, never user data that cloud-init would ignore.`,
 		Example: `  vminit convert user-data --to spec -o instance.yaml
   vminit convert user-data --to ignition -o config.ign
@@ -146,14 +152,35 @@ func (f *convertFlags) convertIgnition(name string, data []byte, instName string
 	if f.to == "ignition" {
 		return up, nil
 	}
+	inst := carrier(instName, spec.AgentIgnition)
+	inst.Spec.Ignition.Config = string(data)
+	return yaml.Marshal(inst)
+}
+
+// carrier is the spec for an agent that --to spec writes around data it
+// carries whole, named instName (else "instance").
+func carrier(instName, agent string) *spec.Instance {
 	if instName == "" {
 		instName = "instance"
 	}
-	inst := spec.Instance{APIVersion: spec.APIVersion, Kind: spec.Kind}
+	inst := &spec.Instance{APIVersion: spec.APIVersion, Kind: spec.Kind}
 	inst.Metadata.Name = instName
-	inst.Spec.Agent = spec.AgentIgnition
-	inst.Spec.Ignition.Config = string(data)
-	return yaml.Marshal(&inst)
+	inst.Spec.Agent = agent
+	return inst
+}
+
+// convertWindows converts user data only cloudbase-init runs (#ps1,
+// rem cmd, EC2's <powershell> or <script>): --to spec gives a spec for
+// cloudbase-init guests that carries it whole, as the user data; an
+// Ignition guest cannot run it.
+func (f *convertFlags) convertWindows(name string, data []byte, instName string) ([]byte, error) {
+	fm, _ := cloudbaseinit.Classify(data)
+	if f.to == "ignition" {
+		return nil, fmt.Errorf("%s: a %s script is Windows user data, which cloudbase-init runs (%s); an Ignition guest cannot: convert it --to spec (spec.agent: cloudbase-init)", name, fm.Header, fm.Executor)
+	}
+	inst := carrier(instName, spec.AgentCloudbaseInit)
+	inst.Spec.CloudInit.UserData = string(data)
+	return yaml.Marshal(inst)
 }
 
 func (f *convertFlags) ignitionOptions() ignition.Options {
@@ -165,6 +192,9 @@ func (f *convertFlags) ignitionOptions() ignition.Options {
 func (f *convertFlags) convertUserData(cmd *cobra.Command, name string, data []byte, opts cloudconfig.Options) ([]byte, error) {
 	if isIgnitionConfig(data) {
 		return f.convertIgnition(name, data, opts.Name)
+	}
+	if isWindowsUserData(data) {
+		return f.convertWindows(name, data, opts.Name)
 	}
 	inst, warnings, err := cloudconfig.ToSpec(data, opts)
 	for _, w := range warnings {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vminit/vminit/cloudbaseinit"
 	"github.com/vminit/vminit/cloudinit"
 	"github.com/vminit/vminit/ignition"
 	"github.com/vminit/vminit/media"
@@ -32,7 +33,18 @@ func (f *inputFlags) isObjects(cmd *cobra.Command, paths []string) bool {
 	if err != nil {
 		return false // the reader of user data reports it
 	}
-	return !isUserData(data) && !isIgnitionConfig(data)
+	return !isUserData(data) && !isIgnitionConfig(data) && !isWindowsUserData(data)
+}
+
+// isWindowsUserData reports whether data is user data only cloudbase-init
+// runs: a PowerShell, cmd or EC2 <powershell>/<script> script that
+// cloud-init would ignore.
+func isWindowsUserData(data []byte) bool {
+	if isUserData(data) {
+		return false
+	}
+	f, err := cloudbaseinit.Classify(data)
+	return err == nil && f.Kind == cloudbaseinit.KindScript
 }
 
 // isIgnitionConfig reports whether data is an Ignition config: a JSON

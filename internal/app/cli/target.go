@@ -29,11 +29,11 @@ type targetFlags struct {
 }
 
 // formats maps --format values to the agent they render for.
-var formats = map[string]string{"seed": spec.AgentCloudInit, "cloud-init": spec.AgentCloudInit, "ignition": spec.AgentIgnition}
+var formats = map[string]string{"seed": spec.AgentCloudInit, "cloud-init": spec.AgentCloudInit, "ignition": spec.AgentIgnition, "cloudbase-init": spec.AgentCloudbaseInit}
 
 func (f *targetFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.StringVar(&f.format, "format", "", "what to make: seed (cloud-init) or ignition (default: the spec's agent)")
+	fl.StringVar(&f.format, "format", "", "what to make: seed (cloud-init), ignition, or cloudbase-init (a seed for Windows) (default: the spec's agent)")
 	fl.StringVar(&f.datasource, "datasource", "", "seed layout: "+datasourceNames()+" (default: the spec's datasource, else nocloud); with Ignition, the config drive that carries the config")
 	fl.IntVar(&f.networkVersion, "network-config-version", 2, "NoCloud network-config format: 2 (netplan) or 1")
 	fl.StringVar(&f.variant, "variant", "", "Ignition guest: fcos, rhcos or flatcar (default: the spec's ignition.variant, else fcos)")
@@ -42,7 +42,7 @@ func (f *targetFlags) register(cmd *cobra.Command) {
 	fl.BoolVar(&f.strict, "strict", false, "treat every warning as an error (unused Ignition or Butane keys, spec fields the user-data replaces, cloud-config the schema rejects)")
 	fl.StringVar(&f.transport, "transport", "", "check the Ignition config against a transport's size budget: "+transportNames())
 	fl.StringVar(&f.reportTo, "report-to", "", "have the guest report its first boot to the vminit server at this base URL (cloud-init's reporting webhook and a final report; Ignition's completion unit), e.g. http://192.0.2.1:8080")
-	cmd.RegisterFlagCompletionFunc("format", cobra.FixedCompletions([]string{"seed", "ignition"}, cobra.ShellCompDirectiveNoFileComp))
+	cmd.RegisterFlagCompletionFunc("format", cobra.FixedCompletions([]string{"seed", "ignition", "cloudbase-init"}, cobra.ShellCompDirectiveNoFileComp))
 	cmd.RegisterFlagCompletionFunc("datasource", cobra.FixedCompletions(datasourceList(), cobra.ShellCompDirectiveNoFileComp))
 	cmd.RegisterFlagCompletionFunc("variant", cobra.FixedCompletions(variantNames, cobra.ShellCompDirectiveNoFileComp))
 	cmd.RegisterFlagCompletionFunc("ignition-version", cobra.FixedCompletions(ignition.Versions(), cobra.ShellCompDirectiveNoFileComp))
@@ -57,7 +57,7 @@ func (f *targetFlags) target() (render.Target, error) {
 	if f.format != "" {
 		agent, ok := formats[f.format]
 		if !ok {
-			return t, usagef("--format=%q: want seed or ignition", f.format)
+			return t, usagef("--format=%q: want seed, ignition or cloudbase-init", f.format)
 		}
 		t.Agent = agent
 	}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 
@@ -154,7 +155,11 @@ func validateOne(si *specInput, t render.Target) (*validated, error) {
 	rep := &validated{Result: render.Instance(si.inst, t), in: si}
 	switch {
 	case rep.Seed != nil:
-		rep.what = fmt.Sprintf("cloud-init: %s seed, %d files", rep.Seed.Datasource, len(rep.Seed.Files))
+		agent := cmp.Or(t.Agent, si.inst.Spec.Agent)
+		if agent != spec.AgentCloudbaseInit {
+			agent = spec.AgentCloudInit
+		}
+		rep.what = fmt.Sprintf("%s: %s seed, %d files", agent, rep.Seed.Datasource, len(rep.Seed.Files))
 	case rep.Ignition != nil:
 		rep.what = fmt.Sprintf("Ignition %s, %d bytes", rep.Ignition.Version, len(rep.Ignition.Config))
 		if t.Transport != "" {

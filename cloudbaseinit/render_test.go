@@ -1,0 +1,77 @@
+package cloudbaseinit_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/vminit/vminit/cloudbaseinit"
+	"github.com/vminit/vminit/internal/testing/cbitest"
+	"github.com/vminit/vminit/seed"
+)
+
+const head = "apiVersion: vminit.dev/v1alpha1\nkind: Instance\nmetadata: {name: win-4}\nspec:\n  agent: cloudbase-init\n"
+
+// TestErrorsNameTheField: what cloudbase-init cannot do is an error naming
+// the field, every one at once.
+func TestErrorsNameTheField(t *testing.T) {
+	inst := load(t, head+`  commands: [[icacls, "C:\\Program Files", /grant, "ops:F"], "echo a\necho b"]
+  users: [{name: ops, password: pw, lockPassword: true}, {name: app, lockPassword: false}]
+  files: [{path: /x, owner: "ops:ops"}]
+  storage: {growRoot: false, swap: {path: /swapfile, size: 1GiB}}
+  cloudInit: {metaData: {meta: {a: b}}}
+`)
+	_, err := cloudbaseinit.UserData(inst)
+	for _, want := range []string{
+		`spec.commands[0][1]: "C:\\Program Files" needs quoting for cmd.exe`,
+		"spec.commands[1]: cloudbase-init runs spec.commands as one cmd.exe script, a line a command",
+		"spec.users[0].lockPassword: cloudbase-init locks no password",
+		"spec.users[1].lockPassword: cloudbase-init locks no password",
+		"spec.files[0].owner: not for a cloudbase-init guest",
+		"spec.storage.swap: not for a cloudbase-init guest",
+		"spec.storage.growRoot: false is not for a cloudbase-init guest",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("want %q in: %v", want, err)
+		}
+	}
+	admin := load(t, head+"  users: [{name: ops, groups: [administrators], password: pw}]\n  cloudInit: {metaData: {meta: {a: b}}}\n")
+	if _, err := cloudbaseinit.ConfigDriveMetaData(admin); err == nil || !strings.Contains(err.Error(), `spec.cloudInit.metaData.meta: generated for cloudbase-init from spec.users (admin_username "ops"`) {
+		t.Errorf("meta beside an admin: %v", err)
+	}
+}
+
+// TestWarnings: a host name Windows truncates, and a key cloudbase-init
+// cannot encrypt the password it posts with, are warnings naming the
+// field.
+func TestWarnings(t *testing.T) {
+	inst := load(t, head+"  hostname: a-very-long-windows-name\n  sshAuthorizedKeys: [\""+cbitest.TestKey+"\"]\n  metadataServer: {addresses: [192.0.2.1]}\n")
+	ws := cloudbaseinit.Warnings(inst).Error()
+	for _, want := range []string{
+		`spec.hostname: "a-very-long-windows-name" is longer than 15 characters, the Windows computer (NetBIOS) name's limit: cloudbase-init truncates it to "a-very-long-win"`,
+		"spec.sshAuthorizedKeys[0]: not ssh-rsa: over the OpenStack dialect",
+	} {
+		if !strings.Contains(ws, want) {
+			t.Errorf("want %q in: %s", want, ws)
+		}
+	}
+	// Without a metadata server, the key is only a seed's: no warning.
+	inst.Spec.MetadataServer = nil
+	if ws := cloudbaseinit.Warnings(inst).Error(); strings.Contains(ws, "ssh-rsa") {
+		t.Errorf("warned for a seed: %s", ws)
+	}
+}
+
+// TestSameBytes: the same spec gives the same bytes.
+func TestSameBytes(t *testing.T) {
+	inst := load(t, cbitest.WinSpec(""))
+	a, err := seed.Build(inst, seed.ConfigDrive, seed.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := seed.Build(load(t, cbitest.WinSpec("")), seed.ConfigDrive, seed.Options{})
+	for i := range a.Files {
+		if string(a.Files[i].Data) != string(b.Files[i].Data) {
+			t.Errorf("%s differs", a.Files[i].Path)
+		}
+	}
+}
