@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -333,4 +334,27 @@ func shellWords(s string) ([]string, bool) {
 		words = append(words, cur.String())
 	}
 	return words, true
+}
+
+// TestMakeDefault: `make` alone, as a reader types it in a clone, builds
+// the programs into bin/ and does nothing else; the test tools' install
+// (apt, with sudo) and the tests stay behind the explicit `make test`
+// (issue 34: make alone ran make test).
+func TestMakeDefault(t *testing.T) {
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("no make")
+	}
+	out, err := exec.Command("make", "-n", "-C", repoRoot).CombinedOutput()
+	if err != nil {
+		t.Fatalf("make -n: %v\n%s", err, out)
+	}
+	got := strings.TrimSpace(string(out))
+	if !strings.Contains(got, "go build") || !strings.Contains(got, "-o bin/ ./cmd/...") {
+		t.Errorf("make does not build ./cmd/... into bin/:\n%s", got)
+	}
+	for _, bad := range []string{"install-test-tools", "go test", "apt", "sudo"} {
+		if strings.Contains(got, bad) {
+			t.Errorf("make alone runs %q:\n%s", bad, got)
+		}
+	}
 }

@@ -54,7 +54,7 @@ or --wait); with several, their rows.
 --watch prints the table again at each change (in place on a terminal)
 until Ctrl-C. --wait waits for the selected (or named) instances to finish:
 it exits 0 when every one is done, 1 as soon as every one has finished and
-any failed (each failed one named on stderr with its first error), and 2
+any failed (each failed one named on stderr with its first error), and 3
 when --timeout passes first (or on Ctrl-C), naming those still going: the
 fleet's 'vminit run'. --json prints the summary (with one NAME, the status)
 as JSON; with --watch, one document a line.
@@ -70,8 +70,8 @@ Instances' status.`,
 	}
 	fl := cmd.Flags()
 	fl.BoolVarP(&f.watch, "watch", "w", false, "print the table again at each change, until Ctrl-C (or --wait is satisfied)")
-	fl.BoolVar(&f.wait, "wait", false, "wait for the first boots to finish: exit 0 when all are done, 1 when any failed, 2 on --timeout")
-	fl.DurationVar(&f.timeout, "timeout", 0, "with --wait: give up after this long (exit 2), e.g. 15m (default: no limit)")
+	fl.BoolVar(&f.wait, "wait", false, "wait for the first boots to finish: exit 0 when all are done, 1 when any failed, 3 on --timeout (2 is a usage error)")
+	fl.DurationVar(&f.timeout, "timeout", 0, "with --wait: give up after this long (exit 3), e.g. 15m (default: no limit)")
 	fl.StringVar(&f.states, "state", "", "only instances in these states, comma-separated: "+strings.Join(stateList(), ", "))
 	fl.StringVar(&f.agent, "agent", "", "only instances of this agent: "+strings.Join(firstboot.Agents, " or "))
 	f.report.register(cmd)

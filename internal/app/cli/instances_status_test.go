@@ -7,6 +7,8 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -192,6 +194,33 @@ web-3  cloud-init  running  modules-config/config-apt-configure  3m45s
 	}
 	if code, _, stderr := f.run(t, "--timeout", "5m"); code != ExitUsage || !strings.Contains(stderr, "--timeout") {
 		t.Errorf("--timeout without --wait: %d %s", code, stderr)
+	}
+
+	// A single fetch is "1 request" (issue 34).
+	f.boots.Fetch("db", f.uids["db"], "ignition", "ignition", "/ignition/config")
+	if code, stdout, _ := f.run(t, "db"); code != ExitOK || !strings.Contains(stdout, "/ignition/config (ignition, 1 request)") {
+		t.Errorf("one fetch: %d\n%s", code, stdout)
+	}
+}
+
+// timeoutExit finds, in a help text, each exit code it gives for
+// --timeout: "exit N" after --timeout on a line, and "N when --timeout"
+// or "N on --timeout".
+var timeoutExit = regexp.MustCompile(`(?:--timeout[^\n]*\bexit (\d)\b|(\d)\s+(?:when|on) --timeout)`)
+
+// TestInstancesStatusHelpExitCodes: every exit code the help gives for
+// --wait's --timeout is ExitStillGoing's, as the docs say; 2 is a usage
+// error's (issue 34: the help said 2 in three places).
+func TestInstancesStatusHelpExitCodes(t *testing.T) {
+	code, stdout, _ := run(t, "instances", "status", "--help")
+	ms := timeoutExit.FindAllStringSubmatch(stdout, -1)
+	if code != ExitOK || len(ms) < 3 {
+		t.Fatalf("exit %d, %d statements of --timeout's exit code, want 3:\n%s", code, len(ms), stdout)
+	}
+	for _, m := range ms {
+		if got := m[1] + m[2]; got != strconv.Itoa(ExitStillGoing) {
+			t.Errorf("help says %q: --timeout exits %d", m[0], ExitStillGoing)
+		}
 	}
 }
 
