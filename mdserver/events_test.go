@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -90,8 +91,8 @@ func TestGuestWrites(t *testing.T) {
 	} else {
 		res.Body.Close()
 	}
-	if r := do(t, clientFrom("127.0.0.9"), "POST", events, nil, evStartFinal); r.status != 404 || r.body != "" {
-		t.Errorf("from an address nobody owns: %d %q, want an empty 404", r.status, r.body)
+	if r := do(t, clientFrom("127.0.0.9"), "POST", events, nil, evStartFinal); r.status != 404 || r.body != refusedNoOwner.message(netip.MustParseAddr("127.0.0.9")) {
+		t.Errorf("from an address nobody owns: %d %q, want a 404 that says why", r.status, r.body)
 	}
 
 	if strings.Contains(audit.String(), "scripts-user") || strings.Contains(audit.String(), "Runparts") {

@@ -122,8 +122,11 @@ func (f Failure) Where() string {
 // Status is one incarnation's first boot: what the admin API answers, the
 // CLI and the web page show, and a store writes back.
 type Status struct {
-	Name  string `json:"name"`
-	UID   string `json:"uid,omitempty"`
+	Name string `json:"name"`
+	// UID is the incarnation (registry.Record.UID): always present, ""
+	// for an instance a directory store loaded at start, so that every
+	// row of a listing has the same keys.
+	UID   string `json:"uid"`
 	Agent string `json:"agent,omitempty"`
 	State State  `json:"state"`
 	// Stage and Module are where the boot is (or ended, or failed).

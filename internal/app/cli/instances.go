@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 	"gopkg.in/yaml.v3"
 
+	"github.com/vminit/vminit/internal/app/serve"
 	"github.com/vminit/vminit/internal/lib/secretfile"
 	"github.com/vminit/vminit/internal/lib/tlsfiles"
 	"github.com/vminit/vminit/mdserver/admin"
@@ -241,7 +242,9 @@ func (c *adminClient) putCommand(putIn *inputFlags) *cobra.Command {
 with its line), inlines files[].source.file content (the server never reads
 its own files for a stored spec), and stores it. A spec the server refuses
 (an address another instance holds, for example) fails with exit code 1;
-the specs before it stay stored.`,
+the specs before it stay stored. A spec stored without an address (no
+spec.metadataServer.addresses; in a cluster, no VM naming it yet) is
+warned about: no guest can fetch it until one identifies it.`,
 		Example: `  vminit instances put web-1.yaml web-2.yaml
   vminit instances put --source-root /srv/vminit web-1.yaml`,
 		Args: func(_ *cobra.Command, args []string) error {
@@ -267,6 +270,12 @@ the specs before it stay stored.`,
 						return err
 					}
 					fmt.Fprintf(cmd.OutOrStdout(), "%s: stored %s (revision %s)\n", si.name, s.Name, s.Revision)
+					if len(s.Addresses) == 0 {
+						// Stored, but no guest's request will find it: it would
+						// stay pending for ever (issue 34).
+						fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s: no guest can fetch %s yet, no address identifies it: %s\n",
+							si.name, s.Name, serve.UnaddressedHint(c.namespace != ""))
+					}
 				}
 			}
 			return nil

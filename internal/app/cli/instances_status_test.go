@@ -179,6 +179,14 @@ web-3  cloud-init  running  modules-config/config-apt-configure  3m45s
 		sum.Counts[firstboot.Failed] != 1 || sum.Instances[2].Errors[0].Module != "config-scripts-user" {
 		t.Errorf("--json: %d %v\n%s", code, err, stdout)
 	}
+	// Every row has the same keys: uid too, empty or not (issue 34).
+	var rows struct{ Instances []map[string]any }
+	json.Unmarshal([]byte(stdout), &rows)
+	for _, row := range rows.Instances {
+		if _, ok := row["uid"]; !ok {
+			t.Errorf("--json: a row without uid: %v", row)
+		}
+	}
 	code, stdout, _ = f.run(t, "web-3", "--json")
 	var st firstboot.Status
 	if err := json.Unmarshal([]byte(stdout), &st); code != ExitOK || err != nil || st.State != firstboot.Running || st.Stage != "modules-config" || len(st.Events) == 0 {

@@ -1,11 +1,13 @@
 package cli
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 // An address this host does not have (TEST-NET-1, RFC 5737): binding it
@@ -59,5 +61,47 @@ func TestServeCreatesInstancesCacheDirectory(t *testing.T) {
 	}
 	if _, err := os.Stat(cache); err != nil {
 		t.Errorf("no start-up cache after shutdown: %v", err)
+	}
+}
+
+// TestServeWarnsOfInstancesNoGuestCanFetch walks the first try of issue
+// 34: serve the examples (none lists an address) and put the README's
+// examples/dev-vm.yaml through the admin API. Both say that no guest can
+// fetch those instances, and how one gets an address, rather than
+// leaving them pending for ever in silence.
+func TestServeWarnsOfInstancesNoGuestCanFetch(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"dev-vm.yaml", "cloud-config-vm.yaml"} {
+		b, err := os.ReadFile(filepath.Join(repoRoot, "examples", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(dir, f), b, 0o600)
+	}
+	token := filepath.Join(t.TempDir(), "token")
+	os.WriteFile(token, []byte("first-hour-token-0123456789\n"), 0o600)
+	admin := freeAddr(t)
+	stop := startServe(t, "--listen", freeAddr(t), "--instances", dir, "--log-format", "text", "--admin-listen", admin, "--admin-token-file", token)
+	for i := 0; ; i++ { // until the admin API listens
+		c, err := net.Dial("tcp", admin)
+		if err == nil {
+			c.Close()
+			break
+		}
+		if i == 500 {
+			t.Fatalf("the admin API does not listen: %v\n%s", err, stop())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	code, stdout, stderr := run(t, "instances", "put", filepath.Join(repoRoot, "examples", "metadata-server", "try.yaml"), filepath.Join(repoRoot, "examples", "dev-vm.yaml"),
+		"--server", "http://"+admin, "--token-file", token)
+	logged := stop()
+	if want := `msg="instances no guest can fetch: no address identifies them" count=2 instances="dev, web"`; !strings.Contains(logged, want) ||
+		!strings.Contains(logged, "spec.metadataServer.addresses") {
+		t.Errorf("serve's start does not warn %q:\n%s", want, logged)
+	}
+	if code != ExitOK || !strings.Contains(stdout, "stored dev") || strings.Count(stderr, "warning:") != 1 ||
+		!strings.Contains(stderr, "dev-vm.yaml: no guest can fetch dev yet, no address identifies it: list the address its VM's requests come from in spec.metadataServer.addresses") {
+		t.Errorf("put of a spec without an address: %d %s\n%s", code, stdout, stderr)
 	}
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/vminit/vminit/internal/lib/httpserver"
@@ -147,6 +149,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		loaded = append(loaded, "checks", "deferred")
 	}
 	o.Logger.Info("instances loaded", loaded...)
+	warnUnaddressed(store.Snapshot(), o.Store.Kubernetes != nil, o.Logger)
 	s := &Server{Store: store, Handler: mdserver.NewHandler(store, o.Handler), log: o.Logger}
 	if err := s.listen(o, metrics); err != nil {
 		for _, l := range s.Listeners {
@@ -223,3 +226,34 @@ func (s *Server) Run(ctx context.Context, reload <-chan os.Signal, shutdownTimeo
 
 // Close closes the store (Run closes the listeners).
 func (s *Server) Close() error { return s.Store.Close() }
+
+// maxUnaddressedNames bounds the names the warning of warnUnaddressed
+// lists: a fleet's worth would be one unreadable line.
+const maxUnaddressedNames = 10
+
+// warnUnaddressed logs the instances no guest can fetch: no address
+// identifies them (issue 34: a first try served four such instances and
+// said nothing, while every guest got a 404). In a directory or etcd, an
+// instance's addresses are its spec.metadataServer.addresses; in
+// Kubernetes, those its VMI or its spec claims (kubestore's Claims).
+func warnUnaddressed(snap *registry.Snapshot, kubernetes bool, log *slog.Logger) {
+	names := snap.Unaddressed()
+	if len(names) == 0 {
+		return
+	}
+	n := len(names)
+	if n > maxUnaddressedNames {
+		names = append(names[:maxUnaddressedNames], fmt.Sprintf("and %d more", n-maxUnaddressedNames))
+	}
+	log.Warn("instances no guest can fetch: no address identifies them", "count", n, "instances", strings.Join(names, ", "), "fix", UnaddressedHint(kubernetes))
+}
+
+// UnaddressedHint says how an instance gets an address its guest's
+// requests are identified by: the warning of serve's start and of
+// `vminit instances put`.
+func UnaddressedHint(kubernetes bool) string {
+	if kubernetes {
+		return "a KubeVirt VM (or VMI) labelled vminit.dev/instance=NAME claims it by its pod-network address, or its spec.metadataServer.addresses inside the namespace's --spec-addresses (docs/kubernetes.md, \"Who is served where\")"
+	}
+	return "list the address its VM's requests come from in spec.metadataServer.addresses (to try serve on loopback: 127.0.0.1 with --allow-loopback-instances)"
+}
