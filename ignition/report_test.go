@@ -191,3 +191,61 @@ func TestReportScriptNoFailures(t *testing.T) {
 		t.Errorf("posted %q", srv.Bodies())
 	}
 }
+
+// TestFailedUnitFirstErrorSaysWhy: a unit whose program cannot start (a
+// shared library it was linked with is gone: the loader's own words,
+// from a program built and run here) fails; its journal as journalctl
+// prints it (systemd 252's lines around the program's) is what the
+// report script posts, and the first error is the program's line, not
+// systemd's "Starting app.service…" before it (issue 34).
+func TestFailedUnitFirstErrorSaysWhy(t *testing.T) {
+	gcc := testtools.Require(t, "gcc")
+	dir := t.TempDir()
+	src := func(name, code string) string {
+		p := filepath.Join(dir, name)
+		os.WriteFile(p, []byte(code), 0o644)
+		return p
+	}
+	lib := filepath.Join(dir, "libssl.so.1.1")
+	if out, err := exec.Command(gcc, "-shared", "-fPIC", "-Wl,-soname,libssl.so.1.1", "-o", lib, src("ssl.c", "int ssl_init(void) { return 0; }\n")).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	app := filepath.Join(dir, "app")
+	if out, err := exec.Command(gcc, "-o", app, src("app.c", "int ssl_init(void);\nint main(void) { return ssl_init(); }\n"), lib, "-Wl,-rpath,"+dir).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	os.Remove(lib)
+	said, err := exec.Command(app).CombinedOutput()
+	cause := strings.TrimSpace(string(said))
+	if err == nil || !strings.Contains(cause, "error while loading shared libraries: libssl.so.1.1") {
+		t.Fatalf("the program: %v %q", err, said)
+	}
+	journal := "Nov 29 03:40:01 fcos systemd[1]: Starting app.service - App...\n" +
+		"Nov 29 03:40:01 fcos app[812]: " + cause + "\n" +
+		"Nov 29 03:40:01 fcos systemd[1]: app.service: Main process exited, code=exited, status=127/n/a\n" +
+		"Nov 29 03:40:01 fcos systemd[1]: app.service: Failed with result 'exit-code'.\n" +
+		"Nov 29 03:40:01 fcos systemd[1]: Failed to start app.service - App.\n"
+	srv := reporttest.NewServer(t)
+	runReport(t, stubs(t, []string{"app.service"}, journal), t.TempDir(), bootreport.ReportURL(srv.URL))
+	if len(srv.Bodies()) != 1 {
+		t.Fatalf("%d posts", len(srv.Bodies()))
+	}
+	g, err := firstboot.ParseGuestReport(srv.Bodies()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := g.Report()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := firstboot.New(firstboot.Options{})
+	tr.Fetch("fcos-1", "", firstboot.AgentIgnition, "ignition", "/ignition/config")
+	tr.Report("fcos-1", "", firstboot.AgentIgnition, rep)
+	want := "app.service: " + cause
+	if st := tr.Status("fcos-1", "", firstboot.AgentIgnition); st.State != firstboot.Failed || st.FirstError() != want {
+		t.Errorf("first error %q, want %q", st.FirstError(), want)
+	}
+	if row := tr.Brief("fcos-1", "", firstboot.AgentIgnition); row.FirstError() != want {
+		t.Errorf("the fleet's row %q, want %q", row.FirstError(), want)
+	}
+}

@@ -156,7 +156,9 @@ func (s *Status) Elapsed(now time.Time) time.Duration {
 	return now.Sub(s.FirstFetch)
 }
 
-// FirstError is the first failure, "where: message", or "".
+// FirstError is the first failure, "where: why" on one line (Why: the
+// line of its message that says why), or "". The CLI, the web page and
+// the Kubernetes condition show it; the whole message is the Status's.
 func (s *Status) FirstError() string {
 	if len(s.Errors) == 0 {
 		return ""
@@ -165,7 +167,7 @@ func (s *Status) FirstError() string {
 	if f.Message == "" {
 		return f.Where()
 	}
-	return f.Where() + ": " + f.Message
+	return f.Where() + ": " + oneLine(Why(f.Message))
 }
 
 // Filter selects statuses for a fleet summary. The zero Filter selects

@@ -141,7 +141,7 @@ func TestInstancesStatus(t *testing.T) {
 	const table = `NAME   AGENT       STATE    STAGE                                ELAPSED  ERROR
 db     ignition    pending                                       -
 web-1  cloud-init  done                                          3m12s
-web-2  cloud-init  failed   modules-final/config-scripts-user    1m30s    modules-final/config-scripts-user: running module scripts-u…
+web-2  cloud-init  failed   modules-final/config-scripts-user    1m30s    modules-final/config-scripts-user: bash: /opt/setup.sh: No …
 web-3  cloud-init  running  modules-config/config-apt-configure  3m45s
 1 done, 1 failed, 1 running, 1 pending
 `
@@ -243,7 +243,7 @@ func TestInstancesStatusWait(t *testing.T) {
 		t.Errorf("wait for a done instance: %d %s %s", code, stdout, stderr)
 	}
 	code, stdout, stderr := f.run(t, "web-1", "web-2", "--wait")
-	if code != ExitInvalid || !strings.HasSuffix(stdout, "\n1 done, 1 failed\n") || stderr != "web-2: first boot failed: modules-final/config-scripts-user: running module scripts-user failed: bash: /opt/setup.sh: No such file or directory, and a very long tail to cut\n" {
+	if code != ExitInvalid || !strings.HasSuffix(stdout, "\n1 done, 1 failed\n") || stderr != "web-2: first boot failed: modules-final/config-scripts-user: bash: /opt/setup.sh: No such file or directory, and a very long tail to cut\n" {
 		t.Errorf("wait with a failure: %d %s %q", code, stdout, stderr)
 	}
 	code, stdout, _ = f.run(t, "web-1", "web-2", "--wait", "--watch", "--json")
