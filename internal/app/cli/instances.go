@@ -58,7 +58,7 @@ func (c *adminClient) instanceName(arg string) string {
 
 func (c *adminClient) flags(cmd *cobra.Command) {
 	cmd.PersistentFlags().StringVar(&c.server, "server", "", "admin API URL, e.g. https://mds.example:8443 (default $VMINIT_ADMIN_URL)")
-	cmd.PersistentFlags().StringVar(&c.tokenFile, "token-file", "", "file holding the admin bearer token (default $VMINIT_ADMIN_TOKEN)")
+	cmd.PersistentFlags().StringVar(&c.tokenFile, "token-file", "", "file holding the admin bearer token (without it: the token itself in $VMINIT_ADMIN_TOKEN)")
 	cmd.PersistentFlags().StringVar(&c.caFile, "ca-file", "", "PEM CA bundle that signed the admin API's certificate (default: the system's)")
 	cmd.PersistentFlags().StringVar(&c.certFile, "cert", "", "PEM client certificate, for an admin API that requires one (with --key)")
 	cmd.PersistentFlags().StringVar(&c.keyFile, "key", "", "PEM private key of --cert")
@@ -117,7 +117,7 @@ func (c *adminClient) setup(ctx context.Context) error {
 		}
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.TLSClientConfig = tlsConfig
-		c.http = &http.Client{Timeout: 30 * time.Second, Transport: tr}
+		c.http = &http.Client{Timeout: 30 * time.Second, Transport: hintTransport{tr}}
 	}
 	c.api = &admin.Client{URL: c.server, Token: c.token, HTTP: c.http}
 	return nil
