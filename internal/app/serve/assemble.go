@@ -183,6 +183,13 @@ func (s *Server) listen(o Options, metrics *mdserver.Metrics) error {
 		if err := s.add("admin", o.AdminListen, admin.NewServer(ah), o.AdminTLS, mdserver.NewLimiter(adminLimits)); err != nil {
 			return err
 		}
+		scheme := "http"
+		if o.AdminTLS != nil {
+			scheme = "https"
+		}
+		// Where the operator opens the first-boot page (issue 34: nothing
+		// said so).
+		s.log.Info("web page", "url", scheme+"://"+s.Listeners[len(s.Listeners)-1].Listener.Addr().String()+"/ui/")
 	}
 	return nil
 }
