@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -217,10 +218,11 @@ func (c *adminClient) listCommand() *cobra.Command {
 
 func (c *adminClient) getCommand() *cobra.Command {
 	return &cobra.Command{
-		Use:     "get NAME",
-		Short:   "Print an instance's stored spec (YAML, defaults filled in)",
-		Example: "  vminit instances get web-1 > web-1.yaml",
-		Args:    exactArgs(1, "one NAME"),
+		Use:               "get NAME",
+		Short:             "Print an instance's stored spec (YAML, defaults filled in)",
+		Example:           "  vminit instances get web-1 > web-1.yaml",
+		Args:              exactArgs(1, "one NAME"),
+		ValidArgsFunction: c.completeNames(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			data, err := c.api.Get(cmd.Context(), c.instanceName(args[0]))
 			if err != nil {
@@ -287,10 +289,11 @@ warned about: no guest can fetch it until one identifies it.`,
 
 func (c *adminClient) deleteCommand() *cobra.Command {
 	return &cobra.Command{
-		Use:     "delete NAME",
-		Short:   "Remove an instance",
-		Example: "  vminit instances delete web-1",
-		Args:    exactArgs(1, "one NAME"),
+		Use:               "delete NAME",
+		Short:             "Remove an instance",
+		Example:           "  vminit instances delete web-1",
+		Args:              exactArgs(1, "one NAME"),
+		ValidArgsFunction: c.completeNames(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := c.api.Delete(cmd.Context(), c.instanceName(args[0])); err != nil {
 				return err
@@ -311,7 +314,8 @@ func (c *adminClient) previewCommand() *cobra.Command {
 		Short: "Show what the instance's VM would get (nocloud, configdrive, ignition, ec2 or openstack)",
 		Example: `  vminit instances preview web-1
   vminit instances preview web-1 --dialect ec2 --json`,
-		Args: exactArgs(1, "one NAME"),
+		Args:              exactArgs(1, "one NAME"),
+		ValidArgsFunction: c.completeNames(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			asJSON, err := report.json()
 			if err != nil {
@@ -381,4 +385,36 @@ func inlineSpec(cmd *cobra.Command, si *specInput) (string, []byte, error) {
 		return "", nil, errors.Join(fmt.Errorf("%s: re-encoding with source files inlined", si.name), err)
 	}
 	return inst.Metadata.Name, doc, nil
+}
+
+// completeNames offers the names of the instances the flags given so far
+// name (--server and its token, or --kubeconfig), up to max of them per
+// word (max 0: any number); nothing when they reach none. A shell's
+// completion must not hang: the server has 5 s.
+func (c *adminClient) completeNames(max int) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, args []string, prefix string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		if max > 0 && len(args) >= max {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		ctx, cancel := context.WithTimeout(cmd.Context(), 5*time.Second)
+		defer cancel()
+		if err := c.setup(ctx); err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveError
+		}
+		if c.closer != nil {
+			defer c.closer.Close()
+		}
+		list, err := c.api.List(ctx)
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveError
+		}
+		var out []cobra.Completion
+		for _, i := range list {
+			name := strings.TrimPrefix(i.Name, c.namespace+"/")
+			if strings.HasPrefix(name, prefix) && !slices.Contains(args, name) {
+				out = append(out, name)
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
 }

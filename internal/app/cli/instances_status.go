@@ -66,7 +66,8 @@ Instances' status.`,
   vminit instances status --state failed,stalled --agent cloud-init
   vminit instances status --watch
   vminit instances status web-1 web-2 --wait --timeout 15m`,
-		RunE: func(cmd *cobra.Command, args []string) error { return c.status(cmd, args, &f) },
+		RunE:              func(cmd *cobra.Command, args []string) error { return c.status(cmd, args, &f) },
+		ValidArgsFunction: c.completeNames(0),
 	}
 	fl := cmd.Flags()
 	fl.BoolVarP(&f.watch, "watch", "w", false, "print the table again at each change, until Ctrl-C (or --wait is satisfied)")
@@ -75,7 +76,25 @@ Instances' status.`,
 	fl.StringVar(&f.states, "state", "", "only instances in these states, comma-separated: "+strings.Join(stateList(), ", "))
 	fl.StringVar(&f.agent, "agent", "", "only instances of this agent: "+strings.Join(firstboot.Agents, " or "))
 	f.report.register(cmd)
+	cmd.RegisterFlagCompletionFunc("state", completeList(stateList()))
+	cmd.RegisterFlagCompletionFunc("agent", cobra.FixedCompletions(firstboot.Agents, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
+}
+
+// completeList completes a comma-separated list of values: the values
+// not yet given, after those that are (--state failed,st<TAB>).
+func completeList(values []string) cobra.CompletionFunc {
+	return func(_ *cobra.Command, _ []string, prefix string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		i := strings.LastIndex(prefix, ",")
+		given, last := strings.Split(prefix[:i+1], ","), prefix[i+1:]
+		var out []cobra.Completion
+		for _, v := range values {
+			if strings.HasPrefix(v, last) && !slices.Contains(given, v) {
+				out = append(out, prefix[:i+1]+v)
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveNoSpace
+	}
 }
 
 func stateList() []string {
