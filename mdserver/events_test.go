@@ -51,7 +51,8 @@ func TestGuestWrites(t *testing.T) {
 		t.Fatalf("POST the report: %d %q", r.status, r.body)
 	}
 	st, _ := h.Boot("vm-a")
-	if st.State != firstboot.Failed || len(st.Errors) != 1 || st.FirstError() != "modules-final/config-scripts-user: RuntimeError('Runparts: 1 failures in 1 attempted commands')\nruncmd: /opt/missing: No such file or directory" {
+	if st.State != firstboot.Failed || len(st.Errors) != 1 || st.FirstError() != "modules-final/config-scripts-user: runcmd: /opt/missing: No such file or directory" ||
+		st.Errors[0].Message != "RuntimeError('Runparts: 1 failures in 1 attempted commands')\nruncmd: /opt/missing: No such file or directory" {
 		t.Errorf("vm-a after its events and report: %s %+v", st.State, st.Errors)
 	}
 	if r := do(t, bb, "POST", events, nil, evStartFinal); r.status != 204 {
