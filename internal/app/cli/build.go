@@ -118,16 +118,6 @@ func (f *buildFlags) run(cmd *cobra.Command, paths []string) error {
 	if out == "" {
 		return usagef("-o OUTPUT is required")
 	}
-	userData, err := f.readUserData(cmd, paths[0])
-	if err != nil {
-		return err
-	}
-	if userData != nil {
-		return f.buildUserData(cmd, paths, userData)
-	}
-	if f.ud.networkConfig != "" || f.ud.vendorData != "" {
-		return usagef("--network-config and --vendor-data are for a USER-DATA file (cloud-localds's input); a spec's are spec.network and spec.cloudInit.vendorData")
-	}
 	perm, err := f.out.perm()
 	if err != nil {
 		return err
@@ -150,6 +140,18 @@ func (f *buildFlags) run(cmd *cobra.Command, paths []string) error {
 		if _, err := media.ParseFormat(f.fsys); err != nil {
 			return usageError{err}
 		}
+	}
+	// Flags are checked first: a usage error says so before any file is
+	// read.
+	userData, err := f.readUserData(cmd, paths[0])
+	if err != nil {
+		return err
+	}
+	if userData != nil {
+		return f.buildUserData(cmd, paths, userData, opts, perm)
+	}
+	if f.ud.networkConfig != "" || f.ud.vendorData != "" {
+		return usagef("--network-config and --vendor-data are for a USER-DATA file (cloud-localds's input); a spec's are spec.network and spec.cloudInit.vendorData")
 	}
 	in, err := f.in.loadOne(cmd, paths)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"slices"
 	"strings"
 
@@ -61,7 +62,7 @@ func (f *buildFlags) readUserData(cmd *cobra.Command, path string) ([]byte, erro
 // as cloud-init reads it (seed.Check) and a #cloud-config against
 // cloud-init's schema (warnings, as build's; --strict: errors). Nothing
 // is written when a check fails.
-func (f *buildFlags) buildUserData(cmd *cobra.Command, paths []string, userData []byte) error {
+func (f *buildFlags) buildUserData(cmd *cobra.Command, paths []string, userData []byte, opts media.Options, perm fs.FileMode) error {
 	if len(paths) > 2 {
 		return usagef("%s is cloud-init user data: want USER-DATA [META-DATA] (as cloud-localds), got %d files", paths[0], len(paths))
 	}
@@ -74,14 +75,6 @@ func (f *buildFlags) buildUserData(cmd *cobra.Command, paths []string, userData 
 	if len(given) > 0 {
 		return usagef("%s is cloud-init user data, built as given onto a NoCloud seed: %s concern a spec (vminit convert %s --to spec -o instance.yaml makes one)",
 			paths[0], strings.Join(given, ", "), paths[0])
-	}
-	opts, err := f.mediaOptions()
-	if err != nil {
-		return err
-	}
-	perm, err := f.out.perm()
-	if err != nil {
-		return err
 	}
 	format, err := f.mediaFormat(f.out.path, false)
 	if err == nil {
