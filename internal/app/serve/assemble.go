@@ -260,7 +260,7 @@ func warnUnaddressed(snap *registry.Snapshot, kubernetes bool, log *slog.Logger)
 // `vminit instances put`.
 func UnaddressedHint(kubernetes bool) string {
 	if kubernetes {
-		return "a KubeVirt VM (or VMI) labelled vminit.dev/instance=NAME claims it by its pod-network address, or its spec.metadataServer.addresses inside the namespace's --spec-addresses (docs/kubernetes.md, \"Who is served where\")"
+		return "a KubeVirt VM or VMI that names it (vminit.dev/instance: NAME) claims it by its pod-network address, or its spec.metadataServer.addresses inside the namespace's --spec-addresses (docs/kubernetes.md, \"Who is served where\")"
 	}
 	return "list the address its VM's requests come from in spec.metadataServer.addresses (to try serve on loopback: 127.0.0.1 with --allow-loopback-instances)"
 }
