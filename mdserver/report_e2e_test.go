@@ -2,8 +2,6 @@ package mdserver
 
 import (
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -61,25 +59,7 @@ func runReportScript(t *testing.T, base string, files map[string]string) string 
 	if err != nil {
 		t.Fatal(err)
 	}
-	scriptFile := filepath.Join(t.TempDir(), "report.py")
-	if err := os.WriteFile(scriptFile, script, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	root := t.TempDir()
-	for p, data := range files {
-		f := filepath.Join(root, p)
-		if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(f, []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cmd := exec.Command(cloudinittest.Python, scriptFile)
-	cmd.Env = []string{bootreport.ReportURLEnv + "=" + bootreport.ReportURL(base), "VMINIT_REPORT_TEST_ROOT=" + root, "VMINIT_REPORT_TEST_DELAY=0"}
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("report.py: %v\n%s", err, out)
-	}
-	return string(out)
+	cloudinittest.WriteTree(t, root, files)
+	return cloudinittest.RunReportScript(t, script, root, bootreport.ReportURL(base))
 }
