@@ -433,9 +433,9 @@ func checkNodeAgent(t *testing.T, where string, ds object, ns object) {
 	}
 	// The agent listens on the node's address, the redirect's target.
 	listen, _ := flags.GetStringArray("listen")
-	agent, _ := flags.GetString("agent-address")
-	if len(listen) == 0 || !strings.HasPrefix(listen[0], "$(NODE_IP):") || env["NODE_IP"] != "status.hostIP" || agent != "" {
-		t.Errorf("%s: want --listen=$(NODE_IP):PORT first, NODE_IP from status.hostIP, the agent address its default: --listen %v, --agent-address %q, env %v", where, listen, agent, env)
+	agent, err := flags.GetStringArray("agent-address")
+	if err != nil || len(listen) == 0 || !strings.HasPrefix(listen[0], "$(NODE_IP):") || env["NODE_IP"] != "status.hostIP" || len(agent) != 0 {
+		t.Errorf("%s: want --listen=$(NODE_IP):PORT first, NODE_IP from status.hostIP, the agent address its default: --listen %v, --agent-address %q (%v), env %v", where, listen, agent, err, env)
 	}
 	if mode, _ := flags.GetString("intercept"); mode == "cni" {
 		// Each CNI directory flag names a mount of the node's directory.

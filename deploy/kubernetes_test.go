@@ -251,7 +251,8 @@ func checkFirstBootWrites(t *testing.T, ctx context.Context, st *kubestore.Store
 // checkRBAC asks the API server, as each service account (kubectl auth
 // can-i --as), what it may do with Secrets: the controller reads them in
 // the namespaces it manages and writes there, never patches or deletes
-// them in bulk, nor touches another namespace's; the server reads those
+// them in bulk, nor touches another namespace's, and patches Instances
+// (its node labels) but never updates one whole; the server reads those
 // of the managed namespaces (an Instance's references) and writes none,
 // and reads none elsewhere, not even its token key, which the kubelet
 // mounts. Both read the managed namespaces' ConfigMaps, and write none.
@@ -269,7 +270,9 @@ func checkRBAC(t *testing.T, s *kubetest.Server) {
 		{ctl, "deletecollection", "secrets", "default", "no"},
 		{ctl, "get", "secrets", "vminit-system", "no"},
 		{ctl, "get", "secrets", "elsewhere", "no"},
-		{ctl, "list", "secrets", "", "no"}, // every namespace
+		{ctl, "list", "secrets", "", "no"},                       // every namespace
+		{ctl, "patch", "instances.vminit.dev", "default", "yes"}, // its node labels, for the node agents
+		{ctl, "update", "instances.vminit.dev", "default", "no"},
 		{srv, "get", "secrets", "vminit-system", "no"},
 		{srv, "get", "secrets", "default", "yes"},
 		{srv, "list", "secrets", "default", "no"}, // every Secret's data: only those Instances name, by get

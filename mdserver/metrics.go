@@ -31,6 +31,9 @@ import (
 //	vminit_store_healthy, vminit_store_write_errors_total,
 //	vminit_store_last_sync_timestamp_seconds (a store that reports its
 //	  backend's health, StoreHealth: etcd's)
+//	vminit_node_followed{kind}, vminit_node_follow_refused_total (a node
+//	  agent's objects followed by name, and those refused for want of
+//	  room: NodeFollower, kubestore's node mode)
 //
 // Make it with NewMetrics.
 type Metrics struct {
@@ -151,6 +154,12 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 		if sh, ok := h.src.(StoreHealth); ok {
 			writeStoreHealth(p, sh)
 		}
+		if nf, ok := h.src.(NodeFollower); ok {
+			i, v, c := nf.Following()
+			p("# HELP vminit_node_followed Objects a node agent follows by name, a watch each, by kind.\n# TYPE vminit_node_followed gauge\n")
+			p("vminit_node_followed{kind=\"instance\"} %d\nvminit_node_followed{kind=\"virtualmachine\"} %d\nvminit_node_followed{kind=\"configmap\"} %d\n", i, v, c)
+			p("# HELP vminit_node_follow_refused_total Objects a node agent refused to follow by name, its bound reached (each once while wanted).\n# TYPE vminit_node_follow_refused_total counter\nvminit_node_follow_refused_total %d\n", nf.FollowRefused())
+		}
 	}
 	return cw.n, cw.err
 }
@@ -167,6 +176,16 @@ type StoreHealth interface {
 	// LastSync is when the store last heard from the backend (zero:
 	// never).
 	LastSync() time.Time
+}
+
+// NodeFollower is a store that follows objects by name, within a bound
+// (kubestore's node mode).
+type NodeFollower interface {
+	// Following counts the Instances, VirtualMachines and ConfigMaps
+	// followed by name.
+	Following() (instances, vms, configMaps int)
+	// FollowRefused counts the objects refused for want of room.
+	FollowRefused() uint64
 }
 
 func writeStoreHealth(p func(format string, args ...any), sh StoreHealth) {

@@ -176,7 +176,8 @@ var cabpkKinds = map[string][]string{
 // joins with it: a template's machines always join (a MachineDeployment's
 // or MachinePool's), a control plane's first machine inits (the one
 // vminit builds without --pool-index), a KubeadmConfig inits when it has
-// an init or cluster configuration.
+// an init or cluster configuration, or, empty, when the Machine beside it
+// is a control-plane machine.
 func cabpkSpec(t *testing.T, file string, data []byte, object string) (bootstrapv1.KubeadmConfigSpec, bool) {
 	docs, err := platform.Split(file, data)
 	if err != nil {
@@ -211,6 +212,16 @@ func cabpkSpec(t *testing.T, file string, data []byte, object string) (bootstrap
 			return cs, false
 		}
 		initMode := !reflect.ValueOf(cs.InitConfiguration).IsZero() || !reflect.ValueOf(cs.ClusterConfiguration).IsZero()
+		if !initMode && reflect.ValueOf(cs.JoinConfiguration).IsZero() {
+			// An empty one is what its Machine is: CABPK inits the first
+			// control-plane Machine (handleClusterNotInitialized) and
+			// joins a worker (issue 33 item 4).
+			for _, m := range docs {
+				if mm, ok := platform.ReadMachine(m.JSON); ok && mm.Config == d.Name {
+					return cs, !mm.ControlPlane
+				}
+			}
+		}
 		return cs, !initMode
 	}
 	t.Fatalf("%s: no KubeadmConfig spec %s", file, object)

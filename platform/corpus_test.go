@@ -14,7 +14,7 @@ package platform_test
 //	FILE skipped: WHY
 //
 // where CATEGORY is "upstream-invalid" (the platform itself rejects the
-// object: it must stay refused) or "issue20" (vminit is wrong today; WHY
+// object: it must stay refused) or "issue20" or "issue33" (vminit is wrong today; WHY
 // starts with the issue's item number; the line flips when it is fixed).
 // A builds line may carry an "issue20:" note too (it builds, but not what
 // the platform delivers). Blank lines and lines starting with # are
@@ -90,9 +90,9 @@ func (l corpusLine) category() string {
 		return ""
 	}
 	c = strings.TrimSpace(c)
-	if c == "issue20" {
+	if c == "issue20" || c == "issue33" {
 		item, _, _ := strings.Cut(strings.TrimSpace(why), " ")
-		return "issue20 item " + strings.TrimSuffix(item, ":")
+		return c + " item " + strings.TrimSuffix(item, ":")
 	}
 	return c
 }
@@ -436,7 +436,7 @@ func expectOutcome(t *testing.T, want map[string]corpusLine, o corpusOutcome) co
 		l.Note = "issue20: TODO"
 	}
 	if l.Verdict == "refused" {
-		if c := l.category(); c == "" || !(c == "upstream-invalid" || strings.HasPrefix(c, "issue20 item ")) || strings.Contains(l.Note, "TODO") {
+		if c := l.category(); c == "" || !(c == "upstream-invalid" || strings.HasPrefix(c, "issue20 item ") || strings.HasPrefix(c, "issue33 item ")) || strings.Contains(l.Note, "TODO") {
 			t.Errorf("%s: a refusal needs a category: -- upstream-invalid: WHY, or -- issue20: ITEM WHAT (have %q)", o.Key, l.Note)
 		}
 	}

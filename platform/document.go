@@ -509,7 +509,7 @@ func (d *Document) strictError(err error) *spec.FieldError {
 func (d *Document) jsonError(err error) *spec.FieldError {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
-		return d.Error(te.Field, fmt.Sprintf("want %s, not a JSON %s", te.Type, te.Value))
+		return d.Error(d.indexPath(te.Field, te.Value), fmt.Sprintf("want %s, not a JSON %s", te.Type, te.Value))
 	}
 	msg := err.Error()
 	if i := strings.Index(msg, "Go struct field "); i >= 0 {
@@ -522,6 +522,63 @@ func (d *Document) jsonError(err error) *spec.FieldError {
 		return d.Error(field, fmt.Sprintf("wrong type (want %s): %s", typ, msg[:i]))
 	}
 	return d.Error("", strings.TrimPrefix(msg, "json: "))
+}
+
+// indexPath puts into path, a JSON decoder's field path that has no list
+// indices (spec.files.permissions), the index of the first item whose
+// value at the rest of the path is of the JSON kind the decoder refused
+// (spec.files[2].permissions): the field it means, and so its line rather
+// than the list's. path stays as it is when no item fits.
+func (d *Document) indexPath(path, kind string) string {
+	if d.node == nil || len(d.node.Content) == 0 {
+		return path
+	}
+	if p, ok := indexIn(d.node.Content[0], splitPath(path), "", kind); ok {
+		return p
+	}
+	return path
+}
+
+func indexIn(n *yaml.Node, segs []pathSeg, at, kind string) (string, bool) {
+	if len(segs) == 0 {
+		return at, jsonKind(n) == kind
+	}
+	seg := segs[0]
+	switch {
+	case n.Kind == yaml.SequenceNode && !seg.index:
+		for i, item := range n.Content {
+			if p, ok := indexIn(item, segs, fmt.Sprintf("%s[%d]", at, i), kind); ok {
+				return p, true
+			}
+		}
+	case n.Kind == yaml.SequenceNode && seg.n < len(n.Content):
+		return indexIn(n.Content[seg.n], segs[1:], fmt.Sprintf("%s[%d]", at, seg.n), kind)
+	case n.Kind == yaml.MappingNode && !seg.index:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == seg.key {
+				return indexIn(n.Content[i+1], segs[1:], FieldPath(at, seg.key), kind)
+			}
+		}
+	}
+	return "", false
+}
+
+// jsonKind is the JSON kind sigs.k8s.io/yaml makes of a YAML node, as
+// encoding/json's UnmarshalTypeError.Value names it.
+func jsonKind(n *yaml.Node) string {
+	switch {
+	case n.Kind == yaml.SequenceNode:
+		return "array"
+	case n.Kind == yaml.MappingNode:
+		return "object"
+	case n.Tag == "!!int" || n.Tag == "!!float":
+		return "number"
+	case n.Tag == "!!bool":
+		return "bool"
+	case n.Tag == "!!str":
+		return "string"
+	}
+	return ""
 }
 
 // duplicateKeys returns the paths of mapping keys given twice in n.

@@ -3,6 +3,7 @@ package platform
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -74,6 +75,86 @@ type Options struct {
 	// Object picks one of several objects vminit reads in the files:
 	// NAME or KIND/NAME (--object); "" converts every one.
 	Object string
+	// ControlPlane (--control-plane) says whether the machine of a
+	// Cluster API KubeadmConfig is a control-plane machine, where no
+	// Machine says (Machines, FindMachine); nil leaves it unsaid.
+	ControlPlane *bool
+	// Machines are the Cluster API Machines beside the objects
+	// (convert.Documents adds those of its input): the role of a
+	// KubeadmConfig's machine is its Machine's, as for CABPK.
+	Machines []Machine
+	// FindMachine, when set (--kubeconfig), looks in the cluster for the
+	// Machine whose bootstrap config is the KubeadmConfig namespace/name:
+	// nil and no error when there is none.
+	FindMachine func(ctx context.Context, namespace, config string) (*Machine, error)
+}
+
+// Machine is what vminit reads of a Cluster API Machine (or MachinePool,
+// whose machines are workers): whose bootstrap config it names, and
+// whether it is a control-plane machine (the cluster.x-k8s.io/control-plane
+// label, as Cluster API's util.IsControlPlaneMachine decides).
+type Machine struct {
+	Name, Namespace string
+	// Config is the name of the KubeadmConfig its spec.bootstrap.configRef
+	// names ("" for another kind).
+	Config       string
+	ControlPlane bool
+	// Where is the Machine's place for messages: FILE:LINE, or the
+	// cluster's "Machine NAMESPACE/NAME".
+	Where string
+}
+
+// LabelControlPlane marks a Cluster API control-plane Machine.
+const LabelControlPlane = "cluster.x-k8s.io/control-plane"
+
+// ReadMachine reads a Machine or MachinePool (cluster.x-k8s.io, v1beta1
+// or v1beta2) from its JSON; ok is false for another kind of object.
+func ReadMachine(j []byte) (m Machine, ok bool) {
+	var obj struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+		Metadata   struct {
+			Name      string            `json:"name"`
+			Namespace string            `json:"namespace"`
+			Labels    map[string]string `json:"labels"`
+		} `json:"metadata"`
+		Spec struct {
+			machineSpec
+			// A MachinePool's machines are its template's.
+			Template struct {
+				Spec machineSpec `json:"spec"`
+			} `json:"template"`
+		} `json:"spec"`
+	}
+	if json.Unmarshal(j, &obj) != nil {
+		return m, false
+	}
+	group, _, _ := strings.Cut(obj.APIVersion, "/")
+	ms := obj.Spec.machineSpec
+	switch {
+	case obj.Kind == "Machine" && group == "cluster.x-k8s.io":
+		_, m.ControlPlane = obj.Metadata.Labels[LabelControlPlane]
+	case obj.Kind == "MachinePool" && (group == "cluster.x-k8s.io" || group == "exp.cluster.x-k8s.io"):
+		// CABPK joins every MachinePool machine as a worker.
+		ms = obj.Spec.Template.Spec
+	default:
+		return m, false
+	}
+	m.Name, m.Namespace = obj.Metadata.Name, obj.Metadata.Namespace
+	if r := ms.Bootstrap.ConfigRef; r != nil && r.Kind == "KubeadmConfig" {
+		m.Config = r.Name
+	}
+	return m, true
+}
+
+// machineSpec is what ReadMachine reads of a Machine's spec.
+type machineSpec struct {
+	Bootstrap struct {
+		ConfigRef *struct {
+			Kind string `json:"kind"`
+			Name string `json:"name"`
+		} `json:"configRef"`
+	} `json:"bootstrap"`
 }
 
 // Scope is the objects an option of Options concerns, by the flag that
@@ -99,6 +180,7 @@ var Scopes = []Scope{
 	{"--control-plane-endpoint", capiObjects, isCAPI},
 	{"--ca-cert-hash", capiObjects, isCAPI},
 	{"--kubernetes-version", capiObjects, isCAPI},
+	{"--control-plane", "a Cluster API KubeadmConfig (one machine's)", func(d *Document) bool { return isCAPI(d) && d.Kind == "KubeadmConfig" }},
 	{"--pool-index", "a KubeVirt VirtualMachinePool (which member), a StatefulSet of Virtlet pods (which ordinal) or a Cluster API KubeadmControlPlane(Template) (which machine)", isPool},
 	{"--password-salt", "an oVirt VM body (its initialization.root_password)", isOVirt},
 	{"--name", "an oVirt body that names no VM (a start action, whose VM is named in the URL)", func(d *Document) bool {
@@ -259,7 +341,15 @@ type Builder struct {
 	origins  [][2]string // spec path prefix, object path
 	// causes are the problems warned of by WarnCause: spec field, cause.
 	causes []fieldCause
+	// rewritten are the spec fields whose text is not the object's as
+	// written (TextRewritten): its lines are not the file's.
+	rewritten []string
 }
+
+// TextRewritten says that the spec field's text is not the object's field
+// as written (KubeVirt's network data unwrapped from its network: key),
+// so that a problem on a line of it is not placed on the file's line.
+func (b *Builder) TextRewritten(specPath string) { b.rewritten = append(b.rewritten, specPath) }
 
 type fieldCause struct {
 	field string
@@ -396,7 +486,25 @@ func (b *Builder) translate(e *spec.FieldError) *spec.FieldError {
 		return b.Doc.Error("", fmt.Sprintf("as the vminit spec, %s: %s", e.Field, e.Message))
 	}
 	o := b.origins[best]
-	return b.Doc.Error(o[1], fmt.Sprintf("%s (vminit %s)", e.Message, e.Field))
+	at := o[1]
+	// The spec's field below the one filled (spec.users[0] ->
+	// sshAuthorizedKeys[1]) is, where the object spells it the same, the
+	// object's own: its line is the problem's, not its parent's.
+	if rest := e.Field[len(o[0]):]; rest != "" {
+		if _, n := b.Doc.find(o[1] + rest); n != nil {
+			at = o[1] + rest
+		}
+	}
+	t := b.Doc.Error(at, fmt.Sprintf("%s (vminit %s)", e.Message, e.Field))
+	// A problem inside the text the field holds (its network data's
+	// config[0]) is on that line of the file, when the field keeps the
+	// text's lines.
+	if e.TextLine > 0 && at == o[1] && !slices.Contains(b.rewritten, o[0]) {
+		if fl, _, ok := b.Doc.TextPosition(at, e.TextLine, 1); ok {
+			t.Line = fl
+		}
+	}
+	return t
 }
 
 // MarshalSpec writes inst as a spec document: YAML, fields in the spec's

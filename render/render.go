@@ -107,6 +107,7 @@ func Instance(inst *spec.Instance, t Target) *Result {
 		r.cloudInit(inst, t)
 		r.userData(inst, t.LenientSchema)
 	}
+	r.keys(inst, agent)
 	if t.Strict {
 		r.Errors, r.Warnings = append(r.Errors, r.Warnings...), nil
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"maps"
 	"path"
 	"slices"
 	"strings"
@@ -105,39 +104,46 @@ func configDriveDir(fsys fs.FS) string {
 	return ""
 }
 
-// Check reports the problems cloud-init would have with s: a label it does
-// not look for, a missing required file, meta-data without an instance-id,
-// user-data it ignores, files it cannot parse, and the network_data.json
-// entries it fails on. They come back as spec.Errors whose Field is
-// "label" or the file's path.
-func Check(s *Seed) error {
+// Check reports what cloud-init would make of s: as errors (err, a
+// spec.Errors), the problems that make it fail or configure something
+// other than the author meant (a label it does not look for, a missing
+// required file, meta-data without an instance-id, files it cannot parse,
+// network configuration it fails on or reads no interface from); as
+// warnings, what it delivers but ignores or reads oddly (user data of no
+// type it knows: KubeVirt's quick-start "Hi."), which `vminit build`
+// writes with a warning too. Each names as Field "label" or the file's
+// path.
+func Check(s *Seed) (warnings spec.Errors, err error) {
 	var es spec.Errors
 	add := func(field, format string, args ...any) {
 		es = append(es, &spec.FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
+	}
+	warn := func(field, format string, args ...any) {
+		warnings = append(warnings, &spec.FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
 	}
 	switch s.Datasource {
 	case NoCloud:
 		if s.Label != "cidata" && s.Label != "CIDATA" {
 			add("label", "%q: cloud-init's NoCloud looks for the label cidata (or CIDATA), exactly", s.Label)
 		}
-		checkNoCloud(s, add)
+		checkNoCloud(s, add, warn)
 	case ConfigDrive:
 		if s.Label != "config-2" && s.Label != "CONFIG-2" {
 			add("label", "%q: cloud-init's ConfigDrive looks for the label config-2 (or CONFIG-2), exactly", s.Label)
 		}
-		checkConfigDrive(s, add)
+		checkConfigDrive(s, add, warn)
 	default:
-		return fmt.Errorf("seed: unknown datasource %q", s.Datasource)
+		return nil, fmt.Errorf("seed: unknown datasource %q", s.Datasource)
 	}
 	if len(es) > 0 {
-		return es
+		return warnings, es
 	}
-	return nil
+	return warnings, nil
 }
 
 type addFunc func(field, format string, args ...any)
 
-func checkNoCloud(s *Seed, add addFunc) {
+func checkNoCloud(s *Seed, add, warn addFunc) {
 	for _, req := range []string{"meta-data", "user-data"} {
 		if _, ok := s.Lookup(req); !ok {
 			add(req, "missing: cloud-init's NoCloud needs both user-data and meta-data (an empty file will do) and otherwise rejects the disk")
@@ -154,7 +160,7 @@ func checkNoCloud(s *Seed, add addFunc) {
 		}
 	}
 	if data, ok := s.Lookup("user-data"); ok {
-		checkUserData("user-data", data, add)
+		checkUserData("user-data", data, add, warn)
 	}
 	if data, ok := s.Lookup("vendor-data"); ok {
 		if err := cloudinit.CheckUserData(data); err != nil {
@@ -166,40 +172,7 @@ func checkNoCloud(s *Seed, add addFunc) {
 	}
 }
 
-func checkNetworkConfig(data []byte, add addFunc) {
-	var v any
-	if err := yamlbound.Unmarshal(data, &v, yamlbound.Limits{Bytes: spec.MaxSpecSize}); err != nil {
-		add("network-config", "%s", yamlbound.Describe(err, "not YAML"))
-		return
-	}
-	m, ok := v.(map[string]any)
-	if !ok {
-		add("network-config", "must be a mapping with version: 1 or version: 2")
-		return
-	}
-	if inner, ok := m["network"].(map[string]any); ok {
-		add("network-config", "wrapped in a top-level network: key; cloud-init 22.2 and later unwrap it (stages.py _remove_top_level_network_key), older releases find no configuration: put version: at the top level")
-		m = inner
-	}
-	switch m["version"] {
-	case 1:
-		if _, ok := m["config"].([]any); !ok {
-			add("network-config", "version 1 needs a config: list")
-		}
-	case 2:
-		for _, k := range slices.Sorted(maps.Keys(m)) {
-			switch k {
-			case "version", "renderer", "ethernets", "bonds", "bridges", "vlans", "wifis":
-			default:
-				add("network-config", "version 2 has no %q section (cloud-init fails on it)", k)
-			}
-		}
-	default:
-		add("network-config", "version must be 1 or 2, not %v", m["version"])
-	}
-}
-
-func checkConfigDrive(s *Seed, add addFunc) {
+func checkConfigDrive(s *Seed, add, warn addFunc) {
 	var dir string
 	for _, f := range s.Files {
 		if path.Base(f.Path) == "meta_data.json" {
@@ -228,7 +201,7 @@ func checkConfigDrive(s *Seed, add addFunc) {
 		}
 	}
 	if data, p, ok := get("user_data"); ok {
-		checkUserData(p, data, add)
+		checkUserData(p, data, add, warn)
 	}
 	for _, name := range []string{"vendor_data.json", "vendor_data2.json"} {
 		data, p, ok := get(name)
@@ -268,9 +241,16 @@ func checkNetworkData(data []byte, p string, add addFunc) {
 		add(p, "not the network_data.json format: %v", err)
 		return
 	}
+	if len(nd.Links) == 0 {
+		add(p, "links: configures no interface: cloud-init 22.4 makes interfaces of links only (networks name the link they configure), and the guest comes up without a network")
+	}
 	ids := map[any]bool{}
 	for i, l := range nd.Links {
 		ids[l["id"]] = true
+		if l["id"] == nil || l["type"] == nil {
+			add(p, "links[%d]: needs an id and a type (cloud-init fails without them and applies no network configuration)", i)
+			continue
+		}
 		switch l["type"] {
 		case "bond":
 			if _, ok := l["bond_links"].([]any); !ok {
@@ -300,7 +280,7 @@ func checkNetworkData(data []byte, p string, add addFunc) {
 // config (a JSON object with an "ignition" key, which Ignition's
 // openstack, kubevirt, proxmoxve and ibmcloud platforms read from these
 // drives) with Ignition's own parser, anything else as cloud-init would.
-func checkUserData(field string, data []byte, add addFunc) {
+func checkUserData(field string, data []byte, add, warn addFunc) {
 	if ignition.LooksLikeConfig(data) {
 		if _, rep, err := ignconfig.Parse(data); err != nil || rep.IsFatal() {
 			msg := strings.TrimSpace(rep.String())
@@ -308,10 +288,30 @@ func checkUserData(field string, data []byte, add addFunc) {
 				msg = strings.TrimSpace(err.Error() + "; " + msg)
 			}
 			add(field, "Ignition config does not validate: %s", strings.TrimSuffix(msg, ";"))
+			return
 		}
+		checkKeys(field, spec.RawIgnition, data, add, warn)
 		return
 	}
-	if err := cloudinit.CheckUserData(data); err != nil {
+	switch err := cloudinit.CheckUserData(data); {
+	case errors.Is(err, cloudinit.ErrIgnored):
+		warn(field, "%v", err)
+	case err != nil:
 		add(field, "%v", err)
+	case cloudinit.PartType(data) == cloudinit.TypeCloudConfig:
+		checkKeys(field, spec.RawCloudConfig, data, add, warn)
+	}
+}
+
+// checkKeys judges the SSH keys inside user data as build does
+// (spec.RawKeyProblems): a key sshd skips is a problem, one that looks
+// odd a warning.
+func checkKeys(field, format string, data []byte, add, warn addFunc) {
+	for _, p := range spec.RawKeyProblems(format, string(data)) {
+		if p.Drop {
+			add(field, "%s", p)
+		} else {
+			warn(field, "%s", p)
+		}
 	}
 }

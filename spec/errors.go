@@ -27,6 +27,11 @@ type FieldError struct {
 	// Cause is the error behind the problem, when there is one worth
 	// matching with errors.Is (a missing referenced object, say).
 	Cause error `json:"-"`
+	// TextLine is, for a problem inside the text a field holds (a raw
+	// network or user-data config), its 1-based line in that text
+	// (TextLine); 0 when it is the whole field. A platform object whose
+	// field keeps the text's lines names the file's line from it.
+	TextLine int `json:"-"`
 }
 
 func (e *FieldError) Error() string {

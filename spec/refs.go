@@ -120,18 +120,12 @@ func (in *Instance) refFields() []refField {
 				u.PasswordHash = strings.TrimSpace(string(v))
 			}, func() { forAPI(&u.PasswordHashFrom, &u.PasswordHash) }})
 		}
-		if r := u.SSHAuthorizedKeysFrom; r != nil {
-			out = append(out, refField{f + ".sshAuthorizedKeysFrom", r, false, false, func(c *ErrorList, field string, v []byte) {
-				keys := keyLines(c, field, v)
-				u.SSHAuthorizedKeys, r.added = append(u.SSHAuthorizedKeys, keys...), len(keys)
-			}, func() {
-				if r.File != "" {
-					u.SSHAuthorizedKeysFrom = nil
-				} else if r.resolved {
-					u.SSHAuthorizedKeys = u.SSHAuthorizedKeys[:len(u.SSHAuthorizedKeys)-r.added]
-				}
-			}})
+		if u.SSHAuthorizedKeysFrom != nil {
+			out = append(out, keysRef(f+".sshAuthorizedKeysFrom", &u.SSHAuthorizedKeys, &u.SSHAuthorizedKeysFrom))
 		}
+	}
+	if s.SSHAuthorizedKeysFrom != nil {
+		out = append(out, keysRef("spec.sshAuthorizedKeysFrom", &s.SSHAuthorizedKeys, &s.SSHAuthorizedKeysFrom))
 	}
 	for i := range s.Files {
 		fl := &s.Files[i]
@@ -151,6 +145,23 @@ func (in *Instance) refFields() []refField {
 		}, func() { forAPI(&ci.UserDataFrom, &ci.UserData) }})
 	}
 	return append(out, s.SSHHostKeys.refFields()...)
+}
+
+// keysRef is the reference *ref (sshAuthorizedKeysFrom, the default
+// user's or a user's) that adds its keys, one authorized_keys line each,
+// to *keys.
+func keysRef(field string, keys *[]string, ref **ValueFrom) refField {
+	r := *ref
+	return refField{field, r, false, false, func(c *ErrorList, field string, v []byte) {
+		added := keyLines(c, field, v)
+		*keys, r.added = append(*keys, added...), len(added)
+	}, func() {
+		if r.File != "" {
+			*ref = nil
+		} else if r.resolved {
+			*keys = (*keys)[:len(*keys)-r.added]
+		}
+	}}
 }
 
 // forAPI fits a string field *value and the reference *ref that fills it
@@ -203,10 +214,8 @@ func keyLines(c *ErrorList, field string, v []byte) []string {
 			c.Add(field, "more than %d keys (line %d); the limit of a list", MaxListEntries, n+1)
 			return nil
 		}
-		var one ErrorList
-		checkSSHKey(&one, field, line)
-		if one.Err() != nil {
-			c.Add(field, "line %d: not an SSH public key (want one authorized_keys line a key, such as \"ssh-ed25519 AAAA… user@host\")", n+1)
+		if msg, drop := AuthorizedKeyProblem(line); drop {
+			c.Add(field, "line %d: %s", n+1, msg)
 			continue
 		}
 		keys = append(keys, line)

@@ -324,3 +324,47 @@ func TestKeyLinesBounded(t *testing.T) {
 		t.Errorf("got %v", err)
 	}
 }
+
+// The default user's keys come from a file or a Secret as a user's do
+// (issue 33 item 5): added after spec.sshAuthorizedKeys; a Secret's
+// reference is kept for the receiver of ForAPI, a file's inlined.
+func TestDefaultUserKeysFrom(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "keys.txt"), []byte("# ops\n"+testKey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const other = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIONt2I6iEtv+xHflGoJXSrd2rBDr+0iYXnkjzE2Dueal alice@example.com"
+	refs := fakeRefs{"Secret/keys/k": other + "\nssh-ed25519AAAA\n"}
+	for _, c := range []struct {
+		ref, want, wantErr string
+		api                bool // ForAPI keeps the reference
+	}{
+		{"{file: keys.txt}", testKey, "", false},
+		{"{secretKeyRef: {name: keys, key: k}}", other, "spec.sshAuthorizedKeysFrom: line 2: not an SSH public key", true},
+	} {
+		doc := []byte("apiVersion: vminit.dev/v1alpha1\nkind: Instance\nmetadata:\n  name: k\nspec:\n  sshAuthorizedKeysFrom: " + c.ref + "\n")
+		inst, err := spec.Loader{Refs: refs}.Parse(doc, dir)
+		if c.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+				t.Errorf("%s: %v, want %q", c.ref, err, c.wantErr)
+			}
+			refs["Secret/keys/k"] = other + "\n"
+			if inst, err = (spec.Loader{Refs: refs}).Parse(doc, dir); err != nil {
+				t.Fatal(err)
+			}
+		} else if err != nil {
+			t.Fatalf("%s: %v", c.ref, err)
+		}
+		if k := inst.Spec.SSHAuthorizedKeys; len(k) != 1 || k[0] != c.want {
+			t.Errorf("%s: keys %q, want %q", c.ref, k, c.want)
+		}
+		api, _ := inst.ForAPI()
+		if kept := api.Spec.SSHAuthorizedKeysFrom != nil; kept != c.api || kept && len(api.Spec.SSHAuthorizedKeys) != 0 || !kept && len(api.Spec.SSHAuthorizedKeys) != 1 {
+			t.Errorf("%s: ForAPI: keys %q from %+v", c.ref, api.Spec.SSHAuthorizedKeys, api.Spec.SSHAuthorizedKeysFrom)
+		}
+	}
+	doc := []byte("apiVersion: vminit.dev/v1alpha1\nkind: Instance\nmetadata:\n  name: k\nspec:\n  users: [{name: ops}]\n  cloudInit: {noDefaultUser: true}\n  sshAuthorizedKeysFrom: {file: keys.txt}\n")
+	if _, err := spec.Parse(doc, dir); err == nil || !strings.Contains(err.Error(), "spec.sshAuthorizedKeysFrom: go to the image's default user") {
+		t.Errorf("noDefaultUser with the default user's keys from a file: %v", err)
+	}
+}

@@ -88,6 +88,11 @@ type Spec struct {
 	// Ignition's "core" user.
 	// +kubebuilder:validation:MaxItems=10000
 	SSHAuthorizedKeys []string `yaml:"sshAuthorizedKeys,omitempty" json:"sshAuthorizedKeys,omitempty"`
+	// SSHAuthorizedKeysFrom adds the keys of a file or a Secret or
+	// ConfigMap key, one authorized_keys line a key, to SSHAuthorizedKeys
+	// (the default user's), as users[].sshAuthorizedKeysFrom does a
+	// user's.
+	SSHAuthorizedKeysFrom *ValueFrom `yaml:"sshAuthorizedKeysFrom,omitempty" json:"sshAuthorizedKeysFrom,omitempty"`
 	// SSHHostKeys are the guest's SSH host keys (private keys, taken by
 	// reference only), so that known_hosts can hold them before the first
 	// boot.

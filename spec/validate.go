@@ -7,11 +7,8 @@ import (
 	"path"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 
 	"github.com/coreos/go-systemd/v22/unit"
-	"golang.org/x/crypto/ssh"
 
 	"github.com/vminit/vminit/internal/lib/lazyre"
 	"github.com/vminit/vminit/internal/lib/yamlbound"
@@ -256,34 +253,6 @@ func printable(s string) bool {
 	return true
 }
 
-func checkSSHKey(c *ErrorList, field, key string) {
-	if strings.ContainsAny(strings.TrimRight(key, "\n"), "\r\n") {
-		c.Add(field, "one key per entry: this entry spans several lines")
-		return
-	}
-	if _, ok := validKeys.Load(key); ok {
-		return
-	}
-	if _, _, _, _, err := ssh.ParseAuthorizedKey([]byte(key)); err != nil {
-		c.Add(field, "not an SSH public key (want an authorized_keys line such as \"ssh-ed25519 AAAA… user@host\")")
-		return
-	}
-	if validKeyCount.Add(1) <= maxValidKeys {
-		validKeys.Store(key, struct{}{})
-	}
-}
-
-// validKeys holds SSH keys that parsed, so that each is parsed once per
-// process: a fleet's specs repeat the same few keys, and parsing one was a
-// third of validating a spec. Only the first maxValidKeys are kept, which
-// bounds the memory whatever the specs hold.
-var (
-	validKeys     sync.Map // string → struct{}
-	validKeyCount atomic.Int64
-)
-
-const maxValidKeys = 4096
-
 func checkPath(c *ErrorList, field, p string) {
 	switch {
 	case p == "":
@@ -517,8 +486,8 @@ func validateNoDefaultUser(c *ErrorList, s *Spec) {
 		c.Add(f, "is for cloud-init guests; an Ignition guest always has its core user")
 	case len(s.Users) == 0:
 		c.Add(f, "needs spec.users: without them cloud-init's own configuration creates the default user")
-	case len(s.SSHAuthorizedKeys) > 0:
-		c.Add("spec.sshAuthorizedKeys", "go to the image's default user, which spec.cloudInit.noDefaultUser leaves out: give them to a user of spec.users")
+	case len(s.SSHAuthorizedKeys) > 0 || s.SSHAuthorizedKeysFrom != nil:
+		c.Add(fromField("spec.sshAuthorizedKeys", s.SSHAuthorizedKeysFrom), "go to the image's default user, which spec.cloudInit.noDefaultUser leaves out: give them to a user of spec.users")
 	}
 }
 
@@ -816,7 +785,8 @@ func notASource(ip netip.Addr) string {
 func validateMetadataServer(c *ErrorList, ms *MetadataServer, identified bool) {
 	const f = "spec.metadataServer"
 	if len(ms.Addresses) == 0 && !identified {
-		c.Add(f+".addresses", "required: the source addresses the instance's requests come from")
+		c.Add(f+".addresses", "required: the source addresses the instance's requests come from "+
+			"(a Kubernetes Instance, which its KubeVirt VMI identifies, needs none: `vminit validate --kubernetes`)")
 	}
 	seen := map[netip.Addr]int{}
 	for i, a := range ms.Addresses {

@@ -85,7 +85,8 @@ func NewHandler(store registry.Store, opts Options) http.Handler {
 	if a.token == nil {
 		a.token = func() string { return opts.Token }
 	}
-	ui := webui.New(ops.opts.Metadata, webui.Options{Token: a.token, Bearer: a.authorized, Logger: ops.opts.Logger})
+	ui := webui.New(ops.opts.Metadata, webui.Options{Token: a.token, Bearer: a.authorized, Logger: ops.opts.Logger,
+		Instance: ops.facts, Served: ops.served, Dialects: PreviewDialects})
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/instances", a.list)
 	mux.HandleFunc("GET /v1/instances/{name}", a.get)

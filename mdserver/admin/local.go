@@ -3,6 +3,7 @@ package admin
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/vminit/vminit/ignition"
 	"github.com/vminit/vminit/mdserver"
+	"github.com/vminit/vminit/mdserver/admin/webui"
 	"github.com/vminit/vminit/mdserver/firstboot"
 	"github.com/vminit/vminit/mdserver/registry"
 	"github.com/vminit/vminit/seed"
@@ -199,6 +201,40 @@ func (l *Local) preview(ctx context.Context, name, dialect, variant string) (*Pr
 		p.Warnings = append(p.Warnings, fmt.Sprintf("the metadata server does not serve this instance through the %s dialect (spec.metadataServer.dialects, or imdsv2: required): its guest gets 403 there", dialect))
 	}
 	return p, nil
+}
+
+// facts is what the web page's instance page shows of a record beside
+// its boot.
+func (l *Local) facts(name string) (webui.Facts, bool) {
+	rec, err := l.lookup(name)
+	if err != nil {
+		return webui.Facts{}, false
+	}
+	s := &rec.Instance().Spec
+	f := webui.Facts{Hostname: s.Hostname, FQDN: s.FQDN}
+	for _, a := range rec.Addresses {
+		f.Addresses = append(f.Addresses, a.String())
+	}
+	return f, true
+}
+
+// served is the preview as the web page shows it (its own page, behind
+// its session: a browser cannot send the API's bearer token).
+func (l *Local) served(ctx context.Context, name, dialect string) (webui.Served, error) {
+	p, err := l.preview(ctx, name, dialect, "")
+	if err != nil {
+		return webui.Served{}, err
+	}
+	s := webui.Served{Warnings: p.Warnings}
+	for _, f := range p.Files {
+		sf := webui.ServedFile{Path: f.Path, Content: f.Content, Size: len(f.Content)}
+		if f.ContentBase64 != "" {
+			b, _ := base64.StdEncoding.DecodeString(f.ContentBase64)
+			sf.Binary, sf.Size = true, len(b)
+		}
+		s.Files = append(s.Files, sf)
+	}
+	return s, nil
 }
 
 // previewFiles fills p's files and warnings for p.Dialect.

@@ -156,6 +156,27 @@ func (s *Status) Elapsed(now time.Time) time.Duration {
 	return now.Sub(s.FirstFetch)
 }
 
+// Where is a boot's stage column, the one rule the CLI's table, the web
+// page and the instance views share: where a running or stalled boot is
+// (stage/module), what a failed one failed in (its first failure), and
+// nothing for a boot not started or done (the stage it last reported
+// would read as where it stopped).
+func (s *Status) Where() string {
+	switch s.State {
+	case Failed:
+		if len(s.Errors) > 0 {
+			return s.Errors[0].Where()
+		}
+	case Running, Stalled:
+	default:
+		return ""
+	}
+	if s.Module != "" {
+		return s.Stage + "/" + s.Module
+	}
+	return s.Stage
+}
+
 // FirstError is the first failure, "where: why" on one line (Why: the
 // line of its message that says why), or "". The CLI, the web page and
 // the Kubernetes condition show it; the whole message is the Status's.

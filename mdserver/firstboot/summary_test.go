@@ -47,3 +47,27 @@ func TestChangesApply(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusWhere: the stage column's one rule (the CLI's table and the
+// web page both show Where): where a running or stalled boot is, what a
+// failed one failed in, nothing for one not started or done.
+func TestStatusWhere(t *testing.T) {
+	fail := []Failure{{Stage: "modules-final", Module: "config-scripts-user", Message: "exit 1"}}
+	for _, tc := range []struct {
+		st   Status
+		want string
+	}{
+		{Status{State: Pending}, ""},
+		{Status{State: Fetched}, ""},
+		{Status{State: Running, Stage: "modules-config", Module: "config-locale"}, "modules-config/config-locale"},
+		{Status{State: Stalled, Stage: "init-network"}, "init-network"},
+		{Status{State: Done, Stage: "modules-final", Module: "config-final-message"}, ""},
+		{Status{State: Failed, Stage: "modules-final", Module: "config-final-message", Errors: fail}, "modules-final/config-scripts-user"},
+		{Status{State: Failed, Stage: "boot", Errors: []Failure{{Unit: "app.service"}}}, "app.service"},
+		{Status{State: Failed, Stage: "boot"}, "boot"},
+	} {
+		if got := tc.st.Where(); got != tc.want {
+			t.Errorf("%+v: Where %q, want %q", tc.st, got, tc.want)
+		}
+	}
+}

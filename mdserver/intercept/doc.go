@@ -1,6 +1,8 @@
-// Package intercept brings a guest's request for 169.254.169.254:80 to
-// vminit's node agent: it installs and removes vminit's own nftables
-// table, "ip vminit", in a network namespace.
+// Package intercept brings a guest's request for 169.254.169.254:80 (or
+// EC2's IPv6 metadata address, [fd00:ec2::254]:80) to vminit's node
+// agent: it installs and removes vminit's own nftables tables, "ip
+// vminit" and, on a node with an IPv6 agent address, "ip6 vminit", in a
+// network namespace.
 //
 // A Kubernetes pod (so a KubeVirt guest, once its virt-launcher pod's
 // masquerade has made its packets the pod's) that asks for the
@@ -27,8 +29,11 @@
 // not by running nft: the node agent's image and a CNI plugin's host
 // have no nft binary to rely on, the rules are built as values (no text
 // to quote or parse), and one netlink batch is one kernel transaction, so
-// an install replaces the table whole or not at all. Only the table named
-// TableName in the ip family is ever written or deleted; every other
+// an install replaces the table whole or not at all. Only the tables
+// named TableName in the ip and ip6 families are ever written or deleted
+// (one per family, not one inet table: a node without IPv6 keeps the
+// IPv4 table alone, and a kernel without IPv6 nf_tables is no obstacle
+// to it); every other
 // table (kube-proxy's, the CNI's, KubeVirt's) is left as it is. Each rule
 // carries its own text as its comment, which is what Check compares and
 // what `nft list table ip vminit` shows an operator.

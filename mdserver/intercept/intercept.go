@@ -7,8 +7,9 @@ import (
 	"strings"
 )
 
-// TableName is the name of vminit's table, in the ip (IPv4) family: the
-// only table this package writes or deletes.
+// TableName is the name of vminit's tables, one in the ip (IPv4) family
+// and one in the ip6 (IPv6) family: the only tables this package writes
+// or deletes.
 const TableName = "vminit"
 
 // MetadataPort is the port guests ask the metadata service on.
@@ -17,6 +18,11 @@ const MetadataPort = 80
 // MetadataAddr is the link-local address guests ask (EC2, OpenStack,
 // Ignition's aws and openstack platforms).
 var MetadataAddr = netip.AddrFrom4([4]byte{169, 254, 169, 254})
+
+// MetadataAddr6 is EC2's IPv6 metadata address, which cloud-init's Ec2
+// datasource asks beside 169.254.169.254 (its metadata_urls) and Nitro
+// instances answer on when their IPv6 endpoint is on.
+var MetadataAddr6 = netip.MustParseAddr("fd00:ec2::254")
 
 // DefaultPodInterfaces are the names (a trailing '*' makes a prefix) of
 // the node-side interfaces pod traffic arrives on with the common CNIs,
@@ -54,8 +60,11 @@ const (
 	filterPriority = 0
 )
 
-// Table is vminit's table for one data path, checked and ready to
-// install: made by Host or Pod.
+// Table is vminit's table for one data path and one address family,
+// checked and ready to install: made by Host or Pod. Its family is its
+// agent's: an IPv4 agent makes "ip vminit", matching MetadataAddr; an
+// IPv6 agent "ip6 vminit", matching MetadataAddr6. A dual-stack node has
+// one of each (a DNAT cannot change a packet's family).
 type Table struct {
 	agent  netip.AddrPort
 	chains []chain
@@ -79,7 +88,8 @@ type rule struct {
 }
 
 // Host is the table of the host data path, for the node's network
-// namespace: TCP to 169.254.169.254:80 arriving on one of interfaces
+// namespace: TCP to 169.254.169.254:80 (fd00:ec2::254 port 80 for an
+// IPv6 agent) arriving on one of interfaces
 // (names, or prefixes ending in '*'; DefaultPodInterfaces when empty) is
 // redirected to agent, its source address kept (DNAT, no masquerade), and
 // anything else arriving on them for 169.254.169.254 that would be
@@ -105,7 +115,8 @@ func Host(agent netip.AddrPort, interfaces []string) (*Table, error) {
 }
 
 // Pod is the table of the pod data path, for a virt-launcher pod's
-// network namespace: TCP to 169.254.169.254:80 is redirected to agent
+// network namespace: TCP to 169.254.169.254:80 (fd00:ec2::254 port 80
+// for an IPv6 agent) is redirected to agent
 // whether it arrives from the VM (prerouting: KubeVirt's masquerade
 // binding, where the guest's packets come in on the pod's bridge and
 // KubeVirt's postrouting masquerade then makes their source the pod IP)
@@ -128,6 +139,27 @@ func Pod(agent netip.AddrPort) (*Table, error) {
 // Agent is the address requests are redirected to.
 func (t *Table) Agent() netip.AddrPort { return t.agent }
 
+// IPv6 says the table is the ip6 family's.
+func (t *Table) IPv6() bool { return !t.agent.Addr().Is4() }
+
+// Name is the table as nft names it: "ip vminit" or "ip6 vminit".
+func (t *Table) Name() string { return familyName(t.IPv6()) + " " + TableName }
+
+// metadataAddr is the metadata address of a family.
+func metadataAddr(v6 bool) netip.Addr {
+	if v6 {
+		return MetadataAddr6
+	}
+	return MetadataAddr
+}
+
+func familyName(v6 bool) string {
+	if v6 {
+		return "ip6"
+	}
+	return "ip"
+}
+
 // checkAgent refuses an address the redirect cannot reach or that would
 // redirect to itself.
 func checkAgent(a netip.AddrPort) error {
@@ -135,8 +167,12 @@ func checkAgent(a netip.AddrPort) error {
 	switch {
 	case !a.IsValid():
 		return errors.New("agent: no address")
-	case !ip.Is4():
-		return fmt.Errorf("agent: %s is not an IPv4 address (169.254.169.254 is IPv4: the table is of the ip family)", a)
+	case ip.Is4In6():
+		return fmt.Errorf("agent: %s is an IPv4-mapped IPv6 address: give the IPv4 address, or the node's IPv6 one", a)
+	case ip.Zone() != "" || ip.Is6() && ip.IsLinkLocalUnicast():
+		// A DNAT target has no zone, and a pod's packet cannot be
+		// routed to the node's link-local address.
+		return fmt.Errorf("agent: %s is a link-local IPv6 address: give the node's global or unique local IPv6 address", a)
 	case a.Port() == 0:
 		return fmt.Errorf("agent: %s has no port", a)
 	case ip.IsLoopback():
@@ -145,7 +181,7 @@ func checkAgent(a netip.AddrPort) error {
 		return fmt.Errorf("agent: %s is a loopback address, which a pod's packet cannot be redirected to: give the node's address", a)
 	case ip.IsUnspecified(), ip.IsMulticast(), ip == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
 		return fmt.Errorf("agent: %s is not a unicast address", a)
-	case ip == MetadataAddr:
+	case ip == MetadataAddr || ip == MetadataAddr6:
 		return fmt.Errorf("agent: %s is the metadata address itself: give the node agent's own address", a)
 	}
 	return nil
@@ -196,7 +232,8 @@ func (r rule) text(agent netip.AddrPort) string {
 	if r.iif != "" {
 		fmt.Fprintf(&b, "iifname %q ", r.iif)
 	}
-	fmt.Fprintf(&b, "ip daddr %s ", MetadataAddr)
+	v6 := !agent.Addr().Is4()
+	fmt.Fprintf(&b, "%s daddr %s ", familyName(v6), metadataAddr(v6))
 	if r.redirect {
 		fmt.Fprintf(&b, "tcp dport %d counter dnat to %s", MetadataPort, agent)
 	} else {
@@ -206,10 +243,10 @@ func (r rule) text(agent netip.AddrPort) string {
 }
 
 // String is the table in nft's syntax, as `nft list table ip vminit`
-// shows it (less counters and comments): for logs and docs.
+// (or ip6) shows it (less counters and comments): for logs and docs.
 func (t *Table) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "table ip %s {\n", TableName)
+	fmt.Fprintf(&b, "table %s {\n", t.Name())
 	for i, c := range t.chains {
 		if i > 0 {
 			b.WriteString("\n")

@@ -6,7 +6,10 @@ import (
 	"testing"
 )
 
-var agent = netip.MustParseAddrPort("172.31.0.10:8775")
+var (
+	agent  = netip.MustParseAddrPort("172.31.0.10:8775")
+	agent6 = netip.MustParseAddrPort("[fd00:31::10]:8775")
+)
 
 // TestHostTable: with no interfaces named, the host table matches the
 // common CNIs' (DefaultPodInterfaces), one redirect and one drop each.
@@ -36,36 +39,53 @@ func TestHostTable(t *testing.T) {
 }
 
 // TestPodTable: the pod table redirects what comes from the VM and what
-// the pod sends itself, on any interface, and drops the rest.
+// the pod sends itself, on any interface, and drops the rest; an IPv6
+// agent makes the same table in the ip6 family, for EC2's IPv6 metadata
+// address.
 func TestPodTable(t *testing.T) {
-	tb, err := Pod(agent)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := `table ip vminit {
+	for _, tc := range []struct {
+		agent                  netip.AddrPort
+		family, meta, name, to string
+	}{
+		{agent, "ip", "169.254.169.254", "ip vminit", "172.31.0.10:8775"},
+		{agent6, "ip6", "fd00:ec2::254", "ip6 vminit", "[fd00:31::10]:8775"},
+	} {
+		tb, err := Pod(tc.agent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := strings.NewReplacer("FAM", tc.family, "META", tc.meta, "AGENT", tc.to).Replace(`table FAM vminit {
 	chain redirect {
 		type nat hook prerouting priority -110; policy accept;
-		ip daddr 169.254.169.254 tcp dport 80 counter dnat to 172.31.0.10:8775
+		FAM daddr META tcp dport 80 counter dnat to AGENT
 	}
 
 	chain redirect-local {
 		type nat hook output priority -110; policy accept;
-		ip daddr 169.254.169.254 tcp dport 80 counter dnat to 172.31.0.10:8775
+		FAM daddr META tcp dport 80 counter dnat to AGENT
 	}
 
 	chain drop {
 		type filter hook forward priority 0; policy accept;
-		ip daddr 169.254.169.254 counter drop
+		FAM daddr META counter drop
 	}
 
 	chain drop-local {
 		type filter hook output priority 0; policy accept;
-		ip daddr 169.254.169.254 counter drop
+		FAM daddr META counter drop
 	}
 }
-`
-	if got := tb.String(); got != want {
-		t.Errorf("got\n%s\nwant\n%s", got, want)
+`)
+		if got := tb.String(); got != want || tb.Name() != tc.name || tb.IPv6() != (tc.family == "ip6") {
+			t.Errorf("%s (IPv6 %v): got\n%s\nwant\n%s", tb.Name(), tb.IPv6(), got, want)
+		}
+	}
+	host, err := Host(agent6, []string{"veth*"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := host.String(); !strings.Contains(s, `iifname "veth*" ip6 daddr fd00:ec2::254 tcp dport 80 counter dnat to [fd00:31::10]:8775`) {
+		t.Errorf("IPv6 host table:\n%s", s)
 	}
 }
 
@@ -78,7 +98,12 @@ func TestRefused(t *testing.T) {
 		want   []string
 	}{
 		{"", nil, []string{"agent: no address"}},
-		{"[fd00::1]:80", nil, []string{"agent: [fd00::1]:80 is not an IPv4 address"}},
+		{"[fe80::1]:80", nil, []string{"agent: [fe80::1]:80 is a link-local IPv6 address"}},
+		{"[fe80::1%eth0]:80", nil, []string{"agent: [fe80::1%eth0]:80 is a link-local IPv6 address"}},
+		{"[::ffff:10.0.0.1]:80", nil, []string{"agent: [::ffff:10.0.0.1]:80 is an IPv4-mapped IPv6 address"}},
+		{"[::1]:8775", nil, []string{"agent: [::1]:8775 is a loopback address"}},
+		{"[ff02::1]:8775", nil, []string{"agent: [ff02::1]:8775 is not a unicast address"}},
+		{"[fd00:ec2::254]:80", nil, []string{"agent: [fd00:ec2::254]:80 is the metadata address itself"}},
 		{"10.0.0.1:0", nil, []string{"agent: 10.0.0.1:0 has no port"}},
 		{"127.0.0.1:8775", nil, []string{"agent: 127.0.0.1:8775 is a loopback address"}},
 		{"0.0.0.0:8775", nil, []string{"agent: 0.0.0.0:8775 is not a unicast address"}},

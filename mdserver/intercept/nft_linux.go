@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/netip"
 	"slices"
 	"strings"
 
@@ -14,8 +15,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The table every function here works on: only this one.
-var ourTable = &nftables.Table{Name: TableName, Family: nftables.TableFamilyIPv4}
+// ourTable is the table of a family every function here works on: only
+// these two.
+func ourTable(v6 bool) *nftables.Table {
+	if v6 {
+		return &nftables.Table{Name: TableName, Family: nftables.TableFamilyIPv6}
+	}
+	return &nftables.Table{Name: TableName, Family: nftables.TableFamilyIPv4}
+}
 
 // Install writes the table into the network namespace netnsFd (an open
 // file of it: /proc/PID/ns/net, /run/netns/NAME, or the Fd of
@@ -24,19 +31,21 @@ var ourTable = &nftables.Table{Name: TableName, Family: nftables.TableFamilyIPv4
 // kernel applies the whole replacement or none of it, and a second
 // Install leaves one table, never two sets of rules.
 func (t *Table) Install(netnsFd int) error {
+	v6 := t.IPv6()
 	c, err := nftables.New(nftables.WithNetNSFd(netnsFd))
 	if err != nil {
-		return explain("install", err)
+		return explain("install", v6, err)
 	}
 	// NEWTABLE without NLM_F_EXCL does not fail on an existing table, and
 	// the DELTABLE after it then always has one to delete.
-	c.AddTable(ourTable)
-	c.DelTable(ourTable)
-	c.AddTable(ourTable)
+	table := ourTable(v6)
+	c.AddTable(table)
+	c.DelTable(table)
+	c.AddTable(table)
 	for _, ch := range t.chains {
 		nc := c.AddChain(&nftables.Chain{
 			Name:     ch.name,
-			Table:    ourTable,
+			Table:    table,
 			Type:     chainType(ch.nat),
 			Hooknum:  hooks[ch.hook],
 			Priority: nftables.ChainPriorityRef(nftables.ChainPriority(ch.priority)),
@@ -44,29 +53,36 @@ func (t *Table) Install(netnsFd int) error {
 		})
 		for _, r := range ch.rules {
 			c.AddRule(&nftables.Rule{
-				Table:    ourTable,
+				Table:    table,
 				Chain:    nc,
-				Exprs:    r.exprs(t.agent.Addr().As4(), t.agent.Port()),
+				Exprs:    r.exprs(t.agent),
 				UserData: userdata.AppendString(nil, userdata.TypeComment, r.text(t.agent)),
 			})
 		}
 	}
-	return explain("install", c.Flush())
+	return explain("install", v6, c.Flush())
 }
 
-// Remove deletes vminit's table from the network namespace netnsFd (as
-// Install's) and nothing else; a namespace without it is left as it is,
-// and that is no error.
+// Remove deletes vminit's tables, ip and ip6, from the network namespace
+// netnsFd (as Install's) and nothing else; a namespace without them is
+// left as it is, and that is no error. A kernel without IPv6 nf_tables
+// cannot hold an ip6 table, so there is none to remove there.
 func Remove(netnsFd int) error {
-	c, err := nftables.New(nftables.WithNetNSFd(netnsFd))
-	if err != nil {
-		return explain("remove", err)
+	var errs []error
+	for _, v6 := range []bool{false, true} {
+		c, err := nftables.New(nftables.WithNetNSFd(netnsFd))
+		if err != nil {
+			return explain("remove", v6, err)
+		}
+		// Adding the table first makes the deletion succeed when there
+		// was none (DESTROYTABLE, which does that alone, needs Linux 6.3).
+		c.AddTable(ourTable(v6))
+		c.DelTable(ourTable(v6))
+		if err := c.Flush(); err != nil && !(v6 && errors.Is(err, unix.EAFNOSUPPORT)) {
+			errs = append(errs, explain("remove", v6, err))
+		}
 	}
-	// Adding the table first makes the deletion succeed when there was
-	// none (DESTROYTABLE, which does that alone, needs Linux 6.3).
-	c.AddTable(ourTable)
-	c.DelTable(ourTable)
-	return explain("remove", c.Flush())
+	return errors.Join(errs...)
 }
 
 // Check reports whether the network namespace netnsFd (as Install's)
@@ -74,20 +90,22 @@ func Remove(netnsFd int) error {
 // priorities, and their rules, which it knows by their comments. Every
 // difference is listed.
 func (t *Table) Check(netnsFd int) error {
+	v6, name := t.IPv6(), t.Name()
 	c, err := nftables.New(nftables.WithNetNSFd(netnsFd))
 	if err != nil {
-		return explain("check", err)
+		return explain("check", v6, err)
 	}
-	tables, err := c.ListTablesOfFamily(nftables.TableFamilyIPv4)
+	table := ourTable(v6)
+	tables, err := c.ListTablesOfFamily(table.Family)
 	if err != nil {
-		return explain("check", err)
+		return explain("check", v6, err)
 	}
 	if !slices.ContainsFunc(tables, func(x *nftables.Table) bool { return x.Name == TableName }) {
-		return fmt.Errorf("vminit's table (ip %s) is not installed", TableName)
+		return fmt.Errorf("vminit's table (%s) is not installed", name)
 	}
-	all, err := c.ListChainsOfTableFamily(nftables.TableFamilyIPv4)
+	all, err := c.ListChainsOfTableFamily(table.Family)
 	if err != nil {
-		return explain("check", err)
+		return explain("check", v6, err)
 	}
 	got := map[string]*nftables.Chain{}
 	for _, ch := range all {
@@ -100,16 +118,16 @@ func (t *Table) Check(netnsFd int) error {
 		ch, ok := got[want.name]
 		delete(got, want.name)
 		if !ok {
-			errs = append(errs, fmt.Errorf("ip %s: chain %s is missing", TableName, want.name))
+			errs = append(errs, fmt.Errorf("%s: chain %s is missing", name, want.name))
 			continue
 		}
 		if ch.Type != chainType(want.nat) || ch.Hooknum == nil || *ch.Hooknum != *hooks[want.hook] ||
 			ch.Priority == nil || int32(*ch.Priority) != want.priority {
-			errs = append(errs, fmt.Errorf("ip %s: chain %s is not a %s chain on hook %s at priority %d", TableName, want.name, chainType(want.nat), want.hook, want.priority))
+			errs = append(errs, fmt.Errorf("%s: chain %s is not a %s chain on hook %s at priority %d", name, want.name, chainType(want.nat), want.hook, want.priority))
 		}
-		rules, err := c.GetRules(ourTable, ch)
+		rules, err := c.GetRules(table, ch)
 		if err != nil {
-			return explain("check", err)
+			return explain("check", v6, err)
 		}
 		var have, need []string
 		for _, r := range rules {
@@ -120,11 +138,11 @@ func (t *Table) Check(netnsFd int) error {
 			need = append(need, r.text(t.agent))
 		}
 		if !slices.Equal(have, need) {
-			errs = append(errs, fmt.Errorf("ip %s: chain %s holds %q, want %q", TableName, want.name, have, need))
+			errs = append(errs, fmt.Errorf("%s: chain %s holds %q, want %q", name, want.name, have, need))
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(got)) {
-		errs = append(errs, fmt.Errorf("ip %s: chain %s is not vminit's", TableName, name))
+		errs = append(errs, fmt.Errorf("%s: chain %s is not vminit's", t.Name(), name))
 	}
 	return errors.Join(errs...)
 }
@@ -144,9 +162,9 @@ func chainType(nat bool) nftables.ChainType {
 	return nftables.ChainTypeFilter
 }
 
-// exprs is the rule as the kernel runs it; rule.text says the same in
-// nft's syntax.
-func (r rule) exprs(agent [4]byte, port uint16) []expr.Any {
+// exprs is the rule as the kernel runs it, in the family of agent;
+// rule.text says the same in nft's syntax.
+func (r rule) exprs(agent netip.AddrPort) []expr.Any {
 	var x []expr.Any
 	if r.iif != "" {
 		// meta iifname: the kernel loads IFNAMSIZ bytes, NUL-padded; a
@@ -160,11 +178,17 @@ func (r rule) exprs(agent [4]byte, port uint16) []expr.Any {
 			&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1},
 			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: data})
 	}
-	meta := MetadataAddr.As4()
+	v6 := !agent.Addr().Is4()
+	// ip daddr: bytes 16-19 of the IPv4 header; ip6 daddr: bytes 24-39
+	// of the IPv6 header.
+	daddr, family := uint32(16), uint32(unix.NFPROTO_IPV4)
+	if v6 {
+		daddr, family = 24, unix.NFPROTO_IPV6
+	}
+	meta := metadataAddr(v6).AsSlice()
 	x = append(x,
-		// ip daddr: bytes 16-19 of the IPv4 header.
-		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 4},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: meta[:]})
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: daddr, Len: uint32(len(meta))},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: meta})
 	if !r.redirect {
 		return append(x, &expr.Counter{}, &expr.Verdict{Kind: expr.VerdictDrop})
 	}
@@ -175,15 +199,15 @@ func (r rule) exprs(agent [4]byte, port uint16) []expr.Any {
 		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binary.BigEndian.AppendUint16(nil, MetadataPort)},
 		&expr.Counter{},
-		&expr.Immediate{Register: 1, Data: agent[:]},
-		&expr.Immediate{Register: 2, Data: binary.BigEndian.AppendUint16(nil, port)},
-		&expr.NAT{Type: expr.NATTypeDestNAT, Family: unix.NFPROTO_IPV4, RegAddrMin: 1, RegProtoMin: 2, Specified: true})
+		&expr.Immediate{Register: 1, Data: agent.Addr().AsSlice()},
+		&expr.Immediate{Register: 2, Data: binary.BigEndian.AppendUint16(nil, agent.Port())},
+		&expr.NAT{Type: expr.NATTypeDestNAT, Family: family, RegAddrMin: 1, RegProtoMin: 2, Specified: true})
 }
 
 // explain names what a failure of op says is missing: the errors the
 // kernel gives are bare errnos, and an operator reads "no such file or
 // directory" as a path.
-func explain(op string, err error) error {
+func explain(op string, v6 bool, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -195,14 +219,17 @@ func explain(op string, err error) error {
 		why = "the kernel has no nfnetlink (CONFIG_NETFILTER_NETLINK, module nfnetlink), so no nftables"
 	case errors.Is(err, unix.EOPNOTSUPP):
 		why = "the kernel has no nf_tables (CONFIG_NF_TABLES, module nf_tables)"
+	case errors.Is(err, unix.EAFNOSUPPORT) && v6:
+		why = "the kernel has no IPv6 nf_tables (CONFIG_NF_TABLES_IPV6)"
 	case errors.Is(err, unix.EAFNOSUPPORT):
 		why = "the kernel has no IPv4 nf_tables (CONFIG_NF_TABLES_IPV4)"
 	case errors.Is(err, unix.ENOENT) && op == "install":
 		why = "the kernel lacks a part of nf_tables the table uses: " +
 			"the nat chain type or the nat expression (CONFIG_NFT_NAT; modules nft_chain_nat, nft_nat)"
 	}
+	table := familyName(v6) + " " + TableName
 	if why == "" {
-		return fmt.Errorf("%s vminit's nftables table (ip %s): %w", op, TableName, err)
+		return fmt.Errorf("%s vminit's nftables table (%s): %w", op, table, err)
 	}
-	return fmt.Errorf("%s vminit's nftables table (ip %s): %s: %w", op, TableName, why, err)
+	return fmt.Errorf("%s vminit's nftables table (%s): %s: %w", op, table, why, err)
 }

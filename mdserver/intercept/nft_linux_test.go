@@ -14,33 +14,34 @@ import (
 	"github.com/vminit/vminit/internal/testing/netsim"
 )
 
-// others writes tables that are not vminit's into the namespace: an ip
-// filter table with a rule, and tables named vminit in the other
-// families. Remove must leave every one as it is.
+// others writes tables that are not vminit's into the namespace: ip and
+// ip6 filter tables with a rule, and a table named vminit in the inet
+// family. Remove must leave every one as it is.
 func others(t *testing.T, n *netsim.NS) {
 	t.Helper()
 	c, err := nftables.New(nftables.WithNetNSFd(n.Fd()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	filter := c.AddTable(&nftables.Table{Name: "filter", Family: nftables.TableFamilyIPv4})
-	fwd := c.AddChain(&nftables.Chain{Name: "FORWARD", Table: filter, Type: nftables.ChainTypeFilter,
-		Hooknum: nftables.ChainHookForward, Priority: nftables.ChainPriorityFilter})
-	c.AddRule(&nftables.Rule{Table: filter, Chain: fwd, Exprs: []expr.Any{&expr.Counter{}, &expr.Verdict{Kind: expr.VerdictAccept}}})
-	for _, f := range []nftables.TableFamily{nftables.TableFamilyINet, nftables.TableFamilyIPv6} {
-		tb := c.AddTable(&nftables.Table{Name: TableName, Family: f})
-		c.AddChain(&nftables.Chain{Name: "keep", Table: tb})
+	for _, f := range []nftables.TableFamily{nftables.TableFamilyIPv4, nftables.TableFamilyIPv6} {
+		filter := c.AddTable(&nftables.Table{Name: "filter", Family: f})
+		fwd := c.AddChain(&nftables.Chain{Name: "FORWARD", Table: filter, Type: nftables.ChainTypeFilter,
+			Hooknum: nftables.ChainHookForward, Priority: nftables.ChainPriorityFilter})
+		c.AddRule(&nftables.Rule{Table: filter, Chain: fwd, Exprs: []expr.Any{&expr.Counter{}, &expr.Verdict{Kind: expr.VerdictAccept}}})
 	}
+	tb := c.AddTable(&nftables.Table{Name: TableName, Family: nftables.TableFamilyINet})
+	c.AddChain(&nftables.Chain{Name: "keep", Table: tb})
 	if err := c.Flush(); err != nil {
 		t.Fatal(err)
 	}
 }
 
 // TestInstallRemove: Install twice leaves one table, the one Check
-// knows; another configuration replaces it whole; Remove deletes exactly
-// it, leaving the other tables (of other names, or named vminit in other
-// families) as they were; a second Remove, and a Remove where nothing was
-// installed, succeed.
+// knows; another configuration replaces it whole; an IPv6 agent's table
+// (ip6 vminit) goes beside it, each Check knowing its own; Remove deletes
+// exactly those two, leaving the other tables (of other names, or named
+// vminit in the inet family) as they were; a second Remove, and a Remove
+// where nothing was installed, succeed.
 func TestInstallRemove(t *testing.T) {
 	n := netsim.NewNS(t, "intercept")
 	others(t, n)
@@ -92,6 +93,25 @@ func TestInstallRemove(t *testing.T) {
 	}
 	if err := pod.Check(n.Fd()); err == nil || !strings.Contains(err.Error(), "chain redirect-local is missing") {
 		t.Errorf("Check of the pod table against a host one: %v", err)
+	}
+	host6, err := Host(agent6, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := host6.Check(n.Fd()); err == nil || !strings.Contains(err.Error(), "(ip6 vminit) is not installed") {
+		t.Errorf("Check of ip6 before its Install: %v", err)
+	}
+	if err := host6.Install(n.Fd()); err != nil {
+		t.Fatal(err)
+	}
+	for _, tb := range []*Table{other, host6} {
+		if err := tb.Check(n.Fd()); err != nil {
+			t.Errorf("Check of %s beside the other family's: %v", tb.Name(), err)
+		}
+	}
+	if rs := netsim.Ruleset(t, n); !strings.Contains(rs, fmt.Sprintf("table %d vminit", nftables.TableFamilyIPv6)) ||
+		!strings.Contains(rs, fmt.Sprintf("table %d vminit", nftables.TableFamilyIPv4)) {
+		t.Errorf("both families' tables are not there:\n%s", rs)
 	}
 
 	if err := Remove(n.Fd()); err != nil {
@@ -157,10 +177,12 @@ func TestExplain(t *testing.T) {
 		{"install", syscall.EPROTONOSUPPORT, "no nfnetlink (CONFIG_NETFILTER_NETLINK"},
 		{"remove", fmt.Errorf("conn.Receive: %w", errors.Join(syscall.EOPNOTSUPP)), "no nf_tables (CONFIG_NF_TABLES"},
 		{"install", syscall.EAFNOSUPPORT, "no IPv4 nf_tables (CONFIG_NF_TABLES_IPV4)"},
+		{"install6", syscall.EAFNOSUPPORT, "install vminit's nftables table (ip6 vminit): the kernel has no IPv6 nf_tables (CONFIG_NF_TABLES_IPV6)"},
 		{"install", syscall.ENOENT, "nat chain type or the nat expression (CONFIG_NFT_NAT"},
 		{"remove", syscall.ENOENT, "remove vminit's nftables table (ip vminit): no such file or directory"},
 	} {
-		err := explain(tc.op, tc.err)
+		op, v6 := strings.CutSuffix(tc.op, "6")
+		err := explain(op, v6, tc.err)
 		if !strings.Contains(err.Error(), tc.want) || !errors.Is(err, tc.err) && !errors.Is(err, errors.Unwrap(tc.err)) {
 			t.Errorf("explain(%s, %v) = %v, want %q", tc.op, tc.err, err, tc.want)
 		}

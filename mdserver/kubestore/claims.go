@@ -271,19 +271,27 @@ func (c *Claims) SetVMI(key string, u *unstructured.Unstructured) []string {
 // which its VMI (of the same name) counts for when it names none itself,
 // and returns the instances whose resolution may have changed.
 func (c *Claims) SetVM(key string, u *unstructured.Unstructured) []string {
+	name := ""
+	if u != nil {
+		name = v1alpha1.InstanceNamedBy(u)
+	}
+	return c.NameVM(key, name)
+}
+
+// NameVM records that VirtualMachine key names the Instance called
+// instance in its namespace ("": none), as SetVM does from the object: a
+// node agent learns it from the controller's word (an Instance's
+// status.virtualMachines, node.go) rather than a watch of every VM.
+func (c *Claims) NameVM(key, instance string) []string {
 	out := affected{}
 	v, hasVMI := c.vmis[key]
 	if hasVMI {
 		c.uncount(out, key, v, c.effective(key, v))
 	}
-	name := ""
-	if u != nil {
-		name = v1alpha1.InstanceNamedBy(u)
-	}
-	if ns, _, _ := strings.Cut(key, "/"); name == "" {
+	if ns, _, _ := strings.Cut(key, "/"); instance == "" {
 		delete(c.vms, key)
 	} else {
-		c.vms[key] = keyOf(ns, name)
+		c.vms[key] = keyOf(ns, instance)
 	}
 	if hasVMI {
 		c.count(key, v, c.effective(key, v))
@@ -293,6 +301,17 @@ func (c *Claims) SetVM(key string, u *unstructured.Unstructured) []string {
 		}
 	}
 	return out.keys()
+}
+
+// VMNames returns the Instance key VirtualMachine key names, as recorded
+// ("" for none).
+func (c *Claims) VMNames(key string) string { return c.vms[key] }
+
+// Counting returns the VMIs (namespace/name) whose addresses count for
+// instance key: those naming it, and those whose VM names it. The
+// controller labels the Instance with their nodes.
+func (c *Claims) Counting(key string) []string {
+	return slices.Sorted(maps.Keys(c.counting[key]))
 }
 
 // effective is the instance a VMI's addresses count for: the one it
@@ -480,19 +499,24 @@ func vmiOf(u *unstructured.Unstructured) vmi {
 		// ipAddress is the pod's own first address: virt-handler keeps the
 		// pod's addresses over the guest agent's, but fills a family the
 		// pod lacks (IPv6 on a single-stack IPv4 pod) from the guest agent.
-		// Only the first address's family counts, so that a guest cannot
-		// claim an address in the family the pod has none of.
+		// So where the guest agent reported on the interface (its
+		// infoSource names it), only the first address's family counts,
+		// and a guest cannot claim an address in the family the pod has
+		// none of. Where it did not, every address is the pod's: a
+		// dual-stack pod's IPv6 address counts too, which its guest's
+		// requests for fd00:ec2::254 come from.
 		first, err := netip.ParseAddr(stringOf(m["ipAddress"]))
 		if err != nil {
 			continue
 		}
+		onePodFamily := strings.Contains(stringOf(m["infoSource"]), "guest-agent")
 		ips := []any{m["ipAddress"]}
 		if l, ok := m["ipAddresses"].([]any); ok {
 			ips = append(ips, l...)
 		}
 		for _, ip := range ips {
 			a, err := netip.ParseAddr(stringOf(ip))
-			if err == nil && a.Zone() == "" && a.Unmap().Is4() == first.Unmap().Is4() && len(out.addrs) < maxReported {
+			if err == nil && a.Zone() == "" && (!onePodFamily || a.Unmap().Is4() == first.Unmap().Is4()) && len(out.addrs) < maxReported {
 				out.addrs = append(out.addrs, a.Unmap())
 			}
 		}

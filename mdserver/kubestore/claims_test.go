@@ -144,8 +144,12 @@ func TestClaimsPodNetworkOnly(t *testing.T) {
 	pod := []any{map[string]any{"name": "default", "pod": map[string]any{}}}
 	named("filled-family", pod, kubetest.VMIInterface("default", kubetest.InfoSourceAll, "10.0.0.6", "fd00::6", "10.0.0.16"))
 	named("v6-pod", pod, kubetest.VMIInterface("default", kubetest.InfoSourceAll, "fd00::7", "10.0.0.7"))
+	// A dual-stack pod whose guest runs no guest agent: every address is
+	// the pod's, and both families count (the guest's IPv6 requests, for
+	// fd00:ec2::254, come from the second).
+	named("dual-stack", pod, kubetest.VMIInterface("default", kubetest.InfoSourceDomain, "10.0.0.8", "fd00::8"))
 	for key, want := range map[string][]netip.Addr{"b/renamed": addrs("10.0.0.1"), "b/multus-only": nil, "b/no-source": nil,
-		"b/filled-family": addrs("10.0.0.6", "10.0.0.16"), "b/v6-pod": addrs("fd00::7")} {
+		"b/filled-family": addrs("10.0.0.6", "10.0.0.16"), "b/v6-pod": addrs("fd00::7"), "b/dual-stack": addrs("10.0.0.8", "fd00::8")} {
 		if r := c.Resolve(key); !slices.Equal(r.Addresses, want) || r.Problems != nil {
 			t.Errorf("%s: %+v, want %v", key, r, want)
 		}

@@ -4,7 +4,8 @@
 // --kubernetes` replicas need no directory or etcd of their own.
 //
 // Each Store holds every Instance of its namespaces in memory (in node
-// mode, Config.Node, only those its node's VMIs name: node.go): a list,
+// mode, Config.Node, only those its node's VMIs lead to, selected by the
+// controller's node label: node.go): a list,
 // then a watch, through client-go's Reflector (which resumes, re-lists
 // after a watch expires and backs off while the API server is away).
 // Requests are answered from that memory (Snapshot is an atomic load), so
@@ -120,10 +121,15 @@ type Config struct {
 	BootWriteEvery time.Duration
 	// Node, when set, is node mode (node.go): the store serves the VMs
 	// of that Kubernetes node alone, watching only the
-	// VirtualMachineInstances KubeVirt labels kubevirt.io/nodeName=Node
-	// and, by name, the Instances, VirtualMachines and ConfigMaps they
-	// lead to. It needs KubeVirt, and writes no Instance (Put, Delete).
+	// VirtualMachineInstances KubeVirt labels kubevirt.io/nodeName=Node,
+	// the Instances the controller labels v1alpha1.NodeLabel(Node), and,
+	// by name, what those do not cover that the VMIs lead to. It needs
+	// KubeVirt, and writes no Instance (Put, Delete).
 	Node string
+	// MaxFollow bounds the objects node mode follows by name, a watch
+	// each (Instances, VirtualMachines and ConfigMaps together); default
+	// DefaultMaxFollow.
+	MaxFollow int
 }
 
 // Store is a registry.Store backed by Instance objects.
@@ -253,7 +259,8 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		if cfg.Node != "" {
 			// Node mode: the node's VMIs, and what they lead to by name
 			// (node.go).
-			synced = append(synced, s.watch(runCtx, v1alpha1.KubeVirtVirtualMachineInstances, ns, nodeSelector(cfg.Node), &sink{ns: ns, put: s.putVMIs}))
+			synced = append(synced, s.watch(runCtx, v1alpha1.KubeVirtVirtualMachineInstances, ns, nodeSelector(cfg.Node), &sink{ns: ns, put: s.putVMIs}),
+				s.watch(runCtx, v1alpha1.GroupVersionResource, ns, labelled(cfg.Node), s.node.labelledSink(s, ns)))
 			continue
 		}
 		// Secrets are not watched (the server may not list them: refs.go);
@@ -475,8 +482,13 @@ func (s *Store) apply(failed []registry.Change, keys []string) {
 type sink struct {
 	// ns is the namespace the Reflector lists ("": every namespace): a
 	// list replaces that namespace's objects only; key, when set, is the
-	// one object it lists (node mode's followers, node.go).
+	// one object it lists (node mode's followers, node.go); holds, when
+	// set, says which objects of the namespace are the Reflector's (node
+	// mode's labelled Instances), and track is told of each object it
+	// delivers (nil: gone). Both are called with the Store's mu held.
 	ns, key string
+	holds   func(key string) bool
+	track   func(key string, u *unstructured.Unstructured)
 	put     func(b batch)
 	// live, when set, says (called with the Store's mu held) whether the
 	// Reflector still counts: a follower stopped while one of its
@@ -494,6 +506,7 @@ type batch struct {
 	gone, replace bool
 	covers        func(key string) bool
 	live          func() bool
+	track         func(key string, u *unstructured.Unstructured)
 }
 
 // stale reports whether b comes from a Reflector that no longer counts.
@@ -503,6 +516,9 @@ func (b batch) stale() bool { return b.live != nil && !b.live() }
 func (k *sink) covers(key string) bool {
 	if k.key != "" {
 		return key == k.key
+	}
+	if k.holds != nil {
+		return k.holds(key)
 	}
 	return k.ns == "" || strings.HasPrefix(key, k.ns+"/")
 }
@@ -516,17 +532,17 @@ func (k *sink) init() chan struct{} {
 
 func (k *sink) Add(obj any) error { return k.Update(obj) }
 func (k *sink) Update(obj any) error {
-	k.put(batch{objs: []any{obj}, covers: k.covers, live: k.live})
+	k.put(batch{objs: []any{obj}, covers: k.covers, live: k.live, track: k.track})
 	return nil
 }
 func (k *sink) Delete(obj any) error {
-	k.put(batch{objs: []any{obj}, gone: true, covers: k.covers, live: k.live})
+	k.put(batch{objs: []any{obj}, gone: true, covers: k.covers, live: k.live, track: k.track})
 	return nil
 }
 func (k *sink) Resync() error { return nil }
 
 func (k *sink) Replace(list []any, _ string) error {
-	k.put(batch{objs: list, replace: true, covers: k.covers, live: k.live})
+	k.put(batch{objs: list, replace: true, covers: k.covers, live: k.live, track: k.track})
 	if ch := k.init(); !isClosed(ch) {
 		close(ch)
 	}
@@ -593,6 +609,9 @@ func (s *Store) putInstances(b batch) {
 	}
 	var failed []registry.Change
 	affected := b.walk(slices.Collect(maps.Keys(s.instances)), func(key string, u *unstructured.Unstructured) []string {
+		if b.track != nil {
+			b.track(key, u)
+		}
 		var in *instance
 		if u != nil {
 			var ok bool

@@ -1,13 +1,12 @@
 package kubestore_test
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,42 +14,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 
+	"github.com/vminit/vminit/internal/testing/kubetest"
+	"github.com/vminit/vminit/internal/testing/testtools"
 	"github.com/vminit/vminit/kube/api/v1alpha1"
 	"github.com/vminit/vminit/mdserver"
 	"github.com/vminit/vminit/mdserver/kubestore"
 )
-
-// watchCounter counts the watches a client has open (requests with
-// watch=true whose answer's body is not closed yet), and the most it
-// ever had.
-type watchCounter struct {
-	next      http.RoundTripper
-	open, max atomic.Int64
-}
-
-func (w *watchCounter) RoundTrip(r *http.Request) (*http.Response, error) {
-	resp, err := w.next.RoundTrip(r)
-	if err != nil || r.URL.Query().Get("watch") != "true" {
-		return resp, err
-	}
-	n := w.open.Add(1)
-	for m := w.max.Load(); n > m && !w.max.CompareAndSwap(m, n); m = w.max.Load() {
-	}
-	resp.Body = &countedBody{ReadCloser: resp.Body, w: w}
-	return resp, nil
-}
-
-type countedBody struct {
-	io.ReadCloser
-	w    *watchCounter
-	once sync.Once
-}
-
-func (b *countedBody) Close() error {
-	b.once.Do(func() { b.w.open.Add(-1) })
-	return b.ReadCloser.Close()
-}
 
 // nodeVMI is VMI ns/name on node, reporting ip on its pod network, naming
 // instance ("" for none), controlled by its VirtualMachine when vm.
@@ -69,9 +40,10 @@ func nodeVMI(ns, name, node, instance, ip string, vm bool) *unstructured.Unstruc
 // addresses, and holds nothing of node-b's; an Instance setting
 // metadataServer options without addresses is served at its VMI's
 // address with IMDSv2 required; a VMI that moves to node-b (a migration)
-// stops being served, and one arriving from node-b is served. It counts
-// the watches the store has open: one for the VMIs, and one per object
-// it follows by name.
+// stops being served, and one arriving from node-b is served. No
+// controller runs, so nothing carries node-a's label: it counts the
+// watches the store has open: one for the VMIs, one for the labelled
+// Instances (none), and one per object it follows by name.
 func TestNodeMode(t *testing.T) {
 	s, dyn := start(t, true)
 	ctx := ctxFor(t)
@@ -115,8 +87,7 @@ func TestNodeMode(t *testing.T) {
 	create(res(inst, "a"), object(t, "a", "loose", "hostname: loose"))
 
 	cfg := s.Config()
-	counter := &watchCounter{}
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { counter.next = rt; return counter })
+	counter := kubetest.Count(cfg)
 	st, err := kubestore.Open(ctx, kubestore.Config{REST: cfg, KubeVirt: true, Node: "node-a", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -134,7 +105,7 @@ func TestNodeMode(t *testing.T) {
 	if i, v, c := st.Following(); i != 2 || v != 1 || c != 1 {
 		t.Errorf("following %d Instances, %d VMs, %d ConfigMaps; want 2, 1, 1", i, v, c)
 	}
-	eventually(t, "5 watches open (the VMIs, 2 Instances, a VM, a ConfigMap)", func() bool { return counter.open.Load() == 5 })
+	eventually(t, "6 watches open (the VMIs, the labelled Instances, 2 Instances, a VM, a ConfigMap)", func() bool { return counter.Open() == 6 })
 	// The API server's own count: its watches of one object by name are
 	// scope="resource" (docs/kubernetes.md, "Node mode").
 	m, err := s.Clientset(t).CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
@@ -150,8 +121,9 @@ func TestNodeMode(t *testing.T) {
 	}
 	t.Logf("the API server's watches of vminit.dev and kubevirt.io:\n%s", strings.Join(watches, "\n"))
 	if got := strings.Join(watches, "\n"); !strings.Contains(got, `resource="instances",scope="resource",subresource="",verb="WATCH",version="v1alpha1"} 2`) ||
+		!strings.Contains(got, `resource="instances",scope="cluster",subresource="",verb="WATCH",version="v1alpha1"} 1`) ||
 		!strings.Contains(got, `resource="virtualmachineinstances",scope="cluster",subresource="",verb="WATCH",version="v1"} 1`) {
-		t.Errorf("the API server does not count 2 single-Instance watches and 1 cluster-wide VMI watch")
+		t.Errorf("the API server does not count 2 single-Instance watches, 1 cluster-wide (labelled) Instance watch and 1 cluster-wide VMI watch")
 	}
 
 	// IMDSv2 required, without addresses: served at the VMI's address,
@@ -215,10 +187,103 @@ func TestNodeMode(t *testing.T) {
 	if i, v, c := st.Following(); i != 2 || v != 1 || c != 0 {
 		t.Errorf("after the migrations, following %d Instances, %d VMs, %d ConfigMaps; want 2, 1, 0", i, v, c)
 	}
-	eventually(t, "4 watches open", func() bool { return counter.open.Load() == 4 })
+	eventually(t, "5 watches open", func() bool { return counter.Open() == 5 })
 
 	// Writes are refused: a node agent follows what its VMIs name.
 	if _, err := st.Put(ctx, []byte("apiVersion: vminit.dev/v1alpha1\nkind: Instance\nmetadata: {name: x}\nspec: {}\n")); err == nil {
 		t.Error("Put in node mode succeeded")
+	}
+}
+
+// TestNodeModeFollowBound: without the controller's labels a node agent
+// follows by name at most Config.MaxFollow objects; the others are
+// refused, logged once each with the reason, and counted; an Instance
+// the controller then labels for the node is served through the labelled
+// watch, no follower needed. This is what bounds an agent whose node's
+// VMIs a tenant fakes (a kubevirt.io/nodeName label on VMIs that never
+// ran there).
+func TestNodeModeFollowBound(t *testing.T) {
+	s, dyn := start(t, true)
+	ctx := ctxFor(t)
+	inst := dyn.Resource(v1alpha1.GroupVersionResource).Namespace("default")
+	vmis := dyn.Resource(v1alpha1.KubeVirtVirtualMachineInstances).Namespace("default")
+	for i := range 3 {
+		name := fmt.Sprintf("web-%d", i)
+		if _, err := inst.Create(ctx, object(t, "default", name, "hostname: "+name), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		v := nodeVMI("default", "vm-"+name, "node-a", name, fmt.Sprintf("127.0.0.%d", 31+i), false)
+		out, err := vmis.Create(ctx, v, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out.Object["status"] = v.Object["status"]
+		if _, err := vmis.UpdateStatus(ctx, out, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	logs := &testtools.SyncBuffer{}
+	cfg := s.Config()
+	counter := kubetest.Count(cfg)
+	st, err := kubestore.Open(ctx, kubestore.Config{REST: cfg, KubeVirt: true, Node: "node-a", MaxFollow: 2,
+		Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if got := strings.Join(st.Snapshot().Names(), " "); got != "default/web-0 default/web-1" {
+		t.Errorf("held %q, want the first two (MaxFollow 2)", got)
+	}
+	if i, v, c := st.Following(); i != 2 || v != 0 || c != 0 || st.FollowRefused() != 1 {
+		t.Errorf("following %d Instances, %d VMs, %d ConfigMaps, %d refused; want 2, 0, 0, 1", i, v, c, st.FollowRefused())
+	}
+	if n := strings.Count(logs.String(), "refuses to follow"); n != 1 || !strings.Contains(logs.String(), "object=default/web-2") ||
+		!strings.Contains(logs.String(), "not covered by the node's label node.vminit.dev/node-a") || !strings.Contains(logs.String(), "--node-max-follow") {
+		t.Errorf("logged %d refusals, want one naming default/web-2, the label and the flag:\n%s", n, logs.String())
+	}
+	eventually(t, "4 watches open (the VMIs, the labelled Instances, 2 Instances)", func() bool { return counter.Open() == 4 })
+	metrics := mdserver.NewMetrics()
+	mdserver.NewHandler(st, mdserver.Options{Metrics: metrics})
+	var m strings.Builder
+	metrics.WriteTo(&m)
+	if !strings.Contains(m.String(), "\nvminit_node_follow_refused_total 1\n") || !strings.Contains(m.String(), `vminit_node_followed{kind="instance"} 2`) {
+		t.Errorf("the server's metrics do not count 2 Instances followed and 1 refused:\n%s", m.String())
+	}
+
+	// The controller's label: web-2 is held through the labelled watch.
+	u, err := inst.Get(ctx, "web-2", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.SetLabels(map[string]string{v1alpha1.NodeLabel("node-a"): ""})
+	if _, err := inst.Update(ctx, u, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "web-2 served once labelled", func() bool { return addrOf(st.Snapshot(), "127.0.0.33") == "default/web-2" })
+	if i, _, _ := st.Following(); i != 2 || st.FollowRefused() != 1 {
+		t.Errorf("following %d Instances, %d refused; want 2, 1", i, st.FollowRefused())
+	}
+	if strings.Count(logs.String(), "refuses to follow") != 1 {
+		t.Errorf("a refusal logged again:\n%s", logs.String())
+	}
+}
+
+// TestListTimeout: serve's first-list limit fits node mode: at least
+// NodeListTimeout, and more when the client's rate limit is too slow
+// for the followers --node-max-follow allows; a server without --node
+// keeps its own.
+func TestListTimeout(t *testing.T) {
+	slow := &rest.Config{QPS: 1}
+	for _, c := range []struct {
+		cfg  kubestore.Config
+		want time.Duration
+	}{
+		{kubestore.Config{REST: slow}, time.Minute},
+		{kubestore.Config{REST: &rest.Config{QPS: 50}, Node: "n"}, kubestore.NodeListTimeout},
+		{kubestore.Config{REST: slow, Node: "n", MaxFollow: 1000}, 2 * 2 * 1002 * time.Second},
+	} {
+		if got := kubestore.ListTimeout(c.cfg, time.Minute); got != c.want {
+			t.Errorf("ListTimeout(node %q, QPS %g, MaxFollow %d) = %v, want %v", c.cfg.Node, c.cfg.REST.QPS, c.cfg.MaxFollow, got, c.want)
+		}
 	}
 }

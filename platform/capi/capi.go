@@ -115,6 +115,11 @@ type conv struct {
 	// templated: the user data is CABPK's Jinja template (jinja.go).
 	templated bool
 	userDoc   map[string]any // cloud-config keys the spec has no field for
+	// machine is a KubeadmConfig's Machine (ownMachine), once looked for;
+	// noRole: an empty KubeadmConfig whose role nothing says (join.go).
+	machine     *platform.Machine
+	machineDone bool
+	noRole      bool
 }
 
 func (c *conv) convert() {
@@ -277,6 +282,9 @@ func (c *conv) kubeadm() {
 	s := &c.b.Instance.Spec
 	version := cmp.Or(c.opts.KubernetesVersion, c.src.version, DefaultKubernetesVersion)
 	initMode := c.initializes()
+	if c.noRole {
+		return
+	}
 	var docs []map[string]any
 	var cmd, cfgPath string
 	verbosity := ""

@@ -157,7 +157,7 @@ func TestKubeadm(t *testing.T) {
 			}},
 		{Name: "init and join", Doc: strings.Replace(initCfg, "  verbosity: 5\n", "  joinConfiguration: {nodeRegistration: {name: x}}\n", 1),
 			Warns: []string{"spec.joinConfiguration: not used: the object also has an init configuration"}},
-		{Name: "neither: a join, which needs discovery", Doc: "apiVersion: bootstrap.cluster.x-k8s.io/v1beta2\nkind: KubeadmConfig\nmetadata: {name: x}\nspec: {files: [{path: /a, content: b}]}\n",
+		{Name: "neither: a worker's join, which needs discovery", Doc: "apiVersion: bootstrap.cluster.x-k8s.io/v1beta2\nkind: KubeadmConfig\nmetadata: {name: x}\nspec: {files: [{path: /a, content: b}]}\n", Opts: with(platform.Options{}, worker),
 			Errs: []string{"vm.yaml:4: spec.joinConfiguration.discovery: the machine of KubeadmConfig \"x\" joins its cluster, and kubeadm join has no bootstrapToken.apiServerEndpoint"}},
 		{Name: "Ignition: /etc/kubeadm.yml, the sentinel's directory made", Doc: kc(ign + "preKubeadmCommands: [echo pre]\npostKubeadmCommands: [echo post]\n"),
 			Check: func(t *testing.T, s *spec.Spec, r *platform.Result) {

@@ -10,7 +10,8 @@ import (
 // data is rendered per Machine. Options.Machine (--machine NAME) is that
 // Machine's name, which gives the host name and the instance id, so two
 // machines built from one template never share them. Without it the
-// machine is named after the object; for a template (a
+// machine is named after its Machine when the input (or the cluster)
+// holds the one naming a KubeadmConfig, else after the object; for a template (a
 // KubeadmConfigTemplate or KubeadmControlPlane(Template), whose machines
 // are many) that is a warning, since every machine built so shares one
 // identity and cloud-init would run first boot only once per instance id.
@@ -24,6 +25,10 @@ func (c *conv) identity() {
 	}
 	c.b.From("metadata.name", "metadata.name")
 	if c.src.role == roleMachine {
+		// The Machine beside it (or in the cluster) names the VM.
+		if m, _ := c.ownMachine(); m != nil && nameProblem(m.Name) == "" {
+			c.b.Instance.Metadata.Name = m.Name
+		}
 		return
 	}
 	c.b.Warnf("metadata.name", "every machine built from this template without --machine gets the host name and instance id %q: Cluster API names each of its machines; give --machine NAME for each", c.src.name)

@@ -9,6 +9,7 @@ import (
 	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 
 	"github.com/vminit/vminit/internal/lib/lazyre"
+	"github.com/vminit/vminit/platform"
 )
 
 // initializes reports whether the machine built runs kubeadm init, as
@@ -25,10 +26,14 @@ import (
 //     machine, the others join;
 //   - a KubeadmConfig is one machine's: it inits when it has an init or
 //     cluster configuration (the first control-plane machine's form),
-//     else it joins, as CABPK makes an empty one join.
+//     else it joins; an empty one (machineRole) is what its Machine
+//     makes of it.
 func (c *conv) initializes() bool {
 	cs := c.cs
 	hasInit := !isZero(cs.InitConfiguration) || !isZero(cs.ClusterConfiguration)
+	if c.src.role == roleMachine && !hasInit && isZero(cs.JoinConfiguration) {
+		return c.machineRole()
+	}
 	switch c.src.role {
 	case roleWorkers:
 		if hasInit {
@@ -42,6 +47,72 @@ func (c *conv) initializes() bool {
 		c.b.Warnf(c.path+".joinConfiguration", "not used: the object also has an init configuration, which the first control-plane machine uses (the others join with this one)")
 	}
 	return hasInit
+}
+
+// machineRole decides what an empty KubeadmConfig (no init, cluster or
+// join configuration: the Cluster API book's first control plane and its
+// worker) does, as CABPK decides it from the Machine that names it: a
+// control-plane Machine (label cluster.x-k8s.io/control-plane) inits the
+// cluster with CABPK's defaults when it is the first (a later one has
+// joinConfiguration.controlPlane, as the book's second), any other joins
+// as a worker. The Machine is one in the input (Options.Machines), else
+// the cluster's (Options.FindMachine), else --control-plane says
+// (Options.ControlPlane); with none of them it would be a guess, and a
+// wrong one makes a control-plane machine a worker without a word (issue
+// 33 item 4): an error naming both ways to say it.
+func (c *conv) machineRole() bool {
+	m, ok := c.ownMachine()
+	if !ok {
+		c.noRole = true
+		return false
+	}
+	flag := c.opts.ControlPlane
+	switch {
+	case m != nil && flag != nil && *flag != m.ControlPlane:
+		c.b.Errorf("metadata.name", "--control-plane=%t, but its Machine %s (%s) %s: give one", *flag, m.Name, m.Where, roleOf(m.ControlPlane))
+		c.noRole = true
+		return false
+	case m != nil:
+		return m.ControlPlane
+	case flag != nil:
+		return *flag
+	}
+	c.noRole = true
+	c.b.Errorf("metadata.name", "%s is empty (no init, cluster or join configuration): CABPK makes of it what its Machine is, kubeadm init with its defaults for the cluster's first control-plane Machine (label %s), kubeadm join for a worker, and the object alone does not say which; give its Machine (spec.bootstrap.configRef naming it) in the same input or read it from the cluster with --kubeconfig, or say it with --control-plane (the first control-plane machine) or --control-plane=false (a worker)", c.what(), platform.LabelControlPlane)
+	return false
+}
+
+// ownMachine is the Machine whose bootstrap config the KubeadmConfig is:
+// one in the input (Options.Machines), else the cluster's
+// (Options.FindMachine), else nil. ok is false when the cluster could not
+// be asked (an error is added).
+func (c *conv) ownMachine() (m *platform.Machine, ok bool) {
+	if c.machineDone {
+		return c.machine, true
+	}
+	c.machineDone = true
+	for i, cand := range c.opts.Machines {
+		if cand.Config == c.src.name && cand.Namespace == c.ns {
+			c.machine = &c.opts.Machines[i]
+			return c.machine, true
+		}
+	}
+	if c.opts.FindMachine != nil {
+		found, err := c.opts.FindMachine(c.ctx, c.ns, c.src.name)
+		if err != nil {
+			c.b.Errorf("metadata.name", "finding the Machine whose bootstrap config is %s in the cluster: %v", c.what(), err)
+			return nil, false
+		}
+		c.machine = found
+	}
+	return c.machine, true
+}
+
+func roleOf(controlPlane bool) string {
+	if controlPlane {
+		return "is a control-plane machine (label " + platform.LabelControlPlane + ")"
+	}
+	return "is no control-plane machine (no label " + platform.LabelControlPlane + ")"
 }
 
 // initPath is the field of the init configuration a KubeadmConfig spec

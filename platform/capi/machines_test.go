@@ -130,7 +130,9 @@ func TestJoin(t *testing.T) {
 		{Name: "a template's machines join, its init configuration ignored", Doc: kct("initConfiguration: {nodeRegistration: {name: a}}\njoinConfiguration: {nodeRegistration: {name: b}}\n"), Opts: m,
 			Warns: []string{"vm.yaml:8: spec.template.spec.initConfiguration: ignored: the machines of a KubeadmConfigTemplate (a MachineDeployment's or MachinePool's) always join"},
 			Check: joins},
-		{Name: "an empty KubeadmConfig joins", Doc: "apiVersion: bootstrap.cluster.x-k8s.io/v1beta2\nkind: KubeadmConfig\nmetadata: {name: w}\n", Opts: discovery, Check: joins},
+		{Name: "an empty KubeadmConfig of a worker joins", Doc: "apiVersion: bootstrap.cluster.x-k8s.io/v1beta2\nkind: KubeadmConfig\nmetadata: {name: w}\n", Opts: with(discovery, worker), Check: joins},
+		{Name: "an empty KubeadmConfig of no role is refused", Doc: "apiVersion: bootstrap.cluster.x-k8s.io/v1beta2\nkind: KubeadmConfig\nmetadata: {name: w}\n", Opts: discovery,
+			Errs: []string{`vm.yaml:3: metadata.name: KubeadmConfig "w" is empty (no init, cluster or join configuration)`, "--kubeconfig", "--control-plane=false (a worker)"}},
 		{Name: "an empty template joins", Doc: kct("{}\n"), Opts: m, Check: joins},
 		{Name: "the object's discovery wins", Doc: kct("joinConfiguration:\n  discovery:\n    bootstrapToken: {token: zzzzzz.zzzzzzzzzzzzzzzz, apiServerEndpoint: \"10.0.0.1:6443\", caCertHashes: [\"sha256:aa\"]}\n"), Opts: m,
 			Check: func(t *testing.T, s *spec.Spec, _ *platform.Result) {
@@ -190,7 +192,7 @@ func TestMachine(t *testing.T) {
 			Check: func(t *testing.T, s *spec.Spec, _ *platform.Result) {
 				platformtest.Eq(t, "host name", s.Hostname, "md-0")
 			}},
-		{Name: "a KubeadmConfig is one machine's", Doc: "apiVersion: bootstrap.cluster.x-k8s.io/v1beta2\nkind: KubeadmConfig\nmetadata: {name: w-config}\n", Opts: discovery,
+		{Name: "a KubeadmConfig is one machine's", Doc: "apiVersion: bootstrap.cluster.x-k8s.io/v1beta2\nkind: KubeadmConfig\nmetadata: {name: w-config}\n", Opts: with(discovery, worker),
 			Check: func(t *testing.T, s *spec.Spec, _ *platform.Result) {
 				platformtest.Eq(t, "host name", s.Hostname, "w-config")
 			}},
@@ -250,4 +252,11 @@ func TestJinjaWholeTemplate(t *testing.T) {
 		{Name: "an encoded file", Doc: kct(named + "files: [{path: /etc/helm.tpl, encoding: base64, content: " + base64.StdEncoding.EncodeToString([]byte("{{ .Values.x }}")) + "}]\n"), Opts: m,
 			Errs: []string{`vm.yaml:11: spec.template.spec.files[0].content: decoded, its text holds {{, {% or {#, which cloud-init's Jinja would evaluate`}},
 	})
+}
+
+// worker says, as --control-plane=false does, that an empty KubeadmConfig
+// is a worker's.
+func worker(o *platform.Options) {
+	f := false
+	o.ControlPlane = &f
 }

@@ -28,7 +28,8 @@ import (
 	"github.com/vminit/vminit/platform/refs"
 )
 
-// Resolver reads Secrets and ConfigMaps from a cluster.
+// Resolver reads Secrets and ConfigMaps from a cluster, and the Cluster
+// API Machine of a KubeadmConfig (FindMachine).
 type Resolver struct {
 	client dynamic.Interface
 }
@@ -109,4 +110,36 @@ func wrap(err error) error {
 		return errors.Join(platform.ErrNotFound, err)
 	}
 	return err
+}
+
+// maxMachines bounds the Machines FindMachine reads from a namespace.
+const maxMachines = 5000
+
+// FindMachine returns the Cluster API Machine of namespace ns whose
+// bootstrap configRef names the KubeadmConfig config (what CABPK reads its
+// role from), nil when there is none or the cluster serves no Machines;
+// for platform.Options.FindMachine.
+func (r *Resolver) FindMachine(ctx context.Context, ns, config string) (*platform.Machine, error) {
+	for _, version := range []string{"v1beta2", "v1beta1"} {
+		gvr := schema.GroupVersionResource{Group: "cluster.x-k8s.io", Version: version, Resource: "machines"}
+		list, err := r.client.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{Limit: maxMachines})
+		if apierrors.IsNotFound(err) {
+			continue // this version not served
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, u := range list.Items {
+			j, err := u.MarshalJSON()
+			if err != nil {
+				return nil, err
+			}
+			if m, ok := platform.ReadMachine(j); ok && m.Config == config {
+				m.Where = "Machine " + ns + "/" + m.Name + " in the cluster"
+				return &m, nil
+			}
+		}
+		return nil, nil
+	}
+	return nil, nil
 }

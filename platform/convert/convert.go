@@ -87,6 +87,15 @@ func Documents(ctx context.Context, docs []*platform.Document, opts platform.Opt
 		return nil, errs
 	}
 	opts.Resolver = platform.Chain{local, opts.Resolver}
+	// The Cluster API Machines beside a KubeadmConfig say its machine's
+	// role, as the Machine does to CABPK.
+	for _, d := range s.others {
+		if m, ok := platform.ReadMachine(d.JSON); ok {
+			m.Namespace = opts.NamespaceOf(m.Namespace)
+			m.Where = d.Where(`metadata.labels["` + platform.LabelControlPlane + `"]`)
+			opts.Machines = append(opts.Machines, m)
+		}
+	}
 	var out []*platform.Result
 	for _, o := range s.objects {
 		if e := nameProblem(o.doc); e != nil {
@@ -124,6 +133,10 @@ func (s *sorted) skipNotes() []string {
 		if i == maxSkipNotes {
 			notes = append(notes, fmt.Sprintf("%d more documents skipped", len(s.others)-i))
 			break
+		}
+		if m, ok := platform.ReadMachine(d.JSON); ok && m.Config != "" {
+			notes = append(notes, fmt.Sprintf("%s: %s read for the role of its KubeadmConfig %q (%s)", d.Where("kind"), what(d), m.Config, map[bool]string{true: "a control-plane machine", false: "a worker"}[m.ControlPlane]))
+			continue
 		}
 		notes = append(notes, fmt.Sprintf("%s: %s skipped: it holds no VM first-boot data vminit reads", d.Where("kind"), what(d)))
 	}

@@ -379,18 +379,19 @@ func (m *vmi) cloudInit(ctx context.Context, b *platform.Builder, c *cloudInit, 
 	s.CloudInit.UserDataOnly = true
 	if udOK {
 		s.CloudInit.UserData = string(ud)
-		b.From("spec.cloudInit.userData", path)
+		b.From("spec.cloudInit.userData", udFrom.path)
 		m.warnIgnored(b, udFrom, s.CloudInit.UserData)
 	}
 	if ndOK && !c.configDrive {
 		var wrapped bool
 		if nd, wrapped = unwrapNetwork(nd); wrapped {
+			b.TextRewritten("spec.cloudInit.networkConfig")
 			b.Warnf(ndFrom.path, "unwrapped from its top-level network: key%s: KubeVirt writes it as given, which cloud-init before 22.2 cannot read (it finds no version and configures no network); vminit writes what is inside", ndFrom.what)
 		}
 	}
 	if ndOK {
 		s.CloudInit.NetworkConfig = string(nd)
-		b.From("spec.cloudInit.networkConfig", path)
+		b.From("spec.cloudInit.networkConfig", ndFrom.path)
 	}
 	m.metaData(b, c)
 }

@@ -59,8 +59,9 @@ func (f *buildFlags) readUserData(cmd *cobra.Command, path string) ([]byte, erro
 // buildUserData builds a NoCloud seed from cloud-localds's input: the
 // user data as given, the meta-data file (default: cloud-localds's own,
 // an instance-id) and --network-config and --vendor-data, each checked
-// as cloud-init reads it (seed.Check) and a #cloud-config against
-// cloud-init's schema (warnings, as build's; --strict: errors). Nothing
+// as cloud-init reads it (seed.Check: its warnings, what cloud-init
+// ignores, are build's too) and a #cloud-config against cloud-init's
+// schema (warnings, as build's; --strict: errors). Nothing
 // is written when a check fails.
 func (f *buildFlags) buildUserData(cmd *cobra.Command, paths []string, userData []byte, opts media.Options, perm fs.FileMode) error {
 	if len(paths) > 2 {
@@ -110,11 +111,15 @@ func (f *buildFlags) buildUserData(cmd *cobra.Command, paths []string, userData 
 	}
 	slices.SortFunc(s.Files, func(a, b seed.File) int { return strings.Compare(a.Path, b.Path) })
 
-	var problems, warnings spec.Errors
-	if err := seed.Check(s); err != nil {
+	var problems spec.Errors
+	warnings, err := seed.Check(s)
+	if err != nil {
 		if problems = spec.AsErrors(err); problems == nil {
 			return err
 		}
+	}
+	if f.target.strict { // as inspect --strict: what cloud-init ignores is a problem
+		problems, warnings = append(problems, warnings...), nil
 	}
 	for _, file := range []string{"user-data", "vendor-data"} {
 		data, ok := s.Lookup(file)

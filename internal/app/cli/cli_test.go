@@ -323,3 +323,26 @@ func TestConvert(t *testing.T) {
 		t.Errorf("--allow-partial: exit %d %s", code, stderr)
 	}
 }
+
+// TestValidateKubernetes: an Instance meant for kubectl, whose
+// metadataServer sets IMDSv2 without addresses (its VMI identifies the
+// guest), is refused as a file server's spec, naming the field and the
+// switch, and valid with --kubernetes, which still checks the options.
+func TestValidateKubernetes(t *testing.T) {
+	const ex = "../../../examples/kubevirt-instance.yaml"
+	code, _, stderr := run(t, "validate", ex)
+	if code != ExitInvalid || !strings.Contains(stderr, "kubevirt-instance.yaml:15: spec.metadataServer.addresses: required") ||
+		!strings.Contains(stderr, "vminit validate --kubernetes") {
+		t.Errorf("without --kubernetes: exit %d, want %d naming the field, its line and the switch:\n%s", code, ExitInvalid, stderr)
+	}
+	if code, stdout, stderr := run(t, "validate", "--kubernetes", ex); code != ExitOK || !strings.Contains(stdout, "valid") {
+		t.Errorf("--kubernetes: exit %d\n%s%s", code, stdout, stderr)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	os.WriteFile(bad, []byte("apiVersion: vminit.dev/v1alpha1\nkind: Instance\nmetadata: {name: a}\nspec:\n  metadataServer: {imdsv2: always, tokenHopLimit: 99}\n"), 0o644)
+	code, _, stderr = run(t, "validate", "--kubernetes", bad)
+	if code != ExitInvalid || !strings.Contains(stderr, "spec.metadataServer.imdsv2") || !strings.Contains(stderr, "spec.metadataServer.tokenHopLimit") ||
+		strings.Contains(stderr, "addresses") {
+		t.Errorf("--kubernetes, bad options: exit %d, want both options refused and no address required:\n%s", code, stderr)
+	}
+}

@@ -47,6 +47,12 @@ type inputFlags struct {
 	bootstrapToken       string
 	controlPlaneEndpoint string
 	caCertHashes         []string
+	// controlPlane is --control-plane: an empty KubeadmConfig's role.
+	controlPlane bool
+	// identifiedByPlatform is validate's --kubernetes: the spec is read
+	// as an Instance object a cluster serves (spec.Loader's
+	// IdentifiedByPlatform).
+	identifiedByPlatform bool
 }
 
 func (f *inputFlags) register(cmd *cobra.Command) {
@@ -74,6 +80,7 @@ func (f *inputFlags) registerFiles(cmd *cobra.Command) {
 	fl.StringVar(&f.machine, "machine", "", "Cluster API: the name of the machine to build (its host name and instance id); a template's machines each need their own")
 	fl.StringVar(&f.bootstrapToken, "bootstrap-token", "", "Cluster API: the kubeadm bootstrap token a joining machine uses when its object has none (CABPK creates one)")
 	fl.StringVar(&f.controlPlaneEndpoint, "control-plane-endpoint", "", "Cluster API: HOST:PORT of the cluster's API server a joining machine discovers it at, when its object has none (CABPK takes the Cluster's)")
+	fl.BoolVar(&f.controlPlane, "control-plane", false, "Cluster API: an empty KubeadmConfig's machine is the cluster's first control-plane machine (kubeadm init); =false: a worker (kubeadm join); where no Machine in the input (or the cluster of --kubeconfig) says")
 	fl.StringArrayVar(&f.caCertHashes, "ca-cert-hash", nil, "Cluster API: sha256:HEX of the cluster CA's public key, for a joining machine whose object has none (repeatable; CABPK takes the Cluster's CA)")
 	fl.StringVar(&f.name, "name", "", "the instance name when the input gives none (an oVirt start action, whose VM is named in the URL; a cloud-config without hostname)")
 	fl.StringVar(&f.object, "object", "", "the object to use when the files hold several VMs: NAME or KIND/NAME (validate without it checks every one)")
@@ -176,12 +183,15 @@ func (f *inputFlags) load(cmd *cobra.Command, paths []string) ([]*specInput, err
 		// A namespace chosen (-n, or the cluster's) is the only one read
 		// from: an object may not point the command at another's Secrets.
 		Confined: f.namespace != "" || f.kubeconfig != ""}
+	if cmd.Flags().Changed("control-plane") {
+		opts.ControlPlane = &f.controlPlane
+	}
 	if f.kubeconfig != "" {
 		r, ns, err := f.cluster()
 		if err != nil {
 			return nil, err
 		}
-		opts.Resolver = r
+		opts.Resolver, opts.FindMachine = r, r.FindMachine
 		if opts.Namespace == "" {
 			opts.Namespace = ns
 		}
@@ -320,7 +330,7 @@ func (f *inputFlags) read(cmd *cobra.Command, p string) ([]byte, error) {
 
 // cluster is the Secret and ConfigMap reader of --kubeconfig, and its
 // context's namespace.
-func (f *inputFlags) cluster() (platform.Resolver, string, error) {
+func (f *inputFlags) cluster() (*cluster.Resolver, string, error) {
 	cfg, ns, err := cluster.Load(f.kubeconfig, f.kubeContext)
 	if err != nil {
 		return nil, "", usagef("--kubeconfig: %v", err)
@@ -387,7 +397,7 @@ func (l *lazyRefs) Key(kind, name, key string) ([]byte, error) {
 // --objects its Secret and ConfigMap references are refused, the loader
 // saying what to pass.
 func (f *inputFlags) loadSpec(cmd *cobra.Command, path, name string, data []byte) (*specInput, error) {
-	l := spec.Loader{SourceRoot: f.sourceRoot}
+	l := spec.Loader{SourceRoot: f.sourceRoot, IdentifiedByPlatform: f.identifiedByPlatform}
 	if f.kubeconfig != "" || len(f.objects) > 0 {
 		l.Refs = &lazyRefs{build: func() (spec.Refs, error) { return f.specRefs(cmd) }}
 	}

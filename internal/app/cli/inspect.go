@@ -27,6 +27,10 @@ type inspectReport struct {
 	Files      []inspectFile      `json:"files"`
 	Notes      []string           `json:"notes"`
 	Problems   []*spec.FieldError `json:"problems"`
+	// Warnings are what cloud-init delivers but ignores or reads oddly:
+	// what `vminit build` writes with the same warning (--strict in both
+	// makes them problems).
+	Warnings []*spec.FieldError `json:"warnings"`
 }
 
 type inspectFile struct {
@@ -41,17 +45,22 @@ const alignment = 4096
 
 func newInspectCommand() *cobra.Command {
 	var report reportFlags
+	var strict bool
 	cmd := &cobra.Command{
 		Use:   "inspect IMAGE",
 		Short: "Show a seed's label, filesystem and files, and re-check its contents",
 		Long: `Inspect reads a seed, an ISO9660 or VFAT image (ours or anyone's) or a tar
 archive that build wrote, prints its label, filesystem and files, and checks
 its contents the way cloud-init will read them: the label, the required
-files, meta-data, user-data and network configuration. A KubeVirt sysprep
+files, meta-data, user-data (and the SSH keys inside it, as build judges
+them) and network configuration (as cloud-init 22.4 reads it: an entry it
+drops, or none of its interfaces, is a problem). A KubeVirt sysprep
 disc (label unattendCD, as build writes it) is checked for a well-formed
 autounattend.xml or unattend.xml instead. It notes what a
 hypervisor may refuse (an image whose size is not a multiple of 4 KiB) and
-exits 1 when it finds a problem.`,
+exits 1 when it finds a problem. What cloud-init delivers but ignores (user
+data of no type it knows) is a warning, as 'vminit build' warns of it when it
+writes such a seed; --strict makes warnings problems.`,
 		Example: `  vminit inspect seed.iso
   vminit inspect seed.img --json
   vminit inspect seed.tar`,
@@ -64,6 +73,10 @@ exits 1 when it finds a problem.`,
 			rep, err := inspectImage(args[0])
 			if err != nil {
 				return err
+			}
+			if strict {
+				rep.Problems, rep.Warnings = append(rep.Problems, rep.Warnings...), []*spec.FieldError{}
+				sortProblems(rep.Problems)
 			}
 			if asJSON {
 				enc := json.NewEncoder(cmd.OutOrStdout())
@@ -81,6 +94,7 @@ exits 1 when it finds a problem.`,
 		},
 	}
 	report.register(cmd)
+	cmd.Flags().BoolVar(&strict, "strict", false, "treat every warning as a problem (user data cloud-init ignores)")
 	return cmd
 }
 
@@ -102,7 +116,7 @@ func inspectImage(path string) (*inspectReport, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	rep := &inspectReport{Image: path, Size: st.Size(), Filesystem: img.Format, Label: img.Label,
-		Labels: img.Labels, Notes: []string{}, Problems: []*spec.FieldError{}}
+		Labels: img.Labels, Notes: []string{}, Problems: []*spec.FieldError{}, Warnings: []*spec.FieldError{}}
 	if rep.Files, err = inspectFiles(img.FS); err != nil {
 		return nil, fmt.Errorf("%s: reading the file tree: %w", path, err)
 	}
@@ -125,15 +139,23 @@ func inspectImage(path string) (*inspectReport, error) {
 			s.Label = s.Datasource.Label()
 			rep.Notes = append(rep.Notes, "a tar archive has no label: the disk made from it must be labelled "+s.Label)
 		}
-		err = seed.Check(s)
+		var ws spec.Errors
+		ws, err = seed.Check(s)
+		rep.Warnings = append(rep.Warnings, ws...)
 	}
 	if es := spec.AsErrors(err); es != nil {
 		rep.Problems = es
 	} else if err != nil {
 		rep.Problems = spec.Errors{{Message: err.Error()}}
 	}
-	sort.SliceStable(rep.Problems, func(i, j int) bool { return rep.Problems[i].Field < rep.Problems[j].Field })
+	sortProblems(rep.Problems)
+	sortProblems(rep.Warnings)
 	return rep, nil
+}
+
+// sortProblems orders problems by the file (or field) they name.
+func sortProblems(ps []*spec.FieldError) {
+	sort.SliceStable(ps, func(i, j int) bool { return ps[i].Field < ps[j].Field })
 }
 
 // inspectFiles lists the regular files of an image, in fs.WalkDir's
@@ -181,6 +203,12 @@ func printInspect(cmd *cobra.Command, r *inspectReport) {
 	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "note:\t%s\n", n)
+	}
+	if len(r.Warnings) > 0 {
+		fmt.Fprintf(w, "warnings:\n")
+		for _, p := range r.Warnings {
+			fmt.Fprintf(w, "  %v\n", p)
+		}
 	}
 	if len(r.Problems) == 0 {
 		fmt.Fprintf(w, "checks:\tok\n")

@@ -38,7 +38,7 @@ func writeBootTable(w io.Writer, sum firstboot.Summary, now time.Time) {
 	for i := range sum.Instances {
 		st := &sum.Instances[i]
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", printable(st.Name), printable(st.Agent), st.State,
-			printable(where(st)), elapsed(st, now), cut(printable(st.FirstError()), maxErrorWidth))
+			printable(st.Where()), elapsed(st, now), cut(printable(st.FirstError()), maxErrorWidth))
 	}
 	tw.Flush()
 	writeTrimmed(w, buf.Bytes())
@@ -52,23 +52,6 @@ func writeTrimmed(w io.Writer, table []byte) {
 		w.Write(bytes.TrimRight(line, " \n"))
 		io.WriteString(w, "\n")
 	}
-}
-
-// where is the stage column: where a boot is going, stalled, or failed.
-func where(st *firstboot.Status) string {
-	switch st.State {
-	case firstboot.Failed:
-		if len(st.Errors) > 0 {
-			return st.Errors[0].Where()
-		}
-	case firstboot.Running, firstboot.Stalled:
-	default:
-		return ""
-	}
-	if st.Module != "" {
-		return st.Stage + "/" + st.Module
-	}
-	return st.Stage
 }
 
 // elapsed is the boot's time since its first fetch, "-" for one never
@@ -141,7 +124,7 @@ func writeBootDetail(w io.Writer, st *firstboot.Status) error {
 	var buf bytes.Buffer
 	tw := tabwriter.NewWriter(&buf, 0, 8, 2, ' ', 0)
 	state := string(st.State)
-	if at := where(st); at != "" {
+	if at := st.Where(); at != "" {
 		state += " (" + printable(at) + ")"
 	}
 	fmt.Fprintf(tw, "Name:\t%s\n", printable(st.Name))

@@ -59,6 +59,7 @@ type serveFlags struct {
 	allowLoopback   bool
 	kubernetes      bool
 	node            string // --node: node mode (with --kubernetes)
+	nodeMaxFollow   int    // --node-max-follow
 	guestHops       int    // --guest-hops; -1: by --node
 	cluster         clusterFlags
 	// other is a store the program adds (vminit-server's etcd), or nil.
@@ -141,8 +142,10 @@ addresses count only inside the networks --spec-addresses gives its
 namespace (none by default), and an address claimed twice serves nobody
 (docs/kubernetes.md, "Who is served where"). --node NAME serves one
 node's VMs alone (a DaemonSet's agent): only the VMIs labelled
-kubevirt.io/nodeName=NAME are watched, and the Instances they name, each
-by name (docs/kubernetes.md, "Node mode"). A reload
+kubevirt.io/nodeName=NAME are watched, and the Instances vminit-controller
+labels node.vminit.dev/NAME; what the labels do not cover yet is followed
+by name, at most --node-max-follow objects (docs/kubernetes.md, "Node
+mode"). A reload
 swaps the instances in at once: no request fails or sees a partial state;
 while etcd or the API server is unreachable the server answers from memory.
 
@@ -229,7 +232,8 @@ heap of ` + strconv.FormatFloat(float64(100+serve.GCPercent)/100, 'g', -1, 64) +
 	fl.BoolVar(&f.allowLoopback, "allow-loopback-instances", false, "let loopback addresses identify instances, e.g. to try serve with --listen 127.0.0.1:8080 (tests and QEMU user networking only: every process of this host could read their data)")
 	fl.BoolVar(&f.kubernetes, "kubernetes", false, "serve the Instance objects of a Kubernetes cluster (instead of --instances)")
 	f.cluster.register(fl, "with --kubernetes: namespace whose Instances are served (repeatable; default every namespace)")
-	fl.StringVar(&f.node, "node", "", "with --kubernetes: serve the VMs of this node alone (node mode: a DaemonSet's agent, its spec.nodeName from the downward API): watch only the VMIs labelled kubevirt.io/nodeName=NODE and, by name, the Instances they name")
+	fl.StringVar(&f.node, "node", "", "with --kubernetes: serve the VMs of this node alone (node mode: a DaemonSet's agent, its spec.nodeName from the downward API): watch only the VMIs labelled kubevirt.io/nodeName=NODE and the Instances vminit-controller labels node.vminit.dev/NODE, and by name what the labels do not cover yet")
+	fl.IntVar(&f.nodeMaxFollow, "node-max-follow", kubestore.DefaultMaxFollow, "with --node: the most objects (Instances, VirtualMachines, ConfigMaps) followed by name, a watch each, where the controller's node labels do not cover them; the others are refused, logged and counted (vminit_node_follow_refused_total)")
 	fl.IntVar(&f.guestHops, "guest-hops", -1, "routers between this server and its guests, added to each Instance's tokenHopLimit to make the IP TTL of IMDSv2 token answers (0–8; default 1 with --node, where the virt-launcher pod routes the answer to its guest, else 0)")
 	return cmd
 }
@@ -348,7 +352,11 @@ func kubeStoreConfig(f serveFlags, logger *slog.Logger) (kubestore.Config, error
 	if f.node != "" && !kv {
 		return kubestore.Config{}, usagef("--node serves the KubeVirt VMs of a node, and --kubevirt=%s found no KubeVirt (kubevirt.io/v1) in the cluster", f.cluster.kubevirt)
 	}
-	return kubestore.Config{REST: rest, Namespaces: f.cluster.namespaces, KubeVirt: kv, Logger: logger, Addresses: policy, Node: f.node}, nil
+	if f.nodeMaxFollow < 1 {
+		return kubestore.Config{}, usagef("--node-max-follow=%d: want 1 or more", f.nodeMaxFollow)
+	}
+	return kubestore.Config{REST: rest, Namespaces: f.cluster.namespaces, KubeVirt: kv, Logger: logger, Addresses: policy, Node: f.node,
+		MaxFollow: f.nodeMaxFollow}, nil
 }
 
 // runServe checks the flags, turns them into serve.Options and runs the

@@ -43,12 +43,19 @@ every problem at once, each with its field path and line:
 Given files of platform objects, it checks every VM they hold (--object
 NAME or KIND/NAME: one).
 
+--kubernetes checks the spec as a cluster reads an Instance object (kubectl
+apply -f FILE): the guest is identified by the address its VMI reports, so
+spec.metadataServer may set its options (imdsv2, tokenHopLimit, ...)
+without addresses, which a directory, etcd or admin-API server requires.
+The document is the same either way, which is why it takes a flag.
+
 --strict makes every warning an error. It exits 0 when the spec is valid and
 1 when it is not.`,
 		Example: `  vminit validate instance.yaml
   vminit validate instance.yaml --datasource configdrive --json
   vminit validate examples/fcos-server.yaml --variant flatcar --transport ec2
-  vminit validate instance.yaml --strict`,
+  vminit validate instance.yaml --strict
+  vminit validate --kubernetes examples/kubevirt-instance.yaml`,
 		Args: minArgs(1, "a SPEC file (- for standard input), or files of platform objects"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			asJSON, err := report.json()
@@ -75,6 +82,7 @@ NAME or KIND/NAME: one).
 		},
 	}
 	in.register(cmd)
+	cmd.Flags().BoolVar(&in.identifiedByPlatform, "kubernetes", false, "check the spec as a Kubernetes Instance, whose guest its VMI identifies: spec.metadataServer without addresses is valid")
 	tf.register(cmd)
 	report.register(cmd)
 	return cmd

@@ -20,8 +20,10 @@ func (p plugin) add(args *skel.CmdArgs) error {
 	if vl, err := IsVirtLauncher(args.Args); err != nil {
 		return types.NewError(types.ErrInvalidEnvironmentVariables, err.Error(), "")
 	} else if vl {
-		if err := inNetNS(args.Netns, c.Table.Install); err != nil {
-			return err
+		for _, t := range c.tables() {
+			if err := inNetNS(args.Netns, t.Install); err != nil {
+				return err
+			}
 		}
 	}
 	out, err := c.result()
@@ -43,7 +45,11 @@ func (p plugin) check(args *skel.CmdArgs) error {
 	} else if !vl {
 		return nil
 	}
-	return inNetNS(args.Netns, c.Table.Check)
+	var errs []error
+	for _, t := range c.tables() {
+		errs = append(errs, inNetNS(args.Netns, t.Check))
+	}
+	return errors.Join(errs...)
 }
 
 // del removes the table from a virt-launcher pod's namespace, if the

@@ -27,6 +27,17 @@ func TestParseConfig(t *testing.T) {
 	if out, err := c.result(); err != nil || string(out) != `{"cniVersion":"1.1.0"}` {
 		t.Errorf("first in a chain: result %s, %v", out, err)
 	}
+	if c.Table6 != nil || len(c.tables()) != 1 {
+		t.Errorf("no agent6, and an IPv6 table: %v", c.tables())
+	}
+	// A dual-stack node's entry: a table per family.
+	c, err = ParseConfig([]byte(`{"cniVersion":"1.0.0","type":"vminit-cni","agent":"172.31.0.10:8775","agent6":"[fd00:31::10]:8775"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Table6 == nil || c.Table6.Name() != "ip6 vminit" || c.Table6.Agent().String() != "[fd00:31::10]:8775" || len(c.tables()) != 2 {
+		t.Errorf("agent6: tables %v", c.tables())
+	}
 }
 
 // TestParseConfigRefuses: every problem is listed, naming its field.
@@ -42,6 +53,10 @@ func TestParseConfigRefuses(t *testing.T) {
 		{`{"cniVersion":"1.0.0","agent":"node:8775"}`, []string{`agent: "node:8775" is not ADDRESS:PORT`}},
 		{`{"cniVersion":"1.0.0","agent":"127.0.0.1:8775"}`, []string{"agent: 127.0.0.1:8775 is a loopback address"}},
 		{`{"cniVersion":"1.0.0","agent":"10.0.0.1:8775","prevResult":{"ips":"x"}}`, []string{"prevResult: not a CNI 1.0.0 result"}},
+		{`{"cniVersion":"1.0.0","agent":"[fd00::1]:8775","agent6":"10.0.0.1:8775"}`, []string{
+			"agent: [fd00::1]:8775 is not IPv4: give the node agent's IPv6 address as agent6", "agent6: 10.0.0.1:8775 is IPv4"}},
+		{`{"cniVersion":"1.0.0","agent":"10.0.0.1:8775","agent6":"[::1]:8775"}`, []string{"agent6: [::1]:8775 is a loopback address"}},
+		{`{"cniVersion":"1.0.0","agent":"10.0.0.1:8775","agent6":6}`, []string{"agent6: want a string ADDRESS:PORT"}},
 	} {
 		_, err := ParseConfig([]byte(tc.conf))
 		if err == nil {

@@ -321,6 +321,7 @@ type term struct {
 
 	instances map[string]cache.SharedIndexInformer // by namespace ("" = all)
 	vms       map[string]cache.SharedIndexInformer
+	vmis      map[string]cache.SharedIndexInformer // what vmiAddresses keeps
 	secrets   map[string]cache.SharedIndexInformer // metadata only
 
 	mu     sync.Mutex
@@ -338,7 +339,7 @@ const indexInstance = "instance"
 // lead runs one leadership term: informers, then workers, until ctx ends.
 func (c *Controller) lead(ctx context.Context) error {
 	t := &term{c: c, instances: map[string]cache.SharedIndexInformer{}, vms: map[string]cache.SharedIndexInformer{},
-		secrets: map[string]cache.SharedIndexInformer{}, loaded: map[string]*loaded{},
+		vmis: map[string]cache.SharedIndexInformer{}, secrets: map[string]cache.SharedIndexInformer{}, loaded: map[string]*loaded{},
 		claims: kubestore.NewClaims(c.cfg.Addresses, nil)}
 	t.queue = workqueue.NewTypedRateLimitingQueueWithConfig(retryLimiter(),
 		workqueue.TypedRateLimitingQueueConfig[key]{Name: "vminit"})
@@ -419,6 +420,7 @@ func (t *term) informers(ns string) []cache.SharedIndexInformer {
 		UpdateFunc: func(_, obj any) { t.vmiChanged(obj, false) },
 		DeleteFunc: func(obj any) { t.vmiChanged(obj, true) },
 	})
+	t.vmis[ns] = mi
 	return []cache.SharedIndexInformer{ii, si, ci, mi, vi}
 }
 
@@ -440,8 +442,9 @@ const (
 
 // vmiAddresses keeps of a VMI what kubestore.Claims reads: its
 // annotations, the names of its spec.networks and which is the pod
-// network (only that network's interface counts), and status.interfaces.
-// A VMI's spec and the rest of its status are most of it, and a cluster
+// network (only that network's interface counts), and status.interfaces;
+// and the labels that say its nodes (v1alpha1.NodesOf), which its
+// Instance's node labels follow (nodes.go). A VMI's spec and the rest of its status are most of it, and a cluster
 // may run thousands.
 func vmiAddresses(obj any) (any, error) {
 	u, ok := obj.(*unstructured.Unstructured)
@@ -454,6 +457,16 @@ func vmiAddresses(obj any) (any, error) {
 	out.SetUID(u.GetUID())
 	out.SetResourceVersion(u.GetResourceVersion())
 	out.SetAnnotations(u.GetAnnotations())
+	var nodes map[string]string
+	for _, k := range []string{v1alpha1.KubeVirtLabelNodeName, v1alpha1.KubeVirtLabelMigrationTargetNode} {
+		if v, ok := u.GetLabels()[k]; ok {
+			if nodes == nil {
+				nodes = map[string]string{}
+			}
+			nodes[k] = v
+		}
+	}
+	out.SetLabels(nodes)
 	if networks, ok, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "networks"); ok {
 		out.Object["spec"] = map[string]any{"networks": networkNames(networks)}
 	}

@@ -257,6 +257,12 @@ func (t *term) syncInstance(ctx context.Context, ns, name string) error {
 	if prev == nil || prev.rv != l.rv || !bytes.Equal(prev.doc, l.doc) {
 		t.applyServed(k, l)
 	}
+	if t.c.cfg.KubeVirt {
+		var err error
+		if u, err = t.labelNodes(ctx, u); err != nil || u == nil {
+			return err
+		}
+	}
 	cur, _ := statusOf(u)
 	next := t.status(u, l, cur)
 	if statusEqual(cur, next) {

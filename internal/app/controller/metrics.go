@@ -14,7 +14,7 @@ import (
 //	vminit_controller_reconciles_total{kind,result}
 //	vminit_controller_reconcile_seconds_total{kind}
 //	vminit_controller_queue_depth
-//	vminit_controller_writes_total{object}        status, secret, virtualmachine
+//	vminit_controller_writes_total{object}        status, secret, virtualmachine, labels
 //	vminit_controller_writes_skipped_total        reconciles that found nothing to change
 type Metrics struct {
 	leader atomic.Int64
@@ -23,7 +23,7 @@ type Metrics struct {
 	reconciles [2][2]atomic.Uint64
 	nanos      [2]atomic.Uint64
 
-	statusWrites, secretWrites, vmWrites, skipped atomic.Uint64
+	statusWrites, secretWrites, vmWrites, labelWrites, skipped atomic.Uint64
 }
 
 func newMetrics() *Metrics { return &Metrics{} }
@@ -62,7 +62,7 @@ func (m *Metrics) write(w io.Writer) {
 	}
 	fmt.Fprintf(w, "# HELP vminit_controller_queue_depth Objects waiting to be reconciled.\n# TYPE vminit_controller_queue_depth gauge\nvminit_controller_queue_depth %d\n", m.depth.Load())
 	fmt.Fprintf(w, "# HELP vminit_controller_writes_total Objects written, by what was written.\n# TYPE vminit_controller_writes_total counter\n")
-	fmt.Fprintf(w, "vminit_controller_writes_total{object=\"status\"} %d\nvminit_controller_writes_total{object=\"secret\"} %d\nvminit_controller_writes_total{object=\"virtualmachine\"} %d\n",
-		m.statusWrites.Load(), m.secretWrites.Load(), m.vmWrites.Load())
+	fmt.Fprintf(w, "vminit_controller_writes_total{object=\"status\"} %d\nvminit_controller_writes_total{object=\"secret\"} %d\nvminit_controller_writes_total{object=\"virtualmachine\"} %d\nvminit_controller_writes_total{object=\"labels\"} %d\n",
+		m.statusWrites.Load(), m.secretWrites.Load(), m.vmWrites.Load(), m.labelWrites.Load())
 	fmt.Fprintf(w, "# HELP vminit_controller_writes_skipped_total Reconciles that found the object as it should be and wrote nothing.\n# TYPE vminit_controller_writes_skipped_total counter\nvminit_controller_writes_skipped_total %d\n", m.skipped.Load())
 }

@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -63,13 +62,7 @@ func viewOf(t *testing.T, userData []byte) guestView {
 }
 
 // reportUnitURL is the report URL a report unit hands its script.
-func reportUnitURL(unit []byte) string {
-	m := regexp.MustCompile(`Environment="` + bootreport.ReportURLEnv + `=([^"]+)"`).FindSubmatch(unit)
-	if m == nil {
-		return ""
-	}
-	return string(m[1])
-}
+func reportUnitURL(unit []byte) string { return ignitiontest.ReportURL(unit) }
 
 var cloudInitUnit = path.Join(systemd.UnitDir, bootreport.ReportUnit)
 
@@ -400,27 +393,11 @@ func runCloudInitReport(t *testing.T, v guestView, src string, files map[string]
 }
 
 // runIgnitionReport runs the completion unit's script that ignition wrote
-// under root, with its unit's URL, from src (curl --interface), systemctl
-// saying the system runs.
+// under root from src (curl --interface), systemctl saying the system
+// runs.
 func runIgnitionReport(t *testing.T, root, src string) {
 	t.Helper()
-	curl := testtools.Require(t, "curl")
-	stubs := t.TempDir()
-	for name, body := range map[string]string{
-		"systemctl": "[ \"$1\" = is-system-running ] && echo running\nexit 0\n",
-		"curl":      "exec " + curl + " --interface " + src + " \"$@\"\n",
-	} {
-		if err := os.WriteFile(filepath.Join(stubs, name), []byte("#!/bin/bash\n"+body), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	unit, _ := os.ReadFile(filepath.Join(root, "etc/systemd/system", bootreport.ReportUnit))
-	cmd := exec.Command(testtools.Require(t, "bash"), filepath.Join(root, ignition.ReportScript))
-	cmd.Env = []string{"PATH=" + stubs + ":/usr/bin:/bin", bootreport.ReportURLEnv + "=" + reportUnitURL(unit),
-		"VMINIT_REPORT_TEST_ROOT=" + t.TempDir(), "VMINIT_REPORT_TEST_DELAY=0"}
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("report.sh from %s: %v\n%s", src, err, out)
-	}
+	ignitiontest.RunReport(t, root, ignitiontest.Boot{State: "running", CurlArgs: []string{"--interface", src}})
 }
 
 // quiet is a logger that drops everything.

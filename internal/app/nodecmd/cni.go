@@ -24,6 +24,7 @@ type cniPath struct {
 	confDir, binDir string
 	plugin          string // the vminit-cni binary to copy
 	agent           string // the entry's agent, IP:PORT
+	agent6          string // the entry's agent6, [IP]:PORT, or "" on a node without IPv6
 	interval        time.Duration
 	log             *slog.Logger
 
@@ -34,15 +35,25 @@ type cniPath struct {
 	problem string
 }
 
-// pollInterval is how often the conf dir is read for a CNI's rewrite of
-// its file: a pod created between the rewrite and the next read gets no
-// redirect (docs/kubernetes.md), and reading a few small files a second
-// costs nothing. The node agent links no inotify library, and a poll
-// needs no care for editors' and CNIs' ways of replacing files.
-const pollInterval = time.Second
+// pollInterval is how often the host path checks its table, and
+// backstopInterval how often the cni path reads the conf dir when no
+// change to it was notified. The cni path follows the conf dir by
+// inotify (watchDir): a CNI's rewrite of its file is re-chained as soon
+// as the rename lands, so that a virt-launcher pod set up right after it
+// still gets the redirect; the slow poll catches what a notification
+// cannot (the directory itself replaced, an inotify limit reached, a
+// system without inotify).
+const (
+	pollInterval     = time.Second
+	backstopInterval = 10 * time.Second
+)
 
 func (c *cniPath) describe() string {
-	return fmt.Sprintf("vminit-cni in %s, chained in the first network configuration of %s, redirecting to %s", c.binDir, c.confDir, c.agent)
+	to := c.agent
+	if c.agent6 != "" {
+		to += " and " + c.agent6
+	}
+	return fmt.Sprintf("vminit-cni in %s, chained in the first network configuration of %s, redirecting to %s", c.binDir, c.confDir, to)
 }
 
 // install copies the plugin, then adds its entry (in that order: a
@@ -167,7 +178,7 @@ func (c *cniPath) sync() error {
 			return err
 		}
 	}
-	want, err := list.with(c.agent)
+	want, err := list.with(c.agent, c.agent6)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
@@ -215,25 +226,44 @@ func replace(path string, data []byte) error {
 	})
 }
 
-// watch syncs at every interval until ctx ends: a CNI that rewrites its
-// file (at its agent's start, on an upgrade) drops our entry, and a new
-// file may become the primary.
+// watch syncs at each change to the conf dir and at every interval until
+// ctx ends: a CNI that rewrites its file (at its agent's start, on an
+// upgrade) drops our entry, and a new file may become the primary.
 func (c *cniPath) watch(ctx context.Context) {
-	every(ctx, c.interval, func() {
-		err := c.sync()
-		switch {
-		case err != nil && err.Error() != c.problem:
-			c.log.Error("vminit-node: cannot chain vminit-cni; virt-launcher pods created meanwhile get no redirect", "err", err)
-			c.problem = err.Error()
-		case err == nil && c.problem != "":
-			c.log.Info("vminit-node: vminit-cni is chained again", "file", c.edited)
-			c.problem = ""
+	changed, err := watchDir(ctx, c.confDir)
+	if err != nil {
+		c.log.Warn("vminit-node: cannot follow the CNI configuration directory's changes; reading it at every interval only, "+
+			"so a virt-launcher pod set up within that interval of the CNI rewriting its file gets no redirect",
+			"dir", c.confDir, "interval", c.interval, "err", err)
+	}
+	t := time.NewTicker(c.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed: // nil without inotify: never
+		case <-t.C:
 		}
-	})
+		c.resync()
+	}
 }
 
-// every calls f at every interval until ctx ends: both paths check that
-// what they installed is still there.
+// resync is one sync of watch, its failures logged once while they last.
+func (c *cniPath) resync() {
+	err := c.sync()
+	switch {
+	case err != nil && err.Error() != c.problem:
+		c.log.Error("vminit-node: cannot chain vminit-cni; virt-launcher pods created meanwhile get no redirect", "err", err)
+		c.problem = err.Error()
+	case err == nil && c.problem != "":
+		c.log.Info("vminit-node: vminit-cni is chained again", "file", c.edited)
+		c.problem = ""
+	}
+}
+
+// every calls f at every interval until ctx ends: the host path checks
+// that its table is still there.
 func every(ctx context.Context, interval time.Duration, f func()) {
 	t := time.NewTicker(interval)
 	defer t.Stop()

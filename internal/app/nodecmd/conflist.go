@@ -28,9 +28,13 @@ var confExts = []string{".conf", ".conflist", ".json"}
 // few kilobytes.
 const maxConfSize = 1 << 20
 
-// entry is vminit-cni's entry for agent, as Config documents it.
-func entry(agent string) []byte {
-	return fmt.Appendf(nil, `{"type": %q, "agent": %q}`, pluginType, agent)
+// entry is vminit-cni's entry for agent and, on a dual-stack node,
+// agent6 (else ""), as cniplugin.Config documents it.
+func entry(agent, agent6 string) []byte {
+	if agent6 == "" {
+		return fmt.Appendf(nil, `{"type": %q, "agent": %q}`, pluginType, agent)
+	}
+	return fmt.Appendf(nil, `{"type": %q, "agent": %q, "agent6": %q}`, pluginType, agent, agent6)
 }
 
 // span is one element of a conflist's plugins list: its bytes are
@@ -214,12 +218,13 @@ func (c *conflist) without() []byte {
 	return out
 }
 
-// with is the list with one vminit-cni entry, for agent, at the end of
+// with is the list with one vminit-cni entry, for agent and agent6 (as
+// entry's), at the end of
 // its plugins (after the pod network's, which set the pod up): any other
 // vminit-cni entry is removed, so a list never holds two. The entry goes
 // after the last plugin with the spacing that precedes that plugin, so a
 // list written one plugin a line stays so.
-func (c *conflist) with(agent string) ([]byte, error) {
+func (c *conflist) with(agent, agent6 string) ([]byte, error) {
 	base := c.without()
 	clean, err := parseConflist(".conflist", base)
 	if err != nil {
@@ -232,5 +237,5 @@ func (c *conflist) with(agent string) ([]byte, error) {
 	} else if i := bytes.LastIndexByte(base[:last.start], '['); i >= 0 && strings.Trim(string(base[i+1:last.start]), " \t") != "" {
 		sep = "," + string(base[i+1:last.start])
 	}
-	return slices.Concat(base[:last.end], []byte(sep), entry(agent), base[last.end:]), nil
+	return slices.Concat(base[:last.end], []byte(sep), entry(agent, agent6), base[last.end:]), nil
 }

@@ -38,7 +38,7 @@ func TestConflistEntry(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			with, err := list.with(agent)
+			with, err := list.with(agent, "")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -60,10 +60,10 @@ func TestConflistEntry(t *testing.T) {
 			}
 
 			again, _ := parseConflist(name, with)
-			if twice, _ := again.with(agent); !bytes.Equal(twice, with) {
+			if twice, _ := again.with(agent, ""); !bytes.Equal(twice, with) {
 				t.Errorf("with twice:\n%s\nthen\n%s", with, twice)
 			}
-			other, _ := again.with("172.31.0.11:8775")
+			other, _ := again.with("172.31.0.11:8775", "")
 			if n := strings.Count(string(other), pluginType); n != 1 || !strings.Contains(string(other), "172.31.0.11:8775") {
 				t.Errorf("another agent: %d entries\n%s", n, other)
 			}

@@ -25,7 +25,13 @@ import (
 
 // The agent's address in the simulation: the node's, as the DaemonSet's
 // --listen $(NODE_IP):8775.
-var simAgent = netsim.NodeAddr.String() + ":8775"
+// simAgent and simAgent6 are the agent's addresses on the simulated
+// node: a dual-stack node, so the agent listens on both (the second from
+// --node-ips, as the DaemonSet gives it status.hostIPs).
+var (
+	simAgent  = netsim.NodeAddr.String() + ":8775"
+	simAgent6 = netip.AddrPortFrom(netsim.NodeAddr6, 8775).String()
+)
 
 var (
 	buildOnce sync.Once
@@ -80,7 +86,8 @@ func runAgent(t *testing.T, node *netsim.Node, instances string, args ...string)
 	t.Helper()
 	bin, _ := programs(t)
 	p := &process{log: &testtools.SyncBuffer{}, done: make(chan error, 1)}
-	p.cmd = exec.Command("ip", append([]string{"netns", "exec", node.NS.Name, bin, "--instances", instances, "--listen", simAgent, "--log-format", "text"}, args...)...)
+	p.cmd = exec.Command("ip", append([]string{"netns", "exec", node.NS.Name, bin, "--instances", instances, "--listen", simAgent,
+		"--node-ips", netsim.NodeAddr.String() + "," + netsim.NodeAddr6.String(), "--log-format", "text"}, args...)...)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -123,13 +130,13 @@ func (p *process) wait(t *testing.T) error {
 	}
 }
 
-// instances writes one Instance spec per pod, owning the pod's IP (the
-// address its guest's requests arrive from), and returns the directory.
+// instances writes one Instance spec per pod, owning the pod's IPs (the
+// addresses its guest's requests arrive from), and returns the directory.
 func instances(t *testing.T, pods []*netsim.Pod) string {
 	t.Helper()
 	dir := t.TempDir()
 	for _, p := range pods {
-		spec := fmt.Sprintf("apiVersion: vminit.dev/v1alpha1\nkind: Instance\nmetadata: {name: %s}\nspec:\n  instanceID: i-%[1]s\n  metadataServer: {addresses: [%s]}\n", p.Name, p.IP)
+		spec := fmt.Sprintf("apiVersion: vminit.dev/v1alpha1\nkind: Instance\nmetadata: {name: %s}\nspec:\n  instanceID: i-%[1]s\n  metadataServer: {addresses: [%s, \"%s\"]}\n", p.Name, p.IP, p.IP6)
 		if err := os.WriteFile(filepath.Join(dir, p.Name+".yaml"), []byte(spec), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -137,10 +144,14 @@ func instances(t *testing.T, pods []*netsim.Pod) string {
 	return dir
 }
 
-// instanceID is what the guest of p reads at 169.254.169.254 as EC2's
-// instance-id ("" and the error when it cannot).
-func instanceID(p *netsim.Pod) (string, error) {
-	resp, err := p.Guest.Client().Get("http://169.254.169.254/latest/meta-data/instance-id")
+// metadataHosts are the metadata service's addresses as URLs name them:
+// IPv4's and EC2's IPv6 one.
+var metadataHosts = []string{"169.254.169.254", "[fd00:ec2::254]"}
+
+// instanceID is what the guest of p reads at host (one of metadataHosts)
+// as EC2's instance-id ("" and the error when it cannot).
+func instanceID(p *netsim.Pod, host string) (string, error) {
+	resp, err := p.Guest.Client().Get("http://" + host + "/latest/meta-data/instance-id")
 	if err != nil {
 		return "", err
 	}
@@ -152,16 +163,19 @@ func instanceID(p *netsim.Pod) (string, error) {
 	return string(b), nil
 }
 
-// cloud serves the stub cloud metadata service and counts its requests.
+// cloud serves the stub cloud metadata service, on both families'
+// addresses, and counts its requests.
 func cloud(t *testing.T, node *netsim.Node) func() int {
 	var mu sync.Mutex
 	n := 0
-	node.Cloud.Serve(t, "169.254.169.254:80", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		n++
-		mu.Unlock()
-		io.WriteString(w, "i-the-node")
-	}))
+	for _, host := range metadataHosts {
+		node.Cloud.Serve(t, host+":80", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			n++
+			mu.Unlock()
+			io.WriteString(w, "i-the-node")
+		}))
+	}
 	return func() int { mu.Lock(); defer mu.Unlock(); return n }
 }
 
@@ -185,8 +199,14 @@ func TestHostDataPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := table.Check(node.NS.Fd()); err != nil {
-		t.Errorf("vminit-node serves, and its table is not installed: %v\n%s", err, p.log)
+	table6, err := intercept.Host(netip.MustParseAddrPort(simAgent6), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tb := range []*intercept.Table{table, table6} {
+		if err := tb.Check(node.NS.Fd()); err != nil {
+			t.Errorf("vminit-node serves, and its table %s is not installed: %v\n%s", tb.Name(), err, p.log)
+		}
 	}
 	readOwn(t, pods)
 	if n := cloudHits(); n != 0 {
@@ -208,25 +228,33 @@ func TestHostDataPath(t *testing.T) {
 	if err := p.terminate(t); err != nil {
 		t.Errorf("vminit-node after SIGTERM: %v\n%s", err, p.log)
 	}
-	if err := table.Check(node.NS.Fd()); err == nil || !strings.Contains(err.Error(), "not installed") {
-		t.Errorf("after SIGTERM, Check: %v; want the table gone", err)
+	for _, tb := range []*intercept.Table{table, table6} {
+		if err := tb.Check(node.NS.Fd()); err == nil || !strings.Contains(err.Error(), "not installed") {
+			t.Errorf("after SIGTERM, Check of %s: %v; want the table gone", tb.Name(), err)
+		}
 	}
 	if after := netsim.Ruleset(t, node.NS); after != before {
 		t.Errorf("the node's ruleset after SIGTERM:\n%s\nwant\n%s", after, before)
 	}
 	for _, pod := range pods {
-		if id, err := instanceID(pod); id != "i-the-node" {
-			t.Errorf("%s after SIGTERM: %q, %v; want the cloud's answer again", pod.Name, id, err)
+		for _, host := range metadataHosts {
+			if id, err := instanceID(pod, host); id != "i-the-node" {
+				t.Errorf("%s after SIGTERM: %s: %q, %v; want the cloud's answer again", pod.Name, host, id, err)
+			}
 		}
 	}
 }
 
-// readOwn: each pod's guest reads its own Instance's instance-id.
+// readOwn: each pod's guest reads its own Instance's instance-id, at
+// 169.254.169.254 and at [fd00:ec2::254] (the agent knows it by its pod's
+// IPv6 address there).
 func readOwn(t *testing.T, pods []*netsim.Pod) {
 	t.Helper()
 	for _, p := range pods {
-		if id, err := instanceID(p); err != nil || id != "i-"+p.Name {
-			t.Errorf("%s: the guest's instance-id at 169.254.169.254: %q, %v; want its own, i-%s", p.Name, id, err, p.Name)
+		for _, host := range metadataHosts {
+			if id, err := instanceID(p, host); err != nil || id != "i-"+p.Name {
+				t.Errorf("%s: the guest's instance-id at %s: %q, %v; want its own, i-%s", p.Name, host, id, err, p.Name)
+			}
 		}
 	}
 }
@@ -287,15 +315,7 @@ func TestCNIDataPath(t *testing.T) {
 
 	p := runAgent(t, sim, instances(t, pods), "--intercept", "cni", "--cni-conf-dir", n.conf, "--cni-bin-dir", n.bin, "--cni-plugin", plugin)
 
-	// The runtime's reading of the conf dir: the first file, as a list.
-	files, err := libcni.ConfFiles(n.conf, confExts)
-	if err != nil || len(files) == 0 {
-		t.Fatalf("conf dir: %v %v", files, err)
-	}
-	list, err := libcni.NetworkConfFromFile(files[0])
-	if err != nil {
-		t.Fatal(err)
-	}
+	list := n.runtimeList(t)
 	cni := libcni.NewCNIConfigWithCacheDir([]string{n.bin}, filepath.Join(root, "cache"), nil)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

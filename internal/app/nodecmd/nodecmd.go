@@ -10,8 +10,9 @@
 //     namespace, put back if something deletes it;
 //   - --intercept cni: the chained CNI plugin vminit-cni copied into the
 //     node's CNI bin directory and its entry added to the pod network's
-//     configuration list, put back when the CNI rewrites its file (as
-//     Istio's CNI agent does);
+//     configuration list, put back as soon as the CNI rewrites its file
+//     (followed by inotify, with a slow poll behind it; as Istio's CNI
+//     agent does);
 //   - --intercept none: serve alone, for a node where something else
 //     brings the requests.
 //
@@ -41,6 +42,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -59,14 +61,14 @@ func Main(args []string, stdout, stderr io.Writer) int {
 
 // New returns the vminit-node command.
 func New() *cobra.Command {
-	return newCommand(pollInterval)
+	return newCommand(pollInterval, backstopInterval)
 }
 
-// newCommand is New with the interval at which the data path is checked
-// (tests shorten it).
-func newCommand(interval time.Duration) *cobra.Command {
+// newCommand is New with the intervals at which the host path's table and
+// the cni path's conf dir are checked (tests change them).
+func newCommand(interval, backstop time.Duration) *cobra.Command {
 	cmd := cli.NewServeCommand("vminit-node", nil)
-	f := &flags{interval: interval}
+	f := &flags{interval: interval, backstop: backstop}
 	f.register(cmd.Flags())
 	serve := cmd.RunE
 	cmd.RunE = func(cmd *cobra.Command, args []string) error { return f.run(cmd, args, serve) }
@@ -79,11 +81,13 @@ it stops (SIGTERM, SIGINT) or fails:
   --intercept host  vminit's nftables table (ip vminit) in the node's
                     network namespace, redirecting TCP to 169.254.169.254:80
                     arriving on --pod-interfaces to --agent-address, source
-                    kept, and dropping the rest to 169.254.169.254; put back
-                    if deleted. For CNIs whose pod traffic crosses the
+                    kept, and dropping the rest to 169.254.169.254; with an
+                    IPv6 agent address, ip6 vminit the same for
+                    [fd00:ec2::254]:80; put back if deleted. For CNIs whose pod traffic crosses the
                     node's netfilter (bridge, kindnet, Flannel, Calico, ...).
   --intercept cni   vminit-cni (--cni-plugin) copied into --cni-bin-dir and
-                    {"type": "vminit-cni", "agent": AGENT} added at the end
+                    {"type": "vminit-cni", "agent": AGENT} (and "agent6")
+                    added at the end
                     of the plugins of the first configuration list of
                     --cni-conf-dir (lexical order, as runtimes pick it),
                     put back when the CNI rewrites its file. For CNIs that
@@ -94,7 +98,13 @@ it stops (SIGTERM, SIGINT) or fails:
 
 --agent-address is where the redirect sends requests: an address of this
 node the agent listens on (default: the first --listen), e.g. --listen
-$(NODE_IP):8775 with NODE_IP from the pod's status.hostIP. A node the data
+$(NODE_IP):8775 with NODE_IP from the pod's status.hostIP. On a
+dual-stack node, a second --listen (or --agent-address) on the node's IPv6
+address, [IPv6]:8775, intercepts EC2's IPv6 metadata address
+fd00:ec2::254 too; without one the agent says so and intercepts IPv4
+alone. --node-ips $(NODE_IPS), with NODE_IPS from status.hostIPs (the
+node's addresses), adds that --listen itself when the node has an IPv6
+address, at the first --listen's port. A node the data
 path cannot work on is refused with the reason, before anything is
 changed or served. --uninstall removes what an agent killed without its
 clean-up left (the table, or every vminit-cni entry and the binary) and
@@ -115,13 +125,15 @@ Every other flag is serve's, and works as there:
 // flags are the interception's flags.
 type flags struct {
 	intercept     string
-	agent         string
+	agents        []string
+	nodeIPs       string
 	podInterfaces []string
 	confDir       string
 	binDir        string
 	plugin        string
 	uninstall     bool
-	interval      time.Duration
+	interval      time.Duration // the host path's check
+	backstop      time.Duration // the cni path's poll, beside inotify
 }
 
 // hostFlags and cniFlags belong to one data path each.
@@ -132,8 +144,9 @@ var (
 
 func (f *flags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.intercept, "intercept", "host", "how guests' requests for 169.254.169.254:80 reach this agent: host (an nftables table in the node's namespace), cni (the chained CNI plugin vminit-cni) or none")
-	fl.StringVar(&f.agent, "agent-address", "", "IP:PORT the interception redirects to: this node's address the agent listens on (default: the first --listen)")
+	fl.StringArrayVar(&f.agents, "agent-address", nil, "IP:PORT the interception redirects to: this node's address the agent listens on; repeat with [IPv6]:PORT on a dual-stack node (default: the first IPv4 and the first IPv6 --listen)")
 	fl.StringSliceVar(&f.podInterfaces, "pod-interfaces", intercept.DefaultPodInterfaces, "--intercept host: the node-side interfaces pod traffic arrives on (names; a trailing * makes a prefix)")
+	fl.StringVar(&f.nodeIPs, "node-ips", "", "the node's addresses, comma-separated (the downward API's status.hostIPs): an IPv6 one is listened on too, at the first --listen's port, and fd00:ec2::254 redirected there; none, and the agent says the node has no IPv6")
 	fl.StringVar(&f.confDir, "cni-conf-dir", "/etc/cni/net.d", "--intercept cni: the node's CNI configuration directory")
 	fl.StringVar(&f.binDir, "cni-bin-dir", "/opt/cni/bin", "--intercept cni: the node's CNI plugin directory")
 	fl.StringVar(&f.plugin, "cni-plugin", "", "--intercept cni: the vminit-cni binary to install (default: vminit-cni beside this program)")
@@ -180,19 +193,33 @@ func (f *flags) dataPath(fl *pflag.FlagSet, logger *slog.Logger) (dataPath, erro
 	default:
 		return nil, cli.Usagef("--intercept %q: want host, cni or none", f.intercept)
 	}
-	agent, err := f.agentAddress(fl)
+	agent, agent6, err := f.agentAddresses(fl)
 	if err != nil {
 		return nil, err
 	}
-	if f.intercept == "host" {
-		table, err := intercept.Host(agent, f.podInterfaces)
-		if err != nil {
-			return nil, cli.Usagef("--intercept host (--agent-address, default the first --listen; --pod-interfaces): %v", err)
-		}
-		return &hostPath{table: table, interval: f.interval, log: logger}, nil
+	if !agent6.IsValid() && !f.uninstall && f.nodeIPs == "" { // with --node-ips, listenNodeIPv6 said so
+		logger.Info("vminit-node: no IPv6 agent address (no --agent-address or --listen on one of the node's IPv6 addresses): " +
+			"guests' requests for [fd00:ec2::254]:80 are not intercepted, IPv4 only")
 	}
-	if _, err := intercept.Pod(agent); err != nil { // what vminit-cni will build from the entry
-		return nil, cli.Usagef("--intercept cni (--agent-address, default the first --listen): %v", err)
+	agents := []netip.AddrPort{agent}
+	if agent6.IsValid() {
+		agents = append(agents, agent6)
+	}
+	if f.intercept == "host" {
+		h := &hostPath{interval: f.interval, log: logger}
+		for _, a := range agents {
+			table, err := intercept.Host(a, f.podInterfaces)
+			if err != nil {
+				return nil, cli.Usagef("--intercept host (--agent-address, default the first --listen of each family; --pod-interfaces): %v", err)
+			}
+			h.tables = append(h.tables, table)
+		}
+		return h, nil
+	}
+	for _, a := range agents {
+		if _, err := intercept.Pod(a); err != nil { // what vminit-cni will build from the entry
+			return nil, cli.Usagef("--intercept cni (--agent-address, default the first --listen of each family): %v", err)
+		}
 	}
 	plugin := f.plugin
 	if plugin == "" {
@@ -202,24 +229,80 @@ func (f *flags) dataPath(fl *pflag.FlagSet, logger *slog.Logger) (dataPath, erro
 		}
 		plugin = filepath.Join(filepath.Dir(self), pluginType)
 	}
-	return &cniPath{confDir: f.confDir, binDir: f.binDir, plugin: plugin, agent: agent.String(), interval: f.interval, log: logger}, nil
+	c := &cniPath{confDir: f.confDir, binDir: f.binDir, plugin: plugin, agent: agent.String(), interval: f.backstop, log: logger}
+	if agent6.IsValid() {
+		c.agent6 = agent6.String()
+	}
+	return c, nil
 }
 
-// agentAddress is --agent-address, or the first --listen.
-func (f *flags) agentAddress(fl *pflag.FlagSet) (netip.AddrPort, error) {
-	s, flag := f.agent, "--agent-address"
-	if s == "" {
-		listen, _ := fl.GetStringArray("listen")
-		if len(listen) == 0 {
-			return netip.AddrPort{}, cli.Usagef("--agent-address: not given, and no --listen to default to")
+// agentAddresses are the IPv4 and IPv6 (invalid if none) addresses the
+// interception redirects to: --agent-address, else the first --listen of
+// each family. An IPv4 one is required: 169.254.169.254 is what every
+// guest asks; fd00:ec2::254 is asked beside it.
+func (f *flags) agentAddresses(fl *pflag.FlagSet) (v4, v6 netip.AddrPort, err error) {
+	given, flag := f.agents, "--agent-address"
+	if len(given) == 0 {
+		given, _ = fl.GetStringArray("listen")
+		flag = "--agent-address (default: the first --listen of each family)"
+		if len(given) == 0 {
+			return v4, v6, cli.Usagef("--agent-address: not given, and no --listen to default to")
 		}
-		s, flag = listen[0], "--agent-address (default: the first --listen)"
 	}
-	ap, err := netip.ParseAddrPort(s)
-	if err != nil {
-		return ap, cli.Usagef("%s %q: want this node's IP:PORT the agent listens on, e.g. --listen $(NODE_IP):8775", flag, s)
+	for _, s := range given {
+		ap, err := netip.ParseAddrPort(s)
+		switch {
+		case err != nil && flag == "--agent-address":
+			return v4, v6, cli.Usagef("%s %q: want this node's IP:PORT the agent listens on, e.g. --listen $(NODE_IP):8775", flag, s)
+		case err != nil:
+			continue // a --listen of a name: not an address to redirect to
+		case ap.Addr().Is4() && !v4.IsValid():
+			v4 = ap
+		case !ap.Addr().Is4() && !v6.IsValid():
+			v6 = ap
+		case flag == "--agent-address":
+			return v4, v6, cli.Usagef("--agent-address %s: one address of each family at most", s)
+		}
 	}
-	return ap, nil
+	if !v4.IsValid() {
+		return v4, v6, cli.Usagef("%s: no IPv4 address: give this node's IPv4 IP:PORT the agent listens on (guests ask 169.254.169.254), e.g. --listen $(NODE_IP):8775", flag)
+	}
+	return v4, v6, nil
+}
+
+// listenNodeIPv6 adds a --listen on the node's IPv6 address from
+// --node-ips, at the first --listen's port: the DaemonSet's way to a
+// second family, since the downward API gives the node's IPv6 address
+// only inside status.hostIPs, a list no flag value can pick from.
+func (f *flags) listenNodeIPv6(fl *pflag.FlagSet, logger *slog.Logger) error {
+	if f.nodeIPs == "" {
+		return nil
+	}
+	var v6 netip.Addr
+	for _, s := range strings.Split(f.nodeIPs, ",") {
+		ip, err := netip.ParseAddr(strings.TrimSpace(s))
+		if err != nil || ip.Zone() != "" {
+			return cli.Usagef("--node-ips %q: %q is not an IP address (want the node's addresses, comma-separated: status.hostIPs)", f.nodeIPs, s)
+		}
+		if !ip.Is4() && !v6.IsValid() {
+			v6 = ip
+		}
+	}
+	listen, _ := fl.GetStringArray("listen")
+	if !v6.IsValid() {
+		logger.Info("vminit-node: the node has no IPv6 address (--node-ips): guests' requests for [fd00:ec2::254]:80 are not intercepted, IPv4 only", "node-ips", f.nodeIPs)
+		return nil
+	}
+	first, err := netip.ParseAddrPort(listen[0])
+	if !fl.Changed("listen") || err != nil {
+		return cli.Usagef("--node-ips: the port comes from the first --listen, IP:PORT (e.g. --listen $(NODE_IP):8775), which is not given as one")
+	}
+	for _, l := range listen {
+		if ap, err := netip.ParseAddrPort(l); err == nil && ap.Addr() == v6 {
+			return nil // listened on already
+		}
+	}
+	return fl.Set("listen", netip.AddrPortFrom(v6, first.Port()).String())
 }
 
 // run is the command: install, serve, remove.
@@ -227,6 +310,9 @@ func (f *flags) run(cmd *cobra.Command, args []string, serve func(*cobra.Command
 	format, _ := cmd.Flags().GetString("log-format")
 	logger, err := cli.NewLogger(format, cmd.ErrOrStderr())
 	if err != nil {
+		return err
+	}
+	if err := f.listenNodeIPv6(cmd.Flags(), logger); err != nil {
 		return err
 	}
 	dp, err := f.dataPath(cmd.Flags(), logger)

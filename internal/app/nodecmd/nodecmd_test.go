@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"maps"
 	"net"
 	"os"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/containernetworking/cni/libcni"
 
+	"github.com/vminit/vminit/internal/app/cli"
 	"github.com/vminit/vminit/internal/testing/testtools"
 )
 
@@ -76,6 +78,21 @@ func (n node) snapshot(t *testing.T) map[string]string {
 	return out
 }
 
+// runtimeList is the pod network's configuration as a runtime reads it
+// from the conf dir: the first file, as a list.
+func (n node) runtimeList(t *testing.T) *libcni.NetworkConfigList {
+	t.Helper()
+	files, err := libcni.ConfFiles(n.conf, confExts)
+	if err != nil || len(files) == 0 {
+		t.Fatalf("conf dir: %v %v", files, err)
+	}
+	list, err := libcni.NetworkConfFromFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return list
+}
+
 func (n node) args(extra ...string) []string {
 	return append([]string{"--intercept", "cni", "--agent-address", agent, "--cni-conf-dir", n.conf, "--cni-bin-dir", n.bin, "--cni-plugin", n.plugin}, extra...)
 }
@@ -92,6 +109,12 @@ type agentRun struct {
 // ends), and waits until it serves.
 func start(t *testing.T, args ...string) *agentRun {
 	t.Helper()
+	return startPolling(t, 20*time.Millisecond, args...)
+}
+
+// startPolling is start with the cni path's poll at backstop.
+func startPolling(t *testing.T, backstop time.Duration, args ...string) *agentRun {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -100,7 +123,7 @@ func start(t *testing.T, args ...string) *agentRun {
 	l.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &agentRun{log: &testtools.SyncBuffer{}, stop: cancel, done: make(chan error, 1)}
-	cmd := newCommand(20 * time.Millisecond)
+	cmd := newCommand(20*time.Millisecond, backstop)
 	cmd.SetOut(io.Discard)
 	cmd.SetErr(r.log)
 	cmd.SetArgs(append([]string{"--instances", t.TempDir(), "--listen", addr, "--allow-loopback-instances", "--log-format", "text"}, args...))
@@ -169,6 +192,11 @@ func TestCNILifecycle(t *testing.T) {
 	published, _ := os.ReadFile(primary)
 
 	r := start(t, n.args()...)
+	// An IPv4 agent address alone: the agent says IPv6 is not
+	// intercepted, and goes on.
+	if !strings.Contains(r.log.String(), "no IPv6 agent address") || strings.Contains(r.log.String(), "agent6") {
+		t.Errorf("an agent without an IPv6 address does not say so, or chains an agent6:\n%s", r.log)
+	}
 	if !chained(primary) {
 		data, _ := os.ReadFile(primary)
 		t.Fatalf("serving, and %s holds no vminit-cni entry at its end:\n%s", primary, data)
@@ -236,7 +264,7 @@ func TestCNIRefused(t *testing.T) {
 		{"unparsable", map[string]string{"10-x.conflist": "{"}, nil, "10-x.conflist: not a network configuration list"},
 		{"no plugin binary", nil, []string{"--cni-plugin", "/nonexistent/vminit-cni"}, "--cni-plugin: open /nonexistent/vminit-cni"},
 		{"a host flag", nil, []string{"--pod-interfaces", "veth*"}, "--pod-interfaces is for --intercept host"},
-		{"loopback agent", nil, []string{"--agent-address", "127.0.0.1:8775"}, "is a loopback address"},
+		{"loopback agent", nil, []string{"--agent-address", "[::1]:8775"}, "agent: [::1]:8775 is a loopback address"},
 		{"no agent port", nil, []string{"--agent-address", "10.0.0.1"}, `--agent-address "10.0.0.1": want this node's IP:PORT`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -285,7 +313,7 @@ func TestUninstall(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		with, _ := list.with(agent)
+		with, _ := list.with(agent, "")
 		os.WriteFile(path, with, 0o644)
 	}
 	os.WriteFile(filepath.Join(n.bin, pluginType), []byte("old"), 0o755)
@@ -319,15 +347,102 @@ func TestFlags(t *testing.T) {
 		"--intercept none --agent-address 10.0.0.1:80": "--agent-address: with --intercept none there is nothing to install",
 		"--intercept none --uninstall":                 "--uninstall: with --intercept none there is nothing to install",
 		// serve's default --listen is 169.254.169.254:80.
-		"--intercept host":                           "the metadata address itself",
-		"--intercept host --listen localhost:8775":   `--agent-address (default: the first --listen) "localhost:8775"`,
-		"--intercept host --pod-interfaces eth0,*":   `interfaces[1]: "*" matches every interface`,
-		"--intercept cni --agent-address [::1]:8775": "not an IPv4 address",
+		"--intercept host":                                                         "the metadata address itself",
+		"--intercept host --listen localhost:8775":                                 "--agent-address (default: the first --listen of each family): no IPv4 address",
+		"--intercept host --pod-interfaces eth0,*":                                 `interfaces[1]: "*" matches every interface`,
+		"--intercept cni --agent-address [fd00::1]:8775":                           "--agent-address: no IPv4 address",
+		"--intercept cni --agent-address 10.0.0.1:1 --agent-address 10.0.0.2:1":    "--agent-address 10.0.0.2:1: one address of each family at most",
+		"--intercept host --agent-address 10.0.0.1:1 --agent-address [fe80::1]:80": "[fe80::1]:80 is a link-local IPv6 address",
 	} {
 		var stderr bytes.Buffer
 		code := Main(append(strings.Fields(args), "--instances", t.TempDir()), io.Discard, &stderr)
 		if code != 2 || !strings.Contains(stderr.String(), want) {
 			t.Errorf("%s: exit %d:\n%s\nwant 2 and %q", args, code, stderr.String(), want)
+		}
+	}
+}
+
+// TestCNIRechainFollowsRewrite: with the poll an hour away, the agent
+// re-chains vminit-cni as soon as the CNI rewrites its conflist
+// (inotify), and a runtime's ADD right after that signal (libcni reading
+// the conf dir, as containerd and CRI-O do) runs vminit-cni after the
+// pod network's plugins. Stub plugins record what the runtime runs.
+func TestCNIRechainFollowsRewrite(t *testing.T) {
+	n := newNode(t)
+	calls := filepath.Join(t.TempDir(), "calls")
+	stub := func(name string) []byte {
+		return fmt.Appendf(nil, "#!/bin/sh\necho \"%s $CNI_COMMAND\" >>%s\necho '{\"cniVersion\": \"1.0.0\"}'\n", name, calls)
+	}
+	for path, name := range map[string]string{filepath.Join(n.bin, "bridge"): "bridge", filepath.Join(n.bin, "portmap"): "portmap", n.plugin: pluginType} {
+		if err := os.WriteFile(path, stub(name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(path, 0o755) // newNode wrote it 0644
+	}
+	primary := filepath.Join(n.conf, "10-containerd-net.conflist")
+	published, _ := os.ReadFile(primary)
+	const signal = "msg=\"vminit-node: chained vminit-cni"
+	r := startPolling(t, time.Hour, n.args()...)
+	if got := strings.Count(r.log.String(), signal); got != 1 || !chained(primary) {
+		t.Fatalf("installed: %d chain messages, chained %v:\n%s", got, chained(primary), r.log)
+	}
+
+	// The CNI rewrites its file, as its agent does at start: a new file
+	// renamed over the old one.
+	if err := os.WriteFile(primary+".new", published, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(primary+".new", primary); err != nil {
+		t.Fatal(err)
+	}
+	r.waitFor(t, "re-chained after the rewrite (its log says so)", func() bool { return strings.Count(r.log.String(), signal) == 2 })
+
+	list := n.runtimeList(t)
+	cni := libcni.NewCNIConfigWithCacheDir([]string{n.bin}, t.TempDir(), nil)
+	rt := &libcni.RuntimeConf{ContainerID: "sandbox0", NetNS: "/var/run/netns/cni-0", IfName: "eth0",
+		Args: [][2]string{{"K8S_POD_NAMESPACE", "vms"}, {"K8S_POD_NAME", "virt-launcher-vm-a-x8k2p"}}}
+	if _, err := cni.AddNetworkList(context.Background(), list, rt); err != nil {
+		t.Fatalf("ADD right after the agent's signal: %v", err)
+	}
+	if got, _ := os.ReadFile(calls); string(got) != "bridge ADD\nportmap ADD\nvminit-cni ADD\n" {
+		t.Errorf("the runtime's ADD ran:\n%s\nwant bridge, portmap, then vminit-cni", got)
+	}
+}
+
+// TestNodeIPs: --node-ips (the DaemonSet's status.hostIPs) adds a
+// --listen on the node's IPv6 address at the first --listen's port; a
+// node without one is said to have no IPv6, and nothing is added; a bad
+// list, or no IP:PORT --listen to take the port from, is a usage error.
+func TestNodeIPs(t *testing.T) {
+	for _, tc := range []struct {
+		nodeIPs string
+		listen  []string
+		want    []string
+		err     string
+		log     string
+	}{
+		{"10.0.0.5,fd00::5", []string{"10.0.0.5:8775"}, []string{"10.0.0.5:8775", "[fd00::5]:8775"}, "", ""},
+		{"fd00::5,10.0.0.5", []string{"10.0.0.5:8775", "[fd00::5]:8775"}, []string{"10.0.0.5:8775", "[fd00::5]:8775"}, "", ""},
+		{"10.0.0.5", []string{"10.0.0.5:8775"}, []string{"10.0.0.5:8775"}, "", "the node has no IPv6 address"},
+		{"10.0.0.5,node-1", []string{"10.0.0.5:8775"}, nil, `"node-1" is not an IP address`, ""},
+		{"10.0.0.5,fd00::5", nil, nil, "the port comes from the first --listen", ""},
+	} {
+		cmd := cli.NewServeCommand("vminit-node", nil)
+		var args []string
+		for _, l := range tc.listen {
+			args = append(args, "--listen", l)
+		}
+		if err := cmd.ParseFlags(args); err != nil {
+			t.Fatal(err)
+		}
+		var log bytes.Buffer
+		err := (&flags{nodeIPs: tc.nodeIPs}).listenNodeIPv6(cmd.Flags(), slog.New(slog.NewTextHandler(&log, nil)))
+		got, _ := cmd.Flags().GetStringArray("listen")
+		switch {
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("--node-ips %s: %v, want %q", tc.nodeIPs, err, tc.err)
+		case tc.err == "" && (err != nil || !slices.Equal(got, tc.want) || !strings.Contains(log.String(), tc.log)):
+			t.Errorf("--node-ips %s --listen %v: %v, listen %v, log %q; want %v and %q", tc.nodeIPs, tc.listen, err, got, log.String(), tc.want, tc.log)
 		}
 	}
 }

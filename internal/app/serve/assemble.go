@@ -45,7 +45,8 @@ type Store interface {
 }
 
 // kubeListTimeout bounds how long a Kubernetes store may take to list
-// what it serves before the server gives up starting.
+// what it serves before the server gives up starting, at least
+// (kubestore.ListTimeout may give it more).
 const kubeListTimeout = time.Minute
 
 // OpenStore opens the store cfg names. Every record read or put passes
@@ -69,7 +70,7 @@ func OpenStore(ctx context.Context, cfg StoreConfig, checks registry.Checks, log
 	case cfg.Kubernetes != nil:
 		kcfg := *cfg.Kubernetes
 		kcfg.Checks = checks
-		octx, cancel := context.WithTimeout(ctx, kubeListTimeout)
+		octx, cancel := context.WithTimeout(ctx, kubestore.ListTimeout(kcfg, kubeListTimeout))
 		defer cancel()
 		return kubestore.Open(octx, kcfg)
 	default:

@@ -24,6 +24,7 @@ import (
 	"github.com/vminit/vminit/internal/bench/kubebench"
 	"github.com/vminit/vminit/internal/testing/kubetest"
 	"github.com/vminit/vminit/internal/testing/testtools"
+	"github.com/vminit/vminit/kube/api/v1alpha1"
 	"github.com/vminit/vminit/spec"
 )
 
@@ -55,6 +56,13 @@ import (
 //   - last, every VM of the fleet is asked once, as itself, and must be
 //     answered with its own Instance's instance-id.
 //
+// Before the rounds, vminit-controller (built from this tree) starts and
+// runs throughout, as in a cluster with node agents: it labels each
+// Instance with its VMI's node (node.vminit.dev/NODE), which the node
+// agents watch; the time and the API server's CPU it takes to label the
+// fleet are logged. $VMINIT_BENCH_CONTROLLER=false leaves it out (the
+// agents then follow by name, within --node-max-follow).
+//
 // $VMINIT_BENCH_SERVE_ARGS adds flags to every vminit serve (say
 // "--kube-api-qps 500 --kube-api-burst 1000").
 //
@@ -78,6 +86,14 @@ func BenchmarkNodeAgents(b *testing.B) {
 	cv := kubebench.CreateVMIs(b, dyn, "default", n, nodes, 16)
 	b.Logf("created %d Instances in %.1f s and %d VMIs over %d nodes in %.1f s; kube-apiserver CPU %.1f s",
 		n, ci.Seconds(), n, nodes, cv.Seconds(), (kubebench.CPU(b, s.PID()) - api).Seconds())
+	if os.Getenv("VMINIT_BENCH_CONTROLLER") != "false" {
+		ctl := startController(b, s)
+		defer ctl.stop()
+		api0, took := kubebench.CPU(b, s.PID()), time.Now()
+		labelled(b, s, n, nodes, ctl)
+		b.Logf("vminit-controller labelled %d Instances over %d nodes in %.1f s; kube-apiserver CPU %.1f s",
+			n, nodes, time.Since(took).Seconds(), (kubebench.CPU(b, s.PID()) - api0).Seconds())
+	}
 	f := &fleet{s: s, bin: bin, n: n, nodes: nodes, updates: envInt("VMINIT_BENCH_UPDATES", 500)}
 	f.baseWatches, _ = kubebench.Watches(b, s.Clientset(b).CoreV1().RESTClient())
 	f.baseEtcd = kubebench.EtcdWatchers(b, s.Etcd.ClientURL)
@@ -132,12 +148,20 @@ type fleet struct {
 type samples []float64
 
 func (s samples) median() float64 {
+	if len(s) == 0 {
+		return 0 // no process served
+	}
 	c := slices.Clone(s)
 	slices.Sort(c)
 	return c[len(c)/2]
 }
 
-func (s samples) max() float64 { return slices.Max(s) }
+func (s samples) max() float64 {
+	if len(s) == 0 {
+		return 0
+	}
+	return slices.Max(s)
+}
 
 func (s samples) sum() (t float64) {
 	for _, v := range s {
@@ -435,4 +459,60 @@ func envInt(name string, def int) int {
 		fmt.Sscan(v, &def)
 	}
 	return def
+}
+
+// startController starts vminit-controller, built from this tree, on s's
+// fleet: its client may make 500 requests a second (10,000 labels and
+// statuses to write), its metrics on a port of its own.
+func startController(b *testing.B, s *kubetest.Server) *proc {
+	bin := filepath.Join(b.TempDir(), "vminit-controller")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/vminit/vminit/cmd/vminit-controller").CombinedOutput(); err != nil {
+		b.Fatalf("go build vminit-controller: %v\n%s", err, out)
+	}
+	p := &proc{addr: "127.0.0.1:" + strconv.Itoa(testtools.FreePort(b))}
+	p.args = []string{"--kubeconfig", s.Kubeconfig, "--namespace", "default", "--kubevirt", "true", "--leader-elect=false",
+		"--metrics-listen", p.addr, "--kube-api-qps", "500", "--kube-api-burst", "1000", "--log-format", "text"}
+	if err := p.start(bin, b.TempDir()); err != nil {
+		b.Fatal(err)
+	}
+	return p
+}
+
+// labelled waits until every node's Instances carry its label and the
+// controller's queue is empty (its status writes done too).
+func labelled(b *testing.B, s *kubetest.Server, n, nodes int, ctl *proc) {
+	inst := kubebench.Resource(s.Dynamic(b)).Namespace("default")
+	deadline := time.Now().Add(30 * time.Minute)
+	for k := range nodes {
+		want := 0
+		for i := range n {
+			if kubebench.NodeOf(i, nodes) == k {
+				want++
+			}
+		}
+		for {
+			l, err := inst.List(context.Background(), metav1.ListOptions{LabelSelector: v1alpha1.NodeLabel(kubebench.NodeName(k))})
+			if err == nil && len(l.Items) == want {
+				break
+			}
+			if time.Now().After(deadline) {
+				b.Fatalf("%s: Instances not labelled after 30 minutes (%v)\n%s", kubebench.NodeName(k), err, ctl.log)
+			}
+			time.Sleep(2 * time.Second)
+		}
+	}
+	for {
+		res, err := http.Get("http://" + ctl.addr + "/metrics")
+		if err == nil {
+			body, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if strings.Contains(string(body), "\nvminit_controller_queue_depth 0\n") {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("vminit-controller's queue not empty after 30 minutes (%v)", err)
+		}
+		time.Sleep(2 * time.Second)
+	}
 }

@@ -60,8 +60,9 @@ import (
 // nodeName is the simulated node's Kubernetes name.
 const nodeName = "node-1"
 
-// agentAddr is where the node agent listens, as the DaemonSet's
-// --listen $(NODE_IP):8775; adminAddr its admin API, on the node's
+// agentAddr is where the node agent listens, as the DaemonSet's --listen
+// $(NODE_IP):8775, and on this dual-stack node the IPv6 address its
+// --node-ips $(NODE_IPS) (status.hostIPs) adds; adminAddr its admin API, on the node's
 // loopback (reached as `kubectl port-forward` would: from the node).
 var (
 	agentAddr = netip.AddrPortFrom(netsim.NodeAddr, 8775)
@@ -99,12 +100,15 @@ func (g *kvGuest) wrap() []string { return []string{"ip", "netns", "exec", g.pod
 // cloud-init's DataSourceEc2 with an IMDSv2 token (required by one
 // Instance), cloud-init's OpenStack metadata-service reader, the
 // ignition binary's aws platform; the stub cloud metadata service gets
-// no request. Then two controller-seeded guests report their first
-// boot as cloud-init does, with the reporting the controller put in
-// their Secrets (cloud-init's own webhook handler, runcmd run by
-// cloud-init's runparts, the Secret's report script): one done, the
-// other failed with its command's error, as `kubectl get instances`,
-// `vminit instances status` and the web page's fleet table show.
+// no request. Then the controller-seeded guests report their first
+// boots with the reporting the controller put in their Secrets: two as
+// cloud-init does (cloud-init's own webhook handler, runcmd run by
+// cloud-init's runparts, the Secret's report script) through the host
+// path, two as Ignition's completion unit does (the config applied by
+// the real ignition, the script it wrote run with curl) through the pod
+// path: one of each done, the other failed with its command's error, as
+// `kubectl get instances`, `vminit instances status` and the web page's
+// fleet table show.
 func TestKubeVirtGuestsReachVminit(t *testing.T) {
 	netsim.Require(t)
 	cloudinittest.Require(t)
@@ -122,19 +126,21 @@ func TestKubeVirtGuestsReachVminit(t *testing.T) {
 
 	node := netsim.NewNode(t)
 	var cloudHits atomic.Int64
-	node.Cloud.Serve(t, "169.254.169.254:80", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		cloudHits.Add(1)
-		io.WriteString(w, "the node's own cloud credentials")
-	}))
+	for _, addr := range []string{"169.254.169.254:80", "[fd00:ec2::254]:80"} {
+		node.Cloud.Serve(t, addr, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			cloudHits.Add(1)
+			io.WriteString(w, "the node's own cloud credentials")
+		}))
+	}
 	guests := []*kvGuest{
 		{vm: "vm-a", instance: "web-a", agent: "cloud-init",
 			spec: "hostname: web-a\ncommands: [\"echo web-a booted\"]\nmetadataServer: {imdsv2: required}\n"},
 		{vm: "vm-b", instance: "web-b", agent: "cloud-init", bridged: true,
 			spec: "hostname: web-b\ncommands: [/opt/missing]\n"},
 		{vm: "vm-c", instance: "coreos-c", agent: "ignition", spec: "agent: ignition\nhostname: coreos-c\n"},
-		{vm: "vm-d", instance: "coreos-d", agent: "ignition", spec: "agent: ignition\nhostname: coreos-d\n"},
+		{vm: "vm-d", instance: "coreos-d", agent: "ignition", spec: "agent: ignition\nhostname: coreos-d\ncommands: [/opt/missing]\n"},
 	}
-	cloudInitGuests := guests[:2]
+	cloudInitGuests, ignitionGuests := guests[:2], guests[2:]
 	for _, g := range guests {
 		g.spec += fmt.Sprintf("files: [{path: %s, content: \"%s\\n\"}]\n", g.marker(), g.instance)
 		g.pod = node.AddPod(t, "virt-launcher-"+g.vm+"-x8k2p", g.bridged)
@@ -143,11 +149,14 @@ func TestKubeVirtGuestsReachVminit(t *testing.T) {
 	}
 
 	// Without vminit, a guest's request goes to the cloud's service (the
-	// simulation routes it there): what the interception is for.
-	if resp, err := guests[0].pod.Guest.Client().Get("http://169.254.169.254/latest/meta-data/"); err != nil || cloudHits.Load() != 1 {
-		t.Fatalf("before vminit, a guest's GET of 169.254.169.254: %v; want the cloud's answer", err)
-	} else {
-		resp.Body.Close()
+	// simulation routes it there), over IPv4 and IPv6: what the
+	// interception is for.
+	for i, host := range []string{"169.254.169.254", "[fd00:ec2::254]"} {
+		if resp, err := guests[0].pod.Guest.Client().Get("http://" + host + "/latest/meta-data/"); err != nil || cloudHits.Load() != int64(i+1) {
+			t.Fatalf("before vminit, a guest's GET of %s: %v; want the cloud's answer", host, err)
+		} else {
+			resp.Body.Close()
+		}
 	}
 
 	// The controller, as vminit-controller runs it: each VM's Secret,
@@ -176,6 +185,7 @@ func TestKubeVirtGuestsReachVminit(t *testing.T) {
 		t.Fatal(err)
 	}
 	serve := []string{"--kubernetes", "--kubeconfig", s.Kubeconfig, "--node", nodeName, "--listen", agentAddr.String(),
+		"--node-ips", netsim.NodeAddr.String() + "," + netsim.NodeAddr6.String(),
 		"--admin-listen", adminAddr, "--admin-token-file", token, "--log-format", "text"}
 	var agent *agentProcess
 	for _, path := range []string{"host", "cni"} {
@@ -197,8 +207,18 @@ func TestKubeVirtGuestsReachVminit(t *testing.T) {
 			for _, g := range guests {
 				readOwn(t, path, g, guests)
 			}
+			// The first boots report through both paths: cloud-init's
+			// through the one most CNIs take, Ignition's through the
+			// pod's own redirect.
+			if path == "cni" {
+				for _, g := range ignitionGuests {
+					reportIgnitionBoot(t, ctx, dyn, g)
+					if !regexp.MustCompile(`msg=write instance=default/` + g.instance + ` .* path=` + bootreport.ReportPath + ` status=20\d .* remote=` + g.pod.IP.String() + `:`).MatchString(agent.log.String()) {
+						t.Errorf("%s: the agent logs no POST %s from %s", g.vm, bootreport.ReportPath, g.pod.IP)
+					}
+				}
+			}
 			if path == "host" {
-				// The first boots report through the path most CNIs take.
 				for _, g := range cloudInitGuests {
 					reportFirstBoot(t, ctx, dyn, g)
 					// Both reached the agent as this guest: the webhook's
@@ -219,9 +239,9 @@ func TestKubeVirtGuestsReachVminit(t *testing.T) {
 		t.Logf("the agent's log:\n%s", agent.log)
 	}
 
-	// What the operator sees: done for web-a, failed for web-b with its
-	// command's error; the Ignition guests fetched and never reported.
-	want := map[string]string{"web-a": "done", "web-b": "failed", "coreos-c": "fetched", "coreos-d": "fetched"}
+	// What the operator sees: done for web-a and coreos-c, failed for
+	// web-b and coreos-d with their commands' errors.
+	want := map[string]string{"web-a": "done", "web-b": "failed", "coreos-c": "done", "coreos-d": "failed"}
 	out, err := s.Kubectl(t, "get", "instances", "-n", "default")
 	if err != nil {
 		t.Fatal(err)
@@ -305,10 +325,20 @@ func createObjects(t *testing.T, ctx context.Context, dyn dynamic.Interface, g *
 	}
 	unstructured.SetNestedField(vmi.Object, nodeName, "status", "nodeName")
 	unstructured.SetNestedField(vmi.Object, "Running", "status", "phase")
-	unstructured.SetNestedSlice(vmi.Object, []any{kubetest.VMIInterface("default", kubetest.InfoSourceAll, g.pod.IP.String())}, "status", "interfaces")
+	// A dual-stack pod, its guest running no guest agent: both of the
+	// pod's addresses, as virt-handler reports them.
+	unstructured.SetNestedSlice(vmi.Object, []any{kubetest.VMIInterface("default", kubetest.InfoSourceDomain, g.pod.IP.String(), g.pod.IP6.String())}, "status", "interfaces")
 	if _, err := vmis.UpdateStatus(ctx, vmi, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// ec2Read is what cloudinittest.Ec2Client tells of its read.
+type ec2Read struct {
+	OK       bool   `json:"ok"`
+	Hostname string `json:"hostname"`
+	Userdata string `json:"userdata"`
+	Token    bool   `json:"token"`
 }
 
 // readOwn has g's real clients read 169.254.169.254 from its guest
@@ -320,12 +350,7 @@ func readOwn(t *testing.T, path string, g *kvGuest, all []*kvGuest) {
 	var seen []string              // what the clients read, checked for the others' markers
 	switch g.agent {
 	case "cloud-init":
-		var ec2 struct {
-			OK       bool   `json:"ok"`
-			Hostname string `json:"hostname"`
-			Userdata string `json:"userdata"`
-			Token    bool   `json:"token"`
-		}
+		var ec2 ec2Read
 		in := map[string]any{"base": "http://169.254.169.254", "src": "0.0.0.0", "aws": true}
 		// Eventually: the agent follows the VMIs and their Instances.
 		if err := eventually(func() error {
@@ -345,6 +370,16 @@ func readOwn(t *testing.T, path string, g *kvGuest, all []*kvGuest) {
 		if !strings.Contains(ec2.Userdata, g.marker()) {
 			t.Errorf("%s: Ec2 user data lacks %s:\n%s", who, g.marker(), ec2.Userdata)
 		}
+		// Over IPv6: EC2's fd00:ec2::254, one of cloud-init's own
+		// metadata_urls, through KubeVirt's IPv6 masquerade; the agent
+		// knows the guest by its pod's IPv6 address (the VMI's second), so
+		// its own hostname proves it.
+		var ec26 ec2Read
+		in6 := map[string]any{"base": "http://[fd00:ec2::254]", "src": "::", "aws": true}
+		if err := cloudinittest.RunIn(t, g.wrap(), cloudinittest.Ec2Client, in6, &ec26); err != nil || !ec26.OK || !ec26.Token || ec26.Hostname != g.instance {
+			t.Errorf("%s: cloud-init's DataSourceEc2 at [fd00:ec2::254]: %v, %+v; want its own Instance %s with an IMDSv2 token", who, err, ec26, g.instance)
+		}
+		seen = append(seen, ec26.Userdata, ec26.Hostname)
 		var ost struct {
 			Metadata map[string]any `json:"metadata"`
 			Userdata string         `json:"userdata"`
@@ -514,6 +549,43 @@ func reportFirstBoot(t *testing.T, ctx context.Context, dyn dynamic.Interface, g
 	case failing && (fb.State != string(firstboot.Failed) || len(fb.Errors) == 0 ||
 		!strings.Contains(fb.Errors[0].Message, "Runparts: 1 failures (runcmd)") || !strings.Contains(fb.Errors[0].Message, "/opt/missing")):
 		t.Errorf("%s: status.firstBoot %+v, want failed with runcmd's error", g.instance, fb)
+	}
+}
+
+// reportIgnitionBoot applies g's VM's Secret (its Ignition config) with
+// the real ignition, then runs the completion unit's script it wrote,
+// with that unit's URL, in g's guest namespace, and waits for g's
+// Instance's status.firstBoot: done, or failed naming the unit that
+// failed and its journal. No systemd runs here: systemctl and journalctl
+// are stubs that say how the boot ended, as systemd would (the failing
+// guest's vminit-first-boot.service failed on its command /opt/missing).
+// The request goes out as the script sends it, with curl, through the
+// masquerade and the interception; the agent must know the guest by its
+// pod's IP.
+func reportIgnitionBoot(t *testing.T, ctx context.Context, dyn dynamic.Interface, g *kvGuest) {
+	t.Helper()
+	cfg := corev1Secrets(t, ctx, dyn, g.vm+"-vminit")
+	root := ignitiontest.Apply(t, cfg)
+	if unit, _ := os.ReadFile(filepath.Join(root, "etc/systemd/system", bootreport.ReportUnit)); ignitiontest.ReportURL(unit) != bootreport.ReportURL(controller.DefaultReportURL) {
+		t.Errorf("%s: the completion unit reports to %q, want the node agent's 169.254.169.254", g.vm, ignitiontest.ReportURL(unit))
+	}
+	failing := strings.Contains(g.spec, "/opt/missing")
+	boot := ignitiontest.Boot{State: "running", Wrap: g.wrap()}
+	if failing {
+		boot.State = "degraded"
+		boot.Failed = []ignitiontest.FailedUnit{{Unit: "vminit-first-boot.service",
+			Journal: "vminit-first-boot.sh[812]: vminit: command 1 failed (exit 127): /opt/missing: No such file or directory\nsystemd[1]: vminit-first-boot.service: Failed with result 'exit-code'."}}
+	}
+	ignitiontest.RunReport(t, root, boot)
+	fb := waitFirstBoot(t, ctx, dyn, g.instance)
+	switch {
+	case fb.Agent != "ignition":
+		t.Errorf("%s: status.firstBoot %+v, want an Ignition report", g.instance, fb)
+	case !failing && fb.State != string(firstboot.Done):
+		t.Errorf("%s: status.firstBoot %+v, want done", g.instance, fb)
+	case failing && (fb.State != string(firstboot.Failed) || len(fb.Errors) == 0 ||
+		!strings.Contains(fmt.Sprint(fb.Errors), "vminit-first-boot.service") || !strings.Contains(fmt.Sprint(fb.Errors), "/opt/missing")):
+		t.Errorf("%s: status.firstBoot %+v, want failed naming vminit-first-boot.service and /opt/missing", g.instance, fb)
 	}
 }
 

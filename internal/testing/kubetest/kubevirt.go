@@ -27,6 +27,9 @@ var KubeVirtCRDs = bytes.Join([][]byte{
 const (
 	InfoSourceAll        = "domain, guest-agent, multus-status"
 	InfoSourceGuestAgent = "guest-agent"
+	// InfoSourceDomain is a pod network interface of a guest that runs no
+	// guest agent: its addresses are all the pod's.
+	InfoSourceDomain = "domain, multus-status"
 )
 
 // VMI is a VirtualMachineInstance ns/name with annotations, as KubeVirt

@@ -23,9 +23,24 @@ import (
 	"github.com/vminit/vminit/mdserver/intercept"
 )
 
-// agentAddr is where the simulated node agent listens: the node's
-// address, as a DaemonSet on the host network would.
-var agentAddr = netip.AddrPortFrom(netsim.NodeAddr, 8775)
+// agentAddr and agentAddr6 are where the simulated node agent listens:
+// the node's addresses, as a DaemonSet on the host network would.
+var (
+	agentAddr  = netip.AddrPortFrom(netsim.NodeAddr, 8775)
+	agentAddr6 = netip.AddrPortFrom(netsim.NodeAddr6, 8775)
+)
+
+// family is one address family's metadata address, and the pod address
+// the agent must see a guest's request come from.
+type family struct {
+	metadata string // host part of the URL
+	podIP    func(*netsim.Pod) netip.Addr
+}
+
+var families = []family{
+	{"169.254.169.254", func(p *netsim.Pod) netip.Addr { return p.IP }},
+	{"[fd00:ec2::254]", func(p *netsim.Pod) netip.Addr { return p.IP6 }},
+}
 
 // TestGuestReachesAgent proves both data paths of mdserver/intercept on
 // the simulated KubeVirt node (package doc): two virt-launcher pods, one
@@ -39,7 +54,10 @@ var agentAddr = netip.AddrPortFrom(netsim.NodeAddr, 8775)
 // apart), and the cloud's service gets nothing from a pod, not even on
 // another port (the node's own requests still reach it). Removing the
 // table (Remove, or CNI DEL) leaves every namespace's ruleset as it was,
-// and the guests' requests go where they went before.
+// and the guests' requests go where they went before. All of it holds
+// for IPv6 too: EC2's fd00:ec2::254, KubeVirt's IPv6 masquerade (the
+// guest's fd10:0:2::2 leaving as the pod's fd00:244:N::2), the ip6
+// table, the agent's IPv6 address.
 func TestGuestReachesAgent(t *testing.T) {
 	netsim.Require(t)
 	var plugin string // vminit-cni, built once for the "cni" path
@@ -50,23 +68,29 @@ func TestGuestReachesAgent(t *testing.T) {
 				node.AddPod(t, "virt-launcher-vm-a-x8k2p", false),
 				node.AddPod(t, "virt-launcher-vm-b-q7w4m", true),
 			}
-			node.NS.Serve(t, agentAddr.String(), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				host, _, _ := net.SplitHostPort(r.RemoteAddr)
-				io.WriteString(w, host)
-			}))
+			for _, a := range []netip.AddrPort{agentAddr, agentAddr6} {
+				node.NS.Serve(t, a.String(), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					host, _, _ := net.SplitHostPort(r.RemoteAddr)
+					io.WriteString(w, host)
+				}))
+			}
 			var cloudHits atomic.Int64
 			cloud := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				cloudHits.Add(1)
 				io.WriteString(w, "cloud")
 			})
-			node.Cloud.Serve(t, "169.254.169.254:80", cloud)
-			node.Cloud.Serve(t, "169.254.169.254:8080", cloud)
+			for _, f := range families {
+				node.Cloud.Serve(t, f.metadata+":80", cloud)
+				node.Cloud.Serve(t, f.metadata+":8080", cloud)
+			}
 
 			// Before: the guests' requests go to the cloud.
 			for _, p := range pods {
-				for _, url := range []string{"http://169.254.169.254/", "http://169.254.169.254:8080/"} {
-					if body, err := get(p.Guest, url); err != nil || body != "cloud" {
-						t.Fatalf("%s before vminit: GET %s: %q, %v; want the cloud's answer (is the simulation routed?)", p.Name, url, body, err)
+				for _, f := range families {
+					for _, url := range []string{"http://" + f.metadata + "/", "http://" + f.metadata + ":8080/"} {
+						if body, err := get(p.Guest, url); err != nil || body != "cloud" {
+							t.Fatalf("%s before vminit: GET %s: %q, %v; want the cloud's answer (is the simulation routed?)", p.Name, url, body, err)
+						}
 					}
 				}
 			}
@@ -75,12 +99,14 @@ func TestGuestReachesAgent(t *testing.T) {
 			var remove func()
 			switch path {
 			case "host":
-				tb, err := intercept.Host(agentAddr, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := tb.Install(node.NS.Fd()); err != nil {
-					t.Fatal(err)
+				for _, a := range []netip.AddrPort{agentAddr, agentAddr6} {
+					tb, err := intercept.Host(a, nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := tb.Install(node.NS.Fd()); err != nil {
+						t.Fatal(err)
+					}
 				}
 				remove = func() {
 					if err := intercept.Remove(node.NS.Fd()); err != nil {
@@ -97,31 +123,36 @@ func TestGuestReachesAgent(t *testing.T) {
 			hits := cloudHits.Load()
 			seen := map[string]string{}
 			for _, p := range pods {
-				body, err := get(p.Guest, "http://169.254.169.254/")
-				if err != nil || body != p.IP.String() {
-					t.Errorf("%s: the guest's GET of 169.254.169.254: %q, %v; want the agent to see the pod IP %s", p.Name, body, err, p.IP)
-				}
-				if other, ok := seen[body]; ok {
-					t.Errorf("%s and %s reach the agent as the same source %s", other, p.Name, body)
-				}
-				seen[body] = p.Name
-				if body, err := get(p.Guest, "http://169.254.169.254:8080/"); err == nil {
-					t.Errorf("%s: the guest's GET of 169.254.169.254:8080 was answered: %q", p.Name, body)
-				}
-				if path == "cni" {
-					// The pod's own processes (KubeVirt's passt binding
-					// proxies the guest from the pod) are redirected too.
-					if body, err := get(p.NS, "http://169.254.169.254/"); err != nil || body != p.IP.String() {
-						t.Errorf("%s: the pod's own GET of 169.254.169.254: %q, %v; want %s", p.Name, body, err, p.IP)
+				for _, f := range families {
+					want := f.podIP(p).String()
+					body, err := get(p.Guest, "http://"+f.metadata+"/")
+					if err != nil || body != want {
+						t.Errorf("%s: the guest's GET of %s: %q, %v; want the agent to see the pod's address %s", p.Name, f.metadata, body, err, want)
+					}
+					if other, ok := seen[body]; ok {
+						t.Errorf("%s and %s reach the agent as the same source %s", other, p.Name, body)
+					}
+					seen[body] = p.Name
+					if body, err := getDropped(p.Guest, "http://"+f.metadata+":8080/"); err == nil {
+						t.Errorf("%s: the guest's GET of %s:8080 was answered: %q", p.Name, f.metadata, body)
+					}
+					if path == "cni" {
+						// The pod's own processes (KubeVirt's passt binding
+						// proxies the guest from the pod) are redirected too.
+						if body, err := get(p.NS, "http://"+f.metadata+"/"); err != nil || body != want {
+							t.Errorf("%s: the pod's own GET of %s: %q, %v; want %s", p.Name, f.metadata, body, err, want)
+						}
 					}
 				}
 			}
 			if n := cloudHits.Load() - hits; n != 0 {
-				t.Errorf("the cloud's metadata service was reached %d times with vminit's table installed", n)
+				t.Errorf("the cloud's metadata service was reached %d times with vminit's tables installed", n)
 			}
 			// The node's own processes are not pods: they keep their cloud.
-			if body, err := get(node.NS, "http://169.254.169.254/"); err != nil || body != "cloud" {
-				t.Errorf("the node's own GET of 169.254.169.254: %q, %v; want the cloud's answer", body, err)
+			for _, f := range families {
+				if body, err := get(node.NS, "http://"+f.metadata+"/"); err != nil || body != "cloud" {
+					t.Errorf("the node's own GET of %s: %q, %v; want the cloud's answer", f.metadata, body, err)
+				}
 			}
 			counted := map[string]uint64{}
 			for _, n := range tableNamespaces(node, path) {
@@ -138,8 +169,10 @@ func TestGuestReachesAgent(t *testing.T) {
 				t.Errorf("the rulesets after removal differ from before:\n%s\nthen\n%s", before, after)
 			}
 			for _, p := range pods {
-				if body, err := get(p.Guest, "http://169.254.169.254/"); err != nil || body != "cloud" {
-					t.Errorf("%s after removal: %q, %v; want the cloud's answer again", p.Name, body, err)
+				for _, f := range families {
+					if body, err := get(p.Guest, "http://"+f.metadata+"/"); err != nil || body != "cloud" {
+						t.Errorf("%s after removal: GET %s: %q, %v; want the cloud's answer again", p.Name, f.metadata, body, err)
+					}
 				}
 			}
 		})
@@ -147,8 +180,19 @@ func TestGuestReachesAgent(t *testing.T) {
 }
 
 // get is one GET from the namespace, the body if it is a 200.
+// get is the answer to a GET from n that must get through (ten seconds
+// to connect), getDropped one that must not (a second: a dropped SYN is a
+// timeout).
 func get(n *netsim.NS, url string) (string, error) {
-	resp, err := n.Client().Get(url)
+	return getWith(n.ClientConnecting(10*time.Second), url)
+}
+
+func getDropped(n *netsim.NS, url string) (string, error) {
+	return getWith(n.Client(), url)
+}
+
+func getWith(c *http.Client, url string) (string, error) {
+	resp, err := c.Get(url)
 	if err != nil {
 		return "", err
 	}
@@ -221,9 +265,9 @@ func runCNI(t *testing.T, plugin string, pods []*netsim.Pod) (del func()) {
   "name": "k8s-pod-network",
   "plugins": [
     {"type": %q},
-    {"type": "vminit-cni", "agent": %q}
+    {"type": "vminit-cni", "agent": %q, "agent6": %q}
   ]
-}`, netsim.PodNetworkType, agentAddr), 0o644); err != nil {
+}`, netsim.PodNetworkType, agentAddr, agentAddr6), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	list, err := libcni.NetworkConfFromFile(conflist)

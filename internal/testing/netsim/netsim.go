@@ -4,18 +4,21 @@
 // the machines the tests run on, so this is a simulation, made as a
 // cluster makes it:
 //
-//   - a node namespace, whose default route leads to a "cloud" namespace
-//     that holds 169.254.169.254, where a test's stub of the cloud's own
-//     metadata service listens (and must never be reached);
+//   - a node namespace, whose default routes lead to a "cloud" namespace
+//     that holds 169.254.169.254 and fd00:ec2::254, where a test's stub of
+//     the cloud's own metadata service listens (and must never be
+//     reached);
 //   - virt-launcher pods joined to the node by veth pairs, as a veth CNI
 //     does: routed (the node's end carries the pod's gateway, as the ptp
 //     plugin and kindnet do) or bridged (the node's end on the bridge
-//     cni0, as the bridge plugin and Flannel do); pod IPs 10.244.N.2;
-//   - inside each pod, the guest: a namespace of its own at 10.0.2.2
-//     behind the pod's bridge k6t-eth0 (10.0.2.1), joined by a veth named
-//     tap0 as KubeVirt's tap is, with KubeVirt's masquerade rules in the
-//     pod (masquerade.go), which make the guest's packets leave the pod as
-//     the pod IP.
+//     cni0, as the bridge plugin and Flannel do); pod IPs 10.244.N.2 and
+//     fd00:244:N::2 (a dual-stack cluster);
+//   - inside each pod, the guest: a namespace of its own at 10.0.2.2 and
+//     fd10:0:2::2 behind the pod's bridge k6t-eth0 (10.0.2.1,
+//     fd10:0:2::1: KubeVirt's defaults), joined by a veth named tap0 as
+//     KubeVirt's tap is, with KubeVirt's masquerade rules for both
+//     families in the pod (masquerade.go), which make the guest's packets
+//     leave the pod as the pod's IPs.
 //
 // The namespaces are named vminit-PID-N-ROLE, so runs do not collide,
 // and deleted in t.Cleanup, failed test or not. Links and addresses are
@@ -24,6 +27,7 @@
 package netsim
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -81,6 +85,12 @@ func NewNS(t testing.TB, role string) *NS {
 		t.Fatal(err)
 	}
 	n.h = h
+	// No duplicate address detection on IPv6 addresses, link-local ones
+	// included (every interface made here inherits it): an address is
+	// usable at once, not after DAD's second, in which a first
+	// connection would time out.
+	n.Sysctl(t, "net.ipv6.conf.default.accept_dad", "0")
+	n.Sysctl(t, "net.ipv6.conf.all.accept_dad", "0")
 	n.IP(t, "link", "set", "lo", "up")
 	return n
 }
@@ -140,8 +150,14 @@ func (n *NS) Serve(t testing.TB, addr string, h http.Handler) {
 // Client is an HTTP client whose connections are opened from the
 // namespace: a second to connect (a dropped SYN is a timeout), five for
 // the answer, no connection kept.
-func (n *NS) Client() *http.Client {
-	d := &net.Dialer{Timeout: time.Second}
+func (n *NS) Client() *http.Client { return n.ClientConnecting(time.Second) }
+
+// ClientConnecting is Client with connect as the time to connect. A
+// request that must get through takes more than Client's second: on a
+// loaded machine the first packet of a fresh veth or bridge can wait that
+// long for its neighbour to be resolved.
+func (n *NS) ClientConnecting(connect time.Duration) *http.Client {
+	d := &net.Dialer{Timeout: connect}
 	return &http.Client{
 		Timeout: 5 * time.Second,
 		Transport: &http.Transport{
@@ -158,6 +174,30 @@ func (n *NS) Client() *http.Client {
 	}
 }
 
+// settle waits until no IPv6 address of the namespaces is tentative.
+// Without DAD an address still starts tentative, for as long as the
+// kernel's work queue takes to pass it (no time at all, mostly): a bind
+// to it or a connection from it meanwhile fails.
+func settle(t testing.TB, namespaces ...*NS) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for _, n := range namespaces {
+		for {
+			out, err := exec.Command("ip", "-n", n.Name, "-6", "addr", "show", "tentative").CombinedOutput()
+			if err != nil {
+				t.Fatalf("%s: ip -6 addr show tentative: %v\n%s", n.Name, err, out)
+			}
+			if len(bytes.TrimSpace(out)) == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: IPv6 addresses still tentative:\n%s", n.Name, out)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
 func run(t testing.TB, name string, args ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -169,17 +209,25 @@ func run(t testing.TB, name string, args ...string) {
 
 // Addresses of the simulation.
 var (
-	// MetadataAddr is the link-local metadata address.
-	MetadataAddr = netip.MustParseAddr("169.254.169.254")
-	// NodeAddr is the node's address on its uplink to the cloud: where a
-	// node agent on the host network listens.
-	NodeAddr = netip.MustParseAddr("172.31.0.10")
-	// CloudAddr is the node's default gateway, in the cloud namespace.
-	CloudAddr = netip.MustParseAddr("172.31.0.1")
+	// MetadataAddr is the link-local metadata address, and MetadataAddr6
+	// EC2's IPv6 one.
+	MetadataAddr  = netip.MustParseAddr("169.254.169.254")
+	MetadataAddr6 = netip.MustParseAddr("fd00:ec2::254")
+	// NodeAddr and NodeAddr6 are the node's addresses on its uplink to the
+	// cloud: where a node agent on the host network listens.
+	NodeAddr  = netip.MustParseAddr("172.31.0.10")
+	NodeAddr6 = netip.MustParseAddr("fd00:31::10")
+	// CloudAddr and CloudAddr6 are the node's default gateways, in the
+	// cloud namespace.
+	CloudAddr  = netip.MustParseAddr("172.31.0.1")
+	CloudAddr6 = netip.MustParseAddr("fd00:31::1")
 	// GuestAddr and GatewayAddr are KubeVirt's masquerade defaults: the
-	// guest's address and its gateway, the pod's bridge.
-	GuestAddr   = netip.MustParseAddr("10.0.2.2")
-	GatewayAddr = netip.MustParseAddr("10.0.2.1")
+	// guest's address and its gateway, the pod's bridge; GuestAddr6 and
+	// GatewayAddr6 the same in its IPv6 default, fd10:0:2::/120.
+	GuestAddr    = netip.MustParseAddr("10.0.2.2")
+	GatewayAddr  = netip.MustParseAddr("10.0.2.1")
+	GuestAddr6   = netip.MustParseAddr("fd10:0:2::2")
+	GatewayAddr6 = netip.MustParseAddr("fd10:0:2::1")
 )
 
 // Node is a simulated Kubernetes node: its namespace, the cloud beyond
@@ -197,7 +245,8 @@ type Pod struct {
 	Name    string     // the pod's name, virt-launcher-…
 	NS      *NS        // the pod's namespace
 	IP      netip.Addr // the pod IP, 10.244.N.2
-	Guest   *NS        // the VM's namespace, 10.0.2.2
+	IP6     netip.Addr // the pod's IPv6, fd00:244:N::2
+	Guest   *NS        // the VM's namespace, 10.0.2.2 and fd10:0:2::2
 	HostEnd string     // the node's end of the pod's veth pair
 	Bridged bool       // the node's end is on the bridge cni0
 }
@@ -213,12 +262,19 @@ func NewNode(t testing.TB) *Node {
 	node.NS.IP(t, "link", "set", "eth0", "up")
 	node.NS.IP(t, "route", "add", "default", "via", CloudAddr.String())
 	node.NS.Sysctl(t, "net.ipv4.ip_forward", "1")
+	node.NS.Sysctl(t, "net.ipv6.conf.all.forwarding", "1")
 	node.Cloud.IP(t, "addr", "add", CloudAddr.String()+"/24", "dev", "eth0")
 	node.Cloud.IP(t, "link", "set", "eth0", "up")
 	node.Cloud.IP(t, "addr", "add", MetadataAddr.String()+"/32", "dev", "lo")
-	// The cloud answers the pods as a VPC does: it knows the pod range is
-	// behind the node.
+	node.NS.IP(t, "-6", "addr", "add", NodeAddr6.String()+"/64", "dev", "eth0")
+	node.NS.IP(t, "-6", "route", "add", "default", "via", CloudAddr6.String())
+	node.Cloud.IP(t, "-6", "addr", "add", CloudAddr6.String()+"/64", "dev", "eth0")
+	node.Cloud.IP(t, "-6", "addr", "add", MetadataAddr6.String()+"/128", "dev", "lo")
+	// The cloud answers the pods as a VPC does: it knows the pod ranges
+	// are behind the node.
 	node.Cloud.IP(t, "route", "add", "10.244.0.0/16", "via", NodeAddr.String())
+	node.Cloud.IP(t, "-6", "route", "add", "fd00:244::/32", "via", NodeAddr6.String())
+	settle(t, node.NS, node.Cloud)
 	return node
 }
 
@@ -232,8 +288,9 @@ func (node *Node) AddPod(t testing.TB, name string, bridged bool) *Pod {
 	if i > 200 {
 		t.Fatal("netsim: at most 200 pods a node")
 	}
-	p := &Pod{Name: name, NS: NewNS(t, fmt.Sprintf("pod%d", i)), IP: netip.AddrFrom4([4]byte{10, 244, byte(i), 2}), Bridged: bridged}
-	gw := fmt.Sprintf("10.244.%d.1", i)
+	p := &Pod{Name: name, NS: NewNS(t, fmt.Sprintf("pod%d", i)), IP: netip.AddrFrom4([4]byte{10, 244, byte(i), 2}),
+		IP6: netip.MustParseAddr(fmt.Sprintf("fd00:244:%x::2", i)), Bridged: bridged}
+	gw, gw6 := fmt.Sprintf("10.244.%d.1", i), fmt.Sprintf("fd00:244:%x::1", i)
 	p.HostEnd = fmt.Sprintf("veth%d", i)
 	node.NS.IP(t, "link", "add", p.HostEnd, "type", "veth", "peer", "name", "eth0", "netns", p.NS.Name)
 	if bridged {
@@ -243,32 +300,43 @@ func (node *Node) AddPod(t testing.TB, name string, bridged bool) *Pod {
 		node.bridge = true
 		node.NS.IP(t, "link", "add", "cni0", "type", "bridge")
 		node.NS.IP(t, "addr", "add", gw+"/24", "dev", "cni0")
+		node.NS.IP(t, "-6", "addr", "add", gw6+"/64", "dev", "cni0")
 		node.NS.IP(t, "link", "set", "cni0", "up")
 		node.NS.IP(t, "link", "set", p.HostEnd, "master", "cni0")
 	} else {
 		node.NS.IP(t, "addr", "add", gw+"/24", "dev", p.HostEnd)
+		node.NS.IP(t, "-6", "addr", "add", gw6+"/64", "dev", p.HostEnd)
 	}
 	node.NS.IP(t, "link", "set", p.HostEnd, "up")
 	p.NS.IP(t, "addr", "add", p.IP.String()+"/24", "dev", "eth0")
+	p.NS.IP(t, "-6", "addr", "add", p.IP6.String()+"/64", "dev", "eth0")
 	p.NS.IP(t, "link", "set", "eth0", "up")
 	p.NS.IP(t, "route", "add", "default", "via", gw)
+	p.NS.IP(t, "-6", "route", "add", "default", "via", gw6)
 	p.NS.Sysctl(t, "net.ipv4.ip_forward", "1")
+	p.NS.Sysctl(t, "net.ipv6.conf.all.forwarding", "1")
 
 	// The guest behind the pod's bridge, as virt-launcher plugs a VM's
 	// tap into k6t-eth0.
 	p.Guest = NewNS(t, fmt.Sprintf("guest%d", i))
 	p.NS.IP(t, "link", "add", "k6t-eth0", "type", "bridge")
 	p.NS.IP(t, "addr", "add", GatewayAddr.String()+"/24", "dev", "k6t-eth0")
+	p.NS.IP(t, "-6", "addr", "add", GatewayAddr6.String()+"/120", "dev", "k6t-eth0")
 	p.NS.IP(t, "link", "set", "k6t-eth0", "up")
 	p.NS.IP(t, "link", "add", "tap0", "type", "veth", "peer", "name", "eth0", "netns", p.Guest.Name)
 	p.NS.IP(t, "link", "set", "tap0", "master", "k6t-eth0")
 	p.NS.IP(t, "link", "set", "tap0", "up")
 	p.Guest.IP(t, "addr", "add", GuestAddr.String()+"/24", "dev", "eth0")
+	p.Guest.IP(t, "-6", "addr", "add", GuestAddr6.String()+"/120", "dev", "eth0")
 	p.Guest.IP(t, "link", "set", "eth0", "up")
 	p.Guest.IP(t, "route", "add", "default", "via", GatewayAddr.String())
-	if err := masquerade(p.NS.Fd(), "eth0", "k6t-eth0"); err != nil {
-		t.Fatalf("%s: KubeVirt's masquerade rules: %v", p.NS.Name, err)
+	p.Guest.IP(t, "-6", "route", "add", "default", "via", GatewayAddr6.String())
+	for _, v6 := range []bool{false, true} {
+		if err := masquerade(p.NS.Fd(), "eth0", "k6t-eth0", v6); err != nil {
+			t.Fatalf("%s: KubeVirt's masquerade rules (IPv6 %v): %v", p.NS.Name, v6, err)
+		}
 	}
+	settle(t, node.NS, p.NS, p.Guest)
 	node.Pods = append(node.Pods, p)
 	return p
 }

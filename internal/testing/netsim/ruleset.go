@@ -72,17 +72,21 @@ func Ruleset(t testing.TB, n *NS) string {
 	return b.String()
 }
 
-// Counters sums the packets the counters of table (family ip) have
-// counted, by chain: how a test sees which rules a packet met.
+// Counters sums the packets the counters of table (families ip and ip6,
+// added together) have counted, by chain: how a test sees which rules a packet met.
 func Counters(t testing.TB, n *NS, table string) map[string]uint64 {
 	t.Helper()
 	c, err := nftables.New(nftables.WithNetNSFd(n.Fd()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	chains, err := c.ListChainsOfTableFamily(nftables.TableFamilyIPv4)
-	if err != nil {
-		t.Fatalf("%s: list chains: %v", n.Name, err)
+	var chains []*nftables.Chain
+	for _, f := range []nftables.TableFamily{nftables.TableFamilyIPv4, nftables.TableFamilyIPv6} {
+		of, err := c.ListChainsOfTableFamily(f)
+		if err != nil {
+			t.Fatalf("%s: list chains: %v", n.Name, err)
+		}
+		chains = append(chains, of...)
 	}
 	sums := map[string]uint64{}
 	for _, ch := range chains {

@@ -288,10 +288,11 @@ func (in *Instance) SpecDocument() ([]byte, error) {
 // SpecDocumentOf is SpecDocument for an object read without these types
 // (an unstructured object's name, labels and spec): the spec goes into
 // the document as it is, so a field the types would not decode is
-// reported by the loader with its path, not lost.
+// reported by the loader with its path, not lost. The controller's node
+// labels (NodeLabel) are left out: where a VM runs is not its data.
 func SpecDocumentOf(name string, labels map[string]string, specValue any) ([]byte, error) {
 	return json.Marshal(document{APIVersion: spec.APIVersion, Kind: spec.Kind,
-		Metadata: metadata{Name: name, Labels: labels}, Spec: specValue})
+		Metadata: metadata{Name: name, Labels: withoutNodeLabels(labels)}, Spec: specValue})
 }
 
 type document struct {

@@ -1,8 +1,9 @@
 // Package webui is the first-boot web page of the admin listener: the
 // fleet as a table (/ui/: counts per state, filter, sort, pages) and one
-// instance's timeline (/ui/instances/{name}: stages, events with the
-// fetches, errors), both updating live over server-sent events
-// (/ui/stream).
+// instance's timeline (/ui/instances/{name}: its host name and addresses,
+// stages, events with the fetches, errors), both updating live over
+// server-sent events (/ui/stream), and what an instance's guest is served
+// (/ui/instances/{name}/served: the admin API's preview, served.go).
 //
 // The pages are rendered on the server with html/template (everything
 // shown comes from guests and spec authors, and is escaped as such);

@@ -35,8 +35,13 @@ type fleet struct {
 	md    *mdserver.Handler
 }
 
-// instance is a record to serve: its name and spec.agent.
-type instance struct{ name, agent string }
+// instance is a record to serve: its name and spec.agent, and optionally
+// its spec.metadataServer.addresses and spec.fqdn.
+type instance struct {
+	name, agent string
+	addrs       []string
+	fqdn        string
+}
 
 func newFleet(t testing.TB, instances []instance) *fleet {
 	t.Helper()
@@ -46,7 +51,11 @@ func newFleet(t testing.TB, instances []instance) *fleet {
 	f.boots = firstboot.New(firstboot.Options{Now: f.clock.Now, StallAfter: stallAfter})
 	var recs []*registry.Record
 	for _, in := range instances {
-		inst := &spec.Instance{Metadata: spec.Metadata{Name: in.name}, Spec: spec.Spec{Agent: in.agent}}
+		inst := &spec.Instance{Metadata: spec.Metadata{Name: in.name}, Spec: spec.Spec{Agent: in.agent, FQDN: in.fqdn}}
+		if in.addrs != nil {
+			inst.Spec.MetadataServer = &spec.MetadataServer{Addresses: in.addrs}
+		}
+		inst.Default()
 		rec, err := registry.NewRecord(inst, "rev-1")
 		if err != nil {
 			t.Fatal(err)
@@ -137,7 +146,7 @@ func (f *fleet) cloudInit(t testing.TB, name, upTo, failModule, msg string) {
 func numbered(n int) []instance {
 	out := make([]instance, n)
 	for i := range out {
-		out[i] = instance{fmt.Sprintf("vm-%04d", i+1), "cloud-init"}
+		out[i] = instance{name: fmt.Sprintf("vm-%04d", i+1), agent: "cloud-init"}
 	}
 	return out
 }
@@ -165,10 +174,10 @@ func bigFleet(t testing.TB, n int) *fleet {
 // stalled and pending, of both agents.
 func showcase(t testing.TB) *fleet {
 	f := newFleet(t, []instance{
-		{"cache-01", "cloud-init"}, {"db-01", "cloud-init"}, {"db-02", "cloud-init"},
-		{"fcos-edge-01", "ignition"}, {"fcos-edge-02", "ignition"}, {"fcos-edge-03", "ignition"},
-		{"web-01", "cloud-init"}, {"web-02", "cloud-init"}, {"web-03", "cloud-init"},
-		{"web-04", "cloud-init"}, {"web-05", "cloud-init"}, {"worker-01", "cloud-init"},
+		{name: "cache-01", agent: "cloud-init"}, {name: "db-01", agent: "cloud-init"}, {name: "db-02", agent: "cloud-init"},
+		{name: "fcos-edge-01", agent: "ignition"}, {name: "fcos-edge-02", agent: "ignition"}, {name: "fcos-edge-03", agent: "ignition"},
+		{name: "web-01", agent: "cloud-init"}, {name: "web-02", agent: "cloud-init"}, {name: "web-03", agent: "cloud-init"},
+		{name: "web-04", agent: "cloud-init"}, {name: "web-05", agent: "cloud-init"}, {name: "worker-01", agent: "cloud-init"},
 	})
 	f.fetch("cache-01", "cloud-init", 4) // then silence: stalled
 	f.clock.Advance(stallAfter + 10*time.Minute)

@@ -36,7 +36,7 @@ var columns = []column{
 	{"state", "State", func(a, b *firstboot.Status, _ time.Time) int {
 		return cmp.Compare(slices.Index(firstboot.States, a.State), slices.Index(firstboot.States, b.State))
 	}},
-	{"stage", "Stage/module", func(a, b *firstboot.Status, _ time.Time) int { return strings.Compare(where(a), where(b)) }},
+	{"stage", "Stage/module", func(a, b *firstboot.Status, _ time.Time) int { return strings.Compare(a.Where(), b.Where()) }},
 	{"elapsed", "Elapsed", func(a, b *firstboot.Status, now time.Time) int { return cmp.Compare(a.Elapsed(now), b.Elapsed(now)) }},
 	{"error", "First error", func(a, b *firstboot.Status, _ time.Time) int { return strings.Compare(a.FirstError(), b.FirstError()) }},
 }
@@ -200,7 +200,7 @@ func (u *UI) paginate(v *fleetView, fq fleetQuery, rows []firstboot.Status, now 
 }
 
 func row(s *firstboot.Status, now time.Time) rowView {
-	r := rowView{Name: s.Name, Href: instanceHref(s.Name), Agent: s.Agent, State: s.State, Where: where(s), Error: s.FirstError()}
+	r := rowView{Name: s.Name, Href: instanceHref(s.Name), Agent: s.Agent, State: s.State, Where: s.Where(), Error: s.FirstError()}
 	if !s.FirstFetch.IsZero() {
 		r.Elapsed = duration(s.Elapsed(now))
 	}
@@ -242,14 +242,6 @@ func sortRows(rows []firstboot.Status, key string, now time.Time) {
 		}
 		return c.cmp(&a, &b, now)
 	})
-}
-
-// where is "stage/module", or the stage.
-func where(s *firstboot.Status) string {
-	if s.Module != "" {
-		return s.Stage + "/" + s.Module
-	}
-	return s.Stage
 }
 
 func instanceHref(name string) string { return Prefix + "instances/" + url.PathEscape(name) }

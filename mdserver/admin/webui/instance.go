@@ -13,15 +13,20 @@ import (
 // errors and its event log.
 type (
 	instanceView struct {
-		Title   string
-		Stream  string
-		Found   bool
-		S       firstboot.Status
-		Where   string
-		Elapsed string
-		Stages  []stageView
-		Events  []eventView
-		Span    string
+		Title  string
+		Stream string
+		Found  bool
+		S      firstboot.Status
+		// Facts are the record's, when HasFacts; Served links to what
+		// its guest is served, one link per dialect.
+		Facts    Facts
+		HasFacts bool
+		Served   []option
+		Where    string
+		Elapsed  string
+		Stages   []stageView
+		Events   []eventView
+		Span     string
 	}
 	stageView struct {
 		Name, Start, Duration, Result, Class string
@@ -49,7 +54,13 @@ func (u *UI) instanceView(name string) instanceView {
 		return v
 	}
 	now := u.opts.Now()
-	v.Found, v.S, v.Where = true, st, where(&st)
+	v.Found, v.S, v.Where = true, st, st.Where()
+	v.Facts, v.HasFacts = u.facts(name)
+	if u.opts.Served != nil {
+		for _, d := range u.opts.Dialects {
+			v.Served = append(v.Served, option{Value: servedHref(name, d), Label: d})
+		}
+	}
 	if !st.FirstFetch.IsZero() {
 		v.Elapsed = duration(st.Elapsed(now))
 	}

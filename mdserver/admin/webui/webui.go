@@ -1,6 +1,7 @@
 package webui
 
 import (
+	"context"
 	"embed"
 	"html/template"
 	"io/fs"
@@ -41,6 +42,16 @@ type Options struct {
 	Refresh time.Duration
 	// MaxStreams bounds the live pages followed at once; default 64.
 	MaxStreams int
+	// Instance returns what an instance's page shows of its record
+	// beside its boot (addresses, host name); nil: the page shows its
+	// boot only.
+	Instance func(name string) (Facts, bool)
+	// Served returns what an instance's guest is served through a
+	// dialect, one of Dialects (the first the default), for the page
+	// /ui/instances/{name}/served the instance page links to; nil: no
+	// such page.
+	Served   func(ctx context.Context, name, dialect string) (Served, error)
+	Dialects []string
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 	// Logger receives a line per login and logout, and of wrong tokens a
@@ -104,6 +115,7 @@ func New(src Source, opts Options) *UI {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /ui/{$}", u.fleet)
 	mux.HandleFunc("GET /ui/instances/{name}", u.instance)
+	mux.HandleFunc("GET /ui/instances/{name}/served", u.served)
 	mux.HandleFunc("GET /ui/stream", u.stream)
 	mux.HandleFunc("GET /ui/login", u.loginForm)
 	mux.HandleFunc("POST /ui/login", u.login)

@@ -211,7 +211,7 @@ var hostile = []string{`<script>window.pwned=1</script>`, `"><img src=x onerror=
 // hostileFleet is a fleet whose instance names and failure messages are
 // markup (a store refuses such names; the page must not rely on it).
 func hostileFleet(t testing.TB) *fleet {
-	f := newFleet(t, []instance{{hostile[0], "cloud-init"}, {hostile[1], "cloud-init"}})
+	f := newFleet(t, []instance{{name: hostile[0], agent: "cloud-init"}, {name: hostile[1], agent: "cloud-init"}})
 	for _, n := range hostile {
 		f.cloudInit(t, n, "", "config-scripts-user", hostile[0]+hostile[1])
 		f.boots.Fetch(n, uid(n), "cloud-init", "nocloud", "/"+hostile[1])
@@ -370,7 +370,7 @@ func TestInstancePage(t *testing.T) {
 	a := get(t, srv.Client(), srv.URL+"/ui/instances/db-01", "Authorization", "Bearer "+token)
 	for _, want := range []string{
 		`id="state">failed`,
-		`<td>modules-final/config-scripts-user</td><td class="message">Failed to run module scripts-user: runcmd:`,
+		`<td>modules-final/config-scripts-user</td><td class="message fail">Failed to run module scripts-user: runcmd:`,
 		`<tr data-stage="init-network"><td>init-network</td><td class="num">&#43;2s</td><td class="num">3s</td><td>SUCCESS</td>`,
 		`<tr data-stage="modules-final">`,
 		`<td>fetch</td><td>/nocloud/user-data</td><td></td><td class="num"></td><td>nocloud</td><td class="num">6</td>`,

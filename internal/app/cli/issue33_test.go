@@ -1,0 +1,69 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestInspectAcceptsWhatBuildWrote: KubeVirt's quick-start VM (user data
+// "Hi.", which cloud-init ignores) builds with a warning; inspect on that
+// seed names the same warning and exits 0; --strict makes it an error in
+// both (issue 33 item 3).
+func TestInspectAcceptsWhatBuildWrote(t *testing.T) {
+	file := corpusFile("kubevirt/kvio-labs-manifests-vm.yaml")
+	dir := t.TempDir()
+	for _, ds := range []string{"nocloud", "configdrive"} {
+		out := filepath.Join(dir, ds+".iso")
+		code, _, stderr := run(t, "build", file, "--datasource", ds, "-o", out)
+		if code != ExitOK || !strings.Contains(stderr, "warning:") || !strings.Contains(stderr, "ignores it") {
+			t.Fatalf("build --datasource %s: exit %d, want 0 with a warning that cloud-init ignores the user data:\n%s", ds, code, stderr)
+		}
+		code, stdout, stderr := run(t, "inspect", out)
+		if code != ExitOK || !strings.Contains(stdout, "warnings:") || !strings.Contains(stdout, "does not recognise this data") || !strings.Contains(stdout, "checks:") {
+			t.Errorf("inspect of what build wrote (%s): exit %d, want 0 with the warning:\n%s%s", ds, code, stdout, stderr)
+		}
+		if code, stdout, _ := run(t, "inspect", out, "--strict"); code == ExitOK || !strings.Contains(stdout, "does not recognise this data") {
+			t.Errorf("inspect --strict (%s): exit %d, want the warning as a problem:\n%s", ds, code, stdout)
+		}
+		if code, _, _ := run(t, "build", file, "--datasource", ds, "--strict", "-o", filepath.Join(dir, ds+"-strict.iso")); code == ExitOK {
+			t.Errorf("build --strict (%s): exit 0, want the warning as an error", ds)
+		}
+	}
+}
+
+// TestEmptyKubeadmConfigRole: the Cluster API book's first control plane
+// (an empty KubeadmConfig beside its Machine, labelled
+// cluster.x-k8s.io/control-plane) inits the cluster, named after the
+// Machine; the same KubeadmConfig alone is refused, naming the Machine,
+// --kubeconfig and --control-plane, and builds with --control-plane (init)
+// or --control-plane=false (a worker's join); a flag contradicting the
+// Machine is refused (issue 33 item 4).
+func TestEmptyKubeadmConfigRole(t *testing.T) {
+	dir := t.TempDir()
+	withMachine := corpusFile("capi/book-kubeadm-bootstrap-L39.yaml")
+	alone := corpusFile("capi/book-kubeadm-bootstrap-L106.yaml")
+	userData := func(args ...string) (string, int, string) {
+		out := filepath.Join(dir, "seed")
+		os.RemoveAll(out)
+		code, _, stderr := run(t, append([]string{"build", "--fs", "dir", "-o", out}, args...)...)
+		ud, _ := os.ReadFile(filepath.Join(out, "user-data"))
+		return string(ud), code, stderr
+	}
+	if ud, code, stderr := userData(withMachine); code != ExitOK || !strings.Contains(ud, "kubeadm init") || !strings.Contains(ud, "hostname: my-control-plane1\n") {
+		t.Errorf("the book's first control plane with its Machine: exit %d, want kubeadm init on my-control-plane1:\n%s%s", code, ud, stderr)
+	}
+	if _, code, stderr := userData(alone); code == ExitOK || !strings.Contains(stderr, "is empty") || !strings.Contains(stderr, "--kubeconfig") || !strings.Contains(stderr, "--control-plane") || !strings.Contains(stderr, "L106.yaml:6:") {
+		t.Errorf("the empty KubeadmConfig alone: exit %d, want an error at its name (line 6) naming its Machine, --kubeconfig and --control-plane:\n%s", code, stderr)
+	}
+	if ud, code, stderr := userData(alone, "--control-plane"); code != ExitOK || !strings.Contains(ud, "kubeadm init") {
+		t.Errorf("--control-plane: exit %d, want kubeadm init:\n%s%s", code, ud, stderr)
+	}
+	if ud, code, stderr := userData(alone, "--control-plane=false", "--bootstrap-token", "abcdef.0123456789abcdef", "--control-plane-endpoint", "10.0.0.1:6443"); code != ExitOK || !strings.Contains(ud, "kubeadm join") {
+		t.Errorf("--control-plane=false: exit %d, want kubeadm join:\n%s%s", code, ud, stderr)
+	}
+	if _, code, stderr := userData(withMachine, "--control-plane=false"); code == ExitOK || !strings.Contains(stderr, "is a control-plane machine") {
+		t.Errorf("--control-plane=false against a control-plane Machine: exit %d, want both named:\n%s", code, stderr)
+	}
+}

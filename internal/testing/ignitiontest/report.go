@@ -1,0 +1,92 @@
+package ignitiontest
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/vminit/vminit/bootreport"
+	"github.com/vminit/vminit/ignition"
+	"github.com/vminit/vminit/internal/testing/testtools"
+)
+
+// Boot is how the first boot that RunReport reports ended, as systemd
+// would tell the completion unit's script: the tests run no systemd, so
+// systemctl and journalctl are stubs that say this.
+type Boot struct {
+	// State is `systemctl is-system-running --wait`'s answer (running,
+	// degraded, ...).
+	State string
+	// Failed are the failed units, in order, each with its journal.
+	Failed []FailedUnit
+	// Wrap runs the script (its program and arguments, before bash's),
+	// e.g. {"ip", "netns", "exec", GUEST} from a guest's namespace.
+	Wrap []string
+	// CurlArgs go before the script's own curl arguments, e.g.
+	// {"--interface", "127.0.0.3"} for a source address on loopback.
+	CurlArgs []string
+}
+
+// FailedUnit is one unit `systemctl list-units --failed` lists, and what
+// `journalctl -u` prints for it.
+type FailedUnit struct{ Unit, Journal string }
+
+// ReportURL is the URL a report unit (ignition's or cloud-init's, as
+// written) hands its script in its Environment= line; "" if none.
+func ReportURL(unit []byte) string {
+	m := regexp.MustCompile(`Environment="` + bootreport.ReportURLEnv + `=([^"]+)"`).FindSubmatch(unit)
+	if m == nil {
+		return ""
+	}
+	return string(m[1])
+}
+
+// RunReport runs the completion unit's script that ignition wrote under
+// root (Apply's), with the URL of the unit ignition wrote beside it and
+// the real curl, as the unit runs it once boot has settled as b says.
+func RunReport(t *testing.T, root string, b Boot) {
+	t.Helper()
+	curl := testtools.Require(t, "curl")
+	unit, err := os.ReadFile(filepath.Join(root, "etc/systemd/system", bootreport.ReportUnit))
+	if err != nil || ReportURL(unit) == "" {
+		t.Fatalf("the completion unit as ignition wrote it (%v) names no report URL:\n%s", err, unit)
+	}
+	var list, journal strings.Builder
+	for _, u := range b.Failed {
+		fmt.Fprintf(&list, "%s loaded failed failed %s\n", u.Unit, u.Unit)
+		fmt.Fprintf(&journal, "[ \"$3\" = %q ] && { cat <<'EOF'\n%s\nEOF\nexit 0; }\n", u.Unit, u.Journal)
+	}
+	stubs := t.TempDir()
+	os.Chmod(stubs, 0o755)
+	for name, body := range map[string]string{
+		// is-system-running --wait; list-units --failed ...
+		"systemctl":  fmt.Sprintf("case \"$1\" in\nis-system-running) echo %s ;;\nlist-units) cat <<'EOF'\n%sEOF\n;;\nesac\nexit 0\n", b.State, list.String()),
+		"journalctl": "# journalctl -b -u UNIT ...\n" + journal.String() + "exit 0\n",
+		"curl":       "exec " + curl + " " + shellQuote(b.CurlArgs) + " \"$@\"\n",
+	} {
+		if err := os.WriteFile(filepath.Join(stubs, name), []byte("#!/bin/bash\n"+body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	args := append(slices.Clone(b.Wrap), testtools.Require(t, "bash"), filepath.Join(root, ignition.ReportScript))
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Env = []string{"PATH=" + stubs + ":/usr/bin:/bin", bootreport.ReportURLEnv + "=" + ReportURL(unit),
+		"VMINIT_REPORT_TEST_ROOT=" + t.TempDir(), "VMINIT_REPORT_TEST_DELAY=0"}
+	if out, err := cmd.CombinedOutput(); err != nil || len(out) > 0 {
+		t.Fatalf("%s: %v\n%s", ignition.ReportScript, err, out)
+	}
+}
+
+// shellQuote quotes each argument for bash.
+func shellQuote(args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	return strings.Join(q, " ")
+}
