@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/vminit/vminit/internal/testing/cloudinittest"
+	"github.com/vminit/vminit/internal/testing/ignitiontest"
+	"github.com/vminit/vminit/internal/testing/testtools"
 	"github.com/vminit/vminit/mdserver/firstboot"
 )
 
@@ -106,5 +108,61 @@ func TestFirstErrorSaysWhyCloudInit(t *testing.T) {
 	}
 	if row := h.opts.Boots.Brief("vm-a", st.UID, firstboot.AgentCloudInit); row.FirstError() != want {
 		t.Errorf("the fleet's row: %q, want %q", row.FirstError(), want)
+	}
+}
+
+// TestFirstErrorSaysWhyIgnition: a unit whose program cannot start (a
+// shared library it was linked with is gone: the loader's own words,
+// from a program built and run here) fails. The guest fetched its
+// Ignition config from the handler, real Ignition applied it, and the
+// completion unit's script it wrote reports the unit with its journal as
+// journalctl prints it (systemd 252's lines around the program's); the
+// first error is the program's line, not systemd's "Starting
+// app.service…" before it (issue 34).
+func TestFirstErrorSaysWhyIgnition(t *testing.T) {
+	gcc := testtools.Require(t, "gcc")
+	dir := t.TempDir()
+	src := func(name, code string) string {
+		p := filepath.Join(dir, name)
+		os.WriteFile(p, []byte(code), 0o644)
+		return p
+	}
+	lib := filepath.Join(dir, "libssl.so.1.1")
+	if out, err := exec.Command(gcc, "-shared", "-fPIC", "-Wl,-soname,libssl.so.1.1", "-o", lib, src("ssl.c", "int ssl_init(void) { return 0; }\n")).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	app := filepath.Join(dir, "app")
+	if out, err := exec.Command(gcc, "-o", app, src("app.c", "int ssl_init(void);\nint main(void) { return ssl_init(); }\n"), lib, "-Wl,-rpath,"+dir).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	os.Remove(lib)
+	said, err := exec.Command(app).CombinedOutput()
+	cause := strings.TrimSpace(string(said))
+	if err == nil || !strings.Contains(cause, "error while loading shared libraries: libssl.so.1.1") {
+		t.Fatalf("the program: %v %q", err, said)
+	}
+	journal := "Nov 29 03:40:01 fcos systemd[1]: Starting app.service - App...\n" +
+		"Nov 29 03:40:01 fcos app[812]: " + cause + "\n" +
+		"Nov 29 03:40:01 fcos systemd[1]: app.service: Main process exited, code=exited, status=127/n/a\n" +
+		"Nov 29 03:40:01 fcos systemd[1]: app.service: Failed with result 'exit-code'.\n" +
+		"Nov 29 03:40:01 fcos systemd[1]: Failed to start app.service - App."
+
+	store := newIndexStore()
+	store.put(t, instanceDoc("fcos-1", []string{"127.0.0.1"}, "  agent: ignition\n"))
+	h := NewHandler(store, Options{AllowLoopbackInstances: true, Logger: quietLogger()})
+	srv, _ := serve(t, h)
+	cfg := get(t, clientFrom("127.0.0.1"), srv.URL+"/ignition/config")
+	if cfg.status != 200 {
+		t.Fatalf("the config: %d %s", cfg.status, cfg.body)
+	}
+	root := ignitiontest.Apply(t, []byte(cfg.body))
+	ignitiontest.RunReport(t, root, ignitiontest.Boot{State: "degraded", Failed: []ignitiontest.FailedUnit{{Unit: "app.service", Journal: journal}}})
+	want := "app.service: " + cause
+	st, _ := h.Boot("fcos-1")
+	if st.State != firstboot.Failed || st.FirstError() != want {
+		t.Errorf("first error %q, want %q", st.FirstError(), want)
+	}
+	if row := h.opts.Boots.Brief("fcos-1", st.UID, firstboot.AgentIgnition); row.FirstError() != want {
+		t.Errorf("the fleet's row %q, want %q", row.FirstError(), want)
 	}
 }

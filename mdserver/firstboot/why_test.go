@@ -9,7 +9,7 @@ import (
 
 // TestWhy: the line that says why, from the shapes of message the agents
 // report (the real ones are TestFirstErrorSaysWhyCloudInit's and
-// ignition's TestFailedUnitFirstErrorSaysWhy); Why of its own answer is
+// mdserver's TestFirstErrorSaysWhyIgnition); Why of its own answer is
 // that answer, so a row's brief message reads the same again.
 func TestWhy(t *testing.T) {
 	for _, tc := range []struct{ msg, want string }{
