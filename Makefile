@@ -1,9 +1,16 @@
 # vminit's two commands for a fresh machine are in README.md:
 #   go run ./cmd/vminit build examples/ubuntu-server/instance.yaml -o seed.iso
 #   make test
-.PHONY: test test-tools check unit bench fuzz generate dist image
+# make alone builds the programs into bin/; make test (which installs the
+# test tools with apt, as root or through sudo) is never the default.
+.PHONY: build test test-tools check unit bench fuzz generate dist image
 
 GO ?= go
+
+# The default: vminit, vminit-server, vminit-controller, vminit-node and
+# vminit-cni into bin/, for this machine (make dist builds the releases).
+build:
+	$(GO) build -trimpath -o bin/ ./cmd/...
 # The release targets: make dist builds each. make check cross-compiles
 # one architecture of each other system with the same flags (our build
 # tags are by system, not architecture: a platform break fails check),

@@ -6,10 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
-	"os"
-	"os/exec"
 	"path"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -156,32 +153,11 @@ func TestWithReportRefusesBadURLs(t *testing.T) {
 // runReportScript runs report.py as its unit does, with /usr/bin/python3
 // and its paths under root.
 func runReportScript(t *testing.T, root, url string) string {
-	t.Helper()
-	cloudinittest.Require(t)
-	scriptFile := filepath.Join(t.TempDir(), "report.py")
-	if err := os.WriteFile(scriptFile, reportScript, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(cloudinittest.Python, scriptFile)
-	cmd.Env = []string{bootreport.ReportURLEnv + "=" + url, "VMINIT_REPORT_TEST_ROOT=" + root, "VMINIT_REPORT_TEST_DELAY=0"}
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("report.py: %v\n%s", err, out)
-	}
-	return string(out)
+	return cloudinittest.RunReportScript(t, reportScript, root, url)
 }
 
 func writeTree(t *testing.T, root string, files map[string]string) {
-	t.Helper()
-	for p, data := range files {
-		f := filepath.Join(root, p)
-		if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(f, []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	cloudinittest.WriteTree(t, root, files)
 }
 
 // TestReportScriptPosts runs the report script with the guest's Python

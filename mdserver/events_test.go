@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -50,7 +51,8 @@ func TestGuestWrites(t *testing.T) {
 		t.Fatalf("POST the report: %d %q", r.status, r.body)
 	}
 	st, _ := h.Boot("vm-a")
-	if st.State != firstboot.Failed || len(st.Errors) != 1 || st.FirstError() != "modules-final/config-scripts-user: RuntimeError('Runparts: 1 failures in 1 attempted commands')\nruncmd: /opt/missing: No such file or directory" {
+	if st.State != firstboot.Failed || len(st.Errors) != 1 || st.FirstError() != "modules-final/config-scripts-user: runcmd: /opt/missing: No such file or directory" ||
+		st.Errors[0].Message != "RuntimeError('Runparts: 1 failures in 1 attempted commands')\nruncmd: /opt/missing: No such file or directory" {
 		t.Errorf("vm-a after its events and report: %s %+v", st.State, st.Errors)
 	}
 	if r := do(t, bb, "POST", events, nil, evStartFinal); r.status != 204 {
@@ -90,8 +92,8 @@ func TestGuestWrites(t *testing.T) {
 	} else {
 		res.Body.Close()
 	}
-	if r := do(t, clientFrom("127.0.0.9"), "POST", events, nil, evStartFinal); r.status != 404 || r.body != "" {
-		t.Errorf("from an address nobody owns: %d %q, want an empty 404", r.status, r.body)
+	if r := do(t, clientFrom("127.0.0.9"), "POST", events, nil, evStartFinal); r.status != 404 || r.body != refusedNoOwner.message(netip.MustParseAddr("127.0.0.9")) {
+		t.Errorf("from an address nobody owns: %d %q, want a 404 that says why", r.status, r.body)
 	}
 
 	if strings.Contains(audit.String(), "scripts-user") || strings.Contains(audit.String(), "Runparts") {

@@ -145,7 +145,7 @@ const connKey ctxKey = 0
 // ignition.go); docs/metadata-server.md has them all.
 //
 // Requests are identified by source address (see Options.TrustedProxies
-// for proxies); a request nobody owns gets an empty 404. The IMDSv2 hop
+// for proxies); a request nobody owns gets a 404 whose one line says why. The IMDSv2 hop
 // limit needs the connection: serve the handler with NewServer, or set
 // http.Server.ConnContext to ConnContext.
 func NewHandler(src registry.Source, opts Options) *Handler {
@@ -256,10 +256,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		swPool.Put(sw)
 	}()
 
-	rec, status := h.identify(r)
+	rec, addr, why := h.identify(r)
 	if rec == nil {
-		// Nothing to serve this source: its connection is not kept.
-		refuse(w, status)
+		// Nothing to serve this source: its connection is not kept, and
+		// the one line says why (issue 34: an empty 404 left a first try
+		// with nothing to go on).
+		refuseWhy(w, why.status(), why.message(addr))
 		return
 	}
 	name = rec.Name
@@ -316,6 +318,13 @@ func emptyStatus(w http.ResponseWriter, status int) {
 func refuse(w http.ResponseWriter, status int) {
 	w.Header()["Connection"] = hdrClose
 	emptyStatus(w, status)
+	http.NewResponseController(w).SetReadDeadline(time.Now())
+}
+
+// refuseWhy is refuse with a one-line plain-text reason.
+func refuseWhy(w http.ResponseWriter, status int, why string) {
+	w.Header()["Connection"] = hdrClose
+	serveStatus(w, status, why)
 	http.NewResponseController(w).SetReadDeadline(time.Now())
 }
 

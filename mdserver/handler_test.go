@@ -138,24 +138,33 @@ func TestIsolation(t *testing.T) {
 	}
 	check("A", "127.0.0.2", nil, 200, a)
 	check("B", "127.0.0.3", nil, 200, b)
-	check("unknown address", "127.0.0.4", nil, 404, "")
+	// A refused request is told why in one line (issue 34), a line that
+	// names no instance: not which exist, nor whether a name does.
+	unknown := refusedNoOwner.message(netip.MustParseAddr("127.0.0.4"))
+	check("unknown address", "127.0.0.4", nil, 404, unknown)
 	check("A naming B by X-Forwarded-For", "127.0.0.2", map[string]string{"X-Forwarded-For": "127.0.0.3"}, 200, a)
 	check("A with a valid signature for B (untrusted source)", "127.0.0.2", map[string]string{HeaderInstance: SignInstance(key, "vm-bb", "", now.Add(time.Minute))}, 200, a)
-	check("unknown address with a signature", "127.0.0.4", map[string]string{HeaderInstance: SignInstance(key, "vm-bb", "", now.Add(time.Minute))}, 404, "")
+	check("unknown address with a signature", "127.0.0.4", map[string]string{HeaderInstance: SignInstance(key, "vm-bb", "", now.Add(time.Minute))}, 404, unknown)
 	check("trusted proxy, signed B", "127.0.0.5", map[string]string{HeaderInstance: SignInstance(key, "vm-bb", "", now.Add(time.Minute))}, 200, b)
-	check("trusted proxy, unsigned XFF A while signed headers are required", "127.0.0.5", map[string]string{"X-Forwarded-For": "127.0.0.2"}, 403, "")
-	check("trusted proxy, forged", "127.0.0.5", map[string]string{HeaderInstance: SignInstance([]byte("wrong"), "vm-bb", "", now.Add(time.Minute))}, 403, "")
+	check("trusted proxy, unsigned XFF A while signed headers are required", "127.0.0.5", map[string]string{"X-Forwarded-For": "127.0.0.2"}, 403, refusedUnsigned.message(netip.Addr{}))
+	check("trusted proxy, forged", "127.0.0.5", map[string]string{HeaderInstance: SignInstance([]byte("wrong"), "vm-bb", "", now.Add(time.Minute))}, 403, refusedSignature.message(netip.Addr{}))
 	forged := SignInstance(key, "vm-bb", "", now.Add(time.Minute))
-	check("trusted proxy, name swapped", "127.0.0.5", map[string]string{HeaderInstance: strings.Replace(forged, ";vm-bb;", ";vm-a;", 1)}, 403, "")
-	check("trusted proxy, expired", "127.0.0.5", map[string]string{HeaderInstance: SignInstance(key, "vm-bb", "", now.Add(-InstanceHeaderSkew-time.Second))}, 403, "")
-	check("trusted proxy, no header", "127.0.0.5", nil, 404, "")
+	check("trusted proxy, name swapped", "127.0.0.5", map[string]string{HeaderInstance: strings.Replace(forged, ";vm-bb;", ";vm-a;", 1)}, 403, refusedSignature.message(netip.Addr{}))
+	check("trusted proxy, expired", "127.0.0.5", map[string]string{HeaderInstance: SignInstance(key, "vm-bb", "", now.Add(-InstanceHeaderSkew-time.Second))}, 403, refusedSignature.message(netip.Addr{}))
+	check("trusted proxy, no header", "127.0.0.5", nil, 404, refusedUnnamed.message(netip.Addr{}))
+	check("trusted proxy, signed for a name not served", "127.0.0.5", map[string]string{HeaderInstance: SignInstance(key, "vm-gone", "", now.Add(time.Minute))}, 404, refusedName.message(netip.Addr{}))
+	for why := refusedNoOwner; why <= refusedForwarded; why++ {
+		if m := why.message(netip.MustParseAddr("192.0.2.9")); strings.Count(m, "\n") != 1 || !strings.HasSuffix(m, "\n") || strings.Contains(m, "vm-") {
+			t.Errorf("refusal %d: %q: want one line that names no instance", why, m)
+		}
+	}
 	for _, p := range []string{"/openstack/latest/meta_data.json", "/nocloud/meta-data", "/ignition/config", "/latest/user-data"} {
 		ra := (&clientT{t: t, src: "127.0.0.2"}).get(srv.URL + p)
 		rb := (&clientT{t: t, src: "127.0.0.3"}).get(srv.URL + p)
 		if ra.status != 200 || rb.status != 200 || strings.Contains(ra.body, "vm-bb") || strings.Contains(rb.body, "vm-a") {
 			t.Errorf("%s: A %d, B %d, or one sees the other's name", p, ra.status, rb.status)
 		}
-		if r := (&clientT{t: t, src: "127.0.0.4"}).get(srv.URL + p); r.status != 404 || r.body != "" {
+		if r := (&clientT{t: t, src: "127.0.0.4"}).get(srv.URL + p); r.status != 404 || r.body != unknown {
 			t.Errorf("%s from an unknown address: %d %q", p, r.status, r.body)
 		}
 	}

@@ -105,8 +105,8 @@ func TestTrustedProxySignedOnly(t *testing.T) {
 func TestLoopbackInstances(t *testing.T) {
 	store := twoInstances(t, "")
 	srv, _ := serve(t, NewHandler(store, Options{Logger: quietLogger()}))
-	if r := get(t, clientFrom("127.0.0.2"), srv.URL+"/latest/meta-data/hostname"); r.status != 404 || r.body != "" {
-		t.Errorf("a loopback source was served: %d %q", r.status, r.body)
+	if r := get(t, clientFrom("127.0.0.2"), srv.URL+"/latest/meta-data/hostname"); r.status != 404 || !strings.Contains(r.body, "--allow-loopback-instances") {
+		t.Errorf("a loopback source was served, or not told why: %d %q", r.status, r.body)
 	}
 	checks := StoreChecks(Options{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/24")}})
 	rec := testRecord(t, instanceDoc("vm", []string{"192.0.2.1", "127.0.0.2", "10.0.0.7", "'::1'"}, ""), "1")

@@ -53,11 +53,64 @@ func mac(key []byte, msg string) []byte {
 	return m.Sum(nil)
 }
 
-// identify finds the record a request speaks for, or returns the status to
-// refuse it with: 404 for an address (or name) nobody owns, 403 for a
-// signed header that does not verify, is out of its time window or names
+// refusal says why identify found no record: the one line a refused
+// request is answered with, so that a guest's operator who curls the
+// server from the wrong place reads why. It names nothing but the
+// request's own address and the server's settings: never another
+// instance, nor whether a name exists.
+type refusal uint8
+
+const (
+	refusedNone        refusal = iota
+	refusedNoOwner             // an address no instance has
+	refusedLoopback            // loopback, without --allow-loopback-instances
+	refusedUnnamed             // a trusted proxy that named no VM
+	refusedName                // a signed name that is not served
+	refusedSignature           // a signed header that does not verify
+	refusedPredecessor         // a signed header minted for an earlier incarnation
+	refusedUnsigned            // X-Forwarded-For where the signed header is required
+	refusedForwarded           // an X-Forwarded-For that is not addresses
+)
+
+// status is the HTTP status a refusal is answered with.
+func (why refusal) status() int {
+	switch why {
+	case refusedSignature, refusedPredecessor, refusedUnsigned, refusedForwarded:
+		return http.StatusForbidden
+	}
+	return http.StatusNotFound
+}
+
+// message is a refusal's one-line answer to a request from addr (the
+// address the server identified it by).
+func (why refusal) message(addr netip.Addr) string {
+	switch why {
+	case refusedNoOwner:
+		return "vminit: no instance is served to " + addr.String() + ": an instance answers the addresses its spec.metadataServer.addresses lists (in Kubernetes, also its VM's)\n"
+	case refusedLoopback:
+		return "vminit: " + addr.String() + " is a loopback address, which identifies an instance only when the server runs with --allow-loopback-instances (tries and tests)\n"
+	case refusedUnnamed:
+		return "vminit: a trusted proxy's own address is no instance's: name the VM with X-Vminit-Instance (or X-Forwarded-For without --hmac-key-file)\n"
+	case refusedName:
+		return "vminit: the instance X-Vminit-Instance names is not served here\n"
+	case refusedSignature:
+		return "vminit: X-Vminit-Instance does not verify: signed with another key, outside its time window, or malformed\n"
+	case refusedPredecessor:
+		return "vminit: X-Vminit-Instance was signed for an earlier incarnation of the instance\n"
+	case refusedUnsigned:
+		return "vminit: with --hmac-key-file, a trusted proxy names its VM only by the signed X-Vminit-Instance header\n"
+	case refusedForwarded:
+		return "vminit: X-Forwarded-For holds something that is not an address\n"
+	}
+	return ""
+}
+
+// identify finds the record a request speaks for, or says why not (see
+// refusal): 404 for an address (or name) nobody owns, 403 for a signed
+// header that does not verify, is out of its time window or names
 // another incarnation, or for an unsigned X-Forwarded-For when signed
-// headers are required.
+// headers are required. addr is the address the request was identified
+// by (its source, or the one a trusted proxy forwarded).
 //
 // Only a request whose source address is in Options.TrustedProxies may
 // name another address or an instance; from anywhere else X-Forwarded-For
@@ -65,36 +118,37 @@ func mac(key []byte, msg string) []byte {
 // trusted proxy that names no instance is answered 404: its own address
 // is nobody's. A loopback address identifies nobody unless
 // Options.AllowLoopbackInstances.
-func (h *Handler) identify(r *http.Request) (*registry.Record, int) {
+func (h *Handler) identify(r *http.Request) (rec *registry.Record, addr netip.Addr, why refusal) {
 	ap, err := netip.ParseAddrPort(r.RemoteAddr)
 	if err != nil {
-		return nil, http.StatusNotFound
+		return nil, addr, refusedNoOwner
 	}
 	src := ap.Addr().Unmap()
 	snap := h.snapshot()
 	if !h.trusted(src) {
-		return h.byAddr(snap, src)
+		rec, why := h.byAddr(snap, src)
+		return rec, src, why
 	}
 	if v := r.Header.Get(HeaderInstance); v != "" {
 		name, uid, ok := h.verifyInstance(v)
 		if !ok {
-			return nil, http.StatusForbidden
+			return nil, src, refusedSignature
 		}
 		rec, found := snap.ByName(name)
 		if !found {
-			return nil, http.StatusNotFound
+			return nil, src, refusedName
 		}
 		if rec.UID != uid {
-			return nil, http.StatusForbidden // minted for a predecessor
+			return nil, src, refusedPredecessor // minted for a predecessor
 		}
-		return rec, 0
+		return rec, src, refusedNone
 	}
 	xff := r.Header.Values("X-Forwarded-For")
 	if len(xff) > 0 && len(h.opts.HMACKey) > 0 {
 		// With a key, the signed header is the only way: an unsigned
 		// header would let whatever reaches the proxy choose whose data
 		// it gets.
-		return nil, http.StatusForbidden
+		return nil, src, refusedUnsigned
 	}
 	if len(xff) > 0 {
 		// The rightmost address that is not itself a trusted proxy is the
@@ -103,28 +157,29 @@ func (h *Handler) identify(r *http.Request) (*registry.Record, int) {
 		for i := len(all) - 1; i >= 0; i-- {
 			a, err := netip.ParseAddr(strings.TrimSpace(all[i]))
 			if err != nil {
-				return nil, http.StatusForbidden
+				return nil, src, refusedForwarded
 			}
 			a = a.Unmap()
 			if i > 0 && h.trusted(a) {
 				continue
 			}
-			return h.byAddr(snap, a)
+			rec, why := h.byAddr(snap, a)
+			return rec, a, why
 		}
 	}
-	return nil, http.StatusNotFound
+	return nil, src, refusedUnnamed
 }
 
 // byAddr is the record an address identifies.
-func (h *Handler) byAddr(snap *registry.Snapshot, a netip.Addr) (*registry.Record, int) {
+func (h *Handler) byAddr(snap *registry.Snapshot, a netip.Addr) (*registry.Record, refusal) {
 	if a.IsLoopback() && !h.opts.AllowLoopbackInstances {
-		return nil, http.StatusNotFound
+		return nil, refusedLoopback
 	}
 	rec, ok := snap.ByAddr(a)
 	if !ok {
-		return nil, http.StatusNotFound
+		return nil, refusedNoOwner
 	}
-	return rec, 0
+	return rec, refusedNone
 }
 
 // Knows reports whether a source address is an instance's or a trusted
@@ -134,8 +189,8 @@ func (h *Handler) Knows(a netip.Addr) bool {
 	if h.trusted(a) {
 		return true
 	}
-	_, st := h.byAddr(h.src.Snapshot(), a)
-	return st == 0
+	_, why := h.byAddr(h.src.Snapshot(), a)
+	return why == refusedNone
 }
 
 // fromTrustedProxy reports whether the request's source is a trusted

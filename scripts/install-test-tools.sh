@@ -11,6 +11,7 @@ if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
 
 packages=(
   cloud-init            # cloud-init 22.4's own Python reads our seeds
+  cloud-image-utils     # cloud-localds: build USER-DATA [META-DATA] makes the seed it makes
   ignition              # ignition-validate and the ignition binary
   xorriso genisoimage   # xorriso -indev, isoinfo; genisoimage for the benchmarks
   libarchive-tools      # bsdtar

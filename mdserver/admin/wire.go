@@ -10,9 +10,10 @@ type (
 		Addresses []string `json:"addresses"`
 		Revision  string   `json:"revision"`
 		// UID is the instance's incarnation (registry.Record.UID), which
-		// a trusted proxy's signed X-Vminit-Instance header names; absent
-		// for the empty UID (and in PUT's answer).
-		UID string `json:"uid,omitempty"`
+		// a trusted proxy's signed X-Vminit-Instance header names; always
+		// present, "" for the empty UID (and in PUT's answer), so that
+		// every row of a listing has the same keys (issue 34).
+		UID string `json:"uid"`
 	}
 	// InstanceList is the body of GET /v1/instances.
 	InstanceList struct {

@@ -88,11 +88,10 @@ func (b *boot) fit() {
 	st.Errors = st.Errors[:keep]
 }
 
-// brief is f as a fleet row carries it: its message on one line, at
-// most MaxBriefError bytes.
+// brief is f as a fleet row carries it: the line of its message that
+// says why (Why), at most MaxBriefError bytes.
 func (f Failure) brief() Failure {
-	// Cut first: a row costs a read MaxBriefError bytes, not the message.
-	f.Message = clip(oneLine(clip(f.Message, 4*MaxBriefError)), MaxBriefError)
+	f.Message = clip(oneLine(Why(f.Message)), MaxBriefError)
 	return f
 }
 

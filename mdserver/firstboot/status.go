@@ -122,8 +122,11 @@ func (f Failure) Where() string {
 // Status is one incarnation's first boot: what the admin API answers, the
 // CLI and the web page show, and a store writes back.
 type Status struct {
-	Name  string `json:"name"`
-	UID   string `json:"uid,omitempty"`
+	Name string `json:"name"`
+	// UID is the incarnation (registry.Record.UID): always present, ""
+	// for an instance a directory store loaded at start, so that every
+	// row of a listing has the same keys.
+	UID   string `json:"uid"`
 	Agent string `json:"agent,omitempty"`
 	State State  `json:"state"`
 	// Stage and Module are where the boot is (or ended, or failed).
@@ -174,7 +177,9 @@ func (s *Status) Where() string {
 	return s.Stage
 }
 
-// FirstError is the first failure, "where: message", or "".
+// FirstError is the first failure, "where: why" on one line (Why: the
+// line of its message that says why), or "". The CLI, the web page and
+// the Kubernetes condition show it; the whole message is the Status's.
 func (s *Status) FirstError() string {
 	if len(s.Errors) == 0 {
 		return ""
@@ -183,7 +188,7 @@ func (s *Status) FirstError() string {
 	if f.Message == "" {
 		return f.Where()
 	}
-	return f.Where() + ": " + f.Message
+	return f.Where() + ": " + oneLine(Why(f.Message))
 }
 
 // Filter selects statuses for a fleet summary. The zero Filter selects

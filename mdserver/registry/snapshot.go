@@ -112,5 +112,18 @@ func (s *Snapshot) Names() []string {
 	return s.names
 }
 
+// Unaddressed returns, sorted, the names of the records no address
+// identifies: no guest can fetch them. It runs no deferred check.
+func (s *Snapshot) Unaddressed() []string {
+	var names []string
+	s.byName.each(func(name string, r *Record) {
+		if len(r.Addresses) == 0 {
+			names = append(names, name)
+		}
+	})
+	slices.Sort(names)
+	return names
+}
+
 // Len is the number of records.
 func (s *Snapshot) Len() int { return s.byName.len }

@@ -36,12 +36,15 @@ type buildFlags struct {
 	publishOut string
 	headers    []string
 	sysprepOut string
+
+	// ud are the flags of a raw user-data input (build_userdata.go).
+	ud userDataFlags
 }
 
 func newBuildCommand() *cobra.Command {
 	var f buildFlags
 	cmd := &cobra.Command{
-		Use:   "build SPEC -o OUTPUT",
+		Use:   "build SPEC -o OUTPUT | build USER-DATA [META-DATA] -o SEED",
 		Short: "Build a seed image or an Ignition config from an instance spec",
 		Long: `Build renders the spec for its guest agent and writes the result:
 
@@ -62,6 +65,13 @@ The output is written to a temporary file and renamed into place only when
 complete, with permissions 0600 unless --mode says otherwise. SPEC - reads the
 spec from standard input; -o - writes the output to standard output.
 
+Given cloud-init user data instead of a spec (a #cloud-config document, a
+#! script, a MIME message), build takes what cloud-localds takes: USER-DATA
+[META-DATA] (without META-DATA, cloud-localds's: instance-id iid-local01),
+--network-config FILE and --vendor-data FILE, put as given onto a NoCloud
+seed, each checked as cloud-init reads it and a #cloud-config against
+cloud-init's schema. 'vminit convert USER-DATA --to spec' makes a spec of it.
+
 Timestamps come from --timestamp, else $SOURCE_DATE_EPOCH, else the Unix
 epoch: the same spec always gives the same bytes.`,
 		Example: `  vminit build examples/dev-vm.yaml -o seed.iso
@@ -71,8 +81,9 @@ epoch: the same spec always gives the same bytes.`,
   vminit build examples/fcos-server.yaml -o config.iso --datasource configdrive
   vminit build instance.yaml --format ignition --transport ec2 \
     --publish-url https://cfg.example.com/web-1.ign --publish-out full.ign -o user-data.ign
-  cat instance.yaml | vminit build - -o seed.iso`,
-		Args: minArgs(1, "a SPEC file (- for standard input), or files of platform objects"),
+  cat instance.yaml | vminit build - -o seed.iso
+  vminit build user-data meta-data --network-config network-config -o seed.iso`,
+		Args: minArgs(1, "a SPEC file (- for standard input), files of platform objects, or USER-DATA [META-DATA]"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return f.run(cmd, args)
 		},
@@ -89,6 +100,7 @@ epoch: the same spec always gives the same bytes.`,
 	fl.StringVar(&f.publishOut, "publish-out", "", "with --publish-url: where to write the full config to upload there")
 	fl.StringArrayVar(&f.headers, "publish-header", nil, "with --publish-url: an HTTP header for the fetch, Name: value (repeatable)")
 	fl.StringVar(&f.sysprepOut, "sysprep-out", "", "KubeVirt: where to write the VM's sysprep answer-file disc (label unattendCD) besides its cloud-init seed")
+	f.ud.register(cmd)
 	cmd.RegisterFlagCompletionFunc("fs", cobra.FixedCompletions(formatList(), cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
@@ -128,6 +140,18 @@ func (f *buildFlags) run(cmd *cobra.Command, paths []string) error {
 		if _, err := media.ParseFormat(f.fsys); err != nil {
 			return usageError{err}
 		}
+	}
+	// Flags are checked first: a usage error says so before any file is
+	// read.
+	userData, err := f.readUserData(cmd, paths[0])
+	if err != nil {
+		return err
+	}
+	if userData != nil {
+		return f.buildUserData(cmd, paths, userData, opts, perm)
+	}
+	if f.ud.networkConfig != "" || f.ud.vendorData != "" {
+		return usagef("--network-config and --vendor-data are for a USER-DATA file (cloud-localds's input); a spec's are spec.network and spec.cloudInit.vendorData")
 	}
 	in, err := f.in.loadOne(cmd, paths)
 	if err != nil {

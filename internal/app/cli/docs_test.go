@@ -7,7 +7,10 @@ import (
 	"io"
 	"io/fs"
 	"net"
+	"net/http"
+	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -29,7 +32,9 @@ const repoRoot = "../../.."
 // notRun and serveNotRun, and lines that pipe or write outside the copy,
 // are parsed only (their command and every flag must exist), for the
 // reasons those give. A command is expected to succeed unless its line
-// ends with "# exits N".
+// ends with "# exits N". A serve line that can run here keeps running
+// while the curl lines after it run against it (the try-its: see
+// runCurlLine).
 func TestDocsCommands(t *testing.T) {
 	pages, _ := filepath.Glob(filepath.Join(repoRoot, "docs", "*.md"))
 	sub, _ := filepath.Glob(filepath.Join(repoRoot, "docs", "*", "*.md"))
@@ -49,9 +54,16 @@ func TestDocsCommands(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer os.Chdir(wd)
+			var srv *docServer
 			for _, l := range lines {
-				runDocLine(t, l)
+				if strings.HasPrefix(l.text, "curl ") {
+					runCurlLine(t, l, srv)
+					continue
+				}
+				srv.stop(t)
+				srv = runDocLine(t, l)
 			}
+			srv.stop(t)
 		})
 	}
 }
@@ -61,6 +73,7 @@ type docLine struct {
 	text     string
 	line     int
 	wantExit int
+	comment  string // after " #"
 }
 
 var exitsComment = regexp.MustCompile(`#\s*exits (\d)`)
@@ -103,12 +116,13 @@ func shellLines(t *testing.T, page string) []docLine {
 		if m := exitsComment.FindStringSubmatch(text); m != nil {
 			want, _ = strconv.Atoi(m[1])
 		}
+		comment := ""
 		if i := strings.Index(text, " #"); i >= 0 {
-			text = strings.TrimSpace(text[:i])
+			text, comment = strings.TrimSpace(text[:i]), strings.TrimSpace(text[i+2:])
 		}
 		text = strings.Replace(text, "go run ./cmd/vminit ", "vminit ", 1)
-		if strings.HasPrefix(text, "vminit ") || strings.Contains(text, "| vminit ") {
-			out = append(out, docLine{text: text, line: start, wantExit: want})
+		if strings.HasPrefix(text, "vminit ") || strings.Contains(text, "| vminit ") || strings.HasPrefix(text, "curl ") {
+			out = append(out, docLine{text: text, line: start, wantExit: want, comment: comment})
 		}
 	}
 	return out
@@ -182,41 +196,146 @@ func adminAddressed(args []string) bool {
 	return has("--kubeconfig") || has("--server") && has("--token-file")
 }
 
-// runServeLine starts a serve line, waits until it listens and stops it.
-// The loopback ports become 0: a port the line names may be taken on
-// the machine running the tests.
-func runServeLine(t *testing.T, l docLine, args []string) {
+// docServer is a serve line running while the curl lines after it run.
+type docServer struct {
+	line   docLine
+	cancel context.CancelFunc
+	done   chan error
+	stderr *testtools.SyncBuffer
+	// addrs maps each address the line names (127.0.0.1:8080) to the
+	// one it listens on: a port the line names may be taken on the
+	// machine running the tests, so the ports become 0.
+	addrs map[string]string
+}
+
+// listeningLine is serve's log line for each listener, with --log-format
+// text.
+var listeningLine = regexp.MustCompile(`msg=listening listener=(\w+) address=(\S+)`)
+
+// startServeLine starts a serve line and waits until every listener it
+// names listens; nil if it stopped first (the test has failed).
+func startServeLine(t *testing.T, l docLine, args []string) *docServer {
 	t.Helper()
 	args = slices.Clone(args)
+	var named [][2]string // listener, address the line gives
 	for i := range args {
 		if strings.HasSuffix(args[i], "listen") && i+1 < len(args) {
+			name := map[string]string{"--listen": "metadata", "--metrics-listen": "metrics", "--admin-listen": "admin"}[args[i]]
+			named = append(named, [2]string{name, args[i+1]})
 			host, _, _ := net.SplitHostPort(args[i+1])
 			args[i+1] = net.JoinHostPort(host, "0")
 		}
 	}
+	if !slices.ContainsFunc(named, func(n [2]string) bool { return n[0] == "metadata" }) {
+		named = append(named, [2]string{"metadata", ""})
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	root := NewRootCommand()
-	stderr := &testtools.SyncBuffer{}
-	root.SetErr(stderr)
+	s := &docServer{line: l, cancel: cancel, done: make(chan error, 1), stderr: &testtools.SyncBuffer{}, addrs: map[string]string{}}
+	root.SetErr(s.stderr)
 	root.SetArgs(append(args, "--log-format", "text"))
-	done := make(chan error, 1)
-	go func() { done <- root.ExecuteContext(ctx) }()
-	for !strings.Contains(stderr.String(), "msg=listening") {
+	go func() { s.done <- root.ExecuteContext(ctx) }()
+	for len(listeningLine.FindAllString(s.stderr.String(), -1)) < len(named) {
 		select {
-		case err := <-done:
-			t.Errorf("line %d: %s: stopped before listening: %v\n%s", l.line, l.text, err, stderr)
-			return
+		case err := <-s.done:
+			cancel()
+			t.Errorf("line %d: %s: stopped before listening: %v\n%s", l.line, l.text, err, s.stderr)
+			return nil
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Errorf("line %d: %s: %v\n%s", l.line, l.text, err, stderr)
+	seen := map[string]int{}
+	for _, m := range listeningLine.FindAllStringSubmatch(s.stderr.String(), -1) {
+		k := 0
+		for _, n := range named {
+			if n[0] == m[1] {
+				if k == seen[m[1]] {
+					s.addrs[n[1]] = m[2]
+				}
+				k++
+			}
+		}
+		seen[m[1]]++
+	}
+	return s
+}
+
+// stop stops a running serve line (nil: none), failing the test if it
+// ended with an error.
+func (s *docServer) stop(t *testing.T) {
+	t.Helper()
+	if s == nil {
+		return
+	}
+	s.cancel()
+	if err := <-s.done; err != nil {
+		t.Errorf("line %d: %s: %v\n%s", s.line.line, s.line.text, err, s.stderr)
 	}
 }
 
-func runDocLine(t *testing.T, l docLine) {
+// runCurlLine fetches a curl line's loopback URL (others download from
+// the network, and are not run) from the serve line running before it, from --interface's address when it gives one, as the page's
+// reader does in another terminal. The answer must be 200 with a body,
+// or the status its comment starts with ("# 404: why") with a body that
+// says the why.
+func runCurlLine(t *testing.T, l docLine, srv *docServer) {
+	t.Helper()
+	words, ok := shellWords(l.text)
+	if !ok {
+		t.Errorf("line %d: cannot split %q", l.line, l.text)
+		return
+	}
+	if !slices.ContainsFunc(words, func(w string) bool { return strings.HasPrefix(w, "http://127.") }) {
+		return // a download from the network (a guest image): not a try of serve
+	}
+	if srv == nil {
+		t.Errorf("line %d: %s: no serve line runs before it", l.line, l.text)
+		return
+	}
+	var rawURL, iface string
+	for i := 1; i < len(words); i++ {
+		switch w := words[i]; {
+		case w == "--interface" && i+1 < len(words):
+			iface = words[i+1]
+			i++
+		case strings.HasPrefix(w, "http://"):
+			rawURL = w
+		default:
+			t.Errorf("line %d: %s: the test does not know curl's %q", l.line, l.text, w)
+		}
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil || srv.addrs[u.Host] == "" {
+		t.Errorf("line %d: %s: the URL names no address the serve line listens on (%v)", l.line, l.text, srv.addrs)
+		return
+	}
+	u.Host = srv.addrs[u.Host]
+	dialer := &net.Dialer{Timeout: 5 * time.Second}
+	if iface != "" {
+		dialer.LocalAddr = &net.TCPAddr{IP: net.ParseIP(iface)}
+	}
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: dialer.DialContext}}
+	res, err := client.Get(u.String())
+	if err != nil {
+		t.Errorf("line %d: %s: %v", l.line, l.text, err)
+		return
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	want, why := 200, ""
+	if code, rest, ok := strings.Cut(l.comment, ": "); ok {
+		if n, err := strconv.Atoi(code); err == nil {
+			want, why = n, rest
+		}
+	}
+	if res.StatusCode != want || len(body) == 0 || !strings.Contains(string(body), why) {
+		t.Errorf("line %d: %s: %d %q, want %d saying %q\n%s", l.line, l.text, res.StatusCode, body, want, why, srv.stderr)
+	}
+}
+
+// runDocLine runs a line; a serve line that can run here is left
+// running for the curl lines after it (the caller stops it).
+func runDocLine(t *testing.T, l docLine) *docServer {
 	t.Helper()
 	text := l.text
 	var stdin, stdout string
@@ -230,7 +349,7 @@ func runDocLine(t *testing.T, l docLine) {
 	words, ok := shellWords(text)
 	if !ok {
 		t.Errorf("line %d: cannot split %q", l.line, l.text)
-		return
+		return nil
 	}
 	var args []string
 	for i := 1; i < len(words); i++ {
@@ -248,8 +367,7 @@ func runDocLine(t *testing.T, l docLine) {
 	}
 	outside := filepath.IsAbs(stdout) || filepath.IsAbs(stdin)
 	if len(args) > 0 && args[0] == "serve" && !piped && !outside && serveNotRun(args) == "" {
-		runServeLine(t, l, args)
-		return
+		return startServeLine(t, l, args)
 	}
 	if len(args) > 0 && args[0] == "instances" && !adminAddressed(args) {
 		t.Errorf("line %d: %s: names neither --kubeconfig nor --server and --token-file: a reader's shell has no server", l.line, l.text)
@@ -264,7 +382,7 @@ func runDocLine(t *testing.T, l docLine) {
 		if err != nil {
 			t.Errorf("line %d: %s: %v", l.line, l.text, err)
 		}
-		return
+		return nil
 	}
 	var in io.Reader = strings.NewReader("")
 	if stdin != "" {
@@ -283,6 +401,7 @@ func runDocLine(t *testing.T, l docLine) {
 	if stdout != "" {
 		os.WriteFile(stdout, out.Bytes(), 0o600)
 	}
+	return nil
 }
 
 // shellWords splits a command line as a shell would, for the quoting the
@@ -333,4 +452,27 @@ func shellWords(s string) ([]string, bool) {
 		words = append(words, cur.String())
 	}
 	return words, true
+}
+
+// TestMakeDefault: `make` alone, as a reader types it in a clone, builds
+// the programs into bin/ and does nothing else; the test tools' install
+// (apt, with sudo) and the tests stay behind the explicit `make test`
+// (issue 34: make alone ran make test).
+func TestMakeDefault(t *testing.T) {
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("no make")
+	}
+	out, err := exec.Command("make", "-n", "-C", repoRoot).CombinedOutput()
+	if err != nil {
+		t.Fatalf("make -n: %v\n%s", err, out)
+	}
+	got := strings.TrimSpace(string(out))
+	if !strings.Contains(got, "go build") || !strings.Contains(got, "-o bin/ ./cmd/...") {
+		t.Errorf("make does not build ./cmd/... into bin/:\n%s", got)
+	}
+	for _, bad := range []string{"install-test-tools", "go test", "apt", "sudo"} {
+		if strings.Contains(got, bad) {
+			t.Errorf("make alone runs %q:\n%s", bad, got)
+		}
+	}
 }

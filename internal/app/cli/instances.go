@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 	"gopkg.in/yaml.v3"
 
+	"github.com/vminit/vminit/internal/app/serve"
 	"github.com/vminit/vminit/internal/lib/secretfile"
 	"github.com/vminit/vminit/internal/lib/tlsfiles"
 	"github.com/vminit/vminit/mdserver/admin"
@@ -57,7 +59,7 @@ func (c *adminClient) instanceName(arg string) string {
 
 func (c *adminClient) flags(cmd *cobra.Command) {
 	cmd.PersistentFlags().StringVar(&c.server, "server", "", "admin API URL, e.g. https://mds.example:8443 (default $VMINIT_ADMIN_URL)")
-	cmd.PersistentFlags().StringVar(&c.tokenFile, "token-file", "", "file holding the admin bearer token (default $VMINIT_ADMIN_TOKEN)")
+	cmd.PersistentFlags().StringVar(&c.tokenFile, "token-file", "", "file holding the admin bearer token (without it: the token itself in $VMINIT_ADMIN_TOKEN)")
 	cmd.PersistentFlags().StringVar(&c.caFile, "ca-file", "", "PEM CA bundle that signed the admin API's certificate (default: the system's)")
 	cmd.PersistentFlags().StringVar(&c.certFile, "cert", "", "PEM client certificate, for an admin API that requires one (with --key)")
 	cmd.PersistentFlags().StringVar(&c.keyFile, "key", "", "PEM private key of --cert")
@@ -116,7 +118,7 @@ func (c *adminClient) setup(ctx context.Context) error {
 		}
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.TLSClientConfig = tlsConfig
-		c.http = &http.Client{Timeout: 30 * time.Second, Transport: tr}
+		c.http = &http.Client{Timeout: 30 * time.Second, Transport: hintTransport{tr}}
 	}
 	c.api = &admin.Client{URL: c.server, Token: c.token, HTTP: c.http}
 	return nil
@@ -216,10 +218,11 @@ func (c *adminClient) listCommand() *cobra.Command {
 
 func (c *adminClient) getCommand() *cobra.Command {
 	return &cobra.Command{
-		Use:     "get NAME",
-		Short:   "Print an instance's stored spec (YAML, defaults filled in)",
-		Example: "  vminit instances get web-1 > web-1.yaml",
-		Args:    exactArgs(1, "one NAME"),
+		Use:               "get NAME",
+		Short:             "Print an instance's stored spec (YAML, defaults filled in)",
+		Example:           "  vminit instances get web-1 > web-1.yaml",
+		Args:              exactArgs(1, "one NAME"),
+		ValidArgsFunction: c.completeNames(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			data, err := c.api.Get(cmd.Context(), c.instanceName(args[0]))
 			if err != nil {
@@ -241,7 +244,9 @@ func (c *adminClient) putCommand(putIn *inputFlags) *cobra.Command {
 with its line), inlines files[].source.file content (the server never reads
 its own files for a stored spec), and stores it. A spec the server refuses
 (an address another instance holds, for example) fails with exit code 1;
-the specs before it stay stored.`,
+the specs before it stay stored. A spec stored without an address (no
+spec.metadataServer.addresses; in a cluster, no VM naming it yet) is
+warned about: no guest can fetch it until one identifies it.`,
 		Example: `  vminit instances put web-1.yaml web-2.yaml
   vminit instances put --source-root /srv/vminit web-1.yaml`,
 		Args: func(_ *cobra.Command, args []string) error {
@@ -267,6 +272,12 @@ the specs before it stay stored.`,
 						return err
 					}
 					fmt.Fprintf(cmd.OutOrStdout(), "%s: stored %s (revision %s)\n", si.name, s.Name, s.Revision)
+					if len(s.Addresses) == 0 {
+						// Stored, but no guest's request will find it: it would
+						// stay pending for ever (issue 34).
+						fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s: no guest can fetch %s yet, no address identifies it: %s\n",
+							si.name, s.Name, serve.UnaddressedHint(c.namespace != ""))
+					}
 				}
 			}
 			return nil
@@ -278,10 +289,11 @@ the specs before it stay stored.`,
 
 func (c *adminClient) deleteCommand() *cobra.Command {
 	return &cobra.Command{
-		Use:     "delete NAME",
-		Short:   "Remove an instance",
-		Example: "  vminit instances delete web-1",
-		Args:    exactArgs(1, "one NAME"),
+		Use:               "delete NAME",
+		Short:             "Remove an instance",
+		Example:           "  vminit instances delete web-1",
+		Args:              exactArgs(1, "one NAME"),
+		ValidArgsFunction: c.completeNames(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := c.api.Delete(cmd.Context(), c.instanceName(args[0])); err != nil {
 				return err
@@ -302,7 +314,8 @@ func (c *adminClient) previewCommand() *cobra.Command {
 		Short: "Show what the instance's VM would get (nocloud, configdrive, ignition, ec2 or openstack)",
 		Example: `  vminit instances preview web-1
   vminit instances preview web-1 --dialect ec2 --json`,
-		Args: exactArgs(1, "one NAME"),
+		Args:              exactArgs(1, "one NAME"),
+		ValidArgsFunction: c.completeNames(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			asJSON, err := report.json()
 			if err != nil {
@@ -372,4 +385,36 @@ func inlineSpec(cmd *cobra.Command, si *specInput) (string, []byte, error) {
 		return "", nil, errors.Join(fmt.Errorf("%s: re-encoding with source files inlined", si.name), err)
 	}
 	return inst.Metadata.Name, doc, nil
+}
+
+// completeNames offers the names of the instances the flags given so far
+// name (--server and its token, or --kubeconfig), up to max of them per
+// word (max 0: any number); nothing when they reach none. A shell's
+// completion must not hang: the server has 5 s.
+func (c *adminClient) completeNames(max int) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, args []string, prefix string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		if max > 0 && len(args) >= max {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		ctx, cancel := context.WithTimeout(cmd.Context(), 5*time.Second)
+		defer cancel()
+		if err := c.setup(ctx); err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveError
+		}
+		if c.closer != nil {
+			defer c.closer.Close()
+		}
+		list, err := c.api.List(ctx)
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveError
+		}
+		var out []cobra.Completion
+		for _, i := range list {
+			name := strings.TrimPrefix(i.Name, c.namespace+"/")
+			if strings.HasPrefix(name, prefix) && !slices.Contains(args, name) {
+				out = append(out, name)
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
 }

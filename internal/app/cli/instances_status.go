@@ -54,7 +54,7 @@ or --wait); with several, their rows.
 --watch prints the table again at each change (in place on a terminal)
 until Ctrl-C. --wait waits for the selected (or named) instances to finish:
 it exits 0 when every one is done, 1 as soon as every one has finished and
-any failed (each failed one named on stderr with its first error), and 2
+any failed (each failed one named on stderr with its first error), and 3
 when --timeout passes first (or on Ctrl-C), naming those still going: the
 fleet's 'vminit run'. --json prints the summary (with one NAME, the status)
 as JSON; with --watch, one document a line.
@@ -66,16 +66,35 @@ Instances' status.`,
   vminit instances status --state failed,stalled --agent cloud-init
   vminit instances status --watch
   vminit instances status web-1 web-2 --wait --timeout 15m`,
-		RunE: func(cmd *cobra.Command, args []string) error { return c.status(cmd, args, &f) },
+		RunE:              func(cmd *cobra.Command, args []string) error { return c.status(cmd, args, &f) },
+		ValidArgsFunction: c.completeNames(0),
 	}
 	fl := cmd.Flags()
 	fl.BoolVarP(&f.watch, "watch", "w", false, "print the table again at each change, until Ctrl-C (or --wait is satisfied)")
-	fl.BoolVar(&f.wait, "wait", false, "wait for the first boots to finish: exit 0 when all are done, 1 when any failed, 2 on --timeout")
-	fl.DurationVar(&f.timeout, "timeout", 0, "with --wait: give up after this long (exit 2), e.g. 15m (default: no limit)")
+	fl.BoolVar(&f.wait, "wait", false, "wait for the first boots to finish: exit 0 when all are done, 1 when any failed, 3 on --timeout (2 is a usage error)")
+	fl.DurationVar(&f.timeout, "timeout", 0, "with --wait: give up after this long (exit 3), e.g. 15m (default: no limit)")
 	fl.StringVar(&f.states, "state", "", "only instances in these states, comma-separated: "+strings.Join(stateList(), ", "))
 	fl.StringVar(&f.agent, "agent", "", "only instances of this agent: "+strings.Join(firstboot.Agents, " or "))
 	f.report.register(cmd)
+	cmd.RegisterFlagCompletionFunc("state", completeList(stateList()))
+	cmd.RegisterFlagCompletionFunc("agent", cobra.FixedCompletions(firstboot.Agents, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
+}
+
+// completeList completes a comma-separated list of values: the values
+// not yet given, after those that are (--state failed,st<TAB>).
+func completeList(values []string) cobra.CompletionFunc {
+	return func(_ *cobra.Command, _ []string, prefix string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		i := strings.LastIndex(prefix, ",")
+		given, last := strings.Split(prefix[:i+1], ","), prefix[i+1:]
+		var out []cobra.Completion
+		for _, v := range values {
+			if strings.HasPrefix(v, last) && !slices.Contains(given, v) {
+				out = append(out, prefix[:i+1]+v)
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveNoSpace
+	}
 }
 
 func stateList() []string {

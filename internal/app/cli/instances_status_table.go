@@ -176,7 +176,7 @@ func writeBootDetail(w io.Writer, st *firstboot.Status) error {
 		for _, ev := range st.Events {
 			name := printable(ev.Name)
 			if ev.Kind == firstboot.KindFetch {
-				name += fmt.Sprintf(" (%s, %d requests)", printable(ev.Dialect), ev.Count)
+				name += fmt.Sprintf(" (%s, %s)", printable(ev.Dialect), requests(ev.Count))
 			}
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", offset(ev.Time, base), ev.Kind, name, took(ev),
 				printable(ev.Result), cut(printable(ev.Message), maxErrorWidth))
@@ -210,4 +210,13 @@ func offset(t, base time.Time) string {
 		return "-"
 	}
 	return "+" + humanDuration(t.Sub(base))
+}
+
+// requests is a fetch event's count of requests, "1 request" or "N
+// requests".
+func requests(n int) string {
+	if n == 1 {
+		return "1 request"
+	}
+	return fmt.Sprintf("%d requests", n)
 }

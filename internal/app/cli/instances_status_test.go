@@ -7,6 +7,8 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -139,7 +141,7 @@ func TestInstancesStatus(t *testing.T) {
 	const table = `NAME   AGENT       STATE    STAGE                                ELAPSED  ERROR
 db     ignition    pending                                       -
 web-1  cloud-init  done                                          3m12s
-web-2  cloud-init  failed   modules-final/config-scripts-user    1m30s    modules-final/config-scripts-user: running module scripts-u…
+web-2  cloud-init  failed   modules-final/config-scripts-user    1m30s    modules-final/config-scripts-user: bash: /opt/setup.sh: No …
 web-3  cloud-init  running  modules-config/config-apt-configure  3m45s
 1 done, 1 failed, 1 running, 1 pending
 `
@@ -177,6 +179,14 @@ web-3  cloud-init  running  modules-config/config-apt-configure  3m45s
 		sum.Counts[firstboot.Failed] != 1 || sum.Instances[2].Errors[0].Module != "config-scripts-user" {
 		t.Errorf("--json: %d %v\n%s", code, err, stdout)
 	}
+	// Every row has the same keys: uid too, empty or not (issue 34).
+	var rows struct{ Instances []map[string]any }
+	json.Unmarshal([]byte(stdout), &rows)
+	for _, row := range rows.Instances {
+		if _, ok := row["uid"]; !ok {
+			t.Errorf("--json: a row without uid: %v", row)
+		}
+	}
 	code, stdout, _ = f.run(t, "web-3", "--json")
 	var st firstboot.Status
 	if err := json.Unmarshal([]byte(stdout), &st); code != ExitOK || err != nil || st.State != firstboot.Running || st.Stage != "modules-config" || len(st.Events) == 0 {
@@ -193,6 +203,33 @@ web-3  cloud-init  running  modules-config/config-apt-configure  3m45s
 	if code, _, stderr := f.run(t, "--timeout", "5m"); code != ExitUsage || !strings.Contains(stderr, "--timeout") {
 		t.Errorf("--timeout without --wait: %d %s", code, stderr)
 	}
+
+	// A single fetch is "1 request" (issue 34).
+	f.boots.Fetch("db", f.uids["db"], "ignition", "ignition", "/ignition/config")
+	if code, stdout, _ := f.run(t, "db"); code != ExitOK || !strings.Contains(stdout, "/ignition/config (ignition, 1 request)") {
+		t.Errorf("one fetch: %d\n%s", code, stdout)
+	}
+}
+
+// timeoutExit finds, in a help text, each exit code it gives for
+// --timeout: "exit N" after --timeout on a line, and "N when --timeout"
+// or "N on --timeout".
+var timeoutExit = regexp.MustCompile(`(?:--timeout[^\n]*\bexit (\d)\b|(\d)\s+(?:when|on) --timeout)`)
+
+// TestInstancesStatusHelpExitCodes: every exit code the help gives for
+// --wait's --timeout is ExitStillGoing's, as the docs say; 2 is a usage
+// error's (issue 34: the help said 2 in three places).
+func TestInstancesStatusHelpExitCodes(t *testing.T) {
+	code, stdout, _ := run(t, "instances", "status", "--help")
+	ms := timeoutExit.FindAllStringSubmatch(stdout, -1)
+	if code != ExitOK || len(ms) < 3 {
+		t.Fatalf("exit %d, %d statements of --timeout's exit code, want 3:\n%s", code, len(ms), stdout)
+	}
+	for _, m := range ms {
+		if got := m[1] + m[2]; got != strconv.Itoa(ExitStillGoing) {
+			t.Errorf("help says %q: --timeout exits %d", m[0], ExitStillGoing)
+		}
+	}
 }
 
 // TestInstancesStatusWait: --wait exits 0 when every selected instance
@@ -206,7 +243,7 @@ func TestInstancesStatusWait(t *testing.T) {
 		t.Errorf("wait for a done instance: %d %s %s", code, stdout, stderr)
 	}
 	code, stdout, stderr := f.run(t, "web-1", "web-2", "--wait")
-	if code != ExitInvalid || !strings.HasSuffix(stdout, "\n1 done, 1 failed\n") || stderr != "web-2: first boot failed: modules-final/config-scripts-user: running module scripts-user failed: bash: /opt/setup.sh: No such file or directory, and a very long tail to cut\n" {
+	if code != ExitInvalid || !strings.HasSuffix(stdout, "\n1 done, 1 failed\n") || stderr != "web-2: first boot failed: modules-final/config-scripts-user: bash: /opt/setup.sh: No such file or directory, and a very long tail to cut\n" {
 		t.Errorf("wait with a failure: %d %s %q", code, stdout, stderr)
 	}
 	code, stdout, _ = f.run(t, "web-1", "web-2", "--wait", "--watch", "--json")

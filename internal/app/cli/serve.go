@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -181,16 +183,17 @@ Stores that share statuses between replicas (etcd, Kubernetes) get each
 replica's written back.
 
 Metrics (Prometheus) are served only on --metrics-listen, the admin API
-only on --admin-listen: over HTTPS with --admin-tls-cert/--admin-tls-key,
+(vminit instances --server) and the first-boot web page, /ui/ (log in with
+the admin token; docs/first-boot-status.md), only on --admin-listen: over HTTPS with --admin-tls-cert/--admin-tls-key,
 and with client certificates required with --admin-client-ca (the three
 files are re-read when they change: a renewed certificate needs no
 restart). Clear-text admin listeners beyond loopback are logged as a
 warning.
 
-The garbage collector runs at GOGC=200 unless the GOGC environment
+The garbage collector runs at GOGC=` + strconv.Itoa(serve.GCPercent) + ` unless the GOGC environment
 variable says otherwise: the loaded instances are a large, long-lived heap,
-and collecting it half as often shortens the tail of a boot storm for a
-peak heap of three times the live one (GOMEMLIMIT bounds it if needed).`,
+and collecting it less often shortens the tail of a boot storm, for a peak
+heap of ` + strconv.FormatFloat(float64(100+serve.GCPercent)/100, 'g', -1, 64) + ` times the live one (GOMEMLIMIT bounds it if needed).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runServe(cmd.Context(), f, cmd.ErrOrStderr())
@@ -215,13 +218,13 @@ peak heap of three times the live one (GOMEMLIMIT bounds it if needed).`,
 	fl.StringVar(&f.adminClientCA, "admin-client-ca", "", "PEM CA bundle: admin clients must also present a certificate it signed (mutual TLS)")
 	fl.Float64Var(&f.rate, "rate", 0, "requests per second each instance may make (0: unlimited)")
 	fl.IntVar(&f.burst, "burst", 0, "rate-limit burst (default max(100, 2*rate))")
-	fl.StringVar(&f.logFormat, "log-format", "json", "log format: json or text")
+	fl.StringVar(&f.logFormat, "log-format", "", "log format: json or text (default: text on a terminal, else json)")
 	fl.StringVar(&f.ignitionVariant, "ignition-variant", "", "render every Ignition config for this variant: fcos, rhcos or flatcar (default: each instance's spec.ignition.variant)")
 	fl.BoolVar(&f.bootReports, "boot-reports", true, "have the served user data and Ignition configs report each guest's first boot to this server (cloud-init's reporting webhook and a final report; Ignition's completion unit)")
 	fl.StringVar(&f.reportURL, "report-url", "", "base URL the guests report their first boot to (default: the scheme and host each guest reached this server at), e.g. http://192.0.2.1:8080")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long requests in flight may finish on SIGTERM or SIGINT before they are cut")
 	fl.DurationVar(&f.stallAfter, "stall-after", firstboot.DefaultStallAfter, "how long a first boot may go without a fetch or an event from its guest before it reads as stalled")
-	fl.IntVar(&f.maxConns, "max-connections", mdserver.DefaultTotal(), "connections all guests together may hold open (16384 where the descriptor limit allows, fewer where it is low)")
+	fl.IntVar(&f.maxConns, "max-connections", mdserver.DefaultTotal(), "connections all guests together may hold open; unset, as many as this host's descriptor limit (ulimit -n) leaves room for, up to 16384")
 	fl.IntVar(&f.maxConnsPerSrc, "max-connections-per-source", mdserver.DefaultPerSource, "connections one source address may hold open (trusted proxies: the total only)")
 	// For tests, benchmarks and QEMU user-mode networking, whose guests
 	// reach the host from 127.0.0.1: in production every process of the
@@ -358,8 +361,8 @@ func kubeStoreConfig(f serveFlags, logger *slog.Logger) (kubestore.Config, error
 
 // runServe checks the flags, turns them into serve.Options and runs the
 // server they describe.
-func runServe(ctx context.Context, f serveFlags, stderr interface{ Write([]byte) (int, error) }) error {
-	logger, err := newLogger(f.logFormat, stderr)
+func runServe(ctx context.Context, f serveFlags, stderr io.Writer) error {
+	logger, err := newLogger(logFormatFor(f.logFormat, stderr), stderr)
 	if err != nil {
 		return err
 	}
@@ -390,6 +393,19 @@ func runServe(ctx context.Context, f serveFlags, stderr interface{ Write([]byte)
 	}
 	defer srv.Close()
 	return srv.Run(ctx, hup, f.shutdownTimeout)
+}
+
+// logFormatFor is --log-format, or unset, text for the operator who runs
+// serve on a terminal and JSON for the journal and the log collectors
+// (the units and manifests pass json too).
+func logFormatFor(format string, stderr io.Writer) string {
+	switch {
+	case format != "":
+		return format
+	case isTerminal(stderr):
+		return "text"
+	}
+	return "json"
 }
 
 // serveOptions checks the flags together and reads the files they name.

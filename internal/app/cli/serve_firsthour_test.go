@@ -1,11 +1,17 @@
 package cli
 
 import (
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/vminit/vminit/internal/app/serve"
+	"github.com/vminit/vminit/mdserver"
 )
 
 // An address this host does not have (TEST-NET-1, RFC 5737): binding it
@@ -34,8 +40,40 @@ func TestServeHelpShowsLoopbackFlagAndOneDefault(t *testing.T) {
 		t.Error("--allow-loopback-instances is not in serve --help")
 	}
 	line := regexp.MustCompile(`(?m)^.*--max-connections int.*$`).FindString(stdout)
-	if n := strings.Count(line, "default"); n != 1 {
-		t.Errorf("--max-connections shows %d defaults: %s", n, line)
+	if n := strings.Count(line, "default"); n != 1 || !strings.HasSuffix(line, fmt.Sprintf("(default %d)", mdserver.DefaultTotal())) ||
+		regexp.MustCompile(`\b\d+ where`).MatchString(line) {
+		t.Errorf("--max-connections states more than its one default: %s", line)
+	}
+	// issue 34: the help said GOGC=200 while serve ran at 150, and never
+	// named the web page.
+	if want := fmt.Sprintf("GOGC=%d unless", serve.GCPercent); !strings.Contains(stdout, want) || strings.Count(stdout, "GOGC=") != 1 {
+		t.Errorf("serve --help does not say %q (once)", want)
+	}
+	if !strings.Contains(stdout, "/ui/") || !strings.Contains(stdout, "text on a terminal") {
+		t.Error("serve --help names neither the web page /ui/ nor the log format on a terminal")
+	}
+}
+
+// TestServeSaysWhereTheWebPageIs: serve with an admin listener logs the
+// page's URL, and the GOGC it runs at is the one its help gives.
+func TestServeSaysWhereTheWebPageIs(t *testing.T) {
+	token := filepath.Join(t.TempDir(), "token")
+	os.WriteFile(token, []byte("web-page-token-0123456789\n"), 0o600)
+	adminAddr := freeAddr(t)
+	stop := startServe(t, "--listen", freeAddr(t), "--instances", t.TempDir(), "--log-format", "text", "--admin-listen", adminAddr, "--admin-token-file", token)
+	for i := 0; i < 500; i++ {
+		if c, err := net.Dial("tcp", adminAddr); err == nil {
+			c.Close()
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	logged := stop()
+	if want := "msg=\"web page\" url=http://" + adminAddr + "/ui/"; !strings.Contains(logged, want) {
+		t.Errorf("serve does not log %q:\n%s", want, logged)
+	}
+	if want := fmt.Sprintf("gc_percent=%d", serve.GCPercent); os.Getenv("GOGC") == "" && !strings.Contains(logged, want) {
+		t.Errorf("serve does not log %s:\n%s", want, logged)
 	}
 }
 
@@ -59,5 +97,63 @@ func TestServeCreatesInstancesCacheDirectory(t *testing.T) {
 	}
 	if _, err := os.Stat(cache); err != nil {
 		t.Errorf("no start-up cache after shutdown: %v", err)
+	}
+}
+
+// TestServeWarnsOfInstancesNoGuestCanFetch walks the first try of issue
+// 34: serve the examples (none lists an address) and put the README's
+// examples/dev-vm.yaml through the admin API. Both say that no guest can
+// fetch those instances, and how one gets an address, rather than
+// leaving them pending for ever in silence.
+func TestServeWarnsOfInstancesNoGuestCanFetch(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"dev-vm.yaml", "cloud-config-vm.yaml"} {
+		b, err := os.ReadFile(filepath.Join(repoRoot, "examples", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(dir, f), b, 0o600)
+	}
+	token := filepath.Join(t.TempDir(), "token")
+	os.WriteFile(token, []byte("first-hour-token-0123456789\n"), 0o600)
+	admin := freeAddr(t)
+	stop := startServe(t, "--listen", freeAddr(t), "--instances", dir, "--log-format", "text", "--admin-listen", admin, "--admin-token-file", token)
+	for i := 0; ; i++ { // until the admin API listens
+		c, err := net.Dial("tcp", admin)
+		if err == nil {
+			c.Close()
+			break
+		}
+		if i == 500 {
+			t.Fatalf("the admin API does not listen: %v\n%s", err, stop())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	code, stdout, stderr := run(t, "instances", "put", filepath.Join(repoRoot, "examples", "metadata-server", "try.yaml"), filepath.Join(repoRoot, "examples", "dev-vm.yaml"),
+		"--server", "http://"+admin, "--token-file", token)
+	logged := stop()
+	if want := `msg="instances no guest can fetch: no address identifies them" count=2 instances="dev, web"`; !strings.Contains(logged, want) ||
+		!strings.Contains(logged, "spec.metadataServer.addresses") {
+		t.Errorf("serve's start does not warn %q:\n%s", want, logged)
+	}
+	if code != ExitOK || !strings.Contains(stdout, "stored dev") || strings.Count(stderr, "warning:") != 1 ||
+		!strings.Contains(stderr, "dev-vm.yaml: no guest can fetch dev yet, no address identifies it: list the address its VM's requests come from in spec.metadataServer.addresses") {
+		t.Errorf("put of a spec without an address: %d %s\n%s", code, stdout, stderr)
+	}
+}
+
+// TestServeLogsTextOnATerminal: unset, --log-format is text on a
+// character device (a terminal; /dev/null is one too) and JSON on a file
+// or pipe; given, it is what it says.
+func TestServeLogsTextOnATerminal(t *testing.T) {
+	tty, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		t.Skip(err)
+	}
+	defer tty.Close()
+	file, _ := os.Create(filepath.Join(t.TempDir(), "log"))
+	defer file.Close()
+	if logFormatFor("", tty) != "text" || logFormatFor("", file) != "json" || logFormatFor("json", tty) != "json" {
+		t.Errorf("terminal %q, file %q, given json on a terminal %q", logFormatFor("", tty), logFormatFor("", file), logFormatFor("json", tty))
 	}
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/vminit/vminit/internal/lib/httpserver"
@@ -148,6 +150,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		loaded = append(loaded, "checks", "deferred")
 	}
 	o.Logger.Info("instances loaded", loaded...)
+	warnUnaddressed(store.Snapshot(), o.Store.Kubernetes != nil, o.Logger)
 	s := &Server{Store: store, Handler: mdserver.NewHandler(store, o.Handler), log: o.Logger}
 	if err := s.listen(o, metrics); err != nil {
 		for _, l := range s.Listeners {
@@ -181,6 +184,13 @@ func (s *Server) listen(o Options, metrics *mdserver.Metrics) error {
 		if err := s.add("admin", o.AdminListen, admin.NewServer(ah), o.AdminTLS, mdserver.NewLimiter(adminLimits)); err != nil {
 			return err
 		}
+		scheme := "http"
+		if o.AdminTLS != nil {
+			scheme = "https"
+		}
+		// Where the operator opens the first-boot page (issue 34: nothing
+		// said so).
+		s.log.Info("web page", "url", scheme+"://"+s.Listeners[len(s.Listeners)-1].Listener.Addr().String()+"/ui/")
 	}
 	return nil
 }
@@ -224,3 +234,34 @@ func (s *Server) Run(ctx context.Context, reload <-chan os.Signal, shutdownTimeo
 
 // Close closes the store (Run closes the listeners).
 func (s *Server) Close() error { return s.Store.Close() }
+
+// maxUnaddressedNames bounds the names the warning of warnUnaddressed
+// lists: a fleet's worth would be one unreadable line.
+const maxUnaddressedNames = 10
+
+// warnUnaddressed logs the instances no guest can fetch: no address
+// identifies them (issue 34: a first try served four such instances and
+// said nothing, while every guest got a 404). In a directory or etcd, an
+// instance's addresses are its spec.metadataServer.addresses; in
+// Kubernetes, those its VMI or its spec claims (kubestore's Claims).
+func warnUnaddressed(snap *registry.Snapshot, kubernetes bool, log *slog.Logger) {
+	names := snap.Unaddressed()
+	if len(names) == 0 {
+		return
+	}
+	n := len(names)
+	if n > maxUnaddressedNames {
+		names = append(names[:maxUnaddressedNames], fmt.Sprintf("and %d more", n-maxUnaddressedNames))
+	}
+	log.Warn("instances no guest can fetch: no address identifies them", "count", n, "instances", strings.Join(names, ", "), "fix", UnaddressedHint(kubernetes))
+}
+
+// UnaddressedHint says how an instance gets an address its guest's
+// requests are identified by: the warning of serve's start and of
+// `vminit instances put`.
+func UnaddressedHint(kubernetes bool) string {
+	if kubernetes {
+		return "a KubeVirt VM or VMI that names it (vminit.dev/instance: NAME) claims it by its pod-network address, or its spec.metadataServer.addresses inside the namespace's --spec-addresses (docs/kubernetes.md, \"Who is served where\")"
+	}
+	return "list the address its VM's requests come from in spec.metadataServer.addresses (to try serve on loopback: 127.0.0.1 with --allow-loopback-instances)"
+}

@@ -1,12 +1,15 @@
 package serve
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +17,7 @@ import (
 
 	"github.com/vminit/vminit/mdserver"
 	"github.com/vminit/vminit/mdserver/admin"
+	"github.com/vminit/vminit/mdserver/registry"
 )
 
 // TestNew: the server New assembles from a directory serves a guest its
@@ -91,5 +95,33 @@ func TestNewErrors(t *testing.T) {
 	}
 	if _, err := OpenStore(context.Background(), StoreConfig{}, mdserver.StoreChecks(mdserver.Options{}), quiet); err == nil {
 		t.Error("no store: no error")
+	}
+}
+
+// TestWarnUnaddressed: the instances no address identifies are named
+// (at most maxUnaddressedNames, then how many more), with the way to
+// give one that fits the store: a spec's addresses, or in Kubernetes a
+// VM that names the Instance.
+func TestWarnUnaddressed(t *testing.T) {
+	var recs []*registry.Record
+	for i := range maxUnaddressedNames + 2 {
+		recs = append(recs, &registry.Record{Name: fmt.Sprintf("vm-%02d", i), Revision: "1"})
+	}
+	recs = append(recs, &registry.Record{Name: "served", Revision: "1", Addresses: []netip.Addr{netip.MustParseAddr("192.0.2.7")}})
+	store, err := registry.NewStaticStore(recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kube := range []bool{false, true} {
+		var buf bytes.Buffer
+		warnUnaddressed(store.Snapshot(), kube, slog.New(slog.NewTextHandler(&buf, nil)))
+		want := `count=12 instances="vm-00, vm-01, vm-02, vm-03, vm-04, vm-05, vm-06, vm-07, vm-08, vm-09, and 2 more"`
+		hint := "spec.metadataServer.addresses"
+		if kube {
+			hint = "vminit.dev/instance: NAME"
+		}
+		if out := buf.String(); !strings.Contains(out, "level=WARN") || !strings.Contains(out, want) || !strings.Contains(out, hint) {
+			t.Errorf("kubernetes %v:\n%s", kube, out)
+		}
 	}
 }
