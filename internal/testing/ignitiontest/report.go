@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/vminit/vminit/bootreport"
-	"github.com/vminit/vminit/ignition"
 	"github.com/vminit/vminit/internal/testing/testtools"
 )
 
@@ -73,13 +72,31 @@ func RunReport(t *testing.T, root string, b Boot) {
 			t.Fatal(err)
 		}
 	}
-	args := append(slices.Clone(b.Wrap), testtools.Require(t, "bash"), filepath.Join(root, ignition.ReportScript))
+	script := reportScript(unit)
+	if script == "" {
+		t.Fatalf("the completion unit as ignition wrote it runs no script with bash:\n%s", unit)
+	}
+	args := append(slices.Clone(b.Wrap), testtools.Require(t, "bash"), filepath.Join(root, script))
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Env = []string{"PATH=" + stubs + ":/usr/bin:/bin", bootreport.ReportURLEnv + "=" + ReportURL(unit),
 		"VMINIT_REPORT_TEST_ROOT=" + t.TempDir(), "VMINIT_REPORT_TEST_DELAY=0"}
 	if out, err := cmd.CombinedOutput(); err != nil || len(out) > 0 {
-		t.Fatalf("%s: %v\n%s", ignition.ReportScript, err, out)
+		t.Fatalf("%s: %v\n%s", script, err, out)
 	}
+}
+
+// execStart matches the completion unit's ExecStart=/bin/bash SCRIPT.
+var execStart = regexp.MustCompile(`(?m)^ExecStart=/bin/bash (\S+)$`)
+
+// reportScript is the script the completion unit runs (ignition's
+// ReportScript), read from the unit: ignition's own tests use this
+// package, so it may not import ignition.
+func reportScript(unit []byte) string {
+	m := execStart.FindSubmatch(unit)
+	if m == nil {
+		return ""
+	}
+	return string(m[1])
 }
 
 // shellQuote quotes each argument for bash.
