@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/vminit/vminit/internal/lib/qemu"
+	"github.com/vminit/vminit/internal/testing/guesttest"
 	"github.com/vminit/vminit/internal/testing/qemutest"
 	"github.com/vminit/vminit/internal/testing/testtools"
 	"github.com/vminit/vminit/media"
@@ -66,7 +67,7 @@ func start(t *testing.T, o Options) *Guest {
 
 // A kernel that waits for a root device that never comes: it boots, then
 // nothing reports, and no panic ends the wait.
-const waitForever = "console=ttyS0 root=/dev/nonexistent rootwait"
+const waitForever = "console=ttyS0 root=/dev/nonexistent rootwait " + guesttest.NoTimerCheck
 
 // TestGuestThatNeverReports boots a real kernel whose root never appears:
 // WaitFirstBoot gives up at the timeout with the last console lines, Stop
@@ -115,7 +116,7 @@ func TestKernelPanicEndsTheWait(t *testing.T) {
 	kernel := bootKernel(t)
 	shortGrace(t, 2*time.Second)
 	g := start(t, Options{Instance: loadSpec(t, "../../../examples/fcos-server.yaml"),
-		Kernel: kernel, Append: "console=ttyS0", Memory: "256M", CPUs: 1, Timeout: 3 * time.Minute})
+		Kernel: kernel, Append: "console=ttyS0 " + guesttest.NoTimerCheck, Memory: "256M", CPUs: 1, Timeout: 3 * time.Minute})
 	res, err := g.WaitFirstBoot(context.Background())
 	if err != nil {
 		t.Fatalf("WaitFirstBoot: %v", err)

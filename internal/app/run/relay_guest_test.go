@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vminit/vminit/internal/testing/guesttest"
 	"github.com/vminit/vminit/internal/testing/qemutest"
 	"github.com/vminit/vminit/internal/testing/testtools"
 )
@@ -75,7 +76,7 @@ func TestRelayIsInProcessAndRestricted(t *testing.T) {
 	initrd := qemutest.Initramfs(t, script)
 	sshPort := testtools.FreePort(t)
 	g := start(t, Options{Instance: loadSpec(t, "../../../examples/dev-vm.yaml"), Serve: true, Dialect: "openstack", SSHPort: sshPort,
-		Kernel: kernel, Initrd: initrd, Append: "console=ttyS0 quiet", Memory: "256M", CPUs: 1})
+		Kernel: kernel, Initrd: initrd, Append: "console=ttyS0 quiet " + guesttest.NoTimerCheck, Memory: "256M", CPUs: 1})
 	waitConsole(t, g, "GUEST-DONE")
 	console := string(g.Console())
 	want := map[string]string{

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/vminit/vminit/internal/lib/qemu"
+	"github.com/vminit/vminit/internal/testing/guesttest"
 	"github.com/vminit/vminit/internal/testing/testtools"
 )
 
@@ -198,7 +199,7 @@ func Run(t testing.TB, m Machine) (*Result, error) {
 		"-machine", "pc", "-m", strconv.Itoa(mem), "-smp", "1",
 		"-nic", "none",
 		"-kernel", k.Image, "-initrd", initrd,
-		"-append", "console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init",
+		"-append", "console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init " + guesttest.NoTimerCheck,
 		// Kernel console and data channel: the pipes passed as fd 3 and 4.
 		"-serial", "file:/dev/fd/3", "-serial", "file:/dev/fd/4",
 	}
