@@ -27,12 +27,19 @@ import (
 //   - a KubeadmConfig is one machine's: it inits when it has an init or
 //     cluster configuration (the first control-plane machine's form),
 //     else it joins; an empty one (machineRole) is what its Machine
-//     makes of it.
+//     makes of it, and one joining the control plane is refused for a
+//     worker's Machine, as CABPK refuses it (checkControlPlaneJoin).
 func (c *conv) initializes() bool {
 	cs := c.cs
 	hasInit := !isZero(cs.InitConfiguration) || !isZero(cs.ClusterConfiguration)
-	if c.src.role == roleMachine && !hasInit && isZero(cs.JoinConfiguration) {
-		return c.machineRole()
+	if c.src.role == roleMachine && !hasInit {
+		if isZero(cs.JoinConfiguration) {
+			return c.machineRole()
+		}
+		if cs.JoinConfiguration.ControlPlane != nil {
+			c.checkControlPlaneJoin()
+			return false
+		}
 	}
 	switch c.src.role {
 	case roleWorkers:
@@ -55,31 +62,64 @@ func (c *conv) initializes() bool {
 // control-plane Machine (label cluster.x-k8s.io/control-plane) inits the
 // cluster with CABPK's defaults when it is the first (a later one has
 // joinConfiguration.controlPlane, as the book's second), any other joins
-// as a worker. The Machine is one in the input (Options.Machines), else
-// the cluster's (Options.FindMachine), else --control-plane says
-// (Options.ControlPlane); with none of them it would be a guess, and a
-// wrong one makes a control-plane machine a worker without a word (issue
-// 33 item 4): an error naming both ways to say it.
+// as a worker. Without a role (role) it would be a guess, and a wrong one
+// makes a control-plane machine a worker without a word (issue 33 item
+// 4): an error naming both ways to say it.
 func (c *conv) machineRole() bool {
+	cp, known := c.role()
+	if c.noRole || known {
+		return cp
+	}
+	c.noRole = true
+	c.b.Errorf("metadata.name", "%s is empty (no init, cluster or join configuration): CABPK makes of it what its Machine is, kubeadm init with its defaults for the cluster's first control-plane Machine (label %s), kubeadm join for a worker, and the object alone does not say which; give its Machine (spec.bootstrap.configRef naming it) in the same input or read it from the cluster with --kubeconfig, or say it with --control-plane (the first control-plane machine) or --control-plane=false (a worker)", c.what(), platform.LabelControlPlane)
+	return false
+}
+
+// role is the role of a KubeadmConfig's machine as its Machine says (one
+// in the input, Options.Machines, else the cluster's, Options.FindMachine),
+// else --control-plane (Options.ControlPlane); known is false when none
+// says. When the cluster could not be asked, or the flag contradicts the
+// Machine, an error is added and noRole set.
+func (c *conv) role() (controlPlane, known bool) {
 	m, ok := c.ownMachine()
 	if !ok {
 		c.noRole = true
-		return false
+		return false, false
 	}
 	flag := c.opts.ControlPlane
 	switch {
 	case m != nil && flag != nil && *flag != m.ControlPlane:
 		c.b.Errorf("metadata.name", "--control-plane=%t, but its Machine %s (%s) %s: give one", *flag, m.Name, m.Where, roleOf(m.ControlPlane))
 		c.noRole = true
-		return false
+		return false, false
 	case m != nil:
-		return m.ControlPlane
+		return m.ControlPlane, true
 	case flag != nil:
-		return *flag
+		return *flag, true
+	}
+	return false, false
+}
+
+// checkControlPlaneJoin refuses a KubeadmConfig that joins the control
+// plane (joinConfiguration.controlPlane, no init configuration) for a
+// machine whose Machine is no control-plane machine (or that
+// --control-plane=false says is a worker), as CABPK refuses it: its
+// joinWorker returns "Machine is a Worker, but JoinConfiguration.ControlPlane
+// is set in the KubeadmConfig object" and the machine gets no bootstrap
+// data (bootstrap/kubeadm/reconcilers/kubeadmconfig/kubeadmconfig_controller.go
+// line 721 at cluster-api v1.14.0). vminit built a control-plane join for
+// it, which kubeadm runs on a machine Cluster API counts as a worker.
+func (c *conv) checkControlPlaneJoin() {
+	cp, known := c.role()
+	if c.noRole || !known || cp {
+		return
+	}
+	who := "--control-plane=false says its machine is a worker"
+	if m := c.machine; m != nil {
+		who = fmt.Sprintf("its Machine %s (%s) %s", m.Name, m.Where, roleOf(false))
 	}
 	c.noRole = true
-	c.b.Errorf("metadata.name", "%s is empty (no init, cluster or join configuration): CABPK makes of it what its Machine is, kubeadm init with its defaults for the cluster's first control-plane Machine (label %s), kubeadm join for a worker, and the object alone does not say which; give its Machine (spec.bootstrap.configRef naming it) in the same input or read it from the cluster with --kubeconfig, or say it with --control-plane (the first control-plane machine) or --control-plane=false (a worker)", c.what(), platform.LabelControlPlane)
-	return false
+	c.b.Errorf(c.path+".joinConfiguration.controlPlane", "%s joins the control plane, but %s: CABPK gives such a machine no bootstrap data (its joinWorker: \"Machine is a Worker, but JoinConfiguration.ControlPlane is set in the KubeadmConfig object\"); label the Machine %s for a control-plane machine, or drop joinConfiguration.controlPlane for a worker", c.what(), who, platform.LabelControlPlane)
 }
 
 // ownMachine is the Machine whose bootstrap config the KubeadmConfig is:
