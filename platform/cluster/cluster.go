@@ -117,16 +117,23 @@ const maxMachines = 5000
 
 // FindMachine returns the Cluster API Machine of namespace ns whose
 // bootstrap configRef names the KubeadmConfig config (what CABPK reads its
-// role from), nil when there is none or the cluster serves no Machines;
-// for platform.Options.FindMachine.
+// role from), nil when there is none; for platform.Options.FindMachine.
+// It lists the namespace's Machines (a Machine's configRef is no field the
+// server selects on), so the kubeconfig's user needs list on
+// machines.cluster.x-k8s.io there (docs/platforms/capi.md). A user who
+// may not, and a cluster that serves no Machines (no Cluster API), are
+// errors saying so: either leaves the machine's role unknown, which a
+// wrong guess would make a control plane a worker.
 func (r *Resolver) FindMachine(ctx context.Context, ns, config string) (*platform.Machine, error) {
 	for _, version := range []string{"v1beta2", "v1beta1"} {
 		gvr := schema.GroupVersionResource{Group: "cluster.x-k8s.io", Version: version, Resource: "machines"}
 		list, err := r.client.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{Limit: maxMachines})
-		if apierrors.IsNotFound(err) {
+		switch {
+		case apierrors.IsNotFound(err):
 			continue // this version not served
-		}
-		if err != nil {
+		case apierrors.IsForbidden(err):
+			return nil, fmt.Errorf("the kubeconfig's user may not list the Machines of namespace %q (it needs list on machines.cluster.x-k8s.io there): %w", ns, err)
+		case err != nil:
 			return nil, err
 		}
 		for _, u := range list.Items {
@@ -139,7 +146,10 @@ func (r *Resolver) FindMachine(ctx context.Context, ns, config string) (*platfor
 				return &m, nil
 			}
 		}
+		if list.GetContinue() != "" {
+			return nil, fmt.Errorf("namespace %q holds more than %d Machines, more than vminit reads, and none of the first names it", ns, maxMachines)
+		}
 		return nil, nil
 	}
-	return nil, nil
+	return nil, errors.New("the cluster serves no Cluster API Machines (no CustomResourceDefinition machines.cluster.x-k8s.io serving v1beta2 or v1beta1): is it the management cluster of the Machine?")
 }
