@@ -19,9 +19,11 @@ import (
 // book's Machine (its "first control plane" block, kept in
 // platform/testdata/corpus/capi): the book's control-plane config
 // inits, its worker's joins, and a control-plane join whose Machine is a
-// worker is refused as CABPK refuses it. A cluster serving no Machines
-// and a user who may not list them are errors saying so; a Role granting
-// list on machines is all the lookup needs (docs/platforms/capi.md).
+// worker is refused as CABPK refuses it; CAPD's e2e MachinePool (its
+// CRD as published too) joins its empty config as a worker. A cluster
+// serving no Machines and a user who may not list them are errors saying
+// so; a Role granting list on machines (and machinepools, for a
+// MachinePool's config) is all the lookup needs (docs/platforms/capi.md).
 func TestCAPIMachineFromCluster(t *testing.T) {
 	srv := kubetest.Start(t)
 	dir := t.TempDir()
@@ -68,11 +70,9 @@ func TestCAPIMachineFromCluster(t *testing.T) {
 		t.Errorf("without the Machine CRD: exit %d, stderr:\n%s", code, stderr)
 	}
 
-	crd, err := os.ReadFile(filepath.Join("..", "..", "..", "platform", "cluster", "testdata", "cluster.x-k8s.io_machines.yaml"))
-	if err != nil {
-		t.Fatal(err)
+	for _, name := range []string{"cluster.x-k8s.io_machines.yaml", "cluster.x-k8s.io_machinepools.yaml"} {
+		srv.CreateCRDs(t, []byte(mustRead(t, filepath.Join("..", "..", "..", "platform", "cluster", "testdata", name))))
 	}
-	srv.CreateCRDs(t, crd)
 	// The book's Machine, as published, lacks spec.clusterName, which
 	// the CRD requires: the server refuses it. Given its cluster-name
 	// label's value it is applied; its worker is the same Machine without
@@ -101,7 +101,15 @@ func TestCAPIMachineFromCluster(t *testing.T) {
 		m = strings.Replace(m, "name: my-control-plane1\n", "name: "+name+"\n", 1)
 		return strings.Replace(m, "name: my-control-plane1-config", "name: "+config, 1)
 	}
-	for _, m := range []string{machine, workerOf("my-worker1", "my-worker1-config"), workerOf("my-worker2", "my-control-plane2-config")} {
+	// CAPD's e2e MachinePool (the clusterctl variables given as
+	// clusterctl generate does) and its empty KubeadmConfig.
+	mp := strings.Split(strings.NewReplacer("${CLUSTER_NAME}", "e2e", "${WORKER_MACHINE_COUNT}", "1", "${KUBERNETES_VERSION}", "v1.35.0").
+		Replace(mustRead(t, corpus("capd-e2e-mp.yaml"))), "\n---\n")
+	mpConfig := filepath.Join(dir, "mp-config.yaml")
+	if err := os.WriteFile(mpConfig, []byte(mp[len(mp)-1]), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []string{machine, workerOf("my-worker1", "my-worker1-config"), workerOf("my-worker2", "my-control-plane2-config"), mp[1]} {
 		if err := apply(m); err != nil {
 			t.Fatal(err)
 		}
@@ -114,6 +122,10 @@ func TestCAPIMachineFromCluster(t *testing.T) {
 	code, ud, stderr = build(srv.Kubeconfig, worker, discovery...)
 	if code != ExitOK || !strings.Contains(ud, "kubeadm join --config") || strings.Contains(ud, "kubeadm init") || strings.Contains(ud, "controlPlane") {
 		t.Errorf("the worker Machine's config: exit %d, stderr:\n%s\nuser data:\n%s", code, stderr, ud)
+	}
+	code, ud, stderr = build(srv.Kubeconfig, mpConfig, discovery...)
+	if code != ExitOK || !strings.Contains(ud, "kubeadm join --config") {
+		t.Errorf("the MachinePool's config: exit %d, stderr:\n%s\nuser data:\n%s", code, stderr, ud)
 	}
 	code, _, stderr = build(srv.Kubeconfig, cpJoin, discovery...)
 	if code != ExitInvalid || !strings.Contains(stderr, `book-kubeadm-bootstrap-L114.yaml:9: spec.joinConfiguration.controlPlane: KubeadmConfig "my-control-plane2-config" joins the control plane, but its Machine my-worker2 (Machine default/my-worker2 in the cluster) is no control-plane machine`) ||
@@ -132,5 +144,16 @@ func TestCAPIMachineFromCluster(t *testing.T) {
 	kubectl(&srv.Account, "create", "rolebinding", "builder-machines", "-n", "default", "--role=read-machines", "--serviceaccount=default:builder")
 	if code, ud, stderr := build(sa.Kubeconfig, controlPlane); code != ExitOK || !strings.Contains(ud, "kubeadm init --config") {
 		t.Errorf("with list on machines: exit %d, stderr:\n%s", code, stderr)
+	}
+	// A MachinePool's config, which no Machine names, needs list on
+	// machinepools too.
+	code, _, stderr = build(sa.Kubeconfig, mpConfig, discovery...)
+	if code != ExitInvalid || !strings.Contains(stderr, `the kubeconfig's user may not list the MachinePools of namespace "default" (it needs list on machinepools.cluster.x-k8s.io there)`) {
+		t.Errorf("without list on machinepools: exit %d, stderr:\n%s", code, stderr)
+	}
+	kubectl(&srv.Account, "create", "role", "read-machinepools", "-n", "default", "--verb=list", "--resource=machinepools.cluster.x-k8s.io")
+	kubectl(&srv.Account, "create", "rolebinding", "builder-machinepools", "-n", "default", "--role=read-machinepools", "--serviceaccount=default:builder")
+	if code, ud, stderr := build(sa.Kubeconfig, mpConfig, discovery...); code != ExitOK || !strings.Contains(ud, "kubeadm join --config") {
+		t.Errorf("with list on machinepools: exit %d, stderr:\n%s", code, stderr)
 	}
 }
