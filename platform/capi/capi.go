@@ -116,7 +116,8 @@ type conv struct {
 	templated bool
 	userDoc   map[string]any // cloud-config keys the spec has no field for
 	// machine is a KubeadmConfig's Machine (ownMachine), once looked for;
-	// noRole: an empty KubeadmConfig whose role nothing says (join.go).
+	// noRole: the machine's role is unsaid (an empty KubeadmConfig) or
+	// refused (join.go, an error added): no kubeadm command is built.
 	machine     *platform.Machine
 	machineDone bool
 	noRole      bool
