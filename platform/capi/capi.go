@@ -94,6 +94,7 @@ func Convert(ctx context.Context, doc *platform.Document, opts platform.Options)
 	c := &conv{ctx: ctx, b: b, ns: ns, opts: opts, src: src, cs: &src.spec, path: src.path}
 	c.identity()
 	c.convert()
+	c.unreadMachine()
 	c.jinja()
 	object := fmt.Sprintf("Cluster API %s %s/%s", doc.Kind, ns, src.name)
 	res, err := b.Finish(object)
@@ -120,7 +121,11 @@ type conv struct {
 	// refused (join.go, an error added): no kubeadm command is built.
 	machine     *platform.Machine
 	machineDone bool
-	noRole      bool
+	// machineErr: the cluster could not be asked for the Machine
+	// (ownMachine); machineErrSaid: it has been reported.
+	machineErr     error
+	machineErrSaid bool
+	noRole         bool
 }
 
 func (c *conv) convert() {

@@ -78,16 +78,23 @@ func (c *conv) machineRole() bool {
 // role is the role of a KubeadmConfig's machine as its Machine says (one
 // in the input, Options.Machines, else the cluster's, Options.FindMachine),
 // else --control-plane (Options.ControlPlane); known is false when none
-// says. When the cluster could not be asked, or the flag contradicts the
-// Machine, an error is added and noRole set.
+// says. When the flag contradicts the Machine, or the cluster could not be
+// asked and no flag says, an error is added and noRole set; the flag
+// decides, with a warning, when the cluster could not be asked (one that
+// serves no Machines cannot say).
 func (c *conv) role() (controlPlane, known bool) {
-	m, ok := c.ownMachine()
-	if !ok {
-		c.noRole = true
-		return false, false
-	}
+	m, err := c.ownMachine()
 	flag := c.opts.ControlPlane
 	switch {
+	case err != nil && flag != nil:
+		c.machineErrSaid = true
+		c.b.Warnf("metadata.name", "%v: --control-plane=%t decides", err, *flag)
+		return *flag, true
+	case err != nil:
+		c.machineErrSaid = true
+		c.b.Errorf("metadata.name", "%v", err)
+		c.noRole = true
+		return false, false
 	case m != nil && flag != nil && *flag != m.ControlPlane:
 		c.b.Errorf("metadata.name", "--control-plane=%t, but its Machine %s (%s) %s: give one", *flag, m.Name, m.Where, roleOf(m.ControlPlane))
 		c.noRole = true
@@ -124,28 +131,38 @@ func (c *conv) checkControlPlaneJoin() {
 
 // ownMachine is the Machine whose bootstrap config the KubeadmConfig is:
 // one in the input (Options.Machines), else the cluster's
-// (Options.FindMachine), else nil. ok is false when the cluster could not
-// be asked (an error is added).
-func (c *conv) ownMachine() (m *platform.Machine, ok bool) {
+// (Options.FindMachine), else nil. err says why the cluster could not be
+// asked; it is kept, so the cluster is asked once, and reported where the
+// role needs it (role), else by unreadMachine.
+func (c *conv) ownMachine() (*platform.Machine, error) {
 	if c.machineDone {
-		return c.machine, true
+		return c.machine, c.machineErr
 	}
 	c.machineDone = true
 	for i, cand := range c.opts.Machines {
 		if cand.Config == c.src.name && cand.Namespace == c.ns {
 			c.machine = &c.opts.Machines[i]
-			return c.machine, true
+			return c.machine, nil
 		}
 	}
 	if c.opts.FindMachine != nil {
 		found, err := c.opts.FindMachine(c.ctx, c.ns, c.src.name)
 		if err != nil {
-			c.b.Errorf("metadata.name", "finding the Machine whose bootstrap config is %s in the cluster: %v", c.what(), err)
-			return nil, false
+			c.machineErr = fmt.Errorf("finding the Machine whose bootstrap config is %s in the cluster: %w", c.what(), err)
+			return nil, c.machineErr
 		}
 		c.machine = found
 	}
-	return c.machine, true
+	return c.machine, nil
+}
+
+// unreadMachine warns that the cluster could not be asked for the Machine
+// when only the machine's name (identity) needed it: the role, which
+// would make it an error, was the object's own.
+func (c *conv) unreadMachine() {
+	if c.machineErr != nil && !c.machineErrSaid {
+		c.b.Warnf("metadata.name", "%v: the machine is named after the object", c.machineErr)
+	}
 }
 
 func roleOf(controlPlane bool) string {

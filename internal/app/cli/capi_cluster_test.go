@@ -22,7 +22,7 @@ import (
 // worker is refused as CABPK refuses it; CAPD's e2e MachinePool (its
 // CRD as published too) joins its empty config as a worker. A cluster
 // serving no Machines and a user who may not list them are errors saying
-// so; a Role granting list on machines (and machinepools, for a
+// so (where --control-plane gives the role, a warning); a Role granting list on machines (and machinepools, for a
 // MachinePool's config) is all the lookup needs (docs/platforms/capi.md).
 func TestCAPIMachineFromCluster(t *testing.T) {
 	srv := kubetest.Start(t)
@@ -68,6 +68,12 @@ func TestCAPIMachineFromCluster(t *testing.T) {
 	code, _, stderr := build(srv.Kubeconfig, controlPlane)
 	if code != ExitInvalid || !strings.Contains(stderr, `book-kubeadm-bootstrap-L106.yaml:6: metadata.name: finding the Machine whose bootstrap config is KubeadmConfig "my-control-plane1-config" in the cluster: the cluster serves no Cluster API Machines`) {
 		t.Errorf("without the Machine CRD: exit %d, stderr:\n%s", code, stderr)
+	}
+	// There --control-plane says the role (a cluster of no Cluster API
+	// cannot), with a warning.
+	code, ud, stderr := build(srv.Kubeconfig, controlPlane, "--control-plane")
+	if code != ExitOK || !strings.Contains(ud, "kubeadm init --config") || !strings.Contains(stderr, "the cluster serves no Cluster API Machines") || !strings.Contains(stderr, "--control-plane=true decides") {
+		t.Errorf("without the Machine CRD, --control-plane: exit %d, stderr:\n%s", code, stderr)
 	}
 
 	for _, name := range []string{"cluster.x-k8s.io_machines.yaml", "cluster.x-k8s.io_machinepools.yaml"} {
@@ -115,7 +121,7 @@ func TestCAPIMachineFromCluster(t *testing.T) {
 		}
 	}
 
-	code, ud, stderr := build(srv.Kubeconfig, controlPlane)
+	code, ud, stderr = build(srv.Kubeconfig, controlPlane)
 	if code != ExitOK || !strings.Contains(ud, "kubeadm init --config") || strings.Contains(ud, "kubeadm join") {
 		t.Errorf("the control-plane Machine's config: exit %d, stderr:\n%s\nuser data:\n%s", code, stderr, ud)
 	}
