@@ -115,8 +115,12 @@ func (c *conv) role() (controlPlane, known bool) {
 // is set in the KubeadmConfig object" and the machine gets no bootstrap
 // data (bootstrap/kubeadm/reconcilers/kubeadmconfig/kubeadmconfig_controller.go
 // line 721 at cluster-api v1.14.0). vminit built a control-plane join for
-// it, which kubeadm runs on a machine Cluster API counts as a worker.
+// it, which kubeadm runs on a machine Cluster API counts as a worker. A
+// cluster that cannot say leaves the object's word (with a warning).
 func (c *conv) checkControlPlaneJoin() {
+	if _, err := c.ownMachine(); err != nil && c.opts.ControlPlane == nil {
+		return // the object's own word stands; unreadMachine warns
+	}
 	cp, known := c.role()
 	if c.noRole || !known || cp {
 		return

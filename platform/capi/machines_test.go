@@ -1,7 +1,9 @@
 package capi_test
 
 import (
+	"context"
 	"encoding/base64"
+	"errors"
 	"strings"
 	"testing"
 
@@ -291,5 +293,12 @@ func TestControlPlaneJoinOfAWorker(t *testing.T) {
 			Errs: []string{`vm.yaml:6: spec.joinConfiguration.controlPlane: KubeadmConfig "my-control-plane2-config" joins the control plane, but --control-plane=false says its machine is a worker: ` + cabpk}},
 		{Name: "a control-plane Machine", Doc: doc, Opts: with(discovery, machine(true)), Check: joinsControlPlane},
 		{Name: "no Machine", Doc: doc, Opts: discovery, Check: joinsControlPlane},
+		{Name: "a cluster that cannot say", Doc: doc, Opts: with(discovery, func(o *platform.Options) {
+			o.FindMachine = func(context.Context, string, string) (*platform.Machine, error) {
+				return nil, errors.New("the cluster serves no Cluster API Machines")
+			}
+		}),
+			Warns: []string{`vm.yaml:3: metadata.name: finding the Machine whose bootstrap config is KubeadmConfig "my-control-plane2-config" in the cluster: the cluster serves no Cluster API Machines: the machine is named after the object`},
+			Check: joinsControlPlane},
 	})
 }
