@@ -94,6 +94,7 @@ func Convert(ctx context.Context, doc *platform.Document, opts platform.Options)
 	c := &conv{ctx: ctx, b: b, ns: ns, opts: opts, src: src, cs: &src.spec, path: src.path}
 	c.identity()
 	c.convert()
+	c.unreadMachine()
 	c.jinja()
 	object := fmt.Sprintf("Cluster API %s %s/%s", doc.Kind, ns, src.name)
 	res, err := b.Finish(object)
@@ -116,10 +117,15 @@ type conv struct {
 	templated bool
 	userDoc   map[string]any // cloud-config keys the spec has no field for
 	// machine is a KubeadmConfig's Machine (ownMachine), once looked for;
-	// noRole: an empty KubeadmConfig whose role nothing says (join.go).
+	// noRole: the machine's role is unsaid (an empty KubeadmConfig) or
+	// refused (join.go, an error added): no kubeadm command is built.
 	machine     *platform.Machine
 	machineDone bool
-	noRole      bool
+	// machineErr: the cluster could not be asked for the Machine
+	// (ownMachine); machineErrSaid: it has been reported.
+	machineErr     error
+	machineErrSaid bool
+	noRole         bool
 }
 
 func (c *conv) convert() {

@@ -27,12 +27,19 @@ import (
 //   - a KubeadmConfig is one machine's: it inits when it has an init or
 //     cluster configuration (the first control-plane machine's form),
 //     else it joins; an empty one (machineRole) is what its Machine
-//     makes of it.
+//     makes of it, and one joining the control plane is refused for a
+//     worker's Machine, as CABPK refuses it (checkControlPlaneJoin).
 func (c *conv) initializes() bool {
 	cs := c.cs
 	hasInit := !isZero(cs.InitConfiguration) || !isZero(cs.ClusterConfiguration)
-	if c.src.role == roleMachine && !hasInit && isZero(cs.JoinConfiguration) {
-		return c.machineRole()
+	if c.src.role == roleMachine && !hasInit {
+		if isZero(cs.JoinConfiguration) {
+			return c.machineRole()
+		}
+		if cs.JoinConfiguration.ControlPlane != nil {
+			c.checkControlPlaneJoin()
+			return false
+		}
 	}
 	switch c.src.role {
 	case roleWorkers:
@@ -55,57 +62,111 @@ func (c *conv) initializes() bool {
 // control-plane Machine (label cluster.x-k8s.io/control-plane) inits the
 // cluster with CABPK's defaults when it is the first (a later one has
 // joinConfiguration.controlPlane, as the book's second), any other joins
-// as a worker. The Machine is one in the input (Options.Machines), else
-// the cluster's (Options.FindMachine), else --control-plane says
-// (Options.ControlPlane); with none of them it would be a guess, and a
-// wrong one makes a control-plane machine a worker without a word (issue
-// 33 item 4): an error naming both ways to say it.
+// as a worker. Without a role (role) it would be a guess, and a wrong one
+// makes a control-plane machine a worker without a word (issue 33 item
+// 4): an error naming both ways to say it.
 func (c *conv) machineRole() bool {
-	m, ok := c.ownMachine()
-	if !ok {
-		c.noRole = true
-		return false
-	}
-	flag := c.opts.ControlPlane
-	switch {
-	case m != nil && flag != nil && *flag != m.ControlPlane:
-		c.b.Errorf("metadata.name", "--control-plane=%t, but its Machine %s (%s) %s: give one", *flag, m.Name, m.Where, roleOf(m.ControlPlane))
-		c.noRole = true
-		return false
-	case m != nil:
-		return m.ControlPlane
-	case flag != nil:
-		return *flag
+	cp, known := c.role()
+	if c.noRole || known {
+		return cp
 	}
 	c.noRole = true
 	c.b.Errorf("metadata.name", "%s is empty (no init, cluster or join configuration): CABPK makes of it what its Machine is, kubeadm init with its defaults for the cluster's first control-plane Machine (label %s), kubeadm join for a worker, and the object alone does not say which; give its Machine (spec.bootstrap.configRef naming it) in the same input or read it from the cluster with --kubeconfig, or say it with --control-plane (the first control-plane machine) or --control-plane=false (a worker)", c.what(), platform.LabelControlPlane)
 	return false
 }
 
+// role is the role of a KubeadmConfig's machine as its Machine says (one
+// in the input, Options.Machines, else the cluster's, Options.FindMachine),
+// else --control-plane (Options.ControlPlane); known is false when none
+// says. When the flag contradicts the Machine, or the cluster could not be
+// asked and no flag says, an error is added and noRole set; the flag
+// decides, with a warning, when the cluster could not be asked (one that
+// serves no Machines cannot say).
+func (c *conv) role() (controlPlane, known bool) {
+	m, err := c.ownMachine()
+	flag := c.opts.ControlPlane
+	switch {
+	case err != nil && flag != nil:
+		c.machineErrSaid = true
+		c.b.Warnf("metadata.name", "%v: --control-plane=%t decides", err, *flag)
+		return *flag, true
+	case err != nil:
+		c.machineErrSaid = true
+		c.b.Errorf("metadata.name", "%v", err)
+		c.noRole = true
+		return false, false
+	case m != nil && flag != nil && *flag != m.ControlPlane:
+		c.b.Errorf("metadata.name", "--control-plane=%t, but its Machine %s (%s) %s: give one", *flag, m.Name, m.Where, roleOf(m.ControlPlane))
+		c.noRole = true
+		return false, false
+	case m != nil:
+		return m.ControlPlane, true
+	case flag != nil:
+		return *flag, true
+	}
+	return false, false
+}
+
+// checkControlPlaneJoin refuses a KubeadmConfig that joins the control
+// plane (joinConfiguration.controlPlane, no init configuration) for a
+// machine whose Machine is no control-plane machine (or that
+// --control-plane=false says is a worker), as CABPK refuses it: its
+// joinWorker returns "Machine is a Worker, but JoinConfiguration.ControlPlane
+// is set in the KubeadmConfig object" and the machine gets no bootstrap
+// data (bootstrap/kubeadm/reconcilers/kubeadmconfig/kubeadmconfig_controller.go
+// line 721 at cluster-api v1.14.0). vminit built a control-plane join for
+// it, which kubeadm runs on a machine Cluster API counts as a worker. A
+// cluster that cannot say leaves the object's word (with a warning).
+func (c *conv) checkControlPlaneJoin() {
+	if _, err := c.ownMachine(); err != nil && c.opts.ControlPlane == nil {
+		return // the object's own word stands; unreadMachine warns
+	}
+	cp, known := c.role()
+	if c.noRole || !known || cp {
+		return
+	}
+	who := "--control-plane=false says its machine is a worker"
+	if m := c.machine; m != nil {
+		who = fmt.Sprintf("its Machine %s (%s) %s", m.Name, m.Where, roleOf(false))
+	}
+	c.noRole = true
+	c.b.Errorf(c.path+".joinConfiguration.controlPlane", "%s joins the control plane, but %s: CABPK gives such a machine no bootstrap data (its joinWorker: \"Machine is a Worker, but JoinConfiguration.ControlPlane is set in the KubeadmConfig object\"); label the Machine %s for a control-plane machine, or drop joinConfiguration.controlPlane for a worker", c.what(), who, platform.LabelControlPlane)
+}
+
 // ownMachine is the Machine whose bootstrap config the KubeadmConfig is:
 // one in the input (Options.Machines), else the cluster's
-// (Options.FindMachine), else nil. ok is false when the cluster could not
-// be asked (an error is added).
-func (c *conv) ownMachine() (m *platform.Machine, ok bool) {
+// (Options.FindMachine), else nil. err says why the cluster could not be
+// asked; it is kept, so the cluster is asked once, and reported where the
+// role needs it (role), else by unreadMachine.
+func (c *conv) ownMachine() (*platform.Machine, error) {
 	if c.machineDone {
-		return c.machine, true
+		return c.machine, c.machineErr
 	}
 	c.machineDone = true
 	for i, cand := range c.opts.Machines {
 		if cand.Config == c.src.name && cand.Namespace == c.ns {
 			c.machine = &c.opts.Machines[i]
-			return c.machine, true
+			return c.machine, nil
 		}
 	}
 	if c.opts.FindMachine != nil {
 		found, err := c.opts.FindMachine(c.ctx, c.ns, c.src.name)
 		if err != nil {
-			c.b.Errorf("metadata.name", "finding the Machine whose bootstrap config is %s in the cluster: %v", c.what(), err)
-			return nil, false
+			c.machineErr = fmt.Errorf("finding the Machine whose bootstrap config is %s in the cluster: %w", c.what(), err)
+			return nil, c.machineErr
 		}
 		c.machine = found
 	}
-	return c.machine, true
+	return c.machine, nil
+}
+
+// unreadMachine warns that the cluster could not be asked for the Machine
+// when only the machine's name (identity) needed it: the role, which
+// would make it an error, was the object's own.
+func (c *conv) unreadMachine() {
+	if c.machineErr != nil && !c.machineErrSaid {
+		c.b.Warnf("metadata.name", "%v: the machine is named after the object", c.machineErr)
+	}
 }
 
 func roleOf(controlPlane bool) string {

@@ -1,7 +1,9 @@
 package capi_test
 
 import (
+	"context"
 	"encoding/base64"
+	"errors"
 	"strings"
 	"testing"
 
@@ -259,4 +261,44 @@ func TestJinjaWholeTemplate(t *testing.T) {
 func worker(o *platform.Options) {
 	f := false
 	o.ControlPlane = &f
+}
+
+// TestControlPlaneJoinOfAWorker: a KubeadmConfig joining the control plane
+// (the Cluster API book's "additional control plane nodes" block,
+// joinConfiguration.controlPlane) whose Machine is no control-plane machine
+// is refused, as CABPK refuses it: its joinWorker returns "Machine is a
+// Worker, but JoinConfiguration.ControlPlane is set in the KubeadmConfig
+// object" (cluster-api v1.14.0,
+// bootstrap/kubeadm/reconcilers/kubeadmconfig/kubeadmconfig_controller.go
+// line 721), and the machine gets no bootstrap data. vminit built a
+// control-plane join for it. A control-plane Machine, or none, joins the
+// control plane as before.
+func TestControlPlaneJoinOfAWorker(t *testing.T) {
+	doc := "apiVersion: bootstrap.cluster.x-k8s.io/v1beta2\nkind: KubeadmConfig\nmetadata: {name: my-control-plane2-config}\nspec:\n  joinConfiguration:\n    controlPlane: {}\n"
+	machine := func(cp bool) func(*platform.Options) {
+		return func(o *platform.Options) {
+			o.Machines = []platform.Machine{{Name: "my-machine2", Namespace: "default", Config: "my-control-plane2-config", ControlPlane: cp, Where: "machines.yaml:3"}}
+		}
+	}
+	joinsControlPlane := func(t *testing.T, s *spec.Spec, _ *platform.Result) {
+		if cfg := fileMap(s)[capi.JoinConfigPath]; !strings.Contains(cfg, "controlPlane: {}") {
+			t.Errorf("join config:\n%s", cfg)
+		}
+	}
+	cabpk := `CABPK gives such a machine no bootstrap data (its joinWorker: "Machine is a Worker, but JoinConfiguration.ControlPlane is set in the KubeadmConfig object")`
+	platformtest.Run(t, []platformtest.Case{
+		{Name: "a worker's Machine", Doc: doc, Opts: with(discovery, machine(false)),
+			Errs: []string{`vm.yaml:6: spec.joinConfiguration.controlPlane: KubeadmConfig "my-control-plane2-config" joins the control plane, but its Machine my-machine2 (machines.yaml:3) is no control-plane machine (no label cluster.x-k8s.io/control-plane): ` + cabpk}},
+		{Name: "--control-plane=false", Doc: doc, Opts: with(discovery, worker),
+			Errs: []string{`vm.yaml:6: spec.joinConfiguration.controlPlane: KubeadmConfig "my-control-plane2-config" joins the control plane, but --control-plane=false says its machine is a worker: ` + cabpk}},
+		{Name: "a control-plane Machine", Doc: doc, Opts: with(discovery, machine(true)), Check: joinsControlPlane},
+		{Name: "no Machine", Doc: doc, Opts: discovery, Check: joinsControlPlane},
+		{Name: "a cluster that cannot say", Doc: doc, Opts: with(discovery, func(o *platform.Options) {
+			o.FindMachine = func(context.Context, string, string) (*platform.Machine, error) {
+				return nil, errors.New("the cluster serves no Cluster API Machines")
+			}
+		}),
+			Warns: []string{`vm.yaml:3: metadata.name: finding the Machine whose bootstrap config is KubeadmConfig "my-control-plane2-config" in the cluster: the cluster serves no Cluster API Machines: the machine is named after the object`},
+			Check: joinsControlPlane},
+	})
 }

@@ -112,34 +112,65 @@ func wrap(err error) error {
 	return err
 }
 
-// maxMachines bounds the Machines FindMachine reads from a namespace.
+// maxMachines bounds the Machines (or MachinePools) FindMachine reads
+// from a namespace.
 const maxMachines = 5000
 
 // FindMachine returns the Cluster API Machine of namespace ns whose
 // bootstrap configRef names the KubeadmConfig config (what CABPK reads its
-// role from), nil when there is none or the cluster serves no Machines;
-// for platform.Options.FindMachine.
+// role from), else the MachinePool whose machines' template names it (its
+// machines are workers), nil when there is none; for
+// platform.Options.FindMachine. It lists the namespace's Machines, and
+// its MachinePools when no Machine names the config (a configRef is no
+// field the server selects on), so the kubeconfig's user needs list on
+// machines.cluster.x-k8s.io, and on machinepools.cluster.x-k8s.io for a
+// MachinePool's config, in that namespace (docs/platforms/capi.md). A
+// user who may not, and a cluster that serves no Machines (no Cluster
+// API), are errors saying so: either leaves the machine's role unknown,
+// and a wrong guess would make a control plane a worker.
 func (r *Resolver) FindMachine(ctx context.Context, ns, config string) (*platform.Machine, error) {
+	m, served, err := r.findOwner(ctx, ns, config, "machines", "Machine")
+	switch {
+	case err != nil || m != nil:
+		return m, err
+	case !served:
+		return nil, errors.New("the cluster serves no Cluster API Machines (no CustomResourceDefinition machines.cluster.x-k8s.io serving v1beta2 or v1beta1): is it the management cluster of the Machine?")
+	}
+	// A cluster without MachinePools (served false) has none to name it.
+	m, _, err = r.findOwner(ctx, ns, config, "machinepools", "MachinePool")
+	return m, err
+}
+
+// findOwner lists the cluster.x-k8s.io resource (machines, machinepools)
+// of namespace ns, at the first version the cluster serves, for the one
+// whose bootstrap configRef names the KubeadmConfig config; served is
+// false when the cluster serves neither version.
+func (r *Resolver) findOwner(ctx context.Context, ns, config, resource, kind string) (m *platform.Machine, served bool, err error) {
 	for _, version := range []string{"v1beta2", "v1beta1"} {
-		gvr := schema.GroupVersionResource{Group: "cluster.x-k8s.io", Version: version, Resource: "machines"}
+		gvr := schema.GroupVersionResource{Group: "cluster.x-k8s.io", Version: version, Resource: resource}
 		list, err := r.client.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{Limit: maxMachines})
-		if apierrors.IsNotFound(err) {
+		switch {
+		case apierrors.IsNotFound(err):
 			continue // this version not served
-		}
-		if err != nil {
-			return nil, err
+		case apierrors.IsForbidden(err):
+			return nil, true, fmt.Errorf("the kubeconfig's user may not list the %ss of namespace %q (it needs list on %s.cluster.x-k8s.io there): %w", kind, ns, resource, err)
+		case err != nil:
+			return nil, true, err
 		}
 		for _, u := range list.Items {
 			j, err := u.MarshalJSON()
 			if err != nil {
-				return nil, err
+				return nil, true, err
 			}
 			if m, ok := platform.ReadMachine(j); ok && m.Config == config {
-				m.Where = "Machine " + ns + "/" + m.Name + " in the cluster"
-				return &m, nil
+				m.Where = kind + " " + ns + "/" + m.Name + " in the cluster"
+				return &m, true, nil
 			}
 		}
-		return nil, nil
+		if list.GetContinue() != "" {
+			return nil, true, fmt.Errorf("namespace %q holds more than %d %ss, more than vminit reads, and none of the first names it", ns, maxMachines, kind)
+		}
+		return nil, true, nil
 	}
-	return nil, nil
+	return nil, false, nil
 }

@@ -26,7 +26,8 @@ func TestFindMachine(t *testing.T) {
 		return u
 	}
 	gvr := schema.GroupVersionResource{Group: "cluster.x-k8s.io", Version: "v1beta2", Resource: "machines"}
-	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{gvr: "MachineList"},
+	pools := schema.GroupVersionResource{Group: "cluster.x-k8s.io", Version: "v1beta2", Resource: "machinepools"}
+	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{gvr: "MachineList", pools: "MachinePoolList"},
 		machine("ns", "cp-0", "cp-0-config", true), machine("ns", "md-0", "md-0-config", false), machine("other", "x", "cp-1-config", true))
 	r := &Resolver{client: client}
 	for _, c := range []struct {

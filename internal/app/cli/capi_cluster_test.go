@@ -1,0 +1,165 @@
+package cli
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/vminit/vminit/internal/testing/kubetest"
+	"github.com/vminit/vminit/iso9660"
+)
+
+// TestCAPIMachineFromCluster: an empty KubeadmConfig's role read from
+// the Machine in the cluster, as a user runs it (`vminit build
+// --kubeconfig KCFG kubeadmconfig.yaml -o seed.iso`, issue 33 item 4),
+// against a real kube-apiserver serving Cluster API's own Machine CRD
+// (platform/cluster/testdata, v1.14.0 as published) and the Cluster API
+// book's Machine (its "first control plane" block, kept in
+// platform/testdata/corpus/capi): the book's control-plane config
+// inits, its worker's joins, and a control-plane join whose Machine is a
+// worker is refused as CABPK refuses it; CAPD's e2e MachinePool (its
+// CRD as published too) joins its empty config as a worker. A cluster
+// serving no Machines and a user who may not list them are errors saying
+// so (where --control-plane gives the role, a warning); a Role granting list on machines (and machinepools, for a
+// MachinePool's config) is all the lookup needs (docs/platforms/capi.md).
+func TestCAPIMachineFromCluster(t *testing.T) {
+	srv := kubetest.Start(t)
+	dir := t.TempDir()
+	corpus := func(name string) string {
+		return filepath.Join("..", "..", "..", "platform", "testdata", "corpus", "capi", name)
+	}
+	controlPlane := corpus("book-kubeadm-bootstrap-L106.yaml") // my-control-plane1-config, empty
+	worker := corpus("book-kubeadm-bootstrap-L125.yaml")       // my-worker1-config, empty
+	cpJoin := corpus("book-kubeadm-bootstrap-L114.yaml")       // my-control-plane2-config, joinConfiguration.controlPlane
+	discovery := []string{"--bootstrap-token", "abcdef.0123456789abcdef", "--control-plane-endpoint", "192.0.2.10:6443"}
+	// build runs the command and returns the seed's user data.
+	build := func(kubeconfig, config string, flags ...string) (int, string, string) {
+		t.Helper()
+		out := filepath.Join(dir, "seed.iso")
+		os.Remove(out)
+		code, _, stderr := run(t, append([]string{"build", "--kubeconfig", kubeconfig, config, "-o", out}, flags...)...)
+		data, err := os.ReadFile(out)
+		if code != ExitOK {
+			if err == nil {
+				t.Errorf("build failed (%d) but wrote %s", code, out)
+			}
+			return code, "", stderr
+		}
+		r, err := iso9660.NewReader(bytes.NewReader(data), int64(len(data)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ud, err := r.ReadFile("user-data")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return code, string(ud), stderr
+	}
+	kubectl := func(a *kubetest.Account, args ...string) {
+		t.Helper()
+		if out, err := a.Kubectl(t, args...); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+	}
+
+	// No Cluster API in the cluster: the role cannot be read there.
+	code, _, stderr := build(srv.Kubeconfig, controlPlane)
+	if code != ExitInvalid || !strings.Contains(stderr, `book-kubeadm-bootstrap-L106.yaml:6: metadata.name: finding the Machine whose bootstrap config is KubeadmConfig "my-control-plane1-config" in the cluster: the cluster serves no Cluster API Machines`) {
+		t.Errorf("without the Machine CRD: exit %d, stderr:\n%s", code, stderr)
+	}
+	// There --control-plane says the role (a cluster of no Cluster API
+	// cannot), with a warning.
+	code, ud, stderr := build(srv.Kubeconfig, controlPlane, "--control-plane")
+	if code != ExitOK || !strings.Contains(ud, "kubeadm init --config") || !strings.Contains(stderr, "the cluster serves no Cluster API Machines") || !strings.Contains(stderr, "--control-plane=true decides") {
+		t.Errorf("without the Machine CRD, --control-plane: exit %d, stderr:\n%s", code, stderr)
+	}
+
+	for _, name := range []string{"cluster.x-k8s.io_machines.yaml", "cluster.x-k8s.io_machinepools.yaml"} {
+		srv.CreateCRDs(t, []byte(mustRead(t, filepath.Join("..", "..", "..", "platform", "cluster", "testdata", name))))
+	}
+	// The book's Machine, as published, lacks spec.clusterName, which
+	// the CRD requires: the server refuses it. Given its cluster-name
+	// label's value it is applied; its worker is the same Machine without
+	// the control-plane label, naming the book's worker config, and a
+	// third names the book's second control plane's config.
+	var machine string
+	for _, d := range strings.Split(mustRead(t, corpus("book-kubeadm-bootstrap-L39.yaml")), "\n---\n") {
+		if strings.HasPrefix(d, "kind: Machine\n") {
+			machine = d
+		}
+	}
+	apply := func(doc string) error {
+		f := filepath.Join(dir, "machine.yaml")
+		if err := os.WriteFile(f, []byte(doc), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := srv.Kubectl(t, "apply", "-f", f)
+		return err
+	}
+	if err := apply(machine); err == nil || !strings.Contains(err.Error(), "spec.clusterName: Required value") {
+		t.Fatalf("the book's Machine as published: %v", err)
+	}
+	machine = strings.Replace(machine, "\nspec:\n", "\nspec:\n  clusterName: my-cluster\n", 1)
+	workerOf := func(name, config string) string {
+		m := strings.Replace(machine, "    cluster.x-k8s.io/control-plane: \"true\"\n", "", 1)
+		m = strings.Replace(m, "name: my-control-plane1\n", "name: "+name+"\n", 1)
+		return strings.Replace(m, "name: my-control-plane1-config", "name: "+config, 1)
+	}
+	// CAPD's e2e MachinePool (the clusterctl variables given as
+	// clusterctl generate does) and its empty KubeadmConfig.
+	mp := strings.Split(strings.NewReplacer("${CLUSTER_NAME}", "e2e", "${WORKER_MACHINE_COUNT}", "1", "${KUBERNETES_VERSION}", "v1.35.0").
+		Replace(mustRead(t, corpus("capd-e2e-mp.yaml"))), "\n---\n")
+	mpConfig := filepath.Join(dir, "mp-config.yaml")
+	if err := os.WriteFile(mpConfig, []byte(mp[len(mp)-1]), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []string{machine, workerOf("my-worker1", "my-worker1-config"), workerOf("my-worker2", "my-control-plane2-config"), mp[1]} {
+		if err := apply(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	code, ud, stderr = build(srv.Kubeconfig, controlPlane)
+	if code != ExitOK || !strings.Contains(ud, "kubeadm init --config") || strings.Contains(ud, "kubeadm join") {
+		t.Errorf("the control-plane Machine's config: exit %d, stderr:\n%s\nuser data:\n%s", code, stderr, ud)
+	}
+	code, ud, stderr = build(srv.Kubeconfig, worker, discovery...)
+	if code != ExitOK || !strings.Contains(ud, "kubeadm join --config") || strings.Contains(ud, "kubeadm init") || strings.Contains(ud, "controlPlane") {
+		t.Errorf("the worker Machine's config: exit %d, stderr:\n%s\nuser data:\n%s", code, stderr, ud)
+	}
+	code, ud, stderr = build(srv.Kubeconfig, mpConfig, discovery...)
+	if code != ExitOK || !strings.Contains(ud, "kubeadm join --config") {
+		t.Errorf("the MachinePool's config: exit %d, stderr:\n%s\nuser data:\n%s", code, stderr, ud)
+	}
+	code, _, stderr = build(srv.Kubeconfig, cpJoin, discovery...)
+	if code != ExitInvalid || !strings.Contains(stderr, `book-kubeadm-bootstrap-L114.yaml:9: spec.joinConfiguration.controlPlane: KubeadmConfig "my-control-plane2-config" joins the control plane, but its Machine my-worker2 (Machine default/my-worker2 in the cluster) is no control-plane machine`) ||
+		!strings.Contains(stderr, "Machine is a Worker, but JoinConfiguration.ControlPlane is set") {
+		t.Errorf("a worker Machine's control-plane join: exit %d, stderr:\n%s", code, stderr)
+	}
+
+	// A service account with no rights may not list the Machines; a Role
+	// granting list on them is enough.
+	sa := srv.ServiceAccount(t, "default", "builder")
+	code, _, stderr = build(sa.Kubeconfig, controlPlane)
+	if code != ExitInvalid || !strings.Contains(stderr, `the kubeconfig's user may not list the Machines of namespace "default" (it needs list on machines.cluster.x-k8s.io there)`) {
+		t.Errorf("without RBAC: exit %d, stderr:\n%s", code, stderr)
+	}
+	kubectl(&srv.Account, "create", "role", "read-machines", "-n", "default", "--verb=list", "--resource=machines.cluster.x-k8s.io")
+	kubectl(&srv.Account, "create", "rolebinding", "builder-machines", "-n", "default", "--role=read-machines", "--serviceaccount=default:builder")
+	if code, ud, stderr := build(sa.Kubeconfig, controlPlane); code != ExitOK || !strings.Contains(ud, "kubeadm init --config") {
+		t.Errorf("with list on machines: exit %d, stderr:\n%s", code, stderr)
+	}
+	// A MachinePool's config, which no Machine names, needs list on
+	// machinepools too.
+	code, _, stderr = build(sa.Kubeconfig, mpConfig, discovery...)
+	if code != ExitInvalid || !strings.Contains(stderr, `the kubeconfig's user may not list the MachinePools of namespace "default" (it needs list on machinepools.cluster.x-k8s.io there)`) {
+		t.Errorf("without list on machinepools: exit %d, stderr:\n%s", code, stderr)
+	}
+	kubectl(&srv.Account, "create", "role", "read-machinepools", "-n", "default", "--verb=list", "--resource=machinepools.cluster.x-k8s.io")
+	kubectl(&srv.Account, "create", "rolebinding", "builder-machinepools", "-n", "default", "--role=read-machinepools", "--serviceaccount=default:builder")
+	if code, ud, stderr := build(sa.Kubeconfig, mpConfig, discovery...); code != ExitOK || !strings.Contains(ud, "kubeadm join --config") {
+		t.Errorf("with list on machinepools: exit %d, stderr:\n%s", code, stderr)
+	}
+}
