@@ -170,6 +170,12 @@ func TestGuestFirstBoot(t *testing.T) {
 		if !slices.ContainsFunc(st.Errors, func(f firstboot.Failure) bool { return strings.Contains(f.Message, "vminit-boom") }) {
 			t.Errorf("no failure carries the command's vminit-boom:\n%s", statusText(st))
 		}
+		// The one line every view shows (the CLI, the API's row, the page,
+		// the condition) is the command's own words, not cloud-init's
+		// "Runparts: 1 failures" (issue 34, item 3).
+		if first := st.FirstError(); !strings.Contains(first, "vminit-boom") {
+			t.Errorf("the first error %q is not the failing command's own line:\n%s", first, statusText(st))
+		}
 	})
 	t.Run("IgnitionDone", func(t *testing.T) {
 		t.Parallel()
