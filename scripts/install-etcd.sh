@@ -18,14 +18,9 @@
 # Cost on a 2-core machine: docs/kubernetes-test-tools.md.
 set -euo pipefail
 
-root=$(cd "$(dirname "$0")/.." && pwd)
 # The etcd release: EtcdVersion in internal/testing/kubetest/version.go,
 # where the tests look for this build.
-VERSION=$(sed -n 's/^const EtcdVersion = "\(v3\.[0-9]*\.[0-9]*\)"$/\1/p' "$root/internal/testing/kubetest/version.go")
-if [ -z "$VERSION" ]; then
-  echo "install-etcd: no EtcdVersion in internal/testing/kubetest/version.go" >&2
-  exit 1
-fi
+VERSION=$("$(dirname "$0")/kubetest-version.sh" EtcdVersion)
 DEST="${VMINIT_TEST_TOOLS_DIR:-/var/cache/vminit-test-tools}"
 dir="$DEST/etcd-$VERSION"
 
