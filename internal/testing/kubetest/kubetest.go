@@ -39,7 +39,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -83,15 +82,26 @@ type Options struct {
 	Etcd string
 	// WatchCache turns kube-apiserver's watch cache on, as every cluster
 	// runs it: lists and watches served from the API server's memory.
-	// It needs etcd 3.4.31 or later (MinWatchCacheEtcd); Debian's 3.4.23
-	// is older, so it is off by default (see the flag below).
+	// It needs etcd 3.4.31, 3.5.13, 3.6 or later (watchCacheEtcd);
+	// Debian's 3.4.23 is older, so it is off by default (see the flag
+	// below).
 	WatchCache bool
 }
 
-// MinWatchCacheEtcd is the first etcd release whose progress
-// notifications the watch cache can rely on (etcd-io/etcd#17555, in
-// 3.4.31 and 3.5.13).
-var MinWatchCacheEtcd = [3]int{3, 4, 31}
+// watchCacheEtcd says whether etcd release v has the progress
+// notifications the watch cache relies on: fixed in 3.4.31 and 3.5.13,
+// there from 3.6.0.
+func watchCacheEtcd(v [3]int) bool {
+	switch {
+	case v[0] != 3:
+		return v[0] > 3
+	case v[1] == 4:
+		return v[2] >= 31
+	case v[1] == 5:
+		return v[2] >= 13
+	}
+	return v[1] > 5
+}
 
 // DefaultOptions are Start's: with $VMINIT_TEST_ETCD set (an etcd new
 // enough, such as scripts/install-etcd.sh's), that etcd and the watch
@@ -121,7 +131,7 @@ func Start(t testing.TB) *Server {
 }
 
 // StartOptions is Start with opts. With WatchCache, it fails the test when
-// the etcd is older than MinWatchCacheEtcd (whose reads would stall).
+// the etcd lacks the fix the cache needs (its reads would stall).
 func StartOptions(t testing.TB, opts Options) *Server {
 	t.Helper()
 	bin := Binary(t, "kube-apiserver")
@@ -134,9 +144,9 @@ func StartOptions(t testing.TB, opts Options) *Server {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if slices.Compare(v[:], MinWatchCacheEtcd[:]) < 0 {
-			t.Fatalf("kubetest: the watch cache needs etcd %d.%d.%d or later; %s is %d.%d.%d (scripts/install-etcd.sh builds one)",
-				MinWatchCacheEtcd[0], MinWatchCacheEtcd[1], MinWatchCacheEtcd[2], opts.Etcd, v[0], v[1], v[2])
+		if !watchCacheEtcd(v) {
+			t.Fatalf("kubetest: the watch cache needs etcd 3.4.31, 3.5.13, 3.6 or later; %s is %d.%d.%d (scripts/install-etcd.sh builds one)",
+				opts.Etcd, v[0], v[1], v[2])
 		}
 	}
 	dir := filepath.Join(t.TempDir(), "kube-apiserver")
