@@ -22,12 +22,7 @@
 # directory is lost is much quicker. Uses sudo to write the cache dir if needed.
 set -euo pipefail
 
-root=$(cd "$(dirname "$0")/.." && pwd)
-VERSION=$(sed -n 's/^const Version = "\(v1\.[0-9]*\.[0-9]*\)"$/\1/p' "$root/internal/testing/kubetest/version.go")
-if [ -z "$VERSION" ]; then
-  echo "install-kube-apiserver: no Version in internal/testing/kubetest/version.go" >&2
-  exit 1
-fi
+VERSION=$("$(dirname "$0")/kubetest-version.sh" Version)
 STAGING="v0.${VERSION#v1.}" # v1.36.3 -> v0.36.3
 DEST="${VMINIT_TEST_TOOLS_DIR:-/var/cache/vminit-test-tools}"
 

@@ -66,6 +66,13 @@ import (
 // $VMINIT_BENCH_SERVE_ARGS adds flags to every vminit serve (say
 // "--kube-api-qps 500 --kube-api-burst 1000").
 //
+// The API server runs as a cluster's does, with its watch cache on, when
+// an etcd new enough for it is there ($VMINIT_TEST_ETCD, else the one
+// scripts/install-etcd.sh builds); else with the cache off, on Debian's
+// etcd, as the tests run it. $VMINIT_BENCH_WATCH_CACHE=false turns the
+// cache off on that same etcd, to compare. The output's first line says
+// which was measured.
+//
 // The node agents need node mode (--node); with a binary without it,
 // only the central server is measured. Each op is $VMINIT_BENCH_ROUNDS
 // (3) rounds, the central server and the node agents in turn; the
@@ -76,7 +83,8 @@ import (
 //	go test -run '^$' -bench NodeAgents -benchtime 1x -timeout 60m -v ./internal/bench/kubebench
 func BenchmarkNodeAgents(b *testing.B) {
 	bin, nodeMode := vminitBinary(b)
-	s := kubetest.Start(b)
+	s := kubetest.StartOptions(b, benchOptions())
+	b.Logf("measured on %s", s.Describe())
 	s.CreateCRDs(b, crd.Instances)
 	s.CreateCRDs(b, kubetest.KubeVirtCRDs)
 	n, nodes := kubebench.Count(), envInt("VMINIT_BENCH_NODES", 20)
@@ -451,6 +459,19 @@ func vminitBinary(b *testing.B) (string, bool) {
 		b.Fatalf("%s serve --help: %v\n%s", bin, err, help)
 	}
 	return bin, strings.Contains(string(help), "--node")
+}
+
+// benchOptions run the API server with its watch cache when an etcd new
+// enough for it is installed, unless $VMINIT_BENCH_WATCH_CACHE=false.
+func benchOptions() kubetest.Options {
+	opts := kubetest.DefaultOptions() // $VMINIT_TEST_ETCD: that etcd, the cache on
+	if p := kubetest.InstalledEtcd(); !opts.WatchCache && p != "" {
+		opts = kubetest.Options{Etcd: p, WatchCache: true}
+	}
+	if os.Getenv("VMINIT_BENCH_WATCH_CACHE") == "false" {
+		opts.WatchCache = false
+	}
+	return opts
 }
 
 // envInt is $name as a number, else def.

@@ -1,6 +1,7 @@
-// Package etcdtest runs a real etcd server (Debian's etcd-server) for
-// tests: on free 127.0.0.1 ports, its data under t.TempDir(), killed at
-// cleanup, optionally with TLS and client-certificate authentication.
+// Package etcdtest runs a real etcd server (Debian's etcd-server, or the
+// program $VMINIT_TEST_ETCD names) for tests: on free 127.0.0.1 ports, its
+// data under t.TempDir(), killed at cleanup, optionally with TLS and
+// client-certificate authentication.
 package etcdtest
 
 import (
@@ -8,8 +9,11 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"testing"
 	"time"
 
@@ -47,7 +51,23 @@ func Start(t testing.TB, pki *testpki.PKI) *Server { return StartArgs(t, pki) }
 // StartArgs is Start with more flags of etcd's (e.g.
 // --quota-backend-bytes), kept across Restart.
 func StartArgs(t testing.TB, pki *testpki.PKI, args ...string) *Server {
-	bin := testtools.Require(t, "etcd")
+	return StartProgram(t, Program(t), pki, args...)
+}
+
+// Program is the etcd the tests run: $VMINIT_TEST_ETCD when set (say the
+// etcd 3.6 scripts/install-etcd.sh builds, which kube-apiserver's watch
+// cache needs), else etcd on PATH (Debian's etcd-server, 3.4.23 on the
+// test machines).
+func Program(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv("VMINIT_TEST_ETCD"); p != "" {
+		return testtools.RequireFile(t, p)
+	}
+	return testtools.Require(t, "etcd")
+}
+
+// StartProgram is StartArgs with the etcd program bin.
+func StartProgram(t testing.TB, bin string, pki *testpki.PKI, args ...string) *Server {
 	scheme := "http"
 	if pki != nil {
 		scheme = "https"
@@ -111,6 +131,29 @@ func (e *Server) Restart() {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// Version is the etcd release the program reports (its --version),
+// such as [3 6 16].
+func (e *Server) Version() ([3]int, error) { return ProgramVersion(e.bin) }
+
+var versionLine = regexp.MustCompile(`(?m)^etcd Version: (\d+)\.(\d+)\.(\d+)`)
+
+// ProgramVersion is the etcd release bin reports (its --version).
+func ProgramVersion(bin string) ([3]int, error) {
+	var v [3]int
+	out, err := exec.Command(bin, "--version").Output()
+	if err != nil {
+		return v, fmt.Errorf("%s --version: %w", bin, err)
+	}
+	m := versionLine.FindSubmatch(out)
+	if m == nil {
+		return v, fmt.Errorf("%s --version: no \"etcd Version: X.Y.Z\" in %q", bin, out)
+	}
+	for i := range v {
+		v[i], _ = strconv.Atoi(string(m[i+1]))
+	}
+	return v, nil
 }
 
 // PID is the process id of the running etcd (for measurements).

@@ -1,7 +1,8 @@
 // Package kubetest runs a real Kubernetes API server for tests: the
 // kube-apiserver that scripts/install-kube-apiserver.sh builds (release
 // Version), on Debian's etcd (started through etcdtest), both on free
-// 127.0.0.1 ports with their state under t.TempDir(). No kubelet, scheduler
+// 127.0.0.1 ports with their state under t.TempDir(). Its watch cache is
+// off unless asked for (Options), on an etcd new enough for it. No kubelet, scheduler
 // or controller-manager runs: objects, watches, RBAC, admission, CRDs with
 // structural schemas and status subresources behave as in a cluster, but
 // pods never run and nothing garbage-collects owner-referenced objects.
@@ -65,6 +66,8 @@ type Server struct {
 	CAFile string
 	// Etcd is the server's storage; tests may stop it as well.
 	Etcd *etcdtest.Server
+	// Options are what it was started with.
+	Options Options
 
 	bin, dir string
 	ca       []byte
@@ -72,14 +75,80 @@ type Server struct {
 	proc     *process
 }
 
-// Start starts etcd and kube-apiserver and waits until the API server is
-// ready (/readyz) and its "default" namespace exists. It skips the test
-// when kube-apiserver or etcd is not installed, unless
-// VMINIT_REQUIRE_TOOLS=1 or CI=true. Both are stopped at cleanup.
+// Options are how a Server's storage is run.
+type Options struct {
+	// Etcd is the etcd program; "" is etcdtest's ($VMINIT_TEST_ETCD, else
+	// Debian's etcd on PATH).
+	Etcd string
+	// WatchCache turns kube-apiserver's watch cache on, as every cluster
+	// runs it: lists and watches served from the API server's memory.
+	// It needs etcd 3.4.31, 3.5.13, 3.6 or later (watchCacheEtcd);
+	// Debian's 3.4.23 is older, so it is off by default (see the flag
+	// below).
+	WatchCache bool
+}
+
+// watchCacheEtcd says whether etcd release v has the progress
+// notifications the watch cache relies on: fixed in 3.4.31 and 3.5.13,
+// there from 3.6.0.
+func watchCacheEtcd(v [3]int) bool {
+	switch {
+	case v[0] != 3:
+		return v[0] > 3
+	case v[1] == 4:
+		return v[2] >= 31
+	case v[1] == 5:
+		return v[2] >= 13
+	}
+	return v[1] > 5
+}
+
+// DefaultOptions are Start's: with $VMINIT_TEST_ETCD set (an etcd new
+// enough, such as scripts/install-etcd.sh's), that etcd and the watch
+// cache on; else Debian's etcd and the watch cache off, as CI runs.
+func DefaultOptions() Options {
+	return Options{WatchCache: os.Getenv("VMINIT_TEST_ETCD") != ""}
+}
+
+// InstalledEtcd is the path of the etcd scripts/install-etcd.sh builds,
+// $VMINIT_TEST_TOOLS_DIR (default /var/cache/vminit-test-tools)/
+// etcd-EtcdVersion/etcd, or "" when it is not there.
+func InstalledEtcd() string {
+	p := filepath.Join(toolsDir(), "etcd-"+EtcdVersion, "etcd")
+	if _, err := os.Stat(p); err != nil {
+		return ""
+	}
+	return p
+}
+
+// Start starts etcd and kube-apiserver with DefaultOptions and waits
+// until the API server is ready (/readyz) and its "default" namespace
+// exists. It skips the test when kube-apiserver or etcd is not installed,
+// unless VMINIT_REQUIRE_TOOLS=1 or CI=true. Both are stopped at cleanup.
 func Start(t testing.TB) *Server {
 	t.Helper()
+	return StartOptions(t, DefaultOptions())
+}
+
+// StartOptions is Start with opts. With WatchCache, it fails the test when
+// the etcd lacks the fix the cache needs (its reads would stall).
+func StartOptions(t testing.TB, opts Options) *Server {
+	t.Helper()
 	bin := Binary(t, "kube-apiserver")
-	etcd := etcdtest.Start(t, nil)
+	if opts.Etcd == "" {
+		opts.Etcd = etcdtest.Program(t)
+	}
+	etcd := etcdtest.StartProgram(t, opts.Etcd, nil)
+	if opts.WatchCache {
+		v, err := etcd.Version()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !watchCacheEtcd(v) {
+			t.Fatalf("kubetest: the watch cache needs etcd 3.4.31, 3.5.13, 3.6 or later; %s is %d.%d.%d (scripts/install-etcd.sh builds one)",
+				opts.Etcd, v[0], v[1], v[2])
+		}
+	}
 	dir := filepath.Join(t.TempDir(), "kube-apiserver")
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)
@@ -98,7 +167,7 @@ func Start(t testing.TB) *Server {
 		t.Fatal(err)
 	}
 	port := testtools.FreePort(t)
-	s := &Server{URL: "https://127.0.0.1:" + strconv.Itoa(port), CAFile: pki.CA, Etcd: etcd,
+	s := &Server{URL: "https://127.0.0.1:" + strconv.Itoa(port), CAFile: pki.CA, Etcd: etcd, Options: opts,
 		bin: bin, dir: dir, ca: ca}
 	s.args = []string{
 		"--etcd-servers=" + etcd.ClientURL,
@@ -124,8 +193,11 @@ func Start(t testing.TB) *Server {
 		// watch, with a cluster's results, except that a watch resuming
 		// from a resourceVersion older than the server's start is answered
 		// from etcd's history instead of with 410 Gone: tests must not
-		// depend on either (informers handle both).
-		"--watch-cache=false",
+		// depend on either (informers handle both). What differs is the
+		// cost: a selected list or watch is filtered per request from
+		// etcd, not once in memory, which is why the benchmarks run the
+		// cache on a newer etcd (Options.WatchCache).
+		"--watch-cache=" + strconv.FormatBool(opts.WatchCache),
 		// Close open watches on SIGTERM instead of waiting for them to
 		// end, which Stop would otherwise wait out.
 		"--shutdown-watch-termination-grace-period=2s",
@@ -147,15 +219,33 @@ func Start(t testing.TB) *Server {
 // testtools does for a missing tool.
 func Binary(t testing.TB, name string) string {
 	t.Helper()
-	dir := os.Getenv("VMINIT_TEST_TOOLS_DIR")
-	if dir == "" {
-		dir = "/var/cache/vminit-test-tools"
-	}
-	p := filepath.Join(dir, name+"-"+Version, name)
+	p := filepath.Join(toolsDir(), name+"-"+Version, name)
 	if _, err := os.Stat(p); err != nil {
 		testtools.Missing(t, p+" not found (scripts/install-kube-apiserver.sh builds it)")
 	}
 	return p
+}
+
+// toolsDir is where the install scripts put what they build.
+func toolsDir() string {
+	if dir := os.Getenv("VMINIT_TEST_TOOLS_DIR"); dir != "" {
+		return dir
+	}
+	return "/var/cache/vminit-test-tools"
+}
+
+// Describe says what the server runs on, for a benchmark's output:
+// "kube-apiserver v1.36.3, watch cache on; etcd 3.6.16".
+func (s *Server) Describe() string {
+	cache := "off"
+	if s.Options.WatchCache {
+		cache = "on"
+	}
+	ev := "unknown version"
+	if v, err := s.Etcd.Version(); err == nil {
+		ev = fmt.Sprintf("%d.%d.%d", v[0], v[1], v[2])
+	}
+	return fmt.Sprintf("kube-apiserver %s, watch cache %s; etcd %s (%s)", Version, cache, ev, s.Options.Etcd)
 }
 
 // Stop stops the API server gracefully (SIGTERM, then SIGKILL after 30 s)
