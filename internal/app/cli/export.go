@@ -35,8 +35,11 @@ func Version() string { return versionString() }
 // Usagef is an error in how the command was called (exit code ExitUsage).
 func Usagef(format string, args ...any) error { return usagef(format, args...) }
 
-// NewLogger is the logger --log-format names (json or text).
-func NewLogger(format string, w io.Writer) (*slog.Logger, error) { return newLogger(format, w) }
+// NewLogger is the logger --log-format names (json or text; unset, as
+// serve decides it: text on a terminal, else json).
+func NewLogger(format string, w io.Writer) (*slog.Logger, error) {
+	return newLogger(logFormatFor(format, w), w)
+}
 
 // LogKlog sends client-go's own log lines to logger.
 func LogKlog(logger *slog.Logger) { logKlog(logger) }
