@@ -309,21 +309,37 @@ func (s *Store) cacheLoop() {
 	for {
 		select {
 		case <-s.stop:
-			s.writeCache()
+			s.flushCache()
 			return
 		case <-s.cacheKick:
 		}
-		s.writeCache()
+		s.flushCache()
 		select {
 		case <-s.stop:
-			s.writeCache()
+			s.flushCache()
 			return
 		case <-time.After(s.opts.CacheInterval):
 		}
 	}
 }
 
-func (s *Store) writeCache() {
+// cacheChangedLocked tells cacheLoop that the index changed, with s.mu
+// held (nothing without a cache).
+func (s *Store) cacheChangedLocked() {
+	if s.cacheKick == nil {
+		return
+	}
+	s.cacheDirty = true
+	select {
+	case s.cacheKick <- struct{}{}:
+	default:
+	}
+}
+
+// flushCache writes the start-up cache if the index changed since it was
+// last written: the served records whose checks passed, of files with no
+// other version pending and not read within racyWindow of a change.
+func (s *Store) flushCache() {
 	s.mu.Lock()
 	if !s.cacheDirty {
 		s.mu.Unlock()

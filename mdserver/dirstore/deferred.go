@@ -43,27 +43,8 @@ func (s *Store) checkDeferred() {
 	if h := deferHook.Load(); h != nil {
 		(*h)()
 	}
-	type item struct {
-		file   string
-		rec    *registry.Record
-		served bool // else pending: refused for now, for a name or an address
-	}
 	start := time.Now()
-	s.mu.Lock()
-	var todo []item
-	// A record a request checked first is here too if it failed.
-	s.ix.Each(func(file string, rec *registry.Record) {
-		if ran, err := rec.Checked(); !ran || err != nil {
-			todo = append(todo, item{file, rec, true})
-		}
-	})
-	s.ix.EachPending(func(file string, rec *registry.Record) {
-		if ran, err := rec.Checked(); !ran || err != nil {
-			todo = append(todo, item{file, rec, false})
-		}
-	})
-	s.mu.Unlock()
-	slices.SortFunc(todo, func(a, b item) int { return strings.Compare(a.file, b.file) })
+	todo := s.uncheckedRecords()
 	stopped := func() bool {
 		select {
 		case <-s.stop:
@@ -87,7 +68,47 @@ func (s *Store) checkDeferred() {
 		return err
 	})
 	s.mu.Lock()
-	refused := 0
+	refused := s.refuseFailedLocked(todo, errs)
+	s.cacheChangedLocked() // the records checked now may be cached
+	s.mu.Unlock()
+	if stopped() {
+		return
+	}
+	s.log.Info("dirstore: deferred checks done", "checked", len(todo), "refused", refused, "duration", time.Since(start))
+}
+
+// unchecked is a record the background pass is to check.
+type unchecked struct {
+	file   string
+	rec    *registry.Record
+	served bool // else pending: refused for now, for a name or an address
+}
+
+// uncheckedRecords lists, by file name, the records, served or pending,
+// whose content checks have not passed.
+func (s *Store) uncheckedRecords() []unchecked {
+	s.mu.Lock()
+	var todo []unchecked
+	// A record a request checked first is here too if it failed.
+	s.ix.Each(func(file string, rec *registry.Record) {
+		if ran, err := rec.Checked(); !ran || err != nil {
+			todo = append(todo, unchecked{file, rec, true})
+		}
+	})
+	s.ix.EachPending(func(file string, rec *registry.Record) {
+		if ran, err := rec.Checked(); !ran || err != nil {
+			todo = append(todo, unchecked{file, rec, false})
+		}
+	})
+	s.mu.Unlock()
+	slices.SortFunc(todo, func(a, b unchecked) int { return strings.Compare(a.file, b.file) })
+	return todo
+}
+
+// refuseFailedLocked takes out each record of todo whose check failed
+// (errs[i] is todo[i]'s), if it is still the file's version, and counts
+// those it took out; with s.mu held.
+func (s *Store) refuseFailedLocked(todo []unchecked, errs []error) (refused int) {
 	for i, err := range errs {
 		switch it := todo[i]; {
 		case err == nil:
@@ -103,18 +124,7 @@ func (s *Store) checkDeferred() {
 			}
 		}
 	}
-	if s.cacheKick != nil { // the records checked now may be cached
-		s.cacheDirty = true
-		select {
-		case s.cacheKick <- struct{}{}:
-		default:
-		}
-	}
-	s.mu.Unlock()
-	if stopped() {
-		return
-	}
-	s.log.Info("dirstore: deferred checks done", "checked", len(todo), "refused", refused, "duration", time.Since(start))
+	return refused
 }
 
 // deferHook, when set by a test, runs before the background pass of

@@ -31,6 +31,11 @@
 // It needs a Unix (openat, fstatat; inotify on Linux, polling elsewhere):
 // on Windows the package is empty and vminit serve offers etcd and
 // Kubernetes stores only.
+//
+// The files follow the store's jobs: scan.go reads the directory,
+// deferred.go runs the deferred checks, write.go holds Put and Delete,
+// watch.go (with inotify_linux.go) notices changes, and cache.go keeps
+// the start-up cache.
 package dirstore
 
 import (
@@ -271,12 +276,6 @@ func (s *Store) applyLocked(changes []registry.Change) {
 		return
 	}
 	s.reloads.Add(1)
-	if s.cacheKick != nil {
-		s.cacheDirty = true
-		select {
-		case s.cacheKick <- struct{}{}:
-		default:
-		}
-	}
+	s.cacheChangedLocked()
 	s.log.Debug("dirstore: snapshot replaced", "instances", s.Snapshot().Len(), "changed", len(changes))
 }

@@ -83,10 +83,26 @@ func (s *Store) reload(force bool) error {
 	}
 	s.mu.Unlock()
 
-	ents, err := os.ReadDir(s.dir)
+	names, err := specFileNames(s.dir)
+	var scans []scanned
+	if err == nil {
+		scans, err = s.scanAll(names, known, force)
+	}
 	if err != nil {
 		s.log.Error("dirstore: cannot read the directory; serving the last snapshot", "err", err)
 		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.applyScanLocked(scans, start)
+	return nil
+}
+
+// specFileNames lists the spec files of dir (IsSpecFile), in order.
+func specFileNames(dir string) ([]string, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
 	}
 	var names []string
 	for _, de := range ents {
@@ -94,14 +110,15 @@ func (s *Store) reload(force bool) error {
 			names = append(names, de.Name())
 		}
 	}
-	scans, err := s.scanAll(names, known, force)
-	if err != nil {
-		s.log.Error("dirstore: cannot read the directory; serving the last snapshot", "err", err)
-		return err
-	}
+	return names, nil
+}
 
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// applyScanLocked applies what a scan that began at Store.gen start
+// found, with s.mu held: the files it did not see are removed and those
+// it read are applied (one that fails to load keeps its last good
+// version), except a file Put or Delete changed since start, which keeps
+// what they made of it.
+func (s *Store) applyScanLocked(scans []scanned, start uint64) {
 	// newer reports whether Put or Delete changed the file after the scan
 	// began: what the scan saw of it is older.
 	newer := func(name string) bool {
@@ -150,7 +167,6 @@ func (s *Store) reload(force bool) error {
 		changes = append(changes, registry.Change{Key: p.name, Record: p.rec, Err: p.err})
 	}
 	s.applyLocked(changes)
-	return nil
 }
 
 // scanAll stats the named files and reads and parses those that changed
