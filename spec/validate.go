@@ -1,5 +1,10 @@
 package spec
 
+// Validate, the rules of the spec's top-level fields and the checks the
+// sections share; each larger section has a file of its own
+// (validate_system.go, validate_network.go, validate_cloudinit.go,
+// validate_storage.go).
+
 import (
 	"fmt"
 	"maps"
@@ -264,6 +269,8 @@ func notASource(ip netip.Addr) string {
 	return ""
 }
 
+// validDNSName reports whether s is a DNS name as validLabel takes its
+// labels, at most 253 characters.
 func validDNSName(s string) bool {
 	if len(s) > 253 {
 		return false
@@ -309,6 +316,7 @@ func validUserName(s string) bool {
 	return true
 }
 
+// printable reports whether s holds no control character (C0 or DEL).
 func printable(s string) bool {
 	for _, r := range s {
 		if r < 0x20 || r == 0x7f {
@@ -318,6 +326,8 @@ func printable(s string) bool {
 	return true
 }
 
+// checkPath checks a path in the guest: absolute, clean, below / and
+// without a NUL or a newline.
 func checkPath(c *ErrorList, field, p string) {
 	switch {
 	case p == "":
@@ -333,4 +343,6 @@ func checkPath(c *ErrorList, field, p string) {
 	}
 }
 
+// sortedKeys is m's keys in order, so that a map's problems are listed in
+// the same order every time.
 func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }

@@ -1,11 +1,16 @@
 package spec
 
+// The rules of spec.cloudInit: the data passed through to cloud-init, and
+// the fields that userDataOnly and noDefaultUser leave without effect.
+
 import (
 	"strings"
 
 	"github.com/vminit/vminit/internal/lib/yamlbound"
 )
 
+// reservedMD are the meta-data keys the spec generates, which
+// spec.cloudInit.metaData may not set, with what to do instead.
 var reservedMD = map[string]string{
 	"instance-id":    "set spec.instanceID",
 	"local-hostname": "set spec.hostname",
@@ -18,6 +23,9 @@ var reservedMD = map[string]string{
 	"launch_index": "it is always 0 for a single instance; leave it out",
 }
 
+// validateCloudInit checks spec.cloudInit's pass-through data: user-data
+// and vendor-data that say #cloud-config are YAML mappings, network-config
+// is one, and metaData sets no key the spec generates (reservedMD).
 func validateCloudInit(c *ErrorList, ci *CloudInit) {
 	checkCloudConfig := func(field, data string) {
 		if !isCloudConfig(data) {

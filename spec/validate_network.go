@@ -1,5 +1,7 @@
 package spec
 
+// The rules of spec.network (netplan's version 2, vminit's subset).
+
 import (
 	"fmt"
 	"net/netip"
@@ -198,6 +200,9 @@ func checkIfname(c *ErrorList, f, id string) {
 	}
 }
 
+// validateInterface checks the settings every kind of interface has
+// (addresses, gateways, routes, name servers, MTU, MAC address) of the
+// interface at field f.
 func validateInterface(c *ErrorList, f string, in *Interface) {
 	for i, a := range in.Addresses {
 		if _, err := netip.ParsePrefix(a); err != nil {

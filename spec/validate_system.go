@@ -1,5 +1,8 @@
 package spec
 
+// The rules of the guest's system fields: spec.users, spec.files,
+// spec.units, spec.commands and spec.bootCommands, spec.mounts.
+
 import (
 	"fmt"
 	"strings"
@@ -17,6 +20,9 @@ var (
 	fstypeRE = lazyre.New(`^[a-z0-9_.-]+$`)
 )
 
+// validateUsers checks spec.users: unique user names, group names, the
+// shell's and home's paths, and passwords as crypt hashes (plain text
+// only for cloudbase-init, which takes no hash).
 func validateUsers(c *ErrorList, users []User, agent string) {
 	seen := map[string]int{}
 	for i, u := range users {
@@ -64,6 +70,8 @@ func validateUsers(c *ErrorList, users []User, agent string) {
 	}
 }
 
+// validateFiles checks spec.files: each path written once (PathClaims),
+// one source of content, and an owner by name.
 func validateFiles(c *ErrorList, files []File) {
 	claims := PathClaims{}
 	for i, fl := range files {
@@ -91,6 +99,8 @@ func validateFiles(c *ErrorList, files []File) {
 	}
 }
 
+// validateUnits checks spec.units: unique names with their type suffix,
+// something to do, and unit and drop-in texts that systemd can read.
 func validateUnits(c *ErrorList, units []Unit) {
 	seen := map[string]int{}
 	for i, u := range units {
@@ -134,6 +144,8 @@ func checkUnitSyntax(c *ErrorList, field, content string) {
 	}
 }
 
+// validateCommands checks a list of commands (spec.commands,
+// spec.bootCommands): a shell line, or an argument list with a program.
 func validateCommands(c *ErrorList, field string, cmds []Command) {
 	for i, cmd := range cmds {
 		f := fmt.Sprintf("%s[%d]", field, i)
@@ -146,6 +158,8 @@ func validateCommands(c *ErrorList, field string, cmds []Command) {
 	}
 }
 
+// validateMounts checks spec.mounts: a device, a mount point used once, a
+// filesystem type, and one option an entry.
 func validateMounts(c *ErrorList, mounts []Mount) {
 	seen := map[string]int{}
 	for i, m := range mounts {
