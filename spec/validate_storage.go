@@ -1,5 +1,8 @@
 package spec
 
+// The rules of spec.storage, and of the spec.mounts that name its
+// filesystems.
+
 import (
 	"fmt"
 	"path"

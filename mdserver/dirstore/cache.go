@@ -38,8 +38,12 @@ import (
 	"hash/crc32"
 	"io"
 	"os"
+	"path/filepath"
 	"reflect"
+	"slices"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/vminit/vminit/internal/lib/atomicfile"
 	"github.com/vminit/vminit/internal/lib/inputfile"
@@ -270,4 +274,97 @@ func writeCache(path, dir string, checked bool, items []cacheItem, verified map[
 		return err
 	})
 	return written, err
+}
+
+// openCache reads the start-up cache of Options.CacheFile for the first
+// load. A cache that cannot be used is logged and every file parsed; a
+// cache file inside the directory, or one that is not a regular file, is
+// an error.
+func (s *Store) openCache() error {
+	file := s.opts.CacheFile
+	if ca, err := filepath.Abs(file); err != nil || filepath.Dir(ca) == s.dir {
+		return fmt.Errorf("cache file %s: put it outside the spec directory (writing it there would wake the watcher)", file)
+	}
+	c, err := readCache(file, s.dir, s.opts.Checks.Content != nil)
+	switch {
+	case errors.Is(err, inputfile.ErrNotRegular):
+		// A FIFO or device: the cache would be renamed over it.
+		return fmt.Errorf("cache file %w", err)
+	case errors.Is(err, errStaleCache):
+		s.log.Info("dirstore: start-up cache written by another build; parsing every file", "cache", file)
+	case err != nil:
+		s.log.Warn("dirstore: start-up cache unusable; parsing every file", "cache", file, "err", err)
+	}
+	s.startCache = c
+	s.verified = map[string]bool{}
+	s.cacheKick = make(chan struct{}, 1)
+	s.cacheDone = make(chan struct{})
+	return nil
+}
+
+// cacheLoop writes the start-up cache after changes: at once the first
+// time, then at most once per CacheInterval, and a last time at Close.
+func (s *Store) cacheLoop() {
+	defer close(s.cacheDone)
+	for {
+		select {
+		case <-s.stop:
+			s.flushCache()
+			return
+		case <-s.cacheKick:
+		}
+		s.flushCache()
+		select {
+		case <-s.stop:
+			s.flushCache()
+			return
+		case <-time.After(s.opts.CacheInterval):
+		}
+	}
+}
+
+// cacheChangedLocked tells cacheLoop that the index changed, with s.mu
+// held (nothing without a cache).
+func (s *Store) cacheChangedLocked() {
+	if s.cacheKick == nil {
+		return
+	}
+	s.cacheDirty = true
+	select {
+	case s.cacheKick <- struct{}{}:
+	default:
+	}
+}
+
+// flushCache writes the start-up cache if the index changed since it was
+// last written: the served records whose checks passed, of files with no
+// other version pending and not read within racyWindow of a change.
+func (s *Store) flushCache() {
+	s.mu.Lock()
+	if !s.cacheDirty {
+		s.mu.Unlock()
+		return
+	}
+	s.cacheDirty = false
+	checked := s.opts.Checks.Content != nil
+	items := make([]cacheItem, 0, s.Snapshot().Len())
+	s.ix.Each(func(name string, rec *registry.Record) {
+		if pending, _ := s.ix.Pending(name); pending == nil {
+			if ran, err := rec.Checked(); !ran || err != nil {
+				return // a deferred check (Options.DeferChecks) has not passed yet
+			}
+			if e := s.files[name]; e != nil && !e.racy {
+				items = append(items, cacheItem{file: name, stamp: e.stamp, rec: rec})
+			}
+		}
+	})
+	s.mu.Unlock()
+	slices.SortFunc(items, func(a, b cacheItem) int { return strings.Compare(a.file, b.file) })
+	start := time.Now()
+	n, err := writeCache(s.opts.CacheFile, s.dir, checked, items, s.verified)
+	if err != nil {
+		s.log.Error("dirstore: cannot write the start-up cache", "cache", s.opts.CacheFile, "err", err)
+		return
+	}
+	s.log.Debug("dirstore: start-up cache written", "cache", s.opts.CacheFile, "entries", n, "duration", time.Since(start))
 }
