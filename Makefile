@@ -54,8 +54,9 @@ dist:
 image:
 	$(GO) run ./internal/tools/release -out dist -targets "linux/amd64 linux/arm64"
 
-# The CRD and DeepCopy methods derived from kube/api (controller-gen,
-# pinned in the script); check fails when they are stale.
+# Every generated file: the CRD and DeepCopy methods derived from kube/api
+# (controller-gen, pinned in the script) and cloudinit/schema_tree.go from
+# cloud-init's schema; check fails when one is stale or unmarked.
 generate:
 	./scripts/generate.sh
 

@@ -66,10 +66,7 @@ func NMKeyfiles(n *spec.Network) ([]File, error) {
 	}
 	var errs spec.ErrorList
 	ifs := interfaces(n)
-	byID := map[string]*iface{}
-	for _, f := range ifs {
-		byID[f.id] = f
-	}
+	byID := indexByID(ifs)
 	portOf := ports(ifs)
 	var out []File
 	for _, f := range ifs {
@@ -273,12 +270,8 @@ func keyfileBond(w *ini, f *iface, byID map[string]*iface, errs *spec.ErrorList)
 	if p.TransmitHashPolicy != "" {
 		w.kv("xmit_hash_policy", p.TransmitHashPolicy)
 	}
-	if p.Primary != "" {
-		if m := byID[p.Primary]; m != nil && m.guestName() != "" {
-			w.kv("primary", m.guestName())
-		} else {
-			errs.Add(f.field+".parameters.primary", "NetworkManager names a bond's primary port by interface name, and %q has none in the spec; give it a setName", p.Primary)
-		}
+	if name := bondPrimary(f, byID, "NetworkManager", errs); name != "" {
+		w.kv("primary", name)
 	}
 }
 

@@ -54,6 +54,35 @@ func interfaces(n *spec.Network) []*iface {
 	return out
 }
 
+// indexByID maps each interface's configuration ID to it: the spec refers
+// to interfaces by ID (a bond's members and primary, a VLAN's link).
+func indexByID(ifs []*iface) map[string]*iface {
+	byID := make(map[string]*iface, len(ifs))
+	for _, f := range ifs {
+		byID[f.id] = f
+	}
+	return byID
+}
+
+// bondPrimary is the interface name of bond f's primary port, "" when it
+// has none, for the formats that name the primary by interface name
+// (NetworkManager's primary option, network_data.json's bond_primary)
+// rather than by configuration ID (netplan, v1) or on the port itself
+// (networkd). A primary whose name the spec does not know (a NIC matched
+// by MAC address alone, named by the guest's kernel) is refused, naming
+// format, the consumer that needs it.
+func bondPrimary(f *iface, byID map[string]*iface, format string, errs *spec.ErrorList) string {
+	p := f.bond.Parameters
+	if p == nil || p.Primary == "" {
+		return ""
+	}
+	if m := byID[p.Primary]; m != nil && m.guestName() != "" {
+		return m.guestName()
+	}
+	errs.Add(f.field+".parameters.primary", "%s names a bond's primary port by its interface name, which for %s depends on the guest; give it a setName", format, p.Primary)
+	return ""
+}
+
 var bondNumRE = lazyre.New(`^bond(0|[1-9][0-9]{0,8})$`)
 
 // bondNumber returns N for an ID "bondN".

@@ -509,6 +509,64 @@ func TestNetworkDataJSONErrors(t *testing.T) {
 	}
 }
 
+// TestBondPrimaryByName: NetworkManager and network_data.json both name a
+// bond's primary port by its interface name, one rule (bondPrimary) for
+// both: a renamed NIC's new name is written, and a NIC known only by its
+// MAC address is refused by each at the same field, naming the format.
+// (TestKeyfilesAgreeWithCloudInit and TestRenderingsAgreeInCloudInit hold
+// the outputs to cloud-init's readings.)
+func TestBondPrimaryByName(t *testing.T) {
+	const named = `
+ethernets:
+  a: {match: {macAddress: "52:54:00:00:00:0a"}, setName: uplink}
+  b: {match: {macAddress: "52:54:00:00:00:0b"}, setName: b}
+bonds:
+  bond0:
+    interfaces: [a, b]
+    parameters: {mode: active-backup, primary: a}
+    dhcp4: true
+`
+	unnamed := strings.Replace(named, ", setName: uplink", "", 1)
+	for _, r := range []struct {
+		format  string
+		primary func(*spec.Network) (string, error) // the bond's rendered primary
+	}{
+		{"NetworkManager", func(n *spec.Network) (string, error) {
+			files, err := NMKeyfiles(n)
+			for _, f := range files {
+				if f.Path == KeyfileDir+"/vminit-bond0.nmconnection" {
+					return parseINI(t, f.Path, f.Data).get("bond", "primary"), nil
+				}
+			}
+			return "", err
+		}},
+		{"network_data.json", func(n *spec.Network) (string, error) {
+			data, err := NetworkDataJSON(n)
+			if err != nil {
+				return "", err
+			}
+			var nd networkData
+			if err := json.Unmarshal(data, &nd); err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range nd.Links {
+				if l.ID == "bond0" {
+					return l.BondPrimary, nil
+				}
+			}
+			return "", nil
+		}},
+	} {
+		if got, err := r.primary(parseNetwork(t, named)); got != "uplink" || err != nil {
+			t.Errorf("%s: a renamed primary is %q, %v; want uplink", r.format, got, err)
+		}
+		want := "spec.network.bonds.bond0.parameters.primary: " + r.format + " names a bond's primary port by its interface name, which for a depends on the guest; give it a setName"
+		if _, err := r.primary(parseNetwork(t, unnamed)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: a primary known by MAC address alone: %v\nwant %s", r.format, err, want)
+		}
+	}
+}
+
 func TestV1Errors(t *testing.T) {
 	for _, c := range []struct{ net, want string }{
 		{"ethernets:\n  lan:\n    match: {name: \"en*\"}\n    dhcp4: true\n", `spec.network.ethernets.lan.match.name: network-config v1 cannot match interfaces by a name pattern ("en*")`},

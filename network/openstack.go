@@ -90,10 +90,7 @@ func NetworkDataJSON(n *spec.Network) ([]byte, error) {
 	}
 	var errs spec.ErrorList
 	ifs := interfaces(n)
-	byID := map[string]*iface{}
-	for _, f := range ifs {
-		byID[f.id] = f
-	}
+	byID := indexByID(ifs)
 	nd := networkData{Links: []link{}, Networks: []osNet{}, Services: []service{}}
 	var dns []string
 	bondIndex := 0
@@ -155,18 +152,10 @@ func osBondLink(l *link, f *iface, index int, byID map[string]*iface, errs *spec
 	}
 	l.MACAddress = mac(f.in.MACAddress)
 	l.BondLinks = f.bond.Interfaces
-	p := f.bond.Parameters
-	if p == nil {
-		return
+	if p := f.bond.Parameters; p != nil {
+		l.BondMode, l.BondMIIMon, l.BondLACPRate, l.BondXmitHashPolicy = p.Mode, p.MIIMonitorInterval, p.LACPRate, p.TransmitHashPolicy
 	}
-	l.BondMode, l.BondMIIMon, l.BondLACPRate, l.BondXmitHashPolicy = p.Mode, p.MIIMonitorInterval, p.LACPRate, p.TransmitHashPolicy
-	if p.Primary != "" {
-		if m := byID[p.Primary]; m != nil && m.guestName() != "" {
-			l.BondPrimary = m.guestName()
-		} else {
-			errs.Add(f.field+".parameters.primary", "network_data.json names the primary by its interface name, which for %s depends on the guest; give it a setName", p.Primary)
-		}
-	}
+	l.BondPrimary = bondPrimary(f, byID, "network_data.json", errs)
 }
 
 // osVLANLink fills in a vlan link, with the MAC address cloud-init

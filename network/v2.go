@@ -61,10 +61,9 @@ func V2(n *spec.Network) ([]byte, error) {
 // V2), and reports references cloud-init's v2 parser could not follow.
 func v2Keys(ifs []*iface, errs *spec.ErrorList) map[string]string {
 	keys := map[string]string{}
-	byID := map[string]*iface{}
+	byID := indexByID(ifs)
 	owner := map[string]string{}
 	for _, f := range ifs {
-		byID[f.id] = f
 		keys[f.id] = f.id
 		if n := f.guestName(); f.eth != nil && n != "" {
 			keys[f.id] = n
