@@ -224,7 +224,6 @@ func Start(ctx context.Context, o Options) (*Guest, error) {
 		if g.relay, err = startRelay(c.servedInstance(), f.relay, c.tracker()); err != nil {
 			return nil, fmt.Errorf("run: metadata server: %w", err)
 		}
-		f.uuid = ec2UUID(c.Instance.Metadata.Name)
 	}
 	f.qmp = filepath.Join(g.dir, "qmp.sock")
 	g.qmp = f.qmp
