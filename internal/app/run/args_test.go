@@ -115,4 +115,3 @@ func TestNICMACsFollowTheSpec(t *testing.T) {
 		t.Errorf("no network, one extra NIC: %q", got)
 	}
 }
-
