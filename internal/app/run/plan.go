@@ -41,24 +41,22 @@ var Datasources = map[string][]string{
 // seed drive is a CD-ROM (ISO9660) or a virtio disk (VFAT).
 var Media = []string{"iso", "vfat"}
 
-// The metadata API dialects Serve speaks to each agent (Options.Dialect),
-// as the agent calls them: the metadata server's dialects that say how
-// the agent is pointed at them (mdserver.DialectInfo.Readers), in their
-// order; the first is the default unless the spec's
-// metadataServer.dialects lists another.
-var Dialects = agentDialects()
+// Dialects are the metadata API dialects Serve speaks to each agent
+// (Options.Dialect), as the agent calls them: the metadata server's
+// dialects that say how the agent is pointed at them
+// (mdserver.DialectInfo.Readers), in their order; the first is the
+// default unless the spec's metadataServer.dialects lists another.
+// readers are the same by agent, then by the agent's name.
+var Dialects, readers = agentDialects()
 
-// readers are the metadata server's readers by agent, then by the
-// agent's name for the dialect, with the dialect's name.
-var readers = map[string]map[string]reader{}
-
+// A reader is an agent's way to a dialect of the metadata server.
 type reader struct {
 	dialect string // the metadata server's name for it
 	mdserver.DialectReader
 }
 
-func agentDialects() map[string][]string {
-	m := map[string][]string{}
+func agentDialects() (map[string][]string, map[string]map[string]reader) {
+	names, readers := map[string][]string{}, map[string]map[string]reader{}
 	for _, d := range mdserver.Dialects() {
 		for _, r := range d.Readers {
 			as := cmp.Or(r.As, d.Name)
@@ -66,10 +64,10 @@ func agentDialects() map[string][]string {
 				readers[r.Agent] = map[string]reader{}
 			}
 			readers[r.Agent][as] = reader{d.Name, r}
-			m[r.Agent] = append(m[r.Agent], as)
+			names[r.Agent] = append(names[r.Agent], as)
 		}
 	}
-	return m
+	return names, readers
 }
 
 // Defaults of Options.
