@@ -19,11 +19,18 @@ import (
 //	func init() {
 //		register(&dialect{
 //			name:      "foo", // also in spec.Dialects
+//			title:     "Foo",
+//			paths:     []string{"/foo/config"},
 //			owns:      func(p string) bool { return strings.HasPrefix(p, "/foo/") },
 //			configure: func(h *Handler, mux *http.ServeMux) guard { mux.HandleFunc(…); return nil },
 //			crawl:     func(c *crawler) { c.leaf("/foo/config") },
+//			readers:   []DialectReader{{Agent: spec.AgentCloudInit, SMBIOS: …}},
 //		})
 //	}
+//
+// The programs that list dialects read them from here (Dialects): serve's
+// help, the admin API's previews and vminit run's --dialect, so that a new
+// dialect is its file, and its name in spec.Dialects for users to list it.
 //
 // What it renders from a record is declared beside it, as package
 // variables made by newPiece. The handler around it (identification, rate
@@ -34,6 +41,13 @@ type dialect struct {
 	// spec.Dialects: the spec validates users' lists, and cannot import
 	// this package), in metrics and in audit lines.
 	name string
+	// title is what the dialect's guests' documentation calls it
+	// ("EC2 IMDS"), and paths the paths it serves, a line each, as
+	// serve's help lists them under the title.
+	title string
+	paths []string
+	// readers are the agents vminit run can point at the dialect.
+	readers []DialectReader
 	// owns reports whether a request path (canonical or not, always
 	// starting with "/") is the dialect's: the requests counted under its
 	// name and refused when spec.metadataServer does not serve it. The
@@ -90,6 +104,8 @@ func register(d *dialect) {
 		panic("mdserver: dialect " + d.name + " registered after NewHandler")
 	case d.name == "" || d.owns == nil || d.configure == nil:
 		panic(fmt.Sprintf("mdserver: dialect %q needs a name, owns and configure", d.name))
+	case !d.guestWrites && (d.title == "" || len(d.paths) == 0):
+		panic(fmt.Sprintf("mdserver: dialect %q needs a title and paths (serve's help shows them)", d.name))
 	case dialectNamed(d.name) != nil:
 		panic("mdserver: dialect " + d.name + " registered twice")
 	}
@@ -160,4 +176,48 @@ func (h *Handler) configureDialects(mux *http.ServeMux) {
 			h.guards[d.index] = d.configure(h, mux)
 		}
 	}
+}
+
+// DialectInfo is what the programs show of a dialect guests read:
+// serve's help (Title, Paths), the admin API's previews (Crawl), vminit
+// run's --dialect (Readers). They read it from Dialects, never a list of
+// their own.
+type DialectInfo struct {
+	Name  string   // its name in spec.metadataServer.dialects
+	Title string   // what its guests' documentation calls it: "EC2 IMDS"
+	Paths []string // the paths it serves, a line each
+	Crawl bool     // Handler.Crawl previews it
+	// Readers are the agents vminit run can point at it, in the order
+	// its --dialect lists them.
+	Readers []DialectReader
+}
+
+// A DialectReader is an agent that reads a dialect, and how a QEMU guest
+// is pointed at it.
+type DialectReader struct {
+	Agent string // spec.AgentCloudInit or spec.AgentIgnition
+	// As is the agent's name for the dialect, vminit run's --dialect
+	// (Ignition's platform ID: aws for EC2); "": the dialect's name.
+	As string
+	// SMBIOS returns the SMBIOS type 1 fields (QEMU's -smbios argument)
+	// that make the agent choose the dialect with no kernel argument, for
+	// the instance called name reaching the server at host (an address,
+	// port 80). Nil: the agent needs no SMBIOS hint (Ignition's platform
+	// comes from the kernel command line).
+	SMBIOS func(host, name string) string
+}
+
+// Dialects are the dialects guests read, in spec.Dialects order, then
+// any other (a test's) by name; not the guests' write path, which is not
+// a dialect users choose.
+func Dialects() []DialectInfo {
+	var ds []DialectInfo
+	for _, d := range dialects {
+		if d.guestWrites || d == otherDialect {
+			continue
+		}
+		ds = append(ds, DialectInfo{Name: d.name, Title: d.title, Paths: slices.Clone(d.paths),
+			Crawl: d.crawl != nil, Readers: slices.Clone(d.readers)})
+	}
+	return ds
 }

@@ -30,8 +30,11 @@ var (
 
 func init() {
 	register(&dialect{
-		name: "toy",
-		owns: func(path string) bool { return strings.HasPrefix(path, "/toy/") },
+		name:    "toy",
+		title:   "Toy",
+		paths:   []string{"/toy/hello (X-Toy-Key: the instance's name)"},
+		readers: []DialectReader{{Agent: spec.AgentCloudInit, SMBIOS: func(host, _ string) string { return "type=1,serial=toy=http://" + host + "/toy/" }}},
+		owns:    func(path string) bool { return strings.HasPrefix(path, "/toy/") },
 		configure: func(h *Handler, mux *http.ServeMux) guard {
 			mux.HandleFunc("GET /toy/hello", func(w http.ResponseWriter, r *http.Request) {
 				rec := recordOf(w)
@@ -138,5 +141,22 @@ func TestDialectsMatchSpec(t *testing.T) {
 		if d.index != i {
 			t.Errorf("%s: index %d, at %d", d.name, d.index, i)
 		}
+	}
+}
+
+// TestEC2SystemUUIDPassesDsIdentify: the SMBIOS identity that points a
+// cloud-init guest at the EC2 dialect is one ds-identify takes.
+func TestEC2SystemUUIDPassesDsIdentify(t *testing.T) {
+	u := ec2SystemUUID("web-1")
+	// ds-identify's ec2_identify_platform: uuid and serial both start with
+	// ec2 and are equal; the kernel prints product_uuid in lower case.
+	if !strings.HasPrefix(u, "ec2") || len(u) != 36 || strings.ToLower(u) != u || u[8] != '-' || u[13] != '-' {
+		t.Errorf("ec2SystemUUID = %q", u)
+	}
+	if ec2SystemUUID("web-1") != u || ec2SystemUUID("web-2") == u {
+		t.Error("ec2SystemUUID is not a function of the name")
+	}
+	if got, want := dialectNamed(DialectEC2).readers[0].SMBIOS("h", "web-1"), "serial="+u+",uuid="+u; !strings.HasSuffix(got, want) {
+		t.Errorf("EC2's SMBIOS %q, want it to end %q", got, want)
 	}
 }

@@ -29,8 +29,13 @@
 // first boot back (report.go): to Options.ReportURL, else to the scheme
 // and host the guest reached the server at, unless Options.NoBootReports.
 //
-// To add a dialect: write its file the same way, and add its name to
-// spec.Dialects (so that spec.metadataServer.dialects may list it;
-// TestDialectsMatchSpec fails until both agree). Nothing else changes:
-// dialect_test.go's toy dialect is the proof.
+// To add a dialect: write its file the same way (its register call also
+// gives the title and paths serve's help shows, and the agents vminit run
+// can point at it), and add its name to spec.Dialects, so that
+// spec.metadataServer.dialects may list it (TestDialectsMatchSpec fails
+// until both agree; TestDialectsMarkers, until the CRD's markers beside
+// it do). Nothing else changes: the programs read the registry
+// (Dialects) for the admin API's previews, vminit run's --dialect and the
+// help texts. dialect_test.go's toy dialect is the proof, and
+// TestToyDialectInEveryProgram finds it in each of them.
 package mdserver

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/hex"
 	"net/http"
 	"slices"
 	"strconv"
@@ -47,7 +48,20 @@ const (
 
 func init() {
 	register(&dialect{
-		name: DialectEC2,
+		name:  DialectEC2,
+		title: "EC2 IMDS",
+		paths: []string{"/, /{" + strings.Join(cloudinit.EC2Versions(), ",") + "}/...", "PUT /latest/api/token (IMDSv2)"},
+		// cloud-init 22.4's ds-identify (ec2_identify_platform: AWS)
+		// picks EC2 when the system UUID and serial both start with
+		// "ec2" and are equal; Ignition's aws platform comes from the
+		// kernel command line.
+		readers: []DialectReader{
+			{Agent: spec.AgentCloudInit, SMBIOS: func(_, name string) string {
+				u := ec2SystemUUID(name)
+				return "type=1,manufacturer=Amazon EC2,product=vminit,serial=" + u + ",uuid=" + u
+			}},
+			{Agent: spec.AgentIgnition, As: "aws"},
+		},
 		owns: func(path string) bool {
 			v, _, _ := strings.Cut(path[1:], "/")
 			return path == "/" || cloudinit.EC2Level(v) >= 0
@@ -68,6 +82,15 @@ func init() {
 			c.leaf("/latest/dynamic/instance-identity/document")
 		},
 	})
+}
+
+// ec2SystemUUID is the SMBIOS system UUID and serial that point the
+// guest of the instance called name at the EC2 dialect: "ec2" then hex
+// from the name, so that the same spec gives the same identity.
+func ec2SystemUUID(name string) string {
+	sum := sha256.Sum256([]byte("vminit-run\x00" + name))
+	h := "ec2" + hex.EncodeToString(sum[:])[:29]
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
 }
 
 // ec2Server is the EC2 dialect of one handler.

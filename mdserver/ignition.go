@@ -20,8 +20,10 @@ const DialectIgnition = spec.DialectIgnition
 
 func init() {
 	register(&dialect{
-		name: DialectIgnition,
-		owns: func(path string) bool { return strings.HasPrefix(path, "/ignition/") },
+		name:  DialectIgnition,
+		title: "Ignition",
+		paths: []string{"/ignition/config, /ignition/pointer[?transport=ec2]"},
+		owns:  func(path string) bool { return strings.HasPrefix(path, "/ignition/") },
 		configure: func(h *Handler, mux *http.ServeMux) guard {
 			mux.HandleFunc("GET /ignition/config", h.ignitionConfig)
 			mux.HandleFunc("GET /ignition/pointer", h.ignitionPointer)

@@ -21,7 +21,16 @@ var nocloudSeedFiles = []string{"meta-data", "user-data", "vendor-data", "networ
 
 func init() {
 	register(&dialect{
-		name: DialectNoCloud,
+		name:  DialectNoCloud,
+		title: "NoCloud-net",
+		paths: []string{"/nocloud/{" + strings.Join(nocloudSeedFiles, ",") + "}",
+			"(kernel argument ds=nocloud-net;s=http://HOST:PORT/nocloud/)"},
+		// cloud-init 22.4's ds-identify (dscheck_NoCloud) reads the
+		// SMBIOS serial like the kernel command line; the URL needs its
+		// trailing slash.
+		readers: []DialectReader{{Agent: spec.AgentCloudInit, SMBIOS: func(host, _ string) string {
+			return "type=1,serial=ds=nocloud-net;s=http://" + host + "/nocloud/"
+		}}},
 		owns: func(path string) bool { return strings.HasPrefix(path, "/nocloud/") },
 		configure: func(h *Handler, mux *http.ServeMux) guard {
 			mux.HandleFunc("GET /nocloud/{file}", h.nocloud)

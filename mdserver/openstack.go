@@ -25,7 +25,19 @@ const DialectOpenStack = spec.DialectOpenStack
 
 func init() {
 	register(&dialect{
-		name: DialectOpenStack,
+		name:  DialectOpenStack,
+		title: "OpenStack",
+		paths: []string{"/openstack, /openstack/{version}/{meta_data.json,user_data,...}"},
+		// cloud-init 22.4 picks OpenStack by the SMBIOS product name
+		// (ds-identify's dscheck_OpenStack, DataSourceOpenStack's
+		// detect_openstack); Ignition's openstack platform comes from
+		// the kernel command line.
+		readers: []DialectReader{
+			{Agent: spec.AgentCloudInit, SMBIOS: func(_, _ string) string {
+				return "type=1,manufacturer=OpenStack Foundation,product=OpenStack Nova"
+			}},
+			{Agent: spec.AgentIgnition},
+		},
 		owns: func(path string) bool { return strings.HasPrefix(path, "/openstack") },
 		configure: func(h *Handler, mux *http.ServeMux) guard {
 			mux.HandleFunc("GET /openstack", h.openstackVersions)

@@ -113,7 +113,13 @@ const (
 	DialectIgnition  = "ignition"
 )
 
-// Dialects are every dialect the metadata server speaks.
+// Dialects are every dialect the metadata server speaks: the names
+// spec.metadataServer.dialects may list, in the order of its metrics. The
+// list is here, not derived from the server's registry (mdserver.Dialects,
+// which TestDialectsMatchSpec holds to it), because every program
+// validates specs, linked with the server or not, and the CRD's enum is
+// generated from MetadataServer.Dialects' markers (TestDialectsMarkers
+// holds them to it).
 var Dialects = []string{DialectEC2, DialectOpenStack, DialectNoCloud, DialectIgnition}
 
 // ServesDialect reports whether the metadata server serves the instance

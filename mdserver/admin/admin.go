@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -55,8 +56,24 @@ type Options struct {
 	MaxWatchers int
 }
 
-// PreviewDialects are the dialects the preview endpoint renders.
-var PreviewDialects = []string{"nocloud", "configdrive", "ignition", mdserver.DialectEC2, mdserver.DialectOpenStack}
+// PreviewDialects are the dialects the preview endpoint renders: NoCloud
+// (the default), the config drive, Ignition, then every other dialect
+// the metadata handler can crawl (mdserver.Dialects), in its order.
+var PreviewDialects = previewDialects()
+
+// previewConfigDrive is the preview of the config drive vminit builds: not
+// a dialect of the server, but what the guest would get from a drive.
+const previewConfigDrive = string(seed.ConfigDrive)
+
+func previewDialects() []string {
+	names := []string{mdserver.DialectNoCloud, previewConfigDrive, mdserver.DialectIgnition}
+	for _, d := range mdserver.Dialects() {
+		if d.Crawl && !slices.Contains(names, d.Name) {
+			names = append(names, d.Name)
+		}
+	}
+	return names
+}
 
 // NewHandler returns the admin API over store:
 //
@@ -64,17 +81,18 @@ var PreviewDialects = []string{"nocloud", "configdrive", "ignition", mdserver.Di
 //	GET    /v1/instances/{name}            the stored spec (YAML, defaults filled in)
 //	PUT    /v1/instances/{name}            store a spec document (YAML or JSON)
 //	DELETE /v1/instances/{name}            remove an instance
-//	GET    /v1/instances/{name}/preview?dialect=nocloud|configdrive|ignition|ec2|openstack[&variant=fcos|flatcar|rhcos]
+//	GET    /v1/instances/{name}/preview?dialect=D[&variant=fcos|flatcar|rhcos] D: one of PreviewDialects
 //	GET    /v1/instances/{name}/boot       its first boot (firstboot.Status)
 //	GET    /v1/boots[?watch=true][&FILTER][&limit=N&continue=T] the fleet's first boots, paged (firstboot.Summary; boots.go)
 //	GET    /ui/…                           the first-boot web page (package webui), for a browser
 //
 // A preview is what the instance's guest would get, from Options.Metadata:
-// nocloud, the NoCloud-net files (named as in a seed); ec2 and openstack,
-// every path the guest would fetch, crawled as cloud-init does;
-// configdrive, the config drive vminit builds (for an Ignition instance,
-// one carrying its Ignition config); ignition, the Ignition config for
-// the variant asked for (by default the spec's spec.ignition.variant).
+// nocloud, the NoCloud-net files (named as in a seed); configdrive, the
+// config drive vminit builds (for an Ignition instance, one carrying its
+// Ignition config); ignition, the Ignition config for the variant asked
+// for (by default the spec's spec.ignition.variant); any other dialect
+// (ec2, openstack), every path the guest would fetch, crawled as its agent
+// does (Handler.Crawl).
 //
 // Every request needs the bearer token; errors are JSON ErrorBody. The
 // web page under /ui/ takes the token too, or the session cookie its

@@ -191,13 +191,13 @@ func (l *Local) preview(ctx context.Context, name, dialect, variant string) (*Pr
 		return nil, err
 	}
 	if dialect == "" {
-		dialect = "nocloud"
+		dialect = PreviewDialects[0]
 	}
 	p := &Preview{Name: rec.Name, Dialect: dialect, Revision: rec.Revision, Files: []PreviewFile{}}
 	if err := l.previewFiles(ctx, p, rec, variant); err != nil {
 		return nil, err
 	}
-	if served := dialect; dialect != "configdrive" && !rec.Instance().Spec.MetadataServer.ServesDialect(served) {
+	if served := dialect; dialect != previewConfigDrive && !rec.Instance().Spec.MetadataServer.ServesDialect(served) {
 		p.Warnings = append(p.Warnings, fmt.Sprintf("the metadata server does not serve this instance through the %s dialect (spec.metadataServer.dialects, or imdsv2: required): its guest gets 403 there", dialect))
 	}
 	return p, nil
@@ -241,7 +241,7 @@ func (l *Local) served(ctx context.Context, name, dialect string) (webui.Served,
 func (l *Local) previewFiles(ctx context.Context, p *Preview, rec *registry.Record, variant string) error {
 	md := l.opts.Metadata
 	switch p.Dialect {
-	case "nocloud":
+	case mdserver.DialectNoCloud:
 		// What the server serves as NoCloud-net (for an Ignition instance
 		// its user-data is the Ignition config), named as in a seed.
 		files, err := md.Crawl(ctx, rec, mdserver.DialectNoCloud)
@@ -254,7 +254,7 @@ func (l *Local) previewFiles(ctx context.Context, p *Preview, rec *registry.Reco
 		for _, f := range files {
 			p.Files = append(p.Files, previewFile(strings.TrimPrefix(f.Path, "/nocloud/"), f.Data))
 		}
-	case "configdrive":
+	case previewConfigDrive:
 		// The config drive vminit builds for the instance: cloud-init's,
 		// or one carrying its Ignition config as the server renders it.
 		s, err := configDrive(ctx, md, rec)
@@ -264,7 +264,7 @@ func (l *Local) previewFiles(ctx context.Context, p *Preview, rec *registry.Reco
 		for _, f := range s.Files {
 			p.Files = append(p.Files, previewFile(f.Path, f.Data))
 		}
-	case "ignition":
+	case mdserver.DialectIgnition:
 		res, err := ignition.Render(rec.Instance(), ignition.Options{Variant: ignition.Variant(variant), AllowPartial: true, ReportTo: md.ReportPreviewBase()})
 		if errors.Is(err, ignition.ErrUnknownVariant) {
 			return refuse(http.StatusBadRequest, "variant: %v", err)
@@ -274,7 +274,10 @@ func (l *Local) previewFiles(ctx context.Context, p *Preview, rec *registry.Reco
 		}
 		p.Files = append(p.Files, previewFile("config.ign", res.Config))
 		p.Warnings = res.Warnings
-	case mdserver.DialectEC2, mdserver.DialectOpenStack:
+	default:
+		if !slices.Contains(PreviewDialects, p.Dialect) {
+			return refuse(http.StatusBadRequest, "dialect %q: want one of %s", p.Dialect, strings.Join(PreviewDialects, ", "))
+		}
 		files, err := md.Crawl(ctx, rec, p.Dialect)
 		if err != nil {
 			p.Warnings = append(p.Warnings, err.Error())
@@ -282,8 +285,6 @@ func (l *Local) previewFiles(ctx context.Context, p *Preview, rec *registry.Reco
 		for _, f := range files {
 			p.Files = append(p.Files, previewFile(f.Path, f.Data))
 		}
-	default:
-		return refuse(http.StatusBadRequest, "dialect %q: want one of %s", p.Dialect, strings.Join(PreviewDialects, ", "))
 	}
 	return nil
 }

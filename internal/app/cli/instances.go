@@ -311,7 +311,7 @@ func (c *adminClient) previewCommand() *cobra.Command {
 	)
 	preview := &cobra.Command{
 		Use:   "preview NAME",
-		Short: "Show what the instance's VM would get (nocloud, configdrive, ignition, ec2 or openstack)",
+		Short: "Show what the instance's VM would get (" + orList(admin.PreviewDialects) + ")",
 		Example: `  vminit instances preview web-1
   vminit instances preview web-1 --dialect ec2 --json`,
 		Args:              exactArgs(1, "one NAME"),
@@ -337,7 +337,7 @@ func (c *adminClient) previewCommand() *cobra.Command {
 			return nil
 		},
 	}
-	preview.Flags().StringVar(&dialect, "dialect", "nocloud", "nocloud, configdrive, ignition, ec2 or openstack (ec2 and openstack: every path the guest would fetch)")
+	preview.Flags().StringVar(&dialect, "dialect", admin.PreviewDialects[0], orList(admin.PreviewDialects)+" (those after ignition: every path the guest would fetch)")
 	report.register(preview)
 	return preview
 }

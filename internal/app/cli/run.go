@@ -68,9 +68,9 @@ agent's result and errors.
   or on a config drive (--datasource configdrive: the openstack platform);
 
   --serve: no drive; an in-process metadata server answers the guest over
-  its user-mode network at 169.254.169.254 (EC2, OpenStack, NoCloud-net;
-  Ignition's aws and openstack platforms) through a relay only this guest
-  reaches, and the SMBIOS strings make cloud-init pick that datasource.
+  its user-mode network at 169.254.169.254 (--dialect) through a relay
+  only this guest reaches, and the SMBIOS strings make cloud-init pick
+  that datasource.
 
 The guest has a user-mode NIC (with the spec's MAC when its network names
 one; --nics adds NICs for bonds) and, with --ssh-port, 127.0.0.1:PORT
@@ -135,7 +135,8 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.datasource, "datasource", "", "how the data reaches the guest: cloud-init nocloud or configdrive (default: the spec's, else nocloud); Ignition fwcfg or configdrive (default fwcfg)")
 	fl.StringVar(&f.media, "media", vmrun.Media[0], "the seed drive: iso (a CD-ROM) or vfat (a virtio disk)")
 	fl.BoolVar(&f.serve, "serve", false, "answer the guest from an in-process metadata server over its network instead of a drive")
-	fl.StringVar(&f.dialect, "dialect", "", "with --serve: cloud-init ec2, openstack or nocloud (default: the spec's metadataServer.dialects, else ec2); Ignition aws or openstack (default aws)")
+	ci, ign := vmrun.Dialects[spec.AgentCloudInit], vmrun.Dialects[spec.AgentIgnition]
+	fl.StringVar(&f.dialect, "dialect", "", "with --serve: cloud-init "+orList(ci)+" (default: the spec's metadataServer.dialects, else "+ci[0]+"); Ignition "+orList(ign)+" (default "+ign[0]+")")
 	fl.IntVar(&f.nics, "nics", 0, "extra user-mode NICs beyond the first, e.g. for a bond (the spec's MACs are given to them in order)")
 	fl.StringArrayVar(&f.disks, "disk", nil, "attach an extra virtio disk (repeatable, at most 8): a SIZE such as 10GiB (a sparse file removed after the run) or a FILE (raw, or qcow2 checked as --image is; the guest writes it); the guest sees /dev/disk/by-id/virtio-vminit-disk1, -disk2…")
 	fl.StringVar(&f.accel, "accel", "auto", "QEMU accelerator: auto (KVM when it works, else TCG), kvm or tcg")

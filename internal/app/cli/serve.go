@@ -22,7 +22,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/vminit/vminit/bootreport"
-	"github.com/vminit/vminit/cloudinit"
 	"github.com/vminit/vminit/ignition"
 	"github.com/vminit/vminit/internal/app/serve"
 	"github.com/vminit/vminit/internal/lib/secretfile"
@@ -109,7 +108,7 @@ func NewServeCommand(use string, other StoreFlags) *cobra.Command {
 	f := serveFlags{other: other}
 	cmd := &cobra.Command{
 		Use:   use,
-		Short: "Serve instances' first-boot data over HTTP (EC2 IMDS, OpenStack, NoCloud-net, Ignition)",
+		Short: "Serve instances' first-boot data over HTTP (" + dialectTitles() + ")",
 		Example: `  vminit serve --instances /var/lib/vminit/instances --listen 169.254.169.254:80
   vminit serve --instances specs/ --listen 127.0.0.1:8080 --metrics-listen 127.0.0.1:9100 \
     --admin-listen 127.0.0.1:8443 --admin-token-file admin-token
@@ -121,13 +120,7 @@ func NewServeCommand(use string, other StoreFlags) *cobra.Command {
 that owns the request's source address (spec.metadataServer.addresses), in
 every dialect guests speak:
 
-  EC2 IMDS     /, /{` + strings.Join(cloudinit.EC2Versions(), ",") + `}/...
-               PUT /latest/api/token (IMDSv2)
-  OpenStack    /openstack, /openstack/{version}/{meta_data.json,user_data,...}
-  NoCloud-net  /nocloud/{meta-data,user-data,vendor-data,network-config}
-               (kernel argument ds=nocloud-net;s=http://HOST:PORT/nocloud/)
-  Ignition     /ignition/config, /ignition/pointer[?transport=ec2]
-
+` + dialectPaths() + `
 Instances come from a directory of spec files (--instances, re-read on
 change; SIGHUP re-reads every file, including files[].source.file content)
 or from etcd (vminit-server, the daemon that is serve with etcd's client

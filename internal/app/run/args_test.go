@@ -43,7 +43,7 @@ func TestQEMUArgs(t *testing.T) {
 		{"bond-nics", Options{Instance: bonded, Image: "debian.qcow2", NICs: 2}, with(disk, func(f *files) { f.seed = "/tmp/run/seed.iso" })},
 		{"kernel", Options{Instance: dev, Image: "root.ext4", Kernel: "/boot/vmlinuz", Initrd: "/boot/initrd.img", Append: "root=/dev/vda rw console=ttyS0"}, with(disk, func(f *files) { f.seed = "/tmp/run/seed.iso" })},
 		{"serve-ec2", Options{Instance: dev, Image: "debian.qcow2", Serve: true}, with(disk, func(f *files) {
-			f.relay, f.uuid = "/tmp/run/metadata.sock", ec2UUID(dev.Metadata.Name)
+			f.relay = "/tmp/run/metadata.sock"
 		})},
 		{"serve-openstack", Options{Instance: dev, Image: "debian.qcow2", Serve: true, Dialect: "openstack"}, with(disk, func(f *files) {
 			f.relay = "/tmp/run/metadata.sock"
@@ -113,17 +113,5 @@ func TestNICMACsFollowTheSpec(t *testing.T) {
 	}
 	if got := nicMACs(nil, 1); len(got) != 2 || got[0] != "" {
 		t.Errorf("no network, one extra NIC: %q", got)
-	}
-}
-
-func TestEC2UUIDPassesDsIdentify(t *testing.T) {
-	u := ec2UUID("web-1")
-	// ds-identify's ec2_identify_platform: uuid and serial both start with
-	// ec2 and are equal; the kernel prints product_uuid in lower case.
-	if !strings.HasPrefix(u, "ec2") || len(u) != 36 || strings.ToLower(u) != u || u[8] != '-' || u[13] != '-' {
-		t.Errorf("ec2UUID = %q", u)
-	}
-	if ec2UUID("web-1") != u || ec2UUID("web-2") == u {
-		t.Error("ec2UUID is not a function of the name")
 	}
 }

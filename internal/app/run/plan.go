@@ -1,6 +1,7 @@
 package run
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"sort"
@@ -11,6 +12,7 @@ import (
 	"github.com/vminit/vminit/delivery"
 	"github.com/vminit/vminit/internal/lib/lazyre"
 	"github.com/vminit/vminit/internal/lib/qemu"
+	"github.com/vminit/vminit/mdserver"
 	"github.com/vminit/vminit/media"
 	"github.com/vminit/vminit/seed"
 	"github.com/vminit/vminit/spec"
@@ -39,12 +41,33 @@ var Datasources = map[string][]string{
 // seed drive is a CD-ROM (ISO9660) or a virtio disk (VFAT).
 var Media = []string{"iso", "vfat"}
 
-// The metadata API dialects Serve speaks to each agent (Options.Dialect);
-// the first is the default for cloud-init unless the spec's
-// metadataServer.dialects lists another.
-var Dialects = map[string][]string{
-	agentCloudInit: {spec.DialectEC2, spec.DialectOpenStack, spec.DialectNoCloud},
-	agentIgnition:  {"aws", "openstack"},
+// Dialects are the metadata API dialects Serve speaks to each agent
+// (Options.Dialect), as the agent calls them: the metadata server's
+// dialects that say how the agent is pointed at them
+// (mdserver.DialectInfo.Readers), in their order; the first is the
+// default unless the spec's metadataServer.dialects lists another.
+// readers are the same by agent, then by the agent's name.
+var Dialects, readers = agentDialects()
+
+// A reader is an agent's way to a dialect of the metadata server.
+type reader struct {
+	dialect string // the metadata server's name for it
+	mdserver.DialectReader
+}
+
+func agentDialects() (map[string][]string, map[string]map[string]reader) {
+	names, readers := map[string][]string{}, map[string]map[string]reader{}
+	for _, d := range mdserver.Dialects() {
+		for _, r := range d.Readers {
+			as := cmp.Or(r.As, d.Name)
+			if readers[r.Agent] == nil {
+				readers[r.Agent] = map[string]reader{}
+			}
+			readers[r.Agent][as] = reader{d.Name, r}
+			names[r.Agent] = append(names[r.Agent], as)
+		}
+	}
+	return names, readers
 }
 
 // Defaults of Options.
@@ -186,7 +209,7 @@ func (c *config) configureDelivery(bad func(format string, a ...any)) {
 	}
 	if !slices.Contains(Dialects[c.agent], c.dialect) {
 		bad("dialect %q: %s reads %s from a metadata server", c.dialect, c.agent, strings.Join(Dialects[c.agent], " or "))
-	} else if ms := s.MetadataServer; !ms.ServesDialect(serverDialect(c.dialect)) {
+	} else if ms := s.MetadataServer; !ms.ServesDialect(readers[c.agent][c.dialect].dialect) {
 		bad("dialect %q: spec.metadataServer does not serve this instance through it (dialects %v, imdsv2 %q)", c.dialect, ms.Dialects, ms.IMDSv2)
 	}
 	if c.Datasource != "" {
@@ -207,22 +230,13 @@ func defaultDialect(agent string, ms *spec.MetadataServer) string {
 	if ms != nil {
 		for _, d := range ms.Dialects {
 			for _, a := range Dialects[agent] {
-				if serverDialect(a) == d {
+				if readers[agent][a].dialect == d {
 					return a
 				}
 			}
 		}
 	}
 	return Dialects[agent][0]
-}
-
-// serverDialect maps an Ignition platform to the dialect the metadata
-// server answers it with.
-func serverDialect(d string) string {
-	if d == "aws" {
-		return spec.DialectEC2
-	}
-	return d
 }
 
 // nicMACs returns the MAC of each NIC: the spec's ethernets that name one
@@ -264,7 +278,6 @@ type files struct {
 	fwCfg      string      // an Ignition config for fw_cfg
 	qmp        string      // the QMP socket
 	relay      string      // the metadata relay's Unix socket (serve)
-	uuid       string      // the EC2 dialect's system UUID and serial
 }
 
 // args returns QEMU's command line (without the program).
@@ -319,7 +332,7 @@ func (c *config) args(f files) []string {
 		a = append(a, "-netdev", netdev, "-device", dev)
 	}
 	if c.Serve {
-		a = append(a, c.smbios(f)...)
+		a = append(a, c.smbios()...)
 	}
 	if c.Kernel != "" {
 		a = append(a, "-kernel", c.Kernel)
@@ -333,26 +346,14 @@ func (c *config) args(f files) []string {
 	return a
 }
 
-// smbios returns the SMBIOS strings cloud-init's ds-identify (22.4) and
-// its datasources read to pick the dialect with no kernel argument: EC2
-// when the system UUID and serial both start with "ec2" and are equal
-// (ec2_identify_platform: AWS); OpenStack when the product name is
-// "OpenStack Nova" (dscheck_OpenStack, DataSourceOpenStack's
-// detect_openstack); NoCloud-net when the serial holds
-// "ds=nocloud-net;s=URL" (dscheck_NoCloud reads the serial like the
-// kernel command line; the URL needs its trailing slash). Ignition's
-// platform comes from the kernel command line, not SMBIOS.
-func (c *config) smbios(f files) []string {
-	if c.agent == agentIgnition {
+// smbios returns the SMBIOS strings the agent reads to pick the dialect
+// with no kernel argument, as the dialect's file in package mdserver
+// says (cloud-init's ds-identify; Ignition's platform comes from the
+// kernel command line).
+func (c *config) smbios() []string {
+	r := readers[c.agent][c.dialect]
+	if r.SMBIOS == nil {
 		return nil
 	}
-	switch c.dialect {
-	case spec.DialectEC2:
-		return []string{"-smbios", "type=1,manufacturer=Amazon EC2,product=vminit,serial=" + f.uuid + ",uuid=" + f.uuid}
-	case spec.DialectOpenStack:
-		return []string{"-smbios", "type=1,manufacturer=OpenStack Foundation,product=OpenStack Nova"}
-	case spec.DialectNoCloud:
-		return []string{"-smbios", "type=1,serial=ds=nocloud-net;s=http://" + metadataAddr + "/nocloud/"}
-	}
-	return nil
+	return []string{"-smbios", r.SMBIOS(metadataAddr, c.Instance.Metadata.Name)}
 }

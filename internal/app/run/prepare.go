@@ -1,8 +1,6 @@
 package run
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -86,13 +84,4 @@ func (c *config) servedInstance() *spec.Instance {
 	}}
 	c.macs[0] = primaryMAC
 	return &cp
-}
-
-// ec2UUID is the SMBIOS system UUID and serial of an EC2-dialect guest:
-// "ec2" then hex from the instance's name, so the same spec gives the same
-// identity.
-func ec2UUID(name string) string {
-	sum := sha256.Sum256([]byte("vminit-run\x00" + name))
-	h := "ec2" + hex.EncodeToString(sum[:])[:29]
-	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
 }

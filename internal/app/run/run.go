@@ -74,9 +74,9 @@ type Options struct {
 	// of a seed drive, reached at 169.254.169.254:80 over its user-mode
 	// network through a relay only this guest reaches (relay.go).
 	Serve bool
-	// Dialect is the metadata API served with Serve: "ec2", "openstack" or
-	// "nocloud" for cloud-init (default from the spec, else ec2); "aws" or
-	// "openstack" for Ignition.
+	// Dialect is the metadata API served with Serve, one of the agent's
+	// Dialects (cloud-init: ec2, openstack, nocloud; Ignition: aws,
+	// openstack); default from the spec, else the agent's first.
 	Dialect string
 	// StallAfter is how long the served guest's first boot may stay
 	// silent before Guest.FirstBoot reads it as stalled (Serve only);
@@ -224,7 +224,6 @@ func Start(ctx context.Context, o Options) (*Guest, error) {
 		if g.relay, err = startRelay(c.servedInstance(), f.relay, c.tracker()); err != nil {
 			return nil, fmt.Errorf("run: metadata server: %w", err)
 		}
-		f.uuid = ec2UUID(c.Instance.Metadata.Name)
 	}
 	f.qmp = filepath.Join(g.dir, "qmp.sock")
 	g.qmp = f.qmp

@@ -142,7 +142,7 @@ func TestServeAnswersTheGuestsDialects(t *testing.T) {
 		}
 		// The seed URL the SMBIOS serial gives, with the metadata
 		// address replaced by where this test's stream takes it.
-		seed := strings.Replace(strings.TrimPrefix((&config{dialect: "nocloud", agent: agentCloudInit}).smbios(files{})[1], "type=1,serial=ds=nocloud-net;s="), "http://"+metadataAddr, base, 1)
+		seed := strings.Replace(strings.TrimPrefix((&config{Options: Options{Instance: dev}, dialect: "nocloud", agent: agentCloudInit}).smbios()[1], "type=1,serial=ds=nocloud-net;s="), "http://"+metadataAddr, base, 1)
 		cloudinittest.Run(t, cloudinittest.NoCloudNetClient, map[string]any{"base": seed, "src": "127.0.0.1"}, &got)
 		if got.MD["local-hostname"] != "dev" || !strings.HasPrefix(got.UD, "#cloud-config") {
 			t.Errorf("read_seeded(%s): %+v", seed, got)
@@ -173,7 +173,7 @@ func TestServedEC2InstanceNamesTheNIC(t *testing.T) {
 	if dev.Spec.Network != nil || served.Spec.Network == nil || c.macs[0] != primaryMAC {
 		t.Fatalf("served network %+v, caller's %+v, NIC MACs %q", served.Spec.Network, dev.Spec.Network, c.macs)
 	}
-	if !strings.Contains(strings.Join(c.args(files{uuid: "u", relay: "r"}), " "), "virtio-net-pci,netdev=net0,mac="+primaryMAC) {
+	if !strings.Contains(strings.Join(c.args(files{relay: "r"}), " "), "virtio-net-pci,netdev=net0,mac="+primaryMAC) {
 		t.Error("NIC 0 does not carry the MAC the metadata names")
 	}
 	base := viaRelay(t, served)
