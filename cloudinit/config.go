@@ -246,6 +246,9 @@ func writeFiles(s *spec.Spec, errs *spec.ErrorList) (files *yaml.Node, run []*ya
 	if reload {
 		run = append(run, argv("systemctl", "daemon-reload"))
 	}
+	if len(mountCmds) > 0 {
+		run = append(run, udevRefresh(s.Storage)...)
+	}
 	run = append(run, mountCmds...)
 	run = append(run, unitCmds...)
 	return files, run

@@ -37,7 +37,9 @@
 //   - mounts become systemd .mount units, enabled with `systemctl enable
 //     --now` before the units: cloud-init's mounts module (22.4) silently
 //     skips LABEL= and UUID= devices and any device that is not a whole
-//     disk present when it runs;
+//     disk present when it runs; when spec.storage makes file systems,
+//     `udevadm trigger` and `udevadm settle` come first, so that udev
+//     has every new label (see udevRefresh);
 //   - commands go to runcmd after the systemctl calls, bootCommands to
 //     bootcmd (which cloud-init runs on every boot); an argument list stays
 //     a list, a string is run by the shell;

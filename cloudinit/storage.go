@@ -176,3 +176,22 @@ func swapUnits(st *spec.Storage, files *yaml.Node, claim func(p, field string) b
 	}
 	return run
 }
+
+// udevRefresh is what runcmd does before the mount and swap units start
+// when fs_setup made file systems: ask udev to probe every block device
+// again and wait for it. udev learns of a new file system from the close
+// of the device it watches, and misses it when the close comes while it
+// is still handling the partition's own event (the many sgdisk calls of
+// disk_setup queue a storm of them); the device then keeps no LABEL= link
+// and its mount unit waits for it in vain. Ignition triggers a uevent
+// after making file systems for the same reason; cloud-init 22.4 only
+// settles. Two commands, not `trigger --settle`, for systemd before 238.
+func udevRefresh(st *spec.Storage) []*yaml.Node {
+	if st == nil || len(st.Filesystems) == 0 {
+		return nil
+	}
+	return []*yaml.Node{
+		argv("udevadm", "trigger", "--action=change", "--subsystem-match=block"),
+		argv("udevadm", "settle"),
+	}
+}

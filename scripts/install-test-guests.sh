@@ -240,6 +240,12 @@ report() {
   if [ "$agent" = cloud-init ]; then
     sec cloud-init-status; cloud-init status --long 2>&1
     sec cloud-init-result; cat /run/cloud-init/result.json 2>&1
+    # cloud-init 22.4 logs a module's partial failure (a file system
+    # disk_setup could not make, say) as a warning and reports no error.
+    sec cloud-init-warnings
+    # Each such line with the lines that continue it (a command's stderr).
+    awk '/^[0-9]+-[0-9]+-[0-9]+ [0-9:,]+ - /{ p = /\[(WARNING|ERROR|CRITICAL)\]/ } p' \
+      /var/log/cloud-init.log 2>/dev/null | tail -n 60
   else
     sec ignition-journal; journalctl -b -o cat -t ignition -p warning --no-pager 2>&1 | tail -n 40
     sec ignition-units
@@ -267,6 +273,9 @@ report() {
   units | sort -u | while read -r u; do
     systemctl show -p Id,UnitFileState,ActiveState,SubState,Result,DropInPaths "$u" | tr '\n' ' '; echo
   done
+  # The boot's warnings, kernel and udev included (a udev worker killed
+  # on a slow guest leaves a device without its by-label link).
+  sec warnings; journalctl -b -p warning -o short-monotonic --no-pager 2>&1 | tail -n 60
   sec failed-units; systemctl list-units --failed --plain --no-legend
   systemctl list-units --failed --plain --no-legend | awk '{print $1}' | while read -r u; do
     sec journal "$u"; journalctl -b -u "$u" -o cat --no-pager | tail -n 20

@@ -143,12 +143,26 @@ func (c *guestCheck) done() {
 	if len(c.errs) == 0 {
 		return
 	}
-	var all []string
+	// What says why comes first: CI keeps only the head of a long failure.
+	var why, rest []string
 	for _, s := range c.rep.Sections {
-		all = append(all, "## "+s.Name+" "+strings.Join(s.Args, " "))
-		all = append(all, s.Lines...)
+		lines := append([]string{"## " + s.Name + " " + strings.Join(s.Args, " ")}, s.Lines...)
+		if diagnosticSections[s.Name] {
+			why = append(why, lines...)
+		} else {
+			rest = append(rest, lines...)
+		}
 	}
-	c.t.Errorf("the guest's state differs:\n%s\nreport:\n%s", strings.Join(c.errs, "\n"), strings.Join(all, "\n"))
+	c.t.Errorf("the guest's state differs:\n%s\nreport, why first:\n%s\n%s", strings.Join(c.errs, "\n"), strings.Join(why, "\n"), strings.Join(rest, "\n"))
+}
+
+// diagnosticSections are the report's sections that say why a boot went
+// wrong: the agent's own result and warnings, failed units and their
+// journals, and the storage the guest ended with.
+var diagnosticSections = map[string]bool{
+	"agent": true, "boot": true, "cloud-init-status": true, "cloud-init-result": true,
+	"cloud-init-warnings": true, "warnings": true, "ignition-journal": true, "ignition-units": true,
+	"failed-units": true, "journal": true, "units": true, "mounts": true, "lsblk": true, "swaps": true,
 }
 
 func (c *guestCheck) text(section, want string) {
