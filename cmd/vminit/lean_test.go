@@ -69,6 +69,29 @@ func TestLeanGraph(t *testing.T) {
 	}
 }
 
+// stores are the metadata server's stores: the controller imports none
+// (the rules it shares with them live in mdserver/kuberules), so that what
+// it reports does not depend on a store's insides and it links no etcd.
+var stores = []string{
+	"github.com/vminit/vminit/mdserver/dirstore",
+	"github.com/vminit/vminit/mdserver/etcdstore",
+	"github.com/vminit/vminit/mdserver/kubestore",
+}
+
+// TestControllerImportsNoStore: internal/app/controller's import graph
+// holds no store.
+func TestControllerImportsNoStore(t *testing.T) {
+	ctl := deps(t, "github.com/vminit/vminit/internal/app/controller")
+	for _, p := range stores {
+		if ctl[p] {
+			t.Errorf("internal/app/controller links %s: the rules it shares with the stores belong in mdserver/kuberules", p)
+		}
+	}
+	if !ctl["github.com/vminit/vminit/mdserver/kuberules"] {
+		t.Errorf("internal/app/controller does not link mdserver/kuberules: is `go list -deps` read right?")
+	}
+}
+
 // deps is the set of packages pkg imports, directly or not.
 func deps(t *testing.T, pkg string) map[string]bool {
 	t.Helper()

@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
 
-	"github.com/vminit/vminit/mdserver/kubestore"
+	"github.com/vminit/vminit/mdserver/kuberules"
 	"github.com/vminit/vminit/platform/cluster"
 )
 
@@ -57,7 +57,7 @@ func (c *ClusterFlags) Register(fl *pflag.FlagSet, namespaceHelp string) {
 func (c *ClusterFlags) Namespaces() []string { return c.f.namespaces }
 
 // AddressPolicy reads --spec-addresses and --max-spec-addresses.
-func (c *ClusterFlags) AddressPolicy() (kubestore.AddressPolicy, error) { return c.f.addressPolicy() }
+func (c *ClusterFlags) AddressPolicy() (kuberules.AddressPolicy, error) { return c.f.addressPolicy() }
 
 // RESTConfig loads the kubeconfig with the flags' rate limits.
 func (c *ClusterFlags) RESTConfig() (*rest.Config, error) { return c.f.restConfig() }

@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
-	"github.com/vminit/vminit/mdserver/kubestore"
+	"github.com/vminit/vminit/mdserver/kuberules"
 	"github.com/vminit/vminit/platform/cluster"
 )
 
@@ -39,19 +39,19 @@ func (f *clusterFlags) register(fl *pflag.FlagSet, namespaceHelp string) {
 	fl.Float32Var(&f.qps, "kube-api-qps", 50, "requests per second to the API server, sustained")
 	fl.IntVar(&f.burst, "kube-api-burst", 100, "requests to the API server in a burst")
 	fl.StringArrayVar(&f.specAddresses, "spec-addresses", nil, "NAMESPACE=CIDR[,CIDR]: networks the Instances of NAMESPACE may list in spec.metadataServer.addresses (repeatable; default none: Instances are known by their VMIs' addresses)")
-	fl.IntVar(&f.maxSpecAddresses, "max-spec-addresses", kubestore.DefaultMaxSpecAddresses, "addresses one Instance's spec may list; a spec listing more claims none")
+	fl.IntVar(&f.maxSpecAddresses, "max-spec-addresses", kuberules.DefaultMaxSpecAddresses, "addresses one Instance's spec may list; a spec listing more claims none")
 }
 
 // addressPolicy reads --spec-addresses and --max-spec-addresses.
-func (f *clusterFlags) addressPolicy() (kubestore.AddressPolicy, error) {
-	nets, err := kubestore.ParseSpecAddresses(f.specAddresses)
+func (f *clusterFlags) addressPolicy() (kuberules.AddressPolicy, error) {
+	nets, err := kuberules.ParseSpecAddresses(f.specAddresses)
 	if err != nil {
-		return kubestore.AddressPolicy{}, usagef("%v", err)
+		return kuberules.AddressPolicy{}, usagef("%v", err)
 	}
 	if f.maxSpecAddresses < 1 {
-		return kubestore.AddressPolicy{}, usagef("--max-spec-addresses=%d: want 1 or more", f.maxSpecAddresses)
+		return kuberules.AddressPolicy{}, usagef("--max-spec-addresses=%d: want 1 or more", f.maxSpecAddresses)
 	}
-	return kubestore.AddressPolicy{SpecAddresses: nets, MaxSpecAddresses: f.maxSpecAddresses}, nil
+	return kuberules.AddressPolicy{SpecAddresses: nets, MaxSpecAddresses: f.maxSpecAddresses}, nil
 }
 
 // restConfig loads the kubeconfig as kubectl does (--kubeconfig, else
