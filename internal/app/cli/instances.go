@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 	"gopkg.in/yaml.v3"
 
+	"github.com/vminit/vminit/internal/app/cmdkit"
 	"github.com/vminit/vminit/internal/app/serve"
 	"github.com/vminit/vminit/internal/lib/secretfile"
 	"github.com/vminit/vminit/internal/lib/tlsfiles"
@@ -67,7 +68,7 @@ func (c *adminClient) flags(cmd *cobra.Command) {
 }
 
 func (c *adminClient) setup(ctx context.Context) error {
-	if err := regularFiles(map[string]string{"--token-file": c.tokenFile, "--ca-file": c.caFile, "--cert": c.certFile, "--key": c.keyFile}); err != nil {
+	if err := cmdkit.RegularFiles(map[string]string{"--token-file": c.tokenFile, "--ca-file": c.caFile, "--cert": c.certFile, "--key": c.keyFile}); err != nil {
 		return err
 	}
 	if c.server == "" && c.cluster.kubeconfig != "" {
