@@ -232,4 +232,3 @@ func TestControllerMoved(t *testing.T) {
 		t.Errorf("exit %d:\n%s", code, stderr)
 	}
 }
-

@@ -141,4 +141,3 @@ func TestServeWarnsOfInstancesNoGuestCanFetch(t *testing.T) {
 		t.Errorf("put of a spec without an address: %d %s\n%s", code, stdout, stderr)
 	}
 }
-

@@ -61,4 +61,3 @@ func TestServeAdminTLS(t *testing.T) {
 	}
 	stop()
 }
-
