@@ -4,10 +4,10 @@
 // the version, the logger --log-format names, client-go's log, the
 // cluster flags and the check of the files flags name.
 //
-// It imports no program's command tree (internal/app/cli, servekit), and
-// none of the stores or servers: a program links the kit and what it
-// uses, not vminit's CLI (cmd/vminit's TestLeanGraph holds each program
-// to its own set).
+// It imports no command (not vminit's CLI, internal/app/cli, nor serve's,
+// internal/app/servekit) and no store or server: a program links the kit
+// and what its job uses, not vminit's CLI (cmd/vminit's
+// TestProgramLinkSets holds each program to its own set).
 package cmdkit
 
 import (

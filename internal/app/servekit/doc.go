@@ -7,7 +7,8 @@
 //
 // It imports no program's command tree (internal/app/cli and the other
 // *cmd packages): vminit-server and vminit-node link serve and the kit
-// (internal/app/cmdkit), not vminit's CLI (cmd/vminit's TestLeanGraph).
+// (internal/app/cmdkit), not vminit's CLI (cmd/vminit's
+// TestProgramLinkSets).
 package servekit
 
 import "github.com/vminit/vminit/internal/app/cmdkit"
