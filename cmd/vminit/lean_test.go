@@ -39,11 +39,13 @@ var dataPath = []string{
 	"github.com/vminit/vminit/mdserver/intercept",
 }
 
-// TestLeanGraph: vminit's import graph holds none of heavy and none of
-// dataPath; vminit-node's (serve and the interception) holds dataPath and
-// none of heavy; vminit-controller's, vminit-server's and vminit-cni's
-// hold theirs (so the lists are read right).
+// TestLeanGraph: each program links its own set of vminit's packages
+// (linkSets, programs); vminit's import graph holds none of heavy and
+// none of dataPath; vminit-node's (serve and the interception) holds
+// dataPath and none of heavy; vminit-controller's, vminit-server's and
+// vminit-cni's hold theirs (so the lists are read right).
 func TestLeanGraph(t *testing.T) {
+	t.Run("each program its own set", linkSets)
 	vminit := deps(t, "github.com/vminit/vminit/cmd/vminit")
 	for _, p := range append(slices.Clone(heavy), dataPath...) {
 		if vminit[p] {
@@ -81,7 +83,7 @@ const module = "github.com/vminit/vminit/"
 // nothing more. So a command that reaches for another program's command
 // tree (vminit-controller and vminit-server once linked vminit's CLI for
 // a logger and the serve command: 53 of vminit's packages where they
-// needed 31 and 43) fails TestProgramLinkSets, and so does a root that
+// needed 31 and 43) fails TestLeanGraph, and so does a root that
 // starts to import what its job does not need.
 var programs = []struct {
 	main, command string
@@ -94,11 +96,11 @@ var programs = []struct {
 	{"cmd/vminit-cni", "internal/app/cniplugin", []string{"internal/app/cniplugin"}},
 }
 
-// TestProgramLinkSets: each program links of vminit's packages only its
-// main package, its command and what its roots import; no program but
+// linkSets (TestLeanGraph): each program links of vminit's packages only
+// its main package, its command and what its roots import; no program but
 // vminit links vminit's CLI; the kit (cmdkit) and serve's command
 // (servekit) import no program's command.
-func TestProgramLinkSets(t *testing.T) {
+func linkSets(t *testing.T) {
 	kits := []string{"internal/app/cmdkit", "internal/app/servekit"}
 	pkgs := slices.Clone(kits)
 	for _, p := range programs {

@@ -7,7 +7,7 @@
 // It imports no command (not vminit's CLI, internal/app/cli, nor serve's,
 // internal/app/servekit) and no store or server: a program links the kit
 // and what its job uses, not vminit's CLI (cmd/vminit's
-// TestProgramLinkSets holds each program to its own set).
+// TestLeanGraph holds each program to its own set).
 package cmdkit
 
 import (

@@ -8,7 +8,7 @@
 // It imports no program's command tree (internal/app/cli and the other
 // *cmd packages): vminit-server and vminit-node link serve and the kit
 // (internal/app/cmdkit), not vminit's CLI (cmd/vminit's
-// TestProgramLinkSets).
+// TestLeanGraph).
 package servekit
 
 import "github.com/vminit/vminit/internal/app/cmdkit"
