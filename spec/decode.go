@@ -218,7 +218,7 @@ type Loader struct {
 	Refs Refs
 	// IdentifiedByPlatform says the reader identifies an instance without
 	// its spec.metadataServer.addresses (a cluster: by the addresses of
-	// the VirtualMachineInstances naming it, kubestore.Claims), so that a
+	// the VirtualMachineInstances naming it, kuberules.Claims), so that a
 	// metadataServer block may leave them out to set its options alone
 	// (imdsv2, tokenHopLimit, …). Elsewhere they are required.
 	IdentifiedByPlatform bool

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
+	"maps"
 	"os"
 	"os/exec"
 	"slices"
@@ -36,11 +39,13 @@ var dataPath = []string{
 	"github.com/vminit/vminit/mdserver/intercept",
 }
 
-// TestLeanGraph: vminit's import graph holds none of heavy and none of
-// dataPath; vminit-node's (serve and the interception) holds dataPath and
-// none of heavy; vminit-controller's, vminit-server's and vminit-cni's
-// hold theirs (so the lists are read right).
+// TestLeanGraph: each program links its own set of vminit's packages
+// (linkSets, programs); vminit's import graph holds none of heavy and
+// none of dataPath; vminit-node's (serve and the interception) holds
+// dataPath and none of heavy; vminit-controller's, vminit-server's and
+// vminit-cni's hold theirs (so the lists are read right).
 func TestLeanGraph(t *testing.T) {
+	t.Run("each program its own set", linkSets)
 	vminit := deps(t, "github.com/vminit/vminit/cmd/vminit")
 	for _, p := range append(slices.Clone(heavy), dataPath...) {
 		if vminit[p] {
@@ -69,6 +74,122 @@ func TestLeanGraph(t *testing.T) {
 	}
 }
 
+// module is the prefix of vminit's own packages.
+const module = "github.com/vminit/vminit/"
+
+// programs are vminit's programs, each with the packages that do its job
+// (roots) and the command package that only wires them (command): a
+// program links vminit's packages that its roots need and its command,
+// nothing more. So a command that reaches for another program's command
+// tree (vminit-controller and vminit-server once linked vminit's CLI for
+// a logger and the serve command: 53 of vminit's packages where they
+// needed 31 and 43) fails TestLeanGraph, and so does a root that
+// starts to import what its job does not need.
+var programs = []struct {
+	main, command string
+	roots         []string
+}{
+	{"cmd/vminit", "internal/app/cli", []string{"internal/app/cli"}},
+	{"cmd/vminit-server", "internal/app/servercmd", []string{"internal/app/cmdkit", "internal/app/servekit", "mdserver/etcdstore"}},
+	{"cmd/vminit-controller", "internal/app/controllercmd", []string{"internal/app/cmdkit", "internal/app/controller"}},
+	{"cmd/vminit-node", "internal/app/nodecmd", []string{"internal/app/cmdkit", "internal/app/servekit", "mdserver/intercept", "internal/app/cniplugin"}},
+	{"cmd/vminit-cni", "internal/app/cniplugin", []string{"internal/app/cniplugin"}},
+}
+
+// linkSets (TestLeanGraph): each program links of vminit's packages only
+// its main package, its command and what its roots import; no program but
+// vminit links vminit's CLI; the kit (cmdkit) and serve's command
+// (servekit) import no program's command.
+func linkSets(t *testing.T) {
+	kits := []string{"internal/app/cmdkit", "internal/app/servekit"}
+	pkgs := slices.Clone(kits)
+	for _, p := range programs {
+		pkgs = append(append(pkgs, p.main), p.roots...)
+	}
+	all := depsOf(t, pkgs...)
+	for _, p := range programs {
+		linked := all[p.main]
+		want := map[string]bool{module + p.main: true, module + p.command: true}
+		for _, r := range p.roots {
+			if !linked[module+r] {
+				t.Errorf("%s does not link %s: is the list right?", p.main, r)
+			}
+			maps.Copy(want, all[r])
+		}
+		for _, l := range slices.Sorted(maps.Keys(linked)) {
+			if strings.HasPrefix(l, module) && !want[l] {
+				t.Errorf("%s links %s, which neither its command nor its roots (%s) need", p.main, strings.TrimPrefix(l, module), strings.Join(p.roots, ", "))
+			}
+		}
+		if p.main != "cmd/vminit" && linked[module+"internal/app/cli"] {
+			t.Errorf("%s links vminit's CLI (internal/app/cli): take what programs share from internal/app/cmdkit or servekit", p.main)
+		}
+	}
+	for _, kit := range kits {
+		for _, p := range programs {
+			if slices.Contains(p.roots, p.command) {
+				continue // a library its own program runs (vminit-cni's plugin, which vminit-node installs)
+			}
+			if all[kit][module+p.command] {
+				t.Errorf("%s links %s, a program's command", kit, p.command)
+			}
+		}
+	}
+}
+
+// depsOf is, for each of vminit's packages pkgs (relative to the module),
+// the set of packages it is and imports, directly or not: one `go list`.
+func depsOf(t *testing.T, pkgs ...string) map[string]map[string]bool {
+	t.Helper()
+	args := []string{"list", "-json=ImportPath,Deps"}
+	for _, p := range pkgs {
+		args = append(args, module+p)
+	}
+	out, err := exec.Command("go", args...).Output()
+	if err != nil {
+		t.Fatalf("go %s: %v", strings.Join(args, " "), err)
+	}
+	m := map[string]map[string]bool{}
+	for dec := json.NewDecoder(bytes.NewReader(out)); dec.More(); {
+		var p struct {
+			ImportPath string
+			Deps       []string
+		}
+		if err := dec.Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		set := map[string]bool{p.ImportPath: true}
+		for _, d := range p.Deps {
+			set[d] = true
+		}
+		m[strings.TrimPrefix(p.ImportPath, module)] = set
+	}
+	return m
+}
+
+// stores are the metadata server's stores: the controller imports none
+// (the rules it shares with them live in mdserver/kuberules), so that what
+// it reports does not depend on a store's insides and it links no etcd.
+var stores = []string{
+	"github.com/vminit/vminit/mdserver/dirstore",
+	"github.com/vminit/vminit/mdserver/etcdstore",
+	"github.com/vminit/vminit/mdserver/kubestore",
+}
+
+// TestControllerImportsNoStore: internal/app/controller's import graph
+// holds no store.
+func TestControllerImportsNoStore(t *testing.T) {
+	ctl := deps(t, "github.com/vminit/vminit/internal/app/controller")
+	for _, p := range stores {
+		if ctl[p] {
+			t.Errorf("internal/app/controller links %s: the rules it shares with the stores belong in mdserver/kuberules", p)
+		}
+	}
+	if !ctl["github.com/vminit/vminit/mdserver/kuberules"] {
+		t.Errorf("internal/app/controller does not link mdserver/kuberules: is `go list -deps` read right?")
+	}
+}
+
 // deps is the set of packages pkg imports, directly or not.
 func deps(t *testing.T, pkg string) map[string]bool {
 	t.Helper()
@@ -89,9 +210,12 @@ func deps(t *testing.T, pkg string) map[string]bool {
 var lazy = []string{
 	"github.com/vminit/vminit/cloudinit",
 	"github.com/vminit/vminit/internal/app/cli",
+	"github.com/vminit/vminit/internal/app/cmdkit",
 	"github.com/vminit/vminit/internal/app/run",
+	"github.com/vminit/vminit/internal/app/servekit",
 	"github.com/vminit/vminit/internal/lib/yaml11",
 	"github.com/vminit/vminit/mdserver/dirstore",
+	"github.com/vminit/vminit/mdserver/kuberules",
 	"github.com/vminit/vminit/network",
 	"github.com/vminit/vminit/platform",
 	"github.com/vminit/vminit/platform/convert",

@@ -42,7 +42,7 @@ func BenchmarkServeKubernetes(b *testing.B) {
 		var before runtime.MemStats
 		runtime.ReadMemStats(&before)
 		start := time.Now()
-		st, err := kubestore.Open(ctx, kubestore.Config{REST: s.Config(), Namespaces: []string{"default"}, Logger: slog.New(slog.DiscardHandler), Addresses: tenants})
+		st, err := kubestore.Open(ctx, kubestore.Config{REST: s.Config(), Namespaces: []string{"default"}, Logger: slog.New(slog.DiscardHandler), Addresses: kubetest.Tenants})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -20,23 +20,16 @@
 // is named namespace/name (the key, in the snapshot, the signed proxy
 // header and the admin API), so two namespaces' `web` are two instances.
 //
-// Who is served at which address is Claims' rule, not the Index's
-// first-claim-wins: with KubeVirt set, the addresses in a
-// VirtualMachineInstance's status.interfaces (ipAddress, ipAddresses) of
-// its pod network, which the CNI gave and the guest does not choose, go
-// to the Instance that the VMI names with the vminit.dev/instance
-// annotation, or that its VirtualMachine (of the same name) names
-// (v1alpha1.InstanceNamedBy: on the VM or its template), and
-// beat the addresses specs list; a spec's addresses count only inside
-// the networks Config.Addresses gives its namespace; equal claims serve
-// nobody. The answer does not depend on the order the objects arrive in,
-// so replicas agree, and the controller (vminit-controller) reports it
-// in the Served condition with the same Claims.
+// Who is served at which address is kuberules.Claims' rule, not the
+// Index's first-claim-wins (VMIs' addresses of their pod network beat the
+// addresses specs list, inside the networks Config.Addresses gives a
+// namespace); the controller (vminit-controller) reports it in the Served
+// condition with the same rule.
 //
 // An Instance's Secret and ConfigMap references (secretKeyRef,
-// configMapKeyRef) are read in its own namespace, never another (Refs,
-// refs.go); the store watches ConfigMaps as metadata and decodes again
-// the Instances that refer to one that changes. It never lists or watches
+// configMapKeyRef) are read in its own namespace, never another
+// (kuberules.Refs, read here by refs.go); the store watches ConfigMaps as
+// metadata and decodes again the Instances that refer to one that changes. It never lists or watches
 // Secrets (that right would hand it every Secret of a namespace, data and
 // all): it reads the ones an Instance names by name, and decodes the
 // Instance again when its status.secrets, the resourceVersions the
@@ -83,6 +76,7 @@ import (
 	"github.com/vminit/vminit/internal/lib/revindex"
 	"github.com/vminit/vminit/kube/api/v1alpha1"
 	"github.com/vminit/vminit/mdserver/firstboot"
+	"github.com/vminit/vminit/mdserver/kuberules"
 	"github.com/vminit/vminit/mdserver/registry"
 	"github.com/vminit/vminit/platform"
 	"github.com/vminit/vminit/platform/cluster"
@@ -112,8 +106,8 @@ type Config struct {
 	// policy also on the addresses a VMI adds.
 	Checks registry.Checks
 	// Addresses are the addresses Instances' specs may claim, by
-	// namespace; default none (see Claims).
-	Addresses AddressPolicy
+	// namespace; default none (see kuberules.Claims).
+	Addresses kuberules.AddressPolicy
 	// BootWriteEvery is the least time between two first-boot writes of
 	// one Instance that leave its state as it was (a new stage, module
 	// or error: WriteBoot); default 10 s. A change of state is written
@@ -146,8 +140,8 @@ type Store struct {
 	mu        sync.Mutex
 	ix        *registry.Index // keyed by namespace/name
 	instances map[string]*instance
-	refDeps   revindex.Index       // RefKey → the instances referring to it
-	claims    *Claims              // who is served at which address
+	refDeps   revindex.Index       // kuberules.RefKey → the instances referring to it
+	claims    *kuberules.Claims    // who is served at which address
 	sig       chan struct{}        // closed and replaced at every apply
 	followers []*firstboot.Tracker // FollowBoots' trackers (firstboot.go)
 	boots     bootWrites           // WriteBoot's pacing (firstboot.go)
@@ -167,7 +161,7 @@ type instance struct {
 	// while a newer version does not load, as it is what is served.
 	base *registry.Record
 	err  error // why the latest version does not load
-	// refs are the Secrets and ConfigMaps the version refers to (RefKey),
+	// refs are the Secrets and ConfigMaps the version refers to (kuberules.RefKey),
 	// and src, kept only when there are some, what decodes it again when
 	// one of them changes.
 	refs map[string]bool
@@ -237,7 +231,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	s.ix = registry.NewIndex(registry.IndexOptions{Logger: s.log, KeyAttr: "object",
 		Invalid: "kubestore: invalid Instance skipped", Refused: "kubestore: Instance refused", Checks: cfg.Checks})
-	s.claims = NewClaims(cfg.Addresses, func(a netip.Addr) bool {
+	s.claims = kuberules.NewClaims(cfg.Addresses, func(a netip.Addr) bool {
 		err := s.ix.Admit(&registry.Record{Addresses: []netip.Addr{a}})
 		if err != nil {
 			s.log.Warn("kubestore: a VirtualMachineInstance reports an address the server never serves", "address", a, "problem", err.Error())
@@ -377,8 +371,6 @@ func (s *Store) Close() error {
 	return nil
 }
 
-func keyOf(ns, name string) string { return ns + "/" + name }
-
 // decodeInstance loads an Instance object's document; prev is the key's
 // last version, whose base stays when this one does not load. The
 // record's name is the object's namespace/name, and its UID the
@@ -438,14 +430,14 @@ func (s *Store) decodeSource(src *source, prev *instance) *instance {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RequestTimeout)
 	defer cancel()
-	refs := NewRefs(ctx, s.resolver, src.namespace)
+	refs := kuberules.NewRefs(ctx, s.resolver, src.namespace)
 	var err error
 	in.base, err = s.ix.DecodeWith(spec.Loader{Refs: refs, IdentifiedByPlatform: true}, src.doc, "")
 	if in.refs = refs.Deps(); len(in.refs) > 0 {
 		in.src = src
 	}
 	if in.base != nil {
-		in.base.Name = keyOf(src.namespace, src.name)
+		in.base.Name = kuberules.Key(src.namespace, src.name)
 		in.base.UID = src.uid
 	} else if prev != nil {
 		in.base = prev.base
@@ -455,7 +447,7 @@ func (s *Store) decodeSource(src *source, prev *instance) *instance {
 }
 
 // apply hands the Index the load errors in failed (logged; the key keeps
-// what it serves) and the records the keys serve now, as Claims resolve
+// what it serves) and the records the keys serve now, as kuberules.Claims resolve
 // their addresses, and wakes the writers waiting for it. Called with
 // s.mu held.
 func (s *Store) apply(failed []registry.Change, keys []string) {
@@ -571,14 +563,14 @@ func asUnstructured(obj any) (*unstructured.Unstructured, bool) {
 // that the list covers but does not hold (deleted while no watch ran).
 // It returns the instances whose resolution the calls may have changed.
 func (b batch) walk(known []string, set func(key string, u *unstructured.Unstructured) []string) []string {
-	out := affected{}
+	out := kuberules.Affected{}
 	seen := make(map[string]bool, len(b.objs))
 	for _, o := range b.objs {
 		u, ok := asUnstructured(o)
 		if !ok {
 			continue
 		}
-		key := keyOf(u.GetNamespace(), u.GetName())
+		key := kuberules.Key(u.GetNamespace(), u.GetName())
 		seen[key] = true
 		if b.gone {
 			u = nil
@@ -596,7 +588,7 @@ func (b batch) walk(known []string, set func(key string, u *unstructured.Unstruc
 			}
 		}
 	}
-	return out.keys()
+	return out.Keys()
 }
 
 // putInstances applies Instance objects, decoding a list on every core.
@@ -656,7 +648,7 @@ func (s *Store) decodeChanged(b batch) map[string]*instance {
 		if !ok {
 			continue
 		}
-		old := s.instances[keyOf(u.GetNamespace(), u.GetName())]
+		old := s.instances[kuberules.Key(u.GetNamespace(), u.GetName())]
 		if rv, _ := strconv.ParseInt(u.GetResourceVersion(), 10, 64); old == nil || old.rv != rv {
 			todo, prev = append(todo, u), append(prev, old)
 		}
@@ -665,7 +657,7 @@ func (s *Store) decodeChanged(b batch) map[string]*instance {
 	decoded := parallel.Map(len(todo), 0, func(i int) *instance { return s.decodeInstance(todo[i], prev[i]) })
 	out := make(map[string]*instance, len(todo))
 	for i, u := range todo {
-		out[keyOf(u.GetNamespace(), u.GetName())] = decoded[i]
+		out[kuberules.Key(u.GetNamespace(), u.GetName())] = decoded[i]
 	}
 	return out
 }
@@ -701,7 +693,7 @@ func (s *Store) Put(ctx context.Context, doc []byte) (*registry.Record, error) {
 	if s.node != nil {
 		return nil, errNodeWrites
 	}
-	rec, err := s.ix.DecodeWith(spec.Loader{Refs: NewRefs(ctx, s.resolver, s.cfg.Namespace), IdentifiedByPlatform: true}, doc, "")
+	rec, err := s.ix.DecodeWith(spec.Loader{Refs: kuberules.NewRefs(ctx, s.resolver, s.cfg.Namespace), IdentifiedByPlatform: true}, doc, "")
 	if err != nil {
 		return nil, err
 	}
@@ -709,7 +701,7 @@ func (s *Store) Put(ctx context.Context, doc []byte) (*registry.Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	key := keyOf(s.cfg.Namespace, rec.Name)
+	key := kuberules.Key(s.cfg.Namespace, rec.Name)
 	if err := s.cfg.Addresses.Check(s.cfg.Namespace, rec.Addresses); err != nil {
 		return nil, err
 	}
@@ -775,7 +767,7 @@ func (s *Store) Delete(ctx context.Context, name string) error {
 	}
 	key := name
 	if !strings.Contains(name, "/") {
-		key = keyOf(s.cfg.Namespace, name)
+		key = kuberules.Key(s.cfg.Namespace, name)
 	}
 	s.mu.Lock()
 	_, ok := s.instances[key]

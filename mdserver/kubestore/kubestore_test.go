@@ -103,7 +103,7 @@ func TestStore(t *testing.T) {
 	}
 	var logs testtools.SyncBuffer
 	st, err := kubestore.Open(ctx, kubestore.Config{REST: s.Config(), Namespaces: []string{"a", "b"},
-		Logger: slog.New(slog.NewTextHandler(&logs, nil)), Addresses: tenants})
+		Logger: slog.New(slog.NewTextHandler(&logs, nil)), Addresses: kubetest.Tenants})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +163,7 @@ func TestStore(t *testing.T) {
 func TestPutDelete(t *testing.T) {
 	s, dyn := start(t, false)
 	ctx := ctxFor(t)
-	st, err := kubestore.Open(ctx, kubestore.Config{REST: s.Config(), Namespaces: []string{"default"}, Logger: slog.New(slog.DiscardHandler), Addresses: tenants})
+	st, err := kubestore.Open(ctx, kubestore.Config{REST: s.Config(), Namespaces: []string{"default"}, Logger: slog.New(slog.DiscardHandler), Addresses: kubetest.Tenants})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +233,7 @@ func TestAPIServerRestart(t *testing.T) {
 		}
 	}
 	var logs testtools.SyncBuffer
-	st, err := kubestore.Open(ctx, kubestore.Config{REST: s.Config(), Namespaces: []string{"default"}, Logger: slog.New(slog.NewTextHandler(&logs, nil)), Addresses: tenants})
+	st, err := kubestore.Open(ctx, kubestore.Config{REST: s.Config(), Namespaces: []string{"default"}, Logger: slog.New(slog.NewTextHandler(&logs, nil)), Addresses: kubetest.Tenants})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -372,7 +372,7 @@ func TestChecksAndIncarnations(t *testing.T) {
 		},
 	}
 	st, err := kubestore.Open(ctx, kubestore.Config{REST: s.Config(), Namespaces: []string{"default"}, KubeVirt: true,
-		Logger: slog.New(slog.NewTextHandler(&logs, nil)), Checks: checks, Addresses: tenants})
+		Logger: slog.New(slog.NewTextHandler(&logs, nil)), Checks: checks, Addresses: kubetest.Tenants})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -460,7 +460,7 @@ func TestTenants(t *testing.T) {
 		// a may list addresses in 10.0.0.0/8, b too: the rule, not the
 		// policy, must keep them apart.
 		st, err := kubestore.Open(ctx, kubestore.Config{REST: s.Config(), Namespaces: []string{"a", "b"}, KubeVirt: true,
-			Logger: slog.New(slog.DiscardHandler), Addresses: tenants})
+			Logger: slog.New(slog.DiscardHandler), Addresses: kubetest.Tenants})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -475,7 +475,7 @@ func TestTenants(t *testing.T) {
 	create("a", "thief", "hostname: thief\nmetadataServer: {addresses: [10.0.0.5]}")
 	eventually(t, "the thief served", func() bool { return addrOf(watching.Snapshot(), "10.0.0.5") == "a/thief" })
 	create("b", "web", "hostname: b-web")
-	vmi := kubevirtObject("VirtualMachineInstance", "b", "vm", "web")
+	vmi := kubetest.KubeVirtObject("VirtualMachineInstance", "b", "vm", "web")
 	v, err := dyn.Resource(v1alpha1.KubeVirtVirtualMachineInstances).Namespace("b").Create(ctx, vmi, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -572,7 +572,7 @@ func TestGuestReportedAddresses(t *testing.T) {
 	ctx := ctxFor(t)
 	createNS(t, s, "a", "b")
 	st, err := kubestore.Open(ctx, kubestore.Config{REST: s.Config(), Namespaces: []string{"a", "b"}, KubeVirt: true,
-		Logger: slog.New(slog.DiscardHandler), Addresses: tenants})
+		Logger: slog.New(slog.DiscardHandler), Addresses: kubetest.Tenants})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/vminit/vminit/internal/testing/kubetest"
 	"github.com/vminit/vminit/internal/testing/laughs"
 	"github.com/vminit/vminit/internal/testing/testtools"
 	"github.com/vminit/vminit/kube/api/v1alpha1"
@@ -33,7 +34,7 @@ func TestLaughsObjectRefused(t *testing.T) {
 	}
 	var logs testtools.SyncBuffer
 	st, err := kubestore.Open(ctx, kubestore.Config{REST: s.Config(), Namespaces: []string{"default"},
-		Logger: slog.New(slog.NewTextHandler(&logs, nil)), Checks: mdserver.StoreChecks(mdserver.Options{}), Addresses: tenants})
+		Logger: slog.New(slog.NewTextHandler(&logs, nil)), Checks: mdserver.StoreChecks(mdserver.Options{}), Addresses: kubetest.Tenants})
 	if err != nil {
 		t.Fatal(err)
 	}

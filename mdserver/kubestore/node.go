@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/vminit/vminit/kube/api/v1alpha1"
+	"github.com/vminit/vminit/mdserver/kuberules"
 	"github.com/vminit/vminit/spec"
 )
 
@@ -32,7 +33,7 @@ import (
 //     here and its addition on the target node's agent);
 //   - the Instances labelled v1alpha1.NodeLabel(NODE), which the
 //     controller (vminit-controller) keeps on each Instance a VMI on
-//     the node, or migrating to it, counts for (Claims.Counting). Their
+//     the node, or migrating to it, counts for (kuberules.Claims.Counting). Their
 //     status.virtualMachines, the controller's word on which VMs name
 //     them, resolve the VMIs that name no Instance themselves (their VM's
 //     annotation may): no VM is watched for them.
@@ -206,7 +207,7 @@ func (n *nodeFollow) track(key string, u *unstructured.Unstructured) {
 		if name == "" {
 			continue
 		}
-		vm := keyOf(u.GetNamespace(), name)
+		vm := kuberules.Key(u.GetNamespace(), name)
 		n.listedVMs[key] = append(n.listedVMs[key], vm)
 		if n.namedBy[vm] == nil {
 			n.namedBy[vm] = map[string]bool{}
@@ -265,7 +266,7 @@ func (s *Store) follow() []string {
 	if n == nil || !n.ready {
 		return nil
 	}
-	out := affected{}
+	out := kuberules.Affected{}
 	add := func(keys []string) {
 		for _, k := range keys {
 			out[k] = true
@@ -326,7 +327,7 @@ func (s *Store) follow() []string {
 	n.vms.grow(wantVMs, &room, n)
 	n.instances.grow(wantInstances, &room, n)
 	n.configMaps.grow(wantConfigMaps, &room, n)
-	return out.keys()
+	return out.Keys()
 }
 
 // settle starts following what the labelled watch and the VMIs' first

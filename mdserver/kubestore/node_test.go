@@ -26,7 +26,7 @@ import (
 // nodeVMI is VMI ns/name on node, reporting ip on its pod network, naming
 // instance ("" for none), controlled by its VirtualMachine when vm.
 func nodeVMI(ns, name, node, instance, ip string, vm bool) *unstructured.Unstructured {
-	u := kubevirtObject("VirtualMachineInstance", ns, name, instance, ip)
+	u := kubetest.KubeVirtObject("VirtualMachineInstance", ns, name, instance, ip)
 	u.SetLabels(map[string]string{kubestore.LabelNodeName: node})
 	if vm {
 		yes := true
@@ -78,7 +78,7 @@ func TestNodeMode(t *testing.T) {
 	create(res(inst, "a"), object(t, "a", "web-1", "hostname: one\nmetadataServer: {imdsv2: required}\nfiles:\n- path: /etc/motd\n  source: {configMapKeyRef: {name: motd, key: text}}"))
 	create(res(vmis, "a"), nodeVMI("a", "vm-1", "node-a", "web-1", "127.0.0.21", false))
 	create(res(inst, "b"), object(t, "b", "web-2", "hostname: two"))
-	vm := kubevirtObject("VirtualMachine", "b", "vm-2", "web-2")
+	vm := kubetest.KubeVirtObject("VirtualMachine", "b", "vm-2", "web-2")
 	create(res(vms, "b"), vm)
 	create(res(vmis, "b"), nodeVMI("b", "vm-2", "node-a", "", "127.0.0.22", true))
 	// Node B: a/web-3, and an Instance nobody names.

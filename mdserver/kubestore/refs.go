@@ -12,55 +12,21 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/vminit/vminit/mdserver/kuberules"
 	"github.com/vminit/vminit/mdserver/registry"
-	"github.com/vminit/vminit/platform"
-	"github.com/vminit/vminit/spec"
 )
-
-// Refs reads an Instance's Secret and ConfigMap references in the
-// Instance's own namespace (platform.SpecRefs: a reference names none, so
-// no other namespace is ever read), and notes each object it asked for,
-// found or not (RefKey), so that a store or the controller loads the
-// Instance again when one of them is created, changed or deleted.
-type Refs struct {
-	spec.Refs
-	namespace string
-	deps      map[string]bool
-}
-
-// NewRefs returns the Refs of an Instance of namespace, reading through
-// r (a cluster's platform/cluster.Resolver).
-func NewRefs(ctx context.Context, r platform.Resolver, namespace string) *Refs {
-	return &Refs{Refs: platform.SpecRefs(ctx, r, namespace), namespace: namespace, deps: map[string]bool{}}
-}
-
-// Key implements spec.Refs.
-func (r *Refs) Key(kind, name, key string) ([]byte, error) {
-	r.deps[RefKey(kind, r.namespace, name)] = true
-	return r.Refs.Key(kind, name, key)
-}
-
-// Deps are the objects asked for, by RefKey.
-func (r *Refs) Deps() map[string]bool { return r.deps }
-
-// RefKey names a referenced object: KIND/NAMESPACE/NAME (spec.RefSecret
-// or spec.RefConfigMap).
-func RefKey(kind, ns, name string) string { return kind + "/" + ns + "/" + name }
-
-// RefResources are the resources of the kinds a spec refers to.
-var RefResources = map[string]string{spec.RefSecret: "secrets", spec.RefConfigMap: "configmaps"}
 
 // watchRefs follows the metadata of kind's objects in ns (their values
 // are read only when an Instance asks, through Refs), and decodes again
 // the Instances that refer to one that changes; name, when set, is the
 // one object followed (node mode, node.go).
 func (s *Store) watchRefs(ctx context.Context, kind, ns, name string) <-chan struct{} {
-	gvr := corev1.SchemeGroupVersion.WithResource(RefResources[kind])
+	gvr := corev1.SchemeGroupVersion.WithResource(kuberules.RefResources[kind])
 	client := s.meta.Resource(gvr).Namespace(ns)
 	sink := &refSink{s: s, kind: kind}
 	sel := func(*metav1.ListOptions) {}
 	if name != "" {
-		sink.only = RefKey(kind, ns, name)
+		sink.only = kuberules.RefKey(kind, ns, name)
 		sel = byName(name)
 	}
 	s.reflect(ctx, gvr, &metav1.PartialObjectMetadata{}, sink,
@@ -80,7 +46,7 @@ func (s *Store) watchRefs(ctx context.Context, kind, ns, name string) <-chan str
 type refSink struct {
 	s    *Store
 	kind string
-	// only, when set, is the one object (RefKey) the Reflector lists.
+	// only, when set, is the one object (kuberules.RefKey) the Reflector lists.
 	only string
 	once sync.Once
 	ch   chan struct{}
@@ -119,14 +85,14 @@ func (k *refSink) keys(objs []any) []string {
 			o = d.Obj
 		}
 		if m, ok := o.(metav1.Object); ok {
-			out = append(out, RefKey(k.kind, m.GetNamespace(), m.GetName()))
+			out = append(out, kuberules.RefKey(k.kind, m.GetNamespace(), m.GetName()))
 		}
 	}
 	return out
 }
 
 // refsChanged decodes again the Instances that refer to any of refs
-// (RefKeys), and applies them as one change.
+// (kuberules.RefKeys), and applies them as one change.
 func (s *Store) refsChanged(refs []string) {
 	s.mu.Lock()
 	keys := map[string]bool{}

@@ -138,7 +138,7 @@ func (f *buildFlags) run(cmd *cobra.Command, paths []string) error {
 	}
 	if f.fsys != "" {
 		if _, err := media.ParseFormat(f.fsys); err != nil {
-			return usageError{err}
+			return usageError{Err: err}
 		}
 	}
 	// Flags are checked first: a usage error says so before any file is
@@ -228,7 +228,7 @@ func (f *buildFlags) mediaFormat(out string, ignitionOut bool) (media.Format, er
 	if f.fsys != "" {
 		format, err := media.ParseFormat(f.fsys)
 		if err != nil {
-			return "", usageError{err}
+			return "", usageError{Err: err}
 		}
 		return format, nil
 	}

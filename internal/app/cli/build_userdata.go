@@ -147,7 +147,7 @@ func (f *buildFlags) buildUserData(cmd *cobra.Command, paths []string, userData 
 		fmt.Fprintf(cmd.ErrOrStderr(), "vminit: warning: %v\n", named(spec.Errors{w}))
 	}
 	if len(problems) > 0 {
-		return exitError{ExitInvalid, named(problems)}
+		return exitError{Code: ExitInvalid, Err: named(problems)}
 	}
 	return f.writeSeed(cmd, s, format, opts, perm)
 }

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vminit/vminit/internal/app/servekit"
 	"github.com/vminit/vminit/internal/testing/testtools"
 )
 
@@ -180,7 +181,7 @@ func serveNotRun(args []string) string {
 			return "needs a cluster or etcd, or elides flags"
 		case filepath.IsAbs(a):
 			return "reads files of an installed host (" + a + ")"
-		case strings.HasSuffix(a, "listen") && i+1 < len(args) && !isLoopback(args[i+1]):
+		case strings.HasSuffix(a, "listen") && i+1 < len(args) && !servekit.IsLoopback(args[i+1]):
 			return "listens on " + args[i+1] + ", an address only root (and an added address) can have"
 		}
 	}

@@ -4,9 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"io"
-	"maps"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -292,28 +290,6 @@ var (
 // its apiVersion says so at the top level and it holds no other document.
 func looksLikeSpec(data []byte) bool {
 	return specHead.Match(data) && !docBreak.Match(data)
-}
-
-// regularFiles refuses, naming each flag, the flags' files that exist and
-// are not regular files, all at once: a FIFO would block the command in
-// an open that no signal ends. A missing file is left to its reader, which
-// reads through inputfile too (a file swapped for a FIFO meanwhile is an
-// error there, never a hang).
-func regularFiles(files map[string]string) error {
-	var problems []string
-	for _, flag := range slices.Sorted(maps.Keys(files)) {
-		p := files[flag]
-		if p == "" {
-			continue
-		}
-		if err := inputfile.CheckExisting(p); err != nil {
-			problems = append(problems, flag+" "+err.Error())
-		}
-	}
-	if len(problems) > 0 {
-		return usagef("%s", strings.Join(problems, "\n"))
-	}
-	return nil
 }
 
 // read reads one input file ("-": standard input).

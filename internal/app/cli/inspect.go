@@ -88,7 +88,7 @@ writes such a seed; --strict makes warnings problems.`,
 				printInspect(cmd, rep)
 			}
 			if len(rep.Problems) > 0 {
-				return alreadyReported{fmt.Errorf("%d problems", len(rep.Problems))}
+				return alreadyReported{Err: fmt.Errorf("%d problems", len(rep.Problems))}
 			}
 			return nil
 		},

@@ -20,10 +20,12 @@ import (
 	"github.com/spf13/cobra"
 	"gopkg.in/yaml.v3"
 
+	"github.com/vminit/vminit/internal/app/cmdkit"
 	"github.com/vminit/vminit/internal/app/serve"
 	"github.com/vminit/vminit/internal/lib/secretfile"
 	"github.com/vminit/vminit/internal/lib/tlsfiles"
 	"github.com/vminit/vminit/mdserver/admin"
+	"github.com/vminit/vminit/mdserver/kuberules"
 	"github.com/vminit/vminit/mdserver/kubestore"
 	"github.com/vminit/vminit/platform/cluster"
 	"github.com/vminit/vminit/render"
@@ -66,7 +68,7 @@ func (c *adminClient) flags(cmd *cobra.Command) {
 }
 
 func (c *adminClient) setup(ctx context.Context) error {
-	if err := regularFiles(map[string]string{"--token-file": c.tokenFile, "--ca-file": c.caFile, "--cert": c.certFile, "--key": c.keyFile}); err != nil {
+	if err := cmdkit.RegularFiles(map[string]string{"--token-file": c.tokenFile, "--ca-file": c.caFile, "--cert": c.certFile, "--key": c.keyFile}); err != nil {
 		return err
 	}
 	if c.server == "" && c.cluster.kubeconfig != "" {
@@ -147,7 +149,7 @@ func (c *adminClient) setupCluster(ctx context.Context) error {
 	quiet := slog.New(slog.DiscardHandler)
 	// Which addresses a spec may claim is the server's policy
 	// (--spec-addresses), not this client's: it writes what it is given.
-	anywhere := kubestore.AddressPolicy{SpecAddresses: map[string][]netip.Prefix{ns: {netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")}}}
+	anywhere := kuberules.AddressPolicy{SpecAddresses: map[string][]netip.Prefix{ns: {netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")}}}
 	store, err := kubestore.Open(octx, kubestore.Config{REST: cfg, Namespaces: []string{ns}, Logger: quiet, Addresses: anywhere})
 	if err != nil {
 		return err

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"os"
 	"os/signal"
 	"slices"
 	"strings"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vminit/vminit/internal/app/cmdkit"
 	"github.com/vminit/vminit/mdserver/admin"
 	"github.com/vminit/vminit/mdserver/firstboot"
 )
@@ -148,7 +148,7 @@ func (c *adminClient) status(cmd *cobra.Command, args []string, f *statusFlags) 
 			return err
 		}
 	}
-	out := &statusOutput{w: cmd.OutOrStdout(), asJSON: asJSON, terminal: isTerminal(cmd.OutOrStdout())}
+	out := &statusOutput{w: cmd.OutOrStdout(), asJSON: asJSON, terminal: cmdkit.IsTerminal(cmd.OutOrStdout())}
 	switch {
 	case f.wait || f.watch:
 		return c.follow(ctx, cmd, names, filter, f, out)
@@ -215,7 +215,7 @@ func (c *adminClient) follow(ctx context.Context, cmd *cobra.Command, names []st
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		why = "timed out after " + f.timeout.String()
 	}
-	return exitError{ExitStillGoing, fmt.Errorf("%s: still going: %s", why, stillGoing(last))}
+	return exitError{Code: ExitStillGoing, Err: fmt.Errorf("%s: still going: %s", why, stillGoing(last))}
 }
 
 // errWaitOver ends a watch whose instances have all finished.
@@ -243,7 +243,7 @@ func (c *adminClient) waitOver(cmd *cobra.Command, sum firstboot.Summary, f *sta
 		}
 	}
 	if len(failed) > 0 {
-		return alreadyReported{fmt.Errorf("%d failed", len(failed))}
+		return alreadyReported{Err: fmt.Errorf("%d failed", len(failed))}
 	}
 	return nil
 }
@@ -330,14 +330,4 @@ func (o *statusOutput) summary(sum firstboot.Summary, watch bool) error {
 	o.lastLines = bytes.Count(buf.Bytes(), []byte("\n"))
 	_, err := o.w.Write(buf.Bytes())
 	return err
-}
-
-// isTerminal reports whether w is a terminal (a character device).
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }

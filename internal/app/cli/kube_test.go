@@ -232,21 +232,3 @@ func TestControllerMoved(t *testing.T) {
 		t.Errorf("exit %d:\n%s", code, stderr)
 	}
 }
-
-// TestKubeVirtAuto: --kubevirt=auto finds KubeVirt's VirtualMachines in
-// the API server's discovery, once their CRD is served, and not before.
-func TestKubeVirtAuto(t *testing.T) {
-	s := kubetest.Start(t)
-	f := clusterFlags{kubeconfig: s.Kubeconfig, kubevirt: "auto"}
-	cfg, err := f.restConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if kv, err := f.kubeVirt(cfg); kv || err != nil {
-		t.Errorf("without KubeVirt: %v %v", kv, err)
-	}
-	s.CreateCRDs(t, kubetest.KubeVirtCRDs)
-	if kv, err := f.kubeVirt(cfg); !kv || err != nil {
-		t.Errorf("with KubeVirt's CRDs: %v %v", kv, err)
-	}
-}

@@ -5,30 +5,15 @@
 package cli
 
 import (
-	"errors"
-	"fmt"
 	"io"
 	"os"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/vminit/vminit/spec"
+	"github.com/vminit/vminit/internal/app/cmdkit"
 )
-
-// Exit codes.
-const (
-	ExitOK      = 0
-	ExitInvalid = 1 // invalid input (every problem listed) or a failed build
-	ExitUsage   = 2 // bad flags or arguments
-)
-
-// usageError marks an error in how the command was called.
-type usageError struct{ error }
-
-func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
 
 // Main runs vminit with args (without the program name) and returns the
 // process exit code.
@@ -38,58 +23,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 
 // execute is Main with its standard input given.
 func execute(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	return executeCommand(NewRootCommand(), args, stdin, stdout, stderr)
-}
-
-// executeCommand runs root with args and returns the process exit code:
-// a usage error is ExitUsage, any other ExitInvalid.
-func executeCommand(root *cobra.Command, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	root.SetArgs(args)
-	root.SetIn(stdin)
-	root.SetOut(stdout)
-	root.SetErr(stderr)
-	err := root.Execute()
-	if err == nil {
-		return ExitOK
-	}
-	var ue usageError
-	// cobra reports an unknown subcommand as a plain error.
-	if errors.As(err, &ue) || strings.HasPrefix(err.Error(), "unknown command") {
-		fmt.Fprintf(stderr, "%s: %v\nRun '%[1]s --help' for usage.\n", root.Name(), err)
-		return ExitUsage
-	}
-	var ee exitError
-	if errors.As(err, &ee) {
-		printError(stderr, root.Name(), ee.error)
-		return ee.code
-	}
-	var reported alreadyReported
-	if !errors.As(err, &reported) {
-		printError(stderr, root.Name(), err)
-	}
-	return ExitInvalid
-}
-
-// exitError is an error with an exit code of its own (`instances status
-// --wait`: ExitStillGoing).
-type exitError struct {
-	code int
-	error
-}
-
-// alreadyReported is returned by commands that printed their problems
-// themselves (for example as JSON) and only need the exit code.
-type alreadyReported struct{ error }
-
-func printError(w io.Writer, program string, err error) {
-	if es := spec.AsErrors(err); len(es) > 1 {
-		fmt.Fprintf(w, "%s: %d problems:\n", program, len(es))
-		for _, e := range es {
-			fmt.Fprintf(w, "  %v\n", e)
-		}
-		return
-	}
-	fmt.Fprintf(w, "%s: %v\n", program, err)
+	return cmdkit.Execute(NewRootCommand(), args, stdin, stdout, stderr)
 }
 
 // NewRootCommand returns the vminit command tree.
@@ -118,12 +52,12 @@ docs/spec.md and examples/.`,
   vminit build examples/ubuntu-server/instance.yaml -o seed.iso
   vminit build examples/fcos-server.yaml -o config.ign && vminit deliver config.ign --to qemu
   vminit serve --instances /var/lib/vminit/instances --listen 169.254.169.254:80`,
-		Version:       versionString(),
+		Version:       cmdkit.Version(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	root.SetVersionTemplate("{{.Version}}\n")
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{Err: err} })
 	root.AddCommand(newBuildCommand(), newRenderCommand(), newValidateCommand(), newInspectCommand(), newDeliverCommand(),
 		newConvertCommand(), newRunCommand(), newServeCommand(), newInstancesCommand(), newControllerCommand(), newVersionCommand())
 	return root

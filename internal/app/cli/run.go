@@ -253,7 +253,7 @@ func (f *runFlags) run(cmd *cobra.Command, args []string) error {
 		printRunResult(stderr, in.inst.Metadata.Name, res)
 	}
 	if !res.OK {
-		return alreadyReported{errors.New("the agent reported errors")}
+		return alreadyReported{Err: errors.New("the agent reported errors")}
 	}
 	return nil
 }
@@ -359,7 +359,7 @@ func reportRunJSON(cmd *cobra.Command, name string, res *vmrun.Result, waitErr e
 		return err
 	}
 	if !out.OK {
-		return alreadyReported{errors.New("first boot failed")}
+		return alreadyReported{Err: errors.New("first boot failed")}
 	}
 	return nil
 }

@@ -141,19 +141,3 @@ func TestServeWarnsOfInstancesNoGuestCanFetch(t *testing.T) {
 		t.Errorf("put of a spec without an address: %d %s\n%s", code, stdout, stderr)
 	}
 }
-
-// TestServeLogsTextOnATerminal: unset, --log-format is text on a
-// character device (a terminal; /dev/null is one too) and JSON on a file
-// or pipe; given, it is what it says.
-func TestServeLogsTextOnATerminal(t *testing.T) {
-	tty, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
-	if err != nil {
-		t.Skip(err)
-	}
-	defer tty.Close()
-	file, _ := os.Create(filepath.Join(t.TempDir(), "log"))
-	defer file.Close()
-	if logFormatFor("", tty) != "text" || logFormatFor("", file) != "json" || logFormatFor("json", tty) != "json" {
-		t.Errorf("terminal %q, file %q, given json on a terminal %q", logFormatFor("", tty), logFormatFor("", file), logFormatFor("json", tty))
-	}
-}

@@ -124,28 +124,10 @@ func TestServeEtcdNamesServer(t *testing.T) {
 	}
 }
 
-// TestServeNodeFlags: --node is for --kubernetes; --guest-hops defaults to
-// one router in node mode (the virt-launcher pod's), none elsewhere, and
-// is bounded.
+// TestServeNodeFlags: --node is for --kubernetes (servekit's
+// TestGuestHops checks --guest-hops).
 func TestServeNodeFlags(t *testing.T) {
 	if code, _, stderr := run(t, "serve", "--instances", t.TempDir(), "--node", "n1"); code != 2 || !strings.Contains(stderr, "--node is for --kubernetes") {
 		t.Errorf("--node without --kubernetes: %d %s", code, stderr)
-	}
-	for _, tc := range []struct {
-		f    serveFlags
-		want int
-		ok   bool
-	}{
-		{serveFlags{guestHops: -1}, 0, true},
-		{serveFlags{guestHops: -1, node: "n1"}, 1, true},
-		{serveFlags{guestHops: 0, node: "n1"}, 0, true},
-		{serveFlags{guestHops: 3}, 3, true},
-		{serveFlags{guestHops: 9}, 0, false},
-		{serveFlags{guestHops: -2}, 0, false},
-	} {
-		got, err := guestHops(tc.f)
-		if got != tc.want || (err == nil) != tc.ok {
-			t.Errorf("guestHops(%+v) = %d, %v", tc.f, got, err)
-		}
 	}
 }

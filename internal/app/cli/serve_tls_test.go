@@ -61,12 +61,3 @@ func TestServeAdminTLS(t *testing.T) {
 	}
 	stop()
 }
-
-func TestIsLoopback(t *testing.T) {
-	for addr, want := range map[string]bool{"127.0.0.1:8443": true, "[::1]:1": true, "localhost:1": true,
-		"0.0.0.0:8443": false, ":8443": false, "10.0.0.1:1": false, "nonsense": false} {
-		if got := isLoopback(addr); got != want {
-			t.Errorf("isLoopback(%q) = %v", addr, got)
-		}
-	}
-}

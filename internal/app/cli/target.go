@@ -79,7 +79,7 @@ func (f *targetFlags) target() (render.Target, error) {
 	}
 	if f.transport != "" {
 		if _, err := delivery.LookupTransport(f.transport); err != nil {
-			return t, usageError{err}
+			return t, usageError{Err: err}
 		}
 	}
 	if f.reportTo != "" {

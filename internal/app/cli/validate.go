@@ -111,7 +111,7 @@ func writeValidateJSON(cmd *cobra.Command, reps []*validated, err error, first s
 		return encErr
 	}
 	if err != nil {
-		return alreadyReported{err}
+		return alreadyReported{Err: err}
 	}
 	return nil
 }

@@ -9,7 +9,7 @@
 //     with their field paths), the sha256 of each rendered file, the VMs
 //     that use it. Events say when that changes. The Secrets and
 //     ConfigMaps its spec refers to are read in its own namespace
-//     (kubestore.Refs), a missing one is Valid's MissingReference, and a
+//     (kuberules.Refs), a missing one is Valid's MissingReference, and a
 //     change of one loads and renders it again (refs.go).
 //   - VirtualMachine that names an Instance (annotation vminit.dev/instance)
 //     or carries a cloud-init volume or the kubevirt.io/ignitiondata
@@ -63,7 +63,7 @@ import (
 	"github.com/vminit/vminit/bootreport"
 	"github.com/vminit/vminit/internal/lib/revindex"
 	"github.com/vminit/vminit/kube/api/v1alpha1"
-	"github.com/vminit/vminit/mdserver/kubestore"
+	"github.com/vminit/vminit/mdserver/kuberules"
 	"github.com/vminit/vminit/platform"
 	"github.com/vminit/vminit/platform/cluster"
 	"github.com/vminit/vminit/spec"
@@ -112,7 +112,7 @@ type Config struct {
 	// Addresses are the addresses Instances' specs may claim: the
 	// servers' (kubestore.Config.Addresses), so that Served says what
 	// they do.
-	Addresses kubestore.AddressPolicy
+	Addresses kuberules.AddressPolicy
 	// ReportURL is the base URL (bootreport.ParseBaseURL) the guests of
 	// the VMs naming an Instance report their first boot to: their
 	// Secret's user data carries cloud-init's reporting webhook and
@@ -325,10 +325,10 @@ type term struct {
 	secrets   map[string]cache.SharedIndexInformer // metadata only
 
 	mu     sync.Mutex
-	claims *kubestore.Claims  // the metadata servers' rule: who is served where
+	claims *kuberules.Claims  // the metadata servers' rule: who is served where
 	loaded map[string]*loaded // each Instance's document, loaded and checked
 	deps   revindex.Index     // Secret namespace/name → the VMs whose data read it
-	// refDeps: a Secret or ConfigMap (kubestore.RefKey) → the Instances (namespace/
+	// refDeps: a Secret or ConfigMap (kuberules.RefKey) → the Instances (namespace/
 	// name) whose spec refers to it.
 	refDeps revindex.Index
 }
@@ -340,7 +340,7 @@ const indexInstance = "instance"
 func (c *Controller) lead(ctx context.Context) error {
 	t := &term{c: c, instances: map[string]cache.SharedIndexInformer{}, vms: map[string]cache.SharedIndexInformer{},
 		vmis: map[string]cache.SharedIndexInformer{}, secrets: map[string]cache.SharedIndexInformer{}, loaded: map[string]*loaded{},
-		claims: kubestore.NewClaims(c.cfg.Addresses, nil)}
+		claims: kuberules.NewClaims(c.cfg.Addresses, nil)}
 	t.queue = workqueue.NewTypedRateLimitingQueueWithConfig(retryLimiter(),
 		workqueue.TypedRateLimitingQueueConfig[key]{Name: "vminit"})
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
@@ -440,7 +440,7 @@ const (
 	retryMax   = 5 * time.Minute
 )
 
-// vmiAddresses keeps of a VMI what kubestore.Claims reads: its
+// vmiAddresses keeps of a VMI what kuberules.Claims reads: its
 // annotations, the names of its spec.networks and which is the pod
 // network (only that network's interface counts), and status.interfaces;
 // and the labels that say its nodes (v1alpha1.NodesOf), which its

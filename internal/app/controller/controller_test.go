@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,7 +30,6 @@ import (
 	"github.com/vminit/vminit/internal/app/controller"
 	"github.com/vminit/vminit/internal/testing/kubetest"
 	"github.com/vminit/vminit/kube/api/v1alpha1"
-	"github.com/vminit/vminit/mdserver/kubestore"
 	"github.com/vminit/vminit/seed"
 	"github.com/vminit/vminit/spec"
 )
@@ -57,13 +55,7 @@ func setup(t *testing.T, kubevirt bool) *env {
 	return &env{s: s, dyn: s.Dynamic(t), kube: s.Clientset(t), ctx: ctx}
 }
 
-// tenants lets the Instances of namespaces default, kube-public, a and b
-// list addresses in 10.0.0.0/8.
-var tenants = kubestore.AddressPolicy{SpecAddresses: map[string][]netip.Prefix{
-	"default": {netip.MustParsePrefix("10.0.0.0/8")}, "kube-public": {netip.MustParsePrefix("10.0.0.0/8")},
-	"a": {netip.MustParsePrefix("10.0.0.0/8")}, "b": {netip.MustParsePrefix("10.0.0.0/8")}}}
-
-// run starts a controller (with the tenants policy unless cfg has one);
+// run starts a controller (with kubetest.Tenants unless cfg has one);
 // it stops at the test's end.
 func (e *env) run(t *testing.T, cfg controller.Config) *controller.Controller {
 	t.Helper()
@@ -80,7 +72,7 @@ func (e *env) start(t *testing.T, cfg controller.Config) (c *controller.Controll
 		cfg.REST = e.s.Config()
 	}
 	if cfg.Addresses.SpecAddresses == nil {
-		cfg.Addresses = tenants
+		cfg.Addresses = kubetest.Tenants
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -351,7 +343,7 @@ func (e *env) vmi(t *testing.T, ns, name, instance string, interfaces []any, sec
 }
 
 // TestServedTenants: the Served condition is the servers' rule
-// (kubestore.Claims): tenant A's Instance listing the address B's VMI
+// (kuberules.Claims): tenant A's Instance listing the address B's VMI
 // reports says it is not served there, and B's (the victim) that it is;
 // an Instance listing 10,000 addresses, or one outside its namespace's
 // networks, says it claims none; the status of each is written.

@@ -22,7 +22,7 @@ import (
 
 	"github.com/vminit/vminit/internal/lib/parallel"
 	"github.com/vminit/vminit/kube/api/v1alpha1"
-	"github.com/vminit/vminit/mdserver/kubestore"
+	"github.com/vminit/vminit/mdserver/kuberules"
 	"github.com/vminit/vminit/mdserver/registry"
 	"github.com/vminit/vminit/render"
 	"github.com/vminit/vminit/spec"
@@ -48,7 +48,7 @@ type loaded struct {
 	outputs  []v1alpha1.Output
 	rendered string
 	// refs are the Secrets and ConfigMaps the document refers to
-	// (kubestore.RefKey), read or missing: a change of one loads it again.
+	// (kuberules.RefKey), read or missing: a change of one loads it again.
 	refs map[string]bool
 }
 
@@ -73,7 +73,7 @@ func (t *term) load(ctx context.Context, u *unstructured.Unstructured, prev *loa
 		l.rv = rv
 		return &l
 	}
-	refs := kubestore.NewRefs(ctx, t.c.resolver, u.GetNamespace())
+	refs := kuberules.NewRefs(ctx, t.c.resolver, u.GetNamespace())
 	rec, err := registry.DecodeDocumentWith(spec.Loader{Refs: refs, IdentifiedByPlatform: true}, doc, "")
 	l.refs = refs.Deps()
 	if err != nil {
@@ -212,7 +212,7 @@ func (t *term) vmiChanged(obj any, gone bool) {
 }
 
 // served is the Served condition of key's version l: what the metadata
-// servers' rule (kubestore.Claims) makes of it.
+// servers' rule (kuberules.Claims) makes of it.
 func (t *term) served(k string, l *loaded) metav1.Condition {
 	t.mu.Lock()
 	res := t.claims.Resolve(k)
@@ -345,12 +345,12 @@ func (t *term) status(u *unstructured.Unstructured, l *loaded, cur *v1alpha1.Ins
 func (t *term) secretVersions(l *loaded) []v1alpha1.SecretVersion {
 	var out []v1alpha1.SecretVersion
 	for _, ref := range slices.Sorted(maps.Keys(l.refs)) {
-		parts := strings.SplitN(ref, "/", 3) // kubestore.RefKey: KIND/NAMESPACE/NAME
-		if len(parts) != 3 || parts[0] != spec.RefSecret {
+		kind, ns, name, ok := kuberules.ParseRefKey(ref)
+		if !ok || kind != spec.RefSecret {
 			continue
 		}
-		sv := v1alpha1.SecretVersion{Name: parts[2]}
-		if obj, ok := get(t.secrets, parts[1], parts[2]); ok {
+		sv := v1alpha1.SecretVersion{Name: name}
+		if obj, ok := get(t.secrets, ns, name); ok {
 			if m, ok := metaOf(obj); ok {
 				sv.ResourceVersion = m.GetResourceVersion()
 			}

@@ -28,7 +28,7 @@ const MaxNodeLabels = 32
 // selected watch, rather than one watch per Instance its VMIs name
 // (docs/design.md, "Node agents watch a label"). The controller keeps
 // those labels: an Instance carries one per node a VMI counting for it
-// (kubestore.Claims: naming it, or controlled by a VM naming it) runs on
+// (kuberules.Claims: naming it, or controlled by a VM naming it) runs on
 // or, during a migration, moves to (v1alpha1.NodesOf), so that the
 // target's agent holds it before the guest switches over.
 

@@ -10,7 +10,7 @@ import (
 	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/vminit/vminit/mdserver/kubestore"
+	"github.com/vminit/vminit/mdserver/kuberules"
 	"github.com/vminit/vminit/platform"
 	"github.com/vminit/vminit/spec"
 )
@@ -30,7 +30,7 @@ func missingRef(es spec.Errors) bool {
 // spec.RefConfigMap) in ns, reloading the Instances that refer to one that
 // changes; onChange, if not nil, is called too.
 func (t *term) refInformer(ns, kind string, onChange func(obj any)) cache.SharedIndexInformer {
-	gvr := corev1.SchemeGroupVersion.WithResource(kubestore.RefResources[kind])
+	gvr := corev1.SchemeGroupVersion.WithResource(kuberules.RefResources[kind])
 	inf := metadatainformer.NewFilteredMetadataInformer(t.c.meta, gvr, ns, t.c.cfg.Resync, cache.Indexers{}, nil).Informer()
 	inf.SetTransform(dropManagedFields)
 	changed := func(obj any) {
@@ -38,7 +38,7 @@ func (t *term) refInformer(ns, kind string, onChange func(obj any)) cache.Shared
 			onChange(obj)
 		}
 		if m, ok := metaOf(obj); ok {
-			t.referenceChanged(kubestore.RefKey(kind, m.GetNamespace(), m.GetName()))
+			t.referenceChanged(kuberules.RefKey(kind, m.GetNamespace(), m.GetName()))
 		}
 	}
 	inf.AddEventHandler(cache.ResourceEventHandlerFuncs{

@@ -22,29 +22,29 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vminit/vminit/bootreport"
-	"github.com/vminit/vminit/internal/app/cli"
+	"github.com/vminit/vminit/internal/app/cmdkit"
 	"github.com/vminit/vminit/internal/app/controller"
 )
 
-// The helpers shared with vminit's commands, under the names this file
-// had there.
+// The kit's helpers, shared with vminit's commands, under the names this
+// file had when it was one of them.
 var (
-	usagef    = cli.Usagef
-	newLogger = cli.NewLogger
-	logKlog   = cli.LogKlog
+	usagef    = cmdkit.Usagef
+	newLogger = cmdkit.NewLogger
+	logKlog   = cmdkit.LogKlog
 )
 
 // Main runs vminit-controller with args (without the program name) and
 // returns the process exit code.
 func Main(args []string, stdout, stderr io.Writer) int {
-	return cli.RunCommand(New(), args, stdout, stderr)
+	return cmdkit.Run(New(), args, stdout, stderr)
 }
 
 // serviceAccountNamespace is where a pod finds its own namespace.
 const serviceAccountNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 type controllerFlags struct {
-	cluster       cli.ClusterFlags
+	cluster       cmdkit.ClusterFlags
 	patchVMs      bool
 	workers       int
 	leaderElect   bool
@@ -99,7 +99,7 @@ serves /healthz and /readyz alone, for the kubelet's probes.`,
   vminit-controller --namespace vms --patch-vms
   vminit-controller --namespace vms --report-url http://10.96.100.10:8080
   vminit-controller --kubeconfig ~/.kube/config --namespace default --leader-elect=false`,
-		Version: cli.Version(),
+		Version: cmdkit.Version(),
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runController(cmd.Context(), f, cmd.ErrOrStderr())

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/vminit/vminit/internal/app/cli"
+	"github.com/vminit/vminit/internal/app/cmdkit"
 	"github.com/vminit/vminit/internal/testing/kubetest"
 	"github.com/vminit/vminit/internal/testing/testtools"
 )
@@ -47,7 +48,7 @@ func run(args ...string) (code int, stderr string) {
 // naming the flag, before any cluster is contacted.
 func TestSpecAddressesFlag(t *testing.T) {
 	want := `--spec-addresses "=10.0.0.0/8"`
-	if code, stderr := run("--spec-addresses", "=10.0.0.0/8"); code != cli.ExitUsage || !strings.Contains(stderr, want) ||
+	if code, stderr := run("--spec-addresses", "=10.0.0.0/8"); code != cmdkit.ExitUsage || !strings.Contains(stderr, want) ||
 		!strings.HasPrefix(stderr, "vminit-controller: ") {
 		t.Errorf("exit %d, want %q in\n%s", code, want, stderr)
 	}
@@ -69,7 +70,7 @@ func TestReportFlags(t *testing.T) {
 		}
 	}
 	for _, u := range []string{"169.254.169.254", "http://u:p@h/", "http://h/?q"} {
-		if code, stderr := run("--report-url", u); code != cli.ExitUsage || !strings.Contains(stderr, "--report-url="+strconv.Quote(u)) {
+		if code, stderr := run("--report-url", u); code != cmdkit.ExitUsage || !strings.Contains(stderr, "--report-url="+strconv.Quote(u)) {
 			t.Errorf("--report-url %s: exit %d\n%s", u, code, stderr)
 		}
 	}
@@ -190,7 +191,7 @@ func TestControllerReplicas(t *testing.T) {
 // prints, the module's version and Go's.
 func TestVersion(t *testing.T) {
 	var out strings.Builder
-	if code := Main([]string{"--version"}, &out, io.Discard); code != 0 || out.String() != cli.Version()+"\n" {
-		t.Errorf("exit %d: %q, want %q", code, out.String(), cli.Version()+"\n")
+	if code := Main([]string{"--version"}, &out, io.Discard); code != 0 || out.String() != cmdkit.Version()+"\n" {
+		t.Errorf("exit %d: %q, want %q", code, out.String(), cmdkit.Version()+"\n")
 	}
 }

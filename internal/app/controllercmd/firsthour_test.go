@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/vminit/vminit/bootreport"
-	"github.com/vminit/vminit/internal/app/cli"
+	"github.com/vminit/vminit/internal/app/cmdkit"
 	"github.com/vminit/vminit/internal/testing/kubetest"
 	"github.com/vminit/vminit/internal/testing/testtools"
 	"github.com/vminit/vminit/kube/api/v1alpha1"
@@ -64,7 +64,7 @@ func TestControllerFromAShell(t *testing.T) {
 func TestControllerPatchVMsWithoutKubeVirt(t *testing.T) {
 	s, _ := startCluster(t)
 	code, stderr := run("--kubeconfig", s.Kubeconfig, "--patch-vms", "--metrics-listen", "")
-	if code != cli.ExitUsage || !strings.Contains(stderr, "KubeVirt is not installed") || !strings.Contains(stderr, "without --patch-vms") {
+	if code != cmdkit.ExitUsage || !strings.Contains(stderr, "KubeVirt is not installed") || !strings.Contains(stderr, "without --patch-vms") {
 		t.Errorf("exit %d: %s", code, stderr)
 	}
 }

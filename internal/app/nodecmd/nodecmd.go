@@ -1,6 +1,6 @@
 // Package nodecmd is the vminit-node command (cmd/vminit-node), the node
 // agent a DaemonSet runs on every node of a KubeVirt cluster: `vminit
-// serve` (cli.NewServeCommand, every flag of it; `--kubernetes --node
+// serve` (servekit.NewCommand, every flag of it; `--kubernetes --node
 // NAME` on a node) that also installs the data path bringing the node's
 // guests' requests for 169.254.169.254:80 to it, and removes exactly what
 // it added when it stops (docs/kubernetes.md, "How a guest reaches
@@ -49,14 +49,15 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/vminit/vminit/internal/app/cli"
+	"github.com/vminit/vminit/internal/app/cmdkit"
+	"github.com/vminit/vminit/internal/app/servekit"
 	"github.com/vminit/vminit/mdserver/intercept"
 )
 
 // Main runs vminit-node with args (without the program name) and returns
 // the process exit code.
 func Main(args []string, stdout, stderr io.Writer) int {
-	return cli.RunCommand(New(), args, stdout, stderr)
+	return cmdkit.Run(New(), args, stdout, stderr)
 }
 
 // New returns the vminit-node command.
@@ -67,7 +68,7 @@ func New() *cobra.Command {
 // newCommand is New with the intervals at which the host path's table and
 // the cni path's conf dir are checked (tests change them).
 func newCommand(interval, backstop time.Duration) *cobra.Command {
-	cmd := cli.NewServeCommand("vminit-node", nil)
+	cmd := servekit.NewCommand("vminit-node", nil)
 	f := &flags{interval: interval, backstop: backstop}
 	f.register(cmd.Flags())
 	serve := cmd.RunE
@@ -117,7 +118,7 @@ Every other flag is serve's, and works as there:
   vminit-node --kubernetes --node "$NODE_NAME" --listen "$NODE_IP:8775" --intercept cni \
     --cni-conf-dir /host/etc/cni/net.d --cni-bin-dir /host/opt/cni/bin
   vminit-node --intercept cni --uninstall`
-	cmd.Version = cli.Version()
+	cmd.Version = cmdkit.Version()
 	cmd.SetVersionTemplate("{{.Version}}\n") // as `vminit --version` prints it
 	return cmd
 }
@@ -179,19 +180,19 @@ func (f *flags) dataPath(fl *pflag.FlagSet, logger *slog.Logger) (dataPath, erro
 	switch f.intercept {
 	case "none":
 		if n := changed(append(append([]string{"agent-address", "uninstall"}, hostFlags...), cniFlags...)); n != "" {
-			return nil, cli.Usagef("%s: with --intercept none there is nothing to install", n)
+			return nil, cmdkit.Usagef("%s: with --intercept none there is nothing to install", n)
 		}
 		return nil, nil
 	case "host":
 		if n := changed(cniFlags); n != "" {
-			return nil, cli.Usagef("%s is for --intercept cni", n)
+			return nil, cmdkit.Usagef("%s is for --intercept cni", n)
 		}
 	case "cni":
 		if n := changed(hostFlags); n != "" {
-			return nil, cli.Usagef("%s is for --intercept host", n)
+			return nil, cmdkit.Usagef("%s is for --intercept host", n)
 		}
 	default:
-		return nil, cli.Usagef("--intercept %q: want host, cni or none", f.intercept)
+		return nil, cmdkit.Usagef("--intercept %q: want host, cni or none", f.intercept)
 	}
 	agent, agent6, err := f.agentAddresses(fl)
 	if err != nil {
@@ -210,7 +211,7 @@ func (f *flags) dataPath(fl *pflag.FlagSet, logger *slog.Logger) (dataPath, erro
 		for _, a := range agents {
 			table, err := intercept.Host(a, f.podInterfaces)
 			if err != nil {
-				return nil, cli.Usagef("--intercept host (--agent-address, default the first --listen of each family; --pod-interfaces): %v", err)
+				return nil, cmdkit.Usagef("--intercept host (--agent-address, default the first --listen of each family; --pod-interfaces): %v", err)
 			}
 			h.tables = append(h.tables, table)
 		}
@@ -218,14 +219,14 @@ func (f *flags) dataPath(fl *pflag.FlagSet, logger *slog.Logger) (dataPath, erro
 	}
 	for _, a := range agents {
 		if _, err := intercept.Pod(a); err != nil { // what vminit-cni will build from the entry
-			return nil, cli.Usagef("--intercept cni (--agent-address, default the first --listen of each family): %v", err)
+			return nil, cmdkit.Usagef("--intercept cni (--agent-address, default the first --listen of each family): %v", err)
 		}
 	}
 	plugin := f.plugin
 	if plugin == "" {
 		self, err := os.Executable()
 		if err != nil {
-			return nil, cli.Usagef("--cni-plugin: not given, and this program's own path is unknown: %v", err)
+			return nil, cmdkit.Usagef("--cni-plugin: not given, and this program's own path is unknown: %v", err)
 		}
 		plugin = filepath.Join(filepath.Dir(self), pluginType)
 	}
@@ -246,14 +247,14 @@ func (f *flags) agentAddresses(fl *pflag.FlagSet) (v4, v6 netip.AddrPort, err er
 		given, _ = fl.GetStringArray("listen")
 		flag = "--agent-address (default: the first --listen of each family)"
 		if len(given) == 0 {
-			return v4, v6, cli.Usagef("--agent-address: not given, and no --listen to default to")
+			return v4, v6, cmdkit.Usagef("--agent-address: not given, and no --listen to default to")
 		}
 	}
 	for _, s := range given {
 		ap, err := netip.ParseAddrPort(s)
 		switch {
 		case err != nil && flag == "--agent-address":
-			return v4, v6, cli.Usagef("%s %q: want this node's IP:PORT the agent listens on, e.g. --listen $(NODE_IP):8775", flag, s)
+			return v4, v6, cmdkit.Usagef("%s %q: want this node's IP:PORT the agent listens on, e.g. --listen $(NODE_IP):8775", flag, s)
 		case err != nil:
 			continue // a --listen of a name: not an address to redirect to
 		case ap.Addr().Is4() && !v4.IsValid():
@@ -261,11 +262,11 @@ func (f *flags) agentAddresses(fl *pflag.FlagSet) (v4, v6 netip.AddrPort, err er
 		case !ap.Addr().Is4() && !v6.IsValid():
 			v6 = ap
 		case flag == "--agent-address":
-			return v4, v6, cli.Usagef("--agent-address %s: one address of each family at most", s)
+			return v4, v6, cmdkit.Usagef("--agent-address %s: one address of each family at most", s)
 		}
 	}
 	if !v4.IsValid() {
-		return v4, v6, cli.Usagef("%s: no IPv4 address: give this node's IPv4 IP:PORT the agent listens on (guests ask 169.254.169.254), e.g. --listen $(NODE_IP):8775", flag)
+		return v4, v6, cmdkit.Usagef("%s: no IPv4 address: give this node's IPv4 IP:PORT the agent listens on (guests ask 169.254.169.254), e.g. --listen $(NODE_IP):8775", flag)
 	}
 	return v4, v6, nil
 }
@@ -282,7 +283,7 @@ func (f *flags) listenNodeIPv6(fl *pflag.FlagSet, logger *slog.Logger) error {
 	for _, s := range strings.Split(f.nodeIPs, ",") {
 		ip, err := netip.ParseAddr(strings.TrimSpace(s))
 		if err != nil || ip.Zone() != "" {
-			return cli.Usagef("--node-ips %q: %q is not an IP address (want the node's addresses, comma-separated: status.hostIPs)", f.nodeIPs, s)
+			return cmdkit.Usagef("--node-ips %q: %q is not an IP address (want the node's addresses, comma-separated: status.hostIPs)", f.nodeIPs, s)
 		}
 		if !ip.Is4() && !v6.IsValid() {
 			v6 = ip
@@ -295,7 +296,7 @@ func (f *flags) listenNodeIPv6(fl *pflag.FlagSet, logger *slog.Logger) error {
 	}
 	first, err := netip.ParseAddrPort(listen[0])
 	if !fl.Changed("listen") || err != nil {
-		return cli.Usagef("--node-ips: the port comes from the first --listen, IP:PORT (e.g. --listen $(NODE_IP):8775), which is not given as one")
+		return cmdkit.Usagef("--node-ips: the port comes from the first --listen, IP:PORT (e.g. --listen $(NODE_IP):8775), which is not given as one")
 	}
 	for _, l := range listen {
 		if ap, err := netip.ParseAddrPort(l); err == nil && ap.Addr() == v6 {
@@ -308,7 +309,7 @@ func (f *flags) listenNodeIPv6(fl *pflag.FlagSet, logger *slog.Logger) error {
 // run is the command: install, serve, remove.
 func (f *flags) run(cmd *cobra.Command, args []string, serve func(*cobra.Command, []string) error) error {
 	format, _ := cmd.Flags().GetString("log-format")
-	logger, err := cli.NewLogger(format, cmd.ErrOrStderr())
+	logger, err := cmdkit.NewLogger(format, cmd.ErrOrStderr())
 	if err != nil {
 		return err
 	}

@@ -18,7 +18,7 @@ import (
 
 	"github.com/containernetworking/cni/libcni"
 
-	"github.com/vminit/vminit/internal/app/cli"
+	"github.com/vminit/vminit/internal/app/servekit"
 	"github.com/vminit/vminit/internal/testing/testtools"
 )
 
@@ -427,7 +427,7 @@ func TestNodeIPs(t *testing.T) {
 		{"10.0.0.5,node-1", []string{"10.0.0.5:8775"}, nil, `"node-1" is not an IP address`, ""},
 		{"10.0.0.5,fd00::5", nil, nil, "the port comes from the first --listen", ""},
 	} {
-		cmd := cli.NewServeCommand("vminit-node", nil)
+		cmd := servekit.NewCommand("vminit-node", nil)
 		var args []string
 		for _, l := range tc.listen {
 			args = append(args, "--listen", l)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/vminit/vminit/internal/app/cli"
+	"github.com/vminit/vminit/internal/app/cmdkit"
 	"github.com/vminit/vminit/internal/app/serve"
 	"github.com/vminit/vminit/internal/lib/secretfile"
 	"github.com/vminit/vminit/internal/lib/tlsfiles"
@@ -21,9 +21,9 @@ import (
 
 // usagef is the shared usage error, under the name this file had in
 // internal/app/cli.
-var usagef = cli.Usagef
+var usagef = cmdkit.Usagef
 
-// etcdFlags are the --etcd-* flags: the cli.StoreFlags of the etcd store.
+// etcdFlags are the --etcd-* flags: the servekit.StoreFlags of the etcd store.
 type etcdFlags struct {
 	endpoints []string
 	prefix    string

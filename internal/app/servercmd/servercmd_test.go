@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vminit/vminit/internal/app/cli"
+	"github.com/vminit/vminit/internal/app/cmdkit"
 	"github.com/vminit/vminit/internal/testing/etcdtest"
 	"github.com/vminit/vminit/internal/testing/testpki"
 	"github.com/vminit/vminit/internal/testing/testtools"
@@ -55,7 +55,7 @@ func TestEtcdHint(t *testing.T) {
 
 func TestEtcdEndpointSchemes(t *testing.T) {
 	for _, eps := range []string{"https://a:2379,http://b:2379", "http://a:2379,https://b:2379"} {
-		if code, stderr := run(t, "--etcd-endpoints", eps, "--listen", freeAddr(t)); code != cli.ExitUsage || !strings.Contains(stderr, "same scheme") {
+		if code, stderr := run(t, "--etcd-endpoints", eps, "--listen", freeAddr(t)); code != cmdkit.ExitUsage || !strings.Contains(stderr, "same scheme") {
 			t.Errorf("%v: exit %d %s", eps, code, stderr)
 		}
 	}
@@ -75,7 +75,7 @@ func TestServerServesDirectory(t *testing.T) {
 		t.Errorf("instance-id %q from the directory store\n%s", got, stop())
 	}
 	stop()
-	if code, stderr := run(t, "--instances", dir, "--etcd-endpoints", "http://127.0.0.1:1", "--listen", addr); code != cli.ExitUsage ||
+	if code, stderr := run(t, "--instances", dir, "--etcd-endpoints", "http://127.0.0.1:1", "--listen", addr); code != cmdkit.ExitUsage ||
 		!strings.Contains(stderr, "give exactly one of --instances DIR, --etcd-endpoints and --kubernetes") {
 		t.Errorf("two stores: exit %d %s", code, stderr)
 	}
@@ -102,11 +102,11 @@ func TestServeEtcdTLS(t *testing.T) {
 		{"--etcd-username", "root"},
 		{"--etcd-ca", pki.CA, "--etcd-endpoints", "http://127.0.0.1:1"},
 	} {
-		if code, stderr := run(t, append(append([]string{}, base...), args...)...); code != cli.ExitUsage {
+		if code, stderr := run(t, append(append([]string{}, base...), args...)...); code != cmdkit.ExitUsage {
 			t.Errorf("%v: exit %d %s", args, code, stderr)
 		}
 	}
-	if code, stderr := run(t, append(base, "--etcd-ca", pki.CA)...); code != cli.ExitInvalid || !strings.Contains(stderr, "--etcd-cert and --etcd-key") {
+	if code, stderr := run(t, append(base, "--etcd-ca", pki.CA)...); code != cmdkit.ExitInvalid || !strings.Contains(stderr, "--etcd-cert and --etcd-key") {
 		t.Errorf("without a client certificate: exit %d %s", code, stderr)
 	}
 

@@ -3,10 +3,14 @@ package kubetest
 import (
 	"bytes"
 	"encoding/json"
+	"net/netip"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	kubevirtv1 "kubevirt.io/api/core/v1"
+
+	"github.com/vminit/vminit/kube/api/v1alpha1"
+	"github.com/vminit/vminit/mdserver/kuberules"
 )
 
 // KubeVirtCRDs are KubeVirt's VirtualMachine and VirtualMachineInstance
@@ -75,3 +79,30 @@ func toUnstructured(v any) any {
 	}
 	return out
 }
+
+// KubeVirtObject is a VMI or VM ns/name naming instance (when not ""); a
+// VMI reports ips on its pod network, as KubeVirt writes its status.
+func KubeVirtObject(kind, ns, name, instance string, ips ...string) *unstructured.Unstructured {
+	var ann map[string]string
+	if instance != "" {
+		ann = map[string]string{v1alpha1.AnnotationInstance: instance}
+	}
+	if kind == "VirtualMachineInstance" {
+		u := VMI(ns, name, ann)
+		if ips != nil {
+			unstructured.SetNestedSlice(u.Object, []any{VMIInterface("default", InfoSourceAll, ips...)}, "status", "interfaces")
+		}
+		return u
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "kubevirt.io/v1", "kind": kind,
+		"metadata": map[string]any{"name": name, "namespace": ns}, "spec": map[string]any{}}}
+	u.SetAnnotations(ann)
+	return u
+}
+
+// Tenants is the operator's policy of the tests: the Instances of
+// namespaces default, kube-public, a and b may list addresses in
+// 10.0.0.0/8; of any other, none.
+var Tenants = kuberules.AddressPolicy{SpecAddresses: map[string][]netip.Prefix{
+	"default": {netip.MustParsePrefix("10.0.0.0/8")}, "kube-public": {netip.MustParsePrefix("10.0.0.0/8")},
+	"a": {netip.MustParsePrefix("10.0.0.0/8")}, "b": {netip.MustParsePrefix("10.0.0.0/8")}}}

@@ -85,9 +85,9 @@ func mainPackages(ctx context.Context, repo string) ([]string, error) {
 	return pkgs, nil
 }
 
-// stampVar is the package whose variables -X sets (internal/app/cli's
-// version command prints them).
-const stampVar = "github.com/vminit/vminit/internal/app/cli.stamped"
+// stampVar is the package whose variables -X sets (cmdkit.Version, which
+// every program's --version and `vminit version` print).
+const stampVar = "github.com/vminit/vminit/internal/app/cmdkit.stamped"
 
 // buildAll builds every main package for every target into out, named
 // NAME-GOOS-GOARCH (.exe on Windows).

@@ -1,4 +1,4 @@
-package cli
+package servekit
 
 import (
 	"context"
@@ -23,6 +23,7 @@ import (
 
 	"github.com/vminit/vminit/bootreport"
 	"github.com/vminit/vminit/ignition"
+	"github.com/vminit/vminit/internal/app/cmdkit"
 	"github.com/vminit/vminit/internal/app/serve"
 	"github.com/vminit/vminit/internal/lib/secretfile"
 	"github.com/vminit/vminit/mdserver"
@@ -60,7 +61,7 @@ type serveFlags struct {
 	node            string // --node: node mode (with --kubernetes)
 	nodeMaxFollow   int    // --node-max-follow
 	guestHops       int    // --guest-hops; -1: by --node
-	cluster         clusterFlags
+	cluster         cmdkit.ClusterFlags
 	// other is a store the program adds (vminit-server's etcd), or nil.
 	other StoreFlags
 }
@@ -85,26 +86,10 @@ type StoreFlags interface {
 	Hint(err error) error
 }
 
-// otherStoreFlag is the --etcd-* prefix vminit refuses, naming the
-// program that takes those flags.
-const otherStoreFlag = "unknown flag: --etcd-"
-
-func newServeCommand() *cobra.Command {
-	cmd := NewServeCommand("serve", nil)
-	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
-		if strings.HasPrefix(err.Error(), otherStoreFlag) {
-			return usagef("%v: the etcd store is served by vminit-server, which takes serve's flags and the --etcd-* flags "+
-				"(go install ./cmd/vminit-server; deploy/kubernetes/fleet runs it)", err)
-		}
-		return usageError{err}
-	})
-	return cmd
-}
-
-// NewServeCommand is serve as the command use (vminit's "serve", or
+// NewCommand is serve as the command use (vminit's "serve", or
 // vminit-server), with the flags of other (nil: none) beside those of the
 // directory and Kubernetes stores.
-func NewServeCommand(use string, other StoreFlags) *cobra.Command {
+func NewCommand(use string, other StoreFlags) *cobra.Command {
 	f := serveFlags{other: other}
 	cmd := &cobra.Command{
 		Use:   use,
@@ -224,7 +209,7 @@ heap of ` + strconv.FormatFloat(float64(100+serve.GCPercent)/100, 'g', -1, 64) +
 	// host would get a loopback instance's data.
 	fl.BoolVar(&f.allowLoopback, "allow-loopback-instances", false, "let loopback addresses identify instances, e.g. to try serve with --listen 127.0.0.1:8080 (tests and QEMU user networking only: every process of this host could read their data)")
 	fl.BoolVar(&f.kubernetes, "kubernetes", false, "serve the Instance objects of a Kubernetes cluster (instead of --instances)")
-	f.cluster.register(fl, "with --kubernetes: namespace whose Instances are served (repeatable; default every namespace)")
+	f.cluster.Register(fl, "with --kubernetes: namespace whose Instances are served (repeatable; default every namespace)")
 	fl.StringVar(&f.node, "node", "", "with --kubernetes: serve the VMs of this node alone (node mode: a DaemonSet's agent, its spec.nodeName from the downward API): watch only the VMIs labelled kubevirt.io/nodeName=NODE and the Instances vminit-controller labels node.vminit.dev/NODE, and by name what the labels do not cover yet")
 	fl.IntVar(&f.nodeMaxFollow, "node-max-follow", kubestore.DefaultMaxFollow, "with --node: the most objects (Instances, VirtualMachines, ConfigMaps) followed by name, a watch each, where the controller's node labels do not cover them; the others are refused, logged and counted (vminit_node_follow_refused_total)")
 	fl.IntVar(&f.guestHops, "guest-hops", -1, "routers between this server and its guests, added to each Instance's tokenHopLimit to make the IP TTL of IMDSv2 token answers (0–8; default 1 with --node, where the virt-launcher pod routes the answer to its guest, else 0)")
@@ -297,8 +282,8 @@ func listenHint(err error) error {
 		err, host, netip.PrefixFrom(host, host.BitLen()))
 }
 
-// isLoopback reports whether a listen address stays on this host.
-func isLoopback(addr string) bool {
+// IsLoopback reports whether a listen address stays on this host.
+func IsLoopback(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return false
@@ -329,33 +314,33 @@ func btoi(b bool) int {
 // kubeStoreConfig turns the cluster flags into a Kubernetes store's
 // configuration.
 func kubeStoreConfig(f serveFlags, logger *slog.Logger) (kubestore.Config, error) {
-	policy, err := f.cluster.addressPolicy()
+	policy, err := f.cluster.AddressPolicy()
 	if err != nil {
 		return kubestore.Config{}, err
 	}
-	rest, err := f.cluster.restConfig()
+	rest, err := f.cluster.RESTConfig()
 	if err != nil {
 		return kubestore.Config{}, err
 	}
-	logKlog(logger)
-	kv, err := f.cluster.kubeVirt(rest)
+	cmdkit.LogKlog(logger)
+	kv, err := f.cluster.KubeVirt(rest)
 	if err != nil {
 		return kubestore.Config{}, err
 	}
 	if f.node != "" && !kv {
-		return kubestore.Config{}, usagef("--node serves the KubeVirt VMs of a node, and --kubevirt=%s found no KubeVirt (kubevirt.io/v1) in the cluster", f.cluster.kubevirt)
+		return kubestore.Config{}, usagef("--node serves the KubeVirt VMs of a node, and --kubevirt=%s found no KubeVirt (kubevirt.io/v1) in the cluster", f.cluster.KubeVirtMode())
 	}
 	if f.nodeMaxFollow < 1 {
 		return kubestore.Config{}, usagef("--node-max-follow=%d: want 1 or more", f.nodeMaxFollow)
 	}
-	return kubestore.Config{REST: rest, Namespaces: f.cluster.namespaces, KubeVirt: kv, Logger: logger, Addresses: policy, Node: f.node,
+	return kubestore.Config{REST: rest, Namespaces: f.cluster.Namespaces(), KubeVirt: kv, Logger: logger, Addresses: policy, Node: f.node,
 		MaxFollow: f.nodeMaxFollow}, nil
 }
 
 // runServe checks the flags, turns them into serve.Options and runs the
 // server they describe.
 func runServe(ctx context.Context, f serveFlags, stderr io.Writer) error {
-	logger, err := newLogger(logFormatFor(f.logFormat, stderr), stderr)
+	logger, err := cmdkit.NewLogger(f.logFormat, stderr)
 	if err != nil {
 		return err
 	}
@@ -388,19 +373,6 @@ func runServe(ctx context.Context, f serveFlags, stderr io.Writer) error {
 	return srv.Run(ctx, hup, f.shutdownTimeout)
 }
 
-// logFormatFor is --log-format, or unset, text for the operator who runs
-// serve on a terminal and JSON for the journal and the log collectors
-// (the units and manifests pass json too).
-func logFormatFor(format string, stderr io.Writer) string {
-	switch {
-	case format != "":
-		return format
-	case isTerminal(stderr):
-		return "text"
-	}
-	return "json"
-}
-
 // serveOptions checks the flags together and reads the files they name.
 func serveOptions(f serveFlags, logger *slog.Logger) (serve.Options, error) {
 	var o serve.Options
@@ -408,7 +380,7 @@ func serveOptions(f serveFlags, logger *slog.Logger) (serve.Options, error) {
 		return o, err
 	}
 	otherFiles, otherSecrets := f.otherFiles()
-	if err := regularFiles(withOther(map[string]string{"--admin-token-file": f.adminTokenFile, "--hmac-key-file": f.hmacKeyFile,
+	if err := cmdkit.RegularFiles(withOther(map[string]string{"--admin-token-file": f.adminTokenFile, "--hmac-key-file": f.hmacKeyFile,
 		"--token-key-file": f.tokenKeyFile, "--admin-tls-cert": f.adminTLSCert, "--admin-tls-key": f.adminTLSKey,
 		"--admin-client-ca": f.adminClientCA, "--instances-cache": f.instancesCache}, otherFiles)); err != nil {
 		return o, err
@@ -510,7 +482,7 @@ func storeConfig(f serveFlags, logger *slog.Logger) (serve.StoreConfig, error) {
 			return sc, err
 		}
 		sc.Kubernetes = &kcfg
-	case f.cluster.kubeconfig != "" || len(f.cluster.namespaces) > 0 || len(f.cluster.specAddresses) > 0:
+	case f.cluster.Given():
 		return sc, usagef("--kubeconfig, --namespace and --spec-addresses are for --kubernetes")
 	case f.node != "":
 		return sc, usagef("--node is for --kubernetes (node mode serves a node's KubeVirt VMs)")
@@ -585,7 +557,7 @@ func adminOptions(f serveFlags, logger *slog.Logger, o *serve.Options) error {
 		if o.AdminTLS, err = admin.TLSConfig(f.adminTLSCert, f.adminTLSKey, f.adminClientCA, logger); err != nil {
 			return fmt.Errorf("admin TLS: %w", err)
 		}
-	} else if !isLoopback(f.adminListen) {
+	} else if !IsLoopback(f.adminListen) {
 		logger.Warn("the admin API listens beyond loopback without TLS: its bearer token and every spec cross the network in clear; give --admin-tls-cert and --admin-tls-key", "address", f.adminListen)
 	}
 	return nil

@@ -1,4 +1,4 @@
-package kubestore
+package kuberules
 
 import (
 	"cmp"
@@ -25,6 +25,11 @@ const DefaultMaxSpecAddresses = 16
 // maxReported bounds the addresses one VMI adds: its status is KubeVirt's,
 // but a store must not grow with whatever an object says.
 const maxReported = 64
+
+// Key names an object of a namespace (an Instance, a VMI, a VM):
+// NAMESPACE/NAME, the key of Claims and of the store's records, so that
+// two namespaces' `web` are two instances.
+func Key(ns, name string) string { return ns + "/" + name }
 
 // AddressPolicy is what the operator lets Instances' specs claim. In a
 // cluster the namespaces are tenants, and an address in
@@ -173,7 +178,7 @@ func (c *Claims) count(vk string, v vmi, inst string) {
 
 // uncount undoes count(vk, v, inst), adding to out the instances whose
 // resolution may change.
-func (c *Claims) uncount(out affected, vk string, v vmi, inst string) {
+func (c *Claims) uncount(out Affected, vk string, v vmi, inst string) {
 	out[inst] = true
 	if vs := c.counting[inst]; vs != nil {
 		delete(vs, vk)
@@ -188,11 +193,12 @@ func (c *Claims) uncount(out affected, vk string, v vmi, inst string) {
 	}
 }
 
-// affected collects the instance keys whose resolution may have changed.
-type affected map[string]bool
+// Affected collects the instance keys whose resolution may have changed
+// (Claims' own changes, and a store's that add to them).
+type Affected map[string]bool
 
 // touch adds every instance claiming a.
-func (c *Claims) touch(out affected, a netip.Addr) {
+func (c *Claims) touch(out Affected, a netip.Addr) {
 	cl := c.byAddr[a]
 	if cl == nil {
 		return
@@ -224,7 +230,7 @@ func (c *Claims) drop(a netip.Addr) {
 // instance is gone, or lists none) and returns the instances whose
 // resolution may have changed.
 func (c *Claims) SetSpec(key string, addrs []netip.Addr) []string {
-	out := affected{key: true}
+	out := Affected{key: true}
 	for _, a := range c.specs[key] {
 		c.touch(out, a)
 		delete(c.byAddr[a].spec, key)
@@ -244,13 +250,13 @@ func (c *Claims) SetSpec(key string, addrs []netip.Addr) []string {
 		c.at(a).spec[key] = true
 		c.touch(out, a)
 	}
-	return out.keys()
+	return out.Keys()
 }
 
 // SetVMI records a VirtualMachineInstance (nil: key is gone) and returns
 // the instances whose resolution may have changed.
 func (c *Claims) SetVMI(key string, u *unstructured.Unstructured) []string {
-	out := affected{}
+	out := Affected{}
 	if old, had := c.vmis[key]; had {
 		c.uncount(out, key, old, c.effective(key, old))
 		delete(c.vmis, key)
@@ -264,7 +270,7 @@ func (c *Claims) SetVMI(key string, u *unstructured.Unstructured) []string {
 			c.touch(out, a)
 		}
 	}
-	return out.keys()
+	return out.Keys()
 }
 
 // SetVM records the Instance a VirtualMachine names (u nil: key is gone),
@@ -283,7 +289,7 @@ func (c *Claims) SetVM(key string, u *unstructured.Unstructured) []string {
 // node agent learns it from the controller's word (an Instance's
 // status.virtualMachines, node.go) rather than a watch of every VM.
 func (c *Claims) NameVM(key, instance string) []string {
-	out := affected{}
+	out := Affected{}
 	v, hasVMI := c.vmis[key]
 	if hasVMI {
 		c.uncount(out, key, v, c.effective(key, v))
@@ -291,7 +297,7 @@ func (c *Claims) NameVM(key, instance string) []string {
 	if ns, _, _ := strings.Cut(key, "/"); instance == "" {
 		delete(c.vms, key)
 	} else {
-		c.vms[key] = keyOf(ns, instance)
+		c.vms[key] = Key(ns, instance)
 	}
 	if hasVMI {
 		c.count(key, v, c.effective(key, v))
@@ -300,7 +306,7 @@ func (c *Claims) NameVM(key, instance string) []string {
 			c.touch(out, a)
 		}
 	}
-	return out.keys()
+	return out.Keys()
 }
 
 // VMNames returns the Instance key VirtualMachine key names, as recorded
@@ -323,7 +329,8 @@ func (c *Claims) effective(vmiKey string, v vmi) string {
 	return c.vms[vmiKey]
 }
 
-func (out affected) keys() []string {
+// Keys are the keys collected, sorted, less the empty one.
+func (out Affected) Keys() []string {
 	keys := make([]string, 0, len(out))
 	for k := range out {
 		if k != "" {
@@ -481,7 +488,7 @@ func (c *Claims) Record(key string, base *registry.Record) *registry.Record {
 func vmiOf(u *unstructured.Unstructured) vmi {
 	var out vmi
 	if name := v1alpha1.InstanceNamedBy(u); name != "" {
-		out.instance = keyOf(u.GetNamespace(), name)
+		out.instance = Key(u.GetNamespace(), name)
 	}
 	if c := metav1.GetControllerOfNoCopy(u); c != nil && c.Kind == "VirtualMachine" && c.Name == u.GetName() {
 		out.vm = true

@@ -1,4 +1,4 @@
-package kubestore_test
+package kuberules_test
 
 import (
 	"fmt"
@@ -12,14 +12,8 @@ import (
 
 	"github.com/vminit/vminit/internal/testing/kubetest"
 	"github.com/vminit/vminit/kube/api/v1alpha1"
-	"github.com/vminit/vminit/mdserver/kubestore"
+	"github.com/vminit/vminit/mdserver/kuberules"
 )
-
-// tenants lets namespaces a and b list addresses in 10.0.0.0/8, and
-// namespace default too.
-var tenants = kubestore.AddressPolicy{SpecAddresses: map[string][]netip.Prefix{
-	"a": {netip.MustParsePrefix("10.0.0.0/8")}, "b": {netip.MustParsePrefix("10.0.0.0/8")},
-	"default": {netip.MustParsePrefix("10.0.0.0/8")}}}
 
 func addrs(s ...string) []netip.Addr {
 	out := make([]netip.Addr, len(s))
@@ -29,39 +23,19 @@ func addrs(s ...string) []netip.Addr {
 	return out
 }
 
-// kubevirtObject is a VMI or VM ns/name naming instance (when not ""); a
-// VMI reports ips on its pod network, as KubeVirt writes its status.
-func kubevirtObject(kind, ns, name, instance string, ips ...string) *unstructured.Unstructured {
-	var ann map[string]string
-	if instance != "" {
-		ann = map[string]string{v1alpha1.AnnotationInstance: instance}
-	}
-	if kind == "VirtualMachineInstance" {
-		u := kubetest.VMI(ns, name, ann)
-		if ips != nil {
-			unstructured.SetNestedSlice(u.Object, []any{kubetest.VMIInterface("default", kubetest.InfoSourceAll, ips...)}, "status", "interfaces")
-		}
-		return u
-	}
-	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "kubevirt.io/v1", "kind": kind,
-		"metadata": map[string]any{"name": name, "namespace": ns}, "spec": map[string]any{}}}
-	u.SetAnnotations(ann)
-	return u
-}
-
 // TestClaimsRule: a VMI's address beats a spec's; two equal claims serve
 // nobody and both are told, naming the other only within a namespace; a
 // VMI that names no Instance keeps a spec from an address; the policy
 // refuses spec addresses outside a namespace's networks, and every spec
 // address past the bound.
 func TestClaimsRule(t *testing.T) {
-	c := kubestore.NewClaims(tenants, nil)
+	c := kuberules.NewClaims(kubetest.Tenants, nil)
 	c.SetSpec("a/thief", addrs("10.0.0.5", "10.0.0.6", "10.0.0.7"))
 	c.SetSpec("b/web", nil)
-	c.SetVMI("b/vm", kubevirtObject("VirtualMachineInstance", "b", "vm", "web", "10.0.0.5"))
+	c.SetVMI("b/vm", kubetest.KubeVirtObject("VirtualMachineInstance", "b", "vm", "web", "10.0.0.5"))
 	c.SetSpec("b/other", addrs("10.0.0.6"))
 	c.SetSpec("a/sibling", addrs("10.0.0.7"))
-	c.SetVMI("b/stray", kubevirtObject("VirtualMachineInstance", "b", "stray", "", "10.0.0.8"))
+	c.SetVMI("b/stray", kubetest.KubeVirtObject("VirtualMachineInstance", "b", "stray", "", "10.0.0.8"))
 	c.SetSpec("a/squat", addrs("10.0.0.8"))
 	c.SetSpec("c/outside", addrs("10.0.0.9"))
 	many := make([]netip.Addr, 10_000)
@@ -99,7 +73,7 @@ func TestClaimsRule(t *testing.T) {
 		t.Errorf("a/greedy: %d addresses, %v", len(r.Addresses), r.Problems)
 	}
 	// The VM names the Instance for a VMI that names none.
-	c.SetVM("b/stray", kubevirtObject("VirtualMachine", "b", "stray", "web"))
+	c.SetVM("b/stray", kubetest.KubeVirtObject("VirtualMachine", "b", "stray", "web"))
 	if r := c.Resolve("b/web"); !slices.Equal(r.Addresses, addrs("10.0.0.5", "10.0.0.8")) {
 		t.Errorf("b/web with its VM's VMI: %+v", r)
 	}
@@ -110,10 +84,10 @@ func TestClaimsRule(t *testing.T) {
 // VMIs it starts): a VMI started before the template was annotated
 // counts for the Instance its VM's template names.
 func TestClaimsVMTemplate(t *testing.T) {
-	c := kubestore.NewClaims(tenants, nil)
+	c := kuberules.NewClaims(kubetest.Tenants, nil)
 	c.SetSpec("b/web", nil)
-	c.SetVMI("b/vm", kubevirtObject("VirtualMachineInstance", "b", "vm", "", "10.0.0.5"))
-	vm := kubevirtObject("VirtualMachine", "b", "vm", "")
+	c.SetVMI("b/vm", kubetest.KubeVirtObject("VirtualMachineInstance", "b", "vm", "", "10.0.0.5"))
+	vm := kubetest.KubeVirtObject("VirtualMachine", "b", "vm", "")
 	unstructured.SetNestedStringMap(vm.Object, map[string]string{v1alpha1.AnnotationInstance: "web"}, "spec", "template", "metadata", "annotations")
 	c.SetVM("b/vm", vm)
 	if r := c.Resolve("b/web"); !slices.Equal(r.Addresses, addrs("10.0.0.5")) {
@@ -126,7 +100,7 @@ func TestClaimsVMTemplate(t *testing.T) {
 // that network is called; a VMI without a pod network counts none, and
 // a network with no source is not taken for the pod network.
 func TestClaimsPodNetworkOnly(t *testing.T) {
-	c := kubestore.NewClaims(tenants, nil)
+	c := kuberules.NewClaims(kubetest.Tenants, nil)
 	named := func(name string, networks []any, status ...any) {
 		u := kubetest.VMI("b", name, map[string]string{v1alpha1.AnnotationInstance: name})
 		unstructured.SetNestedSlice(u.Object, networks, "spec", "networks")
@@ -162,7 +136,7 @@ func TestClaimsPodNetworkOnly(t *testing.T) {
 func TestClaimsOrderIndependent(t *testing.T) {
 	type op struct {
 		kind, key string
-		apply     func(*kubestore.Claims) []string
+		apply     func(*kuberules.Claims) []string
 	}
 	var ops []op
 	ip := func(i int) string { return fmt.Sprintf("10.0.0.%d", i%7) }
@@ -170,20 +144,20 @@ func TestClaimsOrderIndependent(t *testing.T) {
 		ns := []string{"a", "b"}[i%2]
 		key := fmt.Sprintf("%s/i%d", ns, i)
 		list := addrs(ip(i), ip(i*3+1))
-		ops = append(ops, op{"spec", key, func(c *kubestore.Claims) []string { return c.SetSpec(key, list) }})
+		ops = append(ops, op{"spec", key, func(c *kuberules.Claims) []string { return c.SetSpec(key, list) }})
 		vmiName := fmt.Sprintf("vm%d", i)
 		inst := ""
 		if i%3 != 0 {
 			inst = fmt.Sprintf("i%d", i)
 		}
-		vmi := kubevirtObject("VirtualMachineInstance", ns, vmiName, inst, ip(i*5+2))
-		ops = append(ops, op{"vmi", ns + "/" + vmiName, func(c *kubestore.Claims) []string { return c.SetVMI(ns+"/"+vmiName, vmi) }})
+		vmi := kubetest.KubeVirtObject("VirtualMachineInstance", ns, vmiName, inst, ip(i*5+2))
+		ops = append(ops, op{"vmi", ns + "/" + vmiName, func(c *kuberules.Claims) []string { return c.SetVMI(ns+"/"+vmiName, vmi) }})
 		if i%3 == 0 {
-			vm := kubevirtObject("VirtualMachine", ns, vmiName, fmt.Sprintf("i%d", (i+2)%12))
-			ops = append(ops, op{"vm", ns + "/" + vmiName, func(c *kubestore.Claims) []string { return c.SetVM(ns+"/"+vmiName, vm) }})
+			vm := kubetest.KubeVirtObject("VirtualMachine", ns, vmiName, fmt.Sprintf("i%d", (i+2)%12))
+			ops = append(ops, op{"vm", ns + "/" + vmiName, func(c *kuberules.Claims) []string { return c.SetVM(ns+"/"+vmiName, vm) }})
 		}
 	}
-	resolveAll := func(c *kubestore.Claims) string {
+	resolveAll := func(c *kuberules.Claims) string {
 		var b strings.Builder
 		for i := range 12 {
 			key := fmt.Sprintf("%s/i%d", []string{"a", "b"}[i%2], i)
@@ -195,7 +169,7 @@ func TestClaimsOrderIndependent(t *testing.T) {
 	want := ""
 	rng := rand.New(rand.NewPCG(25, 1))
 	for round := range 200 {
-		c := kubestore.NewClaims(tenants, nil)
+		c := kuberules.NewClaims(kubetest.Tenants, nil)
 		order := slices.Clone(ops)
 		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 		for _, o := range order {
@@ -227,12 +201,12 @@ func TestClaimsOrderIndependent(t *testing.T) {
 }
 
 func TestParseSpecAddresses(t *testing.T) {
-	got, err := kubestore.ParseSpecAddresses([]string{"tenant-a=10.1.0.0/16, 10.2.0.0/16", "tenant-b=fd00::/64"})
+	got, err := kuberules.ParseSpecAddresses([]string{"tenant-a=10.1.0.0/16, 10.2.0.0/16", "tenant-b=fd00::/64"})
 	if err != nil || len(got["tenant-a"]) != 2 || got["tenant-b"][0].String() != "fd00::/64" {
 		t.Errorf("%v %v", got, err)
 	}
 	for _, bad := range []string{"tenant-a", "=10.0.0.0/8", "a=10.0.0.1", "a="} {
-		if _, err := kubestore.ParseSpecAddresses([]string{bad}); err == nil {
+		if _, err := kuberules.ParseSpecAddresses([]string{bad}); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
 	}
