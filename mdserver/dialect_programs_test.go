@@ -45,8 +45,8 @@ func TestToyDialectInEveryProgram(t *testing.T) {
 		t.Errorf("admin preview of toy: %+v %v", p, err)
 	}
 
-	if !slices.Contains(vmrun.Dialects[spec.AgentCloudInit], "toy") || slices.Contains(vmrun.Dialects[spec.AgentIgnition], "toy") {
-		t.Errorf("vminit run's dialects %v: want toy for cloud-init alone, as it declares", vmrun.Dialects)
+	if !slices.Contains(vmrun.Dialects()[spec.AgentCloudInit], "toy") || slices.Contains(vmrun.Dialects()[spec.AgentIgnition], "toy") {
+		t.Errorf("vminit run's dialects %v: want toy for cloud-init alone, as it declares", vmrun.Dialects())
 	}
 
 	for _, c := range []struct {

@@ -135,7 +135,7 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.datasource, "datasource", "", "how the data reaches the guest: cloud-init nocloud or configdrive (default: the spec's, else nocloud); Ignition fwcfg or configdrive (default fwcfg)")
 	fl.StringVar(&f.media, "media", vmrun.Media[0], "the seed drive: iso (a CD-ROM) or vfat (a virtio disk)")
 	fl.BoolVar(&f.serve, "serve", false, "answer the guest from an in-process metadata server over its network instead of a drive")
-	ci, ign := vmrun.Dialects[spec.AgentCloudInit], vmrun.Dialects[spec.AgentIgnition]
+	ci, ign := vmrun.Dialects()[spec.AgentCloudInit], vmrun.Dialects()[spec.AgentIgnition]
 	fl.StringVar(&f.dialect, "dialect", "", "with --serve: cloud-init "+orList(ci)+" (default: the spec's metadataServer.dialects, else "+ci[0]+"); Ignition "+orList(ign)+" (default "+ign[0]+")")
 	fl.IntVar(&f.nics, "nics", 0, "extra user-mode NICs beyond the first, e.g. for a bond (the spec's MACs are given to them in order)")
 	fl.StringArrayVar(&f.disks, "disk", nil, "attach an extra virtio disk (repeatable, at most 8): a SIZE such as 10GiB (a sparse file removed after the run) or a FILE (raw, or qcow2 checked as --image is; the guest writes it); the guest sees /dev/disk/by-id/virtio-vminit-disk1, -disk2…")
@@ -154,7 +154,7 @@ func (f *runFlags) register(cmd *cobra.Command) {
 // runDatasources and runDialects are the run package's lists, for both
 // agents.
 func runDatasources() []string { return union(vmrun.Datasources) }
-func runDialects() []string    { return union(vmrun.Dialects) }
+func runDialects() []string    { return union(vmrun.Dialects()) }
 
 func union(m map[string][]string) []string {
 	var out []string

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/vminit/vminit/delivery"
@@ -46,8 +47,14 @@ var Media = []string{"iso", "vfat"}
 // dialects that say how the agent is pointed at them
 // (mdserver.DialectInfo.Readers), in their order; the first is the
 // default unless the spec's metadataServer.dialects lists another.
-// readers are the same by agent, then by the agent's name.
-var Dialects, readers = agentDialects()
+// readers are the same by agent, then by the agent's name. Both are made
+// on first use: vminit's start-up allocates nothing for commands that do
+// not run a VM (TestInitIsLazy).
+func Dialects() map[string][]string { d, _ := agentDialectsOnce(); return d }
+
+func readers() map[string]map[string]reader { _, r := agentDialectsOnce(); return r }
+
+var agentDialectsOnce = sync.OnceValues(agentDialects)
 
 // A reader is an agent's way to a dialect of the metadata server.
 type reader struct {
@@ -207,9 +214,9 @@ func (c *config) configureDelivery(bad func(format string, a ...any)) {
 	if c.dialect == "" {
 		c.dialect = defaultDialect(c.agent, s.MetadataServer)
 	}
-	if !slices.Contains(Dialects[c.agent], c.dialect) {
-		bad("dialect %q: %s reads %s from a metadata server", c.dialect, c.agent, strings.Join(Dialects[c.agent], " or "))
-	} else if ms := s.MetadataServer; !ms.ServesDialect(readers[c.agent][c.dialect].dialect) {
+	if !slices.Contains(Dialects()[c.agent], c.dialect) {
+		bad("dialect %q: %s reads %s from a metadata server", c.dialect, c.agent, strings.Join(Dialects()[c.agent], " or "))
+	} else if ms := s.MetadataServer; !ms.ServesDialect(readers()[c.agent][c.dialect].dialect) {
 		bad("dialect %q: spec.metadataServer does not serve this instance through it (dialects %v, imdsv2 %q)", c.dialect, ms.Dialects, ms.IMDSv2)
 	}
 	if c.Datasource != "" {
@@ -229,14 +236,14 @@ func orDefault(s, def string) string {
 func defaultDialect(agent string, ms *spec.MetadataServer) string {
 	if ms != nil {
 		for _, d := range ms.Dialects {
-			for _, a := range Dialects[agent] {
-				if readers[agent][a].dialect == d {
+			for _, a := range Dialects()[agent] {
+				if readers()[agent][a].dialect == d {
 					return a
 				}
 			}
 		}
 	}
-	return Dialects[agent][0]
+	return Dialects()[agent][0]
 }
 
 // nicMACs returns the MAC of each NIC: the spec's ethernets that name one
@@ -351,7 +358,7 @@ func (c *config) args(f files) []string {
 // says (cloud-init's ds-identify; Ignition's platform comes from the
 // kernel command line).
 func (c *config) smbios() []string {
-	r := readers[c.agent][c.dialect]
+	r := readers()[c.agent][c.dialect]
 	if r.SMBIOS == nil {
 		return nil
 	}
