@@ -23,10 +23,10 @@ import (
 	"github.com/spf13/pflag"
 	"gopkg.in/yaml.v3"
 
-	"github.com/vminit/vminit/internal/app/cli"
-	"github.com/vminit/vminit/internal/app/controllercmd"
-	"github.com/vminit/vminit/internal/app/nodecmd"
-	"github.com/vminit/vminit/internal/app/servercmd"
+	"github.com/vminit/vminit/cmd/internal/cli"
+	"github.com/vminit/vminit/cmd/internal/controllercmd"
+	"github.com/vminit/vminit/cmd/internal/nodecmd"
+	"github.com/vminit/vminit/cmd/internal/servercmd"
 )
 
 // container is a container or init container of a workload's pod.

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vminit/vminit/internal/app/serve"
+	"github.com/vminit/vminit/cmd/internal/serve"
 	"github.com/vminit/vminit/internal/bench/mdbench"
 	"github.com/vminit/vminit/mdserver"
 )

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vminit/vminit/internal/app/cli"
-	vmrun "github.com/vminit/vminit/internal/app/run"
+	"github.com/vminit/vminit/cmd/internal/cli"
+	vmrun "github.com/vminit/vminit/cmd/internal/run"
 	"github.com/vminit/vminit/mdserver"
 	"github.com/vminit/vminit/mdserver/admin"
 	"github.com/vminit/vminit/mdserver/registry"

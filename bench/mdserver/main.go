@@ -31,7 +31,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/vminit/vminit/internal/app/serve"
+	"github.com/vminit/vminit/cmd/internal/serve"
 	"github.com/vminit/vminit/internal/bench/mdbench"
 	"github.com/vminit/vminit/mdserver"
 )

@@ -7,7 +7,7 @@ package main
 import (
 	"os"
 
-	"github.com/vminit/vminit/internal/app/controllercmd"
+	"github.com/vminit/vminit/cmd/internal/controllercmd"
 )
 
 func main() {

@@ -1,7 +1,7 @@
 // Command vminit-node is vminit's node agent: `vminit serve` on a node
 // of a KubeVirt cluster that also installs, and removes when it stops,
 // the interception bringing the node's guests' requests for
-// 169.254.169.254 to it (internal/app/nodecmd; the DaemonSet in
+// 169.254.169.254 to it (cmd/internal/nodecmd; the DaemonSet in
 // deploy/kubernetes/components/node-agent; docs/kubernetes.md, "How a
 // guest reaches vminit").
 package main
@@ -9,7 +9,7 @@ package main
 import (
 	"os"
 
-	"github.com/vminit/vminit/internal/app/nodecmd"
+	"github.com/vminit/vminit/cmd/internal/nodecmd"
 )
 
 func main() {

@@ -7,7 +7,7 @@ package main
 import (
 	"os"
 
-	"github.com/vminit/vminit/internal/app/servercmd"
+	"github.com/vminit/vminit/cmd/internal/servercmd"
 )
 
 func main() {

@@ -22,7 +22,7 @@ var heavy = []string{
 	"k8s.io/client-go/discovery",
 	"k8s.io/client-go/informers",
 	"k8s.io/client-go/tools/leaderelection",
-	"github.com/vminit/vminit/internal/app/controller",
+	"github.com/vminit/vminit/cmd/internal/controller",
 	"github.com/vminit/vminit/mdserver/etcdstore",
 	"go.etcd.io/etcd/client/v3",
 	"go.etcd.io/etcd/api/v3/etcdserverpb", // protobuf registrations at init
@@ -31,7 +31,7 @@ var heavy = []string{
 
 // dataPath are packages only the node agent (cmd/vminit-node) and
 // vminit-cni link: nftables' netlink and the CNI types (mdserver/intercept,
-// internal/app/cniplugin).
+// cmd/internal/cniplugin).
 var dataPath = []string{
 	"github.com/google/nftables",
 	"github.com/containernetworking/cni/pkg/skel",
@@ -89,11 +89,11 @@ var programs = []struct {
 	main, command string
 	roots         []string
 }{
-	{"cmd/vminit", "internal/app/cli", []string{"internal/app/cli"}},
-	{"cmd/vminit-server", "internal/app/servercmd", []string{"internal/app/cmdkit", "internal/app/servekit", "mdserver/etcdstore"}},
-	{"cmd/vminit-controller", "internal/app/controllercmd", []string{"internal/app/cmdkit", "internal/app/controller"}},
-	{"cmd/vminit-node", "internal/app/nodecmd", []string{"internal/app/cmdkit", "internal/app/servekit", "mdserver/intercept", "internal/app/cniplugin"}},
-	{"cmd/vminit-cni", "internal/app/cniplugin", []string{"internal/app/cniplugin"}},
+	{"cmd/vminit", "cmd/internal/cli", []string{"cmd/internal/cli"}},
+	{"cmd/vminit-server", "cmd/internal/servercmd", []string{"cmd/internal/cmdkit", "cmd/internal/servekit", "mdserver/etcdstore"}},
+	{"cmd/vminit-controller", "cmd/internal/controllercmd", []string{"cmd/internal/cmdkit", "cmd/internal/controller"}},
+	{"cmd/vminit-node", "cmd/internal/nodecmd", []string{"cmd/internal/cmdkit", "cmd/internal/servekit", "mdserver/intercept", "cmd/internal/cniplugin"}},
+	{"cmd/vminit-cni", "cmd/internal/cniplugin", []string{"cmd/internal/cniplugin"}},
 }
 
 // linkSets (TestLeanGraph): each program links of vminit's packages only
@@ -101,7 +101,7 @@ var programs = []struct {
 // vminit links vminit's CLI; the kit (cmdkit) and serve's command
 // (servekit) import no program's command.
 func linkSets(t *testing.T) {
-	kits := []string{"internal/app/cmdkit", "internal/app/servekit"}
+	kits := []string{"cmd/internal/cmdkit", "cmd/internal/servekit"}
 	pkgs := slices.Clone(kits)
 	for _, p := range programs {
 		pkgs = append(append(pkgs, p.main), p.roots...)
@@ -121,8 +121,8 @@ func linkSets(t *testing.T) {
 				t.Errorf("%s links %s, which neither its command nor its roots (%s) need", p.main, strings.TrimPrefix(l, module), strings.Join(p.roots, ", "))
 			}
 		}
-		if p.main != "cmd/vminit" && linked[module+"internal/app/cli"] {
-			t.Errorf("%s links vminit's CLI (internal/app/cli): take what programs share from internal/app/cmdkit or servekit", p.main)
+		if p.main != "cmd/vminit" && linked[module+"cmd/internal/cli"] {
+			t.Errorf("%s links vminit's CLI (cmd/internal/cli): take what programs share from cmd/internal/cmdkit or servekit", p.main)
 		}
 	}
 	for _, kit := range kits {
@@ -176,17 +176,17 @@ var stores = []string{
 	"github.com/vminit/vminit/mdserver/kubestore",
 }
 
-// TestControllerImportsNoStore: internal/app/controller's import graph
+// TestControllerImportsNoStore: cmd/internal/controller's import graph
 // holds no store.
 func TestControllerImportsNoStore(t *testing.T) {
-	ctl := deps(t, "github.com/vminit/vminit/internal/app/controller")
+	ctl := deps(t, "github.com/vminit/vminit/cmd/internal/controller")
 	for _, p := range stores {
 		if ctl[p] {
-			t.Errorf("internal/app/controller links %s: the rules it shares with the stores belong in mdserver/kuberules", p)
+			t.Errorf("cmd/internal/controller links %s: the rules it shares with the stores belong in mdserver/kuberules", p)
 		}
 	}
 	if !ctl["github.com/vminit/vminit/mdserver/kuberules"] {
-		t.Errorf("internal/app/controller does not link mdserver/kuberules: is `go list -deps` read right?")
+		t.Errorf("cmd/internal/controller does not link mdserver/kuberules: is `go list -deps` read right?")
 	}
 }
 
@@ -209,10 +209,10 @@ func deps(t *testing.T, pkg string) map[string]bool {
 // runs never use what they build.
 var lazy = []string{
 	"github.com/vminit/vminit/cloudinit",
-	"github.com/vminit/vminit/internal/app/cli",
-	"github.com/vminit/vminit/internal/app/cmdkit",
-	"github.com/vminit/vminit/internal/app/run",
-	"github.com/vminit/vminit/internal/app/servekit",
+	"github.com/vminit/vminit/cmd/internal/cli",
+	"github.com/vminit/vminit/cmd/internal/cmdkit",
+	"github.com/vminit/vminit/cmd/internal/run",
+	"github.com/vminit/vminit/cmd/internal/servekit",
 	"github.com/vminit/vminit/internal/lib/yaml11",
 	"github.com/vminit/vminit/mdserver/dirstore",
 	"github.com/vminit/vminit/mdserver/kuberules",

@@ -6,7 +6,7 @@ package main
 import (
 	"os"
 
-	"github.com/vminit/vminit/internal/app/cli"
+	"github.com/vminit/vminit/cmd/internal/cli"
 )
 
 func main() {

@@ -23,7 +23,7 @@
 //   - Pod (Pod): inside one virt-launcher pod's network namespace, for
 //     CNIs that bypass the node's netfilter (OVN-Kubernetes, Cilium with
 //     eBPF host routing); the chained CNI plugin vminit-cni installs it
-//     (internal/app/cniplugin).
+//     (cmd/internal/cniplugin).
 //
 // The table is written through netlink with github.com/google/nftables,
 // not by running nft: the node agent's image and a CNI plugin's host

@@ -1,5 +1,5 @@
 // Package kuberules holds the rules that the metadata servers' Kubernetes
-// store (mdserver/kubestore) and the controller (internal/app/controller)
+// store (mdserver/kubestore) and the controller (cmd/internal/controller)
 // both apply, so that what a server serves and what the controller reports
 // of it are one rule, not two that drift:
 //

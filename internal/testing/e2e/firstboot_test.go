@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vminit/vminit/internal/app/run"
+	"github.com/vminit/vminit/cmd/internal/run"
 	"github.com/vminit/vminit/internal/testing/guesttest"
 	"github.com/vminit/vminit/internal/testing/testtools"
 	"github.com/vminit/vminit/mdserver/firstboot"

@@ -3,7 +3,7 @@ package e2e
 // Real guests: Debian 12 with its own cloud-init 22.4, and the same root
 // with Debian's Ignition 2.14 in a dracut initramfs (package guesttest,
 // scripts/install-test-guests.sh), booted by `vminit run`'s engine
-// (internal/app/run) with each example on each delivery path. The guest
+// (cmd/internal/run) with each example on each delivery path. The guest
 // prints its state on the serial console once its agent is done and powers
 // off; the tests read that report.
 
@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vminit/vminit/internal/app/run"
+	"github.com/vminit/vminit/cmd/internal/run"
 	"github.com/vminit/vminit/internal/testing/guesttest"
 	"github.com/vminit/vminit/internal/testing/testtools"
 	"github.com/vminit/vminit/spec"

@@ -3,7 +3,7 @@ package e2e
 import (
 	"testing"
 
-	"github.com/vminit/vminit/internal/app/run"
+	"github.com/vminit/vminit/cmd/internal/run"
 	"github.com/vminit/vminit/internal/testing/guesttest"
 	"github.com/vminit/vminit/spec"
 )

@@ -44,8 +44,8 @@ import (
 
 	"github.com/vminit/vminit/bootreport"
 	"github.com/vminit/vminit/cloudinit"
+	"github.com/vminit/vminit/cmd/internal/controller"
 	"github.com/vminit/vminit/deploy/kubernetes/crd"
-	"github.com/vminit/vminit/internal/app/controller"
 	"github.com/vminit/vminit/internal/lib/systemd"
 	"github.com/vminit/vminit/internal/testing/cloudinittest"
 	"github.com/vminit/vminit/internal/testing/ignitiontest"

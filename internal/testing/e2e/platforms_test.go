@@ -15,7 +15,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/vminit/vminit/internal/app/cli"
+	"github.com/vminit/vminit/cmd/internal/cli"
 	"github.com/vminit/vminit/internal/testing/cloudinittest"
 	"github.com/vminit/vminit/internal/testing/ignitiontest"
 	"github.com/vminit/vminit/internal/testing/qemutest"

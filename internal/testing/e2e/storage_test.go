@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vminit/vminit/internal/app/run"
+	"github.com/vminit/vminit/cmd/internal/run"
 	"github.com/vminit/vminit/internal/testing/guesttest"
 )
 

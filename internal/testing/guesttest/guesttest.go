@@ -6,7 +6,7 @@
 // The images live in VMINIT_TEST_GUESTS_DIR (default DefaultDir); when they
 // are missing a test is skipped, or failed under CI=true or
 // VMINIT_REQUIRE_TOOLS=1 (see package testtools). Boot them with
-// internal/app/run: the base images are never written, each boot gets a
+// cmd/internal/run: the base images are never written, each boot gets a
 // qcow2 overlay. A storage test gives a guest extra disks (Disks: sparse
 // raw files, for run's Options.Disks) and a root disk larger than its file
 // system (GrownOverlay, for Options.Overlay); both outlive a boot, so a

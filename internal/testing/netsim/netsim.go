@@ -1,6 +1,6 @@
 // Package netsim builds, in network namespaces, the data path between a
 // KubeVirt guest and its node, for tests of how a guest reaches vminit
-// (mdserver/intercept, internal/app/cniplugin). KubeVirt cannot run on
+// (mdserver/intercept, cmd/internal/cniplugin). KubeVirt cannot run on
 // the machines the tests run on, so this is a simulation, made as a
 // cluster makes it:
 //

@@ -87,7 +87,7 @@ func mainPackages(ctx context.Context, repo string) ([]string, error) {
 
 // stampVar is the package whose variables -X sets (cmdkit.Version, which
 // every program's --version and `vminit version` print).
-const stampVar = "github.com/vminit/vminit/internal/app/cmdkit.stamped"
+const stampVar = "github.com/vminit/vminit/cmd/internal/cmdkit.stamped"
 
 // buildAll builds every main package for every target into out, named
 // NAME-GOOS-GOARCH (.exe on Windows).

@@ -15,7 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/cobra/doc"
 
-	"github.com/vminit/vminit/internal/app/cli"
+	"github.com/vminit/vminit/cmd/internal/cli"
 )
 
 // debVersion is st.Version as Debian orders it: no leading v, and "~"
