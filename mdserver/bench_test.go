@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vminit/vminit/cmd/internal/serve"
 	"github.com/vminit/vminit/internal/bench/mdbench"
 	"github.com/vminit/vminit/mdserver"
 )
@@ -37,7 +36,7 @@ var fleet struct {
 func loadFleet(b *testing.B) *mdbench.Loaded {
 	b.Helper()
 	fleet.once.Do(func() {
-		serve.SetGC() // vminit serve's collector setting
+		mdserver.SetGC() // vminit serve's collector setting
 		// The audit log and metrics are on, as in vminit serve; the JSON
 		// lines are formatted and then discarded.
 		logger, _ := mdbench.AuditLogger("json")

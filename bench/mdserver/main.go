@@ -31,7 +31,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/vminit/vminit/cmd/internal/serve"
 	"github.com/vminit/vminit/internal/bench/mdbench"
 	"github.com/vminit/vminit/mdserver"
 )
@@ -107,7 +106,7 @@ func main() {
 		}
 		return
 	}
-	fmt.Printf("gc_percent=%d (vminit serve's setting; GOGC overrides it)\n", serve.SetGC())
+	fmt.Printf("gc_percent=%d (vminit serve's setting; GOGC overrides it)\n", mdserver.SetGC())
 	logger, err := mdbench.AuditLogger(*logTo)
 	if err != nil {
 		log.Fatal(err)

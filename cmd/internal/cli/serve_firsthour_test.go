@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vminit/vminit/cmd/internal/serve"
 	"github.com/vminit/vminit/mdserver"
 )
 
@@ -46,7 +45,7 @@ func TestServeHelpShowsLoopbackFlagAndOneDefault(t *testing.T) {
 	}
 	// issue 34: the help said GOGC=200 while serve ran at 150, and never
 	// named the web page.
-	if want := fmt.Sprintf("GOGC=%d unless", serve.GCPercent); !strings.Contains(stdout, want) || strings.Count(stdout, "GOGC=") != 1 {
+	if want := fmt.Sprintf("GOGC=%d unless", mdserver.GCPercent); !strings.Contains(stdout, want) || strings.Count(stdout, "GOGC=") != 1 {
 		t.Errorf("serve --help does not say %q (once)", want)
 	}
 	if !strings.Contains(stdout, "/ui/") || !strings.Contains(stdout, "text on a terminal") {
@@ -72,7 +71,7 @@ func TestServeSaysWhereTheWebPageIs(t *testing.T) {
 	if want := "msg=\"web page\" url=http://" + adminAddr + "/ui/"; !strings.Contains(logged, want) {
 		t.Errorf("serve does not log %q:\n%s", want, logged)
 	}
-	if want := fmt.Sprintf("gc_percent=%d", serve.GCPercent); os.Getenv("GOGC") == "" && !strings.Contains(logged, want) {
+	if want := fmt.Sprintf("gc_percent=%d", mdserver.GCPercent); os.Getenv("GOGC") == "" && !strings.Contains(logged, want) {
 		t.Errorf("serve does not log %s:\n%s", want, logged)
 	}
 }

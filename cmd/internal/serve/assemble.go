@@ -101,7 +101,7 @@ type Options struct {
 	AdminListen string
 	AdminToken  func() string
 	AdminTLS    *tls.Config
-	// GCPercent is logged with "instances loaded" (what SetGC returned).
+	// GCPercent is logged with "instances loaded" (what mdserver.SetGC returned).
 	GCPercent int
 	Logger    *slog.Logger
 }

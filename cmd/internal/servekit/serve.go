@@ -168,10 +168,10 @@ files are re-read when they change: a renewed certificate needs no
 restart). Clear-text admin listeners beyond loopback are logged as a
 warning.
 
-The garbage collector runs at GOGC=` + strconv.Itoa(serve.GCPercent) + ` unless the GOGC environment
+The garbage collector runs at GOGC=` + strconv.Itoa(mdserver.GCPercent) + ` unless the GOGC environment
 variable says otherwise: the loaded instances are a large, long-lived heap,
 and collecting it less often shortens the tail of a boot storm, for a peak
-heap of ` + strconv.FormatFloat(float64(100+serve.GCPercent)/100, 'g', -1, 64) + ` times the live one (GOMEMLIMIT bounds it if needed).`,
+heap of ` + strconv.FormatFloat(float64(100+mdserver.GCPercent)/100, 'g', -1, 64) + ` times the live one (GOMEMLIMIT bounds it if needed).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runServe(cmd.Context(), f, cmd.ErrOrStderr())
@@ -358,7 +358,7 @@ func runServe(ctx context.Context, f serveFlags, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 
-	o.GCPercent = serve.SetGC()
+	o.GCPercent = mdserver.SetGC()
 	if f.allowLoopback {
 		logger.Warn("--allow-loopback-instances: loopback addresses identify instances; every process of this host can read their data")
 	}
