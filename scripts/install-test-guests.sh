@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the real Debian 12 guests that vminit's guest tests boot
-# (internal/testing/guesttest, internal/testing/e2e): one whose own
+# (internal/testing/guesttest, cmd/internal/e2e): one whose own
 # cloud-init 22.4 applies our seeds, and one whose initramfs runs Debian's
 # Ignition 2.14 as Fedora CoreOS does. docs/guests.md describes them.
 #

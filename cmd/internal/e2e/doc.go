@@ -9,4 +9,7 @@
 // (kubevirt_node_test.go): the node agent on a simulated KubeVirt node
 // (internal/testing/netsim) and a real API server, the guests' clients
 // run in their network namespaces.
+//
+// It stands under cmd/internal, beside the applications it drives (cli,
+// run, controller), since Go's internal rule lets only cmd/ import them.
 package e2e
