@@ -8,9 +8,11 @@
 GO ?= go
 
 # The default: vminit, vminit-server, vminit-controller, vminit-node and
-# vminit-cni into bin/, for this machine (make dist builds the releases).
+# vminit-cni (./cmd/vminit..., not cmd/internal: the programs' packages
+# and the release tool) into bin/, for this machine (make dist builds the
+# releases).
 build:
-	$(GO) build -trimpath -o bin/ ./cmd/...
+	$(GO) build -trimpath -o bin/ ./cmd/vminit...
 # The release targets: make dist builds each. make check cross-compiles
 # one architecture of each other system with the same flags (our build
 # tags are by system, not architecture: a platform break fails check),
@@ -44,15 +46,15 @@ check:
 	  $(GO) build -trimpath $$($(GO) list -f '{{if .GoFiles}}{{.ImportPath}}{{end}}' ./... | grep -v -e /internal/testing/ -e /bench/) || exit 1; \
 	done
 
-# Release artefacts into dist/: the binaries of ./cmd/... for every
+# Release artefacts into dist/: the binaries of ./cmd/vminit... for every
 # target, a .deb per Linux architecture, the OCI image archive
-# dist/vminit-image.tar (and its digest), SHA256SUMS (internal/tools/release).
+# dist/vminit-image.tar (and its digest), SHA256SUMS (cmd/internal/release).
 dist:
-	$(GO) run ./internal/tools/release -out dist -targets "$(DIST_TARGETS)"
+	$(GO) run ./cmd/internal/release -out dist -targets "$(DIST_TARGETS)"
 
 # The image (and the Linux binaries and .debs) alone: dist/vminit-image.tar.
 image:
-	$(GO) run ./internal/tools/release -out dist -targets "linux/amd64 linux/arm64"
+	$(GO) run ./cmd/internal/release -out dist -targets "linux/amd64 linux/arm64"
 
 # Every generated file: the CRD and DeepCopy methods derived from kube/api
 # (controller-gen, pinned in the script) and cloudinit/schema_tree.go from

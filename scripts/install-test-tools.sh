@@ -29,8 +29,8 @@ packages=(
   python3-requests python3-jinja2 python3-six
   chromium              # the first-boot web page's tests (headless, driven by chromedp): ~115 MB download, ~350 MB installed
   fonts-liberation      # chromium's recommended fonts, taken without recommends: the screenshots' text as they were made
-  skopeo                # pushes make image's archive to a registry, as deploy/README.md says (internal/tools/release)
-  containerd            # ctr images import of that archive, on a containerd the test runs itself (internal/tools/release)
+  skopeo                # pushes make image's archive to a registry, as deploy/README.md says (cmd/internal/release)
+  containerd            # ctr images import of that archive, on a containerd the test runs itself (cmd/internal/release)
 )
 missing=()
 for p in "${packages[@]}"; do

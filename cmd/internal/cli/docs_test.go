@@ -468,8 +468,8 @@ func TestMakeDefault(t *testing.T) {
 		t.Fatalf("make -n: %v\n%s", err, out)
 	}
 	got := strings.TrimSpace(string(out))
-	if !strings.Contains(got, "go build") || !strings.Contains(got, "-o bin/ ./cmd/...") {
-		t.Errorf("make does not build ./cmd/... into bin/:\n%s", got)
+	if !strings.Contains(got, "go build") || !strings.Contains(got, "-o bin/ ./cmd/vminit...") {
+		t.Errorf("make does not build ./cmd/vminit... into bin/:\n%s", got)
 	}
 	for _, bad := range []string{"install-test-tools", "go test", "apt", "sudo"} {
 		if strings.Contains(got, bad) {

@@ -69,18 +69,22 @@ type artefact struct {
 	file               string // its path
 }
 
-// mainPackages lists the main packages under ./cmd: every program the
-// repository ships, however many there are.
+// shipped is the pattern of every program the repository ships, however
+// many there are: cmd/vminit and cmd/vminit-*, and not cmd/internal (the
+// programs' packages, and this tool). make builds the same set.
+const shipped = "./cmd/vminit..."
+
+// mainPackages lists the main packages of shipped.
 func mainPackages(ctx context.Context, repo string) ([]string, error) {
-	cmd := exec.CommandContext(ctx, "go", "list", "-f", `{{if eq .Name "main"}}{{.ImportPath}}{{end}}`, "./cmd/...")
+	cmd := exec.CommandContext(ctx, "go", "list", "-f", `{{if eq .Name "main"}}{{.ImportPath}}{{end}}`, shipped)
 	cmd.Dir, cmd.Stderr = repo, os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return nil, fmt.Errorf("go list ./cmd/...: %v", err)
+		return nil, fmt.Errorf("go list %s: %v", shipped, err)
 	}
 	pkgs := strings.Fields(string(out))
 	if len(pkgs) == 0 {
-		return nil, fmt.Errorf("go list ./cmd/...: no main package")
+		return nil, fmt.Errorf("go list %s: no main package", shipped)
 	}
 	return pkgs, nil
 }

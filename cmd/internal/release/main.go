@@ -1,5 +1,5 @@
 // Command release builds vminit's release artefacts into a directory
-// (make dist): every main package under ./cmd for each target, stripped
+// (make dist): every program (./cmd/vminit...) for each target, stripped
 // and version-stamped; a Debian package per Linux architecture holding the
 // binary, the systemd unit, shell completions and man pages; an OCI image
 // archive of the Linux programs for amd64 and arm64; SHA256SUMS.
@@ -9,10 +9,14 @@
 // -trimpath and -buildvcs=false, archives carry the commit's time. Two
 // runs at one commit write the same bytes.
 //
-// It lives under internal/tools so that its build-time libraries (nfpm,
-// cobra/doc, go-containerregistry) are never linked into the programs it builds.
+// It is a program of its own so that its build-time libraries (nfpm,
+// cobra/doc, go-containerregistry) are never linked into the programs it
+// builds. It lives under cmd/internal, since it reads vminit's command tree
+// (cmd/internal/cli) for the man pages and completions and only cmd/ may
+// import that; it is no program the repository ships (those are
+// ./cmd/vminit..., see mainPackages).
 //
-//	go run ./internal/tools/release -out dist -targets "linux/amd64 darwin/arm64"
+//	go run ./cmd/internal/release -out dist -targets "linux/amd64 darwin/arm64"
 package main
 
 import (

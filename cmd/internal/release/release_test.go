@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -174,4 +175,30 @@ func debPrograms(t *testing.T) []string {
 		paths = append(paths, "/usr/bin/"+p)
 	}
 	return paths
+}
+
+// TestShippedPrograms: the release builds the programs under cmd/ (vminit
+// and vminit-*) and nothing of cmd/internal, where the programs' packages
+// and this tool live; make builds the same set into bin/.
+func TestShippedPrograms(t *testing.T) {
+	pkgs, err := mainPackages(context.Background(), repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const module = "github.com/vminit/vminit/"
+	if !slices.Contains(pkgs, module+"cmd/vminit") {
+		t.Errorf("the release does not build cmd/vminit: %v", pkgs)
+	}
+	for _, p := range pkgs {
+		if !strings.HasPrefix(p, module+"cmd/vminit") || strings.Contains(p, "/internal/") {
+			t.Errorf("the release builds %s, which is no program the repository ships", p)
+		}
+	}
+	makefile, err := os.ReadFile(filepath.Join(repo, "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(makefile), "-o bin/ "+shipped+"\n") {
+		t.Errorf("make builds into bin/ another set than the release's %s", shipped)
+	}
 }
