@@ -14,6 +14,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/connectivity"
+
+	"github.com/vminit/vminit/internal/lib/outcome"
 )
 
 // What the store knows of etcd, for the server's metrics (Healthy,
@@ -45,9 +47,10 @@ type health struct {
 	writeErrors atomic.Uint64
 	lastSync    atomic.Int64 // unix nanoseconds; 0: never
 
-	mu       sync.Mutex
-	writeErr string // the last write's failure ("": it went through)
-	lost     bool   // the connection was lost, and the watch has not answered since
+	write outcome.Last // the last write's failure ("": it went through)
+
+	mu   sync.Mutex
+	lost bool // the connection was lost, and the watch has not answered since
 }
 
 // wrote records a write's outcome (nil: it went through), and logs a
@@ -64,12 +67,8 @@ func (h *health) wrote(err error) {
 			why = "NOSPACE"
 		}
 	}
-	h.mu.Lock()
-	was := h.writeErr
-	h.writeErr = why
-	h.mu.Unlock()
 	switch {
-	case was == why:
+	case !h.write.Record(why):
 	case why == "NOSPACE":
 		h.log.Error("etcdstore: etcd refuses writes: its database reached its quota (NOSPACE alarm); "+
 			"first-boot statuses and instance changes are not written until it is compacted, defragmented and the alarm disarmed (deploy/README.md)", "error", err)
@@ -119,7 +118,7 @@ func (h *health) connection(ready bool) (waiting bool) {
 func (s *Store) Healthy() bool {
 	s.health.mu.Lock()
 	defer s.health.mu.Unlock()
-	return !s.health.lost && s.health.writeErr == ""
+	return !s.health.lost && !s.health.write.Failing()
 }
 
 // WriteErrors counts the writes to etcd that failed: first-boot

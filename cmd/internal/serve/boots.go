@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/vminit/vminit/internal/lib/outcome"
 	"github.com/vminit/vminit/mdserver/firstboot"
 )
 
@@ -82,8 +83,7 @@ type loggedSink struct {
 	firstboot.Sink
 	log *slog.Logger
 
-	mu     sync.Mutex
-	failed string // the last write's error; "" when it went through
+	last outcome.Last // the last write's error; "" when it went through
 }
 
 func (l *loggedSink) WriteBoot(ctx context.Context, sts []firstboot.Status) error {
@@ -95,12 +95,8 @@ func (l *loggedSink) WriteBoot(ctx context.Context, sts []firstboot.Status) erro
 	if err != nil {
 		why = err.Error()
 	}
-	l.mu.Lock()
-	was := l.failed
-	l.failed = why
-	l.mu.Unlock()
 	switch {
-	case why == was:
+	case !l.last.Record(why):
 	case why != "":
 		l.log.Warn("first-boot statuses not written to the store; trying again at every interval", "error", err)
 	default:
