@@ -152,8 +152,8 @@ func TestWithReportRefusesBadURLs(t *testing.T) {
 
 // runReportScript runs report.py as its unit does, with /usr/bin/python3
 // and its paths under root.
-func runReportScript(t *testing.T, root, url string) string {
-	return cloudinittest.RunReportScript(t, reportScript, root, url)
+func runReportScript(t *testing.T, root, url string, env ...string) string {
+	return cloudinittest.RunReportScript(t, reportScript, root, url, env...)
 }
 
 func writeTree(t *testing.T, root string, files map[string]string) {
@@ -236,4 +236,61 @@ func jsonEqual(t *testing.T, got json.RawMessage, want string) bool {
 		return false
 	}
 	return fmt.Sprint(a) == fmt.Sprint(b)
+}
+
+// TestReportScriptUnits runs the report script with systemctl and
+// journalctl stubbed: a boot cloud-init finished without errors but whose
+// units failed posts the system's state and at most 16 failed units, each
+// with the last 2 KiB of its journal (control characters but tab, CR and
+// LF dropped, as ignition/report.sh sends them), and the server reads it
+// as failed, naming the first unit. Without systemctl on PATH, the report
+// carries no system state, as an older guest's.
+func TestReportScriptUnits(t *testing.T) {
+	var units []reporttest.FailedUnit
+	journal := strings.Repeat("filler line\n", 300) + "mount: /srv/data: wrong fs type \"x\" \\ J\u00fcrgen\x01\x1b[0m\r\n"
+	for i := range 20 {
+		units = append(units, reporttest.FailedUnit{Unit: fmt.Sprintf("unit-%02d.mount", i), Journal: journal})
+	}
+	root := t.TempDir()
+	writeTree(t, root, map[string]string{
+		"run/cloud-init/status.json": `{"v1": {"stage": null, "modules-final": {"errors": []}}}`,
+		"run/cloud-init/result.json": `{"v1": {"errors": []}}`,
+	})
+	srv := reporttest.NewServer(t)
+	runReportScript(t, root, bootreport.ReportURL(srv.URL), "PATH="+reporttest.Systemd(t, "degraded", units)+":/usr/bin:/bin")
+	if len(srv.Bodies()) != 1 {
+		t.Fatalf("%d posts, want 1", len(srv.Bodies()))
+	}
+	g, err := firstboot.ParseGuestReport(srv.Bodies()[0])
+	if err != nil {
+		t.Fatalf("%v: %s", err, srv.Bodies()[0])
+	}
+	if g.SystemState != "degraded" || len(g.FailedUnits) != 16 {
+		t.Fatalf("report: state %q, %d failed units", g.SystemState, len(g.FailedUnits))
+	}
+	// The stub's heredoc ends the journal with a newline.
+	full := journal + "\n"
+	wantLog := strings.NewReplacer("\x01", "", "\x1b", "").Replace(full[len(full)-2048:])
+	for i, u := range g.FailedUnits {
+		if u.Unit != units[i].Unit || u.Log != wantLog {
+			t.Errorf("unit %d: %q with log %q, want %q with %q", i, u.Unit, u.Log[max(0, len(u.Log)-60):], units[i].Unit, wantLog[len(wantLog)-60:])
+		}
+	}
+	r, err := g.Report()
+	if err != nil || !r.Failed {
+		t.Fatalf("the server's reading: %+v %v", r, err)
+	}
+	if st := (firstboot.Status{Errors: r.Errors}); st.FirstError() != `unit-00.mount: mount: /srv/data: wrong fs type "x" \ Jürgen[0m` {
+		t.Errorf("first error %q", st.FirstError())
+	}
+
+	// No systemctl: the report goes without the system's state.
+	root = t.TempDir()
+	srv = reporttest.NewServer(t)
+	if out := runReportScript(t, root, bootreport.ReportURL(srv.URL)); !strings.Contains(out, "no systemctl") {
+		t.Errorf("output %q does not say the state is left out", out)
+	}
+	if len(srv.Bodies()) != 1 || bytes.Contains(srv.Bodies()[0], []byte("systemState")) {
+		t.Errorf("posted %q", srv.Bodies())
+	}
 }
