@@ -65,7 +65,9 @@
 // WithReport adds to rendered user data what makes cloud-init report the
 // first boot to a vminit server (package mdserver/firstboot's wire
 // contract): its reporting webhook posting every event, and a unit that
-// posts status.json and result.json once the final stage is over. The
+// posts status.json and result.json once the final stage is over, and the
+// system's state and failed units once the boot has settled (a unit
+// cloud-init started may fail while cloud-init reports no error). The
 // seed (seed.Options.ReportTo, `--report-to`) and the metadata server use
 // it.
 //
