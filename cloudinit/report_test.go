@@ -243,8 +243,9 @@ func jsonEqual(t *testing.T, got json.RawMessage, want string) bool {
 // units failed posts the system's state and at most 16 failed units, each
 // with the last 2 KiB of its journal (control characters but tab, CR and
 // LF dropped, as ignition/report.sh sends them), and the server reads it
-// as failed, naming the first unit. Without systemctl on PATH, the report
-// carries no system state, as an older guest's.
+// as failed, naming the first unit. Without systemd (no
+// /run/systemd/system: Alpine's OpenRC), the report carries cloud-init's
+// word alone, and the script says nothing of it.
 func TestReportScriptUnits(t *testing.T) {
 	var units []reporttest.FailedUnit
 	journal := strings.Repeat("filler line\n", 300) + "mount: /srv/data: wrong fs type \"x\" \\ J\u00fcrgen\x01\x1b[0m\r\n"
@@ -252,10 +253,7 @@ func TestReportScriptUnits(t *testing.T) {
 		units = append(units, reporttest.FailedUnit{Unit: fmt.Sprintf("unit-%02d.mount", i), Journal: journal})
 	}
 	root := t.TempDir()
-	writeTree(t, root, map[string]string{
-		"run/cloud-init/status.json": `{"v1": {"stage": null, "modules-final": {"errors": []}}}`,
-		"run/cloud-init/result.json": `{"v1": {"errors": []}}`,
-	})
+	writeTree(t, root, cleanBoot)
 	srv := reporttest.NewServer(t)
 	runReportScript(t, root, bootreport.ReportURL(srv.URL), "PATH="+reporttest.Systemd(t, "degraded", units)+":/usr/bin:/bin")
 	if len(srv.Bodies()) != 1 {
@@ -284,13 +282,86 @@ func TestReportScriptUnits(t *testing.T) {
 		t.Errorf("first error %q", st.FirstError())
 	}
 
-	// No systemctl: the report goes without the system's state.
+	// No systemd, even with a systemctl on PATH: cloud-init's word alone,
+	// and nothing printed (the kubevirt e2e guests run so).
 	root = t.TempDir()
+	noSystemd := maps.Clone(cleanBoot)
+	delete(noSystemd, "run/systemd/system/.keep")
+	writeTree(t, root, noSystemd)
 	srv = reporttest.NewServer(t)
-	if out := runReportScript(t, root, bootreport.ReportURL(srv.URL)); !strings.Contains(out, "no systemctl") {
-		t.Errorf("output %q does not say the state is left out", out)
+	if out := runReportScript(t, root, bootreport.ReportURL(srv.URL), "PATH="+reporttest.Systemd(t, "degraded", units)+":/usr/bin:/bin"); out != "" {
+		t.Errorf("output %q, want none", out)
 	}
-	if len(srv.Bodies()) != 1 || bytes.Contains(srv.Bodies()[0], []byte("systemState")) {
-		t.Errorf("posted %q", srv.Bodies())
+	if len(srv.Bodies()) != 1 || bytes.Contains(srv.Bodies()[0], []byte("systemState")) || bytes.Contains(srv.Bodies()[0], []byte("failedUnits")) {
+		t.Fatalf("posted %q", srv.Bodies())
+	}
+	if g, err := firstboot.ParseGuestReport(srv.Bodies()[0]); err != nil {
+		t.Error(err)
+	} else if r, err := g.Report(); err != nil || r.Failed {
+		t.Errorf("the server's reading: %+v %v", r, err)
+	}
+}
+
+// cleanBoot is a guest's tree after a systemd boot cloud-init finished
+// without errors.
+var cleanBoot = map[string]string{
+	"run/cloud-init/status.json":   `{"v1": {"stage": null, "modules-final": {"errors": []}}}`,
+	"run/cloud-init/result.json":   `{"v1": {"errors": []}}`,
+	"run/systemd/system/.keep":     "",
+	"var/lib/cloud/instance/.keep": "", // where the marker goes
+}
+
+// TestReportScriptInactiveMounts: a boot whose enabled mount failed only
+// as a dependency, its device never there (reporttest.InactiveMounts), is
+// reported with that unit, its journal and the reason last, which the
+// server reads as the cause; an active, nofail or skipped mount is not.
+func TestReportScriptInactiveMounts(t *testing.T) {
+	units, want := reporttest.InactiveMounts()
+	root := t.TempDir()
+	writeTree(t, root, cleanBoot)
+	srv := reporttest.NewServer(t)
+	runReportScript(t, root, bootreport.ReportURL(srv.URL), "PATH="+reporttest.Systemd(t, "running", units)+":/usr/bin:/bin")
+	if len(srv.Bodies()) != 1 {
+		t.Fatalf("%d posts, want 1", len(srv.Bodies()))
+	}
+	g, err := firstboot.ParseGuestReport(srv.Bodies()[0])
+	if err != nil {
+		t.Fatalf("%v: %s", err, srv.Bodies()[0])
+	}
+	got := map[string]string{}
+	for _, u := range g.FailedUnits {
+		got[u.Unit] = u.Log
+	}
+	if !maps.Equal(got, want) || g.FailedUnits[0].Unit != "srv-data.mount" {
+		t.Fatalf("failed units %q, want %q", g.FailedUnits, want)
+	}
+	r, err := g.Report()
+	if err != nil || !r.Failed {
+		t.Fatalf("the server's reading: %+v %v", r, err)
+	}
+	if st := (firstboot.Status{Errors: r.Errors}); st.FirstError() != "srv-data.mount: enabled but not active once the boot settled: its device "+reporttest.MissingDevice+" was not found" {
+		t.Errorf("first error %q", st.FirstError())
+	}
+}
+
+// TestServedScript: the guest's copy of report.py keeps the opening
+// comment block and drops every other comment line, and report.py has no
+// multi-line string that dropping lines beginning with # could cut (the
+// report tests run the served copy).
+func TestServedScript(t *testing.T) {
+	if bytes.Contains(reportSource, []byte(`"""`)) || bytes.Contains(reportSource, []byte(`'''`)) {
+		t.Fatal("report.py has a multi-line string: servedScript may cut it")
+	}
+	head, _, _ := bytes.Cut(reportSource, []byte("\n\n"))
+	if !bytes.HasPrefix(reportScript, head) || !bytes.Contains(head, []byte("# Generated by vminit")) {
+		t.Errorf("the served copy lost the opening block:\n%s", head)
+	}
+	for line := range bytes.Lines(reportScript[len(head):]) {
+		if bytes.HasPrefix(bytes.TrimSpace(line), []byte("#")) {
+			t.Errorf("the served copy keeps %q", line)
+		}
+	}
+	if got := servedScript([]byte("#!/bin/x\n# what\n\n# why\nx = 1  # kept\n  # gone\ny = '#'\n")); string(got) != "#!/bin/x\n# what\n\nx = 1  # kept\ny = '#'\n" {
+		t.Errorf("servedScript: %q", got)
 	}
 }

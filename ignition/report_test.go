@@ -3,6 +3,7 @@ package ignition
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -189,5 +190,33 @@ func TestReportScriptNoFailures(t *testing.T) {
 	var rep firstboot.GuestReport
 	if len(srv.Bodies()) != 1 || json.Unmarshal(srv.Bodies()[0], &rep) != nil || rep.SystemState != "running" || rep.FailedUnits == nil && !bytes.Contains(srv.Bodies()[0], []byte(`"failedUnits":[]`)) {
 		t.Errorf("posted %q", srv.Bodies())
+	}
+}
+
+// TestReportScriptInactiveMounts: as cloud-init's report.py, report.sh
+// posts an enabled mount that failed only as a dependency, its device
+// never there (reporttest.InactiveMounts), with its journal and the
+// reason last, in a running system with no failed unit; an active,
+// nofail or skipped mount is not posted.
+func TestReportScriptInactiveMounts(t *testing.T) {
+	units, want := reporttest.InactiveMounts()
+	srv := reporttest.NewServer(t)
+	runReport(t, reporttest.Systemd(t, "running", units), t.TempDir(), bootreport.ReportURL(srv.URL))
+	if len(srv.Bodies()) != 1 {
+		t.Fatalf("%d posts, want 1", len(srv.Bodies()))
+	}
+	g, err := firstboot.ParseGuestReport(srv.Bodies()[0])
+	if err != nil {
+		t.Fatalf("%v: %s", err, srv.Bodies()[0])
+	}
+	got := map[string]string{}
+	for _, u := range g.FailedUnits {
+		got[u.Unit] = u.Log
+	}
+	if g.SystemState != "running" || !maps.Equal(got, want) || g.FailedUnits[0].Unit != "srv-data.mount" {
+		t.Fatalf("state %q, failed units %q, want %q", g.SystemState, g.FailedUnits, want)
+	}
+	if r, err := g.Report(); err != nil || !r.Failed {
+		t.Errorf("the server's reading: %+v %v", r, err)
 	}
 }

@@ -58,26 +58,47 @@ func (s *Server) Bodies() [][]byte {
 	return s.bodies
 }
 
-// FailedUnit is one unit `systemctl list-units --failed` lists, and what
-// `journalctl -u` prints for it.
-type FailedUnit struct{ Unit, Journal string }
+// FailedUnit is one unit the report scripts ask systemd about, and what
+// `journalctl -u` prints for it. With ActiveState "" it is a failed unit,
+// one `systemctl list-units --failed` lists; with any other (active,
+// inactive) an enabled mount or swap unit in that state, one `systemctl
+// list-unit-files --type=mount,swap --state=enabled` lists and `systemctl
+// show` describes with What, Options and, if Skipped, a condition that
+// failed.
+type FailedUnit struct {
+	Unit, Journal              string
+	ActiveState, What, Options string
+	Skipped                    bool
+}
 
 // Systemd writes systemctl and journalctl stand-ins into a new directory,
 // for a report script's PATH (the tests run no systemd), and returns it:
 // `systemctl is-system-running [--wait]` says state, `systemctl
-// list-units --failed …` lists failed, and `journalctl -b -u UNIT …`
+// list-units --failed …` and `list-unit-files …` list units, `systemctl
+// show … -- UNIT` gives its properties, and `journalctl -b -u UNIT …`
 // prints that unit's journal.
-func Systemd(t testing.TB, state string, failed []FailedUnit) string {
+func Systemd(t testing.TB, state string, units []FailedUnit) string {
 	t.Helper()
-	var list, journal strings.Builder
-	for _, u := range failed {
-		fmt.Fprintf(&list, "%s loaded failed failed %s\n", u.Unit, u.Unit)
+	var failed, enabled, show, journal strings.Builder
+	for _, u := range units {
+		if u.ActiveState == "" {
+			fmt.Fprintf(&failed, "%s loaded failed failed %s\n", u.Unit, u.Unit)
+		} else {
+			fmt.Fprintf(&enabled, "%s enabled enabled\n", u.Unit)
+			cond := "ConditionResult=yes\nConditionTimestampMonotonic=0"
+			if u.Skipped {
+				cond = "ConditionResult=no\nConditionTimestampMonotonic=5000000"
+			}
+			fmt.Fprintf(&show, "[ \"$last\" = %q ] && { cat <<'EOF'\nWhat=%s\nOptions=%s\nActiveState=%s\n%s\nEOF\nexit 0; }\n", u.Unit, u.What, u.Options, u.ActiveState, cond)
+		}
 		fmt.Fprintf(&journal, "[ \"$3\" = %q ] && { cat <<'EOF'\n%s\nEOF\nexit 0; }\n", u.Unit, u.Journal)
 	}
 	dir := t.TempDir()
 	os.Chmod(dir, 0o755) // the script may run as another user (a guest's namespace)
+	systemctl := fmt.Sprintf("case \"$1\" in\nis-system-running) echo %s ;;\nlist-units) cat <<'EOF'\n%sEOF\n;;\nlist-unit-files) cat <<'EOF'\n%sEOF\n;;\nshow) last=${!#}\n%s;;\nesac\nexit 0\n",
+		state, failed.String(), enabled.String(), show.String())
 	for name, body := range map[string]string{
-		"systemctl":  fmt.Sprintf("case \"$1\" in\nis-system-running) echo %s ;;\nlist-units) cat <<'EOF'\n%sEOF\n;;\nesac\nexit 0\n", state, list.String()),
+		"systemctl":  systemctl,
 		"journalctl": "# journalctl -b -u UNIT ...\n" + journal.String() + "exit 0\n",
 	} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/bash\n"+body), 0o755); err != nil {
@@ -85,4 +106,30 @@ func Systemd(t testing.TB, state string, failed []FailedUnit) string {
 		}
 	}
 	return dir
+}
+
+// MissingDevice is a device path no test machine has: a LABEL= link that
+// never appeared.
+const MissingDevice = "/dev/disk/by-label/vminit-test-no-such-label"
+
+// InactiveMounts is a boot, in the running state with no failed unit,
+// whose enabled mount srv-data.mount never started because its device
+// never appeared (systemd leaves a unit whose dependency failed inactive),
+// beside an active mount, a nofail one, one its condition skipped, and an
+// inactive swap whose device is there; and the units a report script
+// must post for it, by name, with their logs: the journal, then the
+// reason, last.
+func InactiveMounts() (units []FailedUnit, want map[string]string) {
+	journal := "Nov 29 03:41:31 debian systemd[1]: Dependency failed for srv-data.mount - Mount LABEL=vminit-test-no-such-label at /srv/data."
+	units = []FailedUnit{
+		{Unit: "srv-ok.mount", ActiveState: "active", What: "/dev/null"},
+		{Unit: "srv-data.mount", ActiveState: "inactive", What: MissingDevice, Options: "noatime", Journal: journal},
+		{Unit: "srv-maybe.mount", ActiveState: "inactive", What: MissingDevice, Options: "noatime,nofail"},
+		{Unit: "srv-cond.mount", ActiveState: "inactive", What: MissingDevice, Skipped: true},
+		{Unit: "swap-x.swap", ActiveState: "inactive", What: "/dev/null"},
+	}
+	return units, map[string]string{
+		"srv-data.mount": journal + "\nenabled but not active once the boot settled: its device " + MissingDevice + " was not found",
+		"swap-x.swap":    "enabled but not active once the boot settled: a unit it needs failed, or it was stopped",
+	}
 }
