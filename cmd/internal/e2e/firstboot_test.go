@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/vminit/vminit/cmd/internal/run"
+	"github.com/vminit/vminit/internal/lib/systemd"
 	"github.com/vminit/vminit/internal/testing/guesttest"
 	"github.com/vminit/vminit/internal/testing/testtools"
 	"github.com/vminit/vminit/mdserver/firstboot"
@@ -134,20 +135,31 @@ func reachableFCOS(t *testing.T) *spec.Instance {
 }
 
 // badMountUnit is failingMountSpec's mount whose unit fails to start.
-const badMountUnit = "mnt-vminitbad.mount"
+const (
+	badMountUnit = "mnt-vminitbad.mount"
+	// goneMountUnit mounts goneLabel, which no disk has.
+	goneMountUnit = "mnt-vminitgone.mount"
+	goneLabel     = "vminit-gone"
+)
 
-// failingMountSpec is dev-vm with a spec mount whose unit fails (tmpfs
-// refuses its size option): cloud-init finishes without an error (the
-// runcmd line that starts the mount stops nothing, and a command follows
-// it), the boot is failed by the unit. Not a mount of a LABEL no disk
-// has: its device's start times out after 90 s and the mount's fails as a
-// dependency, which leaves the mount unit inactive, not failed (seen on
-// this guest, 2026-11-29), so no report of failed units names it. The
-// guest's own report is turned off (withoutGuestReport).
+// failingMountSpec is dev-vm with two spec mounts that fail while
+// cloud-init finishes without an error (the runcmd lines that start them
+// stop nothing, and a command follows them): one whose unit fails (tmpfs
+// refuses its size option), and one of a LABEL no disk has, whose
+// device's start times out and whose mount fails only as a dependency,
+// which leaves the unit inactive, not failed (seen on this guest,
+// 2026-11-29): the report names it as an enabled mount that is not
+// active. The device's timeout is cut from 90 s to 5 by a drop-in, as
+// fstab's x-systemd.device-timeout does. The guest's own report is
+// turned off (withoutGuestReport).
 func failingMountSpec(t *testing.T) *spec.Instance {
 	inst := loadGuestSpec(t, devVM)
 	inst.Spec.Mounts = append(inst.Spec.Mounts,
-		spec.Mount{Device: "tmpfs", Path: "/mnt/vminitbad", Type: "tmpfs", Options: []string{"size=vminit-bad"}})
+		spec.Mount{Device: "tmpfs", Path: "/mnt/vminitbad", Type: "tmpfs", Options: []string{"size=vminit-bad"}},
+		spec.Mount{Device: "LABEL=" + goneLabel, Path: "/mnt/vminitgone", Type: "ext4"})
+	device := strings.TrimSuffix(systemd.MountUnitName(systemd.MountWhat("LABEL="+goneLabel)), ".mount") + ".device"
+	inst.Spec.Units = append(inst.Spec.Units, spec.Unit{Name: device,
+		Dropins: []spec.Dropin{{Name: "10-timeout.conf", Content: "[Unit]\nJobRunningTimeoutSec=5s\n"}}})
 	return withoutGuestReport(t, inst)
 }
 
@@ -213,6 +225,13 @@ func TestGuestFirstBoot(t *testing.T) {
 		// hint after it.
 		if first := st.FirstError(); !strings.HasPrefix(first, badMountUnit+": mount: /mnt/vminitbad: ") {
 			t.Errorf("the first error %q is not the mount unit's own line:\n%s", first, statusText(st))
+		}
+		// The mount that failed as a dependency: named, with its device.
+		gone := "enabled but not active once the boot settled: its device " + systemd.MountWhat("LABEL="+goneLabel) + " was not found"
+		if !slices.ContainsFunc(st.Errors, func(f firstboot.Failure) bool {
+			return f.Unit == goneMountUnit && strings.Contains(f.Message, gone)
+		}) {
+			t.Errorf("no failure of %s saying %q:\n%s", goneMountUnit, gone, statusText(st))
 		}
 	})
 	t.Run("IgnitionDone", func(t *testing.T) {
