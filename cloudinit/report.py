@@ -6,7 +6,7 @@
 # instance by vminit-first-boot-report.service, after cloud-final.service.
 
 # (Comments below this line are left out of the copy the guest gets, to
-# keep user data small: cloudinit.servedScript.) The marker is written
+# keep user data small: scripttext.Served.) The marker is written
 # once the report is delivered, refused or given up on. The failed units
 # are sent as ignition/report.sh sends them: cloud-init can finish without
 # an error while a unit it started failed. Python's standard library only:
@@ -209,6 +209,13 @@ def main():
         return 1
     if os.path.exists(MARKER):
         return 0
+    # Started by the trigger without systemd, inside cloud-init's final
+    # stage: wait for its end (result.json), as the unit's ordering after
+    # cloud-final.service does under systemd.
+    if sys.argv[1:] == ["--after-cloud-init"]:
+        deadline = time.monotonic() + SETTLE
+        while not os.path.exists(RESULT) and time.monotonic() < deadline:
+            time.sleep(1)
     report = {"agent": "cloud-init"}
     for key, path in (("status", STATUS), ("result", RESULT)):
         value = read_json(path)
