@@ -13,11 +13,13 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/vminit/vminit/bootreport"
+	"github.com/vminit/vminit/mdserver/firstboot"
 )
 
 // Server answers each POST with the next of its codes (200 when they run
@@ -116,20 +118,52 @@ const MissingDevice = "/dev/disk/by-label/vminit-test-no-such-label"
 // whose enabled mount srv-data.mount never started because its device
 // never appeared (systemd leaves a unit whose dependency failed inactive),
 // beside an active mount, a nofail one, one its condition skipped, and an
-// inactive swap whose device is there; and the units a report script
-// must post for it, by name, with their logs: the journal, then the
-// reason, last.
-func InactiveMounts() (units []FailedUnit, want map[string]string) {
-	journal := "Nov 29 03:41:31 debian systemd[1]: Dependency failed for srv-data.mount - Mount LABEL=vminit-test-no-such-label at /srv/data."
-	units = []FailedUnit{
+// inactive swap whose device is there. CheckInactiveMounts checks what a
+// report script posted for it.
+func InactiveMounts() []FailedUnit {
+	return []FailedUnit{
 		{Unit: "srv-ok.mount", ActiveState: "active", What: "/dev/null"},
-		{Unit: "srv-data.mount", ActiveState: "inactive", What: MissingDevice, Options: "noatime", Journal: journal},
+		{Unit: "srv-data.mount", ActiveState: "inactive", What: MissingDevice, Options: "noatime", Journal: inactiveJournal},
 		{Unit: "srv-maybe.mount", ActiveState: "inactive", What: MissingDevice, Options: "noatime,nofail"},
 		{Unit: "srv-cond.mount", ActiveState: "inactive", What: MissingDevice, Skipped: true},
 		{Unit: "swap-x.swap", ActiveState: "inactive", What: "/dev/null"},
 	}
-	return units, map[string]string{
-		"srv-data.mount": journal + "\nenabled but not active once the boot settled: its device " + MissingDevice + " was not found",
-		"swap-x.swap":    "enabled but not active once the boot settled: a unit it needs failed, or it was stopped",
+}
+
+const inactiveJournal = "Nov 29 03:41:31 debian systemd[1]: Dependency failed for srv-data.mount - Mount LABEL=vminit-test-no-such-label at /srv/data."
+
+// CheckInactiveMounts checks the report posted for InactiveMounts: the
+// running state, and as failed units srv-data.mount then swap-x.swap,
+// each with its journal and the reason last, which the server reads as
+// the boot's cause.
+func CheckInactiveMounts(t testing.TB, g firstboot.GuestReport) {
+	t.Helper()
+	want := []firstboot.UnitReport{
+		{Unit: "srv-data.mount", Log: inactiveJournal + "\nenabled but not active once the boot settled: its device " + MissingDevice + " was not found"},
+		{Unit: "swap-x.swap", Log: "enabled but not active once the boot settled: a unit it needs failed, or it was stopped"},
 	}
+	if g.SystemState != "running" || !slices.Equal(g.FailedUnits, want) {
+		t.Fatalf("state %q, failed units %q, want running and %q", g.SystemState, g.FailedUnits, want)
+	}
+	r, err := g.Report()
+	if err != nil || !r.Failed {
+		t.Fatalf("the server's reading: %+v %v", r, err)
+	}
+	if st := (firstboot.Status{Errors: r.Errors}); st.FirstError() != "srv-data.mount: enabled but not active once the boot settled: its device "+MissingDevice+" was not found" {
+		t.Errorf("first error %q", st.FirstError())
+	}
+}
+
+// Report is the one report posted, as the server parses it.
+func (s *Server) Report(t testing.TB) firstboot.GuestReport {
+	t.Helper()
+	bodies := s.Bodies()
+	if len(bodies) != 1 {
+		t.Fatalf("%d posts, want 1", len(bodies))
+	}
+	g, err := firstboot.ParseGuestReport(bodies[0])
+	if err != nil {
+		t.Fatalf("%v: %s", err, bodies[0])
+	}
+	return g
 }
