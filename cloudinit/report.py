@@ -148,8 +148,10 @@ def failed_units():
         if unit:
             units.append({"unit": unit, "log": journal(unit, UNIT_LOG_TAIL)})
     for line in lines(["systemctl", "list-unit-files", "--type=mount,swap", "--state=enabled", "--plain", "--no-legend", "--no-pager"], MAX_ENABLED):
+        if len(units) >= MAX_UNITS:
+            break
         unit = (line.split() or [""])[0]
-        why = unit and len(units) < MAX_UNITS and inactive_reason(unit)
+        why = unit and inactive_reason(unit)
         if why:
             # Last, so that it is the line the server reads as the cause.
             log = journal(unit, UNIT_LOG_TAIL - len(why) - 1).rstrip("\n")

@@ -221,6 +221,11 @@ func TestGuestFirstBoot(t *testing.T) {
 		if slices.ContainsFunc(st.Errors, func(f firstboot.Failure) bool { return f.Unit == "" }) {
 			t.Errorf("cloud-init failed too (the test wants it to finish without an error):\n%s", statusText(st))
 		}
+		// No other unit: Debian's own enabled mounts and swaps are not
+		// taken for failures.
+		if slices.ContainsFunc(st.Errors, func(f firstboot.Failure) bool { return f.Unit != badMountUnit && f.Unit != goneMountUnit }) {
+			t.Errorf("failures other than the two mounts':\n%s", statusText(st))
+		}
 		// The unit, then mount(8)'s own line, not systemd's nor mount's
 		// hint after it.
 		if first := st.FirstError(); !strings.HasPrefix(first, badMountUnit+": mount: /mnt/vminitbad: ") {
