@@ -1,6 +1,6 @@
 package platform_test
 
-// The corpus: the platforms' own published objects (issue 20), one file per
+// The corpus: the platforms' own published objects, one file per
 // source document under testdata/corpus/PLATFORM/, each naming its source
 // (a first-line "# source:" comment, or a NAME.source sidecar for XML and
 // JSON). Each platform's test (corpus_PLATFORM_test.go) runs runCorpus over
@@ -142,7 +142,7 @@ type corpusOutcome struct {
 // render.Instance as build calls it). The first outcome is the file's. When
 // the file holds several objects vminit reads, or one beside kinds it
 // skips, an outcome follows for each object vminit reads: what
-// `build --object KIND/NAME` gives (issue 20 item 1).
+// `build --object KIND/NAME` gives.
 func buildOutcomes(t *testing.T, name string, data []byte, opts platform.Options) []corpusOutcome {
 	file := fileOutcome(t, name, data, opts)
 	file.Key = name
@@ -464,7 +464,7 @@ var documentProblems = []string{"not valid YAML", "not well-formed XML", "a seco
 
 // checkRefusalNames checks that every problem of a refusal names the
 // object (KIND/NAME, as --object picks it), a line and, unless the whole
-// document is at fault, a field path (issue 20 item 7). A refusal of the
+// document is at fault, a field path. A refusal of the
 // whole file (several VMs: the CLI's usage error lists them) or of the
 // test's own preparation is none of an object's.
 func checkRefusalNames(t *testing.T, dir string, o corpusOutcome, seen map[string]bool) {
