@@ -126,6 +126,8 @@ type conv struct {
 	machineErr     error
 	machineErrSaid bool
 	noRole         bool
+	// cluster is a KubeadmConfig's Cluster (ownCluster), when read.
+	cluster *platform.Cluster
 }
 
 func (c *conv) convert() {

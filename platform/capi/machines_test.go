@@ -285,14 +285,15 @@ func TestControlPlaneJoinOfAWorker(t *testing.T) {
 			t.Errorf("join config:\n%s", cfg)
 		}
 	}
+	certs := "spec.files: a joining control-plane machine needs the cluster's certificate authorities"
 	cabpk := `CABPK gives such a machine no bootstrap data (its joinWorker: "Machine is a Worker, but JoinConfiguration.ControlPlane is set in the KubeadmConfig object")`
 	platformtest.Run(t, []platformtest.Case{
 		{Name: "a worker's Machine", Doc: doc, Opts: with(discovery, machine(false)),
 			Errs: []string{`vm.yaml:6: spec.joinConfiguration.controlPlane: KubeadmConfig "my-control-plane2-config" joins the control plane, but its Machine my-machine2 (machines.yaml:3) is no control-plane machine (no label cluster.x-k8s.io/control-plane): ` + cabpk}},
 		{Name: "--control-plane=false", Doc: doc, Opts: with(discovery, worker),
 			Errs: []string{`vm.yaml:6: spec.joinConfiguration.controlPlane: KubeadmConfig "my-control-plane2-config" joins the control plane, but --control-plane=false says its machine is a worker: ` + cabpk}},
-		{Name: "a control-plane Machine", Doc: doc, Opts: with(discovery, machine(true)), Check: joinsControlPlane},
-		{Name: "no Machine", Doc: doc, Opts: discovery, Check: joinsControlPlane},
+		{Name: "a control-plane Machine", Doc: doc, Opts: with(discovery, machine(true)), Warns: []string{certs}, Check: joinsControlPlane},
+		{Name: "no Machine", Doc: doc, Opts: discovery, Warns: []string{certs}, Check: joinsControlPlane},
 		{Name: "a cluster that cannot say", Doc: doc, Opts: with(discovery, func(o *platform.Options) {
 			o.FindMachine = func(context.Context, string, string) (*platform.Machine, error) {
 				return nil, errors.New("the cluster serves no Cluster API Machines")
