@@ -148,12 +148,7 @@ const ConditionControlPlaneInitialized = "ControlPlaneInitialized"
 func ReadCluster(j []byte) (c Cluster, ok bool) {
 	type conditions []struct{ Type, Status string }
 	var obj struct {
-		APIVersion string `json:"apiVersion"`
-		Kind       string `json:"kind"`
-		Metadata   struct {
-			Name      string `json:"name"`
-			Namespace string `json:"namespace"`
-		} `json:"metadata"`
+		objectMeta
 		Status *struct {
 			// v1beta2's conditions, or v1beta1's own.
 			Conditions conditions `json:"conditions"`
@@ -184,6 +179,18 @@ func ReadCluster(j []byte) (c Cluster, ok bool) {
 	return c, true
 }
 
+// objectMeta is what the readers here decode of any Kubernetes object's
+// JSON: its type and metadata.
+type objectMeta struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Metadata   struct {
+		Name      string            `json:"name"`
+		Namespace string            `json:"namespace"`
+		Labels    map[string]string `json:"labels"`
+	} `json:"metadata"`
+}
+
 // LabelControlPlane marks a Cluster API control-plane Machine.
 const LabelControlPlane = "cluster.x-k8s.io/control-plane"
 
@@ -191,13 +198,7 @@ const LabelControlPlane = "cluster.x-k8s.io/control-plane"
 // or v1beta2) from its JSON; ok is false for another kind of object.
 func ReadMachine(j []byte) (m Machine, ok bool) {
 	var obj struct {
-		APIVersion string `json:"apiVersion"`
-		Kind       string `json:"kind"`
-		Metadata   struct {
-			Name      string            `json:"name"`
-			Namespace string            `json:"namespace"`
-			Labels    map[string]string `json:"labels"`
-		} `json:"metadata"`
+		objectMeta
 		Spec struct {
 			machineSpec
 			ClusterName string `json:"clusterName"`

@@ -70,18 +70,17 @@ func (c *conv) machineInitializes() bool {
 	cs := c.cs
 	hasInit, empty := c.hasInit(), !c.hasInit() && isZero(cs.JoinConfiguration)
 	if _, err := c.ownMachine(); err != nil && c.opts.ControlPlane == nil && !empty {
-		return c.ownForm() // the cluster cannot say: the object's word stands (unreadMachine warns)
+		return c.ownForm(false) // the cluster cannot say: the object's word stands (unreadMachine warns)
 	}
 	cp, known := c.role()
 	switch {
 	case c.noRole:
 		return false
 	case !known && empty:
-		c.noRole = true
-		c.b.Errorf("metadata.name", "%s is empty (no init, cluster or join configuration): CABPK makes of it what its Machine is, kubeadm init with its defaults for the cluster's first control-plane Machine (label %s), kubeadm join for a worker, and the object alone does not say which; give its Machine (spec.bootstrap.configRef naming it) in the same input or read it from the cluster with --kubeconfig, or say it with --control-plane (a control-plane machine) or --control-plane=false (a worker)", c.what(), platform.LabelControlPlane)
+		c.refuse("metadata.name", "%s is empty (no init, cluster or join configuration): CABPK makes of it what its Machine is, kubeadm init with its defaults for the cluster's first control-plane Machine (label %s), kubeadm join for a worker, and the object alone does not say which; give its Machine (spec.bootstrap.configRef naming it) in the same input or read it from the cluster with --kubeconfig, or say it with --control-plane (a control-plane machine) or --control-plane=false (a worker)", c.what(), platform.LabelControlPlane)
 		return false
 	case !known:
-		return c.ownForm()
+		return c.ownForm(false)
 	case !cp:
 		if hasInit {
 			c.b.Warnf(c.initPath(), "ignored: %s, and CABPK joins a worker with the join configuration", c.roleWho(false))
@@ -89,18 +88,21 @@ func (c *conv) machineInitializes() bool {
 		c.checkControlPlaneJoin()
 		return false
 	}
+	if _, err := c.ownCluster(); err != nil && c.opts.ControlPlaneInitialized == nil && !empty {
+		c.b.Warnf("metadata.name", "%v: the object's own configuration decides", err)
+		return c.ownForm(true)
+	}
 	initialized, known := c.initialized()
 	switch {
 	case c.noRole:
 		return false
 	case !known && empty:
-		c.noRole = true
-		c.b.Errorf("metadata.name", "%s is empty, and %s: CABPK inits the cluster with it while the Cluster's control plane is not initialized (its condition %s not True), and joins it to the control plane once it is; nothing says which, and a second kubeadm init breaks a cluster; give its Cluster (%s) in the same input or read it from the cluster with --kubeconfig, or say it with --control-plane-initialized=false (this machine inits the cluster) or --control-plane-initialized (it joins the control plane)", c.what(), c.roleWho(true), platform.ConditionControlPlaneInitialized, c.clusterNamed())
+		c.refuse("metadata.name", "%s is empty, and %s: CABPK inits the cluster with it while the Cluster's control plane is not initialized (its condition %s not True), and joins it to the control plane once it is; nothing says which, and a second kubeadm init breaks a cluster; give its Cluster (%s) in the same input or read it from the cluster with --kubeconfig, or say it with --control-plane-initialized=false (this machine inits the cluster) or --control-plane-initialized (it joins the control plane)", c.what(), c.roleWho(true), platform.ConditionControlPlaneInitialized, c.clusterNamed())
 		return false
-	case !known && hasInit:
-		return c.ownForm()
-	case !known, initialized:
-		if known && hasInit {
+	case !known:
+		return c.ownForm(true)
+	case initialized:
+		if hasInit {
 			c.b.Warnf(c.initPath(), "ignored: %s, and CABPK joins a control-plane machine of an initialized cluster to its control plane with the join configuration", c.clusterWho())
 		}
 		c.controlPlaneJoin()
@@ -115,10 +117,12 @@ func (c *conv) machineInitializes() bool {
 // ownForm is what the object's own configurations say where nothing
 // else does: an init or cluster configuration inits (a join
 // configuration beside it is the later machines'), a join configuration
-// joins as written (the control plane with joinConfiguration.controlPlane).
-func (c *conv) ownForm() bool {
+// joins as written, the control plane with joinConfiguration.controlPlane
+// or for a control-plane machine (controlPlane), as CABPK's
+// joinControlplane adds it.
+func (c *conv) ownForm(controlPlane bool) bool {
 	if !c.hasInit() {
-		if c.cs.JoinConfiguration.ControlPlane != nil {
+		if controlPlane || c.cs.JoinConfiguration.ControlPlane != nil {
 			c.controlPlaneJoin()
 		}
 		return false
@@ -173,12 +177,10 @@ func (c *conv) said(value bool, who *string, err error, flag *bool, flagName str
 		c.b.Warnf("metadata.name", "%v: %s=%t decides", err, flagName, *flag)
 		return *flag, true
 	case err != nil:
-		c.b.Errorf("metadata.name", "%v", err)
-		c.noRole = true
+		c.refuse("metadata.name", "%v", err)
 		return false, false
 	case who != nil && flag != nil && *flag != value:
-		c.b.Errorf("metadata.name", "%s=%t, but %s: give one", flagName, *flag, *who)
-		c.noRole = true
+		c.refuse("metadata.name", "%s=%t, but %s: give one", flagName, *flag, *who)
 		return false, false
 	case who != nil:
 		return value, true
@@ -186,6 +188,13 @@ func (c *conv) said(value bool, who *string, err error, flag *bool, flagName str
 		return *flag, true
 	}
 	return false, false
+}
+
+// refuse adds the error at path that leaves the machine's role or state
+// refused or unsaid: no kubeadm command is built.
+func (c *conv) refuse(path, format string, args ...any) {
+	c.noRole = true
+	c.b.Errorf(path, format, args...)
 }
 
 // roleWho names what says the machine's role, for messages.
@@ -231,8 +240,13 @@ func (c *conv) clusterName() string {
 // ownCluster is the KubeadmConfig's Cluster: the one of that name in the
 // input (Options.Clusters), or the input's only Cluster of the namespace
 // when nothing names one, else the cluster's (Options.FindCluster), else
-// nil; err says why the cluster could not give it.
+// nil; err says why the cluster could not give it. It is kept, so the
+// cluster is asked once.
 func (c *conv) ownCluster() (*platform.Cluster, error) {
+	if c.clusterDone {
+		return c.cluster, c.clusterErr
+	}
+	c.clusterDone = true
 	name := c.clusterName()
 	var inNS []int
 	for i, cl := range c.opts.Clusters {
@@ -249,7 +263,8 @@ func (c *conv) ownCluster() (*platform.Cluster, error) {
 	}
 	cl, err := c.opts.FindCluster(c.ctx, c.ns, name)
 	if err != nil {
-		return nil, fmt.Errorf("reading the Cluster %s of %s from the cluster: %w", name, c.what(), err)
+		c.clusterErr = fmt.Errorf("reading the Cluster %s of %s from the cluster: %w", name, c.what(), err)
+		return nil, c.clusterErr
 	}
 	c.cluster = cl
 	return cl, nil
@@ -267,8 +282,7 @@ func (c *conv) checkControlPlaneJoin() {
 	if c.cs.JoinConfiguration.ControlPlane == nil {
 		return
 	}
-	c.noRole = true
-	c.b.Errorf(c.path+".joinConfiguration.controlPlane", "%s joins the control plane, but %s: CABPK gives such a machine no bootstrap data (its joinWorker: \"Machine is a Worker, but JoinConfiguration.ControlPlane is set in the KubeadmConfig object\"); label the Machine %s for a control-plane machine, or drop joinConfiguration.controlPlane for a worker", c.what(), c.roleWho(false), platform.LabelControlPlane)
+	c.refuse(c.path+".joinConfiguration.controlPlane", "%s joins the control plane, but %s: CABPK gives such a machine no bootstrap data (its joinWorker: \"Machine is a Worker, but JoinConfiguration.ControlPlane is set in the KubeadmConfig object\"); label the Machine %s for a control-plane machine, or drop joinConfiguration.controlPlane for a worker", c.what(), c.roleWho(false), platform.LabelControlPlane)
 }
 
 // ownMachine is the Machine whose bootstrap config the KubeadmConfig is:

@@ -177,32 +177,26 @@ func TestCAPIMachineFromCluster(t *testing.T) {
 		t.Errorf("a worker Machine's control-plane join: exit %d, stderr:\n%s", code, stderr)
 	}
 
-	// A service account with no rights may not list the Machines; a Role
-	// granting list on them is enough.
+	// A service account with no rights may not list the Machines, nor,
+	// for a control plane's config, the Clusters, nor, for a MachinePool's
+	// config, which no Machine names, the MachinePools; a Role granting
+	// list on each is enough.
 	sa := srv.ServiceAccount(t, "default", "builder")
-	code, _, stderr = build(sa.Kubeconfig, controlPlane)
-	if code != ExitInvalid || !strings.Contains(stderr, `the kubeconfig's user may not list the Machines of namespace "default" (it needs list on machines.cluster.x-k8s.io there)`) {
-		t.Errorf("without RBAC: exit %d, stderr:\n%s", code, stderr)
+	for _, step := range []struct{ config, resource, kind string }{
+		{controlPlane, "machines", "Machines"},
+		{controlPlane, "clusters", "Clusters"},
+		{mpConfig, "machinepools", "MachinePools"},
+	} {
+		code, _, stderr := build(sa.Kubeconfig, step.config, discovery...)
+		if want := `the kubeconfig's user may not list the ` + step.kind + ` of namespace "default" (it needs list on ` + step.resource + `.cluster.x-k8s.io there)`; code != ExitInvalid || !strings.Contains(stderr, want) {
+			t.Errorf("without list on %s: exit %d, want %q, stderr:\n%s", step.resource, code, want, stderr)
+		}
+		kubectl(&srv.Account, "create", "role", "read-"+step.resource, "-n", "default", "--verb=list", "--resource="+step.resource+".cluster.x-k8s.io")
+		kubectl(&srv.Account, "create", "rolebinding", "builder-"+step.resource, "-n", "default", "--role=read-"+step.resource, "--serviceaccount=default:builder")
 	}
-	kubectl(&srv.Account, "create", "role", "read-machines", "-n", "default", "--verb=list", "--resource=machines.cluster.x-k8s.io")
-	kubectl(&srv.Account, "create", "rolebinding", "builder-machines", "-n", "default", "--role=read-machines", "--serviceaccount=default:builder")
-	code, _, stderr = build(sa.Kubeconfig, controlPlane, discovery...)
-	if code != ExitInvalid || !strings.Contains(stderr, `the kubeconfig's user may not list the Clusters of namespace "default" (it needs list on clusters.cluster.x-k8s.io there)`) {
-		t.Errorf("with list on machines only: exit %d, stderr:\n%s", code, stderr)
-	}
-	kubectl(&srv.Account, "create", "role", "read-clusters", "-n", "default", "--verb=list", "--resource=clusters.cluster.x-k8s.io")
-	kubectl(&srv.Account, "create", "rolebinding", "builder-clusters", "-n", "default", "--role=read-clusters", "--serviceaccount=default:builder")
 	if code, ud, stderr := build(sa.Kubeconfig, controlPlane, discovery...); code != ExitOK || !strings.Contains(ud, "controlPlane: {}") {
 		t.Errorf("with list on machines and clusters: exit %d, stderr:\n%s", code, stderr)
 	}
-	// A MachinePool's config, which no Machine names, needs list on
-	// machinepools too.
-	code, _, stderr = build(sa.Kubeconfig, mpConfig, discovery...)
-	if code != ExitInvalid || !strings.Contains(stderr, `the kubeconfig's user may not list the MachinePools of namespace "default" (it needs list on machinepools.cluster.x-k8s.io there)`) {
-		t.Errorf("without list on machinepools: exit %d, stderr:\n%s", code, stderr)
-	}
-	kubectl(&srv.Account, "create", "role", "read-machinepools", "-n", "default", "--verb=list", "--resource=machinepools.cluster.x-k8s.io")
-	kubectl(&srv.Account, "create", "rolebinding", "builder-machinepools", "-n", "default", "--role=read-machinepools", "--serviceaccount=default:builder")
 	if code, ud, stderr := build(sa.Kubeconfig, mpConfig, discovery...); code != ExitOK || !strings.Contains(ud, "kubeadm join --config") {
 		t.Errorf("with list on machinepools: exit %d, stderr:\n%s", code, stderr)
 	}
