@@ -65,7 +65,7 @@ func (c *conv) hasInit() bool {
 // configuration joins (the control plane for a control-plane machine, as
 // CABPK); an empty object says nothing, and a guess either makes a
 // control plane a worker or inits a second control plane, which breaks
-// the cluster: an error naming the ways to say it (issue 33 item 4).
+// the cluster: an error naming the ways to say it.
 func (c *conv) machineInitializes() bool {
 	cs := c.cs
 	hasInit, empty := c.hasInit(), !c.hasInit() && isZero(cs.JoinConfiguration)

@@ -13,7 +13,7 @@ import (
 
 // TestCAPIMachineFromCluster: an empty KubeadmConfig's role read from
 // the Machine in the cluster, as a user runs it (`vminit build
-// --kubeconfig KCFG kubeadmconfig.yaml -o seed.iso`, issue 33 item 4),
+// --kubeconfig KCFG kubeadmconfig.yaml -o seed.iso`),
 // against a real kube-apiserver serving Cluster API's own Machine CRD
 // (platform/cluster/testdata, v1.14.0 as published) and the Cluster API
 // book's Machine (its "first control plane" block, kept in
@@ -131,7 +131,7 @@ func TestCAPIMachineFromCluster(t *testing.T) {
 	}
 
 	// The control-plane Machine's config is what its Cluster's state
-	// makes of it (issue 33 item 4, follow-up): the cluster must serve
+	// makes of it: the cluster must serve
 	// Clusters and hold the Machine's; the book's, as written, is being
 	// created (kubeadm init); once its ControlPlaneInitialized condition
 	// is True, the machine joins the control plane.

@@ -10,7 +10,7 @@ import (
 // TestInspectAcceptsWhatBuildWrote: KubeVirt's quick-start VM (user data
 // "Hi.", which cloud-init ignores) builds with a warning; inspect on that
 // seed names the same warning and exits 0; --strict makes it an error in
-// both (issue 33 item 3).
+// both.
 func TestInspectAcceptsWhatBuildWrote(t *testing.T) {
 	file := corpusFile("kubevirt/kvio-labs-manifests-vm.yaml")
 	dir := t.TempDir()
@@ -43,8 +43,7 @@ func TestInspectAcceptsWhatBuildWrote(t *testing.T) {
 // refused, naming the Cluster, --kubeconfig and the flag (a second init
 // breaks a cluster). The same KubeadmConfig alone is refused, naming the
 // Machine, --kubeconfig and --control-plane; --control-plane=false makes
-// it a worker's join; a flag contradicting the Machine is refused
-// (issue 33 item 4).
+// it a worker's join; a flag contradicting the Machine is refused.
 func TestEmptyKubeadmConfigRole(t *testing.T) {
 	dir := t.TempDir()
 	withMachine := corpusFile("capi/book-kubeadm-bootstrap-L39.yaml")
