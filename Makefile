@@ -57,8 +57,9 @@ image:
 	$(GO) run ./cmd/internal/release -out dist -targets "linux/amd64 linux/arm64"
 
 # Every generated file: the CRD and DeepCopy methods derived from kube/api
-# (controller-gen, pinned in the script) and cloudinit/schema_tree.go from
-# cloud-init's schema; check fails when one is stale or unmarked.
+# (controller-gen, pinned in the script), cloudinit/schema_tree.go from
+# cloud-init's schema and cloudbaseinit/windows_zones.go from Debian's
+# python3-tzlocal; check fails when one is stale or unmarked.
 generate:
 	./scripts/generate.sh
 

@@ -193,3 +193,37 @@ func TestOracleBondVLAN(t *testing.T) {
 		}
 	}
 }
+
+// TestOracleTimezone: a zone in CLDR's mapping reaches cloudbase-init's
+// own set_timezone and becomes its Windows zone; one not there (a valid
+// IANA name: Asia/Kolkata, whose old name Asia/Calcutta CLDR keeps)
+// makes that same code raise, so vminit refuses it before, and a seed
+// written by hand with it shows cloudbase-init failing.
+func TestOracleTimezone(t *testing.T) {
+	cbitest.Require(t)
+	doc := head + "  timezone: %s\n"
+	if _, err := seed.Build(load(t, fmt.Sprintf(doc, "Asia/Kolkata")), seed.NoCloud, seed.Options{}); err == nil || !strings.Contains(err.Error(), `spec.timezone: "Asia/Kolkata" is not a zone cloudbase-init can set`) {
+		t.Fatalf("vminit built Asia/Kolkata for cloudbase-init: %v", err)
+	}
+	s, err := seed.Build(load(t, fmt.Sprintf(doc, "Asia/Calcutta")), seed.NoCloud, seed.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapped := cbitest.SeedImage(t, s, media.VFAT)
+	// By hand: the same seed with the name vminit refuses.
+	ud := seed.NoCloud.UserDataPath()
+	for i, f := range s.Files {
+		if f.Path == ud {
+			s.Files[i].Data = bytes.ReplaceAll(f.Data, []byte("timezone: Asia/Calcutta"), []byte("timezone: Asia/Kolkata"))
+		}
+	}
+	unmapped := cbitest.SeedImage(t, s, media.VFAT)
+	got := cbitest.ReadAll(t, cbitest.Job{Mode: cbitest.NoCloudVFAT, Arg: mapped}, cbitest.Job{Mode: cbitest.NoCloudVFAT, Arg: unmapped})
+	if calls := fmt.Sprint(got[0].Calls); !strings.Contains(calls, "[set_timezone Asia/Calcutta] [Timezone.set India Standard Time]") || len(got[0].ErrorsLogged) > 0 {
+		t.Errorf("Asia/Calcutta: calls %s, errors %q; want India Standard Time set", calls, got[0].ErrorsLogged)
+	}
+	if calls, errs := fmt.Sprint(got[1].Calls), fmt.Sprint(got[1].ErrorsLogged); !strings.Contains(calls, "[set_timezone Asia/Kolkata]") || strings.Contains(calls, "Timezone.set") ||
+		!strings.Contains(errs, "CloudbaseInitException: The given timezone name is unrecognised: 'Asia/Kolkata'") {
+		t.Errorf("Asia/Kolkata: calls %s, errors %s; want set_timezone to raise", calls, errs)
+	}
+}

@@ -105,6 +105,9 @@ func CloudConfig(inst *spec.Instance) ([]byte, error) {
 		add("write_files", files)
 	}
 	if s.Timezone != "" {
+		if p := TimezoneProblem(s.Timezone); p != "" {
+			errs.Add("spec.timezone", "%s", p)
+		}
 		add("timezone", yaml11.String(s.Timezone))
 	}
 	if s.NTP != nil {

@@ -7,6 +7,7 @@ import (
 	"github.com/vminit/vminit/cloudbaseinit"
 	"github.com/vminit/vminit/internal/testing/cbitest"
 	"github.com/vminit/vminit/seed"
+	"github.com/vminit/vminit/spec"
 )
 
 const head = "apiVersion: vminit.dev/v1alpha1\nkind: Instance\nmetadata: {name: win-4}\nspec:\n  agent: cloudbase-init\n"
@@ -73,5 +74,46 @@ func TestSameBytes(t *testing.T) {
 		if string(a.Files[i].Data) != string(b.Files[i].Data) {
 			t.Errorf("%s differs", a.Files[i].Path)
 		}
+	}
+}
+
+// TestTimezoneRefused: a spec.timezone cloudbase-init cannot set (not in
+// CLDR's IANA-to-Windows mapping it looks names up in) is an error naming
+// the field, at its line, with the mapped name of the same zone when there
+// is one; a #cloud-config of the user's is held to the same rule. The
+// other agents keep theirs (any IANA-shaped name).
+func TestTimezoneRefused(t *testing.T) {
+	for _, tc := range []struct{ zone, want string }{
+		{"Asia/Kolkata", `spec.timezone: "Asia/Kolkata" is not a zone cloudbase-init can set: it maps IANA names to Windows time zones through Unicode CLDR's windowsZones (tzlocal's tz_win), which lacks this name, so its set_timezone raises "The given timezone name is unrecognised" and the guest keeps the image's zone; write "Asia/Calcutta", the name CLDR maps for the same zone`},
+		{"Europe/Kyiv", `write "Europe/Kiev"`},
+		{"Asia/Istanbul", `write "Europe/Istanbul"`},
+		{"europe/berlin", `write "Europe/Berlin"`},
+		{"America/Ciudad_Juarez", "the guest keeps the image's zone; write a zone CLDR maps (docs/windows.md)"},
+	} {
+		doc := head + "  hostname: w\n  timezone: " + tc.zone + "\n"
+		_, err := cloudbaseinit.UserData(load(t, doc))
+		es := spec.AsErrors(err)
+		if len(es) != 1 || !strings.Contains(es[0].Error(), tc.want) {
+			t.Errorf("%s: %v; want %q", tc.zone, err, tc.want)
+			continue
+		}
+		if _, pos, _ := spec.Decode([]byte(doc)); pos.Line(es[0].Field) != 7 {
+			t.Errorf("%s: field %q is at line %d of the spec; want 7", tc.zone, es[0].Field, pos.Line(es[0].Field))
+		}
+		inst := load(t, "apiVersion: vminit.dev/v1alpha1\nkind: Instance\nmetadata: {name: lin}\nspec:\n  timezone: "+tc.zone+"\n")
+		if _, err := seed.Build(inst, seed.NoCloud, seed.Options{}); err != nil {
+			t.Errorf("%s for cloud-init: %v", tc.zone, err)
+		}
+	}
+	for _, zone := range []string{"Asia/Calcutta", "Europe/Berlin", "UTC", "Etc/GMT+5", "US/Eastern"} {
+		if _, err := cloudbaseinit.UserData(load(t, head+"  timezone: "+zone+"\n")); err != nil {
+			t.Errorf("%s: %v", zone, err)
+		}
+	}
+	inst := load(t, head)
+	inst.Spec.CloudInit.UserData = "#cloud-config\nset_timezone: Asia/Kolkata\n"
+	inst.Spec.CloudInit.UserDataOnly = true
+	if _, err := cloudbaseinit.UserData(inst); err == nil || !strings.Contains(err.Error(), `spec.cloudInit.userData: #cloud-config line 2: set_timezone: "Asia/Kolkata" is not a zone cloudbase-init can set`) {
+		t.Errorf("user data: %v", err)
 	}
 }

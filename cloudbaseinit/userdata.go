@@ -169,6 +169,11 @@ func checkCloudConfig(data []byte) []string {
 		if !slices.Contains(Modules, k.Value) {
 			probs = append(probs, fmt.Sprintf("#cloud-config line %d: %s: cloudbase-init has no module for it and would skip it (it implements %s)", k.Line, k.Value, strings.Join(Modules, ", ")))
 		}
+		if v := m.Content[i+1]; (k.Value == "timezone" || k.Value == "set_timezone") && v.Kind == yaml.ScalarNode {
+			if p := TimezoneProblem(v.Value); p != "" {
+				probs = append(probs, fmt.Sprintf("#cloud-config line %d: %s: %s", v.Line, k.Value, p))
+			}
+		}
 	}
 	return probs
 }

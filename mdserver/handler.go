@@ -259,8 +259,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec, addr, why := h.identify(r)
 	if rec == nil {
 		// Nothing to serve this source: its connection is not kept, and
-		// the one line says why (issue 34: an empty 404 left a first try
-		// with nothing to go on).
+		// the one line says why: an empty 404 leaves an operator's first
+		// try with nothing to go on.
 		refuseWhy(w, why.status(), why.message(addr))
 		return
 	}

@@ -138,7 +138,7 @@ func TestIsolation(t *testing.T) {
 	}
 	check("A", "127.0.0.2", nil, 200, a)
 	check("B", "127.0.0.3", nil, 200, b)
-	// A refused request is told why in one line (issue 34), a line that
+	// A refused request is told why in one line, a line that
 	// names no instance: not which exist, nor whether a name does.
 	unknown := refusedNoOwner.message(netip.MustParseAddr("127.0.0.4"))
 	check("unknown address", "127.0.0.4", nil, 404, unknown)

@@ -56,8 +56,8 @@ os.write(answer, b"{}")
 // module; the guest's report of it (report.py, with cloud-init's
 // status.json, result.json and output log) makes the first error the
 // command's own words, where the exception (RuntimeError('Runparts: 1
-// failures (runcmd) …')) and cloud-init's warnings said only what ran
-// (issue 34). The webhook event of the module's failure, first, says
+// failures (runcmd) …')) and cloud-init's warnings said only what ran.
+// The webhook event of the module's failure, first, says
 // what cloud-init said, and the report's line replaces it.
 func TestFirstErrorSaysWhyCloudInit(t *testing.T) {
 	cloudinittest.Require(t)
@@ -118,7 +118,7 @@ func TestFirstErrorSaysWhyCloudInit(t *testing.T) {
 // completion unit's script it wrote reports the unit with its journal as
 // journalctl prints it (systemd 252's lines around the program's); the
 // first error is the program's line, not systemd's "Starting
-// app.service…" before it (issue 34).
+// app.service…" before it.
 func TestFirstErrorSaysWhyIgnition(t *testing.T) {
 	gcc := testtools.Require(t, "gcc")
 	dir := t.TempDir()

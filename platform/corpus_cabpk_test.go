@@ -215,7 +215,7 @@ func cabpkSpec(t *testing.T, file string, data []byte, object string) (bootstrap
 		if !initMode && reflect.ValueOf(cs.JoinConfiguration).IsZero() {
 			// An empty one is what its Machine is: CABPK inits the first
 			// control-plane Machine (handleClusterNotInitialized) and
-			// joins a worker (issue 33 item 4).
+			// joins a worker.
 			for _, m := range docs {
 				if mm, ok := platform.ReadMachine(m.JSON); ok && mm.Config == d.Name {
 					return cs, !mm.ControlPlane

@@ -47,7 +47,7 @@ json.dump(out, sys.stdout)
 `
 
 // TestCorpusCAPIJinjaRendered builds every published Cluster API object
-// whose user data is CABPK's Jinja template (issue 20 item 6: CAPO's,
+// whose user data is CABPK's Jinja template (CAPO's,
 // CAPV's and CAPA's templates name the node {{ local_hostname }} or
 // {{ ds.meta_data.local_hostname }}) for a machine (--machine), and has
 // cloud-init 22.4 read the seed and render it: nothing is left literal,

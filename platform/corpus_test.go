@@ -1,6 +1,6 @@
 package platform_test
 
-// The corpus: the platforms' own published objects (issue 20), one file per
+// The corpus: the platforms' own published objects, one file per
 // source document under testdata/corpus/PLATFORM/, each naming its source
 // (a first-line "# source:" comment, or a NAME.source sidecar for XML and
 // JSON). Each platform's test (corpus_PLATFORM_test.go) runs runCorpus over
@@ -14,17 +14,18 @@ package platform_test
 //	FILE skipped: WHY
 //
 // where CATEGORY is "upstream-invalid" (the platform itself rejects the
-// object: it must stay refused) or "issue20" or "issue33" (vminit is wrong today; WHY
-// starts with the issue's item number; the line flips when it is fixed).
-// A builds line may carry an "issue20:" note too (it builds, but not what
-// the platform delivers). Blank lines and lines starting with # are
+// object: it must stay refused), "by-design" (vminit refuses it on purpose
+// and says what to give instead, e.g. --object for a file of several VMs:
+// it stays refused) or "gap" (vminit cannot do what the platform does yet;
+// the line flips when it can). A builds line may carry a note saying how
+// what it builds was checked. Blank lines and lines starting with # are
 // comments. The test fails when an outcome differs from its line, when a
 // file has no line or a line no file, and when a refusal has no category.
 //
 //	go test ./platform -run Corpus -update-corpus
 //
 // rewrites the outcomes of expect.txt keeping each line's annotation (a new
-// refusal gets "-- issue20: TODO", which fails until it is categorised),
+// refusal gets "-- gap: TODO", which fails until it is categorised),
 // and the count docs/platforms/PLATFORM.md states (checkDocCount).
 
 import (
@@ -82,19 +83,18 @@ func (l corpusLine) String() string {
 	return s
 }
 
-// category is the note's category ("issue20 item 6", "upstream-invalid"),
-// or "" when there is none.
+// corpusCategories are the reasons a refusal may have (see the format
+// above).
+var corpusCategories = []string{"upstream-invalid", "by-design", "gap"}
+
+// category is the note's category (one of corpusCategories), or "" when
+// it has none.
 func (l corpusLine) category() string {
-	c, why, ok := strings.Cut(l.Note, ":")
-	if !ok {
+	c, _, ok := strings.Cut(l.Note, ":")
+	if !ok || !slices.Contains(corpusCategories, strings.TrimSpace(c)) {
 		return ""
 	}
-	c = strings.TrimSpace(c)
-	if c == "issue20" || c == "issue33" {
-		item, _, _ := strings.Cut(strings.TrimSpace(why), " ")
-		return c + " item " + strings.TrimSuffix(item, ":")
-	}
-	return c
+	return strings.TrimSpace(c)
 }
 
 func parseCorpusLine(s string) (corpusLine, error) {
@@ -142,7 +142,7 @@ type corpusOutcome struct {
 // render.Instance as build calls it). The first outcome is the file's. When
 // the file holds several objects vminit reads, or one beside kinds it
 // skips, an outcome follows for each object vminit reads: what
-// `build --object KIND/NAME` gives (issue 20 item 1).
+// `build --object KIND/NAME` gives.
 func buildOutcomes(t *testing.T, name string, data []byte, opts platform.Options) []corpusOutcome {
 	file := fileOutcome(t, name, data, opts)
 	file.Key = name
@@ -433,11 +433,11 @@ func expectOutcome(t *testing.T, want map[string]corpusLine, o corpusOutcome) co
 		}
 	}
 	if l.Verdict == "refused" && l.Note == "" && *updateCorpus {
-		l.Note = "issue20: TODO"
+		l.Note = "gap: TODO"
 	}
 	if l.Verdict == "refused" {
-		if c := l.category(); c == "" || !(c == "upstream-invalid" || strings.HasPrefix(c, "issue20 item ") || strings.HasPrefix(c, "issue33 item ")) || strings.Contains(l.Note, "TODO") {
-			t.Errorf("%s: a refusal needs a category: -- upstream-invalid: WHY, or -- issue20: ITEM WHAT (have %q)", o.Key, l.Note)
+		if l.category() == "" || strings.Contains(l.Note, "TODO") {
+			t.Errorf("%s: a refusal needs a category: -- upstream-invalid: WHY, -- by-design: WHY or -- gap: WHAT (have %q)", o.Key, l.Note)
 		}
 	}
 	return l
@@ -453,8 +453,8 @@ func hasSource(dir, n string, data []byte) bool {
 }
 
 // messageExceptions are the refusals, DIR/KEY, whose message does not yet
-// name the object, a line and a field (checkRefusalNames), each with the
-// issue item that fixes it. An exception whose message passes is an error:
+// name the object, a line and a field (checkRefusalNames), each with why
+// ("gap: WHAT"). An exception whose message passes is an error:
 // the list only shrinks.
 var messageExceptions = map[string]string{}
 
@@ -464,7 +464,7 @@ var documentProblems = []string{"not valid YAML", "not well-formed XML", "a seco
 
 // checkRefusalNames checks that every problem of a refusal names the
 // object (KIND/NAME, as --object picks it), a line and, unless the whole
-// document is at fault, a field path (issue 20 item 7). A refusal of the
+// document is at fault, a field path. A refusal of the
 // whole file (several VMs: the CLI's usage error lists them) or of the
 // test's own preparation is none of an object's.
 func checkRefusalNames(t *testing.T, dir string, o corpusOutcome, seen map[string]bool) {
@@ -498,8 +498,8 @@ func checkRefusalNames(t *testing.T, dir string, o corpusOutcome, seen map[strin
 			return // not seen: runCorpus reports the exception as stale
 		}
 		seen[key] = true
-		if !strings.HasPrefix(why, "issue20: 7") {
-			t.Errorf("messageExceptions[%q]: want a reason starting \"issue20: 7\", have %q", key, why)
+		if !strings.HasPrefix(why, "gap: ") {
+			t.Errorf("messageExceptions[%q]: want a reason starting \"gap: \", have %q", key, why)
 		}
 		return
 	}
@@ -543,13 +543,13 @@ func checkDocCount(t *testing.T, dir string, builds, files int) {
 }
 
 // roundTripExceptions are the objects, DIR/KEY, whose spec (`convert --to
-// spec`) does not build the object's bytes, each with the issue item that
-// fixes it. An exception that passes is an error: the list only shrinks.
+// spec`) does not build the object's bytes, each with why
+// ("gap: WHAT"). An exception that passes is an error: the list only shrinks.
 var roundTripExceptions = map[string]string{}
 
 // checkRoundTrip checks that the spec `vminit convert --to spec` prints for
-// an object that builds, built, gives the same bytes as the object (issue
-// 20: "convert --to spec then build still gives the same bytes").
+// an object that builds, built, gives the same bytes as the object: "convert --to spec, then build"
+// must never change what a guest gets.
 func checkRoundTrip(t *testing.T, dir string, o corpusOutcome, seen map[string]bool) {
 	t.Helper()
 	if o.RoundTrip == "" {
@@ -558,8 +558,8 @@ func checkRoundTrip(t *testing.T, dir string, o corpusOutcome, seen map[string]b
 	key := dir + "/" + o.Key
 	if why, ok := roundTripExceptions[key]; ok {
 		seen["roundtrip:"+key] = true
-		if !strings.HasPrefix(why, "issue20: ") {
-			t.Errorf("roundTripExceptions[%q]: want a reason starting \"issue20: ITEM\", have %q", key, why)
+		if !strings.HasPrefix(why, "gap: ") {
+			t.Errorf("roundTripExceptions[%q]: want a reason starting \"gap: \", have %q", key, why)
 		}
 		return
 	}

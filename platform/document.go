@@ -198,14 +198,7 @@ func parseYAML(file string, line int, chunk []byte) (*Document, error) {
 		return nil, d.syntaxError(err)
 	}
 	d.JSON = j
-	var meta struct {
-		APIVersion string `json:"apiVersion"`
-		Kind       string `json:"kind"`
-		Metadata   struct {
-			Name      string `json:"name"`
-			Namespace string `json:"namespace"`
-		} `json:"metadata"`
-	}
+	var meta objectMeta
 	if bytes.HasPrefix(bytes.TrimSpace(j), []byte("{")) {
 		json.Unmarshal(j, &meta) // best effort: Decode reports type problems
 	}

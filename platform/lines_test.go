@@ -14,7 +14,7 @@ import (
 
 // TestErrorLinesInPublishedObjects: a problem found in a field the
 // conversion filled names the line of the field it means, not its
-// parent's (issue 33 item 6): in CAPV's published cluster template with
+// parent's: in CAPV's published cluster template with
 // its SSH key variable given without the space after the key type, the
 // error is on the key's line of each bootstrap object (295 in the
 // KubeadmConfigTemplate, 255 in the KubeadmControlPlane), not on the
@@ -59,7 +59,7 @@ func TestTypeErrorLineInList(t *testing.T) {
 // A problem inside the text a field holds names the file's line of it
 // when the field keeps the text's lines (a literal block): the user
 // guide's elided key on line 57 of its instancetypes example, inside the
-// userData block of line 53 (issue 33 items 2 and 6).
+// userData block of line 53.
 func TestErrorLineInsideAText(t *testing.T) {
 	const file = "ug-instancetypes-L634.yaml"
 	data, err := os.ReadFile(filepath.Join("testdata", "corpus", "kubevirt", file))

@@ -87,6 +87,17 @@ type Options struct {
 	// Machine whose bootstrap config is the KubeadmConfig namespace/name:
 	// nil and no error when there is none.
 	FindMachine func(ctx context.Context, namespace, config string) (*Machine, error)
+	// ControlPlaneInitialized (--control-plane-initialized) says whether
+	// the control plane of a Cluster API control-plane machine's cluster
+	// is initialized (it joins it) or not (it inits it), where no Cluster
+	// says (Clusters, FindCluster); nil leaves it unsaid.
+	ControlPlaneInitialized *bool
+	// Clusters are the Cluster API Clusters beside the objects
+	// (convert.Documents adds those of its input).
+	Clusters []Cluster
+	// FindCluster, when set (--kubeconfig), reads the Cluster
+	// namespace/name from the cluster: an error when there is none.
+	FindCluster func(ctx context.Context, namespace, name string) (*Cluster, error)
 }
 
 // Machine is what vminit reads of a Cluster API Machine (or MachinePool,
@@ -99,9 +110,85 @@ type Machine struct {
 	// names ("" for another kind).
 	Config       string
 	ControlPlane bool
+	// ClusterName is the Cluster it belongs to: spec.clusterName, else
+	// its cluster.x-k8s.io/cluster-name label (the Cluster API book's
+	// Machine has only the label).
+	ClusterName string
 	// Where is the Machine's place for messages: FILE:LINE, or the
 	// cluster's "Machine NAMESPACE/NAME".
 	Where string
+}
+
+// Cluster is what vminit reads of a Cluster API Cluster: whether its
+// control plane is initialized, which decides, for CABPK, whether a
+// control-plane machine inits the cluster or joins its control plane.
+type Cluster struct {
+	Name, Namespace string
+	// Initialized: its ControlPlaneInitialized condition is True. CABPK
+	// (cluster-api v1.14.0) reads the v1beta2 condition, and takes a
+	// Cluster without it (one as written, which kubectl apply creates
+	// without status) as not initialized; the v1beta1 condition of the
+	// same name, which older Cluster API set alone, is read too.
+	Initialized bool
+	// Status is false for a Cluster as written (no status), for messages.
+	Status bool
+	// Where is the Cluster's place for messages, as Machine's.
+	Where string
+}
+
+// LabelClusterName names a Cluster API object's Cluster.
+const LabelClusterName = "cluster.x-k8s.io/cluster-name"
+
+// ConditionControlPlaneInitialized is the Cluster's condition CABPK reads
+// (clusterv1.ClusterControlPlaneInitializedCondition).
+const ConditionControlPlaneInitialized = "ControlPlaneInitialized"
+
+// ReadCluster reads a Cluster (cluster.x-k8s.io, v1beta1 or v1beta2) from
+// its JSON; ok is false for another kind of object.
+func ReadCluster(j []byte) (c Cluster, ok bool) {
+	type conditions []struct{ Type, Status string }
+	var obj struct {
+		objectMeta
+		Status *struct {
+			// v1beta2's conditions, or v1beta1's own.
+			Conditions conditions `json:"conditions"`
+			// v1beta1's copy of v1beta2's conditions.
+			V1beta2 struct {
+				Conditions conditions `json:"conditions"`
+			} `json:"v1beta2"`
+			// v1beta2's copy of v1beta1's conditions.
+			Deprecated struct {
+				V1beta1 struct {
+					Conditions conditions `json:"conditions"`
+				} `json:"v1beta1"`
+			} `json:"deprecated"`
+		} `json:"status"`
+	}
+	if json.Unmarshal(j, &obj) != nil || obj.Kind != "Cluster" || !strings.HasPrefix(obj.APIVersion, "cluster.x-k8s.io/") {
+		return c, false
+	}
+	c.Name, c.Namespace = obj.Metadata.Name, obj.Metadata.Namespace
+	if st := obj.Status; st != nil {
+		c.Status = true
+		for _, cs := range []conditions{st.Conditions, st.V1beta2.Conditions, st.Deprecated.V1beta1.Conditions} {
+			for _, cond := range cs {
+				c.Initialized = c.Initialized || cond.Type == ConditionControlPlaneInitialized && cond.Status == "True"
+			}
+		}
+	}
+	return c, true
+}
+
+// objectMeta is what the readers here decode of any Kubernetes object's
+// JSON: its type and metadata.
+type objectMeta struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Metadata   struct {
+		Name      string            `json:"name"`
+		Namespace string            `json:"namespace"`
+		Labels    map[string]string `json:"labels"`
+	} `json:"metadata"`
 }
 
 // LabelControlPlane marks a Cluster API control-plane Machine.
@@ -111,15 +198,10 @@ const LabelControlPlane = "cluster.x-k8s.io/control-plane"
 // or v1beta2) from its JSON; ok is false for another kind of object.
 func ReadMachine(j []byte) (m Machine, ok bool) {
 	var obj struct {
-		APIVersion string `json:"apiVersion"`
-		Kind       string `json:"kind"`
-		Metadata   struct {
-			Name      string            `json:"name"`
-			Namespace string            `json:"namespace"`
-			Labels    map[string]string `json:"labels"`
-		} `json:"metadata"`
+		objectMeta
 		Spec struct {
 			machineSpec
+			ClusterName string `json:"clusterName"`
 			// A MachinePool's machines are its template's.
 			Template struct {
 				Spec machineSpec `json:"spec"`
@@ -141,6 +223,7 @@ func ReadMachine(j []byte) (m Machine, ok bool) {
 		return m, false
 	}
 	m.Name, m.Namespace = obj.Metadata.Name, obj.Metadata.Namespace
+	m.ClusterName = cmp.Or(obj.Spec.ClusterName, obj.Metadata.Labels[LabelClusterName])
 	if r := ms.Bootstrap.ConfigRef; r != nil && r.Kind == "KubeadmConfig" {
 		m.Config = r.Name
 	}
@@ -180,7 +263,8 @@ var Scopes = []Scope{
 	{"--control-plane-endpoint", capiObjects, isCAPI},
 	{"--ca-cert-hash", capiObjects, isCAPI},
 	{"--kubernetes-version", capiObjects, isCAPI},
-	{"--control-plane", "a Cluster API KubeadmConfig (one machine's)", func(d *Document) bool { return isCAPI(d) && d.Kind == "KubeadmConfig" }},
+	{"--control-plane", capiMachineObject, isCAPIMachine},
+	{"--control-plane-initialized", capiMachineObject, isCAPIMachine},
 	{"--pool-index", "a KubeVirt VirtualMachinePool (which member), a StatefulSet of Virtlet pods (which ordinal) or a Cluster API KubeadmControlPlane(Template) (which machine)", isPool},
 	{"--password-salt", "an oVirt VM body (its initialization.root_password)", isOVirt},
 	{"--name", "an oVirt body that names no VM (a start action, whose VM is named in the URL)", func(d *Document) bool {
@@ -194,6 +278,12 @@ func ownerKind(d *Document) string {
 	k, _, _ := strings.Cut(d.Object(), "/")
 	return k
 }
+
+// capiMachineObject is what the options of one Cluster API machine's role
+// concern.
+const capiMachineObject = "a Cluster API KubeadmConfig (one machine's)"
+
+func isCAPIMachine(d *Document) bool { return isCAPI(d) && d.Kind == "KubeadmConfig" }
 
 func isCAPI(d *Document) bool {
 	switch d.Kind {

@@ -12,7 +12,7 @@ import (
 // (spec.RawKeyProblems): a cloud-config's ssh_authorized_keys and
 // users[].ssh_authorized_keys (user and vendor data), an Ignition
 // config's or Butane's passwd.users[] keys. A key sshd would skip is an
-// error, one that looks odd a warning (issue 33 item 2).
+// error, one that looks odd a warning.
 func (r *Result) keys(inst *spec.Instance, agent string) {
 	r.Warnings = append(r.Warnings, inst.AuthorizedKeyWarnings()...)
 	add := func(field, text string, ps []spec.RawKeyProblem) {

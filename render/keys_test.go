@@ -13,7 +13,7 @@ import (
 // TestKeysInRawConfigs: the SSH keys inside a raw cloud-config, Ignition
 // config or Butane are judged by the rule of the spec's own keys
 // (spec.AuthorizedKeyProblem): a key sshd skips is an error naming the
-// config and the key, one that only looks odd a warning (issue 33 item 2).
+// config and the key, one that only looks odd a warning.
 func TestKeysInRawConfigs(t *testing.T) {
 	const joined = "ssh-ed25519AAAAC3NzaC1lZDI1NTE5AAAAIPL3axFGHI3db9iJWkPXVbYzD7OaWTtHuqmxLvj+DztB user@example"
 	const good = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPL3axFGHI3db9iJWkPXVbYzD7OaWTtHuqmxLvj+DztB user@example"
@@ -47,7 +47,7 @@ func TestKeysInRawConfigs(t *testing.T) {
 
 // TestDefaultUserKeysFromBothAgents: the default user's keys from a file
 // reach the default user on both agents: cloud-init's meta-data
-// public-keys, Ignition's core user (issue 33 item 5).
+// public-keys, Ignition's core user.
 func TestDefaultUserKeysFromBothAgents(t *testing.T) {
 	const key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPL3axFGHI3db9iJWkPXVbYzD7OaWTtHuqmxLvj+DztB user@example"
 	dir := t.TempDir()

@@ -6,7 +6,11 @@
 #     version (the release made for the k8s.io v0.36 libraries);
 #   - from cloud-init's schema (cloudinit/schema/): the validator's tree,
 #     cloudinit/schema_tree.go, by the test that holds it
-#     (TestSchemaTreeIsGenerated -write-schema-tree).
+#     (TestSchemaTreeIsGenerated -write-schema-tree);
+#   - from Debian's python3-tzlocal (the IANA names CLDR maps to Windows
+#     zones) and cloudbaseinit/testdata/tzdb: cloudbaseinit/windows_zones.go,
+#     by TestWindowsZonesAreGenerated -write-windows-zones (without
+#     python3-tzlocal it says so, and this fails).
 # Each says so in one line, `// Code generated ... DO NOT EDIT.` before the
 # package clause as Go's tools read it (https://go.dev/s/generatedcode);
 # the CRD, YAML, in a `# ` comment of the same words.
@@ -38,6 +42,8 @@ for f in "$out"/crd/*.yaml; do
 done
 go test -count=1 ./cloudinit -run '^TestSchemaTreeIsGenerated$' \
   -write-schema-tree "$out/schema_tree.go" >/dev/null
+go test -count=1 ./cloudbaseinit -run '^TestWindowsZonesAreGenerated$' \
+  -write-windows-zones "$out/windows_zones.go" >"$out/tz.log" || { cat "$out/tz.log" >&2; exit 1; }
 
 check=0
 [ "${1:-}" = "--check" ] && check=1
@@ -59,6 +65,7 @@ compare() { # generated committed
 for f in "$out"/crd/*.yaml; do compare "$f" "deploy/kubernetes/crd/$(basename "$f")"; done
 compare "$out/object/zz_generated.deepcopy.go" kube/api/v1alpha1/zz_generated.deepcopy.go
 compare "$out/schema_tree.go" cloudinit/schema_tree.go
+compare "$out/windows_zones.go" cloudbaseinit/windows_zones.go
 
 # The marker: on every file written here, and on no file that is not.
 head_of() { # a file's lines before its package clause (all of a non-Go file's first 5)

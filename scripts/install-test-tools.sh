@@ -26,7 +26,7 @@ packages=(
   # cloudbase-init 1.1.9's own code (its source in ../shared/oracles) reads
   # the Windows seeds and metadata: what it imports (internal/testing/cbitest)
   python3-oslo.config python3-oslo.log python3-pbr python3-netaddr
-  python3-requests python3-jinja2 python3-six
+  python3-requests python3-jinja2 python3-six python3-tzlocal
   chromium              # the first-boot web page's tests (headless, driven by chromedp): ~115 MB download, ~350 MB installed
   fonts-liberation      # chromium's recommended fonts, taken without recommends: the screenshots' text as they were made
   skopeo                # pushes make image's archive to a registry, as deploy/README.md says (cmd/internal/release)

@@ -14,8 +14,8 @@ import (
 // 22.4's network_state.py does, to find what it fails on, the entries it
 // drops ("Skipping invalid command", logged and forgotten) and a
 // configuration it reads no interface from: each leaves a guest without
-// the network its author meant, and without a word at build time
-// (issue 33 item 1). The tests hold it against cloud-init's own parser.
+// the network its author meant, and without a word at build time.
+// The tests hold it against cloud-init's own parser.
 
 // v1Required is, for each network-config version 1 entry type cloud-init
 // 22.4 has a handler for, the keys without which the handler raises

@@ -62,7 +62,7 @@ json.dump(out, sys.stdout)
 // TestRawNetworkAgreesWithCloudInit: the raw network configuration build
 // refuses is what cloud-init 22.4 fails on, drops entries of, or reads no
 // interface from; what it accepts cloud-init reads interfaces from
-// without a skip (issue 33 item 1). The first case is KubeVirt's user
+// without a skip. The first case is KubeVirt's user
 // guide's networkData (its entry's name and subnets beside config:), from
 // platform/testdata/corpus.
 func TestRawNetworkAgreesWithCloudInit(t *testing.T) {

@@ -50,7 +50,7 @@ func TestCheckFindsProblems(t *testing.T) {
 		{"config-2", map[string]string{"openstack/latest/meta_data.json": `{"uuid": "u", "public-keys": ["ssh-ed25519 AAAA"]}`}, "public-keys is read only from the legacy (v1) layout"},
 		{"config-2", map[string]string{"openstack/latest/meta_data.json": `{"uuid": "u"}`, "openstack/latest/network_data.json": `{"links": [{"id": "v", "type": "vlan", "vlan_link": "x", "vlan_id": 5}], "networks": [{"id": "n", "type": "ipv4", "link": "w"}]}`}, "links[0]: a VLAN needs"},
 		{"config-2", map[string]string{"openstack/latest/meta_data.json": `{"uuid": "u"}`, "openstack/latest/vendor_data.json": `{"cloud-init": {"a": 1}}`}, "vendor_data.json: cloud-init takes vendor data from"},
-		// Issue 33 item 2: the keys inside user data, as build judges them.
+		// The keys inside user data, as build judges them.
 		{"cidata", map[string]string{"user-data": "#cloud-config\nssh_authorized_keys: [ssh-ed25519AAAAC3NzaC1lZDI1NTE5AAAAIPL3axFGHI3db9iJWkPXVbYzD7OaWTtHuqmxLvj+DztB]\n", "meta-data": "instance-id: a\n"}, "user-data: ssh_authorized_keys[0]: not an SSH public key"},
 		{"config-2", map[string]string{"openstack/latest/meta_data.json": `{"uuid": "u"}`, "openstack/latest/user_data": `{"ignition": {"version": "3.2.0"}, "passwd": {"users": [{"name": "core", "sshAuthorizedKeys": ["ssh-ed25519AAAA"]}]}}`}, "user_data: passwd.users[0].sshAuthorizedKeys[0]: not an SSH public key"},
 	} {
@@ -67,7 +67,7 @@ func TestCheckFindsProblems(t *testing.T) {
 		files map[string]string
 		want  string
 	}{
-		// Issue 33 item 3: user data cloud-init ignores is what KubeVirt
+		// User data cloud-init ignores is what KubeVirt
 		// delivers ("Hi."), and what build writes with a warning.
 		{"cidata", map[string]string{"user-data": "hello\n", "meta-data": "instance-id: a\n"}, "user-data: cloud-init does not recognise this data"},
 		{"config-2", map[string]string{"openstack/2018-08-27/meta_data.json": `{"uuid": "u"}`, "openstack/2018-08-27/user_data": "oops"}, "openstack/2018-08-27/user_data: cloud-init does not recognise"},

@@ -325,8 +325,8 @@ func TestKeyLinesBounded(t *testing.T) {
 	}
 }
 
-// The default user's keys come from a file or a Secret as a user's do
-// (issue 33 item 5): added after spec.sshAuthorizedKeys; a Secret's
+// The default user's keys come from a file or a Secret as a user's do:
+// added after spec.sshAuthorizedKeys; a Secret's
 // reference is kept for the receiver of ForAPI, a file's inlined.
 func TestDefaultUserKeysFrom(t *testing.T) {
 	dir := t.TempDir()

@@ -22,7 +22,7 @@ import (
 // Secrets they come from) and those inside the raw configs the spec
 // carries (a cloud-config's ssh_authorized_keys, an Ignition or Butane
 // config's passwd.users[]), so that one key is judged the same wherever it
-// is written (issue 33 item 2).
+// is written.
 func AuthorizedKeyProblem(key string) (problem string, drop bool) {
 	if strings.ContainsAny(strings.TrimRight(key, "\n"), "\r\n") {
 		return "one key per entry: this entry spans several lines", true

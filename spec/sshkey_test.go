@@ -18,7 +18,7 @@ import (
 // TestAuthorizedKeyProblemAgreesWithSSH: the keys AuthorizedKeyProblem
 // calls dropped are the lines OpenSSH's own reader (ssh-keygen -l, which
 // reads an authorized_keys file with sshd's sshkey_read) skips, and the
-// rest it reads (issue 33 item 2). The first is the key of KubeVirt's user
+// rest it reads. The first is the key of KubeVirt's user
 // guide's base64 Ignition example (platform/testdata/corpus).
 func TestAuthorizedKeyProblemAgreesWithSSH(t *testing.T) {
 	keygen := testtools.Require(t, "ssh-keygen")

@@ -12,7 +12,7 @@ import (
 	"github.com/vminit/vminit/mdserver"
 )
 
-// eventsStorm is issue 22's benchmark: the boot storm of vms VMs, each
+// eventsStorm is first-boot status's benchmark: the boot storm of vms VMs, each
 // also posting a cloud-init first boot's reporting events (≈40) between
 // its metadata requests, set beside the same storm without events. Each
 // run has a fresh server (every VM's first request renders), and the

@@ -12,7 +12,7 @@ type (
 		// UID is the instance's incarnation (registry.Record.UID), which
 		// a trusted proxy's signed X-Vminit-Instance header names; always
 		// present, "" for the empty UID (and in PUT's answer), so that
-		// every row of a listing has the same keys (issue 34).
+		// every row of a listing has the same keys.
 		UID string `json:"uid"`
 	}
 	// InstanceList is the body of GET /v1/instances.

@@ -117,8 +117,9 @@ type conv struct {
 	templated bool
 	userDoc   map[string]any // cloud-config keys the spec has no field for
 	// machine is a KubeadmConfig's Machine (ownMachine), once looked for;
-	// noRole: the machine's role is unsaid (an empty KubeadmConfig) or
-	// refused (join.go, an error added): no kubeadm command is built.
+	// noRole: the machine's role, or its cluster's state, is unsaid (an
+	// empty KubeadmConfig) or refused (join.go, an error added): no
+	// kubeadm command is built.
 	machine     *platform.Machine
 	machineDone bool
 	// machineErr: the cluster could not be asked for the Machine
@@ -126,6 +127,11 @@ type conv struct {
 	machineErr     error
 	machineErrSaid bool
 	noRole         bool
+	// cluster is a KubeadmConfig's Cluster (ownCluster), once looked
+	// for; clusterErr: the cluster could not give it.
+	cluster     *platform.Cluster
+	clusterDone bool
+	clusterErr  error
 }
 
 func (c *conv) convert() {

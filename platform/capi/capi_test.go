@@ -580,7 +580,7 @@ spec:
 }
 
 // TestFileDecodedLimit: gzip content that decompresses past 64 MiB is an
-// error naming the limit, not a file cut at 64 MiB (issue 24).
+// error naming the limit, not a file cut at 64 MiB.
 func TestFileDecodedLimit(t *testing.T) {
 	big := base64.StdEncoding.EncodeToString([]byte(gz(strings.Repeat("a", 64<<20+1))))
 	platformtest.Run(t, []platformtest.Case{

@@ -1,6 +1,7 @@
 package capi
 
 import (
+	"encoding/json"
 	"fmt"
 
 	//lint:ignore SA1019 v1beta1 KubeadmConfigs are what many users still have; reading them is the point.
@@ -62,6 +63,9 @@ type source struct {
 	// spec.replicas (its machines' Kubernetes version and count).
 	version  string
 	replicas *int32
+	// clusterLabel is the object's label cluster.x-k8s.io/cluster-name:
+	// its Cluster, where no Machine names one.
+	clusterLabel string
 }
 
 // read decodes doc, strictly, with Cluster API's own types; v1beta1 is
@@ -122,6 +126,14 @@ func read(doc *platform.Document) (*source, error) {
 	}
 	if s.name == "" {
 		return nil, spec.Errors{doc.Error("metadata.name", "required")}
+	}
+	var meta struct {
+		Metadata struct {
+			Labels map[string]string `json:"labels"`
+		} `json:"metadata"`
+	}
+	if json.Unmarshal(doc.JSON, &meta) == nil {
+		s.clusterLabel = meta.Metadata.Labels[platform.LabelClusterName]
 	}
 	return s, nil
 }

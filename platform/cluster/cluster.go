@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
@@ -142,35 +143,75 @@ func (r *Resolver) FindMachine(ctx context.Context, ns, config string) (*platfor
 }
 
 // findOwner lists the cluster.x-k8s.io resource (machines, machinepools)
-// of namespace ns, at the first version the cluster serves, for the one
-// whose bootstrap configRef names the KubeadmConfig config; served is
-// false when the cluster serves neither version.
+// of namespace ns for the one whose bootstrap configRef names the
+// KubeadmConfig config; served is false when the cluster serves neither
+// version.
 func (r *Resolver) findOwner(ctx context.Context, ns, config, resource, kind string) (m *platform.Machine, served bool, err error) {
+	list, err := r.listCAPI(ctx, ns, resource, kind, metav1.ListOptions{Limit: maxMachines})
+	if list == nil || err != nil {
+		return nil, err != nil, err
+	}
+	for _, u := range list.Items {
+		j, err := u.MarshalJSON()
+		if err != nil {
+			return nil, true, err
+		}
+		if m, ok := platform.ReadMachine(j); ok && m.Config == config {
+			m.Where = kind + " " + ns + "/" + m.Name + " in the cluster"
+			return &m, true, nil
+		}
+	}
+	if list.GetContinue() != "" {
+		return nil, true, fmt.Errorf("namespace %q holds more than %d %ss, more than vminit reads, and none of the first names it", ns, maxMachines, kind)
+	}
+	return nil, true, nil
+}
+
+// listCAPI lists the cluster.x-k8s.io resource (of kind, for messages) of
+// namespace ns at the first version the cluster serves, v1beta2 else
+// v1beta1; nil and no error when it serves neither. A user who may not
+// list it is an error naming the permission needed.
+func (r *Resolver) listCAPI(ctx context.Context, ns, resource, kind string, opts metav1.ListOptions) (*unstructured.UnstructuredList, error) {
 	for _, version := range []string{"v1beta2", "v1beta1"} {
 		gvr := schema.GroupVersionResource{Group: "cluster.x-k8s.io", Version: version, Resource: resource}
-		list, err := r.client.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{Limit: maxMachines})
+		list, err := r.client.Resource(gvr).Namespace(ns).List(ctx, opts)
 		switch {
 		case apierrors.IsNotFound(err):
 			continue // this version not served
 		case apierrors.IsForbidden(err):
-			return nil, true, fmt.Errorf("the kubeconfig's user may not list the %ss of namespace %q (it needs list on %s.cluster.x-k8s.io there): %w", kind, ns, resource, err)
-		case err != nil:
-			return nil, true, err
+			return nil, fmt.Errorf("the kubeconfig's user may not list the %ss of namespace %q (it needs list on %s.cluster.x-k8s.io there): %w", kind, ns, resource, err)
 		}
-		for _, u := range list.Items {
-			j, err := u.MarshalJSON()
-			if err != nil {
-				return nil, true, err
-			}
-			if m, ok := platform.ReadMachine(j); ok && m.Config == config {
-				m.Where = kind + " " + ns + "/" + m.Name + " in the cluster"
-				return &m, true, nil
-			}
-		}
-		if list.GetContinue() != "" {
-			return nil, true, fmt.Errorf("namespace %q holds more than %d %ss, more than vminit reads, and none of the first names it", ns, maxMachines, kind)
-		}
-		return nil, true, nil
+		return list, err
 	}
-	return nil, false, nil
+	return nil, nil
+}
+
+// FindCluster returns the Cluster API Cluster ns/name, whose
+// ControlPlaneInitialized condition decides, for CABPK, whether a
+// control-plane machine inits the cluster or joins its control plane; for
+// platform.Options.FindCluster. It lists the namespace's Clusters by name
+// (as FindMachine lists, so the kubeconfig's user needs list on
+// clusters.cluster.x-k8s.io there, docs/platforms/capi.md). No such
+// Cluster, a user who may not list them and a cluster that serves none
+// are errors saying so: the state unknown, a guess could init a second
+// control plane.
+func (r *Resolver) FindCluster(ctx context.Context, ns, name string) (*platform.Cluster, error) {
+	list, err := r.listCAPI(ctx, ns, "clusters", "Cluster", metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+	switch {
+	case err != nil:
+		return nil, err
+	case list == nil:
+		return nil, errors.New("the cluster serves no Cluster API Clusters (no CustomResourceDefinition clusters.cluster.x-k8s.io serving v1beta2 or v1beta1): is it the management cluster of the Machine?")
+	}
+	for _, u := range list.Items {
+		j, err := u.MarshalJSON()
+		if err != nil {
+			return nil, err
+		}
+		if c, ok := platform.ReadCluster(j); ok && c.Name == name {
+			c.Where = "Cluster " + ns + "/" + name + " in the cluster"
+			return &c, nil
+		}
+	}
+	return nil, fmt.Errorf("the cluster has no Cluster %q in namespace %q", name, ns)
 }

@@ -10,8 +10,7 @@ import (
 )
 
 // TestFindMachine: the Machine whose bootstrap configRef names a
-// KubeadmConfig is found in its namespace, with its role (issue 33
-// item 4); none is nil, no error.
+// KubeadmConfig is found in its namespace, with its role; none is nil, no error.
 func TestFindMachine(t *testing.T) {
 	machine := func(ns, name, config string, cp bool) *unstructured.Unstructured {
 		u := &unstructured.Unstructured{Object: map[string]any{

@@ -88,12 +88,21 @@ func Documents(ctx context.Context, docs []*platform.Document, opts platform.Opt
 	}
 	opts.Resolver = platform.Chain{local, opts.Resolver}
 	// The Cluster API Machines beside a KubeadmConfig say its machine's
-	// role, as the Machine does to CABPK.
+	// role, as the Machine does to CABPK, and the Cluster whether its
+	// control plane is initialized.
 	for _, d := range s.others {
 		if m, ok := platform.ReadMachine(d.JSON); ok {
 			m.Namespace = opts.NamespaceOf(m.Namespace)
 			m.Where = d.Where(`metadata.labels["` + platform.LabelControlPlane + `"]`)
 			opts.Machines = append(opts.Machines, m)
+		}
+		if c, ok := platform.ReadCluster(d.JSON); ok {
+			c.Namespace = opts.NamespaceOf(c.Namespace)
+			c.Where = d.Where("metadata.name")
+			if c.Status {
+				c.Where = d.Where("status")
+			}
+			opts.Clusters = append(opts.Clusters, c)
 		}
 	}
 	var out []*platform.Result
@@ -136,6 +145,10 @@ func (s *sorted) skipNotes() []string {
 		}
 		if m, ok := platform.ReadMachine(d.JSON); ok && m.Config != "" {
 			notes = append(notes, fmt.Sprintf("%s: %s read for the role of its KubeadmConfig %q (%s)", d.Where("kind"), what(d), m.Config, map[bool]string{true: "a control-plane machine", false: "a worker"}[m.ControlPlane]))
+			continue
+		}
+		if c, ok := platform.ReadCluster(d.JSON); ok {
+			notes = append(notes, fmt.Sprintf("%s: %s read for whether its control plane is initialized (%s), which decides whether its control-plane machines init it or join it", d.Where("kind"), what(d), map[bool]string{true: "it is", false: "it is not"}[c.Initialized]))
 			continue
 		}
 		notes = append(notes, fmt.Sprintf("%s: %s skipped: it holds no VM first-boot data vminit reads", d.Where("kind"), what(d)))

@@ -73,7 +73,7 @@ func missingAPIVersion(d *platform.Document) *spec.FieldError {
 	}
 	if d.Kind == "" {
 		// Most often cloud-init user data that lacks its first line
-		// (issue 34: a cloud-localds user's first try): say what makes it
+		// (a cloud-localds user's first try): say what makes it
 		// user data, and the commands that take it.
 		return d.Error("apiVersion", "required: a document without apiVersion and kind is no object kubectl would apply, nor cloud-init user data, "+
 			"which starts with #cloud-config or #! (then `vminit build USER-DATA [META-DATA] -o seed.iso` takes it as cloud-localds does, "+

@@ -13,7 +13,7 @@ import (
 )
 
 // TestCorpusKinds reads real published files (platform/testdata/corpus)
-// as `vminit build [--object NAME] FILE` does (issue 20 items 1 and 2):
+// as `vminit build [--object NAME] FILE` does:
 // the kinds beside a VM skipped with a note, a v1 List and a workload of
 // Virtlet pods read as what they hold, --object picking one VM of several,
 // and a file of nothing vminit reads refused naming what it is, its field

@@ -14,7 +14,7 @@ import (
 // (platform/testdata/corpus), some with one edit (edit replaces old with
 // new, saying what a user might get wrong), as `vminit build FILE` does,
 // and wants each refusal to name the file's line, the field path, what the
-// platform itself does with that input, and the object (issue 20 item 7).
+// platform itself does with that input, and the object.
 func TestRefusalsNameObjectFieldLine(t *testing.T) {
 	for _, tc := range []struct {
 		name, file string

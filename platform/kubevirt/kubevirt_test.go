@@ -511,7 +511,7 @@ func TestHostname(t *testing.T) {
 // TestRefusalsSayWhatKubeVirtDoes: every refusal names the object's field
 // and line (platformtest checks the file name and the field) and says what
 // KubeVirt itself does with the input: the webhook's or the API server's
-// own message, or what virt-launcher and the guest do (issue 20 item 7).
+// own message, or what virt-launcher and the guest do.
 func TestRefusalsSayWhatKubeVirtDoes(t *testing.T) {
 	const ci = "volumes:\n- name: ci\n  cloudInitNoCloud: {userData: \"#!/bin/sh\\n\"}\n"
 	platformtest.Run(t, []platformtest.Case{

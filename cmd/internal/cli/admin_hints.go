@@ -13,7 +13,7 @@ import (
 
 // hintTransport is the admin client's transport, turning the answers of
 // a listener that is not what --server says into errors that name the
-// flag to change (issue 34: a metadata port answered a bare 404, and TLS
+// flag to change (a metadata port answered a bare 404, and TLS
 // mismatches surfaced as the TLS stack's own words).
 type hintTransport struct{ next http.RoundTripper }
 

@@ -15,8 +15,8 @@ import (
 	"github.com/vminit/vminit/mdserver/dirstore"
 )
 
-// TestAdminServerHints walks the wrong --server a first hour meets
-// (issue 34): the guests' port, http:// to an HTTPS listener, https:// to
+// TestAdminServerHints walks the wrong --server a first hour meets:
+// the guests' port, http:// to an HTTPS listener, https:// to
 // a plain one, a self-signed certificate without --ca-file. Each error
 // names the flag to change, not only a 404 or the TLS stack's words.
 func TestAdminServerHints(t *testing.T) {

@@ -42,7 +42,7 @@ func isoFiles(t *testing.T, iso string) (string, map[string][]byte, string) {
 }
 
 // TestBuildUserDataAsCloudLocalds walks a cloud-localds user's first try
-// (issue 34: build refused raw user data): `vminit build USER-DATA
+// (build once refused raw user data): `vminit build USER-DATA
 // [META-DATA] [--network-config F] -o seed.iso` writes the seed
 // cloud-localds (cloud-image-utils) writes from the same files — the same
 // files with the same bytes, the label cidata, cloud-localds's meta-data

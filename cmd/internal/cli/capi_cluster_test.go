@@ -13,17 +13,21 @@ import (
 
 // TestCAPIMachineFromCluster: an empty KubeadmConfig's role read from
 // the Machine in the cluster, as a user runs it (`vminit build
-// --kubeconfig KCFG kubeadmconfig.yaml -o seed.iso`, issue 33 item 4),
+// --kubeconfig KCFG kubeadmconfig.yaml -o seed.iso`),
 // against a real kube-apiserver serving Cluster API's own Machine CRD
 // (platform/cluster/testdata, v1.14.0 as published) and the Cluster API
 // book's Machine (its "first control plane" block, kept in
 // platform/testdata/corpus/capi): the book's control-plane config
 // inits, its worker's joins, and a control-plane join whose Machine is a
 // worker is refused as CABPK refuses it; CAPD's e2e MachinePool (its
-// CRD as published too) joins its empty config as a worker. A cluster
+// CRD as published too) joins its empty config as a worker. The control
+// plane's config is what its Cluster (Cluster API's Cluster CRD, the
+// book's Cluster) makes of it: kubeadm init while the Cluster is as
+// written, a control-plane join once its ControlPlaneInitialized condition
+// is True. A cluster
 // serving no Machines and a user who may not list them are errors saying
 // so (where --control-plane gives the role, a warning); a Role granting list on machines (and machinepools, for a
-// MachinePool's config) is all the lookup needs (docs/platforms/capi.md).
+// MachinePool's config; clusters, for a control plane's) is all the lookup needs (docs/platforms/capi.md).
 func TestCAPIMachineFromCluster(t *testing.T) {
 	srv := kubetest.Start(t)
 	dir := t.TempDir()
@@ -70,10 +74,15 @@ func TestCAPIMachineFromCluster(t *testing.T) {
 		t.Errorf("without the Machine CRD: exit %d, stderr:\n%s", code, stderr)
 	}
 	// There --control-plane says the role (a cluster of no Cluster API
-	// cannot), with a warning.
-	code, ud, stderr := build(srv.Kubeconfig, controlPlane, "--control-plane")
-	if code != ExitOK || !strings.Contains(ud, "kubeadm init --config") || !strings.Contains(stderr, "the cluster serves no Cluster API Machines") || !strings.Contains(stderr, "--control-plane=true decides") {
+	// cannot), with a warning, and --control-plane-initialized=false the
+	// state of a cluster nothing names.
+	code, _, stderr = build(srv.Kubeconfig, controlPlane, "--control-plane")
+	if code != ExitInvalid || !strings.Contains(stderr, "--control-plane=true says its machine is a control-plane machine") || !strings.Contains(stderr, "--control-plane-initialized=false (this machine inits the cluster)") {
 		t.Errorf("without the Machine CRD, --control-plane: exit %d, stderr:\n%s", code, stderr)
+	}
+	code, ud, stderr := build(srv.Kubeconfig, controlPlane, "--control-plane", "--control-plane-initialized=false")
+	if code != ExitOK || !strings.Contains(ud, "kubeadm init --config") || !strings.Contains(stderr, "the cluster serves no Cluster API Machines") || !strings.Contains(stderr, "--control-plane=true decides") {
+		t.Errorf("without the Machine CRD, --control-plane --control-plane-initialized=false: exit %d, stderr:\n%s", code, stderr)
 	}
 
 	for _, name := range []string{"cluster.x-k8s.io_machines.yaml", "cluster.x-k8s.io_machinepools.yaml"} {
@@ -121,9 +130,38 @@ func TestCAPIMachineFromCluster(t *testing.T) {
 		}
 	}
 
+	// The control-plane Machine's config is what its Cluster's state
+	// makes of it: the cluster must serve
+	// Clusters and hold the Machine's; the book's, as written, is being
+	// created (kubeadm init); once its ControlPlaneInitialized condition
+	// is True, the machine joins the control plane.
+	code, _, stderr = build(srv.Kubeconfig, controlPlane)
+	if code != ExitInvalid || !strings.Contains(stderr, `book-kubeadm-bootstrap-L106.yaml:6: metadata.name: reading the Cluster my-cluster of KubeadmConfig "my-control-plane1-config" from the cluster: the cluster serves no Cluster API Clusters`) {
+		t.Errorf("without the Cluster CRD: exit %d, stderr:\n%s", code, stderr)
+	}
+	srv.CreateCRDs(t, []byte(mustRead(t, filepath.Join("..", "..", "..", "platform", "cluster", "testdata", "cluster.x-k8s.io_clusters.yaml"))))
+	code, _, stderr = build(srv.Kubeconfig, controlPlane)
+	if code != ExitInvalid || !strings.Contains(stderr, `the cluster has no Cluster "my-cluster" in namespace "default"`) {
+		t.Errorf("without the Cluster: exit %d, stderr:\n%s", code, stderr)
+	}
+	// The book's Cluster block (its DockerCluster, whose CRD the server
+	// lacks, left out).
+	book := strings.Split(mustRead(t, filepath.Join("..", "..", "..", "platform", "cluster", "testdata", "book-cluster.yaml")), "\n---\n")
+	if err := apply(book[1]); err != nil {
+		t.Fatal(err)
+	}
 	code, ud, stderr = build(srv.Kubeconfig, controlPlane)
 	if code != ExitOK || !strings.Contains(ud, "kubeadm init --config") || strings.Contains(ud, "kubeadm join") {
-		t.Errorf("the control-plane Machine's config: exit %d, stderr:\n%s\nuser data:\n%s", code, stderr, ud)
+		t.Errorf("the control-plane Machine's config, its Cluster being created: exit %d, stderr:\n%s\nuser data:\n%s", code, stderr, ud)
+	}
+	kubectl(&srv.Account, "patch", "clusters.cluster.x-k8s.io", "my-cluster", "--subresource=status", "--type=merge", "-p",
+		`{"status":{"conditions":[{"type":"ControlPlaneInitialized","status":"True","reason":"Initialized","message":"","lastTransitionTime":"2026-11-29T00:00:00Z"}]}}`)
+	code, ud, stderr = build(srv.Kubeconfig, controlPlane, discovery...)
+	if code != ExitOK || !strings.Contains(ud, "kubeadm join --config") || !strings.Contains(ud, "controlPlane: {}") || strings.Contains(ud, "kubeadm init") {
+		t.Errorf("the control-plane Machine's config, its Cluster initialized: exit %d, stderr:\n%s\nuser data:\n%s", code, stderr, ud)
+	}
+	if code, _, stderr := build(srv.Kubeconfig, controlPlane, "--control-plane-initialized=false"); code != ExitInvalid || !strings.Contains(stderr, "--control-plane-initialized=false, but its Cluster my-cluster (Cluster default/my-cluster in the cluster) has its control plane initialized") {
+		t.Errorf("a flag contradicting the cluster's Cluster: exit %d, stderr:\n%s", code, stderr)
 	}
 	code, ud, stderr = build(srv.Kubeconfig, worker, discovery...)
 	if code != ExitOK || !strings.Contains(ud, "kubeadm join --config") || strings.Contains(ud, "kubeadm init") || strings.Contains(ud, "controlPlane") {
@@ -139,26 +177,26 @@ func TestCAPIMachineFromCluster(t *testing.T) {
 		t.Errorf("a worker Machine's control-plane join: exit %d, stderr:\n%s", code, stderr)
 	}
 
-	// A service account with no rights may not list the Machines; a Role
-	// granting list on them is enough.
+	// A service account with no rights may not list the Machines, nor,
+	// for a control plane's config, the Clusters, nor, for a MachinePool's
+	// config, which no Machine names, the MachinePools; a Role granting
+	// list on each is enough.
 	sa := srv.ServiceAccount(t, "default", "builder")
-	code, _, stderr = build(sa.Kubeconfig, controlPlane)
-	if code != ExitInvalid || !strings.Contains(stderr, `the kubeconfig's user may not list the Machines of namespace "default" (it needs list on machines.cluster.x-k8s.io there)`) {
-		t.Errorf("without RBAC: exit %d, stderr:\n%s", code, stderr)
+	for _, step := range []struct{ config, resource, kind string }{
+		{controlPlane, "machines", "Machines"},
+		{controlPlane, "clusters", "Clusters"},
+		{mpConfig, "machinepools", "MachinePools"},
+	} {
+		code, _, stderr := build(sa.Kubeconfig, step.config, discovery...)
+		if want := `the kubeconfig's user may not list the ` + step.kind + ` of namespace "default" (it needs list on ` + step.resource + `.cluster.x-k8s.io there)`; code != ExitInvalid || !strings.Contains(stderr, want) {
+			t.Errorf("without list on %s: exit %d, want %q, stderr:\n%s", step.resource, code, want, stderr)
+		}
+		kubectl(&srv.Account, "create", "role", "read-"+step.resource, "-n", "default", "--verb=list", "--resource="+step.resource+".cluster.x-k8s.io")
+		kubectl(&srv.Account, "create", "rolebinding", "builder-"+step.resource, "-n", "default", "--role=read-"+step.resource, "--serviceaccount=default:builder")
 	}
-	kubectl(&srv.Account, "create", "role", "read-machines", "-n", "default", "--verb=list", "--resource=machines.cluster.x-k8s.io")
-	kubectl(&srv.Account, "create", "rolebinding", "builder-machines", "-n", "default", "--role=read-machines", "--serviceaccount=default:builder")
-	if code, ud, stderr := build(sa.Kubeconfig, controlPlane); code != ExitOK || !strings.Contains(ud, "kubeadm init --config") {
-		t.Errorf("with list on machines: exit %d, stderr:\n%s", code, stderr)
+	if code, ud, stderr := build(sa.Kubeconfig, controlPlane, discovery...); code != ExitOK || !strings.Contains(ud, "controlPlane: {}") {
+		t.Errorf("with list on machines and clusters: exit %d, stderr:\n%s", code, stderr)
 	}
-	// A MachinePool's config, which no Machine names, needs list on
-	// machinepools too.
-	code, _, stderr = build(sa.Kubeconfig, mpConfig, discovery...)
-	if code != ExitInvalid || !strings.Contains(stderr, `the kubeconfig's user may not list the MachinePools of namespace "default" (it needs list on machinepools.cluster.x-k8s.io there)`) {
-		t.Errorf("without list on machinepools: exit %d, stderr:\n%s", code, stderr)
-	}
-	kubectl(&srv.Account, "create", "role", "read-machinepools", "-n", "default", "--verb=list", "--resource=machinepools.cluster.x-k8s.io")
-	kubectl(&srv.Account, "create", "rolebinding", "builder-machinepools", "-n", "default", "--role=read-machinepools", "--serviceaccount=default:builder")
 	if code, ud, stderr := build(sa.Kubeconfig, mpConfig, discovery...); code != ExitOK || !strings.Contains(ud, "kubeadm join --config") {
 		t.Errorf("with list on machinepools: exit %d, stderr:\n%s", code, stderr)
 	}

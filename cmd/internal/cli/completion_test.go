@@ -30,7 +30,7 @@ func TestCompletionsFromTheLibrary(t *testing.T) {
 
 // TestCompletionOfInstances: a shell completes the instances' names
 // from the server the flags name, and --state's values one by one in its
-// comma-separated list (issue 34).
+// comma-separated list.
 func TestCompletionOfInstances(t *testing.T) {
 	f := newStatusFleet(t)
 	complete := func(args ...string) []string {

@@ -458,7 +458,7 @@ func shellWords(s string) ([]string, bool) {
 // TestMakeDefault: `make` alone, as a reader types it in a clone, builds
 // the programs into bin/ and does nothing else; the test tools' install
 // (apt, with sudo) and the tests stay behind the explicit `make test`
-// (issue 34: make alone ran make test).
+// (make alone once ran make test).
 func TestMakeDefault(t *testing.T) {
 	if _, err := exec.LookPath("make"); err != nil {
 		t.Skip("no make")

@@ -47,6 +47,9 @@ type inputFlags struct {
 	caCertHashes         []string
 	// controlPlane is --control-plane: an empty KubeadmConfig's role.
 	controlPlane bool
+	// controlPlaneInitialized is --control-plane-initialized: whether a
+	// control-plane machine's cluster is initialized.
+	controlPlaneInitialized bool
 	// identifiedByPlatform is validate's --kubernetes: the spec is read
 	// as an Instance object a cluster serves (spec.Loader's
 	// IdentifiedByPlatform).
@@ -78,7 +81,8 @@ func (f *inputFlags) registerFiles(cmd *cobra.Command) {
 	fl.StringVar(&f.machine, "machine", "", "Cluster API: the name of the machine to build (its host name and instance id); a template's machines each need their own")
 	fl.StringVar(&f.bootstrapToken, "bootstrap-token", "", "Cluster API: the kubeadm bootstrap token a joining machine uses when its object has none (CABPK creates one)")
 	fl.StringVar(&f.controlPlaneEndpoint, "control-plane-endpoint", "", "Cluster API: HOST:PORT of the cluster's API server a joining machine discovers it at, when its object has none (CABPK takes the Cluster's)")
-	fl.BoolVar(&f.controlPlane, "control-plane", false, "Cluster API: an empty KubeadmConfig's machine is the cluster's first control-plane machine (kubeadm init); =false: a worker (kubeadm join); where no Machine in the input (or the cluster of --kubeconfig) says")
+	fl.BoolVar(&f.controlPlane, "control-plane", false, "Cluster API: a KubeadmConfig's machine is a control-plane machine (kubeadm init, or a control-plane join: --control-plane-initialized); =false: a worker (kubeadm join); where no Machine in the input (or the cluster of --kubeconfig) says")
+	fl.BoolVar(&f.controlPlaneInitialized, "control-plane-initialized", false, "Cluster API: the cluster of a KubeadmConfig's control-plane machine has its control plane initialized (the machine joins it, as CABPK joins it); =false: not (the machine inits the cluster); where no Cluster in the input (or the cluster of --kubeconfig) says")
 	fl.StringArrayVar(&f.caCertHashes, "ca-cert-hash", nil, "Cluster API: sha256:HEX of the cluster CA's public key, for a joining machine whose object has none (repeatable; CABPK takes the Cluster's CA)")
 	fl.StringVar(&f.name, "name", "", "the instance name when the input gives none (an oVirt start action, whose VM is named in the URL; a cloud-config without hostname)")
 	fl.StringVar(&f.object, "object", "", "the object to use when the files hold several VMs: NAME or KIND/NAME (validate without it checks every one)")
@@ -184,12 +188,15 @@ func (f *inputFlags) load(cmd *cobra.Command, paths []string) ([]*specInput, err
 	if cmd.Flags().Changed("control-plane") {
 		opts.ControlPlane = &f.controlPlane
 	}
+	if cmd.Flags().Changed("control-plane-initialized") {
+		opts.ControlPlaneInitialized = &f.controlPlaneInitialized
+	}
 	if f.kubeconfig != "" {
 		r, ns, err := f.cluster()
 		if err != nil {
 			return nil, err
 		}
-		opts.Resolver, opts.FindMachine = r, r.FindMachine
+		opts.Resolver, opts.FindMachine, opts.FindCluster = r, r.FindMachine, r.FindCluster
 		if opts.Namespace == "" {
 			opts.Namespace = ns
 		}

@@ -276,7 +276,7 @@ warned about: no guest can fetch it until one identifies it.`,
 					fmt.Fprintf(cmd.OutOrStdout(), "%s: stored %s (revision %s)\n", si.name, s.Name, s.Revision)
 					if len(s.Addresses) == 0 {
 						// Stored, but no guest's request will find it: it would
-						// stay pending for ever (issue 34).
+						// stay pending for ever.
 						fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s: no guest can fetch %s yet, no address identifies it: %s\n",
 							si.name, s.Name, serve.UnaddressedHint(c.namespace != ""))
 					}

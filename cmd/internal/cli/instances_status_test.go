@@ -179,7 +179,7 @@ web-3  cloud-init  running  modules-config/config-apt-configure  3m45s
 		sum.Counts[firstboot.Failed] != 1 || sum.Instances[2].Errors[0].Module != "config-scripts-user" {
 		t.Errorf("--json: %d %v\n%s", code, err, stdout)
 	}
-	// Every row has the same keys: uid too, empty or not (issue 34).
+	// Every row has the same keys: uid too, empty or not.
 	var rows struct{ Instances []map[string]any }
 	json.Unmarshal([]byte(stdout), &rows)
 	for _, row := range rows.Instances {
@@ -204,7 +204,7 @@ web-3  cloud-init  running  modules-config/config-apt-configure  3m45s
 		t.Errorf("--timeout without --wait: %d %s", code, stderr)
 	}
 
-	// A single fetch is "1 request" (issue 34).
+	// A single fetch is "1 request".
 	f.boots.Fetch("db", f.uids["db"], "ignition", "ignition", "/ignition/config")
 	if code, stdout, _ := f.run(t, "db"); code != ExitOK || !strings.Contains(stdout, "/ignition/config (ignition, 1 request)") {
 		t.Errorf("one fetch: %d\n%s", code, stdout)
@@ -218,7 +218,7 @@ var timeoutExit = regexp.MustCompile(`(?:--timeout[^\n]*\bexit (\d)\b|(\d)\s+(?:
 
 // TestInstancesStatusHelpExitCodes: every exit code the help gives for
 // --wait's --timeout is ExitStillGoing's, as the docs say; 2 is a usage
-// error's (issue 34: the help said 2 in three places).
+// error's (the help once said 2, in three places).
 func TestInstancesStatusHelpExitCodes(t *testing.T) {
 	code, stdout, _ := run(t, "instances", "status", "--help")
 	ms := timeoutExit.FindAllStringSubmatch(stdout, -1)

@@ -12,7 +12,7 @@ func corpusFile(name string) string {
 	return filepath.Join("..", "..", "..", "platform", "testdata", "corpus", name)
 }
 
-// TestObjectFlag: several VMs in one published file (issue 20 item 1):
+// TestObjectFlag: several VMs in one published file:
 // build asks for --object, which picks one for build, render and convert;
 // validate checks every one without it.
 func TestObjectFlag(t *testing.T) {
@@ -50,8 +50,7 @@ func TestObjectFlag(t *testing.T) {
 
 // TestRecognition: a published file of no kind vminit reads is reported
 // as what it is, with its line, never decoded as a vminit spec; convert
-// --to spec refuses it rather than wrapping it as user data (issue 20
-// item 2).
+// --to spec refuses it rather than wrapping it as user data.
 func TestRecognition(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "out")
 	for _, tc := range []struct {
@@ -84,7 +83,7 @@ func TestRecognition(t *testing.T) {
 
 // TestConvertStdinRecognition: convert - reads standard input once and
 // decides as for a file: cloud-init user data is converted, a published
-// KubeadmControlPlaneTemplate is read (issue 20 item 6), a Tekton Pipeline
+// KubeadmControlPlaneTemplate is read, a Tekton Pipeline
 // is refused naming its kind, and a v1 List (oc process output) is
 // converted as the VM it holds.
 func TestConvertStdinRecognition(t *testing.T) {
@@ -122,8 +121,8 @@ func TestConvertStdinRecognition(t *testing.T) {
 }
 
 // TestSeveralVMsNamed: a file of several VMs, given to a command that
-// makes one, is refused naming each as --object takes it and its line
-// (issue 20 item 7); the notes of the documents skipped beside them are
+// makes one, is refused naming each as --object takes it and its line;
+// the notes of the documents skipped beside them are
 // printed once, not once per VM.
 func TestSeveralVMsNamed(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "seed.iso")

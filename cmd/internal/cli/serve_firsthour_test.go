@@ -43,7 +43,7 @@ func TestServeHelpShowsLoopbackFlagAndOneDefault(t *testing.T) {
 		regexp.MustCompile(`\b\d+ where`).MatchString(line) {
 		t.Errorf("--max-connections states more than its one default: %s", line)
 	}
-	// issue 34: the help said GOGC=200 while serve ran at 150, and never
+	// The help once said GOGC=200 while serve ran at 150, and never
 	// named the web page.
 	if want := fmt.Sprintf("GOGC=%d unless", mdserver.GCPercent); !strings.Contains(stdout, want) || strings.Count(stdout, "GOGC=") != 1 {
 		t.Errorf("serve --help does not say %q (once)", want)

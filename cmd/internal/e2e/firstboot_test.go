@@ -1,6 +1,6 @@
 package e2e
 
-// First-boot status on real guests (issue 22's proof): each guest is
+// First-boot status on real guests: each guest is
 // served by `vminit run --serve`'s in-process metadata server, whose
 // tracker sees the guest's fetches and the events and report its agent
 // posts through the relay, as `vminit serve` sees a fleet's. No report of
@@ -206,7 +206,7 @@ func TestGuestFirstBoot(t *testing.T) {
 		}
 		// The one line every view shows (the CLI, the API's row, the page,
 		// the condition) is the command's own words, not cloud-init's
-		// "Runparts: 1 failures" (issue 34, item 3).
+		// "Runparts: 1 failures".
 		if first := st.FirstError(); !strings.Contains(first, "vminit-boom") {
 			t.Errorf("the first error %q is not the failing command's own line:\n%s", first, statusText(st))
 		}

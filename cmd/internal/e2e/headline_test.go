@@ -22,7 +22,7 @@ var stockOffline = []spec.Command{
 // TestHeadlineExampleOnAStockImage is README's headline `vminit run
 // examples/dev-vm.yaml --image debian-12-genericcloud-amd64.qcow2`: the
 // example as written reaches done on a stock image with no outbound
-// network (issue 34, item 6): nothing in it needs a mirror.
+// network: nothing in it needs a mirror.
 func TestHeadlineExampleOnAStockImage(t *testing.T) {
 	im := guesttest.Find(t)
 	inst, err := spec.Load(devVM)

@@ -1,6 +1,6 @@
 package e2e
 
-// A KubeVirt guest reaches vminit (issue 32's proof): the simulated
+// A KubeVirt guest reaches vminit: the simulated
 // KubeVirt node of internal/testing/netsim (virt-launcher pods joined to
 // the node by veths, each guest behind KubeVirt's masquerade, a stub of
 // the cloud's metadata service beyond the node's default route), VMIs
@@ -88,7 +88,7 @@ func (g *kvGuest) imdsv2Required() bool { return strings.Contains(g.spec, "imdsv
 // wrap runs a command in the guest's network namespace.
 func (g *kvGuest) wrap() []string { return []string{"ip", "netns", "exec", g.pod.Guest.Name} }
 
-// TestKubeVirtGuestsReachVminit is issue 32's proof, without KubeVirt:
+// TestKubeVirtGuestsReachVminit is the proof that a KubeVirt guest reaches vminit, without KubeVirt:
 // four VMs on one simulated node, each VMI (labelled with the node,
 // naming its Instance, reporting its pod's IP as KubeVirt's
 // virt-handler does) on a real API server, the node agent (vminit-node

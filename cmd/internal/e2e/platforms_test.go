@@ -425,7 +425,7 @@ func TestCAPIExamplesConsumers(t *testing.T) {
 			t.Errorf("kubeadm-join-config.yaml: %v %v", err, join)
 		}
 		check(t, "ntp", rb.Config["ntp"], map[string]any{"enabled": true, "servers": []any{"0.pool.ntp.org", "1.pool.ntp.org"}})
-		// diskSetup becomes spec.storage (issue 23), rendered with
+		// diskSetup becomes spec.storage, rendered with
 		// cloud-init's defaults written out: CABPK's layout: true is one
 		// partition of the whole disk, [[100, 83]] (cloud-init's own layout
 		// code finds the two equal: platform/capi

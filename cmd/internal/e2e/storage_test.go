@@ -1,6 +1,6 @@
 package e2e
 
-// Storage on real guests (issue 23's proof): each agent's guest boots with a
+// Storage on real guests, the proof of spec.storage: each agent's guest boots with a
 // second disk and a root disk larger than its file system, partitions,
 // formats, labels and mounts the disk, activates swap and grows the root;
 // a second boot of the same disks destroys nothing. The input is a spec

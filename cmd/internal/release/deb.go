@@ -26,8 +26,8 @@ func debVersion(st stamp) string {
 }
 
 // writeDeb packages the Linux programs progs of arch as
-// out/vminit_VERSION_ARCH.deb: the programs in /usr/bin, deploy/systemd's unit (installed, not enabled: it needs an
-// admin token first), completions for bash, zsh and fish, and a man page
+// out/vminit_VERSION_ARCH.deb: the programs in /usr/bin, deploy/systemd's units (installed, not enabled: serve needs an
+// admin token first, and the address unit the bridge's name), completions for bash, zsh and fish, and a man page
 // per vminit command, all generated from the command tree this tool links.
 func writeDeb(repo, out string, st stamp, arch string, progs []artefact) (string, error) {
 	stage, err := os.MkdirTemp("", "vminit-deb-")
@@ -44,6 +44,7 @@ func writeDeb(repo, out string, st stamp, arch string, progs []artefact) (string
 	}
 	contents := files.Contents{
 		file(filepath.Join(repo, "deploy/systemd/vminit-serve.service"), "/usr/lib/systemd/system/vminit-serve.service", 0o644),
+		file(filepath.Join(repo, "deploy/systemd/vminit-mds-address@.service"), "/usr/lib/systemd/system/vminit-mds-address@.service", 0o644),
 	}
 	for _, p := range progs {
 		contents = append(contents, file(p.file, "/usr/bin/"+p.name, 0o755))

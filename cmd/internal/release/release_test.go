@@ -95,6 +95,7 @@ func checkVersion(t *testing.T, bin string, st stamp) {
 // debFiles are files the package must install, besides debPrograms.
 var debFiles = []string{
 	"/usr/lib/systemd/system/vminit-serve.service",
+	"/usr/lib/systemd/system/vminit-mds-address@.service",
 	"/usr/share/bash-completion/completions/vminit",
 	"/usr/share/zsh/vendor-completions/_vminit",
 	"/usr/share/fish/vendor_completions.d/vminit.fish",

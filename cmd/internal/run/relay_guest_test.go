@@ -18,7 +18,7 @@ import (
 
 // relayGuestScript runs in a busybox guest on `run --serve`'s network: it
 // asks the metadata server many times, opens many connections it never
-// uses (the attack of issue 25: each started a host shell), asks again,
+// uses (an attack once found: each started a host shell), asks again,
 // and tries the host's loopback (through QEMU's host address), then waits
 // to be stopped. HOSTPORT is a listener on the host's 127.0.0.1.
 const relayGuestScript = `

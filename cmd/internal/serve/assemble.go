@@ -188,8 +188,8 @@ func (s *Server) listen(o Options, metrics *mdserver.Metrics) error {
 		if o.AdminTLS != nil {
 			scheme = "https"
 		}
-		// Where the operator opens the first-boot page (issue 34: nothing
-		// said so).
+		// Where the operator opens the first-boot page: nothing else
+		// says so.
 		s.log.Info("web page", "url", scheme+"://"+s.Listeners[len(s.Listeners)-1].Listener.Addr().String()+"/ui/")
 	}
 	return nil
@@ -240,8 +240,8 @@ func (s *Server) Close() error { return s.Store.Close() }
 const maxUnaddressedNames = 10
 
 // warnUnaddressed logs the instances no guest can fetch: no address
-// identifies them (issue 34: a first try served four such instances and
-// said nothing, while every guest got a 404). In a directory or etcd, an
+// identifies them (without it, a first try that served four such
+// instances said nothing while every guest got a 404). In a directory or etcd, an
 // instance's addresses are its spec.metadataServer.addresses; in
 // Kubernetes, those its VMI or its spec claims (kubestore's Claims).
 func warnUnaddressed(snap *registry.Snapshot, kubernetes bool, log *slog.Logger) {

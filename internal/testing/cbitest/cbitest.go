@@ -8,7 +8,8 @@
 // No package registry here serves cloudbase-init, so its upstream source
 // is kept beside the checkout in shared/oracles/cloudbase-init-1.1.9 (with
 // the Debian packages it needs: python3-oslo.config, python3-oslo.log,
-// python3-netaddr, python3-requests, python3-yaml, python3-jinja2; mtools
+// python3-netaddr, python3-requests, python3-yaml, python3-jinja2,
+// python3-tzlocal (its time zone mapping); mtools
 // and bsdtar for the drives). Without it a test skips, or fails under
 // VMINIT_REQUIRE_TOOLS=1 (testtools.Missing).
 package cbitest
@@ -120,9 +121,14 @@ type Result struct {
 	// by user.
 	AuthorizedKeys map[string]string `json:"authorized_keys"`
 	// Executed are the scripts run, in order; Calls the OS utilities'
-	// account, group, time zone and NTP calls, each [name, args…].
+	// account, group, time zone and NTP calls, each [name, args…]
+	// (set_timezone's Windows zone as [Timezone.set, zone]).
 	Executed []Execution
 	Calls    [][]any
+	// ErrorsLogged are the errors cloudbase-init logged, each with its
+	// exception: a cloud-config module that failed (it logs, and runs
+	// the next).
+	ErrorsLogged []string `json:"errors_logged"`
 	// Files are what write_files wrote, by the guest's path.
 	Files map[string][]byte
 }
@@ -138,9 +144,9 @@ func Require(t testing.TB) string {
 	if dir == "" {
 		testtools.Missing(t, "cloudbase-init's source ("+OracleDir+" beside the checkout, or VMINIT_CLOUDBASE_INIT) not found")
 	}
-	out, err := exec.Command("/usr/bin/python3", "-c", "import oslo_config, oslo_log, netaddr, requests, yaml, jinja2").CombinedOutput()
+	out, err := exec.Command("/usr/bin/python3", "-c", "import oslo_config, oslo_log, netaddr, requests, yaml, jinja2, tzlocal.windows_tz").CombinedOutput()
 	if err != nil {
-		testtools.Missing(t, "cloudbase-init's Python dependencies (python3-oslo.config, python3-oslo.log, python3-netaddr, python3-requests, python3-yaml, python3-jinja2): "+string(out))
+		testtools.Missing(t, "cloudbase-init's Python dependencies (python3-oslo.config, python3-oslo.log, python3-netaddr, python3-requests, python3-yaml, python3-jinja2, python3-tzlocal): "+string(out))
 	}
 	testtools.Require(t, "bsdtar")
 	testtools.Require(t, "mcopy")
@@ -357,6 +363,9 @@ func CheckWin(t testing.TB, inst *spec.Instance, got *Result, userData []byte, w
 	if !slices.Equal(got.Executed, wantRun) {
 		t.Errorf("executed %q\nwant %q", got.Executed, wantRun)
 	}
+	if len(got.ErrorsLogged) > 0 {
+		t.Errorf("cloudbase-init logged errors: %q", got.ErrorsLogged)
+	}
 	calls := fmt.Sprint(got.Calls)
 	// ops gets its password: created with it by the users module, or,
 	// made by CreateUser as the metadata's admin, set to admin_pass.
@@ -364,7 +373,7 @@ func CheckWin(t testing.TB, inst *spec.Instance, got *Result, userData []byte, w
 		t.Errorf("ops never got its password: %s", calls)
 	}
 	for _, c := range []string{
-		"[set_host_name win-1]", "[set_timezone Europe/Berlin]", "[set_ntp_client_config [192.0.2.123 pool.ntp.org]]", "[create_group administrators]", "[create_group appusers]",
+		"[set_host_name win-1]", "[set_timezone Europe/Berlin] [Timezone.set W. Europe Standard Time]", "[set_ntp_client_config [192.0.2.123 pool.ntp.org]]", "[create_group administrators]", "[create_group appusers]",
 		"[add_user_to_local_group ops administrators]",
 		"[add_user_to_local_group app appusers]", "[create_user app random-password]",
 	} {

@@ -8,7 +8,10 @@
 #     names (bsdtar, mlabel, mcopy: the ".exe" dropped) for real, and records,
 #     without running, the scripts cloudbase-init's executors hand it
 #     (cmd.exe, PowerShell, bash, python), with their content; the account,
-#     group, time zone and NTP calls are recorded.
+#     group and NTP calls are recorded. Its set_timezone is WindowsUtils'
+#     own (its source, taken from osutils/windows.py): the IANA name looked
+#     up in tzlocal's tz_win, and the raise for a name not there; only the
+#     Windows zone's setting (utils.windows.timezone) is recorded.
 #   - the physical disks (utils.windows.disk.Disk): a file-backed disk
 #     reading the image, as the Win32 API reads \\.\PHYSICALDRIVEn.
 #   - the config drive manager's platform choice (osconfigdrive.factory picks
@@ -27,10 +30,12 @@
 # and its UserDataPlugin.
 # Output: a JSON list, a result for each job: {"instance_id", "host_name", "public_keys", "admin_username",
 #          "admin_password", "user_data", "network", "can_post_password",
-#          "post_password", "executed", "calls", "files"}
+#          "post_password", "executed", "calls", "errors_logged", "files"}
 
+import ast
 import base64
 import json
+import logging
 import os
 import requests
 import shutil
@@ -50,6 +55,19 @@ tempfile.tempdir = work  # the scripts, the copied drive, the ISO copy
 calls = []
 executed = []
 existing = set()  # ("user"|"group", name) made by the job
+logged = []  # the errors cloudbase-init logged (a failed cloud-config module: logged, and the next runs)
+
+
+class _ErrorLog(logging.Handler):
+    def emit(self, record):
+        msg = record.getMessage()
+        if record.exc_info and record.exc_info[1] is not None:
+            e = record.exc_info[1]
+            msg += ": %s: %s" % (type(e).__name__, e)
+        logged.append(msg)
+
+
+logging.getLogger("cloudbaseinit").addHandler(_ErrorLog(logging.ERROR))
 
 
 class Disk(object):
@@ -149,6 +167,44 @@ class FakeOSUtils(object):
         return record
 
 
+class _Timezone(object):
+    """utils.windows.timezone.Timezone: what it would set, recorded."""
+
+    def __init__(self, name):
+        self._name = name
+
+    def set(self, osutils):
+        calls.append(["Timezone.set", self._name])
+
+
+def _windows_utils_method(name, **globals_):
+    """WindowsUtils.NAME from cloudbase-init's osutils/windows.py, which
+    imports Windows-only modules: compiled alone, with globals_ as its
+    module's names."""
+    path = os.path.join(ORACLE, "cloudbaseinit", "osutils", "windows.py")
+    with open(path) as f:
+        tree = ast.parse(f.read(), path)
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "WindowsUtils")
+    fn = next(n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == name)
+    ns = dict(globals_)
+    exec(compile(ast.Module(body=[fn], type_ignores=[]), path, "exec"), ns)
+    return ns[name]
+
+
+from cloudbaseinit import exception as cbi_exception  # noqa: E402
+from tzlocal import windows_tz  # noqa: E402
+_set_timezone = _windows_utils_method("set_timezone", windows_tz=windows_tz, exception=cbi_exception,
+                                      timezone=types.SimpleNamespace(Timezone=_Timezone))
+
+
+def _recorded_set_timezone(self, name):
+    calls.append(["set_timezone", name])
+    return _set_timezone(self, name)
+
+
+FakeOSUtils.set_timezone = _recorded_set_timezone
+
+
 def _read(path):
     with open(path, "rb") as f:
         return f.read().decode("utf-8", "replace")
@@ -216,7 +272,7 @@ def ask(f, *args):
 def run(mode, arg):
     global MODE, ARG
     MODE, ARG = mode, arg
-    del executed[:], calls[:]
+    del executed[:], calls[:], logged[:]
     existing.clear()
     root = os.path.join(work, "root")
     shutil.rmtree(root, ignore_errors=True)
@@ -271,6 +327,7 @@ def run(mode, arg):
                 out["post_password_again"] = e.response.status_code
         out["executed"] = list(executed)
         out["calls"] = list(calls)
+        out["errors_logged"] = list(logged)
         files = {}
         for d, _, names in os.walk(root):
             for n in names:

@@ -1,5 +1,5 @@
 // Package laughs builds YAML "billion laughs" documents for the tests of
-// every reader that must bound what aliases expand to (issue 25): small
+// every reader that must bound what aliases expand to: small
 // texts that decode to gigabytes.
 package laughs
 

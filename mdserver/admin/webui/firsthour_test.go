@@ -11,7 +11,7 @@ import (
 	"github.com/vminit/vminit/mdserver/firstboot"
 )
 
-// The page as an operator meets it in the first hour (issue 34, item 5),
+// The page as an operator meets it in the first hour,
 // served by the admin handler as `vminit serve --admin-listen` serves it.
 
 // journal is a failed unit's log as an Ignition guest reports it: 2 KiB
