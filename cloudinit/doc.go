@@ -65,7 +65,12 @@
 // WithReport adds to rendered user data what makes cloud-init report the
 // first boot to a vminit server (package mdserver/firstboot's wire
 // contract): its reporting webhook posting every event, and a unit that
-// posts status.json and result.json once the final stage is over. The
+// posts status.json and result.json once the final stage is over, and the
+// system's state, failed units and enabled mount and swap units that are
+// not active once the boot has settled (a unit cloud-init started may fail
+// while cloud-init reports no error; a mount whose device never appears
+// fails only as a dependency, its unit left inactive). Without systemd
+// the script is started directly and sends cloud-init's word alone. The
 // seed (seed.Options.ReportTo, `--report-to`) and the metadata server use
 // it.
 //

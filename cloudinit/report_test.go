@@ -6,15 +6,20 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"os"
+	"os/exec"
 	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vminit/vminit/bootreport"
 	"github.com/vminit/vminit/internal/lib/systemd"
 	"github.com/vminit/vminit/internal/testing/cloudinittest"
 	"github.com/vminit/vminit/internal/testing/reporttest"
+	"github.com/vminit/vminit/internal/testing/testtools"
 	"github.com/vminit/vminit/mdserver/firstboot"
 )
 
@@ -152,8 +157,8 @@ func TestWithReportRefusesBadURLs(t *testing.T) {
 
 // runReportScript runs report.py as its unit does, with /usr/bin/python3
 // and its paths under root.
-func runReportScript(t *testing.T, root, url string) string {
-	return cloudinittest.RunReportScript(t, reportScript, root, url)
+func runReportScript(t *testing.T, root, url string, env ...string) string {
+	return cloudinittest.RunReportScript(t, reportScript, root, url, env...)
 }
 
 func writeTree(t *testing.T, root string, files map[string]string) {
@@ -236,4 +241,143 @@ func jsonEqual(t *testing.T, got json.RawMessage, want string) bool {
 		return false
 	}
 	return fmt.Sprint(a) == fmt.Sprint(b)
+}
+
+// TestReportScriptUnits runs the report script with systemctl and
+// journalctl stubbed: a boot cloud-init finished without errors but whose
+// units failed posts the system's state and at most 16 failed units, each
+// with the last 2 KiB of its journal (control characters but tab, CR and
+// LF dropped, as ignition/report.sh sends them), and the server reads it
+// as failed, naming the first unit. Without systemd (no
+// /run/systemd/system: Alpine's OpenRC), the report carries cloud-init's
+// word alone, and the script says nothing of it.
+func TestReportScriptUnits(t *testing.T) {
+	var units []reporttest.FailedUnit
+	journal := strings.Repeat("filler line\n", 300) + "mount: /srv/data: wrong fs type \"x\" \\ J\u00fcrgen\x01\x1b[0m\r\n"
+	for i := range 20 {
+		units = append(units, reporttest.FailedUnit{Unit: fmt.Sprintf("unit-%02d.mount", i), Journal: journal})
+	}
+	root := t.TempDir()
+	writeTree(t, root, cleanBoot)
+	srv := reporttest.NewServer(t)
+	runReportScript(t, root, bootreport.ReportURL(srv.URL), "PATH="+reporttest.Systemd(t, "degraded", units)+":/usr/bin:/bin")
+	g := srv.Report(t)
+	if g.SystemState != "degraded" || len(g.FailedUnits) != 16 {
+		t.Fatalf("report: state %q, %d failed units", g.SystemState, len(g.FailedUnits))
+	}
+	// The stub's heredoc ends the journal with a newline.
+	full := journal + "\n"
+	wantLog := strings.NewReplacer("\x01", "", "\x1b", "").Replace(full[len(full)-2048:])
+	for i, u := range g.FailedUnits {
+		if u.Unit != units[i].Unit || u.Log != wantLog {
+			t.Errorf("unit %d: %q with log %q, want %q with %q", i, u.Unit, u.Log[max(0, len(u.Log)-60):], units[i].Unit, wantLog[len(wantLog)-60:])
+		}
+	}
+	r, err := g.Report()
+	if err != nil || !r.Failed {
+		t.Fatalf("the server's reading: %+v %v", r, err)
+	}
+	if st := (firstboot.Status{Errors: r.Errors}); st.FirstError() != `unit-00.mount: mount: /srv/data: wrong fs type "x" \ Jürgen[0m` {
+		t.Errorf("first error %q", st.FirstError())
+	}
+
+	// No systemd, even with a systemctl on PATH: cloud-init's word alone,
+	// and nothing printed (the kubevirt e2e guests run so).
+	root = t.TempDir()
+	noSystemd := maps.Clone(cleanBoot)
+	delete(noSystemd, "run/systemd/system/.keep")
+	writeTree(t, root, noSystemd)
+	srv = reporttest.NewServer(t)
+	if out := runReportScript(t, root, bootreport.ReportURL(srv.URL), "PATH="+reporttest.Systemd(t, "degraded", units)+":/usr/bin:/bin"); out != "" {
+		t.Errorf("output %q, want none", out)
+	}
+	if len(srv.Bodies()) != 1 || bytes.Contains(srv.Bodies()[0], []byte("systemState")) || bytes.Contains(srv.Bodies()[0], []byte("failedUnits")) {
+		t.Fatalf("posted %q", srv.Bodies())
+	}
+	if g, err := firstboot.ParseGuestReport(srv.Bodies()[0]); err != nil {
+		t.Error(err)
+	} else if r, err := g.Report(); err != nil || r.Failed {
+		t.Errorf("the server's reading: %+v %v", r, err)
+	}
+}
+
+// cleanBoot is a guest's tree after a systemd boot cloud-init finished
+// without errors.
+var cleanBoot = map[string]string{
+	"run/cloud-init/status.json":   `{"v1": {"stage": null, "modules-final": {"errors": []}}}`,
+	"run/cloud-init/result.json":   `{"v1": {"errors": []}}`,
+	"run/systemd/system/.keep":     "",
+	"var/lib/cloud/instance/.keep": "", // where the marker goes
+}
+
+// TestReportScriptInactiveMounts: a boot whose enabled mount failed only
+// as a dependency, its device never there (reporttest.InactiveMounts), is
+// reported with that unit, its journal and the reason last, which the
+// server reads as the cause; an active, nofail or skipped mount is not
+// (reporttest.CheckInactiveMounts).
+func TestReportScriptInactiveMounts(t *testing.T) {
+	root := t.TempDir()
+	writeTree(t, root, cleanBoot)
+	srv := reporttest.NewServer(t)
+	runReportScript(t, root, bootreport.ReportURL(srv.URL), "PATH="+reporttest.Systemd(t, "running", reporttest.InactiveMounts())+":/usr/bin:/bin")
+	reporttest.CheckInactiveMounts(t, srv.Report(t))
+}
+
+// TestServedScript: report.py has no multi-line string that
+// scripttext.Served, dropping lines that begin with #, could cut (the
+// report tests run the served copy), and the served copy keeps the
+// opening block that says what it is.
+func TestServedScript(t *testing.T) {
+	if bytes.Contains(reportSource, []byte(`"""`)) || bytes.Contains(reportSource, []byte(`'''`)) {
+		t.Fatal("report.py has a multi-line string: scripttext.Served may cut it")
+	}
+	if !bytes.HasPrefix(reportScript, []byte("#!/usr/bin/python3\n# Generated by vminit: ")) || len(reportScript) > len(reportSource)*3/4 {
+		t.Errorf("served: %d of %d bytes, beginning %.80q", len(reportScript), len(reportSource), reportScript)
+	}
+}
+
+// TestReportTriggerWithoutSystemd: on a guest without systemd (Alpine's
+// OpenRC) the per-instance trigger, run with sh, does not fail (a failing
+// script would fail cloud-init's module) and starts report.py detached,
+// which waits for cloud-init's result.json and posts cloud-init's word,
+// with no system state.
+func TestReportTriggerWithoutSystemd(t *testing.T) {
+	cloudinittest.Require(t)
+	sh := testtools.Require(t, "sh")
+	srv := reporttest.NewServer(t)
+	root := t.TempDir()
+	writeTree(t, root, map[string]string{
+		"run/cloud-init/status.json":   `{"v1": {"stage": "modules-final", "modules-final": {"errors": []}}}`,
+		"var/lib/cloud/instance/.keep": "",
+		"var/log/.keep":                "",
+		ReportScript[1:]:               string(reportScript),
+	})
+	cmd := exec.Command(sh, "-c", reportTrigger(srv.URL))
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "VMINIT_REPORT_TEST_ROOT=" + root, "VMINIT_REPORT_TEST_DELAY=0"}
+	if out, err := cmd.CombinedOutput(); err != nil || len(out) > 0 {
+		t.Fatalf("the trigger: %v\n%s", err, out)
+	}
+	writeTree(t, root, map[string]string{"run/cloud-init/result.json": `{"v1": {"errors": []}}`})
+	// Detached: wait (bounded) for its post and its marker, which it
+	// writes last.
+	marker := filepath.Join(root, "var/lib/cloud/instance/vminit-first-boot-reported")
+	for i := 0; i < 600 && !fileExists(marker); i++ {
+		time.Sleep(100 * time.Millisecond)
+	}
+	log, _ := os.ReadFile(filepath.Join(root, "var/log/vminit-first-boot-report.log"))
+	if len(srv.Bodies()) != 1 || !fileExists(marker) {
+		t.Fatalf("%d posts, marker %v; its log:\n%s", len(srv.Bodies()), fileExists(marker), log)
+	}
+	g, err := firstboot.ParseGuestReport(srv.Bodies()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := g.Report(); err != nil || r.Failed || g.SystemState != "" || g.FailedUnits != nil {
+		t.Errorf("the server's reading %+v %v of %s", r, err, srv.Bodies()[0])
+	}
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }

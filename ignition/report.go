@@ -6,6 +6,7 @@ import (
 	types "github.com/coreos/ignition/v2/config/v3_0/types"
 
 	"github.com/vminit/vminit/bootreport"
+	"github.com/vminit/vminit/internal/lib/scripttext"
 	"github.com/vminit/vminit/internal/lib/systemd"
 )
 
@@ -17,7 +18,12 @@ const (
 )
 
 //go:embed report.sh
-var reportScript []byte
+var reportSource []byte
+
+// reportScript is ReportScript as the guest gets it: report.sh without
+// the comments below its opening block (every config with a report
+// carries it, within its transport's budget).
+var reportScript = scripttext.Served(reportSource)
 
 // reportField is what a spec.files entry at one of the report's paths is
 // told writes it.

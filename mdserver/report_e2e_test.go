@@ -7,6 +7,7 @@ import (
 
 	"github.com/vminit/vminit/bootreport"
 	"github.com/vminit/vminit/internal/testing/cloudinittest"
+	"github.com/vminit/vminit/internal/testing/reporttest"
 	"github.com/vminit/vminit/mdserver/firstboot"
 )
 
@@ -49,11 +50,57 @@ func TestReportScriptToHandler(t *testing.T) {
 	}
 }
 
+// TestReportScriptUnitsToHandler: a cloud-init that finished without an
+// error, on a system where a spec mount's unit failed, as report.py posts
+// it (systemctl and journalctl stubbed) to the real handler: the boot is
+// failed, and the one line the row and the instance show is the unit's
+// own (mount's) words. Then, in a running system with no failed unit, a
+// spec mount whose device never appeared (its unit inactive: it failed
+// as a dependency): failed too, the row naming the unit and its device.
+func TestReportScriptUnitsToHandler(t *testing.T) {
+	cloudinittest.Require(t)
+	store := newIndexStore()
+	store.put(t, instanceDoc("vm-a", []string{"127.0.0.1"}, ""))
+	h := NewHandler(store, Options{AllowLoopbackInstances: true, Logger: quietLogger()})
+	srv, _ := serve(t, h)
+	cause := "mount: /srv/data: wrong fs type, bad option, bad superblock on tmpfs, missing codepage or helper program, or other error."
+	journal := "Nov 29 03:40:01 debian systemd[1]: Mounting srv-data.mount - Mount tmpfs at /srv/data...\n" +
+		"Nov 29 03:40:01 debian mount[812]: " + cause + "\n" +
+		"Nov 29 03:40:01 debian systemd[1]: srv-data.mount: Mount process exited, code=exited, status=32/n/a\n" +
+		"Nov 29 03:40:01 debian systemd[1]: srv-data.mount: Failed with result 'exit-code'.\n" +
+		"Nov 29 03:40:01 debian systemd[1]: Failed to mount srv-data.mount - Mount tmpfs at /srv/data."
+	stubs := reporttest.Systemd(t, "degraded", []reporttest.FailedUnit{{Unit: "srv-data.mount", Journal: journal}})
+	clean := map[string]string{
+		"run/cloud-init/status.json": `{"v1": {"datasource": "DataSourceNoCloud", "stage": null, "modules-final": {"errors": [], "start": 3.0, "finished": 4.0}}}`,
+		"run/cloud-init/result.json": `{"v1": {"datasource": "DataSourceNoCloud", "errors": []}}`,
+		"run/systemd/system/.keep":   "", // a systemd boot
+	}
+	check := func(stubs, want string) {
+		t.Helper()
+		out := runReportScript(t, srv.URL, clean, "PATH="+stubs+":/usr/bin:/bin")
+		st, _ := h.Boot("vm-a")
+		if st.State != firstboot.Failed || st.FirstError() != want {
+			t.Fatalf("after report.py: %s %q, want failed %q (script said %q)", st.State, st.FirstError(), want, out)
+		}
+		if row := h.opts.Boots.Brief("vm-a", st.UID, firstboot.AgentCloudInit); row.FirstError() != want {
+			t.Errorf("the fleet's row %q, want %q", row.FirstError(), want)
+		}
+	}
+	check(stubs, "srv-data.mount: "+cause)
+
+	store.delete("vm-a")
+	store.put(t, instanceDoc("vm-a", []string{"127.0.0.1"}, "")) // a new incarnation, reporting afresh
+	const device = "/dev/disk/by-label/vminit-test-no-such-label"
+	journal = "Nov 29 03:41:31 debian systemd[1]: Dependency failed for srv-data.mount - Mount LABEL=vminit-test-no-such-label at /srv/data."
+	stubs = reporttest.Systemd(t, "running", []reporttest.FailedUnit{{Unit: "srv-data.mount", Journal: journal, ActiveState: "inactive", What: device}})
+	check(stubs, "srv-data.mount: enabled but not active once the boot settled: its device "+device+" was not found")
+}
+
 // runReportScript runs the report script the served cloud-config
 // installs (cloudinit/report.py) with the guest's Python, against the
 // server at base, on a root holding files (cloud-init's status.json,
 // result.json, output log), and returns what it printed.
-func runReportScript(t *testing.T, base string, files map[string]string) string {
+func runReportScript(t *testing.T, base string, files map[string]string, env ...string) string {
 	t.Helper()
 	script, err := os.ReadFile("../cloudinit/report.py")
 	if err != nil {
@@ -61,5 +108,5 @@ func runReportScript(t *testing.T, base string, files map[string]string) string 
 	}
 	root := t.TempDir()
 	cloudinittest.WriteTree(t, root, files)
-	return cloudinittest.RunReportScript(t, script, root, bootreport.ReportURL(base))
+	return cloudinittest.RunReportScript(t, script, root, bootreport.ReportURL(base), env...)
 }

@@ -25,6 +25,7 @@ package render
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 
@@ -56,7 +57,8 @@ type Target struct {
 	// (ignition.Options.AllowPartial).
 	AllowPartial bool
 	// Transport names a delivery.Transports budget the Ignition config
-	// must fit (without a pointer config).
+	// (without a pointer config) or the cloud-init user data, the
+	// first-boot report included, must fit.
 	Transport string
 	// Strict makes every warning an error.
 	Strict bool
@@ -151,12 +153,25 @@ func (r *Result) cloudInit(inst *spec.Instance, t Target) {
 		}
 		return
 	}
-	s, err := seed.Build(inst, t.DatasourceFor(inst), t.seedOptions())
+	ds := t.DatasourceFor(inst)
+	s, err := seed.Build(inst, ds, t.seedOptions())
 	if err != nil {
 		r.Errors = append(r.Errors, asErrors(err, "")...)
 		return
 	}
 	r.Seed = s
+	if t.Transport == "" {
+		return
+	}
+	// cloud-init has no pointer config: user data over the budget is an
+	// error. The first-boot report (ReportTo) counts: some 5 KB.
+	tr, err := delivery.LookupTransport(t.Transport)
+	if ud, _ := s.Lookup(ds.UserDataPath()); err == nil && tr.Size(ud) > tr.Limit {
+		err = fmt.Errorf("user data too large for its transport: %d bytes; %s allows %d", tr.Size(ud), tr.Source, tr.Limit)
+	}
+	if err != nil {
+		r.Errors = append(r.Errors, &spec.FieldError{Message: err.Error()})
+	}
 }
 
 func (r *Result) ignition(inst *spec.Instance, t Target) {

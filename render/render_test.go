@@ -185,6 +185,17 @@ func TestInstance(t *testing.T) {
 		// The config rendered; the budget refuses it.
 		ignition: true,
 		errors:   []string{"config too large for its transport: "},
+	}, {
+		name:   "cloud-init's user data within the transport's budget",
+		spec:   "  hostname: web-1\n",
+		target: render.Target{Transport: "kubevirt"},
+		seed:   []string{"user-data"},
+	}, {
+		name:   "and past it with the first-boot report, which counts",
+		spec:   "  hostname: web-1\n",
+		target: render.Target{Transport: "kubevirt", ReportTo: "http://192.0.2.1:8080"},
+		seed:   []string{"user-data"},
+		errors: []string{"user data too large for its transport: "},
 	}} {
 		t.Run(c.name, func(t *testing.T) {
 			r := render.Instance(parse(t, c.spec), c.target)

@@ -1,8 +1,8 @@
 // Package firstboot tracks each instance's first boot as the metadata
 // server sees it: the fetches it answered, the events the guest's agent
 // posted (cloud-init's reporting webhook, per stage and per module), and
-// the agent's final report (cloud-init's result, or the Ignition
-// completion unit's list of failed units).
+// the agent's final report (the system's state and failed units, and for
+// cloud-init its status and result).
 //
 // A Tracker holds, per instance incarnation (name and UID), a Status: its
 // State (pending → fetched → running → done | failed, and stalled when no

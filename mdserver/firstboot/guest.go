@@ -55,22 +55,26 @@ func ParseGuestReport(body []byte) (GuestReport, error) {
 //   - cloud-init: the errors of each stage in status.json (and those of
 //     result.json no stage lists) are failures, the module named where
 //     the error names one; the output log's tail is the message of the
-//     failure it mentions (or of the only one), else the report's.
+//     failure it mentions (or of the only one), else the report's. Then,
+//     when the report has them (report.py since the guest's units were
+//     reported; an older guest's report has not), the system's state and
+//     failed units, read as Ignition's: cloud-init can finish without
+//     an error while a unit it started failed (a spec mount's, started
+//     by a runcmd line whose failure stops nothing). cloud-init's own
+//     failures come first, so that the one line the views show
+//     (Status.FirstError) stays cloud-init's cause when it has one.
 //   - Ignition: a running system is done; a degraded one, or one with
 //     failed units, failed: a failure per unit, its log tail its message.
 //
-// Each agent's report carries its own fields only. Everything kept is cut
-// to the tracker's limits.
+// status and result are cloud-init's only: an Ignition report carrying
+// them is refused. Everything kept is cut to the tracker's limits.
 func (g GuestReport) Report() (Report, error) {
 	switch g.Agent {
 	case AgentCloudInit:
-		if g.SystemState != "" || len(g.FailedUnits) > 0 {
-			return Report{}, fmt.Errorf("%w: systemState and failedUnits are an Ignition report's; a cloud-init report carries status, result and log", ErrReport)
-		}
 		return g.cloudInit()
 	case AgentIgnition:
 		if len(g.Status) > 0 || len(g.Result) > 0 {
-			return Report{}, fmt.Errorf("%w: status and result are a cloud-init report's; an Ignition report carries systemState and failedUnits", ErrReport)
+			return Report{}, fmt.Errorf("%w: status and result are a cloud-init report's; an Ignition report carries systemState, failedUnits and log", ErrReport)
 		}
 		return g.ignition()
 	}
@@ -95,21 +99,35 @@ type ciStage struct {
 }
 
 func (g GuestReport) cloudInit() (Report, error) {
+	fails, err := g.cloudInitErrors()
+	if err != nil {
+		return Report{}, err
+	}
+	var sys systemReport
+	if g.SystemState != "" || len(g.FailedUnits) > 0 {
+		if sys, err = g.system(); err != nil {
+			return Report{}, err
+		}
+	}
+	return cloudInitReport(fails, sys, g.Log), nil
+}
+
+// cloudInitErrors are the failures status.json and result.json name.
+func (g GuestReport) cloudInitErrors() ([]Failure, error) {
 	var fails []Failure
 	var seen []string // error texts already a failure
 	running := ""     // the stage status.json says cloud-init is in
 	if !isNull(g.Status) {
 		var err error
 		if fails, seen, running, err = statusErrors(g.Status); err != nil {
-			return Report{}, err
+			return nil, err
 		}
 	}
 	if isNull(g.Result) {
 		// cloud-init writes result.json as modules-final ends, and the
 		// report unit runs after it: without one, cloud-init did not
 		// finish.
-		fails = append(fails, unfinished(running, !isNull(g.Status)))
-		return cloudInitReport(fails, g.Log), nil
+		return append(fails, unfinished(running, !isNull(g.Status))), nil
 	}
 	var res struct {
 		V1 *struct {
@@ -117,12 +135,12 @@ func (g GuestReport) cloudInit() (Report, error) {
 		} `json:"v1"`
 	}
 	if err := json.Unmarshal(g.Result, &res); err != nil || res.V1 == nil {
-		return Report{}, fmt.Errorf("%w: result: want result.json, {\"v1\": {\"errors\": [...]}}: %v", ErrReport, err)
+		return nil, fmt.Errorf("%w: result: want result.json, {\"v1\": {\"errors\": [...]}}: %v", ErrReport, err)
 	}
 	for _, e := range res.V1.Errors {
 		fails, seen = addError(fails, seen, "", e)
 	}
-	return cloudInitReport(fails, g.Log), nil
+	return fails, nil
 }
 
 // statusErrors reads status.json: the errors of each stage, and the
@@ -193,14 +211,24 @@ func moduleError(e string) (module, msg string) {
 }
 
 // cloudInitReport is the report of cloud-init's failures, with the output
-// log's tail where it explains one.
-func cloudInitReport(fails []Failure, log string) Report {
-	r := Report{Failed: len(fails) > 0, Errors: fails, Message: "cloud-init finished without errors"}
-	if r.Failed {
+// log's tail where it explains one, and then the system's (sys, zero for
+// a report without systemState): failed if either is.
+func cloudInitReport(fails []Failure, sys systemReport, log string) Report {
+	r := Report{Failed: len(fails) > 0 || sys.failed, Message: "cloud-init finished without errors"}
+	switch len(fails) {
+	case 0:
+	case 1:
+		r.Message = "cloud-init: 1 error"
+	default:
 		r.Message = fmt.Sprintf("cloud-init: %d errors", len(fails))
-		if len(fails) == 1 {
-			r.Message = "cloud-init: 1 error"
-		}
+	}
+	if sys.summary != "" {
+		r.Message += "; system " + sys.summary
+	}
+	// cloud-init's own first: the view's one line is the first failure's.
+	r.Errors = append(fails, sys.fails...)
+	if len(r.Errors) > MaxFailures {
+		r.Errors = r.Errors[:MaxFailures]
 	}
 	if strings.TrimSpace(log) == "" {
 		return r
@@ -208,7 +236,7 @@ func cloudInitReport(fails []Failure, log string) Report {
 	for i, f := range fails {
 		mod := strings.TrimPrefix(f.Module, "config-")
 		if len(fails) == 1 || mod != "" && strings.Contains(log, mod) {
-			fails[i].Message = withLog(f.Message, log)
+			r.Errors[i].Message = withLog(f.Message, log)
 			return r
 		}
 	}
@@ -220,29 +248,50 @@ func cloudInitReport(fails []Failure, log string) Report {
 var systemStates = []string{"initializing", "starting", "running", "degraded", "maintenance", "stopping", "offline", "unknown"}
 
 func (g GuestReport) ignition() (Report, error) {
-	if !slices.Contains(systemStates, g.SystemState) {
-		return Report{}, fmt.Errorf("%w: systemState %q: want what `systemctl is-system-running` says (%s)", ErrReport, g.SystemState, strings.Join(systemStates, ", "))
+	sys, err := g.system()
+	if err != nil {
+		return Report{}, err
 	}
-	r := Report{Message: g.SystemState}
-	for i, u := range g.FailedUnits {
-		if u.Unit == "" {
-			return Report{}, fmt.Errorf("%w: failedUnits[%d]: unit is empty", ErrReport, i)
-		}
-		if i < MaxFailures {
-			r.Errors = append(r.Errors, Failure{Unit: clip(u.Unit, MaxName), Message: tail(u.Log, MaxMessage)})
-		}
-	}
-	r.Failed = len(g.FailedUnits) > 0 || g.SystemState == "degraded" || g.SystemState == "maintenance"
-	switch n := len(g.FailedUnits); {
-	case n == 1:
-		r.Message += ": 1 failed unit"
-	case n > 1:
-		r.Message += fmt.Sprintf(": %d failed units", n)
-	}
+	r := Report{Failed: sys.failed, Errors: sys.fails, Message: sys.summary}
 	if strings.TrimSpace(g.Log) != "" {
 		r.Message = withLog(r.Message, g.Log)
 	}
 	return r, nil
+}
+
+// systemReport is what a report's systemState and failedUnits say.
+type systemReport struct {
+	failed bool
+	fails  []Failure // a failure per unit, its journal's tail its message
+	// summary is the state and the count of failed units ("degraded: 2
+	// failed units").
+	summary string
+}
+
+// system reads the report's systemState and failedUnits, the same in
+// either agent's report: a degraded or maintenance system, or one with
+// failed units, failed.
+func (g GuestReport) system() (systemReport, error) {
+	if !slices.Contains(systemStates, g.SystemState) {
+		return systemReport{}, fmt.Errorf("%w: systemState %q: want what `systemctl is-system-running` says (%s)", ErrReport, g.SystemState, strings.Join(systemStates, ", "))
+	}
+	s := systemReport{summary: g.SystemState}
+	for i, u := range g.FailedUnits {
+		if u.Unit == "" {
+			return systemReport{}, fmt.Errorf("%w: failedUnits[%d]: unit is empty", ErrReport, i)
+		}
+		if i < MaxFailures {
+			s.fails = append(s.fails, Failure{Unit: clip(u.Unit, MaxName), Message: tail(u.Log, MaxMessage)})
+		}
+	}
+	s.failed = len(g.FailedUnits) > 0 || g.SystemState == "degraded" || g.SystemState == "maintenance"
+	switch n := len(g.FailedUnits); {
+	case n == 1:
+		s.summary += ": 1 failed unit"
+	case n > 1:
+		s.summary += fmt.Sprintf(": %d failed units", n)
+	}
+	return s, nil
 }
 
 // withLog is msg followed by as much of log's end as fits MaxMessage.

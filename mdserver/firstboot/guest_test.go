@@ -179,7 +179,9 @@ func TestGuestReportRefuses(t *testing.T) {
 		{`{"agent": "cloud-init", "status": {"v2": {}}}`, "want status.json"},
 		{`{"agent": "cloud-init", "status": {"v1": {"init": {"errors": [1]}}}}`, "v1.init"},
 		{`{"agent": "cloud-init", "result": [1]}`, "want result.json"},
-		{`{"agent": "cloud-init", "status": {"v1": {}}, "systemState": "running"}`, "an Ignition report's"},
+		{`{"agent": "cloud-init", "result": {"v1": {"errors": []}}, "systemState": "fine"}`, `systemState "fine"`},
+		{`{"agent": "cloud-init", "result": {"v1": {"errors": []}}, "failedUnits": [{"unit": "a.mount"}]}`, `systemState ""`},
+		{`{"agent": "cloud-init", "result": {"v1": {"errors": []}}, "systemState": "degraded", "failedUnits": [{"log": "x"}]}`, "failedUnits[0]: unit is empty"},
 		{`{"agent": "ignition", "systemState": "fine"}`, `systemState "fine"`},
 		{`{"agent": "ignition", "systemState": "running", "result": {"v1": {}}}`, "a cloud-init report's"},
 		{`{"agent": "ignition", "systemState": "degraded", "failedUnits": [{"log": "x"}]}`, "failedUnits[0]: unit is empty"},
@@ -192,5 +194,71 @@ func TestGuestReportRefuses(t *testing.T) {
 		if !errors.Is(err, ErrReport) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%.70s: %v, want ErrReport saying %q", tc.body, err, tc.want)
 		}
+	}
+}
+
+// mountJournal is a spec mount's unit failing at first boot, as
+// `journalctl -b -u UNIT` gives it (the report scripts' command).
+const mountJournal = `Nov 29 03:40:01 debian systemd[1]: Mounting srv-data.mount - Mount tmpfs at /srv/data...
+Nov 29 03:40:01 debian mount[812]: mount: /srv/data: wrong fs type, bad option, bad superblock on tmpfs, missing codepage or helper program, or other error.
+Nov 29 03:40:01 debian systemd[1]: srv-data.mount: Mount process exited, code=exited, status=32/n/a
+Nov 29 03:40:01 debian systemd[1]: srv-data.mount: Failed with result 'exit-code'.
+Nov 29 03:40:01 debian systemd[1]: Failed to mount srv-data.mount - Mount tmpfs at /srv/data.
+`
+
+// TestCloudInitReportFailedUnits: a cloud-init report with the system's
+// state and failed units (report.py's) is failed when a unit failed or the
+// system is degraded, though cloud-init itself reports no error; the
+// failure names the unit and carries its journal; cloud-init's own
+// failures come first. A running system with none is done.
+func TestCloudInitReportFailedUnits(t *testing.T) {
+	good, goodResult := cloudInitFiles(t, false)
+	bad, badResult := cloudInitFiles(t, true)
+	mount := UnitReport{Unit: "srv-data.mount", Log: mountJournal}
+	for _, tc := range []struct {
+		name           string
+		status, result json.RawMessage
+		state          string
+		units          []UnitReport
+		failed         bool
+		first, message string
+	}{
+		{"cloud-init done, a unit failed", good, goodResult, "degraded", []UnitReport{mount}, true,
+			"srv-data.mount: mount: /srv/data: wrong fs type, bad option, bad superblock on tmpfs, missing codepage or helper program, or other error.",
+			"cloud-init finished without errors; system degraded: 1 failed unit"},
+		{"cloud-init failed, and a unit", bad, badResult, "degraded", []UnitReport{{Unit: "cloud-final.service"}, mount}, true,
+			"modules-final/config-scripts-user: /var/lib/cloud/instance/scripts/runcmd: line 2: /opt/missing: No such file or directory",
+			"cloud-init: 1 error; system degraded: 2 failed units"},
+		{"maintenance", good, goodResult, "maintenance", nil, true, "", "cloud-init finished without errors; system maintenance"},
+		{"running", good, goodResult, "running", nil, false, "", "cloud-init finished without errors; system running"},
+		{"still starting", good, goodResult, "starting", nil, false, "", "cloud-init finished without errors; system starting"},
+	} {
+		r, err := GuestReport{Agent: AgentCloudInit, Status: tc.status, Result: tc.result, Log: outputLog, SystemState: tc.state, FailedUnits: tc.units}.Report()
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		st := Status{Errors: r.Errors}
+		if r.Failed != tc.failed || st.FirstError() != tc.first || !strings.HasPrefix(r.Message, tc.message) {
+			t.Errorf("%s: failed %v, first error %q, message %q; want %v, %q, %q", tc.name, r.Failed, st.FirstError(), r.Message, tc.failed, tc.first, tc.message)
+		}
+		if want := len(tc.units); len(r.Errors) != want && len(r.Errors) != want+1 {
+			t.Errorf("%s: %d failures, want one per unit after cloud-init's: %+v", tc.name, len(r.Errors), r.Errors)
+		} else if want > 0 && r.Errors[len(r.Errors)-1] != (Failure{Unit: mount.Unit, Message: mountJournal}) {
+			t.Errorf("%s: the last failure %+v, want the mount's with its journal", tc.name, r.Errors[len(r.Errors)-1])
+		}
+	}
+	// An older guest's report (no systemState) reads as before.
+	r, err := GuestReport{Agent: AgentCloudInit, Status: good, Result: goodResult}.Report()
+	if err != nil || r.Failed || r.Message != "cloud-init finished without errors" {
+		t.Errorf("a report without systemState: %+v %v", r, err)
+	}
+	// Failures past MaxFailures are dropped, cloud-init's kept.
+	units := make([]UnitReport, 2*MaxFailures)
+	for i := range units {
+		units[i].Unit = "u.service"
+	}
+	r, err = GuestReport{Agent: AgentCloudInit, Status: bad, Result: badResult, SystemState: "degraded", FailedUnits: units}.Report()
+	if err != nil || len(r.Errors) != MaxFailures || r.Errors[0].Module != "config-scripts-user" {
+		t.Errorf("many units: %d failures, the first %+v, %v", len(r.Errors), r.Errors[0], err)
 	}
 }

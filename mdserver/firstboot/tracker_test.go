@@ -2,6 +2,7 @@ package firstboot
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"sync"
 	"testing"
@@ -85,6 +86,42 @@ func TestIgnitionReport(t *testing.T) {
 	st := tr.Status("fc", "u", "ignition")
 	if st.State != Failed || st.FirstError() != "app.service: exit 1" || len(st.Stages) != 1 || st.Stages[0].Duration() != time.Minute {
 		t.Fatalf("%+v", st)
+	}
+}
+
+// TestCloudInitReportTurnsDoneFailed: a cloud-init boot its events
+// finished without errors is failed once its report names a failed unit,
+// and the one line the views show is the unit's; a replica that heard
+// only the events takes the failure from the one that heard the report.
+func TestCloudInitReportTurnsDoneFailed(t *testing.T) {
+	c := newClock()
+	events, report := New(Options{Now: c.now}), New(Options{Now: c.now})
+	for _, tr := range []*Tracker{events, report} {
+		tr.Fetch("vm", "u", AgentCloudInit, "nocloud", "/meta-data")
+		must(t, tr.Record("vm", "u", AgentCloudInit, start("modules-final")))
+		must(t, tr.Record("vm", "u", AgentCloudInit, finish("modules-final", ResultSuccess)))
+	}
+	if st := report.Status("vm", "u", ""); st.State != Done {
+		t.Fatalf("after cloud-init's events: %s", st.State)
+	}
+	c.advance(time.Second)
+	r, err := GuestReport{Agent: AgentCloudInit, Result: json.RawMessage(`{"v1": {"errors": []}}`), SystemState: "degraded",
+		FailedUnits: []UnitReport{{Unit: "srv-data.mount", Log: mountJournal}}}.Report()
+	if err != nil {
+		t.Fatal(err)
+	}
+	report.Report("vm", "u", AgentCloudInit, r)
+	const want = "srv-data.mount: mount: /srv/data: wrong fs type, bad option, bad superblock on tmpfs, missing codepage or helper program, or other error."
+	st := report.Status("vm", "u", "")
+	if st.State != Failed || st.FirstError() != want || st.Where() != "srv-data.mount" {
+		t.Fatalf("after the report: %s at %q, %q", st.State, st.Where(), st.FirstError())
+	}
+	if b := report.Brief("vm", "u", ""); b.FirstError() != want {
+		t.Errorf("the row's first error %q", b.FirstError())
+	}
+	events.Merge(st)
+	if m := events.Status("vm", "u", ""); m.State != Failed || m.FirstError() != want {
+		t.Errorf("the events' replica after merging: %s %q", m.State, m.FirstError())
 	}
 }
 

@@ -65,11 +65,12 @@ var journalPrefix = lazyre.New(`^[A-Z][a-z]{2} [ 0-9]\d \d\d:\d\d:\d\d \S+ ([^\s
 // rather than what the run said: cloud-init's banner, Python's
 // tracebacks, a module's error as status.json gives it, the module
 // runner's message; systemd's job messages (with the journal's prefix or
-// without), the journal's own markers.
+// without), the journal's own markers; mount(8)'s hint that follows its
+// error (util-linux 2.38, Debian 12: a failed spec mount's journal).
 var noisePrefixes = []string{"Cloud-init v. ", "Traceback (most recent call last)", `File "`, "('", "Runparts: ",
 	"running module ", "Running module ", "Starting ", "Started ", "Stopping ", "Stopped ", "Finished ",
 	"Failed to start ", "Dependency failed for ", "Reached target ", "Condition check resulted ",
-	"-- Boot", "-- No entries", "-- Logs begin", "-- Journal begins"}
+	"-- Boot", "-- No entries", "-- Logs begin", "-- Journal begins", "dmesg(1) may have more information"}
 
 // unitSuffixes are the unit types whose "UNIT: …" lines are systemd's.
 var unitSuffixes = []string{".service", ".socket", ".mount", ".timer", ".path", ".target", ".scope", ".slice"}
@@ -138,7 +139,7 @@ func ownLine(line string) (text string, noise bool) {
 			if m[1] == "systemd" || m[1] == "ignition" || m[1] == "cloud-init" {
 				return m[2], true
 			}
-			line = m[2]
+			line = strings.TrimSpace(m[2]) // mount(8) indents its hint
 		}
 	}
 	return line, isNoise(line)

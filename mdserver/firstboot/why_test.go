@@ -21,6 +21,15 @@ func TestWhy(t *testing.T) {
 		{"Nov 29 03:40:01 fcos systemd[1]: Starting app.service - App...\nNov 29 03:40:01 fcos app[812]: /usr/local/bin/app: error while loading shared libraries: libssl.so.1.1: cannot open shared object file: No such file or directory\n" +
 			"Nov 29 03:40:01 fcos systemd[1]: app.service: Main process exited, code=exited, status=127/n/a\nNov 29 03:40:01 fcos systemd[1]: Failed to start app.service - App.",
 			"/usr/local/bin/app: error while loading shared libraries: libssl.so.1.1: cannot open shared object file: No such file or directory"},
+		// A spec mount's unit on Debian 12, as the real guest's journal
+		// has it (TestGuestFirstBoot/CloudInitUnitFails).
+		{"Nov 29 07:54:52 dev systemd[1]: Mounting mnt-vminitbad.mount - Mount tmpfs at /mnt/vminitbad...\n" +
+			"Nov 29 07:54:52 dev mount[538]: mount: /mnt/vminitbad: wrong fs type, bad option, bad superblock on tmpfs, missing codepage or helper program, or other error.\n" +
+			"Nov 29 07:54:52 dev mount[538]:        dmesg(1) may have more information after failed mount system call.\n" +
+			"Nov 29 07:54:52 dev systemd[1]: mnt-vminitbad.mount: Mount process exited, code=exited, status=32/n/a\n" +
+			"Nov 29 07:54:52 dev systemd[1]: mnt-vminitbad.mount: Failed with result 'exit-code'.\n" +
+			"Nov 29 07:54:52 dev systemd[1]: Failed to mount mnt-vminitbad.mount - Mount tmpfs at /mnt/vminitbad.",
+			"mount: /mnt/vminitbad: wrong fs type, bad option, bad superblock on tmpfs, missing codepage or helper program, or other error."},
 		{"Starting app.service...\nlistening on :80\nsegfault soon\napp.service: Failed with result 'core-dump'.", "segfault soon"},
 		{"Traceback (most recent call last):\n  File \"/x.py\", line 1, in <module>\n    raise ValueError('x')\nValueError: x\nthe script's last words", "the script's last words"},
 		{"vminit-boom\nexit 3", "vminit-boom"},

@@ -180,9 +180,13 @@ func (f *buildFlags) run(cmd *cobra.Command, paths []string) error {
 	if err := checkTarget(out, format == media.Dir); err != nil {
 		return err
 	}
-	// The budget is applied below, where a pointer config may answer it.
+	// An Ignition config's budget is applied below, where a pointer
+	// config may answer it; cloud-init's user data's by render.
 	transport := t.Transport
-	t.Transport, t.LenientSchema = "", true
+	if ignitionOut {
+		t.Transport = ""
+	}
+	t.LenientSchema = true
 	rep := render.Instance(in.inst, t)
 	printWarnings(cmd, in, rep.Warnings)
 	if !rep.OK() {

@@ -40,7 +40,7 @@ func (f *targetFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.ignitionVersion, "ignition-version", "", "force the Ignition spec version, e.g. 3.4.0 (default: the spec's ignition.version, else the lowest that expresses the config)")
 	fl.BoolVar(&f.allowPartial, "allow-partial", false, "drop spec features Ignition cannot express (packages, groups the image keeps outside /etc/group) with a warning instead of failing")
 	fl.BoolVar(&f.strict, "strict", false, "treat every warning as an error (unused Ignition or Butane keys, spec fields the user-data replaces, cloud-config the schema rejects)")
-	fl.StringVar(&f.transport, "transport", "", "check the Ignition config against a transport's size budget: "+transportNames())
+	fl.StringVar(&f.transport, "transport", "", "check the Ignition config, or the cloud-init user data with its first-boot report, against a transport's size budget: "+transportNames())
 	fl.StringVar(&f.reportTo, "report-to", "", "have the guest report its first boot to the vminit server at this base URL (cloud-init's reporting webhook and a final report; Ignition's completion unit), e.g. http://192.0.2.1:8080")
 	cmd.RegisterFlagCompletionFunc("format", cobra.FixedCompletions([]string{"seed", "ignition", "cloudbase-init"}, cobra.ShellCompDirectiveNoFileComp))
 	cmd.RegisterFlagCompletionFunc("datasource", cobra.FixedCompletions(datasourceList(), cobra.ShellCompDirectiveNoFileComp))

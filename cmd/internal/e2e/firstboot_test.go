@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/vminit/vminit/cmd/internal/run"
+	"github.com/vminit/vminit/internal/lib/systemd"
 	"github.com/vminit/vminit/internal/testing/guesttest"
 	"github.com/vminit/vminit/internal/testing/testtools"
 	"github.com/vminit/vminit/mdserver/firstboot"
@@ -101,14 +102,12 @@ func statusText(st *firstboot.Status) string {
 	return b.String()
 }
 
-// failingSpec is dev-vm with a first-boot command that fails loudly.
+// failingSpec is dev-vm with a first-boot command that fails loudly. The
+// guest's own report is turned off (withoutGuestReport).
 func failingSpec(t *testing.T) *spec.Instance {
 	inst := loadGuestSpec(t, devVM)
 	inst.Spec.Commands = append(inst.Spec.Commands, spec.Command{Shell: "echo vminit-boom >&2; exit 3"})
-	if err := inst.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	return inst
+	return withoutGuestReport(t, inst)
 }
 
 // stallingSpec is dev-vm with a boot command that holds cloud-init's
@@ -126,14 +125,48 @@ func stallingSpec(t *testing.T) *spec.Instance {
 // 192.0.2.20/24 is not QEMU's user network, and once the system is up the
 // completion unit could not reach the server at 169.254.169.254 (Ignition
 // itself fetched from the initramfs, on DHCP). The guest's own report is
-// turned off: it powers the guest off as soon as no start job is left, and
-// the completion unit (Type=simple, waiting for the same moment) would
-// lose that race.
+// turned off (withoutGuestReport).
 func reachableFCOS(t *testing.T) *spec.Instance {
 	inst := loadGuestSpec(t, fcosServer)
 	nic := inst.Spec.Network.Ethernets["nic0"]
 	nic.Addresses, nic.Gateway4, nic.Nameservers, nic.DHCP4 = nil, "", nil, true
 	inst.Spec.Network.Ethernets["nic0"] = nic
+	return withoutGuestReport(t, inst)
+}
+
+// badMountUnit is failingMountSpec's mount whose unit fails to start.
+const (
+	badMountUnit = "mnt-vminitbad.mount"
+	// goneMountUnit mounts goneLabel, which no disk has.
+	goneMountUnit = "mnt-vminitgone.mount"
+	goneLabel     = "vminit-gone"
+)
+
+// failingMountSpec is dev-vm with two spec mounts that fail while
+// cloud-init finishes without an error (the runcmd lines that start them
+// stop nothing, and a command follows them): one whose unit fails (tmpfs
+// refuses its size option), and one of a LABEL no disk has, whose
+// device's start times out and whose mount fails only as a dependency,
+// which leaves the unit inactive, not failed (seen on this guest,
+// 2026-11-29): the report names it as an enabled mount that is not
+// active. The device's timeout is cut from 90 s to 5 by a drop-in, as
+// fstab's x-systemd.device-timeout does. The guest's own report is
+// turned off (withoutGuestReport).
+func failingMountSpec(t *testing.T) *spec.Instance {
+	inst := loadGuestSpec(t, devVM)
+	inst.Spec.Mounts = append(inst.Spec.Mounts,
+		spec.Mount{Device: "tmpfs", Path: "/mnt/vminitbad", Type: "tmpfs", Options: []string{"size=vminit-bad"}},
+		spec.Mount{Device: "LABEL=" + goneLabel, Path: "/mnt/vminitgone", Type: "ext4"})
+	device := strings.TrimSuffix(systemd.MountUnitName(systemd.MountWhat("LABEL="+goneLabel)), ".mount") + ".device"
+	inst.Spec.Units = append(inst.Spec.Units, spec.Unit{Name: device,
+		Dropins: []spec.Dropin{{Name: "10-timeout.conf", Content: "[Unit]\nJobRunningTimeoutSec=5s\n"}}})
+	return withoutGuestReport(t, inst)
+}
+
+// withoutGuestReport turns the test guest's own report off: it powers the
+// guest off as soon as no start job is left, and the first-boot report
+// unit (Type=simple, waiting for the same moment) would lose that race.
+func withoutGuestReport(t *testing.T, inst *spec.Instance) *spec.Instance {
 	inst.Spec.Units = append(inst.Spec.Units, spec.Unit{Name: "vminit-guest-report.service",
 		Dropins: []spec.Dropin{{Name: "10-off.conf", Content: "[Service]\nExecStart=\nExecStart=/bin/true\n"}}})
 	if err := inst.Validate(); err != nil {
@@ -147,7 +180,8 @@ func reachableFCOS(t *testing.T) *spec.Instance {
 // (its stages, each module: checkServedDone, on TestGuestCloudInitPaths'
 // served boots) and its final report; a failing first-boot
 // command makes it failed, naming the module and carrying the command's
-// words; the Ignition guest reaches done through its config fetch and its
+// words; so does a spec mount whose unit fails, cloud-init finishing
+// without an error, naming the unit; the Ignition guest reaches done through its config fetch and its
 // completion unit's report; a guest silent after its fetch is stalled;
 // one that never boots is pending.
 func TestGuestFirstBoot(t *testing.T) {
@@ -175,6 +209,34 @@ func TestGuestFirstBoot(t *testing.T) {
 		// "Runparts: 1 failures".
 		if first := st.FirstError(); !strings.Contains(first, "vminit-boom") {
 			t.Errorf("the first error %q is not the failing command's own line:\n%s", first, statusText(st))
+		}
+	})
+	t.Run("CloudInitUnitFails", func(t *testing.T) {
+		t.Parallel()
+		res := firstBoot(t, cloudInit(failingMountSpec(t), "nocloud"))
+		st := res.FirstBoot
+		if st.State != firstboot.Failed {
+			t.Fatalf("OK %v; want failed by the mount's unit:\n%s", res.OK, statusText(st))
+		}
+		if slices.ContainsFunc(st.Errors, func(f firstboot.Failure) bool { return f.Unit == "" }) {
+			t.Errorf("cloud-init failed too (the test wants it to finish without an error):\n%s", statusText(st))
+		}
+		// No other unit: Debian's own enabled mounts and swaps are not
+		// taken for failures.
+		if slices.ContainsFunc(st.Errors, func(f firstboot.Failure) bool { return f.Unit != badMountUnit && f.Unit != goneMountUnit }) {
+			t.Errorf("failures other than the two mounts':\n%s", statusText(st))
+		}
+		// The unit, then mount(8)'s own line, not systemd's nor mount's
+		// hint after it.
+		if first := st.FirstError(); !strings.HasPrefix(first, badMountUnit+": mount: /mnt/vminitbad: ") {
+			t.Errorf("the first error %q is not the mount unit's own line:\n%s", first, statusText(st))
+		}
+		// The mount that failed as a dependency: named, with its device.
+		gone := "enabled but not active once the boot settled: its device " + systemd.MountWhat("LABEL="+goneLabel) + " was not found"
+		if !slices.ContainsFunc(st.Errors, func(f firstboot.Failure) bool {
+			return f.Unit == goneMountUnit && strings.Contains(f.Message, gone)
+		}) {
+			t.Errorf("no failure of %s saying %q:\n%s", goneMountUnit, gone, statusText(st))
 		}
 	})
 	t.Run("IgnitionDone", func(t *testing.T) {

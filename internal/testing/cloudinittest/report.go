@@ -10,9 +10,11 @@ import (
 )
 
 // RunReportScript runs script (cloudinit/report.py) as its unit does,
-// with Python and its paths under root, posting to url; it returns what
-// the script printed.
-func RunReportScript(t testing.TB, script []byte, root, url string) string {
+// with Python and its paths under root, posting to url, env added to its
+// environment (PATH=… for systemctl and journalctl stubs: without one it
+// finds none, and reports no system state); it returns what the script
+// printed.
+func RunReportScript(t testing.TB, script []byte, root, url string, env ...string) string {
 	t.Helper()
 	Require(t)
 	scriptFile := filepath.Join(t.TempDir(), "report.py")
@@ -21,6 +23,7 @@ func RunReportScript(t testing.TB, script []byte, root, url string) string {
 	}
 	cmd := exec.Command(Python, scriptFile)
 	cmd.Env = []string{bootreport.ReportURLEnv + "=" + url, "VMINIT_REPORT_TEST_ROOT=" + root, "VMINIT_REPORT_TEST_DELAY=0"}
+	cmd.Env = append(cmd.Env, env...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("report.py: %v\n%s", err, out)

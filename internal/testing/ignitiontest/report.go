@@ -1,7 +1,6 @@
 package ignitiontest
 
 import (
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/vminit/vminit/bootreport"
+	"github.com/vminit/vminit/internal/testing/reporttest"
 	"github.com/vminit/vminit/internal/testing/testtools"
 )
 
@@ -33,7 +33,7 @@ type Boot struct {
 
 // FailedUnit is one unit `systemctl list-units --failed` lists, and what
 // `journalctl -u` prints for it.
-type FailedUnit struct{ Unit, Journal string }
+type FailedUnit = reporttest.FailedUnit
 
 // ReportURL is the URL a report unit (ignition's or cloud-init's, as
 // written) hands its script in its Environment= line; "" if none.
@@ -55,22 +55,10 @@ func RunReport(t *testing.T, root string, b Boot) {
 	if err != nil || ReportURL(unit) == "" {
 		t.Fatalf("the completion unit as ignition wrote it (%v) names no report URL:\n%s", err, unit)
 	}
-	var list, journal strings.Builder
-	for _, u := range b.Failed {
-		fmt.Fprintf(&list, "%s loaded failed failed %s\n", u.Unit, u.Unit)
-		fmt.Fprintf(&journal, "[ \"$3\" = %q ] && { cat <<'EOF'\n%s\nEOF\nexit 0; }\n", u.Unit, u.Journal)
-	}
-	stubs := t.TempDir()
-	os.Chmod(stubs, 0o755)
-	for name, body := range map[string]string{
-		// is-system-running --wait; list-units --failed ...
-		"systemctl":  fmt.Sprintf("case \"$1\" in\nis-system-running) echo %s ;;\nlist-units) cat <<'EOF'\n%sEOF\n;;\nesac\nexit 0\n", b.State, list.String()),
-		"journalctl": "# journalctl -b -u UNIT ...\n" + journal.String() + "exit 0\n",
-		"curl":       "exec " + curl + " " + shellQuote(b.CurlArgs) + " \"$@\"\n",
-	} {
-		if err := os.WriteFile(filepath.Join(stubs, name), []byte("#!/bin/bash\n"+body), 0o755); err != nil {
-			t.Fatal(err)
-		}
+	stubs := reporttest.Systemd(t, b.State, b.Failed)
+	curlStub := "#!/bin/bash\nexec " + curl + " " + shellQuote(b.CurlArgs) + " \"$@\"\n"
+	if err := os.WriteFile(filepath.Join(stubs, "curl"), []byte(curlStub), 0o755); err != nil {
+		t.Fatal(err)
 	}
 	script := reportScript(unit)
 	if script == "" {
