@@ -202,7 +202,7 @@ heap of ` + strconv.FormatFloat(float64(100+mdserver.GCPercent)/100, 'g', -1, 64
 	fl.StringVar(&f.reportURL, "report-url", "", "base URL the guests report their first boot to (default: the scheme and host each guest reached this server at), e.g. http://192.0.2.1:8080")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long requests in flight may finish on SIGTERM or SIGINT before they are cut")
 	fl.DurationVar(&f.stallAfter, "stall-after", firstboot.DefaultStallAfter, "how long a first boot may go without a fetch or an event from its guest before it reads as stalled")
-	fl.IntVar(&f.maxConns, "max-connections", mdserver.DefaultTotal(), "connections all guests together may hold open; the default is computed on each host: what its descriptor limit (ulimit -n) leaves room for, at most 16384; this host's is")
+	fl.IntVar(&f.maxConns, "max-connections", mdserver.DefaultTotal(), "connections all guests together may hold open; unset, as many as this host's descriptor limit (ulimit -n) leaves room for, up to 16384")
 	fl.IntVar(&f.maxConnsPerSrc, "max-connections-per-source", mdserver.DefaultPerSource, "connections one source address may hold open (trusted proxies: the total only)")
 	// For tests, benchmarks and QEMU user-mode networking, whose guests
 	// reach the host from 127.0.0.1: in production every process of the
