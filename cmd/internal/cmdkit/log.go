@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 
+	"golang.org/x/term"
 	"k8s.io/klog/v2"
 )
 
@@ -33,14 +34,13 @@ func LogFormatFor(format string, w io.Writer) string {
 	return "json"
 }
 
-// IsTerminal reports whether w is a terminal (a character device).
+// IsTerminal reports whether w is a terminal: one the terminal driver
+// answers for (a console on Windows), not any character device, because
+// /dev/null is one too, and a unit's or a script's output sent there
+// should stay JSON like the rest of its logs.
 func IsTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // LogKlog sends client-go's own log lines (klog) to the command's logger,
