@@ -349,10 +349,13 @@ func (ix *Index) seq(key string) int64 {
 }
 
 // serving says, in a log line, what a key whose new version was not taken
-// serves meanwhile.
+// serves meanwhile. Not its revision: that hashes the values the spec's
+// references read (a Kubernetes Secret's among them), and whoever reads
+// the server's logs may not read the Secret, but could test guesses of a
+// short one against the hash.
 func (ix *Index) serving(key string) string {
-	if r := ix.served[key]; r != nil {
-		return "the last good version (revision " + r.Revision + ")"
+	if ix.served[key] != nil {
+		return "the last good version"
 	}
 	return "nothing from this " + ix.opts.KeyAttr
 }
