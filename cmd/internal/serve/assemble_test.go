@@ -138,7 +138,7 @@ func TestWarnUnaddressedOnChange(t *testing.T) {
 	var logs testtools.SyncBuffer
 	srv, err := New(context.Background(), Options{Store: StoreConfig{Dir: dir}, Listen: []string{"127.0.0.1:0"},
 		Handler: mdserver.Options{AllowLoopbackInstances: true},
-		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		Logger:  slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
