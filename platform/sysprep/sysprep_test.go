@@ -16,7 +16,7 @@ func TestDiscCheck(t *testing.T) {
 	d := sysprep.Disc{Answers: []string{"Unattend.xml", "sysprep.inf"}, How: "on a test disc"}
 	ok := []byte(`<unattend xmlns="urn:schemas-microsoft-com:unattend"><settings pass="oobeSystem"><component name="Microsoft-Windows-Shell-Setup"/></settings></unattend>`)
 	for _, c := range []struct {
-		disc       fstest.MapFS
+		disc        fstest.MapFS
 		report, err string
 	}{
 		{fstest.MapFS{"UNATTEND.XML": {Data: ok}}, "UNATTEND.XML passed through on a test disc: well-formed XML configuring oobeSystem (Microsoft-Windows-Shell-Setup)", ""},
