@@ -31,6 +31,9 @@ import (
 // The programs that list dialects read them from here (Dialects): serve's
 // help, the admin API's previews and vminit run's --dialect, so that a new
 // dialect is its file, and its name in spec.Dialects for users to list it.
+// The docs that list dialects by hand (docs/spec.md's `dialects` row,
+// docs/run.md's --dialect table) fail TestDialectsDocumented until they
+// name it.
 //
 // What it renders from a record is declared beside it, as package
 // variables made by newPiece. The handler around it (identification, rate

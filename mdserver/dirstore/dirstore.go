@@ -90,6 +90,9 @@ type Options struct {
 	// only the server can write; never in the spec directory.
 	CacheFile     string
 	CacheInterval time.Duration
+	// Unaddressed is told the instances a change of the directory newly
+	// serves that no address identifies (registry.IndexOptions).
+	Unaddressed func(names []string)
 }
 
 // Store is a directory of spec files. It implements registry.Store.
@@ -159,7 +162,8 @@ func Open(dir string, opts Options) (*Store, error) {
 	s := &Store{dir: abs, root: root, opts: opts, log: opts.Logger.With("store", "dir", "dir", abs),
 		files: map[string]*entry{}, gone: map[string]uint64{}, stop: make(chan struct{}), done: make(chan struct{})}
 	s.ix = registry.NewIndex(registry.IndexOptions{Logger: s.log, KeyAttr: "file",
-		Invalid: "dirstore: invalid spec file", Refused: "dirstore: spec file refused", Checks: opts.Checks})
+		Invalid: "dirstore: invalid spec file", Refused: "dirstore: spec file refused", Checks: opts.Checks,
+		Unaddressed: opts.Unaddressed})
 	if opts.CacheFile != "" {
 		if err := s.openCache(); err != nil {
 			root.Close()

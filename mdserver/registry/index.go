@@ -43,6 +43,7 @@ type Index struct {
 	pendingPeak int
 
 	applied bool   // a first Apply is done
+	loaded  bool   // a first Apply has returned: the store's load is done
 	uids    uint64 // the last UID given
 }
 
@@ -60,6 +61,13 @@ type IndexOptions struct {
 	// Checks are the server's rules beyond the spec's own validation, run
 	// by Decode and Admit.
 	Checks Checks
+	// Unaddressed, when set, is called with the names, sorted, of the
+	// instances a change newly serves (Apply, or Unserve taking a refused
+	// version) that no address identifies (Snapshot.Unaddressed's rule):
+	// once per change of each, however often the store re-reads an
+	// unchanged one. Not during the first Apply: that is the store's
+	// load, which its opener sees whole in the Snapshot.
+	Unaddressed func(names []string)
 }
 
 // Checks are rules a server adds to a spec's own validation, which every
@@ -230,6 +238,7 @@ func (ix *Index) Snapshot() *Snapshot { return ix.snap.Load() }
 // records of the first Apply all get the empty UID, so that a restarted
 // server gives them the same one (IMDSv2 tokens survive it).
 func (ix *Index) Apply(changes []Change) bool {
+	defer func() { ix.loaded = true }()
 	if len(ix.keys) == 0 && len(changes) > 64 {
 		// A first load: no rehashing on the way to 100,000.
 		ix.keys = make(map[string]*keyState, len(changes))
@@ -320,6 +329,18 @@ func (ix *Index) publish(set map[string]*Record) {
 	if len(gone)+len(added) > 0 {
 		ix.snap.Store(ix.snap.Load().derive(gone, added))
 	}
+	if ix.opts.Unaddressed != nil && ix.loaded {
+		var names []string
+		for _, r := range added {
+			if r.unaddressed() {
+				names = append(names, r.Name)
+			}
+		}
+		if len(names) > 0 {
+			slices.Sort(names)
+			ix.opts.Unaddressed(names)
+		}
+	}
 }
 
 // giveUIDs gives the records set newly serves a UID, when they have none
@@ -349,10 +370,13 @@ func (ix *Index) seq(key string) int64 {
 }
 
 // serving says, in a log line, what a key whose new version was not taken
-// serves meanwhile.
+// serves meanwhile. Not its revision: that hashes the values the spec's
+// references read (a Kubernetes Secret's among them), and whoever reads
+// the server's logs may not read the Secret, but could test guesses of a
+// short one against the hash.
 func (ix *Index) serving(key string) string {
-	if r := ix.served[key]; r != nil {
-		return "the last good version (revision " + r.Revision + ")"
+	if ix.served[key] != nil {
+		return "the last good version"
 	}
 	return "nothing from this " + ix.opts.KeyAttr
 }

@@ -94,17 +94,21 @@ func TestIndex(t *testing.T) {
 	var logs strings.Builder
 	ix := NewIndex(IndexOptions{Logger: slog.New(slog.NewTextHandler(&logs, nil)), KeyAttr: "file", Invalid: "invalid", Refused: "refused"})
 	a, b := record(t, "a", "10.0.0.1"), record(t, "b", "10.0.0.2")
+	a.Revision = "5ecre7d16e57"
 	if !ix.Apply([]Change{{Key: "a.yaml", Record: a}, {Key: "b.yaml", Record: b}}) || ix.Snapshot().Len() != 2 {
 		t.Fatalf("first load: %v", ix.Snapshot().Names())
 	}
-	if ix.Apply([]Change{{Key: "a.yaml", Record: record(t, "a", "10.0.0.1")}}) {
+	again := record(t, "a", "10.0.0.1")
+	again.Revision = a.Revision
+	if ix.Apply([]Change{{Key: "a.yaml", Record: again}}) {
 		t.Error("a version already served changed the snapshot")
 	}
 
 	// Invalid: every field error, without the file name; a keeps serving.
+	// The log names no revision: it hashes what references read (Secrets).
 	fe := &spec.FieldError{File: "a.yaml", Field: "spec.hostname", Message: "bad"}
 	ix.Apply([]Change{{Key: "a.yaml", Err: spec.Errors{fe}}})
-	if l := logs.String(); !strings.Contains(l, "msg=invalid file=a.yaml problem1=\"spec.hostname: bad\"") || !strings.Contains(l, "last good version") || fe.File != "a.yaml" {
+	if l := logs.String(); !strings.Contains(l, "msg=invalid file=a.yaml problem1=\"spec.hostname: bad\"") || !strings.Contains(l, "last good version") || strings.Contains(l, a.Revision) || fe.File != "a.yaml" {
 		t.Errorf("invalid version logged as:\n%s", l)
 	}
 	ix.Apply([]Change{{Key: "c.yaml", Err: errors.New("read: EIO")}})

@@ -117,13 +117,17 @@ func (s *Snapshot) Names() []string {
 func (s *Snapshot) Unaddressed() []string {
 	var names []string
 	s.byName.each(func(name string, r *Record) {
-		if len(r.Addresses) == 0 {
+		if r.unaddressed() {
 			names = append(names, name)
 		}
 	})
 	slices.Sort(names)
 	return names
 }
+
+// unaddressed says no address identifies the record: a guest's request
+// never finds it (only a trusted proxy's, by name).
+func (r *Record) unaddressed() bool { return len(r.Addresses) == 0 }
 
 // Len is the number of records.
 func (s *Snapshot) Len() int { return s.byName.len }

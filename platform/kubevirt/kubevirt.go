@@ -53,7 +53,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"io/fs"
 	"maps"
 	"slices"
 	"strings"
@@ -77,6 +76,11 @@ import (
 // SysprepLabel is the volume label of a sysprep answer-file disc, as
 // virt-launcher makes it.
 const SysprepLabel = "unattendCD"
+
+// SysprepDisc is that disc: virt-launcher wants autounattend.xml or
+// unattend.xml on it.
+var SysprepDisc = sysprep.Disc{Answers: []string{"autounattend.xml", "unattend.xml"},
+	How: "as KubeVirt delivers it, on the disc labelled " + SysprepLabel}
 
 // The annotations KubeVirt reads on a VMI.
 const (
@@ -735,12 +739,12 @@ func (m *vmi) sysprep(ctx context.Context, b *platform.Builder, opts platform.Op
 				continue
 			}
 			disc.Files = append(disc.Files, seed.File{Path: k, Data: src.Data[k]})
-			if isAnswerFile(k) {
+			if SysprepDisc.IsAnswer(k) {
 				answer = k
 				if a, err := sysprep.Read(src.Data[k]); err != nil {
 					b.Errorf(p, "%s %q: %s is not well-formed XML: KubeVirt delivers it unchecked, and Windows setup would stop on it: %v", src.Kind, src.Name, k, err)
 				} else {
-					b.Warnf(p, "%s %q: %s", src.Kind, src.Name, sysprep.Report(k, a, "as KubeVirt delivers it, on the disc labelled "+SysprepLabel))
+					b.Warnf(p, "%s %q: %s", src.Kind, src.Name, sysprep.Report(k, a, SysprepDisc.How))
 				}
 			}
 		}
@@ -752,42 +756,6 @@ func (m *vmi) sysprep(ctx context.Context, b *platform.Builder, opts platform.Op
 			return nil
 		}
 		return disc
-	}
-	return nil
-}
-
-// isAnswerFile reports whether a sysprep disc's file is an answer file
-// Windows setup reads (virt-launcher wants one of them).
-func isAnswerFile(name string) bool {
-	return strings.EqualFold(name, "autounattend.xml") || strings.EqualFold(name, "unattend.xml")
-}
-
-// CheckSysprepDisc checks a sysprep disc's files (fsys, its root) as
-// virt-launcher and Windows setup read them: an autounattend.xml or
-// unattend.xml, well-formed.
-func CheckSysprepDisc(fsys fs.FS) error {
-	entries, err := fs.ReadDir(fsys, ".")
-	if err != nil {
-		return err
-	}
-	var names []string
-	answers := 0
-	for _, e := range entries {
-		names = append(names, e.Name())
-		if e.IsDir() || !isAnswerFile(e.Name()) {
-			continue
-		}
-		answers++
-		data, err := fs.ReadFile(fsys, e.Name())
-		if err != nil {
-			return err
-		}
-		if _, err := sysprep.Read(data); err != nil {
-			return fmt.Errorf("%s is not well-formed XML: Windows setup would stop on it: %v", e.Name(), err)
-		}
-	}
-	if answers == 0 {
-		return fmt.Errorf("no autounattend.xml or unattend.xml (the disc has %s): Windows setup would find no answer file", strings.Join(names, ", "))
 	}
 	return nil
 }

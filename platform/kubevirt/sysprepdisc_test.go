@@ -8,13 +8,13 @@ import (
 	"github.com/vminit/vminit/platform/kubevirt"
 )
 
-func TestCheckSysprepDisc(t *testing.T) {
+func TestSysprepDiscCheck(t *testing.T) {
 	for want, disc := range map[string]fstest.MapFS{
 		"":                                    {"Autounattend.xml": {Data: []byte("<unattend/>")}},
 		"no autounattend.xml or unattend.xml": {"readme.txt": {Data: []byte("x")}},
 		"unattend.xml is not well-formed":     {"unattend.xml": {Data: []byte("<unattend>")}},
 	} {
-		err := kubevirt.CheckSysprepDisc(disc)
+		_, err := kubevirt.SysprepDisc.Check(disc)
 		if want == "" && err != nil || want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
 			t.Errorf("want %q, got %v", want, err)
 		}

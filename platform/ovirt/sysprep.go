@@ -17,6 +17,13 @@ import (
 // XML).
 const SysprepFile = "Unattend.xml"
 
+// SysprepDisc is the engine's sysprep payload as a guest finds it: a
+// floppy, or a CD-ROM where the OS has no floppy, without a volume label,
+// holding SysprepFile (or sysprep.inf, which the engine writes for XP and
+// 2003 and vminit does not).
+var SysprepDisc = sysprep.Disc{Answers: []string{SysprepFile, "sysprep.inf"},
+	How: "as the engine delivers it, on its sysprep payload (a floppy, or a CD-ROM where the OS has no floppy; no volume label)"}
+
 // MaxSysprepName is the engine's MaxVmNameLengthSysprep: the computer
 // name it writes for $ComputerName$ is cut to it.
 const MaxSysprepName = 15
@@ -42,7 +49,7 @@ func windowsGuest(doc *platform.Document, vm *ovirtsdk.Vm, in *ovirtsdk.Initiali
 		_, err := b.Finish("")
 		return nil, err
 	}
-	msg := sysprep.Report(SysprepFile, a, "as the engine delivers it, on its sysprep payload (a floppy, or a CD-ROM where the OS has no floppy; no volume label)")
+	msg := sysprep.Report(SysprepFile, a, SysprepDisc.How)
 	if len(filled) > 0 {
 		msg += "; placeholders filled from the body: " + strings.Join(filled, ", ")
 	}

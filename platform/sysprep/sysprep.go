@@ -3,8 +3,9 @@
 // (KubeVirt's sysprep volumes, oVirt's use_sysprep custom_script): one
 // well-formed XML document whose root is Microsoft's <unattend>, with the
 // configuration passes and the components each configures, which a
-// report names. What it cannot check is each component's settings: their
-// schema is Windows setup's, which reads them.
+// report names; and checks the disc a platform delivers it on (Disc),
+// for `vminit inspect`. What it cannot check is each component's
+// settings: their schema is Windows setup's, which reads them.
 package sysprep
 
 import (
@@ -12,6 +13,7 @@ import (
 	"encoding/xml"
 	"fmt"
 	"io"
+	"io/fs"
 	"strings"
 )
 
@@ -131,3 +133,75 @@ func Report(name string, a *AnswerFile, how string) string {
 // Unchecked says what a reader of the answer file here cannot check,
 // for the report beside the components.
 const Unchecked = "each component's settings are Windows setup's to check (their schema is not here), and whether the image runs setup with this file"
+
+// A Disc is how a platform delivers its answer file: the names Windows
+// setup looks for at the root of the disc (matched regardless of case,
+// as FAT and Joliet names are), and the words Report says it with.
+type Disc struct {
+	// Answers are the answer files' names; one that does not end in .xml
+	// (sysprep.inf, the INI file of Windows XP and 2003) is found and
+	// reported but not read.
+	Answers []string
+	// How is Report's how: "as KubeVirt delivers it, on the disc
+	// labelled unattendCD".
+	How string
+}
+
+// IsAnswer reports whether a file of the disc's root is one of its
+// answer files.
+func (d Disc) IsAnswer(name string) bool {
+	for _, a := range d.Answers {
+		if strings.EqualFold(name, a) {
+			return true
+		}
+	}
+	return false
+}
+
+// Holds reports whether fsys's root holds one of the disc's answer files.
+func (d Disc) Holds(fsys fs.FS) bool {
+	entries, _ := fs.ReadDir(fsys, ".")
+	for _, e := range entries {
+		if !e.IsDir() && d.IsAnswer(e.Name()) {
+			return true
+		}
+	}
+	return false
+}
+
+// Check checks a disc's root (fsys) as Windows setup reads it: that it
+// holds an answer file, each XML one well-formed. It returns what the
+// platform's conversion warns of each (Report, or for an answer file
+// that is not XML, that it is not read): `vminit inspect` says of a
+// disc what `vminit build` said as it wrote it. The error names a file
+// that is not well-formed and its line, or says the disc has none.
+func (d Disc) Check(fsys fs.FS) ([]string, error) {
+	entries, err := fs.ReadDir(fsys, ".")
+	if err != nil {
+		return nil, err
+	}
+	var names, reports []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+		if e.IsDir() || !d.IsAnswer(e.Name()) {
+			continue
+		}
+		if !strings.EqualFold(e.Name()[max(0, len(e.Name())-4):], ".xml") {
+			reports = append(reports, fmt.Sprintf("%s passed through %s: not XML (the answer file of Windows XP and 2003), not read here; not checked: %s", e.Name(), d.How, Unchecked))
+			continue
+		}
+		data, err := fs.ReadFile(fsys, e.Name())
+		if err != nil {
+			return nil, err
+		}
+		a, err := Read(data)
+		if err != nil {
+			return nil, fmt.Errorf("%s is not well-formed XML: Windows setup would stop on it: %v", e.Name(), err)
+		}
+		reports = append(reports, Report(e.Name(), a, d.How))
+	}
+	if len(reports) == 0 {
+		return nil, fmt.Errorf("no %s (the disc has %s): Windows setup would find no answer file", strings.Join(d.Answers, " or "), strings.Join(names, ", "))
+	}
+	return reports, nil
+}

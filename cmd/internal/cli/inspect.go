@@ -12,6 +12,8 @@ import (
 	"github.com/vminit/vminit/internal/lib/inputfile"
 	"github.com/vminit/vminit/media"
 	"github.com/vminit/vminit/platform/kubevirt"
+	"github.com/vminit/vminit/platform/ovirt"
+	"github.com/vminit/vminit/platform/sysprep"
 	"github.com/vminit/vminit/seed"
 	"github.com/vminit/vminit/spec"
 )
@@ -54,9 +56,11 @@ archive that build wrote, prints its label, filesystem and files, and checks
 its contents the way cloud-init will read them: the label, the required
 files, meta-data, user-data (and the SSH keys inside it, as build judges
 them) and network configuration (as cloud-init 22.4 reads it: an entry it
-drops, or none of its interfaces, is a problem). A KubeVirt sysprep
-disc (label unattendCD, as build writes it) is checked for a well-formed
-autounattend.xml or unattend.xml instead. It notes what a
+drops, or none of its interfaces, is a problem). A Windows sysprep disc
+as build writes it, KubeVirt's (label unattendCD: autounattend.xml or
+unattend.xml) or oVirt's (no label: Unattend.xml or sysprep.inf), is
+checked for a well-formed answer file instead, and its passes and
+components noted as build warned of them. It notes what a
 hypervisor may refuse (an image whose size is not a multiple of 4 KiB) and
 exits 1 when it finds a problem. What cloud-init delivers but ignores (user
 data of no type it knows) is a warning, as 'vminit build' warns of it when it
@@ -124,14 +128,16 @@ func inspectImage(path string) (*inspectReport, error) {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("%d bytes is not a multiple of 4 KiB: QEMU refuses such a raw image on storage with 4 KiB sectors (\"Image size is not a multiple of request alignment\"); vminit build pads to 4 KiB", st.Size()))
 	}
 	if img.Label == kubevirt.SysprepLabel {
-		rep.Datasource = "sysprep"
-		rep.Notes = append(rep.Notes, "a Windows sysprep answer-file disc (a KubeVirt sysprep volume), not a cloud-init seed")
-		if err := kubevirt.CheckSysprepDisc(img.FS); err != nil {
-			rep.Problems = append(rep.Problems, &spec.FieldError{Message: err.Error()})
-		}
+		inspectSysprep(rep, img.FS, kubevirt.SysprepDisc, "a KubeVirt sysprep volume")
 		return rep, nil
 	}
 	s, err := seed.Read(img.FS, img.Label)
+	if err != nil && ovirt.SysprepDisc.Holds(img.FS) {
+		// oVirt's payload has no label: its answer file, where no
+		// cloud-init seed is, says what it is.
+		inspectSysprep(rep, img.FS, ovirt.SysprepDisc, "oVirt's sysprep payload")
+		return rep, nil
+	}
 	if err == nil {
 		rep.Datasource = string(s.Datasource)
 		if img.Format == media.Tar {
@@ -151,6 +157,22 @@ func inspectImage(path string) (*inspectReport, error) {
 	sortProblems(rep.Problems)
 	sortProblems(rep.Warnings)
 	return rep, nil
+}
+
+// inspectSysprep reports a Windows answer-file disc (what, as the note
+// names it) that d describes: a problem where Windows setup would find
+// no answer file or stop on one; a note per answer file, the words
+// `vminit build` warned with as it wrote the disc (notes, not warnings:
+// build --strict does not make them errors either, and they say what
+// is not checked, not what is wrong).
+func inspectSysprep(rep *inspectReport, fsys fs.FS, d sysprep.Disc, what string) {
+	rep.Datasource = "sysprep"
+	rep.Notes = append(rep.Notes, "a Windows sysprep answer-file disc ("+what+"), not a cloud-init seed")
+	reports, err := d.Check(fsys)
+	if err != nil {
+		rep.Problems = append(rep.Problems, &spec.FieldError{Message: err.Error()})
+	}
+	rep.Notes = append(rep.Notes, reports...)
 }
 
 // sortProblems orders problems by the file (or field) they name.

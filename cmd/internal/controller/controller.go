@@ -6,8 +6,9 @@
 //     checked as `vminit validate` checks a spec file (spec.Parse, then
 //     render.Instance), rendered for its agent, and the result written to
 //     its status: the Valid, Rendered and Served conditions (problems listed
-//     with their field paths), the sha256 of each rendered file, the VMs
-//     that use it. Events say when that changes. The Secrets and
+//     with their field paths), the sha256 of each rendered file (none
+//     for an Instance that reads a Secret: readsSecret), the VMs that use
+//     it. Events say when that changes. The Secrets and
 //     ConfigMaps its spec refers to are read in its own namespace
 //     (kuberules.Refs), a missing one is Valid's MissingReference, and a
 //     change of one loads and renders it again (refs.go).

@@ -83,18 +83,47 @@ func (t *term) load(ctx context.Context, u *unstructured.Unstructured, prev *loa
 	l.rec, l.good = rec, rec
 	r := render.Instance(rec.Instance(), render.Target{})
 	l.problems, l.warnings = bare(r.Errors, nil), bare(r.Warnings, nil)
+	secret := readsSecret(l.refs)
 	switch {
 	case !r.OK():
 	case r.Ignition != nil:
-		l.outputs = []v1alpha1.Output{output("config.ign", r.Ignition.Config)}
-		l.rendered = fmt.Sprintf("Ignition config, spec %s, %d bytes", r.Ignition.Version, len(r.Ignition.Config))
+		l.outputs = []v1alpha1.Output{output("config.ign", r.Ignition.Config, secret)}
+		l.rendered = fmt.Sprintf("Ignition config, spec %s", r.Ignition.Version)
+		if !secret {
+			l.rendered += fmt.Sprintf(", %d bytes", len(r.Ignition.Config))
+		}
 	case r.Seed != nil:
 		for _, f := range r.Seed.Files {
-			l.outputs = append(l.outputs, output(f.Path, f.Data))
+			l.outputs = append(l.outputs, output(f.Path, f.Data, secret))
 		}
 		l.rendered = fmt.Sprintf("cloud-init %s seed, %d files", r.Seed.Datasource, len(r.Seed.Files))
 	}
+	if secret {
+		l.rendered += " (with values from Secrets: no digests in status.outputs)"
+	}
 	return l
+}
+
+// readsSecret says whether a document's references (loaded.refs) read a
+// Secret. Its rendered files then publish no digest and no size: who may
+// read the Instance is a wider set than who may read the Secret, and a
+// sha256 of bytes that hold a short password, token or key lets the
+// former test guesses of it offline (the rest of the file is known from
+// the Instance's spec). The rule is the Instance's, not each file's:
+// which files a value reaches is the renderer's business (a password
+// hash in user-data, keys in meta_data.json on ConfigDrive, everything in
+// the one Ignition config), and a guess wrong here would publish a
+// digest of a secret. A keyed HMAC would keep change detection, but its
+// key would have to outlive the controller's restarts (else every
+// restart rewrites every status) and be one more secret to keep; the
+// Secrets' versions in status.secrets already say when they change.
+func readsSecret(refs map[string]bool) bool {
+	for ref := range refs {
+		if kind, _, _, ok := kuberules.ParseRefKey(ref); ok && kind == spec.RefSecret {
+			return true
+		}
+	}
+	return false
 }
 
 // bare drops file names and lines: the document is the object's, made
@@ -401,7 +430,12 @@ func joinProblems(es spec.Errors) string {
 	return b.String()
 }
 
-func output(name string, data []byte) v1alpha1.Output {
+// output is one rendered file as status.outputs lists it: with its
+// digest and size, or without either when secret (readsSecret).
+func output(name string, data []byte, secret bool) v1alpha1.Output {
+	if secret {
+		return v1alpha1.Output{Name: name, FromSecret: true}
+	}
 	sum := sha256.Sum256(data)
 	return v1alpha1.Output{Name: name, SHA256: hex.EncodeToString(sum[:]), Size: int64(len(data))}
 }

@@ -1,6 +1,7 @@
 package controller_test
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -18,11 +19,11 @@ const (
 	hashB = "$6$salt$IxDD3jeSOb5eB1CX5LBsqZFVkJdido3OUILO5Ifz5iwMuTS4XMS130MTSuDDl3aCI6WouIL9AjRbLCelDCy.g."
 )
 
-// userDataOf is the sha256 of the user-data `vminit build` makes for the
-// Instance db with user ops of password hash hash.
-func userDataOf(t *testing.T, hash string) string {
+// seedOf is the files `vminit build` makes (NoCloud) for the Instance
+// name of spec specYAML (indented as an Instance object's spec).
+func seedOf(t *testing.T, name, specYAML string) map[string][]byte {
 	t.Helper()
-	inst, err := spec.Parse([]byte("apiVersion: vminit.dev/v1alpha1\nkind: Instance\nmetadata: {name: db}\nspec:\n  users:\n    - name: ops\n      passwordHash: '"+hash+"'\n"), "")
+	inst, err := spec.Parse([]byte("apiVersion: vminit.dev/v1alpha1\nkind: Instance\nmetadata: {name: "+name+"}\nspec:\n"+specYAML), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,22 +31,20 @@ func userDataOf(t *testing.T, hash string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	out := map[string][]byte{}
 	for _, f := range sd.Files {
-		if f.Path == "user-data" {
-			return sha(f.Data)
-		}
+		out[f.Path] = f.Data
 	}
-	t.Fatal("no user-data")
-	return ""
+	return out
 }
 
-func outputSHA(st *v1alpha1.InstanceStatus, name string) string {
-	for _, o := range st.Outputs {
-		if o.Name == name {
-			return o.SHA256
-		}
+// secretRead is when the Instance rendered from the version of Secret
+// name that sec is.
+func secretRead(sec *corev1.Secret) func(*v1alpha1.InstanceStatus) bool {
+	return func(st *v1alpha1.InstanceStatus) bool {
+		return condition(st, v1alpha1.ConditionRendered).Status == metav1.ConditionTrue &&
+			len(st.Secrets) == 1 && st.Secrets[0] == v1alpha1.SecretVersion{Name: sec.Name, ResourceVersion: sec.ResourceVersion}
 	}
-	return ""
 }
 
 // An Instance's secretKeyRef is read in its own namespace only: a Secret
@@ -92,28 +91,107 @@ func TestSecretRefs(t *testing.T) {
 	missing(`secret "ops" in namespace "a" has no key "hash"`)
 
 	put("a", map[string]string{"hash": hashA})
-	want := userDataOf(t, hashA)
-	st := e.status(t, "a", "db", func(st *v1alpha1.InstanceStatus) bool { return outputSHA(st, "user-data") == want })
-	if v := condition(st, v1alpha1.ConditionValid); v.Status != metav1.ConditionTrue {
-		t.Errorf("Valid %+v", v)
-	}
-
-	// status.secrets names the Secret with the version read: what tells
-	// the metadata servers, which may not watch Secrets, of a change.
 	sec, err := e.kube.CoreV1().Secrets("a").Get(e.ctx, "ops", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.status(t, "a", "db", func(st *v1alpha1.InstanceStatus) bool {
-		return len(st.Secrets) == 1 && st.Secrets[0] == v1alpha1.SecretVersion{Name: "ops", ResourceVersion: sec.ResourceVersion}
-	})
+	// status.secrets names the Secret with the version read: what tells
+	// the metadata servers, which may not watch Secrets, of a change.
+	st := e.status(t, "a", "db", secretRead(sec))
+	if v := condition(st, v1alpha1.ConditionValid); v.Status != metav1.ConditionTrue {
+		t.Errorf("Valid %+v", v)
+	}
 
 	// A rotated hash: the same object, rendered again, its new version
 	// in status.secrets.
 	put("a", map[string]string{"hash": hashB})
-	want = userDataOf(t, hashB)
-	st = e.status(t, "a", "db", func(st *v1alpha1.InstanceStatus) bool { return outputSHA(st, "user-data") == want })
-	if sec2, _ := e.kube.CoreV1().Secrets("a").Get(e.ctx, "ops", metav1.GetOptions{}); len(st.Secrets) != 1 || st.Secrets[0].ResourceVersion == sec.ResourceVersion {
-		t.Errorf("status.secrets %+v after the Secret changed to version %s", st.Secrets, sec2.ResourceVersion)
+	sec2, err := e.kube.CoreV1().Secrets("a").Get(e.ctx, "ops", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
 	}
+	e.status(t, "a", "db", secretRead(sec2))
+}
+
+// TestSecretOutputsNoDigest: status.outputs publishes no digest nor size
+// of files that carry a Secret's value (a password hash, a file, user
+// data, for cloud-init and Ignition), nor does the Rendered condition or
+// Event: whoever reads Instances could test guesses of the secret
+// against them. An Instance whose values are inline or in a ConfigMap
+// keeps its digests.
+func TestSecretOutputsNoDigest(t *testing.T) {
+	e := setup(t, false)
+	if _, err := e.kube.CoreV1().Namespaces().Create(e.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "a"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	const token = "hunter2"
+	if _, err := e.kube.CoreV1().Secrets("a").Create(e.ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "ops", Namespace: "a"},
+		StringData: map[string]string{"hash": hashA, "token": token}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.kube.CoreV1().ConfigMaps("a").Create(e.ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "motd", Namespace: "a"},
+		Data: map[string]string{"motd": "hello"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.run(t, controller.Config{})
+
+	inline := "  users:\n    - name: ops\n      passwordHash: '" + hashA + "'\n  files:\n    - path: /etc/token\n      content: " + token + "\n"
+	fromSecret := "  users:\n    - name: ops\n      passwordHashFrom: {secretKeyRef: {name: ops, key: hash}}\n  files:\n    - path: /etc/token\n      source: {secretKeyRef: {name: ops, key: token}}\n"
+	e.create(t, "a", "db", strings.ReplaceAll(fromSecret, "\n  ", "\n")[2:])
+	e.create(t, "a", "fcos", "agent: ignition\nfiles:\n  - path: /etc/token\n    source: {secretKeyRef: {name: ops, key: token}}\n")
+	e.create(t, "a", "plain", strings.ReplaceAll(inline, "\n  ", "\n")[2:])
+	e.create(t, "a", "cm", "files:\n  - path: /etc/motd\n    source: {configMapKeyRef: {name: motd, key: motd}}\n")
+
+	// What a reader of the Instance must not find: the digest of the
+	// user-data the Secret's values are rendered into, as `vminit build`
+	// writes it.
+	secretFiles := seedOf(t, "db", inline)
+	for _, name := range []string{"db", "fcos"} {
+		st := e.status(t, "a", name, isTrue(v1alpha1.ConditionRendered))
+		if len(st.Outputs) == 0 {
+			t.Fatalf("%s: no outputs", name)
+		}
+		for _, o := range st.Outputs {
+			if !o.FromSecret || o.SHA256 != "" || o.Size != 0 {
+				t.Errorf("%s: output %+v of an Instance that reads a Secret", name, o)
+			}
+		}
+		u, err := e.instances("a").Get(e.ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		status, _ := json.Marshal(u.Object["status"])
+		published := string(status)
+		for _, ev := range e.events(t, "a", name, "Rendered") {
+			published += ev.Message
+		}
+		if strings.Contains(published, sha(secretFiles["user-data"])) {
+			t.Errorf("%s: the status or an Event holds the sha256 of the user-data that holds the Secret's values", name)
+		}
+		if strings.Contains(published, token) || strings.Contains(published, hashA) {
+			t.Errorf("%s: the status or an Event holds a Secret's value: %s", name, published)
+		}
+	}
+
+	// Without a Secret, the digests stay: inline values (which every
+	// reader of the Instance reads anyway), a ConfigMap's.
+	want := sha(seedOf(t, "plain", inline)["user-data"])
+	st := e.status(t, "a", "plain", isTrue(v1alpha1.ConditionRendered))
+	if got := outputSHA(st, "user-data"); got != want {
+		t.Errorf("plain: user-data sha256 %q, want %q; outputs %+v", got, want, st.Outputs)
+	}
+	st = e.status(t, "a", "cm", isTrue(v1alpha1.ConditionRendered))
+	for _, o := range st.Outputs {
+		if o.FromSecret || o.SHA256 == "" {
+			t.Errorf("cm: output %+v", o)
+		}
+	}
+}
+
+func outputSHA(st *v1alpha1.InstanceStatus, name string) string {
+	for _, o := range st.Outputs {
+		if o.Name == name {
+			return o.SHA256
+		}
+	}
+	return ""
 }

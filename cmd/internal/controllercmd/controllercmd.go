@@ -73,7 +73,7 @@ true:
   Instance (vminit.dev/v1alpha1): checked as 'vminit validate' checks a spec
   file and rendered for its agent; its status says Valid, Rendered and
   Served (every problem with its field path), the sha256 of each rendered
-  file and the VMs that use it.
+  file (none where it carries a Secret's value) and the VMs that use it.
 
   KubeVirt VirtualMachine naming an Instance (annotation vminit.dev/instance)
   or carrying a cloud-init volume or the kubevirt.io/ignitiondata

@@ -150,7 +150,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 		loaded = append(loaded, "checks", "deferred")
 	}
 	o.Logger.Info("instances loaded", loaded...)
-	warnUnaddressed(store.Snapshot(), o.Store.Kubernetes != nil, o.Logger)
+	warnUnaddressed(store.Snapshot().Unaddressed(), o.Store.Kubernetes != nil, o.Logger)
 	s := &Server{Store: store, Handler: mdserver.NewHandler(store, o.Handler), log: o.Logger}
 	if err := s.listen(o, metrics); err != nil {
 		for _, l := range s.Listeners {
@@ -239,13 +239,14 @@ func (s *Server) Close() error { return s.Store.Close() }
 // lists: a fleet's worth would be one unreadable line.
 const maxUnaddressedNames = 10
 
-// warnUnaddressed logs the instances no guest can fetch: no address
-// identifies them (without it, a first try that served four such
-// instances said nothing while every guest got a 404). In a directory or etcd, an
+// warnUnaddressed logs the instances no guest can fetch, names: no
+// address identifies them (registry.Snapshot.Unaddressed; without it, a
+// first try that served four such instances said nothing while every
+// guest got a 404). New warns of those it loads, a directory store of
+// those a change serves (openDir). In a directory or etcd, an
 // instance's addresses are its spec.metadataServer.addresses; in
 // Kubernetes, those its VMI or its spec claims (kubestore's Claims).
-func warnUnaddressed(snap *registry.Snapshot, kubernetes bool, log *slog.Logger) {
-	names := snap.Unaddressed()
+func warnUnaddressed(names []string, kubernetes bool, log *slog.Logger) {
 	if len(names) == 0 {
 		return
 	}

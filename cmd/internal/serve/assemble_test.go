@@ -14,7 +14,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/vminit/vminit/internal/testing/testtools"
 	"github.com/vminit/vminit/mdserver"
 	"github.com/vminit/vminit/mdserver/admin"
 	"github.com/vminit/vminit/mdserver/registry"
@@ -114,7 +116,7 @@ func TestWarnUnaddressed(t *testing.T) {
 	}
 	for _, kube := range []bool{false, true} {
 		var buf bytes.Buffer
-		warnUnaddressed(store.Snapshot(), kube, slog.New(slog.NewTextHandler(&buf, nil)))
+		warnUnaddressed(store.Snapshot().Unaddressed(), kube, slog.New(slog.NewTextHandler(&buf, nil)))
 		want := `count=12 instances="vm-00, vm-01, vm-02, vm-03, vm-04, vm-05, vm-06, vm-07, vm-08, vm-09, and 2 more"`
 		hint := "spec.metadataServer.addresses"
 		if kube {
@@ -122,6 +124,79 @@ func TestWarnUnaddressed(t *testing.T) {
 		}
 		if out := buf.String(); !strings.Contains(out, "level=WARN") || !strings.Contains(out, want) || !strings.Contains(out, hint) {
 			t.Errorf("kubernetes %v:\n%s", kube, out)
+		}
+	}
+}
+
+// TestWarnUnaddressedOnChange: a directory store's change that serves an
+// instance no address identifies warns as serve's start does, once per
+// change of it: not again at a reload (SIGHUP re-reads every file) nor
+// at another file's change, again when its own file changes.
+func TestWarnUnaddressedOnChange(t *testing.T) {
+	dir := t.TempDir()
+	writeSpec(t, dir, 1, 0)
+	var logs testtools.SyncBuffer
+	srv, err := New(context.Background(), Options{Store: StoreConfig{Dir: dir}, Listen: []string{"127.0.0.1:0"},
+		Handler: mdserver.Options{AllowLoopbackInstances: true},
+		Logger:  slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	for _, l := range srv.Listeners {
+		l.Listener.Close()
+	}
+	const warning = "no address identifies them"
+	warnings := func() int { return strings.Count(logs.String(), warning) }
+	if n := warnings(); n != 0 {
+		t.Fatalf("an addressed instance warned at start:\n%s", logs.String())
+	}
+	lonely := func(hostname string) {
+		t.Helper()
+		tmp := filepath.Join(dir, ".lonely.tmp")
+		if err := os.WriteFile(tmp, []byte("apiVersion: vminit.dev/v1alpha1\nkind: Instance\nmetadata: {name: lonely}\nspec: {hostname: "+hostname+"}\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, "lonely.yaml")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	served := func(name, hostname string) func() bool {
+		return func() bool {
+			r, ok := srv.Store.Snapshot().ByName(name)
+			return ok && r.Instance().Spec.Hostname == hostname
+		}
+	}
+
+	lonely("a")
+	until(t, "lonely served", served("lonely", "a"))
+	until(t, "the warning", func() bool { return warnings() == 1 })
+	if out := logs.String(); !strings.Contains(out, `instances=lonely`) || !strings.Contains(out, "spec.metadataServer.addresses") {
+		t.Errorf("warning:\n%s", out)
+	}
+
+	// Unchanged: a reload and another file's change say nothing more.
+	if err := srv.Store.(registry.Reloader).Reload(); err != nil {
+		t.Fatal(err)
+	}
+	writeSpec(t, dir, 1, 1)
+	until(t, "vm-1 changed", served("vm-1", "vm-1-g1"))
+	if n := warnings(); n != 1 {
+		t.Errorf("%d warnings after a reload and another file's change, want 1:\n%s", n, logs.String())
+	}
+
+	// Its own change warns again.
+	lonely("b")
+	until(t, "lonely changed", served("lonely", "b"))
+	until(t, "the second warning", func() bool { return warnings() == 2 })
+}
+
+// until polls cond every 10 ms, for at most 30 s.
+func until(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("never: %s", what)
 		}
 	}
 }

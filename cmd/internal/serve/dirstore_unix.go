@@ -10,7 +10,9 @@ import (
 	"github.com/vminit/vminit/mdserver/registry"
 )
 
-// openDir opens a directory of spec files (dirstore needs a Unix).
+// openDir opens a directory of spec files (dirstore needs a Unix). A
+// change of the directory that serves an instance no address identifies
+// warns as New does at start.
 // Once the checks deferred at start are done, the memory they and the
 // load used and no longer do goes back to the system at once: they make
 // several times the live heap in garbage (each instance decoded and
@@ -18,7 +20,8 @@ import (
 // minutes, so that a server that has just started would hold its
 // start-up's peak meanwhile (docs/benchmarks.md, "Beside the peers").
 func openDir(cfg StoreConfig, checks registry.Checks, logger *slog.Logger) (Store, error) {
-	s, err := dirstore.Open(cfg.Dir, dirstore.Options{Logger: logger, CacheFile: cfg.DirCache, Checks: checks, DeferChecks: true})
+	s, err := dirstore.Open(cfg.Dir, dirstore.Options{Logger: logger, CacheFile: cfg.DirCache, Checks: checks, DeferChecks: true,
+		Unaddressed: func(names []string) { warnUnaddressed(names, false, logger) }})
 	if err != nil {
 		return nil, err
 	}

@@ -155,7 +155,8 @@ type InstanceStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
-	// Outputs are the rendered files, with their digests: the seed's files
+	// Outputs are the rendered files, with their digests (none where
+	// they carry a Secret's value: Output.FromSecret): the seed's files
 	// for cloud-init, the config for Ignition.
 	// +optional
 	// +listType=map
@@ -237,10 +238,19 @@ type Output struct {
 	// Name is the file's path in the seed ("user-data",
 	// "openstack/latest/meta_data.json") or "config.ign".
 	Name string `json:"name"`
-	// SHA256 is the hex SHA-256 of the file's bytes.
-	SHA256 string `json:"sha256"`
-	// Size is its length in bytes.
-	Size int64 `json:"size"`
+	// SHA256 is the hex SHA-256 of the file's bytes, unless FromSecret.
+	// +optional
+	SHA256 string `json:"sha256,omitempty"`
+	// Size is its length in bytes, unless FromSecret.
+	// +optional
+	Size int64 `json:"size,omitempty"`
+	// FromSecret says the Instance's rendered files carry values read
+	// from a Secret (secretKeyRef): then SHA256 and Size are left out.
+	// Whoever may read the Instance is not whoever may read the Secret,
+	// and a digest of bytes holding a short secret lets the former test
+	// guesses of it offline (docs/security.md).
+	// +optional
+	FromSecret bool `json:"fromSecret,omitempty"`
 }
 
 // SecretVersion is a Secret of the Instance's namespace and the version
