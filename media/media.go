@@ -94,6 +94,21 @@ func (o Options) modTime() time.Time {
 	return o.ModTime.UTC()
 }
 
+// VolumeLabel is the label an image of s in format f carries: the seed's,
+// or for a seed found by its files rather than a label (oVirt's sysprep
+// payload) none on VFAT, and on ISO9660, which must name its volume,
+// "CDROM": what genisoimage names it without -V, as vdsm's mkIsoFs runs
+// it. A tar has none.
+func VolumeLabel(s *seed.Seed, f Format) string {
+	switch {
+	case f == Tar:
+		return ""
+	case s.Label == "" && f == ISO9660:
+		return "CDROM"
+	}
+	return s.Label
+}
+
 // Write writes the seed as an image of format f (ISO9660, VFAT or Tar) to w.
 // A seed whose file paths fail seed.CheckPath is refused before a byte is
 // written, every such path named: the one name rule of every format.
@@ -103,7 +118,7 @@ func Write(w io.Writer, s *seed.Seed, f Format, o Options) error {
 	}
 	switch f {
 	case ISO9660:
-		iw := iso9660.NewWriter(w, iso9660.Options{Label: s.Label, ModTime: o.modTime(), Alignment: o.Alignment})
+		iw := iso9660.NewWriter(w, iso9660.Options{Label: VolumeLabel(s, f), ModTime: o.modTime(), Alignment: o.Alignment})
 		if err := iw.AddFS(s.FS()); err != nil {
 			return err
 		}

@@ -22,7 +22,7 @@ const SysprepFile = "Unattend.xml"
 // holding SysprepFile (or sysprep.inf, which the engine writes for XP and
 // 2003 and vminit does not).
 var SysprepDisc = sysprep.Disc{Answers: []string{SysprepFile, "sysprep.inf"},
-	How: "as the engine delivers it, on its sysprep payload (a floppy, or a CD-ROM where the OS has no floppy; no volume label)"}
+	How: "as the engine delivers it, on its sysprep payload (a floppy, or a CD-ROM where the OS has no floppy; no volume label of its own)"}
 
 // MaxSysprepName is the engine's MaxVmNameLengthSysprep: the computer
 // name it writes for $ComputerName$ is cut to it.

@@ -274,8 +274,12 @@ func (f *buildFlags) writeSeed(cmd *cobra.Command, s *seed.Seed, format media.Fo
 		return err
 	}
 	if !isStream(out) {
+		label := media.VolumeLabel(s, format)
+		if label == "" {
+			label = "none"
+		}
 		fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s: %s %s, label %s, %d files, %d bytes\n",
-			out, s.Datasource, format, s.Label, len(s.Files), n.n)
+			out, s.Datasource, format, label, len(s.Files), n.n)
 	}
 	return nil
 }

@@ -2,11 +2,13 @@ package cli
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/vminit/vminit/internal/testing/testtools"
 	"github.com/vminit/vminit/media"
 	"github.com/vminit/vminit/platform/ovirt"
 	"github.com/vminit/vminit/seed"
@@ -30,22 +32,33 @@ func TestInspectReadsTheSysprepDisc(t *testing.T) {
 
 // vminit inspect recognises the answer-file disc vminit build writes for
 // oVirt's Windows VM (the Python SDK's add_vm_with_sysprep.py: no label,
-// Unattend.xml), a VFAT image (the engine's floppy): it checks the answer file
-// and notes the words build warned with; --strict changes neither exit.
-// A disc whose Unattend.xml is not well-formed is a problem naming the
-// file and the line.
+// Unattend.xml), as a VFAT image (the engine's floppy) and an ISO (its
+// CD-ROM, labelled as genisoimage labels a volume vdsm gives no -V): it
+// checks the answer file and notes the words build warned with; --strict
+// changes neither exit. A disc whose Unattend.xml is not well-formed is a
+// problem naming the file and the line.
 func TestInspectReadsTheOVirtSysprepDisc(t *testing.T) {
 	vm := corpusFile("ovirt/py-start-vm-with-sysprep.xml")
 	dir := t.TempDir()
-	out := filepath.Join(dir, "sysprep.img")
-	code, _, buildErr := run(t, "build", vm, "-o", out)
-	if code != ExitOK {
-		t.Fatalf("build: exit %d %s", code, buildErr)
+	var inspect [][]string
+	var buildErr string
+	for _, out := range []string{filepath.Join(dir, "sysprep.img"), filepath.Join(dir, "sysprep.iso")} {
+		var code int
+		code, _, buildErr = run(t, "build", vm, "-o", out)
+		if code != ExitOK {
+			t.Fatalf("build -o %s: exit %d %s", out, code, buildErr)
+		}
+		inspect = append(inspect, []string{"inspect", out}, []string{"inspect", out, "--strict"})
 	}
 	if code, _, stderr := run(t, "build", vm, "--strict", "-o", filepath.Join(dir, "strict.img")); code != ExitOK {
 		t.Fatalf("build --strict: exit %d %s", code, stderr)
 	}
-	for _, args := range [][]string{{"inspect", out}, {"inspect", out, "--strict"}} {
+	if want := genisoimageLabel(t); want != "" {
+		if _, stdout, _ := run(t, "inspect", filepath.Join(dir, "sysprep.iso")); !regexp.MustCompile(`(?m)^label:\s+` + want + `$`).MatchString(stdout) {
+			t.Errorf("the ISO's label is not genisoimage's %q:\n%s", want, stdout)
+		}
+	}
+	for _, args := range inspect {
 		code, stdout, stderr := run(t, args...)
 		if code != ExitOK || !regexp.MustCompile(`datasource:\s+sysprep\n`).MatchString(stdout) || !regexp.MustCompile(`checks:\s+ok\n`).MatchString(stdout) ||
 			!strings.Contains(stdout, "oVirt's sysprep payload") {
@@ -73,4 +86,33 @@ func TestInspectReadsTheOVirtSysprepDisc(t *testing.T) {
 	if code == ExitOK || !strings.Contains(stdout, "Unattend.xml is not well-formed XML") || !strings.Contains(stdout, "line 3") {
 		t.Errorf("inspect of a disc with a broken Unattend.xml: exit %d\n%s", code, stdout)
 	}
+}
+
+// genisoimageLabel is the volume label genisoimage gives an image made
+// without -V, as isoinfo reads it.
+func genisoimageLabel(t *testing.T) string {
+	t.Helper()
+	for _, tool := range []string{"genisoimage", "isoinfo"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			testtools.Missing(t, tool+" is not installed")
+			return ""
+		}
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "a"), []byte("a"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	iso := filepath.Join(t.TempDir(), "x.iso")
+	if out, err := exec.Command("genisoimage", "-quiet", "-R", "-J", "-o", iso, dir).CombinedOutput(); err != nil {
+		t.Fatalf("genisoimage: %v %s", err, out)
+	}
+	out, err := exec.Command("isoinfo", "-d", "-i", iso).Output()
+	if err != nil {
+		t.Fatalf("isoinfo: %v", err)
+	}
+	m := regexp.MustCompile(`(?m)^Volume id: (.*)$`).FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("isoinfo names no volume id:\n%s", out)
+	}
+	return string(m[1])
 }
