@@ -16,6 +16,8 @@ import (
 	"testing"
 
 	"github.com/vminit/vminit/internal/testing/testtools"
+
+	"github.com/vminit/vminit/internal/testing/gentest"
 )
 
 var writeWindowsZones = flag.String("write-windows-zones", "", "write the IANA names tzlocal maps to Windows zones, and the aliases of testdata/tzdb, into this file (make generate: scripts/generate.sh)")
@@ -61,18 +63,8 @@ func TestWindowsZonesAreGenerated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *writeWindowsZones != "" {
-		if err := os.WriteFile(*writeWindowsZones, src, 0o644); err != nil {
-			t.Fatal(err)
-		}
+	if gentest.Check(t, *writeWindowsZones, "windows_zones.go", src, "tzlocal "+tz.Version+" and testdata/tzdb") {
 		return
-	}
-	have, err := os.ReadFile("windows_zones.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(have, src) {
-		t.Errorf("windows_zones.go is not what tzlocal %s and testdata/tzdb give: run make generate", tz.Version)
 	}
 	// What the package reads back is tz_win's keys, exactly.
 	if got, want := windowsZones(), slices.Sorted(maps.Keys(tz.TzWin)); !slices.Equal(got, want) {

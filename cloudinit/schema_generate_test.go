@@ -6,13 +6,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"go/ast"
 	"go/format"
-	"go/parser"
-	"go/token"
 	"maps"
 	"math/big"
-	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -20,6 +16,8 @@ import (
 	"testing"
 
 	_ "embed"
+
+	"github.com/vminit/vminit/internal/testing/gentest"
 )
 
 // annotation reports whether k is a keyword that says nothing about
@@ -371,29 +369,7 @@ func TestSchemaTreeIsGenerated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *writeSchemaTree != "" {
-		if err := os.WriteFile(*writeSchemaTree, src, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	have, err := os.ReadFile("schema_tree.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(have, src) {
-		t.Errorf("schema_tree.go is not what schema-cloud-config-v1.json compiles to: run make generate")
-	}
-	// Go's tools (gopls, go vet's and staticcheck's generated-code rules,
-	// linters, code review) know a generated file by one line before the
-	// package clause (https://go.dev/s/generatedcode).
-	f, err := parser.ParseFile(token.NewFileSet(), "schema_tree.go", src, parser.PackageClauseOnly|parser.ParseComments)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !ast.IsGenerated(f) {
-		t.Errorf("schema_tree.go does not say it is generated in the one line Go's tools read")
-	}
+	gentest.Check(t, *writeSchemaTree, "schema_tree.go", src, "schema-cloud-config-v1.json compiled")
 }
 
 // emitSchemaTree writes the compiled tree as Go: one variable per node
