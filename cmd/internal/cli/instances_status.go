@@ -74,7 +74,7 @@ Instances' status.`,
 	fl.BoolVar(&f.wait, "wait", false, "wait for the first boots to finish: exit 0 when all are done, 1 when any failed, 3 on --timeout (2 is a usage error)")
 	fl.DurationVar(&f.timeout, "timeout", 0, "with --wait: give up after this long (exit 3), e.g. 15m (default: no limit)")
 	fl.StringVar(&f.states, "state", "", "only instances in these states, comma-separated: "+strings.Join(stateList(), ", "))
-	fl.StringVar(&f.agent, "agent", "", "only instances of this agent: "+strings.Join(firstboot.Agents, " or "))
+	fl.StringVar(&f.agent, "agent", "", "only instances of this agent: "+strings.Join(firstboot.Agents, ", "))
 	f.report.register(cmd)
 	cmd.RegisterFlagCompletionFunc("state", completeList(stateList()))
 	cmd.RegisterFlagCompletionFunc("agent", cobra.FixedCompletions(firstboot.Agents, cobra.ShellCompDirectiveNoFileComp))

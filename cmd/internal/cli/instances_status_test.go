@@ -197,7 +197,7 @@ web-3  cloud-init  running  modules-config/config-apt-configure  3m45s
 		t.Errorf("unknown NAME: %d %s", code, stderr)
 	}
 	if code, _, stderr := f.run(t, "--state", "failed,brokn", "--agent", "windows"); code != ExitUsage ||
-		!strings.Contains(stderr, `--state="brokn": want one of`) || !strings.Contains(stderr, `; --agent="windows": want cloud-init or ignition`) {
+		!strings.Contains(stderr, `--state="brokn": want one of`) || !strings.Contains(stderr, `; --agent="windows": want one of cloud-init, ignition, cloudbase-init`) {
 		t.Errorf("bad filters: %d %s", code, stderr)
 	}
 	if code, _, stderr := f.run(t, "--timeout", "5m"); code != ExitUsage || !strings.Contains(stderr, "--timeout") {
