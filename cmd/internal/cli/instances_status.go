@@ -238,8 +238,8 @@ var errWaitOver = errors.New("every first boot finished")
 
 // ended reports whether every instance of sum --wait waits for finished
 // its first boot. A selection with none has not: --wait waits for
-// instances to be added (one of instances that send no report is a usage
-// error: follow).
+// instances to be added (follow refuses a selection of only instances
+// that send no report: nothing to wait for).
 func ended(sum firstboot.Summary) bool {
 	return slices.ContainsFunc(sum.Instances, waitedFor) && !slices.ContainsFunc(sum.Instances, going)
 }
