@@ -2,12 +2,22 @@ package mdserver
 
 import (
 	"github.com/vminit/vminit/mdserver/firstboot"
+	"github.com/vminit/vminit/spec"
 )
 
 // The fleet's first boots as this handler knows them: every instance the
 // store serves, pending until its guest is heard from (Options.Boots
 // holds the rest). The admin API, its web page and the metrics read them
 // here.
+
+// NewTracker returns a tracker of first boots for Options.Boots: opts,
+// told which agents report their first boot (spec.ReportsFirstBoot), so
+// that a guest that cannot (cloudbase-init) is never taken for stalled.
+// Every tracker of a served fleet is made here.
+func NewTracker(opts firstboot.Options) *firstboot.Tracker {
+	opts.Reports = spec.ReportsFirstBoot
+	return firstboot.New(opts)
+}
 
 // Boots returns the tracker of the handler's first boots.
 func (h *Handler) Boots() *firstboot.Tracker { return h.boots }

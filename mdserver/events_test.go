@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vminit/vminit/bootreport"
+	"github.com/vminit/vminit/internal/testing/cbitest"
 	"github.com/vminit/vminit/mdserver/firstboot"
 )
 
@@ -195,6 +196,41 @@ func TestBootMetrics(t *testing.T) {
 		`vminit_first_boot_duration_seconds_count{agent="ignition",outcome="failed"} 0`,
 		`vminit_first_boots{state="failed"} 1`, `vminit_first_boots{state="pending"} 1`,
 	} {
+		if !strings.Contains(sb.String(), want) {
+			t.Errorf("metrics lack %s:\n%s", want, sb.String())
+		}
+	}
+}
+
+// TestUnreportedBoot: a Windows guest (cloudbase-init, which posts no
+// first-boot report) fetches its data and is heard of no more: on a
+// tracker made by NewTracker it stays fetched however long it is silent,
+// marked NoReport, and the metrics count it fetched, never stalled, while
+// a silent cloud-init guest beside it stalls. Before, both were stalled
+// after --stall-after: a false alarm for every Windows VM.
+func TestUnreportedBoot(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	clock := func() time.Time { return now }
+	m := NewMetrics()
+	win := testRecord(t, cbitest.WinSpec("  metadataServer: {addresses: [127.0.0.4]}\n"), "1")
+	linux := testRecord(t, instanceDoc("linux", []string{"127.0.0.2"}, ""), "1")
+	h := NewHandler(testStore(t, win, linux), Options{AllowLoopbackInstances: true, Logger: quietLogger(), Metrics: m, Now: clock,
+		Boots: NewTracker(firstboot.Options{Now: clock, StallAfter: time.Minute})})
+	for src, path := range map[string]string{"127.0.0.4": "/openstack/latest/meta_data.json", "127.0.0.2": "/nocloud/meta-data"} {
+		if w := serveRecorded(h, guestRequest(t, src, "GET", path, "")); w.Code != 200 {
+			t.Fatalf("GET %s from %s: %d %s", path, src, w.Code, w.Body)
+		}
+	}
+	now = now.Add(time.Hour)
+	if st, _ := h.Boot("win-1"); st.State != firstboot.Fetched || !st.NoReport || st.Where() != "cloudbase-init sends no first-boot report" {
+		t.Errorf("win-1, silent for an hour: %s, NoReport %v, where %q", st.State, st.NoReport, st.Where())
+	}
+	if st, _ := h.Boot("linux"); st.State != firstboot.Stalled || st.NoReport {
+		t.Errorf("linux, silent for an hour: %s, NoReport %v", st.State, st.NoReport)
+	}
+	var sb strings.Builder
+	m.WriteTo(&sb)
+	for _, want := range []string{`vminit_first_boots{state="fetched"} 1`, `vminit_first_boots{state="stalled"} 1`} {
 		if !strings.Contains(sb.String(), want) {
 			t.Errorf("metrics lack %s:\n%s", want, sb.String())
 		}

@@ -91,8 +91,9 @@ type Options struct {
 	// MaxBodyBytes bounds PUT and POST bodies; default 4096. The
 	// first-boot paths have bounds of their own (events.go).
 	MaxBodyBytes int64
-	// Boots tracks the fleet's first boots (boots.go); nil: the handler
-	// makes one with the default options. Share one tracker between the
+	// Boots tracks the fleet's first boots (boots.go): make it with
+	// NewTracker; nil: the handler makes one with the default options.
+	// Share one tracker between the
 	// handler and a store that writes statuses back.
 	Boots *firstboot.Tracker
 	// ReportURL is the base URL (bootreport.ParseBaseURL) the served
@@ -168,7 +169,7 @@ func NewHandler(src registry.Source, opts Options) *Handler {
 		opts.WriteBurst = 200
 	}
 	if opts.Boots == nil {
-		opts.Boots = firstboot.New(firstboot.Options{})
+		opts.Boots = NewTracker(firstboot.Options{})
 	}
 	opts.ReportURL, opts.NoBootReports = reportOptions(opts)
 	h := &Handler{src: src, opts: opts, log: opts.Logger, metrics: opts.Metrics, boots: opts.Boots,

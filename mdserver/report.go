@@ -136,9 +136,9 @@ var (
 // it: with the report to reportBase(r), if any.
 func (h *Handler) cloudInitUserData(r *http.Request, rec *registry.Record) ([]byte, error) {
 	base := h.reportBase(r)
-	if base == "" || rec.Instance().Spec.Agent == spec.AgentCloudbaseInit {
-		// cloudbase-init has no reporting: its user data is served as
-		// rendered.
+	if base == "" || !spec.ReportsFirstBoot(rec.Agent()) {
+		// An agent that cannot report (cloudbase-init): its user data is
+		// served as rendered.
 		return cloudUserData.get(h, rec)
 	}
 	v, _ := cloudUserDataReported.get(h, rec)

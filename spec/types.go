@@ -33,6 +33,18 @@ const (
 	AgentCloudbaseInit = "cloudbase-init"
 )
 
+// ReportsFirstBoot reports whether a guest of agent tells the metadata
+// server how its first boot goes: cloud-init posts its stages and modules
+// through its reporting webhook and a final report from a unit vminit
+// adds, Ignition a report from its completion unit. cloudbase-init has no
+// reporting hook, and vminit ships no PowerShell reporter it cannot test:
+// its guest is heard of only by its fetches, so nobody can say that its
+// first boot stalled or ended. The one rule of which agents report: the
+// metadata server's user data (no report unit for those that do not) and
+// its first-boot tracker (mdserver.NewTracker: such a boot never stalls,
+// and nobody waits for its end) ask it.
+func ReportsFirstBoot(agent string) bool { return agent != AgentCloudbaseInit }
+
 // The Ignition guest families (Ignition.Variant). They decide conventions
 // the config cannot: how network settings are written (NetworkManager
 // keyfiles on FCOS and RHCOS, systemd-networkd on Flatcar).

@@ -6,7 +6,8 @@
 //
 // A Tracker holds, per instance incarnation (name and UID), a Status: its
 // State (pending → fetched → running → done | failed, and stalled when no
-// event came for Options.StallAfter), the stage and module it is in, the
+// event came for Options.StallAfter, unless its agent sends no report at
+// all: Options.Reports, Status.NoReport), the stage and module it is in, the
 // stages' times, the failures with their messages, and the last events.
 // Everything a guest can make it hold is bounded: events are a ring,
 // names, messages, failures and stages are capped, and all its text

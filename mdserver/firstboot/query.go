@@ -14,7 +14,7 @@ import (
 // the CLI that builds the admin API's query):
 //
 //	state=failed,stalled   any of these states (repeatable, or comma-separated)
-//	agent=cloud-init       spec.agent: cloud-init or ignition
+//	agent=cloud-init       spec.agent: cloud-init, ignition or cloudbase-init
 //	name=web               a substring of the instance name
 //	min-age=10m            Elapsed at least (a Go duration)
 //	max-age=1h             Elapsed at most
@@ -27,7 +27,7 @@ const (
 )
 
 // Agents a filter may name (spec.agent's values).
-var Agents = []string{"cloud-init", "ignition"}
+var Agents = []string{"cloud-init", "ignition", "cloudbase-init"}
 
 // ParseFilter reads a Filter from a query, its states in the order of
 // States (one filter, one URL, whatever order the query named them in).
@@ -53,7 +53,7 @@ func ParseFilter(q url.Values) (Filter, error) {
 		}
 	}
 	if a := q.Get(QueryAgent); a != "" && !slices.Contains(Agents, a) {
-		errs = append(errs, fmt.Errorf("%s=%q: want %s", QueryAgent, a, strings.Join(Agents, " or ")))
+		errs = append(errs, fmt.Errorf("%s=%q: want one of %s", QueryAgent, a, strings.Join(Agents, ", ")))
 	} else {
 		f.Agent = a
 	}

@@ -27,6 +27,10 @@ func TestParseFilter(t *testing.T) {
 	if got := f.Values().Encode(); got != "agent=ignition&max-age=1h0m0s&min-age=1m30s&name=web&state=stalled&state=failed" {
 		t.Errorf("Values: %s", got)
 	}
+	// A mixed fleet's Windows instances are selected as the others are.
+	if f, err := ParseFilter(url.Values{QueryAgent: {"cloudbase-init"}}); err != nil || f.Agent != "cloudbase-init" {
+		t.Errorf("agent=cloudbase-init: %+v, %v", f, err)
+	}
 	if f, err := ParseFilter(url.Values{}); err != nil || !reflect.DeepEqual(f, Filter{}) {
 		t.Errorf("empty query: %+v, %v", f, err)
 	}

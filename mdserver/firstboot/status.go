@@ -142,6 +142,22 @@ type Status struct {
 	Errors     []Failure `json:"errors,omitempty"`
 	// Events are the last events, oldest first (at most MaxEvents).
 	Events []Event `json:"events,omitempty"`
+	// NoReport is set when the instance's agent tells the server nothing
+	// of its boot (cloudbase-init; Options.Reports): only its fetches are
+	// heard, so it stays pending or fetched, never reads as stalled, and
+	// nobody waits for its end. Unreported says so in words.
+	NoReport bool `json:"noReport,omitempty"`
+}
+
+// Unreported is why the server hears nothing of a boot but its fetches,
+// "cloudbase-init sends no first-boot report", or "" when its agent
+// reports: the words the CLI, the web page (Where) and the Kubernetes
+// condition all show.
+func (s *Status) Unreported() string {
+	if !s.NoReport {
+		return ""
+	}
+	return s.Agent + " sends no first-boot report"
 }
 
 // Elapsed is how long the boot took (finished) or has taken so far, from
@@ -158,10 +174,14 @@ func (s *Status) Elapsed(now time.Time) time.Duration {
 
 // Where is a boot's stage column, the one rule the CLI's table, the web
 // page and the instance views share: where a running or stalled boot is
-// (stage/module), what a failed one failed in (its first failure), and
+// (stage/module), what a failed one failed in (its first failure),
 // nothing for a boot not started or done (the stage it last reported
-// would read as where it stopped).
+// would read as where it stopped), and why nobody can say where a boot
+// whose agent sends no report is (Unreported).
 func (s *Status) Where() string {
+	if s.NoReport && !s.State.Terminal() {
+		return s.Unreported()
+	}
 	switch s.State {
 	case Failed:
 		if len(s.Errors) > 0 {
@@ -195,7 +215,7 @@ func (s *Status) FirstError() string {
 // every one.
 type Filter struct {
 	States []State // any of these (Stalled as read, not as stored)
-	Agent  string  // spec.agent: cloud-init or ignition
+	Agent  string  // spec.agent: one of Agents
 	// MinAge and MaxAge bound Elapsed (a pending boot's is 0).
 	MinAge, MaxAge time.Duration
 	// Name is a substring of the instance name.
@@ -318,7 +338,7 @@ func (ch Summary) Unchanged(counts map[State]int) bool {
 
 // sameRow reports whether two statuses are the same.
 func sameRow(a, b *Status) bool {
-	return a.Name == b.Name && a.UID == b.UID && a.Agent == b.Agent && a.State == b.State &&
+	return a.Name == b.Name && a.UID == b.UID && a.Agent == b.Agent && a.State == b.State && a.NoReport == b.NoReport &&
 		a.Stage == b.Stage && a.Module == b.Module && a.FirstFetch.Equal(b.FirstFetch) &&
 		a.LastEvent.Equal(b.LastEvent) && a.Finished.Equal(b.Finished) &&
 		slices.Equal(a.Errors, b.Errors) && slices.Equal(a.Stages, b.Stages) && slices.Equal(a.Events, b.Events)

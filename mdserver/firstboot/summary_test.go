@@ -65,6 +65,8 @@ func TestStatusWhere(t *testing.T) {
 		{Status{State: Failed, Stage: "modules-final", Module: "config-final-message", Errors: fail}, "modules-final/config-scripts-user"},
 		{Status{State: Failed, Stage: "boot", Errors: []Failure{{Unit: "app.service"}}}, "app.service"},
 		{Status{State: Failed, Stage: "boot"}, "boot"},
+		{Status{State: Pending, Agent: "cloudbase-init", NoReport: true}, "cloudbase-init sends no first-boot report"},
+		{Status{State: Fetched, Agent: "cloudbase-init", NoReport: true}, "cloudbase-init sends no first-boot report"},
 	} {
 		if got := tc.st.Where(); got != tc.want {
 			t.Errorf("%+v: Where %q, want %q", tc.st, got, tc.want)

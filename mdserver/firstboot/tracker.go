@@ -18,6 +18,12 @@ type Options struct {
 	StallAfter time.Duration
 	// Now is the clock; default time.Now.
 	Now func() time.Time
+	// Reports says whether a guest of agent (spec.agent) reports its
+	// first boot (spec.ReportsFirstBoot, which this package does not
+	// import: mdserver.NewTracker hands it in); nil: every agent does. A
+	// boot whose agent does not is marked Status.NoReport and never reads
+	// as Stalled: its silence says nothing.
+	Reports func(agent string) bool
 	// OnFinish, if set, is called once per incarnation when its boot
 	// reaches done or failed (the metrics' histogram), without a lock
 	// held.
@@ -375,10 +381,17 @@ func (t *Tracker) read(name, uid, agent string, full bool) Status {
 		if b.st.UID == uid {
 			st := b.snapshot(full)
 			st.State = t.stateAt(&b.st, t.opts.Now())
+			st.NoReport = t.noReport(st.Agent)
 			return st
 		}
 	}
-	return Status{Name: name, UID: uid, Agent: agent, State: Pending}
+	return Status{Name: name, UID: uid, Agent: agent, State: Pending, NoReport: t.noReport(agent)}
+}
+
+// noReport reports whether a guest of agent tells the server nothing of
+// its boot (Options.Reports).
+func (t *Tracker) noReport(agent string) bool {
+	return t.opts.Reports != nil && !t.opts.Reports(agent)
 }
 
 // snapshot copies the status (b.mu held).
@@ -397,9 +410,10 @@ func (b *boot) snapshot(full bool) Status {
 	return st
 }
 
-// stateAt is st's state as read at now.
+// stateAt is st's state as read at now: a silent boot stalls, unless its
+// agent never speaks.
 func (t *Tracker) stateAt(st *Status, now time.Time) State {
-	if (st.State == Fetched || st.State == Running) && now.Sub(st.LastEvent) > t.opts.StallAfter {
+	if (st.State == Fetched || st.State == Running) && now.Sub(st.LastEvent) > t.opts.StallAfter && !t.noReport(st.Agent) {
 		return Stalled
 	}
 	return st.State

@@ -242,3 +242,36 @@ func TestCounts(t *testing.T) {
 		}
 	}
 }
+
+// TestUnreportedNeverStalls: a boot whose agent sends no report
+// (Options.Reports says so of cloudbase-init) is heard of only by its
+// fetches: it stays pending, then fetched, however long it is silent;
+// it is marked NoReport in every read (Status, Brief, a summary's row,
+// Counts), and its Where says why. A reporting agent's boot beside it
+// still stalls.
+func TestUnreportedNeverStalls(t *testing.T) {
+	c := newClock()
+	tr := New(Options{Now: c.now, StallAfter: time.Minute, Reports: func(agent string) bool { return agent != "cloudbase-init" }})
+	if st := tr.Brief("win", "u1", "cloudbase-init"); st.State != Pending || !st.NoReport || st.Where() != "cloudbase-init sends no first-boot report" {
+		t.Fatalf("unseen: %+v, where %q", st, st.Where())
+	}
+	tr.Fetch("win", "u1", "cloudbase-init", "openstack", "/openstack/latest/meta_data.json")
+	tr.Fetch("linux", "u1", "cloud-init", "nocloud", "/nocloud/meta-data")
+	c.advance(time.Hour)
+	for _, st := range []Status{tr.Status("win", "u1", "cloudbase-init"), tr.Brief("win", "u1", "cloudbase-init")} {
+		if st.State != Fetched || !st.NoReport || st.Unreported() != "cloudbase-init sends no first-boot report" {
+			t.Errorf("silent for an hour: %+v", st)
+		}
+	}
+	if st := tr.Brief("linux", "u1", "cloud-init"); st.State != Stalled || st.NoReport || st.Unreported() != "" {
+		t.Errorf("cloud-init, silent for an hour: %+v", st)
+	}
+	got := tr.Counts(func(string, string) bool { return true })
+	if got[Fetched] != 1 || got[Stalled] != 1 {
+		t.Errorf("counts: %v, want the cloudbase-init boot fetched and the cloud-init one stalled", got)
+	}
+	sum := Summarize([]Status{tr.Brief("win", "u1", "cloudbase-init")}, Filter{Agent: "cloudbase-init"}, c.t)
+	if len(sum.Instances) != 1 || sum.Counts[Fetched] != 1 || !sum.Instances[0].NoReport {
+		t.Errorf("summary: %+v", sum)
+	}
+}

@@ -242,3 +242,26 @@ func TestFirstBootOfBounded(t *testing.T) {
 		t.Errorf("condition message %q", c.Message)
 	}
 }
+
+// TestFirstBootConditionNoReport: the FirstBoot condition of a Windows
+// guest's Instance (cloudbase-init sends no first-boot report), as a
+// replica reads it back from status.firstBoot: Unknown, reason NoReport,
+// the message naming the agent in the words every view uses, whether the
+// guest fetched its data or not. A cloud-init boot written stalled stays
+// Stalled.
+func TestFirstBootConditionNoReport(t *testing.T) {
+	for _, tc := range []struct {
+		boot         v1alpha1.FirstBoot
+		reason, want string
+	}{
+		{v1alpha1.FirstBoot{Agent: "cloudbase-init", State: "fetched"}, v1alpha1.ReasonNoReport, "cloudbase-init sends no first-boot report; the guest fetched its data"},
+		{v1alpha1.FirstBoot{Agent: "cloudbase-init", State: "pending"}, v1alpha1.ReasonNoReport, "cloudbase-init sends no first-boot report; no server has answered the guest yet"},
+		{v1alpha1.FirstBoot{Agent: "cloud-init", State: "stalled"}, v1alpha1.ReasonStalled, "silent since"},
+	} {
+		st := kubestore.StatusOf("default/vm", "u1", &tc.boot)
+		c := kubestore.FirstBootCondition(&st, nil)
+		if c.Status != metav1.ConditionUnknown || c.Reason != tc.reason || !strings.HasPrefix(c.Message, tc.want) {
+			t.Errorf("%s %s: %s %s %q, want Unknown %s %q", tc.boot.Agent, tc.boot.State, c.Status, c.Reason, c.Message, tc.reason, tc.want)
+		}
+	}
+}

@@ -23,6 +23,7 @@ import (
 	"github.com/vminit/vminit/internal/lib/termtext"
 	"github.com/vminit/vminit/kube/api/v1alpha1"
 	"github.com/vminit/vminit/mdserver/firstboot"
+	"github.com/vminit/vminit/spec"
 )
 
 // The Store shares first-boot statuses between replicas through the
@@ -484,7 +485,7 @@ func boundErrors(errs []v1alpha1.FirstBootError) []v1alpha1.FirstBootError {
 // status.firstBoot is b: what a replica merges of another's write.
 func StatusOf(key string, uid types.UID, b *v1alpha1.FirstBoot) firstboot.Status {
 	st := firstboot.Status{Name: key, UID: string(uid), Agent: b.Agent, State: firstboot.State(b.State),
-		Stage: b.Stage, Module: b.Module,
+		Stage: b.Stage, Module: b.Module, NoReport: !spec.ReportsFirstBoot(b.Agent),
 		FirstFetch: timeOf(b.FirstFetch), LastEvent: timeOf(b.LastEvent), Finished: timeOf(b.Finished)}
 	for _, e := range b.Errors {
 		st.Errors = append(st.Errors, firstboot.Failure{Stage: e.Stage, Module: e.Module, Unit: e.Unit, Message: e.Message})
@@ -498,16 +499,22 @@ func StatusOf(key string, uid types.UID, b *v1alpha1.FirstBoot) firstboot.Status
 // so replicas writing the same status write the same bytes.
 func FirstBootCondition(st *firstboot.Status, seen *metav1.Condition) metav1.Condition {
 	c := metav1.Condition{Type: v1alpha1.ConditionFirstBoot, Status: metav1.ConditionUnknown}
-	switch st.State {
-	case firstboot.Done:
+	switch {
+	case st.NoReport && !st.State.Terminal():
+		// Unknown for good: the server hears only its fetches.
+		c.Reason, c.Message = v1alpha1.ReasonNoReport, st.Unreported()+"; "+msgFetched
+		if st.State == firstboot.Pending {
+			c.Message = st.Unreported() + "; " + msgPending
+		}
+	case st.State == firstboot.Done:
 		c.Status, c.Reason, c.Message = metav1.ConditionTrue, v1alpha1.ReasonDone, "first boot done"
-	case firstboot.Failed:
+	case st.State == firstboot.Failed:
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, v1alpha1.ReasonFailed, st.FirstError()
-	case firstboot.Pending:
-		c.Reason, c.Message = v1alpha1.ReasonPending, "no server has answered the guest yet"
-	case firstboot.Fetched:
-		c.Reason, c.Message = v1alpha1.ReasonFetched, "the guest fetched its data; its agent has reported nothing yet"
-	case firstboot.Stalled:
+	case st.State == firstboot.Pending:
+		c.Reason, c.Message = v1alpha1.ReasonPending, msgPending
+	case st.State == firstboot.Fetched:
+		c.Reason, c.Message = v1alpha1.ReasonFetched, msgFetched+"; its agent has reported nothing yet"
+	case st.State == firstboot.Stalled:
 		c.Reason, c.Message = v1alpha1.ReasonStalled, "silent since "+st.LastEvent.UTC().Format(time.RFC3339)+where(st)
 	default:
 		c.Reason, c.Message = v1alpha1.ReasonRunning, strings.TrimPrefix(where(st), ", ")
@@ -529,6 +536,12 @@ func FirstBootCondition(st *firstboot.Status, seen *metav1.Condition) metav1.Con
 	c.LastTransitionTime = metav1.NewTime(c.LastTransitionTime.Truncate(time.Second)) // as the API keeps it
 	return c
 }
+
+// The condition's words for a boot pending and fetched.
+const (
+	msgPending = "no server has answered the guest yet"
+	msgFetched = "the guest fetched its data"
+)
 
 // maxMessage bounds the condition's message (the API allows 32 KiB; a
 // failure's message is at most firstboot.MaxMessage).

@@ -18,6 +18,7 @@ import (
 
 	"github.com/vminit/vminit/internal/testing/kubetest"
 	"github.com/vminit/vminit/kube/api/v1alpha1"
+	"github.com/vminit/vminit/mdserver"
 	"github.com/vminit/vminit/mdserver/firstboot"
 	"github.com/vminit/vminit/mdserver/kubestore"
 	"github.com/vminit/vminit/mdserver/registry"
@@ -47,7 +48,7 @@ func newReplicaWith(t *testing.T, s *kubetest.Server, writeEvery, persistEvery t
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &replica{store: st, boots: firstboot.New(firstboot.Options{})}
+	r := &replica{store: st, boots: mdserver.NewTracker(firstboot.Options{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	if persistEvery > 0 {
@@ -109,14 +110,19 @@ func firstBootCondition(t *testing.T, dyn dynamic.Interface, name, reason string
 // first boots of their guests through the Instances' status: the
 // FirstBoot condition follows fetched → running → done, and → failed
 // with one FirstBootFailed Event; each replica learns what the other
-// heard; a deleted Instance's boot is dropped without an error, and a
-// re-created one starts fresh.
+// heard; a Windows guest's (cloudbase-init sends no report) is Unknown
+// with reason NoReport, naming its agent; a deleted Instance's boot is
+// dropped without an error, and a re-created one starts fresh.
 func TestFirstBootShared(t *testing.T) {
 	s, dyn := start(t, false)
 	res := dyn.Resource(v1alpha1.GroupVersionResource).Namespace("default")
 	uid := map[string]string{}
-	for _, name := range []string{"web", "bad"} {
-		u, err := res.Create(ctxFor(t), object(t, "default", name, "hostname: "+name+"\n"), metav1.CreateOptions{})
+	for _, name := range []string{"web", "bad", "win"} {
+		sp := "hostname: " + name + "\n"
+		if name == "win" {
+			sp += "agent: cloudbase-init\n"
+		}
+		u, err := res.Create(ctxFor(t), object(t, "default", name, sp), metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -145,6 +151,14 @@ func TestFirstBootShared(t *testing.T) {
 		t.Errorf("done: %+v %+v", c, st.FirstBoot)
 	}
 	eventually(t, "a to learn web is done", func() bool { return a.boots.Status(web, uid["web"], "").State == firstboot.Done })
+
+	// win's guest fetches its data and says no more: nobody can tell
+	// whether its boot ends, and the condition says why.
+	a.boots.Fetch("default/win", uid["win"], "cloudbase-init", "openstack", "/openstack/latest/meta_data.json")
+	c, st = firstBootCondition(t, dyn, "win", v1alpha1.ReasonNoReport)
+	if c.Status != metav1.ConditionUnknown || st.FirstBoot.State != "fetched" || c.Message != "cloudbase-init sends no first-boot report; the guest fetched its data" {
+		t.Errorf("win: %+v %+v", c, st.FirstBoot)
+	}
 
 	// bad fails in a module; the Event is recorded once, though both
 	// replicas write the failure.

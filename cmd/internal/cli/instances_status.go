@@ -46,18 +46,25 @@ func (c *adminClient) statusCommand() *cobra.Command {
 		Long: `Status shows each instance's first boot as the metadata server saw it: its
 state (pending: never fetched; fetched; running, with its stage and module;
 stalled: silent too long; done; failed, with what failed), the time since
-its first fetch, and its first error. Without NAME, a table of every
-instance (--state and --agent select) and the count of each state; with one
-NAME, that instance's stages, errors and last events (its row with --watch
-or --wait); with several, their rows.
+its first fetch, and its first error. A guest whose agent sends no
+first-boot report (cloudbase-init) stays pending or fetched, never stalled,
+and its STAGE says so ("cloudbase-init sends no first-boot report"; in
+--json, "noReport": true). Without NAME, a table of every instance (--state
+and --agent select) and the count of each state; with one NAME, that
+instance's stages, errors and last events (its row with --watch or --wait);
+with several, their rows.
 
 --watch prints the table again at each change (in place on a terminal)
 until Ctrl-C. --wait waits for the selected (or named) instances to finish:
 it exits 0 when every one is done, 1 as soon as every one has finished and
 any failed (each failed one named on stderr with its first error), and 3
 when --timeout passes first (or on Ctrl-C), naming those still going: the
-fleet's 'vminit run'. --json prints the summary (with one NAME, the status)
-as JSON; with --watch, one document a line.
+fleet's 'vminit run'. It does not wait for an instance whose agent sends
+no report, and names it once on stderr ("NAME: cloudbase-init sends no
+first-boot report: not waited for"); when only such instances are
+selected there is nothing to wait for, and it exits 2, as for a usage
+error. --json prints the summary (with one NAME, the status) as JSON; with
+--watch, one document a line.
 
 With --kubeconfig, the statuses are those the servers wrote into the
 Instances' status.`,
@@ -71,10 +78,10 @@ Instances' status.`,
 	}
 	fl := cmd.Flags()
 	fl.BoolVarP(&f.watch, "watch", "w", false, "print the table again at each change, until Ctrl-C (or --wait is satisfied)")
-	fl.BoolVar(&f.wait, "wait", false, "wait for the first boots to finish: exit 0 when all are done, 1 when any failed, 3 on --timeout (2 is a usage error)")
+	fl.BoolVar(&f.wait, "wait", false, "wait for the first boots to finish: exit 0 when all are done, 1 when any failed, 3 on --timeout (2 is a usage error, or only instances that send no report selected)")
 	fl.DurationVar(&f.timeout, "timeout", 0, "with --wait: give up after this long (exit 3), e.g. 15m (default: no limit)")
 	fl.StringVar(&f.states, "state", "", "only instances in these states, comma-separated: "+strings.Join(stateList(), ", "))
-	fl.StringVar(&f.agent, "agent", "", "only instances of this agent: "+strings.Join(firstboot.Agents, " or "))
+	fl.StringVar(&f.agent, "agent", "", "only instances of this agent: "+strings.Join(firstboot.Agents, ", "))
 	f.report.register(cmd)
 	cmd.RegisterFlagCompletionFunc("state", completeList(stateList()))
 	cmd.RegisterFlagCompletionFunc("agent", cobra.FixedCompletions(firstboot.Agents, cobra.ShellCompDirectiveNoFileComp))
@@ -184,18 +191,26 @@ func (c *adminClient) follow(ctx context.Context, cmd *cobra.Command, names []st
 		defer cancel()
 	}
 	var last *firstboot.Summary
+	told := map[string]bool{} // the instances not waited for, named once
 	err := c.api.WatchBoots(ctx, filter, func(sum firstboot.Summary) error {
 		sum, err := only(sum, names)
 		if err != nil {
 			return err
 		}
 		last = &sum
+		if f.wait {
+			tellNotWaited(cmd.ErrOrStderr(), sum, told)
+		}
 		if f.watch {
 			if err := out.summary(sum, true); err != nil {
 				return err
 			}
 		}
-		if f.wait && ended(sum) {
+		switch {
+		case !f.wait:
+		case len(sum.Instances) > 0 && !slices.ContainsFunc(sum.Instances, waitedFor):
+			return usagef("--wait: nothing to wait for: no selected instance's agent sends a first-boot report")
+		case ended(sum):
 			return errWaitOver
 		}
 		return nil
@@ -221,10 +236,30 @@ func (c *adminClient) follow(ctx context.Context, cmd *cobra.Command, names []st
 // errWaitOver ends a watch whose instances have all finished.
 var errWaitOver = errors.New("every first boot finished")
 
-// ended reports whether every instance of sum finished its first boot.
-// An empty selection has not: --wait waits for instances to be added.
+// ended reports whether every instance of sum --wait waits for finished
+// its first boot. A selection with none has not: --wait waits for
+// instances to be added (follow refuses a selection of only instances
+// that send no report: nothing to wait for).
 func ended(sum firstboot.Summary) bool {
-	return len(sum.Instances) > 0 && !slices.ContainsFunc(sum.Instances, func(st firstboot.Status) bool { return !st.State.Terminal() })
+	return slices.ContainsFunc(sum.Instances, waitedFor) && !slices.ContainsFunc(sum.Instances, going)
+}
+
+// waitedFor reports whether --wait waits for st's end: not when its agent
+// sends no first-boot report (cloudbase-init), whose end nobody hears of.
+func waitedFor(st firstboot.Status) bool { return !st.NoReport }
+
+// going reports whether --wait still waits for st.
+func going(st firstboot.Status) bool { return waitedFor(st) && !st.State.Terminal() }
+
+// tellNotWaited names on w, once each (told holds those named), the
+// instances of sum --wait does not wait for, and why.
+func tellNotWaited(w io.Writer, sum firstboot.Summary, told map[string]bool) {
+	for _, st := range sum.Instances {
+		if !waitedFor(st) && !told[st.Name] {
+			told[st.Name] = true
+			fmt.Fprintf(w, "%s: %s: not waited for\n", printable(st.Name), printable(st.Unreported()))
+		}
+	}
 }
 
 // waitOver prints the end of a --wait: the table unless --watch showed
@@ -260,16 +295,16 @@ func stillGoing(sum *firstboot.Summary) string {
 	if sum == nil {
 		return "no answer from the server yet"
 	}
-	var going []string
+	var names []string
 	for _, st := range sum.Instances {
-		if !st.State.Terminal() {
-			going = append(going, fmt.Sprintf("%s (%s)", printable(st.Name), st.State))
+		if going(st) {
+			names = append(names, fmt.Sprintf("%s (%s)", printable(st.Name), st.State))
 		}
 	}
-	if len(going) == 0 {
+	if len(names) == 0 {
 		return "no instance selected"
 	}
-	return strings.Join(going, ", ")
+	return strings.Join(names, ", ")
 }
 
 // only keeps the instances called names, in that order (every one when

@@ -37,14 +37,17 @@ func newStatusFleet(t *testing.T) *statusFleet {
 }
 
 // newStatusFleetOf is a statusFleet of the instances names (db, if one
-// of them, Ignition).
+// of them, Ignition; win-*, cloudbase-init).
 func newStatusFleetOf(t *testing.T, names []string) *statusFleet {
 	t.Helper()
 	dir, work := t.TempDir(), t.TempDir()
 	for i, name := range names {
 		agent := "cloud-init"
-		if name == "db" {
+		switch {
+		case name == "db":
 			agent = "ignition"
+		case strings.HasPrefix(name, "win-"):
+			agent = "cloudbase-init"
 		}
 		doc := fmt.Sprintf("apiVersion: vminit.dev/v1alpha1\nkind: Instance\nmetadata: {name: %s}\nspec:\n  agent: %s\n  metadataServer: {addresses: [10.8.%d.%d]}\n", name, agent, i/250, i%250+1)
 		if err := os.WriteFile(filepath.Join(dir, name+".yaml"), []byte(doc), 0o600); err != nil {
@@ -58,7 +61,7 @@ func newStatusFleetOf(t *testing.T, names []string) *statusFleet {
 	}
 	t.Cleanup(func() { store.Close() })
 	f := &statusFleet{clock: testtools.NewClock(time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)), uids: map[string]string{}}
-	f.boots = firstboot.New(firstboot.Options{Now: f.clock.Now})
+	f.boots = mdserver.NewTracker(firstboot.Options{Now: f.clock.Now})
 	md := mdserver.NewHandler(store, mdserver.Options{Logger: quiet, Boots: f.boots, Now: f.clock.Now})
 	const token = "status-test-token-0123456789"
 	srv := httptest.NewServer(admin.NewHandler(store, admin.Options{Token: token, Logger: quiet, Metadata: md}))
@@ -197,7 +200,7 @@ web-3  cloud-init  running  modules-config/config-apt-configure  3m45s
 		t.Errorf("unknown NAME: %d %s", code, stderr)
 	}
 	if code, _, stderr := f.run(t, "--state", "failed,brokn", "--agent", "windows"); code != ExitUsage ||
-		!strings.Contains(stderr, `--state="brokn": want one of`) || !strings.Contains(stderr, `; --agent="windows": want cloud-init or ignition`) {
+		!strings.Contains(stderr, `--state="brokn": want one of`) || !strings.Contains(stderr, `; --agent="windows": want one of cloud-init, ignition, cloudbase-init`) {
 		t.Errorf("bad filters: %d %s", code, stderr)
 	}
 	if code, _, stderr := f.run(t, "--timeout", "5m"); code != ExitUsage || !strings.Contains(stderr, "--timeout") {
@@ -254,6 +257,53 @@ func TestInstancesStatusWait(t *testing.T) {
 	code, stdout, stderr = f.run(t, "--wait", "--timeout", "1s", "--agent", "cloud-init")
 	if code != ExitStillGoing || !strings.Contains(stderr, "timed out after 1s: still going: web-3 (running)") || !strings.Contains(stdout, "web-3") {
 		t.Errorf("wait past --timeout: %d %s %s", code, stdout, stderr)
+	}
+}
+
+// TestInstancesStatusUnreported: in a mixed fleet, a Windows instance
+// (cloudbase-init sends no first-boot report) fetched an hour ago is
+// fetched, not stalled, and the table's STAGE, the detail and the JSON
+// say why; --wait does not wait for it and names it once on stderr, and
+// with only such instances selected has nothing to wait for (exit 2, at
+// once, not at --timeout). Before, it read stalled and --wait waited for
+// it until the timeout (exit 3).
+func TestInstancesStatusUnreported(t *testing.T) {
+	f := newStatusFleetOf(t, []string{"web-1", "web-2", "web-3", "db", "win-1"})
+	f.boots.Fetch("win-1", f.uids["win-1"], "cloudbase-init", "openstack", "/openstack/latest/meta_data.json")
+	f.boot(t)
+	f.clock.Advance(time.Hour)
+
+	code, stdout, stderr := f.run(t, "win-1", "web-3")
+	const table = `NAME   AGENT           STATE    STAGE                                      ELAPSED  ERROR
+win-1  cloudbase-init  fetched  cloudbase-init sends no first-boot report  1h3m
+web-3  cloud-init      stalled  modules-config/config-apt-configure        1h3m
+1 stalled, 1 fetched
+`
+	if code != ExitOK || stdout != table {
+		t.Errorf("table: exit %d %s\n%s", code, stderr, stdout)
+	}
+	if code, stdout, _ := f.run(t, "win-1"); code != ExitOK || !strings.Contains(stdout, "State:        fetched (cloudbase-init sends no first-boot report)\n") {
+		t.Errorf("detail: %d\n%s", code, stdout)
+	}
+	code, stdout, _ = f.run(t, "--json", "--agent", "cloudbase-init")
+	var rows struct{ Instances []map[string]any }
+	if err := json.Unmarshal([]byte(stdout), &rows); code != ExitOK || err != nil || len(rows.Instances) != 1 || rows.Instances[0]["noReport"] != true {
+		t.Errorf("--json: %d %v\n%s", code, err, stdout)
+	}
+
+	const told = "win-1: cloudbase-init sends no first-boot report: not waited for\n"
+	if code, stdout, stderr := f.run(t, "web-1", "win-1", "--wait", "--timeout", "2s"); code != ExitOK || stderr != told || !strings.HasSuffix(stdout, "\n1 done, 1 fetched\n") {
+		t.Errorf("wait for web-1 beside win-1: %d %q %q", code, stdout, stderr)
+	}
+	if code, _, stderr := f.run(t, "--wait", "--timeout", "1s"); code != ExitStillGoing || strings.Count(stderr, told) != 1 ||
+		!strings.Contains(stderr, "still going: db (pending), web-3 (stalled)\n") {
+		t.Errorf("wait for the fleet: %d %q", code, stderr)
+	}
+	for _, args := range [][]string{{"win-1"}, {"--agent", "cloudbase-init"}} {
+		code, _, stderr := f.run(t, append(args, "--wait", "--timeout", "2s")...) // at once: the timeout only bounds a failure
+		if code != ExitUsage || !strings.HasPrefix(stderr, told) || !strings.Contains(stderr, "nothing to wait for") {
+			t.Errorf("wait for %v alone: %d %q", args, code, stderr)
+		}
 	}
 }
 

@@ -104,6 +104,12 @@ func TestConfigureListsEveryProblem(t *testing.T) {
 	if _, err := configure(Options{Instance: fcos, Image: "x", Serve: true, Dialect: "nocloud"}); err == nil || !strings.Contains(err.Error(), "ignition reads aws or openstack") {
 		t.Errorf("Ignition with the nocloud dialect: %v", err)
 	}
+	// A Windows guest is refused, all at once with the rest (it was a panic:
+	// there is no datasource to default to).
+	win := loadSpec(t, "../../../examples/windows-server.yaml")
+	if _, err := configure(Options{Instance: win, Image: "x", Serve: true}); err == nil || !strings.Contains(err.Error(), `spec.agent "cloudbase-init": vminit run boots cloud-init and ignition guests`) {
+		t.Errorf("a cloudbase-init spec: %v", err)
+	}
 }
 
 func TestNICMACsFollowTheSpec(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vminit/vminit/mdserver"
 	"github.com/vminit/vminit/mdserver/firstboot"
 )
 
@@ -27,7 +28,7 @@ import (
 
 // tracker is the in-process server's tracker of the guest's first boot.
 func (c *config) tracker() *firstboot.Tracker {
-	return firstboot.New(firstboot.Options{StallAfter: c.StallAfter})
+	return mdserver.NewTracker(firstboot.Options{StallAfter: c.StallAfter})
 }
 
 // FirstBoot returns the guest's first boot as the in-process metadata

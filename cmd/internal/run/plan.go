@@ -184,7 +184,13 @@ func (c *config) configureMachine(bad func(format string, a ...any)) {
 // server's dialect.
 func (c *config) configureDelivery(bad func(format string, a ...any)) {
 	s := &c.Instance.Spec
-	dss := Datasources[c.agent]
+	dss, ok := Datasources[c.agent]
+	if !ok {
+		// cloudbase-init: neither its console nor a report says when its
+		// first boot ends.
+		bad("spec.agent %q: vminit run boots %s and %s guests, whose console and report say how their first boot ends", c.agent, agentCloudInit, agentIgnition)
+		return
+	}
 	switch {
 	case c.Datasource != "":
 		c.datasource = c.Datasource

@@ -138,7 +138,7 @@ func New(ctx context.Context, o Options) (*Server, error) {
 	start := time.Now()
 	metrics := mdserver.NewMetrics()
 	o.Handler.Logger, o.Handler.Metrics = o.Logger, metrics
-	o.Handler.Boots = firstboot.New(firstboot.Options{StallAfter: o.StallAfter, OnFinish: metrics.ObserveBoot})
+	o.Handler.Boots = mdserver.NewTracker(firstboot.Options{StallAfter: o.StallAfter, OnFinish: metrics.ObserveBoot})
 	store, err := OpenStore(ctx, o.Store, mdserver.StoreChecks(o.Handler), o.Logger)
 	if err != nil {
 		return nil, &StoreError{Err: err}

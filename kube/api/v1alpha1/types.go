@@ -81,21 +81,27 @@ const (
 	// ConditionFirstBoot is the metadata server's word on the first boot
 	// of the guest it serves (status.firstBoot): True when it is done,
 	// False when it failed, Unknown while it is pending, fetched, running
-	// or stalled. Its reason is one of the Reason* below; its message the
-	// stage and module the boot is in, or its first error. The server
+	// or stalled, and for good when its agent sends no report
+	// (cloudbase-init). Its reason is one of the Reason* below; its
+	// message the stage and module the boot is in, or its first error, or
+	// why the server cannot tell (ReasonNoReport). The server
 	// writes it under its own field manager (FieldManagerServer), the
 	// controller never does.
 	ConditionFirstBoot = "FirstBoot"
 )
 
-// The FirstBoot condition's reasons, one per state of the boot.
+// The FirstBoot condition's reasons, one per state of the boot, and
+// NoReport for a boot the server cannot follow: its agent sends no
+// report (spec.ReportsFirstBoot), so it is never done, failed or stalled
+// as far as the server knows (the message names the agent).
 const (
-	ReasonPending = "Pending"
-	ReasonFetched = "Fetched"
-	ReasonRunning = "Running"
-	ReasonStalled = "Stalled"
-	ReasonDone    = "Done"
-	ReasonFailed  = "Failed"
+	ReasonPending  = "Pending"
+	ReasonFetched  = "Fetched"
+	ReasonRunning  = "Running"
+	ReasonStalled  = "Stalled"
+	ReasonDone     = "Done"
+	ReasonFailed   = "Failed"
+	ReasonNoReport = "NoReport"
 )
 
 // ReasonFirstBootFailed is the reason of the Warning Event the metadata

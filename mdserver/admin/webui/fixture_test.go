@@ -48,7 +48,7 @@ func newFleet(t testing.TB, instances []instance) *fleet {
 	f := &fleet{clock: testtools.NewClock(epoch)}
 	// A fleet of hundreds takes the clock an hour on: longer than
 	// firstboot's default StallAfter.
-	f.boots = firstboot.New(firstboot.Options{Now: f.clock.Now, StallAfter: stallAfter})
+	f.boots = mdserver.NewTracker(firstboot.Options{Now: f.clock.Now, StallAfter: stallAfter})
 	var recs []*registry.Record
 	for _, in := range instances {
 		inst := &spec.Instance{Metadata: spec.Metadata{Name: in.name}, Spec: spec.Spec{Agent: in.agent, FQDN: in.fqdn}}

@@ -386,6 +386,39 @@ func TestInstancePage(t *testing.T) {
 	}
 }
 
+// TestUnreportedInstance: a Windows instance (cloudbase-init sends no
+// first-boot report) silent for longer than StallAfter is fetched, not
+// stalled, on the fleet page and its own, whose stage/module says why in
+// the CLI's words; the agent filter offers and selects cloudbase-init.
+func TestUnreportedInstance(t *testing.T) {
+	f := newFleet(t, []instance{{name: "web", agent: "cloud-init"}, {name: "win", agent: "cloudbase-init"}})
+	f.fetch("web", "cloud-init", 3)
+	f.boots.Fetch("win", uid("win"), "cloudbase-init", "openstack", "/openstack/latest/meta_data.json")
+	f.clock.Advance(stallAfter + time.Minute)
+	srv := httptest.NewServer(f.ui(webui.Options{}))
+	t.Cleanup(srv.Close)
+	const why = "cloudbase-init sends no first-boot report"
+	a := get(t, srv.Client(), srv.URL+"/ui/", "Authorization", "Bearer "+token)
+	for _, want := range []string{
+		`<tr data-name="win" data-state="fetched">`, `<td>` + why + `</td>`,
+		`<tr data-name="web" data-state="stalled">`, `<option value="cloudbase-init">cloudbase-init</option>`,
+	} {
+		if !strings.Contains(a.body, want) {
+			t.Errorf("%q not on the fleet page:\n%s", want, a.body)
+		}
+	}
+	a = get(t, srv.Client(), srv.URL+"/ui/?agent=cloudbase-init", "Authorization", "Bearer "+token)
+	if a.status != http.StatusOK || !strings.Contains(a.body, `data-name="win"`) || strings.Contains(a.body, `data-name="web"`) {
+		t.Errorf("agent=cloudbase-init: %d\n%s", a.status, a.body)
+	}
+	a = get(t, srv.Client(), srv.URL+"/ui/instances/win", "Authorization", "Bearer "+token)
+	for _, want := range []string{`id="state">fetched`, `<dt>Stage/module</dt><dd>` + why + `</dd>`} {
+		if !strings.Contains(a.body, want) {
+			t.Errorf("%q not on the instance page:\n%s", want, a.body)
+		}
+	}
+}
+
 // TestStreamOutlivesServerTimeouts: a live page's stream is not cut by
 // the listener's read and write timeouts (the admin listener's are 30 s
 // and 60 s; here a tenth of a second): it lifts the read deadline, and
