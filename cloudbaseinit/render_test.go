@@ -3,6 +3,7 @@ package cloudbaseinit_test
 import (
 	"bytes"
 	"encoding/base64"
+	"os"
 	"strings"
 	"testing"
 
@@ -197,6 +198,46 @@ func TestAdminKeys(t *testing.T) {
 		}
 		if s := string(gen); strings.Contains(s, "write_files") || strings.Contains(s, "administrators_authorized_keys") || strings.Contains(s, "icacls") {
 			t.Errorf("no administrator's key, yet:\n%s", s)
+		}
+	}
+}
+
+// TestAdminKeysWhereSSHDReads: the file the runcmd lines append to and
+// give their ACL is the one Windows OpenSSH's own default sshd_config
+// (testdata/openssh, Microsoft's) reads an administrator's keys from,
+// while a plain user's stay in the profile, where cloudbase-init writes
+// them.
+func TestAdminKeysWhereSSHDReads(t *testing.T) {
+	conf, err := os.ReadFile("testdata/openssh/sshd_config")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var global, admins string
+	match := ""
+	for _, line := range strings.Split(string(conf), "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) == 0 || strings.HasPrefix(f[0], "#"):
+		case f[0] == "Match":
+			match = strings.Join(f[1:], " ")
+		case f[0] == "AuthorizedKeysFile" && match == "":
+			global = strings.Join(f[1:], " ")
+		case f[0] == "AuthorizedKeysFile" && match == "Group administrators":
+			admins = strings.Join(f[1:], " ")
+		}
+	}
+	if global != ".ssh/authorized_keys" || admins == "" {
+		t.Fatalf("sshd_config: AuthorizedKeysFile %q, for administrators %q", global, admins)
+	}
+	// sshd's __PROGRAMDATA__ is cmd.exe's %PROGRAMDATA%.
+	path := `"` + strings.ReplaceAll(strings.Replace(admins, "__PROGRAMDATA__", "%PROGRAMDATA%", 1), "/", `\`) + `"`
+	gen, err := cloudbaseinit.CloudConfig(load(t, adminsSpec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{">> " + path + "\n", "icacls " + path + " /setowner", "icacls " + path + " /inheritance:r"} {
+		if !strings.Contains(string(gen), want) {
+			t.Errorf("no %q in:\n%s", want, gen)
 		}
 	}
 }
