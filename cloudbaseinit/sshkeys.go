@@ -56,10 +56,12 @@ func AdminKeys(s *spec.Spec) []string {
 		}
 	}
 	var out []string
+	seen := map[string]bool{}
 	for _, k := range keys {
 		// One line each, as cloudbase-init strips the metadata's keys
 		// (spec validation refuses a key of several lines).
-		if k = strings.TrimSpace(k); k != "" && !slices.Contains(out, k) {
+		if k = strings.TrimSpace(k); k != "" && !seen[k] {
+			seen[k] = true
 			out = append(out, k)
 		}
 	}
