@@ -108,6 +108,7 @@ func CloudConfig(inst *spec.Instance) ([]byte, error) {
 		// its own (sshkeys.go): staged by write_files, added by runcmd,
 		// after the spec's commands (which may start sshd, which makes
 		// its directory).
+		checkStaging(s.Files, &errs)
 		files.Content = append(files.Content, writeFile(AdminKeysStaging, adminKeysFile(keys), 0o644, false))
 		cmds = append(slices.Clip(cmds), adminKeysCommands()...)
 	}

@@ -186,6 +186,12 @@ func TestAdminKeys(t *testing.T) {
 		}
 	}
 
+	// A spec file of the staging path would be overwritten: an error.
+	clash := load(t, adminsSpec+"  files: [{path: /ProgramData/vminit/administrators_authorized_keys}]\n")
+	if _, err := cloudbaseinit.CloudConfig(clash); err == nil || !strings.Contains(err.Error(), "spec.files[0].path: /ProgramData/vminit/administrators_authorized_keys is where vminit stages the administrators' SSH keys") {
+		t.Errorf("a file at the staging path: %v", err)
+	}
+
 	// No administrator's key, no staging file and no command: a plain
 	// user's keys, an administrator without keys.
 	for _, doc := range []string{

@@ -1,6 +1,7 @@
 package cloudbaseinit
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
@@ -29,7 +30,7 @@ import (
 // Appended, not written: an image may already have keys there. Only if
 // %PROGRAMDATA%\ssh exists: sshd makes that directory at its first start,
 // with an ACL of its own, and refuses to start when the directory exists
-// with another (its create_prgdata_ssh_folder), so neither step may make it.
+// with another (Win32-OpenSSH's create_prgdata_ssh_folder), so neither step may make it.
 // write_files' own append would make it, which is why the staging file.
 
 // AdminKeysStaging is where write_files stages the administrators' keys,
@@ -44,9 +45,9 @@ const adminKeysComment = "# vminit: spec.sshAuthorizedKeys and the keys of spec.
 
 // AdminKeys are the SSH keys of the spec's Windows administrators, each
 // once, in the spec's order: spec.sshAuthorizedKeys, which cloudbase-init
-// gives to its admin (the metadata's admin_username, Admin, else its
-// configuration's username, which its configuration puts in
-// Administrators), then the keys of each of spec.users in group
+// gives to its admin (the metadata's admin_username, which is Admin's,
+// else its configuration's username, which its configuration's groups put
+// in Administrators), then the keys of each of spec.users in group
 // administrators.
 func AdminKeys(s *spec.Spec) []string {
 	keys := slices.Clone(s.SSHAuthorizedKeys)
@@ -96,10 +97,22 @@ func adminKeysCommands() []spec.Command {
 		target = `"%PROGRAMDATA%\ssh\administrators_authorized_keys"`
 		ifDir  = "if exist " + dir + " "
 	)
+	// Drive-relative, as Python's abspath made write_files' path: both
+	// resolve on the drive cloudbase-init runs on, the system drive.
 	staging := `"` + strings.ReplaceAll(AdminKeysStaging, "/", `\`) + `"`
 	return []spec.Command{
 		{Shell: ifDir + "type " + staging + " >> " + target},
 		{Shell: ifDir + "icacls " + target + " /setowner *S-1-5-32-544"},
 		{Shell: ifDir + "icacls " + target + " /inheritance:r /grant *S-1-5-32-544:F /grant *S-1-5-18:F"},
+	}
+}
+
+// checkStaging refuses a spec file at the staging path, which the
+// administrators' keys would overwrite.
+func checkStaging(files []spec.File, errs *spec.ErrorList) {
+	for i, f := range files {
+		if f.Path == AdminKeysStaging {
+			errs.Add(fmt.Sprintf("spec.files[%d].path", i), "%s is where vminit stages the administrators' SSH keys for Windows OpenSSH (docs/windows.md#ssh-keys): choose another path", f.Path)
+		}
 	}
 }
