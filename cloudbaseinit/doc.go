@@ -8,7 +8,9 @@
 // network-config), which package seed writes as for cloud-init, and the
 // rest from the user data, which this package renders: a #cloud-config of
 // the modules cloudbase-init implements (write_files, timezone, ntp, groups,
-// users, runcmd), combined with the user's own user data (#ps1, rem cmd,
+// users, runcmd; the first and last also give the administrators' SSH keys
+// to Windows OpenSSH's administrators_authorized_keys, sshkeys.go),
+// combined with the user's own user data (#ps1, rem cmd,
 // EC2's <powershell> tags, a MIME message…) as a MIME multipart message
 // cloudbase-init's user-data plugin walks.
 //

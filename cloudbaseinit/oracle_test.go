@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -225,5 +226,40 @@ func TestOracleTimezone(t *testing.T) {
 	if calls, errs := fmt.Sprint(got[1].Calls), fmt.Sprint(got[1].ErrorsLogged); !strings.Contains(calls, "[set_timezone Asia/Kolkata]") || strings.Contains(calls, "Timezone.set") ||
 		!strings.Contains(errs, "CloudbaseInitException: The given timezone name is unrecognised: 'Asia/Kolkata'") {
 		t.Errorf("Asia/Kolkata: calls %s, errors %s; want set_timezone to raise", calls, errs)
+	}
+}
+
+// TestOracleAdminKeys: cloudbase-init's own write_files writes the
+// administrators' keys to the staging file, byte for byte, and its runcmd
+// hands cmd.exe the lines that append it to Windows OpenSSH's
+// administrators_authorized_keys and set its ACL (recorded, not run: there
+// is no Windows here), after the spec's commands; its users module still
+// writes every user's own keys to the profile. A spec with no
+// administrator's key gives neither.
+func TestOracleAdminKeys(t *testing.T) {
+	cbitest.Require(t)
+	inst := load(t, adminsSpec)
+	none := load(t, head+"  users: [{name: app, sshAuthorizedKeys: [\""+userKey+"\"]}, {name: ops, groups: [administrators], password: pw}]\n")
+	cd, _ := image(t, inst, seed.ConfigDrive, media.ISO9660)
+	nc, _ := image(t, inst, seed.NoCloud, media.VFAT)
+	no, _ := image(t, none, seed.NoCloud, media.VFAT)
+	got := cbitest.ReadAll(t, cbitest.Job{Mode: cbitest.ConfigDriveISO, Arg: cd}, cbitest.Job{Mode: cbitest.NoCloudVFAT, Arg: nc}, cbitest.Job{Mode: cbitest.NoCloudVFAT, Arg: no})
+	for i, r := range got[:2] {
+		if f := r.Files[cbitest.AdminKeysStaging]; string(f) != adminKeysFile {
+			t.Errorf("job %d: staging file %q\nwant %q", i, f, adminKeysFile)
+		}
+		want := []cbitest.Execution{{Executor: cloudbaseinit.ExecCmd, Script: "rem cmd\necho hi\n" + cbitest.AdminKeysCommands}}
+		if !slices.Equal(r.Executed, want) {
+			t.Errorf("job %d: executed %q\nwant %q", i, r.Executed, want)
+		}
+		if ak := r.AuthorizedKeys; ak["ops"] != adminKey+"\n"+specKey+"\n" || ak["app"] != userKey+"\n" {
+			t.Errorf("job %d: profiles' authorized_keys %q", i, ak)
+		}
+		if len(r.ErrorsLogged) > 0 {
+			t.Errorf("job %d: cloudbase-init logged %q", i, r.ErrorsLogged)
+		}
+	}
+	if r := got[2]; len(r.Files) > 0 || len(r.Executed) > 0 {
+		t.Errorf("no administrator's key, yet files %q, executed %q", r.Files, r.Executed)
 	}
 }

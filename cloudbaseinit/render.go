@@ -101,7 +101,18 @@ func CloudConfig(inst *spec.Instance) ([]byte, error) {
 	Unsupported(inst, &errs)
 	doc := yaml11.Mapping()
 	add := func(k string, v *yaml.Node) { yaml11.AddPair(doc, k, v) }
-	if files := writeFiles(s.Files); len(files.Content) > 0 {
+	files := writeFiles(s.Files)
+	cmds := s.Commands
+	if keys := AdminKeys(s); len(keys) > 0 {
+		// Windows OpenSSH reads an administrator's keys from one file of
+		// its own (sshkeys.go): staged by write_files, added by runcmd,
+		// after the spec's commands (which may start sshd, which makes
+		// its directory).
+		checkStaging(s.Files, &errs)
+		files.Content = append(files.Content, writeFile(AdminKeysStaging, adminKeysFile(keys), 0o644, false))
+		cmds = append(slices.Clip(cmds), adminKeysCommands()...)
+	}
+	if len(files.Content) > 0 {
 		add("write_files", files)
 	}
 	if s.Timezone != "" {
@@ -119,8 +130,8 @@ func CloudConfig(inst *spec.Instance) ([]byte, error) {
 	if len(s.Users) > 0 {
 		add("users", users(s.Users))
 	}
-	if len(s.Commands) > 0 {
-		add("runcmd", runcmd(s.Commands, &errs))
+	if len(cmds) > 0 {
+		add("runcmd", runcmd(cmds, &errs))
 	}
 	if err := errs.Err(); err != nil {
 		return nil, err
@@ -245,6 +256,9 @@ func memberOf(u spec.User) []string {
 	return gs
 }
 
+// isAdmin says whether u is in Windows' Administrators group.
+func isAdmin(u spec.User) bool { return slices.Contains(memberOf(u), AdminGroup) }
+
 func users(list []spec.User) *yaml.Node {
 	seq := yaml11.Sequence()
 	for _, u := range list {
@@ -278,18 +292,23 @@ func writeFiles(files []spec.File) *yaml.Node {
 		if f.Mode != nil {
 			mode = *f.Mode
 		}
-		m := yaml11.Mapping(
-			"path", yaml11.String(f.Path),
-			"encoding", yaml11.String("b64"),
-			"content", yaml11.String(base64.StdEncoding.EncodeToString(f.Data())),
-			"permissions", yaml11.String(mode.String()),
-		)
-		if f.Append {
-			yaml11.AddPair(m, "append", yaml11.BoolNode(true))
-		}
-		seq.Content = append(seq.Content, m)
+		seq.Content = append(seq.Content, writeFile(f.Path, f.Data(), mode, f.Append))
 	}
 	return seq
+}
+
+// writeFile is one write_files entry.
+func writeFile(path string, data []byte, mode spec.Mode, appendTo bool) *yaml.Node {
+	m := yaml11.Mapping(
+		"path", yaml11.String(path),
+		"encoding", yaml11.String("b64"),
+		"content", yaml11.String(base64.StdEncoding.EncodeToString(data)),
+		"permissions", yaml11.String(mode.String()),
+	)
+	if appendTo {
+		yaml11.AddPair(m, "append", yaml11.BoolNode(true))
+	}
+	return m
 }
 
 // cmdSpecial are the characters cmd.exe gives a meaning: an argument
@@ -332,7 +351,7 @@ func runcmd(cmds []spec.Command, errs *spec.ErrorList) *yaml.Node {
 // password, which it posts encrypted to the OpenStack password endpoint.
 func Admin(s *spec.Spec) *spec.User {
 	for i, u := range s.Users {
-		if u.Password != "" && slices.Contains(memberOf(u), AdminGroup) {
+		if u.Password != "" && isAdmin(u) {
 			return &s.Users[i]
 		}
 	}

@@ -292,6 +292,26 @@ spec:
       Write-Output "hello from PowerShell"
 `
 
+// AdminKeysStaging is where cloudbase-init's write_files stages the keys
+// of a spec's administrators, AdminKeysFile their bytes, and
+// AdminKeysCommands the lines its runcmd hands cmd.exe after the spec's
+// commands: appended to Windows OpenSSH's administrators_authorized_keys,
+// which is then owned by Administrators and open to Administrators and
+// SYSTEM only (named by SID), only where sshd has made its directory.
+const (
+	AdminKeysStaging  = "/ProgramData/vminit/administrators_authorized_keys"
+	AdminKeysCommands = `if exist "%PROGRAMDATA%\ssh\" type "\ProgramData\vminit\administrators_authorized_keys" >> "%PROGRAMDATA%\ssh\administrators_authorized_keys"
+if exist "%PROGRAMDATA%\ssh\" icacls "%PROGRAMDATA%\ssh\administrators_authorized_keys" /setowner *S-1-5-32-544
+if exist "%PROGRAMDATA%\ssh\" icacls "%PROGRAMDATA%\ssh\administrators_authorized_keys" /inheritance:r /grant *S-1-5-32-544:F /grant *S-1-5-18:F
+`
+)
+
+// AdminKeysFile is the staging file of keys: a blank line (ending the
+// file's last line if it had no newline), a comment, a key a line.
+func AdminKeysFile(keys ...string) string {
+	return "\n# vminit: spec.sshAuthorizedKeys and the keys of spec.users in group administrators\n" + strings.Join(keys, "\n") + "\n"
+}
+
 // Want says what a metadata service carries beside identity, keys and
 // user data.
 type Want struct {
@@ -357,7 +377,7 @@ func CheckWin(t testing.TB, inst *spec.Instance, got *Result, userData []byte, w
 		}
 	}
 	wantRun := []Execution{
-		{Executor: cloudbaseinit.ExecCmd, Script: "rem cmd\necho hello > C:\\first-boot.txt\nnet start sshd\n"},
+		{Executor: cloudbaseinit.ExecCmd, Script: "rem cmd\necho hello > C:\\first-boot.txt\nnet start sshd\n" + AdminKeysCommands},
 		{Executor: cloudbaseinit.ExecPowerShell, Script: s.CloudInit.UserData},
 	}
 	if !slices.Equal(got.Executed, wantRun) {
@@ -386,6 +406,11 @@ func CheckWin(t testing.TB, inst *spec.Instance, got *Result, userData []byte, w
 	}
 	if f := got.Files["/ProgramData/app/blob.bin"]; !bytes.Equal(f, []byte{0, 1, 2, 0xff}) {
 		t.Errorf("blob.bin %q", f)
+	}
+	// The spec's keys go to an administrator (ops, or cloudbase-init's
+	// Admin): Windows OpenSSH reads them from administrators_authorized_keys.
+	if f, want := got.Files[AdminKeysStaging], AdminKeysFile(keys...); string(f) != want {
+		t.Errorf("administrators' keys staged %q; want %q", f, want)
 	}
 }
 
