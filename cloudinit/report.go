@@ -33,8 +33,9 @@ const (
 var reportSource []byte
 
 // reportScript is ReportScript as the guest gets it: report.py without
-// the comments below its opening block.
-var reportScript = scripttext.Served(reportSource)
+// the comments below its opening block; made on first use, not at init,
+// which every program linking the package would pay.
+var reportScript = sync.OnceValue(func() []byte { return scripttext.Served(reportSource) })
 
 // reportScriptGzip is ReportScript gzipped and base64-encoded, for its
 // write_files entry (cloud-init's gz+b64 encoding): every served guest's
@@ -42,7 +43,7 @@ var reportScript = scripttext.Served(reportSource)
 var reportScriptGzip = sync.OnceValue(func() string {
 	var b bytes.Buffer
 	zw, _ := gzip.NewWriterLevel(&b, gzip.BestCompression) // no name, no time: the same bytes every time
-	zw.Write(reportScript)
+	zw.Write(reportScript())
 	zw.Close()
 	// In lines, as MIME has them: a line over 998 bytes would make a
 	// multipart message carry the whole part base64 again (is7bit).
