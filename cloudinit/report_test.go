@@ -323,6 +323,21 @@ func TestReportScriptInactiveMounts(t *testing.T) {
 	reporttest.CheckInactiveMounts(t, srv.Report(t))
 }
 
+// TestReportScriptDependencyFailed: a unit whose start job failed because
+// a unit it needs failed ends inactive, not failed, in a running system
+// (reporttest.DependencyFailed); report.py finds it in the journal's
+// record of the job and posts it with its journal and, last, which unit it
+// needed failed and what failed first, which the server reads as the
+// cause. The initrd's jobs, a unit started since, and a nofail mount are
+// not posted (reporttest.CheckDependencyFailed).
+func TestReportScriptDependencyFailed(t *testing.T) {
+	root := t.TempDir()
+	writeTree(t, root, cleanBoot)
+	srv := reporttest.NewServer(t)
+	runReportScript(t, root, bootreport.ReportURL(srv.URL), "PATH="+reporttest.Systemd(t, "running", reporttest.DependencyFailed())+":/usr/bin:/bin")
+	reporttest.CheckDependencyFailed(t, srv.Report(t))
+}
+
 // TestServedScript: report.py has no multi-line string that
 // scripttext.Served, dropping lines that begin with #, could cut (the
 // report tests run the served copy), and the served copy keeps the
