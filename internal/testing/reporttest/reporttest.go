@@ -88,16 +88,20 @@ type FailedUnit struct {
 const Userspace = 2_000_000
 
 // jobEntry is a line of `journalctl -o json --output-fields=UNIT,JOB_RESULT,MESSAGE`
-// for a failed start job, its fields in journalctl's order (systemd 252:
-// the cursor, the timestamps and the boot ID first).
+// for a failed start job: compact, the cursor, the timestamps and the boot
+// ID always there, in the order of its hash table, here the order
+// journalctl 252 (Debian 12) gave on 2026-11-29 for an entry logged with
+// `logger --journald`:
+//
+//	{"__REALTIME_TIMESTAMP":"1795945149758598","UNIT":"dev-disk-by\\x2dlabel-x.device","__CURSOR":"s=…","JOB_RESULT":"timeout","_BOOT_ID":"…","__MONOTONIC_TIMESTAMP":"31960687671","MESSAGE":"Timed out waiting for device …"}
 type jobEntry struct {
-	Cursor    string `json:"__CURSOR"`
 	Realtime  string `json:"__REALTIME_TIMESTAMP"`
-	Monotonic string `json:"__MONOTONIC_TIMESTAMP"`
-	BootID    string `json:"_BOOT_ID"`
-	Message   string `json:"MESSAGE"`
 	Unit      string `json:"UNIT"`
+	Cursor    string `json:"__CURSOR"`
 	Result    string `json:"JOB_RESULT"`
+	BootID    string `json:"_BOOT_ID"`
+	Monotonic string `json:"__MONOTONIC_TIMESTAMP"`
+	Message   string `json:"MESSAGE"`
 }
 
 // JobFailedMatch is the journal match of the failed start jobs the
