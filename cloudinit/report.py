@@ -46,6 +46,16 @@ SETTLE = 600
 COMMAND_TIMEOUT = 30
 # Enabled mount and swap units checked for being active, at most.
 MAX_ENABLED = 64
+# The journal's record of a start job that failed, whatever its result
+# (systemd's catalog: "A start job for unit UNIT has failed"), which PID 1
+# logs with UNIT, JOB_RESULT and MESSAGE (src/core/job.c,
+# job_emit_done_message; systemd 252). At most MAX_JOBS of this boot, the
+# last, in at most MAX_JOBS_BYTES.
+JOB_FAILED = "MESSAGE_ID=be02cf6855d2428ba40df7e9d022f03d"
+MAX_JOBS = 256
+MAX_JOBS_BYTES = 65536
+# A failure's message quoted in a reason, at most (characters).
+MAX_JOB_MESSAGE = 512
 # Where a systemd boot keeps its runtime units: systemd's own test of
 # whether it is the init system (sd_booted(3)).
 SYSTEMD = ROOT + "/run/systemd/system"
@@ -139,24 +149,55 @@ def lines(argv, n):
 
 
 # The failed units, then the enabled mount and swap units that are not
-# active (inactive_reason), at most MAX_UNITS, each with the last
-# UNIT_LOG_TAIL bytes of its journal.
+# active (inactive_reason), then the units that never started because a
+# unit they need failed (dependency_failed), at most MAX_UNITS, each with
+# the last UNIT_LOG_TAIL bytes of its journal.
 def failed_units():
     units = []
     for line in lines(["systemctl", "list-units", "--failed", "--plain", "--no-legend", "--no-pager", "--full"], MAX_UNITS):
         unit = (line.split() or [""])[0]
         if unit:
             units.append({"unit": unit, "log": journal(unit, UNIT_LOG_TAIL)})
-    for line in lines(["systemctl", "list-unit-files", "--type=mount,swap", "--state=enabled", "--plain", "--no-legend", "--no-pager"], MAX_ENABLED):
+    listed = set(u["unit"] for u in units)
+    # Lazily: nothing more is asked once MAX_UNITS are listed.
+    for unit, why in itertools.chain(inactive_units(listed), dependency_failed(listed)):
         if len(units) >= MAX_UNITS:
             break
-        unit = (line.split() or [""])[0]
-        why = unit and inactive_reason(unit)
-        if why:
-            # Last, so that it is the line the server reads as the cause.
-            log = journal(unit, UNIT_LOG_TAIL - len(why) - 1).rstrip("\n")
-            units.append({"unit": unit, "log": (log + "\n" + why).lstrip("\n")})
+        listed.add(unit)
+        # Last, so that it is the line the server reads as the cause.
+        log = journal(unit, UNIT_LOG_TAIL - len(why) - 1).rstrip("\n")
+        units.append({"unit": unit, "log": (log + "\n" + why).lstrip("\n")})
     return units
+
+
+# The enabled mount and swap units not in listed that are not active, as
+# (unit, reason).
+def inactive_units(listed):
+    for line in lines(["systemctl", "list-unit-files", "--type=mount,swap", "--state=enabled", "--plain", "--no-legend", "--no-pager"], MAX_ENABLED):
+        unit = (line.split() or [""])[0]
+        why = unit and unit not in listed and inactive_reason(unit)
+        if why:
+            yield unit, why
+
+
+# The properties of unit (of systemd itself without one) that
+# `systemctl show` gives.
+def show(unit, *props):
+    argv = ["systemctl", "show"]
+    for p in props:
+        argv += ["-p", p]
+    values = {}
+    for line in lines(argv + (["--", unit] if unit else []), 16):
+        key, _, value = line.rstrip("\n").partition("=")
+        values[key] = value
+    return values
+
+
+def number(value):
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0
 
 
 # Why an enabled mount or swap unit is not active once the boot has
@@ -166,11 +207,7 @@ def failed_units():
 # failed unit and no degraded state say so. A nofail mount may miss its
 # device; a unit its conditions skipped did not fail.
 def inactive_reason(unit):
-    props = {}
-    for line in lines(["systemctl", "show", "-p", "ActiveState", "-p", "ConditionResult",
-                       "-p", "ConditionTimestampMonotonic", "-p", "What", "-p", "Options", "--", unit], 16):
-        key, _, value = line.rstrip("\n").partition("=")
-        props[key] = value
+    props = show(unit, "ActiveState", "ConditionResult", "ConditionTimestampMonotonic", "What", "Options")
     if props.get("ActiveState") != "inactive" or "nofail" in props.get("Options", "").split(","):
         return None
     if props.get("ConditionResult") == "no" and props.get("ConditionTimestampMonotonic", "0") != "0":
@@ -179,6 +216,82 @@ def inactive_reason(unit):
     if what.startswith("/dev/") and not os.path.exists(what):
         return "enabled but not active once the boot settled: its device %s was not found" % what
     return "enabled but not active once the boot settled: a unit it needs failed, or it was stopped"
+
+
+# The start jobs of this boot's system manager that failed, in order, as
+# (unit, result, message, monotonic time): those of the initrd's manager,
+# before the switch to the root (UserspaceTimestampMonotonic), are left
+# out. _PID=1: what PID 1 logged, not a look-alike.
+def failed_jobs():
+    out = command(["journalctl", "-b", "-o", "json", "--no-pager", "-n", str(MAX_JOBS),
+                   "--output-fields=UNIT,JOB_RESULT,MESSAGE", "_PID=1", JOB_FAILED])
+    if out is None:
+        return []
+    with out:
+        data = out.read(MAX_JOBS_BYTES)
+    since = number(show(None, "UserspaceTimestampMonotonic").get("UserspaceTimestampMonotonic"))
+    jobs = []
+    for line in data.splitlines():
+        try:
+            entry = json.loads(text(line))
+        except ValueError:
+            continue  # cut by the bound
+        if not isinstance(entry, dict):
+            continue
+        # journalctl gives a field that is not UTF-8 text as a list of bytes.
+        unit, result, message, at = (entry.get(k) if isinstance(entry.get(k), str) else ""
+                                     for k in ("UNIT", "JOB_RESULT", "MESSAGE", "__MONOTONIC_TIMESTAMP"))
+        if unit and at.isdigit() and int(at) >= since:
+            jobs.append((unit, result, message[:MAX_JOB_MESSAGE].translate(CONTROL), int(at)))
+    return jobs
+
+
+# The units not in listed whose last start job in this boot failed
+# because a unit they need failed (JOB_RESULT=dependency), and that have
+# not been started since, as (unit, reason): such a unit ends inactive,
+# as a oneshot that ran does, so that neither a failed state nor
+# ActiveState tells it. A nofail mount may miss its device (and so its
+# mount fails as a dependency).
+def dependency_failed(listed):
+    jobs = failed_jobs()
+    last = {}
+    for i, job in enumerate(jobs):
+        if job[1] == "dependency":
+            last[job[0]] = i
+    for i in sorted(last.values()):
+        unit, at = jobs[i][0], jobs[i][3]
+        if unit in listed:
+            continue
+        props = show(unit, "ActiveState", "InactiveExitTimestampMonotonic", "Options", "Requires", "Requisite", "BindsTo")
+        if (props.get("ActiveState") != "inactive" or number(props.get("InactiveExitTimestampMonotonic")) > at
+                or "nofail" in props.get("Options", "").split(",")):
+            continue
+        needs = set(" ".join(props.get(k, "") for k in ("Requires", "Requisite", "BindsTo")).split())
+        yield unit, dependency_reason(jobs, i, needs)
+
+
+# dependency_reason says which unit the job jobs[i] needed failed, and
+# what failed first. systemd fails the jobs that need a failed one at
+# once, depth first, after logging the failure (job_finish_and_invalidate),
+# so the failures before jobs[i] back to the first that is not a
+# dependency's are its chain: the unit it needs is the nearest of them
+# in needs, and that first failure is why.
+def dependency_reason(jobs, i, needs):
+    need = first = None
+    for job in reversed(jobs[:i]):
+        if need is None and job[0] in needs:
+            need = job
+        if job[1] != "dependency":
+            first = job
+            break
+    why = "never started: a unit it needs failed"
+    if need is not None and need is first:
+        return why + ": " + first[2]
+    if need is not None:
+        why += ": %s (%s)" % (need[0], need[1])
+    if first is not None:
+        why += ", after: " + first[2]
+    return why
 
 
 def post(url, body, delay):

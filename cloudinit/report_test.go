@@ -316,11 +316,29 @@ var cleanBoot = map[string]string{
 // server reads as the cause; an active, nofail or skipped mount is not
 // (reporttest.CheckInactiveMounts).
 func TestReportScriptInactiveMounts(t *testing.T) {
+	reporttest.CheckInactiveMounts(t, reportRunning(t, reporttest.InactiveMounts()))
+}
+
+// reportRunning is what report.py posts after a systemd boot cloud-init
+// finished without errors, in the running state, systemd's answers
+// stubbed with units (reporttest.Systemd).
+func reportRunning(t *testing.T, units []reporttest.FailedUnit) firstboot.GuestReport {
 	root := t.TempDir()
 	writeTree(t, root, cleanBoot)
 	srv := reporttest.NewServer(t)
-	runReportScript(t, root, bootreport.ReportURL(srv.URL), "PATH="+reporttest.Systemd(t, "running", reporttest.InactiveMounts())+":/usr/bin:/bin")
-	reporttest.CheckInactiveMounts(t, srv.Report(t))
+	runReportScript(t, root, bootreport.ReportURL(srv.URL), "PATH="+reporttest.Systemd(t, "running", units)+":/usr/bin:/bin")
+	return srv.Report(t)
+}
+
+// TestReportScriptDependencyFailed: a unit whose start job failed because
+// a unit it needs failed ends inactive, not failed, in a running system
+// (reporttest.DependencyFailed); report.py finds it in the journal's
+// record of the job and posts it with its journal and, last, which unit it
+// needed failed and what failed first, which the server reads as the
+// cause. The initrd's jobs, a unit started since, and a nofail mount are
+// not posted (reporttest.CheckDependencyFailed).
+func TestReportScriptDependencyFailed(t *testing.T) {
+	reporttest.CheckDependencyFailed(t, reportRunning(t, reporttest.DependencyFailed()))
 }
 
 // TestServedScript: report.py has no multi-line string that

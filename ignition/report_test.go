@@ -203,6 +203,18 @@ func TestReportScriptInactiveMounts(t *testing.T) {
 	reporttest.CheckInactiveMounts(t, srv.Report(t))
 }
 
+// TestReportScriptDependencyFailed: as cloud-init's report.py, report.sh
+// posts the units that never started because a unit they need failed,
+// found in the journal's record of their start jobs
+// (reporttest.DependencyFailed), each with its journal and which unit it
+// needed failed last; the initrd's jobs, a unit started since, and a
+// nofail mount are not posted (reporttest.CheckDependencyFailed).
+func TestReportScriptDependencyFailed(t *testing.T) {
+	srv := reporttest.NewServer(t)
+	runReport(t, reporttest.Systemd(t, "running", reporttest.DependencyFailed()), t.TempDir(), bootreport.ReportURL(srv.URL))
+	reporttest.CheckDependencyFailed(t, srv.Report(t))
+}
+
 // TestServedScript: report.sh has no here-document whose lines
 // scripttext.Served, dropping lines that begin with #, could cut (the
 // tests above run the served copy), and the served copy keeps the

@@ -56,7 +56,9 @@ func TestReportScriptToHandler(t *testing.T) {
 // failed, and the one line the row and the instance show is the unit's
 // own (mount's) words. Then, in a running system with no failed unit, a
 // spec mount whose device never appeared (its unit inactive: it failed
-// as a dependency): failed too, the row naming the unit and its device.
+// as a dependency): failed too, the row naming the unit and its device;
+// and a service that never started because the device it needs timed
+// out (its start job's failure in the journal), the row naming it.
 func TestReportScriptUnitsToHandler(t *testing.T) {
 	cloudinittest.Require(t)
 	store := newIndexStore()
@@ -94,6 +96,15 @@ func TestReportScriptUnitsToHandler(t *testing.T) {
 	journal = "Nov 29 03:41:31 debian systemd[1]: Dependency failed for srv-data.mount - Mount LABEL=vminit-test-no-such-label at /srv/data."
 	stubs = reporttest.Systemd(t, "running", []reporttest.FailedUnit{{Unit: "srv-data.mount", Journal: journal, ActiveState: "inactive", What: device}})
 	check(stubs, "srv-data.mount: enabled but not active once the boot settled: its device "+device+" was not found")
+
+	// A running system with no failed unit and no inactive mount, whose
+	// journal says a service's start job failed because the device it
+	// needs timed out (reporttest.DependencyFailed): failed, the row
+	// naming the service and what it needed.
+	store.delete("vm-a")
+	store.put(t, instanceDoc("vm-a", []string{"127.0.0.1"}, ""))
+	check(reporttest.Systemd(t, "running", reporttest.DependencyFailed()),
+		`app.service: never started: a unit it needs failed: Timed out waiting for device dev-disk-by\x2dlabel-vminit\x2dtest\x2dno\x2dsuch\x2dlabel.device - `+device+".")
 }
 
 // runReportScript runs the report script the served cloud-config

@@ -140,6 +140,9 @@ const (
 	// goneMountUnit mounts goneLabel, which no disk has.
 	goneMountUnit = "mnt-vminitgone.mount"
 	goneLabel     = "vminit-gone"
+	// needsGoneUnit is a service that needs goneMountUnit: its start job
+	// fails as a dependency, and it ends inactive, as a oneshot that ran.
+	needsGoneUnit = "vminit-needs-gone.service"
 )
 
 // failingMountSpec is dev-vm with two spec mounts that fail while
@@ -149,18 +152,28 @@ const (
 // device's start times out and whose mount fails only as a dependency,
 // which leaves the unit inactive, not failed (seen on this guest,
 // 2026-11-29): the report names it as an enabled mount that is not
-// active. The device's timeout is cut from 90 s to 5 by a drop-in, as
-// fstab's x-systemd.device-timeout does. The guest's own report is
-// turned off (withoutGuestReport).
+// active; and a service that needs that mount (Requires=, After=), which
+// never starts either, and ends inactive: the report names it from its
+// start job's failure in the journal. The device's timeout is cut from
+// 90 s to 5 by a drop-in, as fstab's x-systemd.device-timeout does. The
+// guest's own report is turned off (withoutGuestReport).
 func failingMountSpec(t *testing.T) *spec.Instance {
 	inst := loadGuestSpec(t, devVM)
 	inst.Spec.Mounts = append(inst.Spec.Mounts,
 		spec.Mount{Device: "tmpfs", Path: "/mnt/vminitbad", Type: "tmpfs", Options: []string{"size=vminit-bad"}},
 		spec.Mount{Device: "LABEL=" + goneLabel, Path: "/mnt/vminitgone", Type: "ext4"})
-	device := strings.TrimSuffix(systemd.MountUnitName(systemd.MountWhat("LABEL="+goneLabel)), ".mount") + ".device"
+	device := goneDeviceUnit()
+	enabled := true
 	inst.Spec.Units = append(inst.Spec.Units, spec.Unit{Name: device,
-		Dropins: []spec.Dropin{{Name: "10-timeout.conf", Content: "[Unit]\nJobRunningTimeoutSec=5s\n"}}})
+		Dropins: []spec.Dropin{{Name: "10-timeout.conf", Content: "[Unit]\nJobRunningTimeoutSec=5s\n"}}},
+		spec.Unit{Name: needsGoneUnit, Enabled: &enabled, Content: "[Unit]\nDescription=Needs " + goneMountUnit + "\nRequires=" + goneMountUnit +
+			"\nAfter=" + goneMountUnit + "\n\n[Service]\nType=oneshot\nExecStart=/bin/true\n\n[Install]\nWantedBy=multi-user.target\n"})
 	return withoutGuestReport(t, inst)
+}
+
+// goneDeviceUnit is the device unit of goneLabel, which never appears.
+func goneDeviceUnit() string {
+	return strings.TrimSuffix(systemd.MountUnitName(systemd.MountWhat("LABEL="+goneLabel)), ".mount") + ".device"
 }
 
 // withoutGuestReport turns the test guest's own report off: it powers the
@@ -221,10 +234,12 @@ func TestGuestFirstBoot(t *testing.T) {
 		if slices.ContainsFunc(st.Errors, func(f firstboot.Failure) bool { return f.Unit == "" }) {
 			t.Errorf("cloud-init failed too (the test wants it to finish without an error):\n%s", statusText(st))
 		}
-		// No other unit: Debian's own enabled mounts and swaps are not
-		// taken for failures.
-		if slices.ContainsFunc(st.Errors, func(f firstboot.Failure) bool { return f.Unit != badMountUnit && f.Unit != goneMountUnit }) {
-			t.Errorf("failures other than the two mounts':\n%s", statusText(st))
+		// No other unit: Debian's own enabled mounts and swaps, and its
+		// own boot's start jobs, are not taken for failures.
+		if slices.ContainsFunc(st.Errors, func(f firstboot.Failure) bool {
+			return f.Unit != badMountUnit && f.Unit != goneMountUnit && f.Unit != needsGoneUnit
+		}) {
+			t.Errorf("failures other than the two mounts' and %s:\n%s", needsGoneUnit, statusText(st))
 		}
 		// The unit, then mount(8)'s own line, not systemd's nor mount's
 		// hint after it.
@@ -237,6 +252,14 @@ func TestGuestFirstBoot(t *testing.T) {
 			return f.Unit == goneMountUnit && strings.Contains(f.Message, gone)
 		}) {
 			t.Errorf("no failure of %s saying %q:\n%s", goneMountUnit, gone, statusText(st))
+		}
+		// The service that needed it: named, with the mount it needed and
+		// the device's timeout before it, from the journal.
+		needs := "never started: a unit it needs failed: " + goneMountUnit + " (dependency), after: Timed out waiting for device " + goneDeviceUnit()
+		if !slices.ContainsFunc(st.Errors, func(f firstboot.Failure) bool {
+			return f.Unit == needsGoneUnit && strings.Contains(f.Message, needs)
+		}) {
+			t.Errorf("no failure of %s saying %q:\n%s", needsGoneUnit, needs, statusText(st))
 		}
 	})
 	t.Run("IgnitionDone", func(t *testing.T) {
